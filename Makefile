@@ -1,0 +1,136 @@
+# hps: heterogeneous parameter-server training, as Unix tools.
+#
+#   make            build bin/hps-*
+#   make check      install missing packages, build, run every test
+#   make demo       install missing packages, build, run the pipeline on generated data
+#   make asan       the test suite under AddressSanitizer + UBSan (build-asan/)
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make CUDA=0     build without the CUDA kernels even where nvcc exists
+
+VERSION   := 0.1.0
+PREFIX    ?= /usr/local
+BINDIR    ?= $(PREFIX)/bin
+MANDIR    ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+
+# Where objects and binaries go: build/ and bin/ normally, build-asan/ for `make asan`.
+BUILD     ?= build
+BIN       ?= bin
+
+CC        ?= cc
+OPT       ?= -O2 -g
+SAN       ?=
+WARN      := -Wall -Wextra -Werror
+HPS_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) $(SAN) -fopenmp -pthread -Ilib \
+             $(CUDA_DEFS) $(CFLAGS)
+HPS_LDLIBS = -ljansson -lzstd -lopenblas -lm $(CUDA_LIBS) $(LDLIBS)
+HPS_LDFLAGS = $(SAN) -fopenmp -pthread $(LDFLAGS)
+
+# ---- CUDA: detected, or forced with CUDA=0/1 --------------------------------
+NVCC      ?= $(shell command -v nvcc 2>/dev/null || { test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc; })
+ifeq ($(origin CUDA),undefined)
+CUDA      := $(if $(NVCC),1,0)
+endif
+CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
+CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
+ifeq ($(CUDA),1)
+CUDA_DEFS := -DHPS_CUDA=1 -I$(CUDA_HOME)/include
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
+CU_SRC    := $(wildcard lib/*/*.cu)
+else
+CUDA_DEFS :=
+CUDA_LIBS :=
+CU_SRC    :=
+endif
+
+# ---- sources ----------------------------------------------------------------
+LIB_SRC   := $(wildcard lib/*/*.c)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+LIBHPS    := $(BUILD)/libhps.a
+TOOLS     := $(patsubst cmd/%.c,%,$(wildcard cmd/hps-*.c))
+BINS      := $(TOOLS:%=$(BIN)/%)
+UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+MAN_PAGES := $(wildcard man/*.[157])
+
+DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenblas-dev \
+             libopenmpi-dev openmpi-bin libcmocka-dev bats python3
+
+.PHONY: all deps check test asan demo install uninstall clean bench-plan bench-shard bench-train bench-dist
+all: $(BINS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(HPS_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -O2 -std=c++17 -Ilib $(CUDA_DEFS) $(CUDA_ARCH) -Xcompiler -Wall,-Werror -c $< -o $@
+
+$(LIBHPS): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN)/%: $(BUILD)/cmd/%.o $(LIBHPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(HPS_LDFLAGS) $^ -o $@ $(HPS_LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIBHPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(HPS_CFLAGS) -Itests/unit $< $(LIBHPS) -o $@ $(HPS_LDFLAGS) $(HPS_LDLIBS) -lcmocka
+
+-include $(LIB_OBJ:.o=.d) $(TOOLS:%=$(BUILD)/cmd/%.d)
+
+# ---- packages ---------------------------------------------------------------
+# Installs what is missing (as root), or prints the exact command and fails.
+deps:
+	@missing=""; \
+	for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "hps: missing packages; run: sudo apt-get install -y$$missing" >&2; exit 1; \
+	fi; \
+	echo "hps: installing$$missing" >&2; \
+	apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >&2
+
+# ---- tests ------------------------------------------------------------------
+check: deps
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory test
+
+test: $(BINS) $(UNIT_BINS)
+	@HPS_BIN=$(CURDIR)/$(BIN) tests/run.sh $(UNIT_BINS)
+
+# Sanitizers: CUDA=0 because the CUDA runtime and ASan's shadow memory collide.
+asan: deps
+	@$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin CUDA=0 OPT="-O1 -g" \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
+
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@tests/demo.sh $(CURDIR)/$(BIN)
+
+bench-plan bench-shard bench-train bench-dist: all
+	@tests/bench/$@.sh $(CURDIR)/$(BIN)
+
+# ---- install ----------------------------------------------------------------
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man5 \
+	  $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR)
+	install -m 755 $(BINS) $(DESTDIR)$(BINDIR)
+	for p in $(MAN_PAGES); do s=$${p##*.}; install -m 644 $$p $(DESTDIR)$(MANDIR)/man$$s/; done
+	install -m 644 completions/bash/* $(DESTDIR)$(BASHCOMPDIR)/
+	install -m 644 completions/zsh/* $(DESTDIR)$(ZSHCOMPDIR)/
+
+uninstall:
+	rm -f $(TOOLS:%=$(DESTDIR)$(BINDIR)/%)
+	for p in $(MAN_PAGES); do s=$${p##*.}; rm -f $(DESTDIR)$(MANDIR)/man$$s/$${p##*/}; done
+	for f in completions/bash/*; do rm -f $(DESTDIR)$(BASHCOMPDIR)/$${f##*/}; done
+	for f in completions/zsh/*; do rm -f $(DESTDIR)$(ZSHCOMPDIR)/$${f##*/}; done
+
+clean:
+	rm -rf build build-asan bin

@@ -1,0 +1,155 @@
+#include "core/hps_core.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int hps_display_level = 2;
+static const char *progname = "hps";
+
+void hps_set_progname(const char *name)
+{
+    const char *slash = strrchr(name, '/');
+    progname = slash ? slash + 1 : name;
+}
+
+const char *hps_progname(void) { return progname; }
+
+int hps_fail(hps_error *err, int code, const char *fmt, ...)
+{
+    if (err) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        va_end(ap);
+        err->code = code;
+    }
+    return -1;
+}
+
+void hps_log(int level, const char *fmt, ...)
+{
+    if (level > hps_display_level) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+}
+
+void hps_report(const hps_error *err)
+{
+    fprintf(stderr, "%s: error: %s\n", progname, err->msg);
+}
+
+void hps_errorf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: error: ", progname);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+void hps_warnf(const char *fmt, ...)
+{
+    if (hps_display_level < 1) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: warning: ", progname);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+_Noreturn void hps_panic(const char *file, int line, const char *what)
+{
+    fprintf(stderr, "%s: fatal: %s:%d: check failed: %s\n", progname, file, line, what);
+    abort();
+}
+
+void *hps_malloc_(size_t n, const char *file, int line)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) hps_panic(file, line, "out of memory");
+    return p;
+}
+
+void *hps_calloc_(size_t count, size_t size, const char *file, int line)
+{
+    void *p = calloc(count ? count : 1, size ? size : 1);
+    if (!p) hps_panic(file, line, "out of memory");
+    return p;
+}
+
+void *hps_realloc_(void *p, size_t n, const char *file, int line)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q) hps_panic(file, line, "out of memory");
+    return q;
+}
+
+char *hps_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = hps_malloc(n);
+    memcpy(d, s, n);
+    return d;
+}
+
+int hps_mul_size(size_t a, size_t b, size_t *out)
+{
+    if (a && b > SIZE_MAX / a) return -1;
+    *out = a * b;
+    return 0;
+}
+
+int hps_add_size(size_t a, size_t b, size_t *out)
+{
+    if (b > SIZE_MAX - a) return -1;
+    *out = a + b;
+    return 0;
+}
+
+double hps_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int hps_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
+
+void hps_print_version(FILE *out)
+{
+    fprintf(out, "%s (hps) %s\n", progname, HPS_VERSION);
+#ifdef HPS_CUDA
+    fprintf(out, "features: openblas zstd jansson cuda\n");
+#else
+    fprintf(out, "features: openblas zstd jansson\n");
+#endif
+}
+
+int hps_parse_long(const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+int hps_parse_double(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || v != v) return -1;
+    *out = v;
+    return 0;
+}

@@ -1,0 +1,74 @@
+/* hps_core: error reporting, display levels, allocation, time, versions.
+ *
+ * Every tool reports errors the git way: "PROG: error: SUBJECT: what", one
+ * line on stderr.  Library code does not exit; it formats the message into an
+ * hps_error and returns -1 so that the tool decides the exit code
+ * (HPS_EXIT_USAGE for bad input, HPS_EXIT_RUNTIME for failures while working).
+ */
+#ifndef HPS_CORE_H
+#define HPS_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define HPS_VERSION "0.1.0"
+
+enum { HPS_EXIT_OK = 0, HPS_EXIT_RUNTIME = 1, HPS_EXIT_USAGE = 2 };
+
+/* A formatted, one-line error message and the exit code it deserves. */
+typedef struct {
+    char msg[512];
+    int code; /* HPS_EXIT_USAGE or HPS_EXIT_RUNTIME */
+} hps_error;
+
+/* Fills err (may be NULL) and returns -1, so callers can `return hps_fail(...)`. */
+int hps_fail(hps_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Program name used as the prefix of every message ("hps-profile"). */
+void hps_set_progname(const char *name);
+const char *hps_progname(void);
+
+/* Display levels, as in zstd's programs/: 0 silent, 1 errors, 2 normal
+ * (default), 3 verbose, 4 debug.  Messages go to stderr. */
+extern int hps_display_level;
+void hps_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void hps_report(const hps_error *err); /* "PROG: error: MSG" */
+void hps_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void hps_warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Fail-fast checks for programming errors and out-of-memory: print file and
+ * line, then abort.  Never used for bad user input. */
+#define HPS_CHECK(cond)                                                        \
+    do {                                                                       \
+        if (!(cond)) hps_panic(__FILE__, __LINE__, #cond);                     \
+    } while (0)
+_Noreturn void hps_panic(const char *file, int line, const char *what);
+
+void *hps_malloc_(size_t n, const char *file, int line);
+void *hps_calloc_(size_t count, size_t size, const char *file, int line);
+void *hps_realloc_(void *p, size_t n, const char *file, int line);
+#define hps_malloc(n) hps_malloc_((n), __FILE__, __LINE__)
+#define hps_calloc(c, s) hps_calloc_((c), (s), __FILE__, __LINE__)
+#define hps_realloc(p, n) hps_realloc_((p), (n), __FILE__, __LINE__)
+char *hps_strdup(const char *s);
+
+/* Overflow-checked size arithmetic: return 0 on success, -1 on overflow. */
+int hps_mul_size(size_t a, size_t b, size_t *out);
+int hps_add_size(size_t a, size_t b, size_t *out);
+
+/* Monotonic clock in seconds. */
+double hps_now(void);
+
+/* Is stderr a terminal (progress bars only then)? */
+int hps_stderr_is_tty(void);
+
+/* "--version" text: "PROG (hps) 0.1.0" plus build features. */
+void hps_print_version(FILE *out);
+
+/* Parses a non-negative integer / positive double from an option argument. */
+int hps_parse_long(const char *s, long min, long max, long *out);
+int hps_parse_double(const char *s, double *out);
+
+#endif

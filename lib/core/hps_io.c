@@ -1,0 +1,221 @@
+#include "core/hps_io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *hps_path_name(const char *path)
+{
+    return strcmp(path, "-") == 0 ? "<stdin>" : path;
+}
+
+int hps_read_all(const char *path, char **data, size_t *len, hps_error *err)
+{
+    int is_stdin = strcmp(path, "-") == 0;
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (!f)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = hps_malloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) buf = hps_realloc(buf, cap *= 2);
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int bad = ferror(f);
+    int saved = errno;
+    if (!is_stdin) fclose(f);
+    if (bad) {
+        free(buf);
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: cannot read: %s", hps_path_name(path),
+                        strerror(saved));
+    }
+    buf[n] = '\0';
+    *data = buf;
+    if (len) *len = n;
+    return 0;
+}
+
+/* ---- atomic output ------------------------------------------------------ */
+
+struct hps_out {
+    char *path, *tmp; /* tmp == NULL: stdout */
+    FILE *f;
+    struct hps_out *next;
+};
+
+/* Open temporaries, removed at exit or on a fatal signal if not committed. */
+static hps_out *open_outs;
+
+static void remove_open_temporaries(void)
+{
+    for (hps_out *o = open_outs; o; o = o->next)
+        if (o->tmp) unlink(o->tmp);
+}
+
+static void on_fatal_signal(int sig)
+{
+    remove_open_temporaries();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void install_cleanup(void)
+{
+    static int installed;
+    if (installed) return;
+    installed = 1;
+    atexit(remove_open_temporaries);
+    signal(SIGINT, on_fatal_signal);
+    signal(SIGTERM, on_fatal_signal);
+    signal(SIGHUP, on_fatal_signal);
+}
+
+static void unlink_out(hps_out *o)
+{
+    for (hps_out **p = &open_outs; *p; p = &(*p)->next)
+        if (*p == o) {
+            *p = o->next;
+            return;
+        }
+}
+
+hps_out *hps_out_open(const char *path, hps_error *err)
+{
+    hps_out *o = hps_calloc(1, sizeof *o);
+    o->path = hps_strdup(path);
+    if (strcmp(path, "-") == 0) {
+        o->f = stdout;
+        return o;
+    }
+    size_t n = strlen(path) + 32;
+    o->tmp = hps_malloc(n);
+    snprintf(o->tmp, n, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(o->tmp);
+    if (fd < 0) {
+        hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot create: %s", path, strerror(errno));
+        free(o->tmp), free(o->path), free(o);
+        return NULL;
+    }
+    fchmod(fd, 0644);
+    o->f = fdopen(fd, "wb");
+    HPS_CHECK(o->f);
+    install_cleanup();
+    o->next = open_outs;
+    open_outs = o;
+    return o;
+}
+
+FILE *hps_out_file(hps_out *o) { return o->f; }
+
+static void out_free(hps_out *o)
+{
+    unlink_out(o);
+    free(o->tmp);
+    free(o->path);
+    free(o);
+}
+
+int hps_out_commit(hps_out *o, hps_error *err)
+{
+    int rc = 0;
+    if (!o->tmp) {
+        if (fflush(o->f) != 0)
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "<stdout>: write failed: %s", strerror(errno));
+        out_free(o);
+        return rc;
+    }
+    if (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0 || ferror(o->f))
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", o->path, strerror(errno));
+    if (fclose(o->f) != 0 && rc == 0)
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", o->path, strerror(errno));
+    if (rc == 0 && rename(o->tmp, o->path) != 0)
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot rename into place: %s", o->path,
+                      strerror(errno));
+    if (rc != 0) unlink(o->tmp);
+    out_free(o);
+    return rc;
+}
+
+void hps_out_abort(hps_out *o)
+{
+    if (!o) return;
+    if (o->tmp) {
+        fclose(o->f);
+        unlink(o->tmp);
+    }
+    out_free(o);
+}
+
+int hps_write_atomic(const char *path, const void *buf, size_t len, hps_error *err)
+{
+    hps_out *o = hps_out_open(path, err);
+    if (!o) return -1;
+    if (fwrite(buf, 1, len, hps_out_file(o)) != len) {
+        hps_out_abort(o);
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", path, strerror(errno));
+    }
+    return hps_out_commit(o, err);
+}
+
+/* ---- SHA-256 (FIPS 180-4), for the digests that tie plans to inputs ----- */
+
+static const uint32_t sha_k[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+    0xc67178f2};
+
+#define ROR32(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void sha256_block(uint32_t h[8], const unsigned char *p)
+{
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        uint32_t s0 = ROR32(w[i - 15], 7) ^ ROR32(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        uint32_t s1 = ROR32(w[i - 2], 17) ^ ROR32(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
+    for (int i = 0; i < 64; i++) {
+        uint32_t t1 = k + (ROR32(e, 6) ^ ROR32(e, 11) ^ ROR32(e, 25)) + ((e & f) ^ (~e & g)) +
+                      sha_k[i] + w[i];
+        uint32_t t2 = (ROR32(a, 2) ^ ROR32(a, 13) ^ ROR32(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+    }
+    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
+}
+
+void hps_sha256_hex(const void *data, size_t len, char out[72])
+{
+    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    const unsigned char *p = data;
+    size_t full = len / 64;
+    for (size_t i = 0; i < full; i++) sha256_block(h, p + 64 * i);
+    unsigned char tail[128] = {0};
+    size_t rest = len - 64 * full;
+    memcpy(tail, p + 64 * full, rest);
+    tail[rest] = 0x80;
+    size_t tail_len = rest + 9 <= 64 ? 64 : 128;
+    uint64_t bits = (uint64_t)len * 8;
+    for (int i = 0; i < 8; i++) tail[tail_len - 1 - i] = (unsigned char)(bits >> (8 * i));
+    sha256_block(h, tail);
+    if (tail_len == 128) sha256_block(h, tail + 64);
+    strcpy(out, "sha256:");
+    for (int i = 0; i < 8; i++) snprintf(out + 7 + 8 * i, 9, "%08x", h[i]);
+}

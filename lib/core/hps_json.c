@@ -1,0 +1,158 @@
+#include "core/hps_json.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_io.h"
+
+int hps_json_loadb(const char *name, const char *buf, size_t len, json_t **root,
+                   hps_error *err)
+{
+    json_error_t je;
+    *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    if (!*root)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s:%d:%d: invalid JSON: %s", name, je.line,
+                        je.column, je.text);
+    if (!json_is_object(*root)) {
+        json_decref(*root);
+        *root = NULL;
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: expected a JSON object at the top level", name);
+    }
+    return 0;
+}
+
+int hps_json_load(const char *path, json_t **root, hps_error *err)
+{
+    char *buf;
+    size_t len;
+    if (hps_read_all(path, &buf, &len, err)) return -1;
+    int rc = hps_json_loadb(hps_path_name(path), buf, len, root, err);
+    free(buf);
+    return rc;
+}
+
+static json_t *field(json_t *obj, const char *key, int required, const char *ctx, hps_error *err,
+                     int *rc)
+{
+    json_t *v = json_object_get(obj, key);
+    *rc = 0;
+    if ((!v || json_is_null(v)) && required)
+        *rc = hps_fail(err, HPS_EXIT_USAGE, "%s: missing field '%s'", ctx, key);
+    return json_is_null(v) ? NULL : v;
+}
+
+int hps_json_int(json_t *obj, const char *key, int required, long long min, long long max,
+                 long long *out, const char *ctx, hps_error *err)
+{
+    int rc;
+    json_t *v = field(obj, key, required, ctx, err, &rc);
+    if (!v) return rc;
+    long long x;
+    if (json_is_integer(v)) {
+        x = json_integer_value(v);
+    } else if (json_is_real(v) && json_real_value(v) == floor(json_real_value(v)) &&
+               fabs(json_real_value(v)) < 9e15) {
+        x = (long long)json_real_value(v);
+    } else {
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s must be an integer in [%lld, %lld]", ctx,
+                        key, min, max);
+    }
+    if (x < min || x > max)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s=%lld must be in [%lld, %lld]", ctx, key, x,
+                        min, max);
+    *out = x;
+    return 0;
+}
+
+int hps_json_num(json_t *obj, const char *key, int required, double min, double max,
+                 double *out, const char *ctx, hps_error *err)
+{
+    int rc;
+    json_t *v = field(obj, key, required, ctx, err, &rc);
+    if (!v) return rc;
+    if (!json_is_number(v))
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s must be a number", ctx, key);
+    double x = json_number_value(v);
+    if (!(x >= min && x <= max))
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s=%g must be in [%g, %g]", ctx, key, x, min,
+                        max);
+    *out = x;
+    return 0;
+}
+
+int hps_json_str(json_t *obj, const char *key, int required, const char **out, const char *ctx,
+                 hps_error *err)
+{
+    int rc;
+    json_t *v = field(obj, key, required, ctx, err, &rc);
+    if (!v) return rc;
+    if (!json_is_string(v) || json_string_length(v) == 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s must be a non-empty string", ctx, key);
+    *out = json_string_value(v);
+    return 0;
+}
+
+int hps_json_bool(json_t *obj, const char *key, int required, int *out, const char *ctx,
+                  hps_error *err)
+{
+    int rc;
+    json_t *v = field(obj, key, required, ctx, err, &rc);
+    if (!v) return rc;
+    if (!json_is_boolean(v))
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s must be true or false", ctx, key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+int hps_json_enum(json_t *obj, const char *key, int required, const char *const *choices,
+                  int *out, const char *ctx, hps_error *err)
+{
+    const char *s = NULL;
+    if (hps_json_str(obj, key, required, &s, ctx, err)) return -1;
+    if (!s) return 0;
+    char list[256] = "";
+    for (int i = 0; choices[i]; i++) {
+        if (strcmp(s, choices[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+        size_t n = strlen(list);
+        snprintf(list + n, sizeof list - n, "%s%s", i ? "|" : "", choices[i]);
+    }
+    return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be one of %s", ctx, key, s, list);
+}
+
+int hps_json_known_keys(json_t *obj, const char *const *allowed, const char *ctx,
+                        hps_error *err)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(obj, key, v) {
+        int ok = 0;
+        for (int i = 0; allowed[i] && !ok; i++) ok = strcmp(key, allowed[i]) == 0;
+        if (!ok) return hps_fail(err, HPS_EXIT_USAGE, "%s: unknown field '%s'", ctx, key);
+    }
+    return 0;
+}
+
+char *hps_json_text(json_t *root)
+{
+    char *s = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(9));
+    HPS_CHECK(s);
+    return s;
+}
+
+int hps_json_write(const char *path, json_t *root, hps_error *err)
+{
+    char *s = hps_json_text(root);
+    size_t n = strlen(s);
+    s = hps_realloc(s, n + 2);
+    s[n] = '\n';
+    s[n + 1] = '\0';
+    int rc = hps_write_atomic(path, s, n + 1, err);
+    free(s);
+    return rc;
+}
+
+json_t *hps_json_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }

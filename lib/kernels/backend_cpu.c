@@ -1,0 +1,62 @@
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/hps_backend.h"
+
+static void *cpu_alloc(size_t bytes)
+{
+    /* 64-byte aligned for the vector units; zero-filled like the CUDA side */
+    void *p = NULL;
+    size_t n = (bytes + 63) & ~(size_t)63;
+    if (posix_memalign(&p, 64, n ? n : 64) != 0) hps_panic(__FILE__, __LINE__, "out of memory");
+    memset(p, 0, n);
+    return p;
+}
+
+static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_sync(void) {}
+static void cpu_memzero(void *p, size_t bytes) { memset(p, 0, bytes); }
+
+void adam_update(float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
+                 float beta2, float eps, int t)
+{
+    const float c1 = 1.0f - powf(beta1, (float)t), c2 = 1.0f - powf(beta2, (float)t);
+#pragma omp parallel for if (n > 65536)
+    for (int64_t i = 0; i < n; i++) {
+        m[i] = beta1 * m[i] + (1.0f - beta1) * g[i];
+        v[i] = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];
+        p[i] -= lr * (m[i] / c1) / (sqrtf(v[i] / c2) + eps);
+    }
+}
+
+static const hps_backend cpu_backend = {
+    .kind = "cpu",
+    .device = -1,
+    .alloc = cpu_alloc,
+    .release = free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .sync = cpu_sync,
+    .memzero = cpu_memzero,
+    .fc_forward = fc_forward,
+    .fc_backward = fc_backward,
+    .act_forward = act_forward,
+    .act_backward = act_backward,
+    .embedding_bag_forward = embedding_bag_forward,
+    .sparse_grad_create = hps_sparse_grad_create,
+    .sparse_grad_free = hps_sparse_grad_free,
+    .embedding_bag_backward = embedding_bag_backward,
+    .sparse_adagrad = sparse_adagrad,
+    .concat_forward = concat_forward,
+    .concat_backward = concat_backward,
+    .dot_forward = dot_forward,
+    .dot_backward = dot_backward,
+    .logloss_forward = logloss_forward,
+    .logloss_backward = logloss_backward,
+    .softmax_forward = softmax_forward,
+    .softmax_backward = softmax_backward,
+    .adam_update = adam_update,
+};
+
+const hps_backend *hps_backend_cpu(void) { return &cpu_backend; }

@@ -1,0 +1,85 @@
+/* hps_kernels: the layer kernels, a forward/backward pair per layer on plain
+ * float arrays (CPU, OpenBLAS + OpenMP).  hps_backend.h wraps these and their
+ * CUDA twins behind one table so that the executor runs either.
+ *
+ * Conventions (as in llm.c): row-major, batch first.  B is the batch, C and OC
+ * an fc layer's input and output widths (I belongs to complex.h), S slots, D the embedding dim.  Backward functions
+ * accumulate (+=) into parameter gradients and overwrite input gradients;
+ * any input-gradient pointer may be NULL when nobody needs it.
+ */
+#ifndef HPS_KERNELS_H
+#define HPS_KERNELS_H
+
+#include <stdint.h>
+
+#include "model/hps_model.h"
+
+/* Bags of embedding rows, CSR over (sample, slot) pairs: the bag of sample b
+ * in slot s is rows[offsets[b*S+s] .. offsets[b*S+s+1]).  rows index one table
+ * holding all of a layer's slots; weights (NULL: all 1) scale each row. */
+typedef struct {
+    int B, S;
+    const int64_t *offsets; /* B*S+1 */
+    const int64_t *rows;
+    const float *weights;
+} hps_bags;
+
+/* A sparse gradient: unique rows (first-seen order) and their summed rows. */
+typedef struct {
+    int64_t n, cap;
+    int D;
+    int64_t *rows;
+    float *grad;       /* n x D */
+    int64_t *ht;       /* open addressing: row -> index+1, 2*cap slots */
+    int64_t ht_mask;
+} hps_sparse_grad;
+
+hps_sparse_grad *hps_sparse_grad_create(int64_t cap, int D);
+void hps_sparse_grad_free(hps_sparse_grad *g);
+
+/* Threads used by the kernels (OpenMP and OpenBLAS together). */
+void hps_set_threads(int n);
+int hps_max_threads(void);
+
+/* fc: out[B,OC] = in[B,C] . w[OC,C]^T + b[OC] */
+void fc_forward(float *out, const float *in, const float *w, const float *b, int B, int C, int OC);
+void fc_backward(float *din, float *dw, float *db, const float *dout, const float *in,
+                 const float *w, int B, int C, int OC);
+
+/* Activations; backward reads the forward *output* y (relu: y>0, sigmoid:
+ * y(1-y), tanh: 1-y^2), so the pre-activation need not be kept. out may be in. */
+void act_forward(float *out, const float *in, int64_t n, hps_act a);
+void act_backward(float *din, const float *dout, const float *out, int64_t n, hps_act a);
+
+/* Embedding bag: the pooled vector of sample b, slot s at out[b*ld + s*D]
+ * (ld >= S*D lets several embedding layers fill one [B, E] buffer). */
+void embedding_bag_forward(float *out, int ld, const float *table, const hps_bags *bags, int D,
+                           hps_pool pool);
+/* Fills g with the unique rows touched and their summed gradients; dout has
+ * the same layout as the forward output. */
+void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const hps_bags *bags,
+                            int D, hps_pool pool);
+/* Sparse AdaGrad on the rows of g: accum[row] += grad^2 (per element),
+ * table[row] -= lr * grad / (sqrt(accum[row]) + eps). */
+void sparse_adagrad(float *table, float *accum, const hps_sparse_grad *g, float lr, float eps);
+
+/* concat: out[B, E+W] = [emb[B,E] | dense[B,W]] */
+void concat_forward(float *out, const float *emb, const float *dense, int B, int E, int W);
+void concat_backward(float *demb, float *ddense, const float *dout, int B, int E, int W);
+
+/* dot_interaction (DLRM): vectors are [dense (if W>0, W==D)] + V embedding
+ * vectors; out[B, W + n(n-1)/2] = [dense | v_i.v_j for i>j]. */
+void dot_forward(float *out, const float *emb, const float *dense, int B, int V, int D, int W);
+void dot_backward(float *demb, float *ddense, const float *dout, const float *emb,
+                  const float *dense, int B, int V, int D, int W);
+
+/* Binary log loss on logits z[B], labels y in {0,1}: returns the mean loss;
+ * prob (may be NULL) receives sigmoid(z). */
+double logloss_forward(float *prob, const float *z, const float *y, int B);
+void logloss_backward(float *dz, const float *z, const float *y, int B);
+
+/* Softmax cross-entropy on logits z[B,C], labels y[b] = class index (as float). */
+double softmax_forward(float *prob, const float *z, const float *y, int B, int C);
+void softmax_backward(float *dz, const float *prob, const float *y, int B, int C);
+
+#endif

@@ -1,0 +1,342 @@
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/hps_kernels.h"
+
+/* Loops shorter than this stay on one thread: waking the team costs more. */
+#define PAR_MIN 4096
+
+void hps_set_threads(int n)
+{
+    if (n < 1) n = 1;
+    omp_set_num_threads(n);
+    openblas_set_num_threads(n);
+}
+
+int hps_max_threads(void) { return omp_get_num_procs(); }
+
+/* ---- fc ----------------------------------------------------------------- */
+
+void fc_forward(float *out, const float *in, const float *w, const float *b, int B, int C, int OC)
+{
+    /* out = in . w^T, then the bias row by row */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C, 1.0f, in, C, w, C, 0.0f, out, OC);
+    if (!b) return;
+#pragma omp parallel for if ((int64_t)B * OC > PAR_MIN)
+    for (int r = 0; r < B; r++) {
+        float *o = out + (int64_t)r * OC;
+        for (int j = 0; j < OC; j++) o[j] += b[j];
+    }
+}
+
+void fc_backward(float *din, float *dw, float *db, const float *dout, const float *in,
+                 const float *w, int B, int C, int OC)
+{
+    if (din) /* din[B,C] = dout[B,OC] . w[OC,C] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, C, OC, 1.0f, dout, OC, w, C, 0.0f,
+                    din, C);
+    if (dw) /* dw[OC,C] += dout^T . in */
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, C, B, 1.0f, dout, OC, in, C, 1.0f,
+                    dw, C);
+    if (db)
+        for (int r = 0; r < B; r++) {
+            const float *d = dout + (int64_t)r * OC;
+            for (int j = 0; j < OC; j++) db[j] += d[j];
+        }
+}
+
+/* ---- activations ---------------------------------------------------------- */
+
+void act_forward(float *out, const float *in, int64_t n, hps_act a)
+{
+    switch (a) {
+    case HPS_ACT_NONE:
+        if (out != in) memcpy(out, in, (size_t)n * sizeof *out);
+        break;
+    case HPS_ACT_RELU:
+#pragma omp parallel for if (n > PAR_MIN)
+        for (int64_t i = 0; i < n; i++) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
+        break;
+    case HPS_ACT_SIGMOID:
+#pragma omp parallel for if (n > PAR_MIN)
+        for (int64_t i = 0; i < n; i++) out[i] = 1.0f / (1.0f + expf(-in[i]));
+        break;
+    case HPS_ACT_TANH:
+#pragma omp parallel for if (n > PAR_MIN)
+        for (int64_t i = 0; i < n; i++) out[i] = tanhf(in[i]);
+        break;
+    }
+}
+
+void act_backward(float *din, const float *dout, const float *out, int64_t n, hps_act a)
+{
+    switch (a) {
+    case HPS_ACT_NONE:
+        if (din != dout) memcpy(din, dout, (size_t)n * sizeof *din);
+        break;
+    case HPS_ACT_RELU:
+#pragma omp parallel for if (n > PAR_MIN)
+        for (int64_t i = 0; i < n; i++) din[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+        break;
+    case HPS_ACT_SIGMOID:
+#pragma omp parallel for if (n > PAR_MIN)
+        for (int64_t i = 0; i < n; i++) din[i] = dout[i] * out[i] * (1.0f - out[i]);
+        break;
+    case HPS_ACT_TANH:
+#pragma omp parallel for if (n > PAR_MIN)
+        for (int64_t i = 0; i < n; i++) din[i] = dout[i] * (1.0f - out[i] * out[i]);
+        break;
+    }
+}
+
+/* ---- embedding bag -------------------------------------------------------- */
+
+static float bag_scale(const hps_bags *bags, int64_t lo, int64_t hi, hps_pool pool)
+{
+    if (pool == HPS_POOL_SUM || hi == lo) return 1.0f;
+    if (!bags->weights) return 1.0f / (float)(hi - lo);
+    /* mean of a weighted bag: divide by the total weight, as EmbeddingBag does */
+    float total = 0.0f;
+    for (int64_t k = lo; k < hi; k++) total += bags->weights[k];
+    return total != 0.0f ? 1.0f / total : 0.0f;
+}
+
+void embedding_bag_forward(float *out, int ld, const float *table, const hps_bags *bags, int D,
+                           hps_pool pool)
+{
+    const int64_t n_bags = (int64_t)bags->B * bags->S;
+#pragma omp parallel for schedule(static) if (n_bags * D > PAR_MIN)
+    for (int64_t bag = 0; bag < n_bags; bag++) {
+        float *o = out + (bag / bags->S) * ld + (bag % bags->S) * D;
+        memset(o, 0, (size_t)D * sizeof *o);
+        int64_t lo = bags->offsets[bag], hi = bags->offsets[bag + 1];
+        float scale = bag_scale(bags, lo, hi, pool);
+        for (int64_t k = lo; k < hi; k++) {
+            const float *row = table + bags->rows[k] * D;
+            float w = scale * (bags->weights ? bags->weights[k] : 1.0f);
+            for (int d = 0; d < D; d++) o[d] += w * row[d];
+        }
+    }
+}
+
+hps_sparse_grad *hps_sparse_grad_create(int64_t cap, int D)
+{
+    hps_sparse_grad *g = hps_calloc(1, sizeof *g);
+    int64_t slots = 16;
+    while (slots < 2 * cap) slots *= 2;
+    g->cap = cap;
+    g->D = D;
+    g->rows = hps_malloc((size_t)(cap ? cap : 1) * sizeof *g->rows);
+    g->grad = hps_malloc((size_t)(cap ? cap : 1) * D * sizeof *g->grad);
+    g->ht = hps_calloc((size_t)slots, sizeof *g->ht);
+    g->ht_mask = slots - 1;
+    return g;
+}
+
+void hps_sparse_grad_free(hps_sparse_grad *g)
+{
+    if (!g) return;
+    free(g->rows);
+    free(g->grad);
+    free(g->ht);
+    free(g);
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Index of row in g, adding it (with a zero gradient) on first sight. */
+static int64_t sparse_slot(hps_sparse_grad *g, int64_t row)
+{
+    int64_t h = (int64_t)(mix64((uint64_t)row) & (uint64_t)g->ht_mask);
+    for (;; h = (h + 1) & g->ht_mask) {
+        int64_t v = g->ht[h];
+        if (v == 0) {
+            HPS_CHECK(g->n < g->cap);
+            int64_t idx = g->n++;
+            g->ht[h] = idx + 1;
+            g->rows[idx] = row;
+            memset(g->grad + idx * g->D, 0, (size_t)g->D * sizeof *g->grad);
+            return idx;
+        }
+        if (g->rows[v - 1] == row) return v - 1;
+    }
+}
+
+void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const hps_bags *bags,
+                            int D, hps_pool pool)
+{
+    HPS_CHECK(g->D == D);
+    /* clear only the hash slots used last time: cheaper than the whole table */
+    for (int64_t i = 0; i < g->n; i++) {
+        int64_t h = (int64_t)(mix64((uint64_t)g->rows[i]) & (uint64_t)g->ht_mask);
+        while (g->ht[h] != 0) {
+            g->ht[h] = 0;
+            h = (h + 1) & g->ht_mask;
+        }
+    }
+    g->n = 0;
+    const int64_t n_bags = (int64_t)bags->B * bags->S;
+    for (int64_t bag = 0; bag < n_bags; bag++) {
+        const float *d = dout + (bag / bags->S) * ld + (bag % bags->S) * D;
+        int64_t lo = bags->offsets[bag], hi = bags->offsets[bag + 1];
+        float scale = bag_scale(bags, lo, hi, pool);
+        for (int64_t k = lo; k < hi; k++) {
+            float *gr = g->grad + sparse_slot(g, bags->rows[k]) * D;
+            float w = scale * (bags->weights ? bags->weights[k] : 1.0f);
+            for (int j = 0; j < D; j++) gr[j] += w * d[j];
+        }
+    }
+}
+
+void sparse_adagrad(float *table, float *accum, const hps_sparse_grad *g, float lr, float eps)
+{
+    const int D = g->D;
+#pragma omp parallel for if (g->n * D > PAR_MIN)
+    for (int64_t i = 0; i < g->n; i++) {
+        float *w = table + g->rows[i] * D, *a = accum + g->rows[i] * D;
+        const float *gr = g->grad + i * D;
+        for (int d = 0; d < D; d++) {
+            a[d] += gr[d] * gr[d];
+            w[d] -= lr * gr[d] / (sqrtf(a[d]) + eps);
+        }
+    }
+}
+
+/* ---- concat ---------------------------------------------------------------- */
+
+void concat_forward(float *out, const float *emb, const float *dense, int B, int E, int W)
+{
+    for (int b = 0; b < B; b++) {
+        float *o = out + (int64_t)b * (E + W);
+        memcpy(o, emb + (int64_t)b * E, (size_t)E * sizeof *o);
+        if (W) memcpy(o + E, dense + (int64_t)b * W, (size_t)W * sizeof *o);
+    }
+}
+
+void concat_backward(float *demb, float *ddense, const float *dout, int B, int E, int W)
+{
+    for (int b = 0; b < B; b++) {
+        const float *d = dout + (int64_t)b * (E + W);
+        if (demb) memcpy(demb + (int64_t)b * E, d, (size_t)E * sizeof *d);
+        if (ddense && W) memcpy(ddense + (int64_t)b * W, d + E, (size_t)W * sizeof *d);
+    }
+}
+
+/* ---- dot interaction ------------------------------------------------------- */
+
+/* Vector i of sample b: the dense part first when W > 0. */
+static const float *dot_vec(const float *emb, const float *dense, int b, int i, int V, int D,
+                            int W)
+{
+    if (W) {
+        if (i == 0) return dense + (int64_t)b * W;
+        i -= 1;
+    }
+    return emb + ((int64_t)b * V + i) * D;
+}
+
+static float *dot_dvec(float *demb, float *ddense, int b, int i, int V, int D, int W)
+{
+    if (W) {
+        if (i == 0) return ddense ? ddense + (int64_t)b * W : NULL;
+        i -= 1;
+    }
+    return demb ? demb + ((int64_t)b * V + i) * D : NULL;
+}
+
+void dot_forward(float *out, const float *emb, const float *dense, int B, int V, int D, int W)
+{
+    const int n = V + (W ? 1 : 0), width = W + n * (n - 1) / 2;
+#pragma omp parallel for if ((int64_t)B * width * D > PAR_MIN)
+    for (int b = 0; b < B; b++) {
+        float *o = out + (int64_t)b * width;
+        if (W) memcpy(o, dense + (int64_t)b * W, (size_t)W * sizeof *o);
+        int k = W;
+        for (int i = 1; i < n; i++)
+            for (int j = 0; j < i; j++) {
+                const float *vi = dot_vec(emb, dense, b, i, V, D, W);
+                const float *vj = dot_vec(emb, dense, b, j, V, D, W);
+                float s = 0.0f;
+                for (int d = 0; d < D; d++) s += vi[d] * vj[d];
+                o[k++] = s;
+            }
+    }
+}
+
+void dot_backward(float *demb, float *ddense, const float *dout, const float *emb,
+                  const float *dense, int B, int V, int D, int W)
+{
+    const int n = V + (W ? 1 : 0), width = W + n * (n - 1) / 2;
+#pragma omp parallel for if ((int64_t)B * width * D > PAR_MIN)
+    for (int b = 0; b < B; b++) {
+        const float *g = dout + (int64_t)b * width;
+        if (demb) memset(demb + (int64_t)b * V * D, 0, (size_t)V * D * sizeof *demb);
+        if (ddense && W) memcpy(ddense + (int64_t)b * W, g, (size_t)W * sizeof *g);
+        int k = W;
+        for (int i = 1; i < n; i++)
+            for (int j = 0; j < i; j++, k++) {
+                const float *vi = dot_vec(emb, dense, b, i, V, D, W);
+                const float *vj = dot_vec(emb, dense, b, j, V, D, W);
+                float *di = dot_dvec(demb, ddense, b, i, V, D, W);
+                float *dj = dot_dvec(demb, ddense, b, j, V, D, W);
+                for (int d = 0; d < D; d++) {
+                    if (di) di[d] += g[k] * vj[d];
+                    if (dj) dj[d] += g[k] * vi[d];
+                }
+            }
+    }
+}
+
+/* ---- losses ------------------------------------------------------------------ */
+
+double logloss_forward(float *prob, const float *z, const float *y, int B)
+{
+    double total = 0.0;
+    for (int b = 0; b < B; b++) {
+        /* log(1+e^z) - y z, written to stay finite for large |z| */
+        double zb = z[b];
+        double softplus = zb > 0 ? zb + log1p(exp(-zb)) : log1p(exp(zb));
+        total += softplus - y[b] * zb;
+        if (prob) prob[b] = (float)(1.0 / (1.0 + exp(-zb)));
+    }
+    return total / B;
+}
+
+void logloss_backward(float *dz, const float *z, const float *y, int B)
+{
+    for (int b = 0; b < B; b++) dz[b] = (float)((1.0 / (1.0 + exp(-(double)z[b])) - y[b]) / B);
+}
+
+double softmax_forward(float *prob, const float *z, const float *y, int B, int C)
+{
+    double total = 0.0;
+    for (int b = 0; b < B; b++) {
+        const float *zb = z + (int64_t)b * C;
+        float *pb = prob + (int64_t)b * C;
+        float mx = zb[0];
+        for (int c = 1; c < C; c++) mx = zb[c] > mx ? zb[c] : mx;
+        double sum = 0.0;
+        for (int c = 0; c < C; c++) sum += exp((double)zb[c] - mx);
+        for (int c = 0; c < C; c++) pb[c] = (float)(exp((double)zb[c] - mx) / sum);
+        int label = (int)y[b];
+        total += -((double)zb[label] - mx - log(sum));
+    }
+    return total / B;
+}
+
+void softmax_backward(float *dz, const float *prob, const float *y, int B, int C)
+{
+    for (int b = 0; b < B; b++)
+        for (int c = 0; c < C; c++)
+            dz[(int64_t)b * C + c] =
+                (prob[(int64_t)b * C + c] - (c == (int)y[b] ? 1.0f : 0.0f)) / (float)B;
+}

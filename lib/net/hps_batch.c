@@ -1,0 +1,79 @@
+#include "net/hps_batch.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/hps_rng.h"
+
+hps_batch *hps_batch_create(int cap, int n_dense, int n_slots, int64_t nnz_cap, int weighted)
+{
+    hps_batch *b = hps_calloc(1, sizeof *b);
+    b->cap = cap;
+    b->n_dense = n_dense;
+    b->n_slots = n_slots;
+    b->dense = hps_calloc((size_t)cap * (n_dense ? n_dense : 1), sizeof *b->dense);
+    b->labels = hps_calloc((size_t)cap, sizeof *b->labels);
+    b->offsets = hps_calloc((size_t)cap * n_slots + 1, sizeof *b->offsets);
+    b->nnz_cap = nnz_cap > 0 ? nnz_cap : 1;
+    b->keys = hps_malloc((size_t)b->nnz_cap * sizeof *b->keys);
+    if (weighted) b->weights = hps_malloc((size_t)b->nnz_cap * sizeof *b->weights);
+    return b;
+}
+
+void hps_batch_free(hps_batch *b)
+{
+    if (!b) return;
+    free(b->dense);
+    free(b->labels);
+    free(b->offsets);
+    free(b->keys);
+    free(b->weights);
+    free(b);
+}
+
+void hps_batch_reserve_keys(hps_batch *b, int64_t nnz)
+{
+    if (nnz <= b->nnz_cap) return;
+    while (b->nnz_cap < nnz) b->nnz_cap *= 2;
+    b->keys = hps_realloc(b->keys, (size_t)b->nnz_cap * sizeof *b->keys);
+    if (b->weights) b->weights = hps_realloc(b->weights, (size_t)b->nnz_cap * sizeof *b->weights);
+}
+
+/* Bag size with mean k: k itself when k is whole, else floor/ceil at random. */
+static int bag_size(double k, hps_rng *r)
+{
+    int lo = (int)floor(k);
+    return lo + (hps_rng_uniform(r) < k - lo ? 1 : 0);
+}
+
+hps_batch *hps_batch_synth(const hps_model *m, int B, uint64_t seed)
+{
+    int weighted = 0;
+    for (int l = 0; l < m->n_layers; l++) weighted |= m->layers[l].weighted;
+    double keys = 0;
+    for (int s = 0; s < m->n_slots; s++) keys += m->slots[s].keys_per_row;
+    hps_batch *b = hps_batch_create(B, m->n_dense, m->n_slots, (int64_t)(B * (keys + 1)) + 16,
+                                    weighted);
+    hps_rng r;
+    hps_rng_seed(&r, seed);
+    hps_zipf *zipf = hps_malloc((size_t)(m->n_slots ? m->n_slots : 1) * sizeof *zipf);
+    for (int s = 0; s < m->n_slots; s++) hps_zipf_init(&zipf[s], (uint64_t)m->slots[s].rows, 1.05);
+    b->B = B;
+    int64_t nnz = 0;
+    for (int i = 0; i < B; i++) {
+        for (int d = 0; d < m->n_dense; d++) b->dense[(size_t)i * m->n_dense + d] = (float)hps_rng_normal(&r);
+        b->labels[i] = (float)hps_rng_below(&r, (uint64_t)m->classes);
+        for (int s = 0; s < m->n_slots; s++) {
+            int n = bag_size(m->slots[s].keys_per_row, &r);
+            hps_batch_reserve_keys(b, nnz + n);
+            for (int k = 0; k < n; k++, nnz++) {
+                b->keys[nnz] = hps_zipf_draw(&zipf[s], &r) - 1;
+                if (b->weights) b->weights[nnz] = (float)hps_rng_uniform(&r) + 0.5f;
+            }
+            b->offsets[(size_t)i * m->n_slots + s + 1] = nnz;
+        }
+    }
+    b->nnz = nnz;
+    free(zipf);
+    return b;
+}

@@ -1,0 +1,36 @@
+/* hps_batch: one batch of samples as the tools exchange it on the host.
+ *
+ * Sparse features are CSR over (sample, slot): the keys of sample b in slot s
+ * are keys[offsets[b*S+s] .. offsets[b*S+s+1]), each with an optional weight
+ * (libsvm values; NULL means 1).  Keys are raw 64-bit feature keys; the
+ * executor folds them into table rows (see hps_net_row_of_key).
+ */
+#ifndef HPS_BATCH_H
+#define HPS_BATCH_H
+
+#include <stdint.h>
+
+#include "model/hps_model.h"
+
+typedef struct {
+    int B, cap;       /* samples held, samples allocated */
+    int n_dense, n_slots;
+    float *dense;     /* cap x n_dense */
+    float *labels;    /* cap: 0/1, or the class index */
+    int64_t *offsets; /* cap*n_slots + 1 */
+    uint64_t *keys;
+    float *weights;   /* NULL unless the batch carries weights */
+    int64_t nnz, nnz_cap;
+} hps_batch;
+
+hps_batch *hps_batch_create(int cap, int n_dense, int n_slots, int64_t nnz_cap, int weighted);
+void hps_batch_free(hps_batch *b);
+/* Makes room for nnz keys (keys and weights are reallocated). */
+void hps_batch_reserve_keys(hps_batch *b, int64_t nnz);
+
+/* A synthetic batch for a model: dense ~ N(0,1), keys Zipf(1.05) per slot over
+ * its rows, bag sizes around the slot's keys_per_sample, random labels.  Used by
+ * hps-profile, whose timings need realistic key reuse but no real data. */
+hps_batch *hps_batch_synth(const hps_model *m, int B, uint64_t seed);
+
+#endif

@@ -1,0 +1,350 @@
+#include "net/hps_net.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_rng.h"
+
+hps_optim hps_optim_default(void)
+{
+    return (hps_optim){.lr_dense = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f,
+                       .lr_sparse = 0.05f, .adagrad_eps = 1e-8f};
+}
+
+/* Hands out n floats from one allocation (base NULL: only counts), keeping
+ * every buffer 64-byte aligned. */
+static float *carve(float *base, size_t *off, size_t n)
+{
+    float *p = base ? base + *off : NULL;
+    *off += (n + 15) & ~(size_t)15;
+    return p;
+}
+
+/* Points every layer at its buffers; returns the floats needed. */
+static size_t assign_buffers(hps_net *net, float *base)
+{
+    const hps_model *m = net->model;
+    const size_t cap = (size_t)net->cap;
+    size_t off = 0;
+    net->dense_in = carve(base, &off, cap * m->n_dense);
+    net->labels = carve(base, &off, cap);
+    net->pooled = carve(base, &off, cap * net->E);
+    net->dpooled = carve(base, &off, cap * net->E);
+    float *dense = net->dense_in, *ddense = NULL; /* the dense stream before the merge */
+    float *flat = NULL, *dflat = NULL;            /* the single stream after it */
+    for (int l = 0; l < m->n_layers; l++) {
+        const hps_layer *L = &m->layers[l];
+        hps_net_layer *N = &net->layers[l];
+        switch (L->kind) {
+        case HPS_LAYER_EMBEDDING: break;
+        case HPS_LAYER_FC:
+            N->in = L->on_dense ? dense : flat;
+            N->din = L->on_dense ? ddense : dflat;
+            N->out = carve(base, &off, cap * L->out_width);
+            N->dout = carve(base, &off, cap * L->out_width);
+            if (L->on_dense)
+                dense = N->out, ddense = N->dout;
+            else
+                flat = N->out, dflat = N->dout;
+            break;
+        case HPS_LAYER_CONCAT:
+        case HPS_LAYER_DOT:
+            N->emb = net->pooled, N->demb = net->dpooled;
+            N->dense = dense, N->ddense = ddense;
+            N->out = flat = carve(base, &off, cap * L->out_width);
+            N->dout = dflat = carve(base, &off, cap * L->out_width);
+            break;
+        case HPS_LAYER_LOSS:
+            N->in = flat, N->din = dflat;
+            N->out = carve(base, &off, cap * L->in_width);
+            break;
+        default: HPS_CHECK(0);
+        }
+    }
+    return off;
+}
+
+static void embedding_create(hps_net *net, int l, int64_t rows_cap, int col)
+{
+    const hps_model *m = net->model;
+    const hps_layer *L = &m->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    N->slot_base = hps_malloc((size_t)L->n_slots * sizeof *N->slot_base);
+    N->slot_rows = hps_malloc((size_t)L->n_slots * sizeof *N->slot_rows);
+    N->rows = 0;
+    for (int i = 0; i < L->n_slots; i++) {
+        int64_t r = m->slots[L->slots[i]].rows;
+        if (rows_cap > 0 && r > rows_cap) r = rows_cap;
+        N->slot_base[i] = N->rows;
+        N->slot_rows[i] = r;
+        N->rows += r;
+    }
+    N->col = col;
+    N->table = net->be->alloc((size_t)N->rows * L->dim * sizeof(float));
+    N->accum = net->be->alloc((size_t)N->rows * L->dim * sizeof(float));
+    N->bags.B = 0;
+    N->bags.S = L->n_slots;
+    N->bag_offsets = net->be->alloc(((size_t)net->cap * L->n_slots + 1) * sizeof(int64_t));
+}
+
+/* Grows the layer's key arrays (and its sparse gradient) to hold nnz keys. */
+static void embedding_reserve(hps_net *net, int l, int64_t nnz)
+{
+    hps_net_layer *N = &net->layers[l];
+    const hps_layer *L = &net->model->layers[l];
+    if (nnz <= N->nnz_cap && N->grad) return;
+    int64_t cap = N->nnz_cap ? N->nnz_cap : 1024;
+    while (cap < nnz) cap *= 2;
+    const hps_backend *be = net->be;
+    if (N->bag_rows) be->release(N->bag_rows);
+    if (N->bag_weights) be->release(N->bag_weights);
+    if (N->grad) be->sparse_grad_free(N->grad);
+    N->bag_rows = be->alloc((size_t)cap * sizeof(int64_t));
+    N->bag_weights = L->weighted ? be->alloc((size_t)cap * sizeof(float)) : NULL;
+    N->grad = be->sparse_grad_create(cap, L->dim);
+    N->nnz_cap = cap;
+}
+
+hps_net *hps_net_create(const hps_model *m, const hps_backend *be, int cap,
+                        int64_t table_rows_cap)
+{
+    hps_net *net = hps_calloc(1, sizeof *net);
+    net->model = m;
+    net->be = be;
+    net->cap = cap;
+    net->layers = hps_calloc((size_t)m->n_layers, sizeof *net->layers);
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING) {
+            embedding_create(net, l, table_rows_cap, net->E);
+            net->E += m->layers[l].out_width;
+        }
+    size_t n = assign_buffers(net, NULL);
+    net->acts = be->alloc(n * sizeof(float));
+    assign_buffers(net, net->acts);
+    /* params, grads, Adam m and v: one allocation, four views */
+    size_t np = (m->n_params + 15) & ~(size_t)15;
+    net->params = be->alloc(4 * np * sizeof(float));
+    net->grads = net->params + np;
+    net->adam_m = net->grads + np;
+    net->adam_v = net->adam_m + np;
+    return net;
+}
+
+void hps_net_free(hps_net *net)
+{
+    if (!net) return;
+    const hps_backend *be = net->be;
+    for (int l = 0; l < net->model->n_layers; l++) {
+        hps_net_layer *N = &net->layers[l];
+        if (net->model->layers[l].kind != HPS_LAYER_EMBEDDING) continue;
+        be->release(N->table);
+        be->release(N->accum);
+        be->release(N->bag_offsets);
+        if (N->bag_rows) be->release(N->bag_rows);
+        if (N->bag_weights) be->release(N->bag_weights);
+        if (N->grad) be->sparse_grad_free(N->grad);
+        free(N->slot_base);
+        free(N->slot_rows);
+    }
+    be->release(net->acts);
+    be->release(net->params);
+    free(net->layers);
+    free(net->h_offsets);
+    free(net->h_rows);
+    free(net->h_weights);
+    free(net);
+}
+
+/* Fills n floats uniform in +-bound on the host, then uploads them. */
+static void upload_uniform(const hps_backend *be, float *dst, size_t n, float bound, hps_rng *r)
+{
+    const size_t chunk = 1 << 20;
+    float *tmp = hps_malloc((n < chunk ? n : chunk) * sizeof *tmp);
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < chunk ? n - done : chunk;
+        for (size_t i = 0; i < k; i++) tmp[i] = hps_rng_range(r, -bound, bound);
+        be->upload(dst + done, tmp, k * sizeof *tmp);
+        done += k;
+    }
+    free(tmp);
+}
+
+void hps_net_init(hps_net *net, uint64_t seed)
+{
+    const hps_model *m = net->model;
+    hps_rng r;
+    hps_rng_seed(&r, seed);
+    for (int l = 0; l < m->n_layers; l++) {
+        const hps_layer *L = &m->layers[l];
+        hps_net_layer *N = &net->layers[l];
+        if (L->kind == HPS_LAYER_FC)
+            upload_uniform(net->be, net->params + L->param_offset, L->n_params,
+                           1.0f / sqrtf((float)L->in_width), &r);
+        if (L->kind == HPS_LAYER_EMBEDDING) {
+            upload_uniform(net->be, N->table, (size_t)N->rows * L->dim, 0.05f, &r);
+            net->be->memzero(N->accum, (size_t)N->rows * L->dim * sizeof(float));
+        }
+    }
+    size_t np = m->n_params;
+    net->be->memzero(net->adam_m, np * sizeof(float));
+    net->be->memzero(net->adam_v, np * sizeof(float));
+    net->adam_t = 0;
+}
+
+static void stage_reserve(hps_net *net, int64_t nnz)
+{
+    int64_t need = (int64_t)net->cap * net->model->n_slots + 1;
+    if (nnz + 1 > need) need = nnz + 1;
+    if (need <= net->h_cap) return;
+    net->h_cap = need;
+    net->h_offsets = hps_realloc(net->h_offsets, (size_t)need * sizeof *net->h_offsets);
+    net->h_rows = hps_realloc(net->h_rows, (size_t)need * sizeof *net->h_rows);
+    net->h_weights = hps_realloc(net->h_weights, (size_t)need * sizeof *net->h_weights);
+}
+
+/* Picks the layer's slots out of the batch CSR and folds keys into rows. */
+static void load_embedding(hps_net *net, int l, const hps_batch *b)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    const int S = b->n_slots;
+    int64_t k = 0;
+    net->h_offsets[0] = 0;
+    for (int i = 0; i < b->B; i++)
+        for (int j = 0; j < L->n_slots; j++) {
+            int s = L->slots[j];
+            for (int64_t e = b->offsets[(size_t)i * S + s]; e < b->offsets[(size_t)i * S + s + 1];
+                 e++, k++) {
+                net->h_rows[k] = N->slot_base[j] + (int64_t)(b->keys[e] % (uint64_t)N->slot_rows[j]);
+                net->h_weights[k] = b->weights ? b->weights[e] : 1.0f;
+            }
+            net->h_offsets[(size_t)i * L->n_slots + j + 1] = k;
+        }
+    embedding_reserve(net, l, k);
+    const hps_backend *be = net->be;
+    be->upload(N->bag_offsets, net->h_offsets, ((size_t)b->B * L->n_slots + 1) * sizeof(int64_t));
+    be->upload(N->bag_rows, net->h_rows, (size_t)k * sizeof(int64_t));
+    if (N->bag_weights) be->upload(N->bag_weights, net->h_weights, (size_t)k * sizeof(float));
+    N->bags = (hps_bags){.B = b->B, .S = L->n_slots, .offsets = N->bag_offsets,
+                         .rows = N->bag_rows, .weights = L->weighted ? N->bag_weights : NULL};
+}
+
+void hps_net_load_batch(hps_net *net, const hps_batch *b)
+{
+    const hps_model *m = net->model;
+    HPS_CHECK(b->B <= net->cap && b->n_dense == m->n_dense && b->n_slots == m->n_slots);
+    net->B = b->B;
+    stage_reserve(net, b->nnz);
+    if (m->n_dense)
+        net->be->upload(net->dense_in, b->dense, (size_t)b->B * m->n_dense * sizeof(float));
+    net->be->upload(net->labels, b->labels, (size_t)b->B * sizeof(float));
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING) load_embedding(net, l, b);
+}
+
+void hps_net_layer_forward(hps_net *net, int l)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    const hps_backend *be = net->be;
+    const int B = net->B;
+    switch (L->kind) {
+    case HPS_LAYER_EMBEDDING:
+        be->embedding_bag_forward(net->pooled + N->col, net->E, N->table, &N->bags, L->dim,
+                                  L->pooling);
+        break;
+    case HPS_LAYER_FC: {
+        const float *w = net->params + L->param_offset;
+        be->fc_forward(N->out, N->in, w, w + (size_t)L->in_width * L->out_width, B, L->in_width,
+                       L->out_width);
+        be->act_forward(N->out, N->out, (int64_t)B * L->out_width, L->act);
+        break;
+    }
+    case HPS_LAYER_CONCAT:
+        be->concat_forward(N->out, N->emb, N->dense, B, net->E, L->dense_in);
+        break;
+    case HPS_LAYER_DOT:
+        be->dot_forward(N->out, N->emb, N->dense, B, L->n_vec - (L->dense_in ? 1 : 0), L->vec_dim,
+                        L->dense_in);
+        break;
+    case HPS_LAYER_LOSS:
+        net->loss = L->loss == HPS_LOSS_LOGLOSS
+                        ? be->logloss_forward(N->out, N->in, net->labels, B)
+                        : be->softmax_forward(N->out, N->in, net->labels, B, L->in_width);
+        break;
+    default: HPS_CHECK(0);
+    }
+}
+
+void hps_net_layer_backward(hps_net *net, int l)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    const hps_backend *be = net->be;
+    const int B = net->B;
+    switch (L->kind) {
+    case HPS_LAYER_EMBEDDING:
+        be->embedding_bag_backward(N->grad, net->dpooled + N->col, net->E, &N->bags, L->dim,
+                                   L->pooling);
+        break;
+    case HPS_LAYER_FC: {
+        const float *w = net->params + L->param_offset;
+        float *dw = net->grads + L->param_offset;
+        /* through the activation in place: dout becomes d(pre-activation) */
+        be->act_backward(N->dout, N->dout, N->out, (int64_t)B * L->out_width, L->act);
+        be->fc_backward(N->din, dw, dw + (size_t)L->in_width * L->out_width, N->dout, N->in, w, B,
+                        L->in_width, L->out_width);
+        break;
+    }
+    case HPS_LAYER_CONCAT:
+        be->concat_backward(N->demb, N->ddense, N->dout, B, net->E, L->dense_in);
+        break;
+    case HPS_LAYER_DOT:
+        be->dot_backward(N->demb, N->ddense, N->dout, N->emb, N->dense, B,
+                         L->n_vec - (L->dense_in ? 1 : 0), L->vec_dim, L->dense_in);
+        break;
+    case HPS_LAYER_LOSS:
+        if (L->loss == HPS_LOSS_LOGLOSS)
+            be->logloss_backward(N->din, N->in, net->labels, B);
+        else
+            be->softmax_backward(N->din, N->out, net->labels, B, L->in_width);
+        break;
+    default: HPS_CHECK(0);
+    }
+}
+
+double hps_net_forward(hps_net *net)
+{
+    for (int l = 0; l < net->model->n_layers; l++) hps_net_layer_forward(net, l);
+    return net->loss;
+}
+
+void hps_net_backward(hps_net *net)
+{
+    net->be->memzero(net->grads, net->model->n_params * sizeof(float));
+    for (int l = net->model->n_layers - 1; l >= 0; l--) hps_net_layer_backward(net, l);
+}
+
+void hps_net_update(hps_net *net, const hps_optim *opt)
+{
+    const hps_model *m = net->model;
+    net->adam_t++;
+    if (m->n_params)
+        net->be->adam_update(net->params, net->grads, net->adam_m, net->adam_v,
+                             (int64_t)m->n_params, opt->lr_dense, opt->beta1, opt->beta2,
+                             opt->eps, net->adam_t);
+    for (int l = 0; l < m->n_layers; l++) {
+        hps_net_layer *N = &net->layers[l];
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING && N->grad)
+            net->be->sparse_adagrad(N->table, N->accum, N->grad, opt->lr_sparse,
+                                    opt->adagrad_eps);
+    }
+}
+
+void hps_net_probs(hps_net *net, float *out)
+{
+    const hps_layer *L = &net->model->layers[net->model->n_layers - 1];
+    net->be->download(out, net->layers[net->model->n_layers - 1].out,
+                      (size_t)net->B * L->in_width * sizeof(float));
+}
