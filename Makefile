@@ -79,7 +79,7 @@ $(BIN)/%: $(BUILD)/cmd/%.o $(LIBHPS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIBHPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(HPS_CFLAGS) -Itests/unit $< $(LIBHPS) -o $@ $(HPS_LDFLAGS) $(HPS_LDLIBS) -lcmocka
+	$(CC) $(HPS_CFLAGS) -Itests/unit -DHPS_TESTDATA=\"$(CURDIR)/testdata\" $< $(LIBHPS) -o $@ $(HPS_LDFLAGS) $(HPS_LDLIBS) -lcmocka
 
 -include $(LIB_OBJ:.o=.d) $(TOOLS:%=$(BUILD)/cmd/%.d)
 

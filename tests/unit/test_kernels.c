@@ -1,0 +1,395 @@
+/* Every CPU kernel against a double-precision reference: the forward output
+ * must match, and the backward must match central finite differences of the
+ * reference loss L = sum(out * r) (r random), computed in double. */
+#include <string.h>
+
+#include "hps_test.h"
+#include "kernels/hps_kernels.h"
+
+#define FD_STEP 1e-5
+#define TOL 2e-4
+
+typedef double (*ref_loss_fn)(void *ctx, const double *x);
+
+/* Central differences of f at x, into g (n values). */
+static void finite_diff(ref_loss_fn f, void *ctx, double *x, size_t n, double *g)
+{
+    for (size_t j = 0; j < n; j++) {
+        double keep = x[j];
+        x[j] = keep + FD_STEP;
+        double up = f(ctx, x);
+        x[j] = keep - FD_STEP;
+        double down = f(ctx, x);
+        x[j] = keep;
+        g[j] = (up - down) / (2 * FD_STEP);
+    }
+}
+
+static void check_grad(ref_loss_fn f, void *ctx, double *x, const float *analytic, size_t n,
+                       const char *what)
+{
+    double *g = malloc(n * sizeof *g);
+    finite_diff(f, ctx, x, n, g);
+    for (size_t j = 0; j < n; j++) assert_close(analytic[j], g[j], TOL, what, j);
+    free(g);
+}
+
+static double dot_r(const double *out, const double *r, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += out[i] * r[i];
+    return s;
+}
+
+/* ---- fc --------------------------------------------------------------------- */
+
+typedef struct {
+    int B, C, OC;
+    double *r;
+} fc_ctx;
+
+static double fc_ref(void *vctx, const double *x)
+{
+    fc_ctx *c = vctx;
+    const double *in = x, *w = x + c->B * c->C, *b = w + c->OC * c->C;
+    double L = 0;
+    for (int i = 0; i < c->B; i++)
+        for (int o = 0; o < c->OC; o++) {
+            double s = b[o];
+            for (int k = 0; k < c->C; k++) s += in[i * c->C + k] * w[o * c->C + k];
+            L += s * c->r[i * c->OC + o];
+        }
+    return L;
+}
+
+static void test_fc(void **state)
+{
+    (void)state;
+    hps_rng rng;
+    hps_rng_seed(&rng, 1);
+    fc_ctx c = {.B = 5, .C = 7, .OC = 3};
+    size_t n_in = 5 * 7, n_w = 3 * 7, n = n_in + n_w + 3;
+    double *x = malloc(n * sizeof *x);
+    float *xf = malloc(n * sizeof *xf), *out = malloc(15 * sizeof *out);
+    float *grad = calloc(n, sizeof *grad), *rf = malloc(15 * sizeof *rf);
+    c.r = malloc(15 * sizeof *c.r);
+    fill_random(&rng, xf, x, n);
+    fill_random(&rng, rf, c.r, 15);
+    fc_forward(out, xf, xf + n_in, xf + n_in + n_w, c.B, c.C, c.OC);
+    double ref_out = 0;
+    for (int i = 0; i < 15; i++) ref_out += out[i] * c.r[i];
+    assert_close(ref_out, fc_ref(&c, x), TOL, "fc forward", 0);
+    fc_backward(grad, grad + n_in, grad + n_in + n_w, rf, xf, xf + n_in, c.B, c.C, c.OC);
+    check_grad(fc_ref, &c, x, grad, n, "fc grad");
+    free(x), free(xf), free(out), free(grad), free(rf), free(c.r);
+}
+
+/* ---- activations --------------------------------------------------------------- */
+
+typedef struct {
+    hps_act act;
+    double *r;
+    int n;
+} act_ctx;
+
+static double act_ref1(hps_act a, double v)
+{
+    switch (a) {
+    case HPS_ACT_RELU: return v > 0 ? v : 0;
+    case HPS_ACT_SIGMOID: return 1 / (1 + exp(-v));
+    case HPS_ACT_TANH: return tanh(v);
+    default: return v;
+    }
+}
+
+static double act_ref(void *vctx, const double *x)
+{
+    act_ctx *c = vctx;
+    double L = 0;
+    for (int i = 0; i < c->n; i++) L += act_ref1(c->act, x[i]) * c->r[i];
+    return L;
+}
+
+static void test_activations(void **state)
+{
+    (void)state;
+    hps_rng rng;
+    hps_rng_seed(&rng, 2);
+    enum { N = 40 };
+    for (int a = HPS_ACT_NONE; a <= HPS_ACT_TANH; a++) {
+        act_ctx c = {.act = a, .n = N};
+        double x[N], r[N];
+        float xf[N], out[N], rf[N], din[N];
+        c.r = r;
+        fill_random(&rng, xf, x, N);
+        for (int i = 0; i < N; i++) /* keep away from relu's kink */
+            if (fabs(x[i]) < 1e-3) x[i] = xf[i] = 0.5f;
+        fill_random(&rng, rf, r, N);
+        act_forward(out, xf, N, a);
+        for (int i = 0; i < N; i++) assert_close(out[i], act_ref1(a, x[i]), 1e-6, hps_act_names[a], i);
+        act_backward(din, rf, out, N, a);
+        check_grad(act_ref, &c, x, din, N, hps_act_names[a]);
+        /* in place, as the executor calls it */
+        act_forward(xf, xf, N, a);
+        for (int i = 0; i < N; i++) assert_close(xf[i], out[i], 0, "in-place", i);
+    }
+}
+
+/* ---- embedding bag ----------------------------------------------------------------- */
+
+enum { EB = 4, ES = 3, ED = 5, EROWS = 9 };
+
+typedef struct {
+    hps_bags bags;
+    hps_pool pool;
+    double *r;
+} emb_ctx;
+
+static double emb_ref(void *vctx, const double *table)
+{
+    emb_ctx *c = vctx;
+    double L = 0;
+    for (int bag = 0; bag < EB * ES; bag++) {
+        int64_t lo = c->bags.offsets[bag], hi = c->bags.offsets[bag + 1];
+        double total = 0;
+        for (int64_t k = lo; k < hi; k++) total += c->bags.weights ? c->bags.weights[k] : 1.0;
+        double scale = c->pool == HPS_POOL_MEAN && hi > lo && total != 0 ? 1.0 / total : 1.0;
+        for (int d = 0; d < ED; d++) {
+            double s = 0;
+            for (int64_t k = lo; k < hi; k++)
+                s += (c->bags.weights ? c->bags.weights[k] : 1.0) * table[c->bags.rows[k] * ED + d];
+            L += scale * s * c->r[bag * ED + d];
+        }
+    }
+    return L;
+}
+
+static void test_embedding_bag(void **state)
+{
+    (void)state;
+    hps_rng rng;
+    hps_rng_seed(&rng, 3);
+    int64_t offsets[EB * ES + 1], rows[64];
+    float weights[64];
+    offsets[0] = 0;
+    for (int bag = 0; bag < EB * ES; bag++) { /* bags of 0..3 rows, repeats included */
+        int size = (int)hps_rng_below(&rng, 4);
+        for (int k = 0; k < size; k++) {
+            rows[offsets[bag] + k] = (int64_t)hps_rng_below(&rng, EROWS);
+            weights[offsets[bag] + k] = hps_rng_range(&rng, 0.5f, 2.0f);
+        }
+        offsets[bag + 1] = offsets[bag] + size;
+    }
+    for (int pool = HPS_POOL_SUM; pool <= HPS_POOL_MEAN; pool++)
+        for (int weighted = 0; weighted <= 1; weighted++) {
+            emb_ctx c = {.bags = {.B = EB, .S = ES, .offsets = offsets, .rows = rows,
+                                  .weights = weighted ? weights : NULL},
+                         .pool = pool};
+            double table[EROWS * ED], r[EB * ES * ED];
+            float tf[EROWS * ED], rf[EB * ES * ED], out[EB * ES * ED], dense_grad[EROWS * ED];
+            c.r = r;
+            fill_random(&rng, tf, table, EROWS * ED);
+            fill_random(&rng, rf, r, EB * ES * ED);
+            embedding_bag_forward(out, ES * ED, tf, &c.bags, ED, pool);
+            double L = 0;
+            for (int i = 0; i < EB * ES * ED; i++) L += out[i] * r[i];
+            assert_close(L, emb_ref(&c, table), TOL, "embedding forward", pool * 2 + weighted);
+            hps_sparse_grad *g = hps_sparse_grad_create(offsets[EB * ES], ED);
+            for (int rep = 0; rep < 2; rep++) { /* the second pass reuses the hash table */
+                embedding_bag_backward(g, rf, ES * ED, &c.bags, ED, pool);
+                memset(dense_grad, 0, sizeof dense_grad);
+                for (int64_t i = 0; i < g->n; i++) {
+                    for (int64_t j = 0; j < i; j++) assert_true(g->rows[i] != g->rows[j]);
+                    for (int d = 0; d < ED; d++) dense_grad[g->rows[i] * ED + d] = g->grad[i * ED + d];
+                }
+                check_grad(emb_ref, &c, table, dense_grad, EROWS * ED, "embedding grad");
+            }
+            hps_sparse_grad_free(g);
+        }
+}
+
+static void test_sparse_adagrad(void **state)
+{
+    (void)state;
+    hps_sparse_grad *g = hps_sparse_grad_create(2, 2);
+    float table[3 * 2] = {1, 1, 1, 1, 1, 1}, accum[3 * 2] = {0};
+    g->n = 1;
+    g->rows[0] = 2;
+    g->grad[0] = 2.0f, g->grad[1] = -1.0f;
+    sparse_adagrad(table, accum, g, 0.1f, 0.0f);
+    /* accum = g^2; step = lr * g / |g| = +-lr; untouched rows stay */
+    assert_close(table[4], 0.9, 1e-6, "adagrad", 4);
+    assert_close(table[5], 1.1, 1e-6, "adagrad", 5);
+    assert_close(accum[4], 4.0, 1e-6, "accum", 4);
+    for (int i = 0; i < 4; i++) assert_close(table[i], 1.0, 0, "untouched", i);
+    hps_sparse_grad_free(g);
+}
+
+/* ---- concat and dot interaction ----------------------------------------------------------- */
+
+typedef struct {
+    int B, V, D, W;
+    double *r;
+} merge_ctx;
+
+static double concat_ref(void *vctx, const double *x)
+{
+    merge_ctx *c = vctx;
+    int E = c->V * c->D;
+    double L = 0;
+    for (int b = 0; b < c->B; b++) {
+        for (int e = 0; e < E; e++) L += x[b * E + e] * c->r[b * (E + c->W) + e];
+        for (int w = 0; w < c->W; w++) L += x[c->B * E + b * c->W + w] * c->r[b * (E + c->W) + E + w];
+    }
+    return L;
+}
+
+static void test_concat(void **state)
+{
+    (void)state;
+    hps_rng rng;
+    hps_rng_seed(&rng, 4);
+    merge_ctx c = {.B = 3, .V = 2, .D = 3, .W = 4};
+    enum { N = 3 * 6 + 3 * 4, OUT = 3 * 10 };
+    double x[N], r[OUT];
+    float xf[N], rf[OUT], out[OUT], grad[N];
+    c.r = r;
+    fill_random(&rng, xf, x, N);
+    fill_random(&rng, rf, r, OUT);
+    concat_forward(out, xf, xf + 18, 3, 6, 4);
+    double L = 0;
+    for (int i = 0; i < OUT; i++) L += out[i] * r[i];
+    assert_close(L, concat_ref(&c, x), TOL, "concat forward", 0);
+    concat_backward(grad, grad + 18, rf, 3, 6, 4);
+    check_grad(concat_ref, &c, x, grad, N, "concat grad");
+}
+
+static double dot_ref(void *vctx, const double *x)
+{
+    merge_ctx *c = vctx;
+    const double *emb = x, *dense = x + c->B * c->V * c->D;
+    int n = c->V + (c->W ? 1 : 0), width = c->W + n * (n - 1) / 2;
+    double L = 0;
+    for (int b = 0; b < c->B; b++) {
+        const double *r = c->r + b * width;
+        for (int w = 0; w < c->W; w++) L += dense[b * c->W + w] * r[w];
+        int k = c->W;
+        for (int i = 1; i < n; i++)
+            for (int j = 0; j < i; j++, k++) {
+                const double *vi = c->W && i == 0 ? dense + b * c->W
+                                                  : emb + (b * c->V + i - (c->W ? 1 : 0)) * c->D;
+                const double *vj = c->W && j == 0 ? dense + b * c->W
+                                                  : emb + (b * c->V + j - (c->W ? 1 : 0)) * c->D;
+                L += dot_r(vi, vj, c->D) * r[k];
+            }
+    }
+    return L;
+}
+
+static void test_dot_interaction(void **state)
+{
+    (void)state;
+    hps_rng rng;
+    hps_rng_seed(&rng, 5);
+    for (int with_dense = 0; with_dense <= 1; with_dense++) {
+        merge_ctx c = {.B = 3, .V = 4, .D = 3, .W = with_dense ? 3 : 0};
+        int n = c.V + with_dense, width = c.W + n * (n - 1) / 2;
+        size_t nx = (size_t)c.B * c.V * c.D + (size_t)c.B * c.W, nout = (size_t)c.B * width;
+        double *x = malloc(nx * sizeof *x), *r = malloc(nout * sizeof *r);
+        float *xf = malloc(nx * sizeof *xf), *rf = malloc(nout * sizeof *rf);
+        float *out = malloc(nout * sizeof *out), *grad = malloc(nx * sizeof *grad);
+        c.r = r;
+        fill_random(&rng, xf, x, nx);
+        fill_random(&rng, rf, r, nout);
+        float *dense = xf + c.B * c.V * c.D;
+        dot_forward(out, xf, dense, c.B, c.V, c.D, c.W);
+        double L = 0;
+        for (size_t i = 0; i < nout; i++) L += out[i] * r[i];
+        assert_close(L, dot_ref(&c, x), TOL, "dot forward", with_dense);
+        dot_backward(grad, grad + c.B * c.V * c.D, rf, xf, dense, c.B, c.V, c.D, c.W);
+        check_grad(dot_ref, &c, x, grad, nx, "dot grad");
+        free(x), free(r), free(xf), free(rf), free(out), free(grad);
+    }
+}
+
+/* ---- losses -------------------------------------------------------------------------------- */
+
+typedef struct {
+    int B, C;
+    const float *y;
+} loss_ctx;
+
+static double logloss_ref(void *vctx, const double *z)
+{
+    loss_ctx *c = vctx;
+    double L = 0;
+    for (int b = 0; b < c->B; b++) {
+        double p = 1 / (1 + exp(-z[b]));
+        L -= c->y[b] * log(p) + (1 - c->y[b]) * log(1 - p);
+    }
+    return L / c->B;
+}
+
+static void test_logloss(void **state)
+{
+    (void)state;
+    hps_rng rng;
+    hps_rng_seed(&rng, 6);
+    enum { B = 9 };
+    double z[B];
+    float zf[B], y[B], prob[B], dz[B];
+    fill_random(&rng, zf, z, B);
+    for (int b = 0; b < B; b++) y[b] = (float)hps_rng_below(&rng, 2), z[b] = zf[b] *= 4;
+    loss_ctx c = {.B = B, .y = y};
+    assert_close(logloss_forward(prob, zf, y, B), logloss_ref(&c, z), 1e-6, "logloss", 0);
+    for (int b = 0; b < B; b++) assert_close(prob[b], 1 / (1 + exp(-z[b])), 1e-6, "prob", b);
+    logloss_backward(dz, zf, y, B);
+    check_grad(logloss_ref, &c, z, dz, B, "logloss grad");
+    /* large logits stay finite */
+    float big[2] = {200.0f, -200.0f}, yb[2] = {0.0f, 1.0f};
+    assert_close(logloss_forward(NULL, big, yb, 2), 200.0, 1e-6, "logloss big", 0);
+}
+
+static double softmax_ref(void *vctx, const double *z)
+{
+    loss_ctx *c = vctx;
+    double L = 0;
+    for (int b = 0; b < c->B; b++) {
+        double sum = 0;
+        for (int k = 0; k < c->C; k++) sum += exp(z[b * c->C + k]);
+        L -= z[b * c->C + (int)c->y[b]] - log(sum);
+    }
+    return L / c->B;
+}
+
+static void test_softmax(void **state)
+{
+    (void)state;
+    hps_rng rng;
+    hps_rng_seed(&rng, 7);
+    enum { B = 4, C = 5 };
+    double z[B * C];
+    float zf[B * C], y[B], prob[B * C], dz[B * C];
+    fill_random(&rng, zf, z, B * C);
+    for (int b = 0; b < B; b++) y[b] = (float)hps_rng_below(&rng, C);
+    loss_ctx c = {.B = B, .C = C, .y = y};
+    assert_close(softmax_forward(prob, zf, y, B, C), softmax_ref(&c, z), 1e-6, "softmax", 0);
+    for (int b = 0; b < B; b++) {
+        double s = 0;
+        for (int k = 0; k < C; k++) s += prob[b * C + k];
+        assert_close(s, 1.0, 1e-6, "softmax sums to 1", b);
+    }
+    softmax_backward(dz, prob, y, B, C);
+    check_grad(softmax_ref, &c, z, dz, B * C, "softmax grad");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fc),           cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_embedding_bag), cmocka_unit_test(test_sparse_adagrad),
+        cmocka_unit_test(test_concat),       cmocka_unit_test(test_dot_interaction),
+        cmocka_unit_test(test_logloss),      cmocka_unit_test(test_softmax),
+    };
+    return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
+}
