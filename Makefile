@@ -14,8 +14,7 @@ MANDIR    ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
 
-# Where objects and binaries go: build/ and bin/ normally, build-asan/ for `make asan`.
-BUILD     ?= build
+# Where binaries go: bin/ normally, build-asan/bin for `make asan`.
 BIN       ?= bin
 
 CC        ?= cc
@@ -24,7 +23,13 @@ SAN       ?=
 WARN      := -Wall -Wextra -Werror
 HPS_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) $(SAN) -fopenmp -pthread -Ilib \
              $(CUDA_DEFS) $(CFLAGS)
-HPS_LDLIBS = -ljansson -lzstd -lopenblas -lm $(CUDA_LIBS) $(LDLIBS)
+HPS_LDLIBS = -ljansson -lzstd -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lm \
+             $(CUDA_LIBS) $(LDLIBS)
+# OpenBLAS built on OpenMP: its threads and the kernels' OpenMP loops then share
+# one pool.  With the pthread build the two pools spin against each other and
+# a 2-thread fc layer ran 3x slower than on 1 thread (see README, Performance).
+MULTIARCH   := $(shell $(CC) -print-multiarch 2>/dev/null)
+OPENBLAS_DIR ?= /usr/lib/$(MULTIARCH)/openblas-openmp
 HPS_LDFLAGS = $(SAN) -fopenmp -pthread $(LDFLAGS)
 
 # ---- CUDA: detected, or forced with CUDA=0/1 --------------------------------
@@ -35,6 +40,8 @@ endif
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
+# Objects of each configuration apart, so that CUDA=0 and CUDA=1 builds never mix.
+BUILD     ?= build$(if $(filter 1,$(CUDA)),,-nocuda)
 ifeq ($(CUDA),1)
 CUDA_DEFS := -DHPS_CUDA=1 -I$(CUDA_HOME)/include
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
@@ -55,8 +62,16 @@ UNIT_SRC  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 MAN_PAGES := $(wildcard man/*.[157])
 
-DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenblas-dev \
+# Binaries are relinked when the configuration changes (CUDA, sanitizers).
+CONFIG_STAMP := $(BIN)/.config
+CONFIG_NOW   := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
+$(shell mkdir -p $(BIN); echo '$(CONFIG_NOW)' | cmp -s - $(CONFIG_STAMP) || echo '$(CONFIG_NOW)' > $(CONFIG_STAMP))
+
+DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenblas-openmp-dev \
              libopenmpi-dev openmpi-bin libcmocka-dev bats python3
+
+# keep objects that pattern rules built on the way to a binary
+.SECONDARY:
 
 .PHONY: all deps check test asan demo install uninstall clean bench-plan bench-shard bench-train bench-dist
 all: $(BINS)
@@ -73,9 +88,9 @@ $(LIBHPS): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BIN)/%: $(BUILD)/cmd/%.o $(LIBHPS)
+$(BIN)/%: $(BUILD)/cmd/%.o $(LIBHPS) $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(HPS_LDFLAGS) $^ -o $@ $(HPS_LDLIBS)
+	$(CC) $(HPS_LDFLAGS) $(BUILD)/cmd/$*.o $(LIBHPS) -o $@ $(HPS_LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(LIBHPS)
 	@mkdir -p $(dir $@)
@@ -133,4 +148,4 @@ uninstall:
 	for f in completions/zsh/*; do rm -f $(DESTDIR)$(ZSHCOMPDIR)/$${f##*/}; done
 
 clean:
-	rm -rf build build-asan bin
+	rm -rf build build-nocuda build-asan bin

@@ -1,0 +1,216 @@
+/* hps-profile: measure what each layer of a model costs on each device. */
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/hps_io.h"
+#include "core/hps_json.h"
+#include "profile/hps_profile.h"
+
+#define MAX_DEVICES 32
+#define MAX_ESTIMATES 32
+
+static const char usage[] =
+    "usage: hps-profile -m MODEL [options]\n"
+    "       hps-profile --merge PROFILE... [-o FILE]\n"
+    "       hps-profile --list-devices\n"
+    "\n"
+    "Measures what every layer of MODEL costs on each device and prints a profile\n"
+    "(JSON, hps-profile(5)) for hps-plan.\n"
+    "\n"
+    "  -m, --model FILE        the model (hps-model(5)); - reads stdin\n"
+    "  -d, --devices LIST      cpu, cpu:N (N threads), cuda:K, comma-separated [cpu]\n"
+    "  -b, --batch N           samples per batch [the model's batch]\n"
+    "  -r, --reps N            timed repetitions [10]\n"
+    "  -w, --warmup N          untimed repetitions first [2]\n"
+    "      --table-rows N      most rows per embedding slot while profiling [1048576]\n"
+    "      --no-scaling        skip timing every thread count from 1 to N\n"
+    "      --seed S            seed of the synthetic batch and weights [1]\n"
+    "      --energy            read energy counters (RAPL, NVML) where readable\n"
+    "      --estimate SPEC     add a device estimated from a spec sheet (repeatable)\n"
+    "      --merge             combine the profiles given as arguments\n"
+    "      --list-devices      list the devices this machine has, then exit\n"
+    "  -f, --format FMT        json or table [json]\n"
+    "  -o, --output FILE       write to FILE (atomically) instead of stdout\n"
+    "  -q, --quiet             no progress or warnings\n"
+    "  -v, --verbose           more progress\n"
+    "  -h, --help              show this help, then exit\n"
+    "  -V, --version           show the version, then exit\n";
+
+enum { OPT_TABLE_ROWS = 256, OPT_NO_SCALING, OPT_SEED, OPT_ENERGY, OPT_ESTIMATE, OPT_MERGE,
+       OPT_LIST_DEVICES };
+
+static const struct option long_options[] = {
+    {"model", required_argument, NULL, 'm'},
+    {"devices", required_argument, NULL, 'd'},
+    {"batch", required_argument, NULL, 'b'},
+    {"reps", required_argument, NULL, 'r'},
+    {"warmup", required_argument, NULL, 'w'},
+    {"table-rows", required_argument, NULL, OPT_TABLE_ROWS},
+    {"no-scaling", no_argument, NULL, OPT_NO_SCALING},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"energy", no_argument, NULL, OPT_ENERGY},
+    {"estimate", required_argument, NULL, OPT_ESTIMATE},
+    {"merge", no_argument, NULL, OPT_MERGE},
+    {"list-devices", no_argument, NULL, OPT_LIST_DEVICES},
+    {"format", required_argument, NULL, 'f'},
+    {"output", required_argument, NULL, 'o'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct {
+    const char *model, *devices, *output;
+    hps_profile_opts opts;
+    const char *estimates[MAX_ESTIMATES];
+    int n_estimates, merge, list_devices, table;
+} args;
+
+static int usage_error(const char *fmt, const char *what)
+{
+    fprintf(stderr, "%s: error: ", hps_progname());
+    fprintf(stderr, fmt, what);
+    fprintf(stderr, "\n(see 'hps-profile --help')\n");
+    return HPS_EXIT_USAGE;
+}
+
+static int parse_count(const char *opt, const char *s, long min, long max, long *out)
+{
+    if (hps_parse_long(s, min, max, out) == 0) return 0;
+    fprintf(stderr, "%s: error: %s: '%s' is not an integer in [%ld, %ld]\n", hps_progname(), opt,
+            s, min, max);
+    return -1;
+}
+
+/* Returns -1 to go on, or the exit code. */
+static int parse_args(int argc, char **argv, args *a)
+{
+    long v;
+    int c;
+    while ((c = getopt_long(argc, argv, "m:d:b:r:w:f:o:qvhV", long_options, NULL)) != -1) {
+        switch (c) {
+        case 'm': a->model = optarg; break;
+        case 'd': a->devices = optarg; break;
+        case 'b':
+            if (parse_count("--batch", optarg, 1, HPS_MAX_BATCH, &v)) return HPS_EXIT_USAGE;
+            a->opts.batch = (int)v;
+            break;
+        case 'r':
+            if (parse_count("--reps", optarg, 1, 100000, &v)) return HPS_EXIT_USAGE;
+            a->opts.reps = (int)v;
+            break;
+        case 'w':
+            if (parse_count("--warmup", optarg, 0, 100000, &v)) return HPS_EXIT_USAGE;
+            a->opts.warmup = (int)v;
+            break;
+        case OPT_TABLE_ROWS:
+            if (parse_count("--table-rows", optarg, 1, 1L << 40, &v)) return HPS_EXIT_USAGE;
+            a->opts.table_rows_cap = v;
+            break;
+        case OPT_NO_SCALING: a->opts.scaling = 0; break;
+        case OPT_SEED:
+            if (parse_count("--seed", optarg, 0, LONG_MAX, &v)) return HPS_EXIT_USAGE;
+            a->opts.seed = (uint64_t)v;
+            break;
+        case OPT_ENERGY: a->opts.energy = 1; break;
+        case OPT_ESTIMATE:
+            if (a->n_estimates == MAX_ESTIMATES) return usage_error("--estimate: at most %s", "32");
+            a->estimates[a->n_estimates++] = optarg;
+            break;
+        case OPT_MERGE: a->merge = 1; break;
+        case OPT_LIST_DEVICES: a->list_devices = 1; break;
+        case 'f':
+            if (strcmp(optarg, "json") && strcmp(optarg, "table"))
+                return usage_error("--format: '%s' is not json or table", optarg);
+            a->table = strcmp(optarg, "table") == 0;
+            break;
+        case 'o': a->output = optarg; break;
+        case 'q': hps_display_level = 0; break;
+        case 'v': hps_display_level++; break;
+        case 'h': fputs(usage, stdout); return HPS_EXIT_OK;
+        case 'V': hps_print_version(stdout); return HPS_EXIT_OK;
+        default: fprintf(stderr, "(see 'hps-profile --help')\n"); return HPS_EXIT_USAGE;
+        }
+    }
+    if (!a->merge && optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
+    if (a->merge && optind == argc) return usage_error("--merge needs profiles%s", "");
+    if (!a->merge && !a->list_devices && !a->model)
+        return usage_error("no model given (use -m MODEL)%s", "");
+    return -1;
+}
+
+static int emit(json_t *doc, const args *a, hps_error *err)
+{
+    if (!a->table) return hps_json_write(a->output, doc, err);
+    hps_out *o = hps_out_open(a->output, err);
+    if (!o) return -1;
+    hps_profile_print_table(doc, hps_out_file(o));
+    return hps_out_commit(o, err);
+}
+
+static json_t *measure_all(const args *a, hps_error *err)
+{
+    hps_model *m = hps_model_load(a->model, err);
+    if (!m) return NULL;
+    hps_device_spec devs[MAX_DEVICES];
+    int n = 0;
+    json_t *devices = NULL;
+    if (hps_device_parse(a->devices, devs, MAX_DEVICES, &n, err) == 0) {
+        devices = json_array();
+        for (int i = 0; i < n && devices; i++) {
+            json_t *d = hps_profile_measure(m, &devs[i], &a->opts, err);
+            if (!d) json_decref(devices), devices = NULL;
+            else json_array_append_new(devices, d);
+        }
+    }
+    json_t *doc = devices ? hps_profile_doc(m, &a->opts, devices) : NULL;
+    hps_model_free(m);
+    return doc;
+}
+
+static json_t *merge_all(char **files, int n, hps_error *err)
+{
+    json_t **docs = hps_calloc((size_t)n, sizeof *docs), *out = NULL;
+    const char **names = hps_calloc((size_t)n, sizeof *names);
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        names[i] = hps_path_name(files[i]);
+        ok = hps_json_load(files[i], &docs[i], err) == 0 &&
+             hps_profile_validate(docs[i], names[i], err) == 0;
+    }
+    if (ok) out = hps_profile_merge(docs, names, n, err);
+    for (int i = 0; i < n; i++) json_decref(docs[i]);
+    free(docs);
+    free(names);
+    return out;
+}
+
+int main(int argc, char **argv)
+{
+    hps_set_progname(argv[0]);
+    args a = {.devices = "cpu", .output = "-", .opts = hps_profile_opts_default()};
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    if (a.list_devices) {
+        hps_device_list(stdout);
+        return HPS_EXIT_OK;
+    }
+    a.opts.progress = hps_display_level >= 2 && hps_stderr_is_tty();
+    if (hps_display_level >= 3) a.opts.progress = 1;
+    hps_error err = {.code = HPS_EXIT_RUNTIME};
+    json_t *doc = a.merge ? merge_all(argv + optind, argc - optind, &err) : measure_all(&a, &err);
+    for (int i = 0; doc && i < a.n_estimates; i++)
+        if (hps_profile_estimate(doc, a.estimates[i], &err)) json_decref(doc), doc = NULL;
+    if (doc && emit(doc, &a, &err) == 0) {
+        json_decref(doc);
+        return HPS_EXIT_OK;
+    }
+    json_decref(doc);
+    hps_report(&err);
+    return err.code;
+}

@@ -1,0 +1,83 @@
+/* hps_profile: measures what each layer of a model costs on a device, and
+ * reads, merges, estimates and prints profiles (format: hps-profile(5)).
+ *
+ * Profiles travel as jansson objects: the JSON is the data structure, so that
+ * what a tool writes is exactly what the next one reads.
+ */
+#ifndef HPS_PROFILE_H
+#define HPS_PROFILE_H
+
+#include <jansson.h>
+
+#include "model/hps_model.h"
+
+#define HPS_PROFILE_VERSION 1
+
+typedef enum { HPS_DEVICE_CPU, HPS_DEVICE_CUDA } hps_device_kind;
+
+typedef struct {
+    char id[32];          /* "cpu", "cpu:4", "cuda:0" */
+    hps_device_kind kind;
+    int threads;          /* CPU threads (0: all) */
+    int ordinal;          /* CUDA device */
+} hps_device_spec;
+
+typedef struct {
+    int batch;            /* samples per batch (default: the model's) */
+    int reps, warmup;
+    int64_t table_rows_cap;
+    int energy;           /* read RAPL / NVML counters */
+    int scaling;          /* time every thread count 1..N */
+    uint64_t seed;
+    int progress;         /* a progress line on stderr */
+} hps_profile_opts;
+
+hps_profile_opts hps_profile_opts_default(void);
+
+/* "cpu,cpu:1,cuda:0" -> specs (at most max); errors name the bad item. */
+int hps_device_parse(const char *list, hps_device_spec *specs, int max, int *n, hps_error *err);
+
+/* One line per available device ("cpu  AMD EPYC  2 threads"), to out. */
+void hps_device_list(FILE *out);
+
+/* Measures the model on one device: a device object of hps-profile(5). */
+json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
+                            const hps_profile_opts *o, hps_error *err);
+
+/* The top-level document around a devices array (stolen). */
+json_t *hps_profile_doc(const hps_model *m, const hps_profile_opts *o, json_t *devices);
+
+/* Checks format, version and the fields a reader relies on. */
+int hps_profile_validate(json_t *doc, const char *name, hps_error *err);
+
+/* Adds an estimated device from a spec sheet (hps-profile(1), ESTIMATES),
+ * calibrated against the first measured device of doc. */
+int hps_profile_estimate(json_t *doc, const char *spec_path, hps_error *err);
+
+/* Combines profiles of the same model and batch; a device id present in two
+ * inputs is a conflict.  Returns a new document. */
+json_t *hps_profile_merge(json_t **docs, const char **names, int n, hps_error *err);
+
+/* The profile for people: one table per device. */
+void hps_profile_print_table(json_t *doc, FILE *out);
+
+/* Device micro-benchmarks, shared with the estimate's calibration. */
+double hps_bench_sgemm_gflops(int n, int reps);
+double hps_bench_triad_gbps(size_t n, int reps);
+double hps_bench_gather_mrows(int dim, int64_t rows, int reps);
+/* The CPU's model name from /proc/cpuinfo ("unknown CPU" otherwise). */
+void hps_cpu_model_name(char *out, size_t n);
+double hps_host_memory_bytes(void);
+
+/* Energy counters: a reader for the CPU package (RAPL via powercap) or an
+ * NVIDIA GPU (NVML, loaded at run time); NULL with a reason when unreadable. */
+typedef struct hps_energy hps_energy;
+hps_energy *hps_energy_open(const hps_device_spec *dev, char *reason, size_t reason_len);
+double hps_energy_joules(hps_energy *e); /* monotonic total since open */
+const char *hps_energy_source(const hps_energy *e);
+void hps_energy_close(hps_energy *e);
+
+/* Fits a in t(k) = t1 ((1 - a) + a / k) by least squares, clamped to [0, 1]. */
+double hps_fit_parallel_fraction(const int *units, const double *ms, int n);
+
+#endif

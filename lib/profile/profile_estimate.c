@@ -1,0 +1,204 @@
+/* Estimated profiles for devices one does not have, from a spec sheet.
+ *
+ * A roofline says how long a layer takes at the device's peak: the larger of
+ * FLOPs / compute rate and bytes / memory bandwidth.  Real layers reach only
+ * part of it, and how much depends on the layer (a 1-wide fc is all overhead),
+ * so each layer's efficiency is calibrated on a measured device:
+ *     e = roofline(measured device) / measured time,   clamped to [0.01, 1]
+ *     t(estimated device) = roofline(spec) / e + kernels * launch overhead
+ * where the measured device's "peaks" are its own measured sgemm and triad
+ * rates.  hps-profile(1) documents the spec fields and defaults.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_io.h"
+#include "core/hps_json.h"
+#include "profile/hps_profile.h"
+
+typedef struct {
+    const char *name, *kind, *model;
+    double peak_gflops, mem_gbps, memory_gb, launch_us, attainable, power_w, pcie_gbps,
+        parallel_fraction;
+} device_spec;
+
+static int load_spec(const char *path, device_spec *s, hps_error *err)
+{
+    static const char *const keys[] = {"name", "kind", "model", "peak_gflops", "mem_gbps",
+                                       "memory_gb", "launch_us", "attainable", "power_w",
+                                       "pcie_gbps", "parallel_fraction", "price_per_hour",
+                                       "comment", NULL};
+    static const char *const kinds[] = {"cpu", "gpu", NULL};
+    json_t *root;
+    if (hps_json_load(path, &root, err)) return -1;
+    const char *ctx = hps_path_name(path);
+    int kind = 1;
+    *s = (device_spec){.model = "spec sheet", .launch_us = 5, .attainable = 0.7,
+                       .pcie_gbps = 25, .parallel_fraction = 0.95};
+    int rc = hps_json_known_keys(root, keys, ctx, err) ||
+             hps_json_str(root, "name", HPS_REQUIRED, &s->name, ctx, err) ||
+             hps_json_enum(root, "kind", HPS_OPTIONAL, kinds, &kind, ctx, err) ||
+             hps_json_str(root, "model", HPS_OPTIONAL, &s->model, ctx, err) ||
+             hps_json_num(root, "peak_gflops", HPS_REQUIRED, 1e-3, 1e9, &s->peak_gflops, ctx, err) ||
+             hps_json_num(root, "mem_gbps", HPS_REQUIRED, 1e-3, 1e9, &s->mem_gbps, ctx, err) ||
+             hps_json_num(root, "memory_gb", HPS_OPTIONAL, 0, 1e9, &s->memory_gb, ctx, err) ||
+             hps_json_num(root, "launch_us", HPS_OPTIONAL, 0, 1e6, &s->launch_us, ctx, err) ||
+             hps_json_num(root, "attainable", HPS_OPTIONAL, 0.01, 1, &s->attainable, ctx, err) ||
+             hps_json_num(root, "power_w", HPS_OPTIONAL, 0, 1e6, &s->power_w, ctx, err) ||
+             hps_json_num(root, "pcie_gbps", HPS_OPTIONAL, 1e-3, 1e6, &s->pcie_gbps, ctx, err) ||
+             hps_json_num(root, "parallel_fraction", HPS_OPTIONAL, 0, 1, &s->parallel_fraction,
+                          ctx, err);
+    s->kind = kinds[kind];
+    if (rc == 0) /* the strings point into root: copy them before it goes */
+        s->name = hps_strdup(s->name), s->kind = hps_strdup(s->kind), s->model = hps_strdup(s->model);
+    json_decref(root);
+    return rc ? -1 : 0;
+}
+
+static double num(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : 0.0;
+}
+
+static double med_ms(json_t *o, const char *key) { return num(json_object_get(o, key), "median"); }
+
+static double layer_bytes(json_t *L)
+{
+    return num(L, "bytes_in") + num(L, "bytes_out") + num(L, "param_bytes") + num(L, "sparse_bytes");
+}
+
+/* Seconds at a roofline of gflops and gbps. */
+static double roofline(double flops, double bytes, double gflops, double gbps)
+{
+    double tc = flops / (gflops * 1e9), tm = bytes / (gbps * 1e9);
+    return tc > tm ? tc : tm;
+}
+
+/* Kernel launches per pass: an fc is a gemm plus bias and activation. */
+static int kernels(const char *type, int backward)
+{
+    if (strcmp(type, "fc") == 0) return backward ? 4 : 2;
+    return 1;
+}
+
+static json_t *timing(double ms)
+{
+    return json_pack("{s:o, s:o, s:o, s:i}", "median", hps_json_real(ms), "min", hps_json_real(ms),
+                     "max", hps_json_real(ms), "mad", 0);
+}
+
+static double estimate_pass(json_t *ref_layer, json_t *ref, const device_spec *s, int backward)
+{
+    const char *type = json_string_value(json_object_get(ref_layer, "type"));
+    double flops = num(ref_layer, backward ? "flops_backward" : "flops_forward");
+    double bytes = layer_bytes(ref_layer) * (backward ? 2 : 1);
+    double measured = med_ms(ref_layer, backward ? "backward_ms" : "forward_ms") * 1e-3;
+    double ref_roof = roofline(flops, bytes, num(ref, "sgemm_gflops"), num(ref, "triad_gbps"));
+    double e = measured > 0 ? ref_roof / measured : 1.0;
+    e = e < 0.01 ? 0.01 : e > 1 ? 1 : e;
+    double roof = roofline(flops, bytes, s->peak_gflops * s->attainable, s->mem_gbps * s->attainable);
+    return (roof / e + kernels(type, backward) * s->launch_us * 1e-6) * 1e3;
+}
+
+static json_t *estimate_layer(json_t *ref_layer, json_t *ref, const device_spec *s, double *sum_ms)
+{
+    json_t *L = json_deep_copy(ref_layer);
+    double f = estimate_pass(ref_layer, ref, s, 0), b = estimate_pass(ref_layer, ref, s, 1);
+    *sum_ms += f + b;
+    json_object_set_new(L, "forward_ms", timing(f));
+    json_object_set_new(L, "backward_ms", timing(b));
+    json_object_set_new(L, "scaling",
+                        json_pack("{s:[i], s:[o], s:o}", "units", 1, "ms", hps_json_real(f + b),
+                                  "parallel_fraction",
+                                  hps_json_real(strcmp(s->kind, "gpu") == 0
+                                                    ? s->parallel_fraction
+                                                    : num(json_object_get(ref_layer, "scaling"),
+                                                          "parallel_fraction"))));
+    json_object_set_new(L, "energy_j",
+                        s->power_w > 0 ? hps_json_real(s->power_w * (f + b) * 1e-3) : json_null());
+    json_object_set_new(L, "source", json_string("estimated"));
+    return L;
+}
+
+/* Overhead: the optimizer streams parameters, gradients and two moments
+ * (16 bytes a parameter) through memory; a GPU also receives the batch. */
+static double estimate_overhead_ms(json_t *ref, const device_spec *s, double batch_bytes)
+{
+    double params = 0;
+    size_t i;
+    json_t *L;
+    json_array_foreach(json_object_get(ref, "layers"), i, L) params += num(L, "param_bytes");
+    double t = params * 4 / (s->mem_gbps * s->attainable * 1e9) + 2 * s->launch_us * 1e-6;
+    if (strcmp(s->kind, "gpu") == 0) t += batch_bytes / (s->pcie_gbps * 1e9);
+    return t * 1e3;
+}
+
+static json_t *first_measured(json_t *doc)
+{
+    size_t i;
+    json_t *dev;
+    json_array_foreach(json_object_get(doc, "devices"), i, dev) {
+        if (strcmp(json_string_value(json_object_get(dev, "source")), "measured") == 0 &&
+            num(dev, "sgemm_gflops") > 0 && num(dev, "triad_gbps") > 0)
+            return dev;
+    }
+    return NULL;
+}
+
+static json_t *estimated_device(json_t *ref, const device_spec *s)
+{
+    json_t *dev = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i}", "id", s->name, "kind", s->kind,
+                            "name", s->model, "host", "estimated", "source", "estimated",
+                            "threads", 0);
+    json_object_set_new(dev, "calibrated_on", json_deep_copy(json_object_get(ref, "id")));
+    json_object_set_new(dev, "memory_bytes", json_real(s->memory_gb * 1073741824.0));
+    json_object_set_new(dev, "sgemm_gflops", json_real(s->peak_gflops * s->attainable));
+    json_object_set_new(dev, "triad_gbps", json_real(s->mem_gbps * s->attainable));
+    double ratio = s->mem_gbps * s->attainable / num(ref, "triad_gbps");
+    json_object_set_new(dev, "gather_mrows_per_s", json_real(num(ref, "gather_mrows_per_s") * ratio));
+    json_t *layers = json_array();
+    double sum_ms = 0, batch_bytes = 0;
+    size_t i;
+    json_t *L;
+    json_array_foreach(json_object_get(ref, "layers"), i, L) {
+        json_array_append_new(layers, estimate_layer(L, ref, s, &sum_ms));
+        if (strcmp(json_string_value(json_object_get(L, "type")), "embedding") == 0 || i == 0)
+            batch_bytes += num(L, "bytes_in");
+    }
+    double overhead = estimate_overhead_ms(ref, s, batch_bytes);
+    json_object_set_new(dev, "layers", layers);
+    json_object_set_new(dev, "overhead_ms", timing(overhead));
+    json_object_set_new(dev, "step_ms", timing(sum_ms + overhead));
+    json_object_set_new(dev, "layers_sum_ms", json_real(sum_ms + overhead));
+    json_object_set_new(dev, "energy",
+                        s->power_w > 0
+                            ? json_pack("{s:s, s:o, s:s}", "source", "estimated", "step_j",
+                                        hps_json_real(s->power_w * (sum_ms + overhead) * 1e-3),
+                                        "reason", "power_w x estimated time")
+                            : json_pack("{s:n, s:n, s:s}", "source", "step_j", "reason",
+                                        "the spec gives no power_w"));
+    return dev;
+}
+
+int hps_profile_estimate(json_t *doc, const char *spec_path, hps_error *err)
+{
+    json_t *ref = first_measured(doc);
+    if (!ref)
+        return hps_fail(err, HPS_EXIT_USAGE,
+                        "%s: --estimate needs a measured CPU device to calibrate against",
+                        hps_path_name(spec_path));
+    device_spec s;
+    if (load_spec(spec_path, &s, err)) return -1;
+    int rc = 0;
+    size_t i;
+    json_t *dev;
+    json_array_foreach(json_object_get(doc, "devices"), i, dev) {
+        if (strcmp(json_string_value(json_object_get(dev, "id")), s.name) == 0)
+            rc = hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' is already in the profile",
+                          hps_path_name(spec_path), s.name);
+    }
+    if (rc == 0) json_array_append_new(json_object_get(doc, "devices"), estimated_device(ref, &s));
+    free((char *)s.name), free((char *)s.kind), free((char *)s.model);
+    return rc;
+}

@@ -1,0 +1,360 @@
+/* Measuring a model on one device: every layer's forward and backward time
+ * over repetitions, the per-step overhead, the whole step, thread scaling
+ * and energy, as a device object of hps-profile(5). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/hps_json.h"
+#include "net/hps_net.h"
+#include "profile/hps_profile.h"
+
+/* GPUs are measured one at a time, so their parallel fraction across units
+ * cannot be fitted: data parallelism splits the batch, compute scales almost
+ * ideally, and the planner charges the communication separately. */
+#define GPU_PARALLEL_FRACTION 0.95
+
+hps_profile_opts hps_profile_opts_default(void)
+{
+    return (hps_profile_opts){.batch = 0, .reps = 10, .warmup = 2, .table_rows_cap = 1 << 20,
+                              .energy = 0, .scaling = 1, .seed = 1, .progress = 0};
+}
+
+/* Samples of one measurement run: [layer][rep] times in seconds, joules. */
+typedef struct {
+    int n_layers, reps;
+    double *fwd, *bwd, *fwd_j, *bwd_j, *overhead, *step, *step_j;
+} samples;
+
+static samples *samples_create(int n_layers, int reps)
+{
+    samples *s = hps_calloc(1, sizeof *s);
+    s->n_layers = n_layers;
+    s->reps = reps;
+    size_t per = (size_t)n_layers * reps;
+    s->fwd = hps_calloc(4 * per + 3 * (size_t)reps, sizeof(double));
+    s->bwd = s->fwd + per;
+    s->fwd_j = s->bwd + per;
+    s->bwd_j = s->fwd_j + per;
+    s->overhead = s->bwd_j + per;
+    s->step = s->overhead + reps;
+    s->step_j = s->step + reps;
+    return s;
+}
+
+static void samples_free(samples *s)
+{
+    if (!s) return;
+    free(s->fwd);
+    free(s);
+}
+
+typedef struct {
+    hps_net *net;
+    const hps_batch *batch;
+    hps_optim opt;
+    hps_energy *energy;
+} bench;
+
+static double joules(bench *b) { return b->energy ? hps_energy_joules(b->energy) : 0.0; }
+
+/* Times one layer call; the backend is synchronised on both sides. */
+static void time_layer(bench *b, int l, int backward, double *sec, double *j)
+{
+    b->net->be->sync();
+    double j0 = joules(b), t0 = hps_now();
+    if (backward)
+        hps_net_layer_backward(b->net, l);
+    else
+        hps_net_layer_forward(b->net, l);
+    b->net->be->sync();
+    *sec = hps_now() - t0;
+    *j = joules(b) - j0;
+}
+
+/* One training step, layer by layer, into column rep of s (rep < 0: warm-up). */
+static void layered_step(bench *b, samples *s, int rep)
+{
+    hps_net *net = b->net;
+    const int L = net->model->n_layers;
+    double sec, j, t0 = hps_now();
+    hps_net_load_batch(net, b->batch);
+    net->be->memzero(net->grads, net->model->n_params * sizeof(float));
+    net->be->sync();
+    double overhead = hps_now() - t0;
+    for (int l = 0; l < L; l++) {
+        time_layer(b, l, 0, &sec, &j);
+        if (rep >= 0) s->fwd[l * s->reps + rep] = sec, s->fwd_j[l * s->reps + rep] = j;
+    }
+    for (int l = L - 1; l >= 0; l--) {
+        time_layer(b, l, 1, &sec, &j);
+        if (rep >= 0) s->bwd[l * s->reps + rep] = sec, s->bwd_j[l * s->reps + rep] = j;
+    }
+    t0 = hps_now();
+    hps_net_update(net, &b->opt);
+    net->be->sync();
+    if (rep >= 0) s->overhead[rep] = overhead + hps_now() - t0;
+}
+
+/* One training step end to end, as hps-train runs it. */
+static void whole_step(bench *b, samples *s, int rep)
+{
+    hps_net *net = b->net;
+    net->be->sync();
+    double j0 = joules(b), t0 = hps_now();
+    hps_net_load_batch(net, b->batch);
+    hps_net_forward(net);
+    hps_net_backward(net);
+    hps_net_update(net, &b->opt);
+    net->be->sync();
+    s->step[rep] = hps_now() - t0;
+    s->step_j[rep] = joules(b) - j0;
+}
+
+static samples *measure(bench *b, int reps, int warmup, int whole)
+{
+    samples *s = samples_create(b->net->model->n_layers, reps);
+    for (int i = 0; i < warmup; i++) layered_step(b, s, -1);
+    for (int i = 0; i < reps; i++) layered_step(b, s, i);
+    for (int i = 0; i < reps && whole; i++) whole_step(b, s, i);
+    return s;
+}
+
+/* ---- statistics -------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(const double *v, int n)
+{
+    double *t = hps_malloc((size_t)n * sizeof *t);
+    memcpy(t, v, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
+    return m;
+}
+
+/* {median, min, max, mad} in milliseconds, from seconds. */
+static json_t *timing_json(const double *sec, int n)
+{
+    double med = median(sec, n), lo = sec[0], hi = sec[0];
+    double *dev = hps_malloc((size_t)n * sizeof *dev);
+    for (int i = 0; i < n; i++) {
+        lo = sec[i] < lo ? sec[i] : lo;
+        hi = sec[i] > hi ? sec[i] : hi;
+        dev[i] = sec[i] > med ? sec[i] - med : med - sec[i];
+    }
+    double mad = median(dev, n);
+    free(dev);
+    return json_pack("{s:o, s:o, s:o, s:o}", "median", hps_json_real(med * 1e3), "min",
+                     hps_json_real(lo * 1e3), "max", hps_json_real(hi * 1e3), "mad",
+                     hps_json_real(mad * 1e3));
+}
+
+static double sum(const double *v, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    return s;
+}
+
+/* ---- scaling ------------------------------------------------------------------- */
+
+/* Median forward+backward ms of every layer at 1..threads threads: [layer][k-1]. */
+static double *scaling_ms(bench *b, int threads, const hps_profile_opts *o)
+{
+    const int L = b->net->model->n_layers, reps = o->reps > 6 ? o->reps / 2 : 3;
+    double *ms = hps_calloc((size_t)L * threads, sizeof *ms);
+    double *both = hps_malloc((size_t)reps * sizeof *both);
+    for (int k = 1; k <= threads; k++) {
+        hps_set_threads(k);
+        samples *s = measure(b, reps, 1, 0);
+        for (int l = 0; l < L; l++) {
+            for (int i = 0; i < reps; i++) both[i] = s->fwd[l * reps + i] + s->bwd[l * reps + i];
+            ms[l * threads + k - 1] = median(both, reps) * 1e3;
+        }
+        samples_free(s);
+    }
+    free(both);
+    return ms;
+}
+
+static json_t *scaling_json(const double *ms, int threads, int is_gpu)
+{
+    json_t *units = json_array(), *times = json_array();
+    int *u = hps_malloc((size_t)threads * sizeof *u);
+    for (int k = 1; k <= threads; k++) {
+        u[k - 1] = k;
+        json_array_append_new(units, json_integer(k));
+        json_array_append_new(times, hps_json_real(ms[k - 1]));
+    }
+    double a = is_gpu ? GPU_PARALLEL_FRACTION : hps_fit_parallel_fraction(u, ms, threads);
+    free(u);
+    return json_pack("{s:o, s:o, s:o}", "units", units, "ms", times, "parallel_fraction",
+                     hps_json_real(a));
+}
+
+/* ---- JSON -------------------------------------------------------------------- */
+
+static json_t *layer_json(const hps_model *m, int l, int batch, const samples *s,
+                          json_t *scaling, int have_energy)
+{
+    const hps_layer *L = &m->layers[l];
+    hps_layer_cost c;
+    hps_layer_costs(m, l, batch, &c);
+    double j = have_energy ? (sum(s->fwd_j + l * s->reps, s->reps) +
+                              sum(s->bwd_j + l * s->reps, s->reps)) / s->reps
+                           : 0;
+    json_t *o = json_pack("{s:i, s:s, s:s}", "index", l, "name", L->name, "type",
+                          hps_layer_kind_names[L->kind]);
+    json_object_set_new(o, "forward_ms", timing_json(s->fwd + l * s->reps, s->reps));
+    json_object_set_new(o, "backward_ms", timing_json(s->bwd + l * s->reps, s->reps));
+    json_object_set_new(o, "flops_forward", json_real(c.flops_fwd));
+    json_object_set_new(o, "flops_backward", json_real(c.flops_bwd));
+    json_object_set_new(o, "bytes_in", json_real(c.bytes_in));
+    json_object_set_new(o, "bytes_out", json_real(c.bytes_out));
+    json_object_set_new(o, "param_bytes", json_real(c.param_bytes));
+    json_object_set_new(o, "sparse_rows", json_real(c.sparse_rows));
+    json_object_set_new(o, "sparse_bytes", json_real(c.sparse_bytes));
+    json_object_set_new(o, "table_bytes", json_real(c.table_bytes));
+    json_object_set_new(o, "work_bytes", json_real(c.work_bytes));
+    json_object_set_new(o, "scaling", scaling);
+    json_object_set_new(o, "energy_j", have_energy ? hps_json_real(j) : json_null());
+    json_object_set_new(o, "source", json_string("measured"));
+    return o;
+}
+
+static double layers_sum_ms(const samples *s)
+{
+    double total = median(s->overhead, s->reps);
+    for (int l = 0; l < s->n_layers; l++)
+        total += median(s->fwd + l * s->reps, s->reps) + median(s->bwd + l * s->reps, s->reps);
+    return total * 1e3;
+}
+
+static json_t *device_header(const hps_device_spec *dev, int threads, int embed_dim)
+{
+    char name[256], host[256] = "unknown";
+    double mem = 0;
+    gethostname(host, sizeof host - 1);
+    json_t *o = json_pack("{s:s, s:s}", "id", dev->id, "kind", dev->kind == HPS_DEVICE_CPU ? "cpu" : "gpu");
+    if (dev->kind == HPS_DEVICE_CPU) {
+        hps_cpu_model_name(name, sizeof name);
+        mem = hps_host_memory_bytes();
+    } else if (hps_cuda_device_info(dev->ordinal, name, sizeof name, &mem) != 0) {
+        snprintf(name, sizeof name, "unknown GPU");
+    }
+    json_object_set_new(o, "name", json_string(name));
+    json_object_set_new(o, "host", json_string(host));
+    json_object_set_new(o, "source", json_string("measured"));
+    json_object_set_new(o, "threads", json_integer(dev->kind == HPS_DEVICE_CPU ? threads : 0));
+    json_object_set_new(o, "memory_bytes", json_real(mem));
+    if (dev->kind == HPS_DEVICE_CPU) { /* GPU rates would need device-side benchmarks */
+        json_object_set_new(o, "sgemm_gflops", hps_json_real(hps_bench_sgemm_gflops(1024, 5)));
+        json_object_set_new(o, "triad_gbps", hps_json_real(hps_bench_triad_gbps(1 << 24, 5)));
+        json_object_set_new(o, "gather_mrows_per_s",
+                            hps_json_real(hps_bench_gather_mrows(embed_dim, 1 << 20, 5)));
+    } else {
+        json_object_set_new(o, "sgemm_gflops", json_null());
+        json_object_set_new(o, "triad_gbps", json_null());
+        json_object_set_new(o, "gather_mrows_per_s", json_null());
+    }
+    return o;
+}
+
+static json_t *energy_json(const samples *s, hps_energy *e, const char *reason)
+{
+    if (!e) return json_pack("{s:n, s:n, s:s}", "source", "step_j", "reason", reason);
+    return json_pack("{s:s, s:o, s:n}", "source", hps_energy_source(e), "step_j",
+                     hps_json_real(median(s->step_j, s->reps)), "reason");
+}
+
+static int first_embedding_dim(const hps_model *m)
+{
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING) return m->layers[l].dim;
+    return 16;
+}
+
+static void progress(const hps_profile_opts *o, const char *id, const char *what)
+{
+    if (o->progress) hps_log(2, "%s: %s: %s\n", hps_progname(), id, what);
+}
+
+static const hps_backend *device_backend(const hps_device_spec *dev, int *threads,
+                                         hps_error *err)
+{
+    if (dev->kind == HPS_DEVICE_CUDA) {
+        *threads = 1;
+        return hps_backend_cuda(dev->ordinal, err);
+    }
+    *threads = dev->threads ? dev->threads : hps_max_threads();
+    hps_set_threads(*threads);
+    return hps_backend_cpu();
+}
+
+json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
+                            const hps_profile_opts *o, hps_error *err)
+{
+    int threads;
+    const hps_backend *be = device_backend(dev, &threads, err);
+    if (!be) return NULL;
+    const int batch = o->batch ? o->batch : m->batch, L = m->n_layers;
+    progress(o, dev->id, "device benchmarks");
+    json_t *out = device_header(dev, threads, first_embedding_dim(m));
+    char reason[256] = "not requested (use --energy)";
+    hps_energy *energy = o->energy ? hps_energy_open(dev, reason, sizeof reason) : NULL;
+    bench b = {.net = hps_net_create(m, be, batch, o->table_rows_cap),
+               .batch = hps_batch_synth(m, batch, o->seed), .opt = hps_optim_default(),
+               .energy = energy};
+    hps_net_init(b.net, o->seed);
+    progress(o, dev->id, "layers");
+    samples *s = measure(&b, o->reps, o->warmup, 1);
+    int units = dev->kind == HPS_DEVICE_CPU && o->scaling ? threads : 1;
+    progress(o, dev->id, "scaling");
+    double *scale = units > 1 ? scaling_ms(&b, units, o) : NULL;
+    hps_set_threads(threads);
+    json_t *layers = json_array();
+    for (int l = 0; l < L; l++) {
+        double one[1] = {(median(s->fwd + l * s->reps, s->reps) +
+                          median(s->bwd + l * s->reps, s->reps)) * 1e3};
+        json_t *sc = scaling_json(scale ? scale + (size_t)l * units : one, units,
+                                  dev->kind == HPS_DEVICE_CUDA);
+        json_array_append_new(layers, layer_json(m, l, batch, s, sc, energy != NULL));
+    }
+    json_object_set_new(out, "layers", layers);
+    json_object_set_new(out, "overhead_ms", timing_json(s->overhead, s->reps));
+    json_object_set_new(out, "step_ms", timing_json(s->step, s->reps));
+    json_object_set_new(out, "layers_sum_ms", hps_json_real(layers_sum_ms(s)));
+    json_object_set_new(out, "energy", energy_json(s, energy, reason));
+    free(scale);
+    samples_free(s);
+    hps_energy_close(energy);
+    hps_batch_free((hps_batch *)b.batch);
+    hps_net_free(b.net);
+    return out;
+}
+
+json_t *hps_profile_doc(const hps_model *m, const hps_profile_opts *o, json_t *devices)
+{
+    char when[32];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    json_t *doc = json_pack("{s:s, s:i, s:s+, s:s}", "format", "hps-profile", "version",
+                            HPS_PROFILE_VERSION, "tool", "hps-profile ", HPS_VERSION, "created",
+                            when);
+    json_object_set_new(doc, "model",
+                        json_pack("{s:s, s:s, s:i, s:i}", "name", m->name, "digest", m->digest,
+                                  "batch", o->batch ? o->batch : m->batch, "layers", m->n_layers));
+    json_object_set_new(doc, "settings",
+                        json_pack("{s:i, s:i, s:I, s:I}", "reps", o->reps, "warmup", o->warmup,
+                                  "table_rows_cap", (json_int_t)o->table_rows_cap, "seed",
+                                  (json_int_t)o->seed));
+    json_object_set_new(doc, "devices", devices);
+    return doc;
+}
