@@ -1,0 +1,19 @@
+# Shared by the bats files: where the binaries and the test data are.
+HPS_BIN=${HPS_BIN:-$BATS_TEST_DIRNAME/../../bin}
+ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+TESTDATA=$ROOT/testdata
+GOLDEN=$BATS_TEST_DIRNAME/golden
+
+# Every long option that TOOL --help lists must appear in its completions and man page.
+check_options_documented() {
+    local tool=$1 opts missing=""
+    opts=$("$HPS_BIN/$tool" --help | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u)
+    [ -n "$opts" ]
+    for o in $opts; do
+        grep -q -- "$o" "$ROOT/completions/bash/$tool" || missing="$missing bash:$o"
+        grep -q -- "$o" "$ROOT/completions/zsh/_$tool" || missing="$missing zsh:$o"
+        # man pages escape the leading dashes: \-\-option
+        grep -qF -- "\\-\\-${o#--}" "$ROOT/man/$tool.1" || missing="$missing man:$o"
+    done
+    [ -z "$missing" ] || { echo "undocumented:$missing"; return 1; }
+}

@@ -1,0 +1,164 @@
+#!/usr/bin/env bats
+# hps-profile from the command line: output, errors, merge, estimate.
+
+load helpers
+
+setup() {
+    TMP=$(mktemp -d)
+    FAST="--reps 2 --warmup 0 --no-scaling"
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+@test "profile: --help and --version" {
+    run "$HPS_BIN/hps-profile" --help
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"usage: hps-profile -m MODEL"* ]]
+    run "$HPS_BIN/hps-profile" --version
+    [ "$status" -eq 0 ]
+    [[ "$output" == "hps-profile (hps) "* ]]
+}
+
+@test "profile: every option in --help is in the completions and the man page" {
+    check_options_documented hps-profile
+}
+
+@test "profile: the demo model's profile is valid JSON with every layer measured" {
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" $FAST > "$TMP/p.json"
+    python3 -m json.tool "$TMP/p.json" > /dev/null
+    run python3 - "$TMP/p.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["format"] == "hps-profile" and p["version"] == 1
+assert p["model"]["name"] == "demo-ctr" and p["model"]["batch"] == 1024
+d = p["devices"][0]
+assert d["id"] == "cpu" and d["source"] == "measured" and d["sgemm_gflops"] > 0
+assert [l["name"] for l in d["layers"]] == ["emb", "concat", "fc1", "fc2", "fc3", "out", "loss"]
+fc1 = d["layers"][2]
+assert fc1["flops_forward"] == 2 * 1024 * 429 * 512 + 1024 * 512 * 2
+assert fc1["param_bytes"] == (429 * 512 + 512) * 4
+assert d["layers"][0]["sparse_rows"] == 1024 * 26
+for l in d["layers"]:
+    t = l["forward_ms"]
+    assert t["min"] <= t["median"] <= t["max"] and l["source"] == "measured"
+assert d["step_ms"]["median"] > 0 and d["layers_sum_ms"] > 0
+assert d["energy"]["step_j"] is None and d["energy"]["reason"]
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+@test "profile: scaling times every thread count and fits a fraction in [0, 1]" {
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:2 --reps 2 --warmup 0 > "$TMP/p.json"
+    run python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))["devices"][0]
+for l in d["layers"]:
+    s = l["scaling"]
+    assert s["units"] == [1, 2] and len(s["ms"]) == 2
+    assert 0 <= s["parallel_fraction"] <= 1' "$TMP/p.json"
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+@test "profile: reads the model from stdin and writes -o atomically" {
+    "$HPS_BIN/hps-profile" -m - $FAST -o "$TMP/p.json" < "$TESTDATA/models/tiny.json"
+    python3 -m json.tool "$TMP/p.json" > /dev/null
+    [ "$(ls "$TMP")" = "p.json" ]
+}
+
+@test "profile: --format table prints one row per layer" {
+    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/dlrm-small.json" $FAST --format table
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"model dlrm-small, batch 64"* ]]
+    for layer in emb bottom1 bottom2 interact top1 top2 loss; do
+        [[ "$output" == *" $layer "* ]]
+    done
+}
+
+@test "profile: bad models get one line naming file, layer and field, exit 2, no output" {
+    while IFS=$'\t' read -r file message; do
+        run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/bad/$file" -o "$TMP/out.json"
+        [ "$status" -eq 2 ] || { echo "$file: status $status"; false; }
+        [ "${#lines[@]}" -eq 1 ] || { echo "$file: $output"; false; }
+        [[ "$output" == "hps-profile: error: $TESTDATA/models/bad/$file"*"$message" ]] ||
+            { echo "$file: got: $output"; false; }
+        [ -z "$(ls "$TMP")" ]
+    done < "$GOLDEN/profile/bad-models.txt"
+}
+
+@test "profile: unreadable model and bad options are usage errors" {
+    run "$HPS_BIN/hps-profile" -m "$TMP/missing.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-profile: error: $TMP/missing.json: cannot open: No such file or directory" ]
+    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" --batch 0
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--batch: '0' is not an integer in [1, 1048576]"* ]]
+    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d gpu
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"'gpu' is not a device (expected cpu, cpu:N or cuda:K)"* ]]
+    run "$HPS_BIN/hps-profile"
+    [ "$status" -eq 2 ]
+}
+
+@test "profile: a missing CUDA device is a runtime error that names it" {
+    if "$HPS_BIN/hps-profile" --list-devices | grep -q '^cuda:0'; then
+        skip "this machine has a CUDA device"
+    fi
+    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cuda:0 -o "$TMP/p.json"
+    [ "$status" -eq 1 ]
+    [[ "$output" == "hps-profile: error: cuda:0: "* ]]
+    [ ! -e "$TMP/p.json" ]
+}
+
+@test "profile: --merge combines devices and refuses a device twice" {
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:1 $FAST > "$TMP/a.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:2 $FAST > "$TMP/b.json"
+    "$HPS_BIN/hps-profile" --merge "$TMP/a.json" "$TMP/b.json" > "$TMP/m.json"
+    run python3 -c 'import json,sys; print(",".join(d["id"] for d in json.load(open(sys.argv[1]))["devices"]))' "$TMP/m.json"
+    [ "$output" = "cpu:1,cpu:2" ]
+    run "$HPS_BIN/hps-profile" --merge "$TMP/a.json" "$TMP/m.json" -o "$TMP/bad.json"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"m.json: device 'cpu:1' is already profiled by an earlier input" ]]
+    [ ! -e "$TMP/bad.json" ]
+}
+
+@test "profile: --merge refuses profiles of different models" {
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:1 $FAST > "$TMP/a.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/two-tables.json" -d cpu:2 $FAST > "$TMP/b.json"
+    run "$HPS_BIN/hps-profile" --merge "$TMP/a.json" "$TMP/b.json"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"b.json: profiles model 'two-tables' (batch 16), but "*"a.json profiles 'tiny' (batch 8)" ]]
+}
+
+@test "profile: --estimate adds a GPU marked estimated, faster where the roofline says so" {
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" $FAST \
+        --estimate "$TESTDATA/devices/gpu-a100.json" --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"
+    run python3 - "$TMP/p.json" <<'PY'
+import json, sys
+devs = {d["id"]: d for d in json.load(open(sys.argv[1]))["devices"]}
+cpu, a100, t4 = devs["cpu"], devs["gpu-a100"], devs["gpu-t4"]
+for d in (a100, t4):
+    assert d["source"] == "estimated" and d["kind"] == "gpu" and d["calibrated_on"] == "cpu"
+    assert all(l["source"] == "estimated" for l in d["layers"])
+    assert d["energy"]["step_j"] > 0
+fc = lambda d: d["layers"][2]["forward_ms"]["median"]
+# more FLOP/s and bandwidth: the big fc layer is faster on the A100 than on the T4
+assert fc(a100) < fc(t4)
+assert a100["sgemm_gflops"] == 19500 * 0.7
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+@test "profile: --estimate with a bad spec names the field" {
+    printf '{"name": "gpu-x", "peak_gflops": -1, "mem_gbps": 100}\n' > "$TMP/spec.json"
+    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" $FAST --estimate "$TMP/spec.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-profile: error: $TMP/spec.json: peak_gflops=-1 must be in [0.001, 1e+09]" ]
+}
+
+@test "profile: --list-devices lists the CPU" {
+    run "$HPS_BIN/hps-profile" --list-devices
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == cpu* ]]
+}
