@@ -52,6 +52,7 @@ static const hps_backend cpu_backend = {
     .concat_backward = concat_backward,
     .dot_forward = dot_forward,
     .dot_backward = dot_backward,
+    .vec_scale = vec_scale,
     .logloss_forward = logloss_forward,
     .logloss_backward = logloss_backward,
     .softmax_forward = softmax_forward,

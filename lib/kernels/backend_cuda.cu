@@ -810,6 +810,16 @@ static void cuda_adam_update(float *p, const float *g, float *m, float *v, int64
     LAUNCH_CHECK();
 }
 
+/* ---- scale ------------------------------------------------------------------------------ */
+
+static void cuda_vec_scale(float *x, int64_t n, float a)
+{
+    if (n <= 0) return;
+    use_device();
+    HPS_CHECK(n <= INT32_MAX); /* cublasSscal counts in int */
+    CUBLAS_CHECK(cublasSscal(g_blas, (int)n, &a, x, 1));
+}
+
 /* ---- the table, device selection ------------------------------------------------------ */
 
 static hps_backend g_backend;
@@ -843,6 +853,7 @@ static void fill_backend(hps_backend *be, int device)
     be->softmax_forward = cuda_softmax_forward;
     be->softmax_backward = cuda_softmax_backward;
     be->adam_update = cuda_adam_update;
+    be->vec_scale = cuda_vec_scale;
 }
 
 /* Devices present, or -1 with err filled (no driver, no device) for `device`. */

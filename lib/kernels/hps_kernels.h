@@ -73,6 +73,9 @@ void dot_forward(float *out, const float *emb, const float *dense, int B, int V,
 void dot_backward(float *demb, float *ddense, const float *dout, const float *emb,
                   const float *dense, int B, int V, int D, int W);
 
+/* x[0..n) *= a (micro-batches rescale their loss gradient to the whole batch). */
+void vec_scale(float *x, int64_t n, float a);
+
 /* Binary log loss on logits z[B], labels y in {0,1}: returns the mean loss;
  * prob (may be NULL) receives sigmoid(z). */
 double logloss_forward(float *prob, const float *z, const float *y, int B);

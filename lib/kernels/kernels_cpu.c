@@ -296,6 +296,12 @@ void dot_backward(float *demb, float *ddense, const float *dout, const float *em
     }
 }
 
+void vec_scale(float *x, int64_t n, float a)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) x[i] *= a;
+}
+
 /* ---- losses ------------------------------------------------------------------ */
 
 double logloss_forward(float *prob, const float *z, const float *y, int B)

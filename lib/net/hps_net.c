@@ -81,8 +81,10 @@ static void embedding_create(hps_net *net, int l, int64_t rows_cap, int col)
         N->rows += r;
     }
     N->col = col;
-    N->table = net->be->alloc((size_t)N->rows * L->dim * sizeof(float));
-    N->accum = net->be->alloc((size_t)N->rows * L->dim * sizeof(float));
+    if (rows_cap != HPS_NET_EXTERNAL_TABLES) {
+        N->table = net->be->alloc((size_t)N->rows * L->dim * sizeof(float));
+        N->accum = net->be->alloc((size_t)N->rows * L->dim * sizeof(float));
+    }
     N->bags.B = 0;
     N->bags.S = L->n_slots;
     N->bag_offsets = net->be->alloc(((size_t)net->cap * L->n_slots + 1) * sizeof(int64_t));
@@ -113,6 +115,7 @@ hps_net *hps_net_create(const hps_model *m, const hps_backend *be, int cap,
     net->model = m;
     net->be = be;
     net->cap = cap;
+    net->loss_scale = 1.0f;
     net->layers = hps_calloc((size_t)m->n_layers, sizeof *net->layers);
     for (int l = 0; l < m->n_layers; l++)
         if (m->layers[l].kind == HPS_LAYER_EMBEDDING) {
@@ -122,6 +125,7 @@ hps_net *hps_net_create(const hps_model *m, const hps_backend *be, int cap,
     size_t n = assign_buffers(net, NULL);
     net->acts = be->alloc(n * sizeof(float));
     assign_buffers(net, net->acts);
+    if (table_rows_cap == HPS_NET_EXTERNAL_TABLES) net->shared_tables = 1;
     /* params, grads, Adam m and v: one allocation, four views */
     size_t np = (m->n_params + 15) & ~(size_t)15;
     net->params = be->alloc(4 * np * sizeof(float));
@@ -131,6 +135,46 @@ hps_net *hps_net_create(const hps_model *m, const hps_backend *be, int cap,
     return net;
 }
 
+hps_net *hps_net_create_shared(hps_net *owner, int cap)
+{
+    const hps_model *m = owner->model;
+    hps_net *net = hps_calloc(1, sizeof *net);
+    *net = (hps_net){.model = m, .be = owner->be, .shared = 1, .shared_tables = 1,
+                     .row_map = owner->row_map, .row_map_ctx = owner->row_map_ctx, .cap = cap,
+                     .loss_scale = 1.0f, .E = owner->E, .params = owner->params,
+                     .grads = owner->grads, .adam_m = owner->adam_m, .adam_v = owner->adam_v};
+    net->layers = hps_calloc((size_t)m->n_layers, sizeof *net->layers);
+    for (int l = 0; l < m->n_layers; l++) {
+        if (m->layers[l].kind != HPS_LAYER_EMBEDDING) continue;
+        const hps_net_layer *O = &owner->layers[l];
+        hps_net_layer *N = &net->layers[l];
+        int S = m->layers[l].n_slots;
+        N->table = O->table, N->accum = O->accum, N->rows = O->rows, N->col = O->col;
+        N->slot_base = hps_malloc((size_t)S * sizeof *N->slot_base);
+        N->slot_rows = hps_malloc((size_t)S * sizeof *N->slot_rows);
+        memcpy(N->slot_base, O->slot_base, (size_t)S * sizeof *N->slot_base);
+        memcpy(N->slot_rows, O->slot_rows, (size_t)S * sizeof *N->slot_rows);
+        N->bags.S = S;
+        N->bag_offsets = net->be->alloc(((size_t)cap * S + 1) * sizeof(int64_t));
+    }
+    net->acts = net->be->alloc(assign_buffers(net, NULL) * sizeof(float));
+    assign_buffers(net, net->acts);
+    return net;
+}
+
+void hps_net_set_row_map(hps_net *net, hps_row_map map, void *ctx)
+{
+    net->row_map = map;
+    net->row_map_ctx = ctx;
+}
+
+void hps_net_set_table(hps_net *net, int layer, float *table, float *accum)
+{
+    HPS_CHECK(net->model->layers[layer].kind == HPS_LAYER_EMBEDDING && net->shared_tables);
+    net->layers[layer].table = table;
+    net->layers[layer].accum = accum;
+}
+
 void hps_net_free(hps_net *net)
 {
     if (!net) return;
@@ -138,8 +182,10 @@ void hps_net_free(hps_net *net)
     for (int l = 0; l < net->model->n_layers; l++) {
         hps_net_layer *N = &net->layers[l];
         if (net->model->layers[l].kind != HPS_LAYER_EMBEDDING) continue;
-        be->release(N->table);
-        be->release(N->accum);
+        if (!net->shared_tables) {
+            be->release(N->table);
+            be->release(N->accum);
+        }
         be->release(N->bag_offsets);
         if (N->bag_rows) be->release(N->bag_rows);
         if (N->bag_weights) be->release(N->bag_weights);
@@ -148,7 +194,7 @@ void hps_net_free(hps_net *net)
         free(N->slot_rows);
     }
     be->release(net->acts);
-    be->release(net->params);
+    if (!net->shared) be->release(net->params);
     free(net->layers);
     free(net->h_offsets);
     free(net->h_rows);
@@ -181,7 +227,7 @@ void hps_net_init(hps_net *net, uint64_t seed)
         if (L->kind == HPS_LAYER_FC)
             upload_uniform(net->be, net->params + L->param_offset, L->n_params,
                            1.0f / sqrtf((float)L->in_width), &r);
-        if (L->kind == HPS_LAYER_EMBEDDING) {
+        if (L->kind == HPS_LAYER_EMBEDDING && !net->shared_tables) {
             upload_uniform(net->be, N->table, (size_t)N->rows * L->dim, 0.05f, &r);
             net->be->memzero(N->accum, (size_t)N->rows * L->dim * sizeof(float));
         }
@@ -203,44 +249,59 @@ static void stage_reserve(hps_net *net, int64_t nnz)
     net->h_weights = hps_realloc(net->h_weights, (size_t)need * sizeof *net->h_weights);
 }
 
-/* Picks the layer's slots out of the batch CSR and folds keys into rows. */
-static void load_embedding(hps_net *net, int l, const hps_batch *b)
+/* Picks the layer's slots of samples [first, first+n) out of the batch CSR and
+ * maps their keys to rows. */
+static int load_embedding(hps_net *net, int l, const hps_batch *b, int first, int n)
 {
     const hps_layer *L = &net->model->layers[l];
     hps_net_layer *N = &net->layers[l];
     const int S = b->n_slots;
     int64_t k = 0;
     net->h_offsets[0] = 0;
-    for (int i = 0; i < b->B; i++)
+    for (int i = 0; i < n; i++)
         for (int j = 0; j < L->n_slots; j++) {
-            int s = L->slots[j];
-            for (int64_t e = b->offsets[(size_t)i * S + s]; e < b->offsets[(size_t)i * S + s + 1];
-                 e++, k++) {
-                net->h_rows[k] = N->slot_base[j] + (int64_t)(b->keys[e] % (uint64_t)N->slot_rows[j]);
+            const int64_t *at = b->offsets + (size_t)(first + i) * S + L->slots[j];
+            for (int64_t e = at[0]; e < at[1]; e++, k++) {
+                int64_t row = net->row_map
+                                  ? net->row_map(net->row_map_ctx, l, j, b->keys[e])
+                                  : N->slot_base[j] + (int64_t)(b->keys[e] % (uint64_t)N->slot_rows[j]);
+                if (row < 0) return -1;
+                net->h_rows[k] = row;
                 net->h_weights[k] = b->weights ? b->weights[e] : 1.0f;
             }
             net->h_offsets[(size_t)i * L->n_slots + j + 1] = k;
         }
     embedding_reserve(net, l, k);
     const hps_backend *be = net->be;
-    be->upload(N->bag_offsets, net->h_offsets, ((size_t)b->B * L->n_slots + 1) * sizeof(int64_t));
+    be->upload(N->bag_offsets, net->h_offsets, ((size_t)n * L->n_slots + 1) * sizeof(int64_t));
     be->upload(N->bag_rows, net->h_rows, (size_t)k * sizeof(int64_t));
     if (N->bag_weights) be->upload(N->bag_weights, net->h_weights, (size_t)k * sizeof(float));
-    N->bags = (hps_bags){.B = b->B, .S = L->n_slots, .offsets = N->bag_offsets,
+    N->bags = (hps_bags){.B = n, .S = L->n_slots, .offsets = N->bag_offsets,
                          .rows = N->bag_rows, .weights = L->weighted ? N->bag_weights : NULL};
+    return 0;
+}
+
+int hps_net_load_range(hps_net *net, const hps_batch *b, int first, int n)
+{
+    const hps_model *m = net->model;
+    HPS_CHECK(n <= net->cap && first + n <= b->B && b->n_dense == m->n_dense &&
+              b->n_slots == m->n_slots);
+    net->B = n;
+    int64_t nnz = b->offsets[(size_t)(first + n) * m->n_slots] - b->offsets[(size_t)first * m->n_slots];
+    stage_reserve(net, nnz);
+    if (m->n_dense)
+        net->be->upload(net->dense_in, b->dense + (size_t)first * m->n_dense,
+                        (size_t)n * m->n_dense * sizeof(float));
+    net->be->upload(net->labels, b->labels + first, (size_t)n * sizeof(float));
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING && load_embedding(net, l, b, first, n))
+            return -1;
+    return 0;
 }
 
 void hps_net_load_batch(hps_net *net, const hps_batch *b)
 {
-    const hps_model *m = net->model;
-    HPS_CHECK(b->B <= net->cap && b->n_dense == m->n_dense && b->n_slots == m->n_slots);
-    net->B = b->B;
-    stage_reserve(net, b->nnz);
-    if (m->n_dense)
-        net->be->upload(net->dense_in, b->dense, (size_t)b->B * m->n_dense * sizeof(float));
-    net->be->upload(net->labels, b->labels, (size_t)b->B * sizeof(float));
-    for (int l = 0; l < m->n_layers; l++)
-        if (m->layers[l].kind == HPS_LAYER_EMBEDDING) load_embedding(net, l, b);
+    HPS_CHECK(hps_net_load_range(net, b, 0, b->B) == 0);
 }
 
 void hps_net_layer_forward(hps_net *net, int l)
@@ -309,6 +370,8 @@ void hps_net_layer_backward(hps_net *net, int l)
             be->logloss_backward(N->din, N->in, net->labels, B);
         else
             be->softmax_backward(N->din, N->out, net->labels, B, L->in_width);
+        if (net->loss_scale != 1.0f)
+            be->vec_scale(N->din, (int64_t)B * L->in_width, net->loss_scale);
         break;
     default: HPS_CHECK(0);
     }
@@ -326,7 +389,7 @@ void hps_net_backward(hps_net *net)
     for (int l = net->model->n_layers - 1; l >= 0; l--) hps_net_layer_backward(net, l);
 }
 
-void hps_net_update(hps_net *net, const hps_optim *opt)
+void hps_net_update_dense(hps_net *net, const hps_optim *opt)
 {
     const hps_model *m = net->model;
     net->adam_t++;
@@ -334,12 +397,22 @@ void hps_net_update(hps_net *net, const hps_optim *opt)
         net->be->adam_update(net->params, net->grads, net->adam_m, net->adam_v,
                              (int64_t)m->n_params, opt->lr_dense, opt->beta1, opt->beta2,
                              opt->eps, net->adam_t);
-    for (int l = 0; l < m->n_layers; l++) {
-        hps_net_layer *N = &net->layers[l];
-        if (m->layers[l].kind == HPS_LAYER_EMBEDDING && N->grad)
-            net->be->sparse_adagrad(N->table, N->accum, N->grad, opt->lr_sparse,
-                                    opt->adagrad_eps);
-    }
+}
+
+void hps_net_update_sparse(hps_net *net, int layer, const hps_sparse_grad *g,
+                           const hps_optim *opt)
+{
+    hps_net_layer *N = &net->layers[layer];
+    net->be->sparse_adagrad(N->table, N->accum, g, opt->lr_sparse, opt->adagrad_eps);
+}
+
+void hps_net_update(hps_net *net, const hps_optim *opt)
+{
+    const hps_model *m = net->model;
+    hps_net_update_dense(net, opt);
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING && net->layers[l].grad)
+            hps_net_update_sparse(net, l, net->layers[l].grad, opt);
 }
 
 void hps_net_probs(hps_net *net, float *out)

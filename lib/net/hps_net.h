@@ -31,10 +31,19 @@ typedef struct {
     hps_sparse_grad *grad;
 } hps_net_layer;
 
+/* Maps a key of the layer's j-th slot to a table row; -1 fails the load
+ * (the map keeps its own error). hps-train's parameter-server tables use it. */
+typedef int64_t (*hps_row_map)(void *ctx, int layer, int slot_in_layer, uint64_t key);
+
 typedef struct {
     const hps_model *model;
     const hps_backend *be;
+    int shared;             /* parameters belong to another net */
+    int shared_tables;      /* embedding tables belong to another net or to the caller */
+    hps_row_map row_map;    /* NULL: key mod rows into the net's own tables */
+    void *row_map_ctx;
     int cap, B;             /* samples allocated, samples in the current batch */
+    float loss_scale;       /* the loss gradient is multiplied by it (micro-batches) */
     int E;                  /* pooled embedding width */
     float *params, *grads, *adam_m, *adam_v; /* n_params each, one allocation */
     float *acts;            /* every activation and gradient buffer */
@@ -59,15 +68,26 @@ typedef struct {
 hps_optim hps_optim_default(void);
 
 /* table_rows_cap > 0 caps every slot's rows (hps-profile uses it to keep the
- * tables in memory; keys then fold into fewer rows). */
+ * tables in memory; keys then fold into fewer rows); HPS_NET_EXTERNAL_TABLES
+ * allocates none: the caller sets a row map and each layer's table. */
+#define HPS_NET_EXTERNAL_TABLES (-1)
 hps_net *hps_net_create(const hps_model *m, const hps_backend *be, int cap,
                         int64_t table_rows_cap);
+/* Another executor over the same parameters, gradients, optimizer state and
+ * tables, with activations of its own: one per micro-batch in flight. */
+hps_net *hps_net_create_shared(hps_net *owner, int cap);
+void hps_net_set_row_map(hps_net *net, hps_row_map map, void *ctx);
+/* Points an embedding layer at an external table and its AdaGrad accumulators. */
+void hps_net_set_table(hps_net *net, int layer, float *table, float *accum);
 void hps_net_free(hps_net *net);
 /* fc: uniform(+-1/sqrt(in)) weights and biases, as PyTorch's Linear;
  * embeddings: uniform(+-0.05). */
 void hps_net_init(hps_net *net, uint64_t seed);
 
-/* Uploads a batch (b->B <= cap); keys become rows. */
+/* Uploads samples [first, first+n) of a batch (n <= cap); keys become rows.
+ * Returns -1 when the row map fails. */
+int hps_net_load_range(hps_net *net, const hps_batch *b, int first, int n);
+/* The whole batch (b->B <= cap); with the fold map it cannot fail. */
 void hps_net_load_batch(hps_net *net, const hps_batch *b);
 
 void hps_net_layer_forward(hps_net *net, int l);
@@ -75,6 +95,12 @@ void hps_net_layer_backward(hps_net *net, int l);
 double hps_net_forward(hps_net *net);  /* returns the mean loss */
 void hps_net_backward(hps_net *net);   /* zeroes the dense gradients first */
 void hps_net_update(hps_net *net, const hps_optim *opt);
+/* The two halves of hps_net_update, for callers that merge sparse gradients
+ * of several micro-batches first: Adam on the dense parameters (once per
+ * batch), AdaGrad with one sparse gradient on a layer's table. */
+void hps_net_update_dense(hps_net *net, const hps_optim *opt);
+void hps_net_update_sparse(hps_net *net, int layer, const hps_sparse_grad *g,
+                           const hps_optim *opt);
 
 /* Output probabilities of the last batch (B x classes-or-1), to host memory. */
 void hps_net_probs(hps_net *net, float *out);
