@@ -36,6 +36,9 @@ typedef struct {
 
 hps_sparse_grad *hps_sparse_grad_create(int64_t cap, int D);
 void hps_sparse_grad_free(hps_sparse_grad *g);
+/* dst = the sum of n sparse gradients (CPU memory), rows in first-seen order;
+ * dst->cap must hold the union of their rows. */
+void hps_sparse_grad_merge(hps_sparse_grad *dst, hps_sparse_grad *const *src, int n);
 
 /* Threads used by the kernels (OpenMP and OpenBLAS together). */
 void hps_set_threads(int n);

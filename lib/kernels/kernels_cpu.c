@@ -171,11 +171,10 @@ static int64_t sparse_slot(hps_sparse_grad *g, int64_t row)
     }
 }
 
-void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const hps_bags *bags,
-                            int D, hps_pool pool)
+/* Empties g, clearing only the hash slots used last time: cheaper than the
+ * whole table. */
+static void sparse_grad_reset(hps_sparse_grad *g)
 {
-    HPS_CHECK(g->D == D);
-    /* clear only the hash slots used last time: cheaper than the whole table */
     for (int64_t i = 0; i < g->n; i++) {
         int64_t h = (int64_t)(mix64((uint64_t)g->rows[i]) & (uint64_t)g->ht_mask);
         while (g->ht[h] != 0) {
@@ -184,6 +183,26 @@ void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const
         }
     }
     g->n = 0;
+}
+
+void hps_sparse_grad_merge(hps_sparse_grad *dst, hps_sparse_grad *const *src, int n)
+{
+    sparse_grad_reset(dst);
+    for (int k = 0; k < n; k++) {
+        HPS_CHECK(src[k]->D == dst->D);
+        for (int64_t i = 0; i < src[k]->n; i++) {
+            float *gr = dst->grad + sparse_slot(dst, src[k]->rows[i]) * dst->D;
+            const float *add = src[k]->grad + i * dst->D;
+            for (int d = 0; d < dst->D; d++) gr[d] += add[d];
+        }
+    }
+}
+
+void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const hps_bags *bags,
+                            int D, hps_pool pool)
+{
+    HPS_CHECK(g->D == D);
+    sparse_grad_reset(g);
     const int64_t n_bags = (int64_t)bags->B * bags->S;
     for (int64_t bag = 0; bag < n_bags; bag++) {
         const float *d = dout + (bag / bags->S) * ld + (bag % bags->S) * D;

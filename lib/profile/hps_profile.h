@@ -77,6 +77,19 @@ double hps_energy_joules(hps_energy *e); /* monotonic total since open */
 const char *hps_energy_source(const hps_energy *e);
 void hps_energy_close(hps_energy *e);
 
+/* Pieces of a device object, shared with hps-train's probe: a timing object
+ * from seconds; a scaling object (ms at 1..units); a layer entry from its
+ * forward and backward samples (joules may be NULL); a device header with
+ * the device micro-benchmarks. */
+json_t *hps_profile_timing_json(const double *sec, int n);
+json_t *hps_profile_scaling_json(const double *ms, int units, int is_gpu);
+json_t *hps_profile_layer_json(const hps_model *m, int l, int batch, const double *fwd_sec,
+                               const double *bwd_sec, int reps, json_t *scaling,
+                               const double *joules);
+json_t *hps_profile_device_header(const hps_device_spec *dev, int threads, int embed_dim);
+/* The dim of the model's first embedding layer (16 when it has none). */
+int hps_model_embedding_dim(const hps_model *m);
+
 /* Fits a in t(k) = t1 ((1 - a) + a / k) by least squares, clamped to [0, 1]. */
 double hps_fit_parallel_fraction(const int *units, const double *ms, int n);
 

@@ -140,7 +140,7 @@ static double median(const double *v, int n)
 }
 
 /* {median, min, max, mad} in milliseconds, from seconds. */
-static json_t *timing_json(const double *sec, int n)
+json_t *hps_profile_timing_json(const double *sec, int n)
 {
     double med = median(sec, n), lo = sec[0], hi = sec[0];
     double *dev = hps_malloc((size_t)n * sizeof *dev);
@@ -184,7 +184,7 @@ static double *scaling_ms(bench *b, int threads, const hps_profile_opts *o)
     return ms;
 }
 
-static json_t *scaling_json(const double *ms, int threads, int is_gpu)
+json_t *hps_profile_scaling_json(const double *ms, int threads, int is_gpu)
 {
     json_t *units = json_array(), *times = json_array();
     int *u = hps_malloc((size_t)threads * sizeof *u);
@@ -201,19 +201,17 @@ static json_t *scaling_json(const double *ms, int threads, int is_gpu)
 
 /* ---- JSON -------------------------------------------------------------------- */
 
-static json_t *layer_json(const hps_model *m, int l, int batch, const samples *s,
-                          json_t *scaling, int have_energy)
+json_t *hps_profile_layer_json(const hps_model *m, int l, int batch, const double *fwd_sec,
+                               const double *bwd_sec, int reps, json_t *scaling,
+                               const double *joules)
 {
     const hps_layer *L = &m->layers[l];
     hps_layer_cost c;
     hps_layer_costs(m, l, batch, &c);
-    double j = have_energy ? (sum(s->fwd_j + l * s->reps, s->reps) +
-                              sum(s->bwd_j + l * s->reps, s->reps)) / s->reps
-                           : 0;
     json_t *o = json_pack("{s:i, s:s, s:s}", "index", l, "name", L->name, "type",
                           hps_layer_kind_names[L->kind]);
-    json_object_set_new(o, "forward_ms", timing_json(s->fwd + l * s->reps, s->reps));
-    json_object_set_new(o, "backward_ms", timing_json(s->bwd + l * s->reps, s->reps));
+    json_object_set_new(o, "forward_ms", hps_profile_timing_json(fwd_sec, reps));
+    json_object_set_new(o, "backward_ms", hps_profile_timing_json(bwd_sec, reps));
     json_object_set_new(o, "flops_forward", json_real(c.flops_fwd));
     json_object_set_new(o, "flops_backward", json_real(c.flops_bwd));
     json_object_set_new(o, "bytes_in", json_real(c.bytes_in));
@@ -224,9 +222,18 @@ static json_t *layer_json(const hps_model *m, int l, int batch, const samples *s
     json_object_set_new(o, "table_bytes", json_real(c.table_bytes));
     json_object_set_new(o, "work_bytes", json_real(c.work_bytes));
     json_object_set_new(o, "scaling", scaling);
-    json_object_set_new(o, "energy_j", have_energy ? hps_json_real(j) : json_null());
+    json_object_set_new(o, "energy_j", joules ? hps_json_real(*joules) : json_null());
     json_object_set_new(o, "source", json_string("measured"));
     return o;
+}
+
+static json_t *layer_json(const hps_model *m, int l, int batch, const samples *s,
+                          json_t *scaling, int have_energy)
+{
+    double j = (sum(s->fwd_j + l * s->reps, s->reps) + sum(s->bwd_j + l * s->reps, s->reps)) /
+               s->reps;
+    return hps_profile_layer_json(m, l, batch, s->fwd + l * s->reps, s->bwd + l * s->reps,
+                                  s->reps, scaling, have_energy ? &j : NULL);
 }
 
 static double layers_sum_ms(const samples *s)
@@ -237,7 +244,7 @@ static double layers_sum_ms(const samples *s)
     return total * 1e3;
 }
 
-static json_t *device_header(const hps_device_spec *dev, int threads, int embed_dim)
+json_t *hps_profile_device_header(const hps_device_spec *dev, int threads, int embed_dim)
 {
     char name[256], host[256] = "unknown";
     double mem = 0;
@@ -274,7 +281,7 @@ static json_t *energy_json(const samples *s, hps_energy *e, const char *reason)
                      hps_json_real(median(s->step_j, s->reps)), "reason");
 }
 
-static int first_embedding_dim(const hps_model *m)
+int hps_model_embedding_dim(const hps_model *m)
 {
     for (int l = 0; l < m->n_layers; l++)
         if (m->layers[l].kind == HPS_LAYER_EMBEDDING) return m->layers[l].dim;
@@ -306,7 +313,7 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
     if (!be) return NULL;
     const int batch = o->batch ? o->batch : m->batch, L = m->n_layers;
     progress(o, dev->id, "device benchmarks");
-    json_t *out = device_header(dev, threads, first_embedding_dim(m));
+    json_t *out = hps_profile_device_header(dev, threads, hps_model_embedding_dim(m));
     char reason[256] = "not requested (use --energy)";
     hps_energy *energy = o->energy ? hps_energy_open(dev, reason, sizeof reason) : NULL;
     bench b = {.net = hps_net_create(m, be, batch, o->table_rows_cap),
@@ -323,13 +330,13 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
     for (int l = 0; l < L; l++) {
         double one[1] = {(median(s->fwd + l * s->reps, s->reps) +
                           median(s->bwd + l * s->reps, s->reps)) * 1e3};
-        json_t *sc = scaling_json(scale ? scale + (size_t)l * units : one, units,
+        json_t *sc = hps_profile_scaling_json(scale ? scale + (size_t)l * units : one, units,
                                   dev->kind == HPS_DEVICE_CUDA);
         json_array_append_new(layers, layer_json(m, l, batch, s, sc, energy != NULL));
     }
     json_object_set_new(out, "layers", layers);
-    json_object_set_new(out, "overhead_ms", timing_json(s->overhead, s->reps));
-    json_object_set_new(out, "step_ms", timing_json(s->step, s->reps));
+    json_object_set_new(out, "overhead_ms", hps_profile_timing_json(s->overhead, s->reps));
+    json_object_set_new(out, "step_ms", hps_profile_timing_json(s->step, s->reps));
     json_object_set_new(out, "layers_sum_ms", hps_json_real(layers_sum_ms(s)));
     json_object_set_new(out, "energy", energy_json(s, energy, reason));
     free(scale);

@@ -1,0 +1,139 @@
+/* hps_train: executes a plan (hps-train(1)).
+ *
+ * The pieces:
+ *   plan       what hps-train reads of a plan: stages as layer ranges, their
+ *              types, the digests that tie it to its model
+ *   source     where batches come from (shards, or synthetic for tests)
+ *   table      parameter-server embedding tables (train_table.h)
+ *   pipeline   the stages as threads over micro-batches (train_pipeline.h)
+ *   trainer    the loop: batches, updates, metrics, eval, checkpoints
+ *   export     safetensors
+ */
+#ifndef HPS_TRAIN_H
+#define HPS_TRAIN_H
+
+#include <jansson.h>
+
+#include "net/hps_net.h"
+#include "train/train_pipeline.h"
+#include "train/train_table.h"
+
+/* ---- the plan, as hps-train reads it -------------------------------------- */
+
+#define HPS_TRAIN_MAX_STAGES 64
+
+typedef struct {
+    char type[HPS_NAME_MAX];
+    char kind[8];        /* "cpu" or "gpu" */
+    int first, end;      /* layers [first, end) */
+    int units;
+    double predicted_ms; /* per batch, as planned (0: unknown) */
+} hps_train_stage;
+
+typedef struct {
+    char path[512];
+    char digest[72];       /* of the plan file's bytes */
+    char model_digest[72];
+    int batch, n_layers;
+    int n_stages;
+    hps_train_stage stages[HPS_TRAIN_MAX_STAGES];
+    int servers;
+} hps_train_plan;
+
+/* Reads a plan (hps-plan(5)) and checks it against the model. */
+int hps_train_plan_load(const char *path, const hps_model *m, hps_train_plan *plan,
+                        hps_error *err);
+/* One stage of all layers on the CPU, for runs without a plan file. */
+void hps_train_plan_single(const hps_model *m, hps_train_plan *plan);
+
+/* ---- where batches come from ---------------------------------------------- */
+
+typedef struct hps_source hps_source;
+struct hps_source {
+    /* Fills b with up to max samples; 0 at the end of the epoch, -1 on error. */
+    int (*read)(hps_source *s, hps_batch *b, int max, hps_error *err);
+    int (*seek)(hps_source *s, uint64_t row, hps_error *err); /* row of the epoch */
+    uint64_t (*tell)(const hps_source *s);
+    uint64_t (*rows)(const hps_source *s); /* per epoch */
+    void (*close)(hps_source *s);
+    int n_dense, n_slots, weighted, classes;
+    const char *name;
+};
+
+/* Synthetic rows of the model's schema (unit tests): labels from a planted
+ * logistic model over the sparse keys and dense features, fixed by `planted`;
+ * `rows` rows per epoch drawn with `seed`.  Train and eval sources share the
+ * planted seed and differ in the row seed. */
+hps_source *hps_source_synth(const hps_model *m, uint64_t rows, uint64_t planted, uint64_t seed);
+/* A shard directory's training shards, in manifest order (hps-shard(5)). */
+hps_source *hps_source_shards(const char *dir, int holdout, hps_error *err);
+/* Checks that the source carries the model's schema; names what differs. */
+int hps_source_check(const hps_source *s, const hps_model *m, hps_error *err);
+
+/* ---- the trainer ----------------------------------------------------------- */
+
+typedef struct {
+    int epochs;
+    long max_steps;          /* stop after this many steps in all (0: no limit) */
+    uint64_t seed;
+    int threads;             /* kernel threads per stage (0: all cores / stages) */
+    int micro_batches;       /* 0: one per stage */
+    size_t max_table_bytes;  /* per embedding layer; 0: no cap */
+    hps_table_policy table_policy;
+    int cpu_fallback;        /* run GPU stages on the CPU where no device exists */
+    hps_optim optim;
+    const char *ckpt_dir;
+    long ckpt_every;         /* steps; 0: only at the end */
+    int resume;
+    const char *metrics_path; /* NDJSON; NULL: none */
+    double metrics_interval;  /* seconds between step records */
+    int progress;             /* a progress bar on stderr */
+} hps_train_opts;
+
+hps_train_opts hps_train_opts_default(void);
+
+typedef struct hps_trainer hps_trainer;
+
+hps_trainer *hps_trainer_create(const hps_model *m, const hps_train_plan *plan,
+                                const hps_train_opts *o, hps_error *err);
+void hps_trainer_free(hps_trainer *t);
+
+/* Trains on src for the configured epochs (resuming when asked and a
+ * checkpoint exists), evaluating on eval (may be NULL) after each epoch. */
+int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error *err);
+
+/* Forward passes over a whole source: mean loss and AUC (binary) or accuracy
+ * (multi-class). */
+typedef struct {
+    double loss, auc, accuracy;
+    uint64_t rows;
+} hps_eval_result;
+int hps_trainer_eval(hps_trainer *t, hps_source *src, hps_eval_result *r, hps_error *err);
+
+/* Runs `steps` training steps at each thread count 1..threads and returns a
+ * profile document (hps-profile(5)) of what was measured. */
+json_t *hps_trainer_probe(hps_trainer *t, hps_source *src, long steps, hps_error *err);
+
+/* The final state, for callers and tests. */
+typedef struct {
+    uint64_t steps, samples;
+    int epochs_done;
+    double last_loss, seconds, samples_per_s;
+    hps_eval_result eval;
+    int have_eval;
+} hps_train_summary;
+const hps_train_summary *hps_trainer_summary(const hps_trainer *t);
+hps_net *hps_trainer_net(hps_trainer *t);
+hps_table *hps_trainer_table(hps_trainer *t, int layer);
+
+/* ---- checkpoints and export ------------------------------------------------ */
+
+int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err);
+/* Loads dir's latest checkpoint; 0 and *found = 0 when there is none. */
+int hps_trainer_load(hps_trainer *t, const char *dir, int *found, hps_error *err);
+int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err);
+
+/* AUC of scores against 0/1 labels (ties count half). */
+double hps_auc(const float *score, const float *label, size_t n);
+
+#endif

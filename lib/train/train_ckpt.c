@@ -1,0 +1,388 @@
+/* Checkpoints (hps-train(1), CHECKPOINTS) and safetensors export.
+ *
+ * A checkpoint is one file, DIR/ckpt-STEP.hpsckpt:
+ *     bytes 0..7    "HPSCKPT1"
+ *     bytes 8..15   size of the uncompressed payload, little-endian
+ *     bytes 16..23  size of the compressed payload
+ *     bytes 24..55  SHA-256 of the compressed payload
+ *     bytes 56..63  zero
+ *     then the payload as one zstd frame (with zstd's own content checksum).
+ * It is written to a temporary file and renamed; then DIR/latest, a one-line
+ * file naming it, is replaced the same way, so a kill at any moment leaves
+ * the previous checkpoint in force.  The two newest checkpoints are kept.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "core/hps_io.h"
+#include "core/hps_json.h"
+#include "train/train_internal.h"
+
+#define CKPT_MAGIC "HPSCKPT1"
+#define CKPT_HEADER 64
+#define CKPT_KEEP 2
+#define PAYLOAD_MAGIC 0x48505331u /* "HPS1": the payload layout's version */
+
+#define WRITE(f, p, n) (fwrite((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
+#define READ(f, p, n) (fread((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
+
+/* Dense parameters and Adam's moments, through the host. */
+static int save_dense(hps_trainer *t, FILE *f)
+{
+    size_t n = t->m->n_params;
+    float *buf = hps_malloc((n + 1) * sizeof *buf);
+    float *const src[3] = {t->owner->params, t->owner->adam_m, t->owner->adam_v};
+    int ok = 1;
+    for (int i = 0; i < 3 && ok; i++) {
+        t->be->download(buf, src[i], n * sizeof *buf);
+        ok = WRITE(f, buf, n);
+    }
+    free(buf);
+    return ok ? 0 : -1;
+}
+
+static int write_payload(hps_trainer *t, FILE *f)
+{
+    uint32_t magic = PAYLOAD_MAGIC;
+    uint64_t state[6] = {t->step, t->epoch, t->epoch_row, t->samples, t->o.seed,
+                         (uint64_t)t->owner->adam_t};
+    uint64_t n_params = t->m->n_params;
+    if (!WRITE(f, &magic, 1) || !WRITE(f, t->m->digest, 72) || !WRITE(f, t->plan.digest, 72) ||
+        !WRITE(f, state, 6) || !WRITE(f, &n_params, 1) || save_dense(t, f))
+        return -1;
+    for (int l = 0; l < t->m->n_layers; l++)
+        if (t->tables[l] && hps_table_save(t->tables[l], f)) return -1;
+    return 0;
+}
+
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* The raw 32 bytes of a SHA-256 digest. */
+static void sha256_raw(const void *data, size_t len, unsigned char out[32])
+{
+    char hex[72];
+    hps_sha256_hex(data, len, hex);
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        sscanf(hex + 7 + 2 * i, "%2x", &v);
+        out[i] = (unsigned char)v;
+    }
+}
+
+static void *compress(const void *src, size_t n, size_t *out_len)
+{
+    ZSTD_CCtx *cctx = ZSTD_createCCtx();
+    HPS_CHECK(cctx);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, 3);
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_checksumFlag, 1);
+    size_t cap = ZSTD_compressBound(n);
+    unsigned char *dst = hps_malloc(CKPT_HEADER + cap);
+    size_t got = ZSTD_compress2(cctx, dst + CKPT_HEADER, cap, src, n);
+    HPS_CHECK(!ZSTD_isError(got));
+    ZSTD_freeCCtx(cctx);
+    memcpy(dst, CKPT_MAGIC, 8);
+    put_u64(dst + 8, n);
+    put_u64(dst + 16, got);
+    sha256_raw(dst + CKPT_HEADER, got, dst + 24);
+    memset(dst + 56, 0, 8);
+    *out_len = CKPT_HEADER + got;
+    return dst;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Removes all but the newest CKPT_KEEP checkpoints (names sort by step). */
+static void prune(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    char **names = NULL;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (strncmp(e->d_name, "ckpt-", 5) || len < 8 || strcmp(e->d_name + len - 8, ".hpsckpt"))
+            continue;
+        names = hps_realloc(names, (n + 1) * sizeof *names);
+        names[n++] = hps_strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_names);
+    for (size_t i = 0; i < n; i++) {
+        if (i + CKPT_KEEP < n) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+            unlink(path);
+        }
+        free(names[i]);
+    }
+    free(names);
+}
+
+int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot create: %s", dir, strerror(errno));
+    char *payload = NULL;
+    size_t len = 0, clen;
+    FILE *mem = open_memstream(&payload, &len);
+    HPS_CHECK(mem);
+    int ok = write_payload(t, mem) == 0;
+    fclose(mem);
+    HPS_CHECK(ok);
+    void *file = compress(payload, len, &clen);
+    free(payload);
+    char name[64], path[4200], latest[4200];
+    snprintf(name, sizeof name, "ckpt-%012llu.hpsckpt", (unsigned long long)t->step);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(latest, sizeof latest, "%s/latest", dir);
+    int rc = hps_write_atomic(path, file, clen, err);
+    free(file);
+    strcat(name, "\n");
+    if (rc == 0) rc = hps_write_atomic(latest, name, strlen(name), err);
+    if (rc == 0) prune(dir);
+    return rc;
+}
+
+/* ---- loading ----------------------------------------------------------------- */
+
+static int read_latest(const char *dir, char *path, size_t n, int *found, hps_error *err)
+{
+    char latest[4200], *text;
+    snprintf(latest, sizeof latest, "%s/latest", dir);
+    if (access(latest, F_OK) != 0) {
+        *found = 0;
+        return 0;
+    }
+    if (hps_read_all(latest, &text, NULL, err)) return -1;
+    text[strcspn(text, "\n")] = '\0';
+    int bad = strchr(text, '/') != NULL || strncmp(text, "ckpt-", 5) != 0;
+    snprintf(path, n, "%s/%s", dir, text);
+    free(text);
+    if (bad) return hps_fail(err, HPS_EXIT_RUNTIME, "%s: does not name a checkpoint", latest);
+    *found = 1;
+    return 0;
+}
+
+/* Checks the header and the digest, then decompresses. */
+static int unpack(const char *path, char **payload, size_t *len, hps_error *err)
+{
+    char *file;
+    size_t n;
+    if (hps_read_all(path, &file, &n, err)) return -1;
+    const unsigned char *h = (const unsigned char *)file;
+    unsigned char sum[32];
+    int rc = 0;
+    if (n < CKPT_HEADER || memcmp(h, CKPT_MAGIC, 8) != 0 || get_u64(h + 16) != n - CKPT_HEADER)
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: not a checkpoint, or truncated", path);
+    if (rc == 0) {
+        sha256_raw(h + CKPT_HEADER, n - CKPT_HEADER, sum);
+        if (memcmp(sum, h + 24, 32) != 0)
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: checksum mismatch: the checkpoint is corrupted",
+                          path);
+    }
+    if (rc == 0) {
+        *len = get_u64(h + 8);
+        *payload = hps_malloc(*len + 1);
+        size_t got = ZSTD_decompress(*payload, *len, h + CKPT_HEADER, n - CKPT_HEADER);
+        if (ZSTD_isError(got) || got != *len) {
+            free(*payload);
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot decompress: %s", path,
+                          ZSTD_isError(got) ? ZSTD_getErrorName(got) : "short payload");
+        }
+    }
+    free(file);
+    return rc;
+}
+
+static int load_dense(hps_trainer *t, FILE *f)
+{
+    size_t n = t->m->n_params;
+    float *buf = hps_malloc((n + 1) * sizeof *buf);
+    float *const dst[3] = {t->owner->params, t->owner->adam_m, t->owner->adam_v};
+    int ok = 1;
+    for (int i = 0; i < 3 && ok; i++)
+        if ((ok = READ(f, buf, n))) t->be->upload(dst[i], buf, n * sizeof *buf);
+    free(buf);
+    return ok ? 0 : -1;
+}
+
+static int read_payload(hps_trainer *t, FILE *f, const char *path, hps_error *err)
+{
+    uint32_t magic = 0;
+    char model[72], plan[72];
+    uint64_t state[6], n_params = 0;
+    if (!READ(f, &magic, 1) || magic != PAYLOAD_MAGIC || !READ(f, model, 72) ||
+        !READ(f, plan, 72) || !READ(f, state, 6) || !READ(f, &n_params, 1))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: unknown checkpoint layout", path);
+    model[71] = plan[71] = '\0';
+    if (strcmp(model, t->m->digest) != 0 || n_params != t->m->n_params)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: made for model %.19s..., but %s is %.19s...",
+                        path, model, t->m->path, t->m->digest);
+    if (strcmp(plan, t->plan.digest) != 0)
+        hps_warnf("%s: made under another plan; resuming under %s", path, t->plan.path);
+    if (load_dense(t, f))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: truncated dense parameters", path);
+    for (int l = 0; l < t->m->n_layers; l++)
+        if (t->tables[l] && hps_table_load(t->tables[l], f, err, path)) return -1;
+    t->step = state[0], t->epoch = state[1], t->epoch_row = state[2], t->samples = state[3];
+    t->owner->adam_t = (int)state[5];
+    return 0;
+}
+
+int hps_trainer_load(hps_trainer *t, const char *dir, int *found, hps_error *err)
+{
+    char path[4300];
+    if (read_latest(dir, path, sizeof path, found, err) || !*found) return *found ? -1 : 0;
+    char *payload;
+    size_t len;
+    if (unpack(path, &payload, &len, err)) return -1;
+    FILE *f = fmemopen(payload, len, "rb");
+    HPS_CHECK(f);
+    int rc = read_payload(t, f, path, err);
+    fclose(f);
+    free(payload);
+    return rc;
+}
+
+/* ---- safetensors ---------------------------------------------------------------- */
+
+/* One tensor of the export: its name, dtype, shape and bytes (host memory). */
+typedef struct {
+    char name[160];
+    const char *dtype; /* "F32" or "I64" */
+    int64_t shape[2];
+    int dims;
+    void *data;
+    size_t bytes;
+    int owned; /* data was allocated for this tensor */
+} tensor;
+
+static void add_tensor(tensor **ts, int *n, const char *name, const char *dtype, int dims,
+                       int64_t d0, int64_t d1, void *data, size_t bytes)
+{
+    *ts = hps_realloc(*ts, (size_t)(*n + 1) * sizeof **ts);
+    tensor *x = &(*ts)[(*n)++];
+    snprintf(x->name, sizeof x->name, "%s", name);
+    x->dtype = dtype, x->dims = dims, x->shape[0] = d0, x->shape[1] = d1;
+    x->data = data, x->bytes = bytes, x->owned = 1;
+}
+
+static void add_fc(hps_trainer *t, int l, tensor **ts, int *n)
+{
+    const hps_layer *L = &t->m->layers[l];
+    size_t nw = (size_t)L->in_width * L->out_width;
+    float *w = hps_malloc(L->n_params * sizeof *w);
+    t->be->download(w, t->owner->params + L->param_offset, L->n_params * sizeof *w);
+    char name[160];
+    snprintf(name, sizeof name, "%s.weight", L->name);
+    add_tensor(ts, n, name, "F32", 2, L->out_width, L->in_width, w, nw * sizeof *w);
+    snprintf(name, sizeof name, "%s.bias", L->name);
+    add_tensor(ts, n, name, "F32", 1, L->out_width, 0, NULL, (size_t)L->out_width * sizeof *w);
+    (*ts)[*n - 1].data = w + nw; /* inside the weight's allocation */
+    (*ts)[*n - 1].owned = 0;
+}
+
+/* Per slot: its keys (I64 [n]) and rows (F32 [n, dim]), in the table's order. */
+static void add_embedding(hps_trainer *t, int l, tensor **ts, int *n)
+{
+    const hps_layer *L = &t->m->layers[l];
+    hps_table *tab = t->tables[l];
+    int64_t rows = hps_table_rows(tab);
+    const float *w = hps_table_weights(tab);
+    for (int j = 0; j < L->n_slots; j++) {
+        int slot = L->slots[j], s;
+        int64_t count = 0;
+        uint64_t key;
+        for (int64_t r = 0; r < rows; r++) hps_table_row_key(tab, r, &s, &key), count += s == slot;
+        int64_t *keys = hps_malloc((size_t)(count + 1) * sizeof *keys);
+        float *vals = hps_malloc((size_t)(count + 1) * L->dim * sizeof *vals);
+        int64_t k = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            hps_table_row_key(tab, r, &s, &key);
+            if (s != slot) continue;
+            keys[k] = (int64_t)key;
+            memcpy(vals + k * L->dim, w + r * L->dim, (size_t)L->dim * sizeof *vals);
+            k++;
+        }
+        char name[160];
+        snprintf(name, sizeof name, "%s.%s.keys", L->name, t->m->slots[slot].name);
+        add_tensor(ts, n, name, "I64", 1, count, 0, keys, (size_t)count * sizeof *keys);
+        snprintf(name, sizeof name, "%s.%s.weight", L->name, t->m->slots[slot].name);
+        add_tensor(ts, n, name, "F32", 2, count, L->dim, vals, (size_t)count * L->dim * sizeof *vals);
+    }
+}
+
+static char *safetensors_header(hps_trainer *t, const tensor *ts, int n, size_t *len)
+{
+    json_t *h = json_object();
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *shape = json_array();
+        for (int d = 0; d < ts[i].dims; d++) json_array_append_new(shape, json_integer(ts[i].shape[d]));
+        json_object_set_new(h, ts[i].name,
+                            json_pack("{s:s, s:o, s:[II]}", "dtype", ts[i].dtype, "shape", shape,
+                                      "data_offsets", (json_int_t)off,
+                                      (json_int_t)(off + ts[i].bytes)));
+        off += ts[i].bytes;
+    }
+    json_object_set_new(h, "__metadata__",
+                        json_pack("{s:s, s:s, s:s, s:s}", "format", "pt", "producer",
+                                  "hps-train " HPS_VERSION, "model", t->m->name, "model_digest",
+                                  t->m->digest));
+    char *text = json_dumps(h, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(h);
+    /* pad with spaces so the data starts 8-byte aligned, as the format advises */
+    size_t n0 = strlen(text), padded = (n0 + 7) & ~(size_t)7;
+    text = hps_realloc(text, padded + 1);
+    memset(text + n0, ' ', padded - n0);
+    text[padded] = '\0';
+    *len = padded;
+    return text;
+}
+
+int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
+{
+    tensor *ts = NULL;
+    int n = 0;
+    for (int l = 0; l < t->m->n_layers; l++) {
+        if (t->m->layers[l].kind == HPS_LAYER_FC) add_fc(t, l, &ts, &n);
+        if (t->tables[l]) add_embedding(t, l, &ts, &n);
+    }
+    size_t hlen;
+    char *header = safetensors_header(t, ts, n, &hlen);
+    hps_out *o = hps_out_open(path, err);
+    int rc = o ? 0 : -1;
+    if (o) {
+        FILE *f = hps_out_file(o);
+        unsigned char len8[8];
+        put_u64(len8, hlen);
+        int ok = WRITE(f, len8, 8) && WRITE(f, header, hlen);
+        for (int i = 0; i < n && ok; i++) ok = fwrite(ts[i].data, 1, ts[i].bytes, f) == ts[i].bytes;
+        if (ok) rc = hps_out_commit(o, err);
+        else hps_out_abort(o), rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed", path);
+    }
+    for (int i = 0; i < n; i++)
+        if (ts[i].owned) free(ts[i].data);
+    free(ts);
+    free(header);
+    return rc;
+}

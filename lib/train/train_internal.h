@@ -1,0 +1,47 @@
+/* The trainer's state, shared by the train_*.c files and nobody else. */
+#ifndef HPS_TRAIN_INTERNAL_H
+#define HPS_TRAIN_INTERNAL_H
+
+#include <stdio.h>
+
+#include "train/hps_train.h"
+
+struct hps_trainer {
+    const hps_model *m;
+    hps_train_plan plan;
+    hps_train_opts o;
+    const hps_backend *be;
+    int B, M, cap_micro, threads;  /* batch, micro-batches, samples each, threads per stage */
+    hps_net *owner, **nets;        /* nets[0] == owner: parameters live there */
+    hps_table **tables;            /* per layer; NULL but for embedding layers */
+    hps_sparse_grad **merged;      /* per layer: micro-batch gradients summed */
+    hps_pipeline *pipe;
+    hps_batch *batch;
+    /* where training stands: what a checkpoint saves */
+    uint64_t step, epoch, epoch_row, samples;
+    /* lookups that failed inside the row map */
+    hps_error map_err;
+    int map_failed;
+    /* reporting */
+    hps_train_summary sum;
+    double samples_run;            /* samples trained by this process (resumes start at 0) */
+    FILE *metrics;
+    double t_start, t_last, t_bar;
+    uint64_t step_last;
+    double samples_last;
+    double busy_last[HPS_TRAIN_MAX_STAGES];
+};
+
+int hps_trainer_step(hps_trainer *t, const hps_batch *b, double *loss, hps_error *err);
+/* Cuts b into micro-batches and loads them (keys become table rows); returns
+ * how many, or -1 when a table is full. */
+int train_load_micro(hps_trainer *t, const hps_batch *b, hps_error *err);
+
+/* train_metrics.c */
+void train_metrics_start(hps_trainer *t);
+void train_metrics_step(hps_trainer *t, int force);
+void train_metrics_eval(hps_trainer *t);
+void train_metrics_summary(hps_trainer *t);
+void train_progress(hps_trainer *t, hps_source *src, int final);
+
+#endif

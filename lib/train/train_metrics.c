@@ -1,0 +1,135 @@
+/* Metrics as NDJSON (one object per line, "event" first), and the progress
+ * bar that appears only on a terminal. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_json.h"
+#include "train/train_internal.h"
+
+static void emit(hps_trainer *t, json_t *o)
+{
+    if (!t->metrics) {
+        json_decref(o);
+        return;
+    }
+    char *line = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(7));
+    fprintf(t->metrics, "%s\n", line);
+    fflush(t->metrics);
+    free(line);
+    json_decref(o);
+}
+
+void train_metrics_start(hps_trainer *t)
+{
+    json_t *stages = json_array();
+    for (int s = 0; s < t->plan.n_stages; s++) {
+        const hps_train_stage *st = &t->plan.stages[s];
+        json_array_append_new(stages, json_pack("{s:i, s:s, s:s, s:[ii], s:i, s:o}", "index", s,
+                                                "type", st->type, "kind", st->kind, "layers",
+                                                st->first, st->end - 1, "units", st->units,
+                                                "predicted_ms", st->predicted_ms > 0
+                                                                    ? hps_json_real(st->predicted_ms)
+                                                                    : json_null()));
+    }
+    emit(t, json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:o}", "event", "start", "model",
+                      t->m->name, "plan", t->plan.path, "batch", t->B, "micro_batches", t->M,
+                      "threads_per_stage", t->threads, "epochs", t->o.epochs, "step",
+                      (json_int_t)t->step, "stages", stages));
+}
+
+/* Per stage: measured ms per batch since the last record, beside the plan's. */
+static json_t *stage_rates(hps_trainer *t, uint64_t steps)
+{
+    json_t *a = json_array();
+    for (int s = 0; s < t->plan.n_stages; s++) {
+        const hps_stage_stats *st = hps_pipeline_stats(t->pipe, s);
+        double busy = st->busy_s - t->busy_last[s];
+        t->busy_last[s] = st->busy_s;
+        double ms = steps ? busy * 1e3 / (double)steps : NAN;
+        double pred = t->plan.stages[s].predicted_ms;
+        json_array_append_new(
+            a, json_pack("{s:i, s:o, s:o, s:o, s:i}", "index", s, "measured_ms", hps_json_real(ms),
+                         "predicted_ms", pred > 0 ? hps_json_real(pred) : json_null(),
+                         "samples_per_s", hps_json_real(ms > 0 ? t->B * 1e3 / ms : NAN),
+                         "max_queue", st->max_queue));
+    }
+    return a;
+}
+
+void train_metrics_step(hps_trainer *t, int force)
+{
+    double now = hps_now();
+    if (!force && now - t->t_last < t->o.metrics_interval) return;
+    uint64_t steps = t->step - t->step_last;
+    double rate = now > t->t_last ? (t->samples_run - t->samples_last) / (now - t->t_last) : 0;
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:o}", "event", "step", "step",
+                          (json_int_t)t->step, "epoch", (json_int_t)t->epoch + 1, "samples",
+                          (json_int_t)t->samples, "loss", hps_json_real(t->sum.last_loss),
+                          "samples_per_s", hps_json_real(rate), "elapsed_s",
+                          hps_json_real(now - t->t_start));
+    json_object_set_new(o, "stages", stage_rates(t, steps));
+    emit(t, o);
+    t->t_last = now;
+    t->step_last = t->step;
+    t->samples_last = t->samples_run;
+}
+
+static json_t *eval_json(const hps_eval_result *r)
+{
+    return json_pack("{s:I, s:o, s:o, s:o}", "rows", (json_int_t)r->rows, "logloss",
+                     hps_json_real(r->loss), "auc", hps_json_real(r->auc), "accuracy",
+                     hps_json_real(r->accuracy));
+}
+
+void train_metrics_eval(hps_trainer *t)
+{
+    json_t *o = json_pack("{s:s, s:I, s:I}", "event", "eval", "epoch", (json_int_t)t->epoch,
+                          "step", (json_int_t)t->step);
+    json_t *e = eval_json(&t->sum.eval);
+    json_object_update(o, e);
+    json_decref(e);
+    emit(t, o);
+}
+
+void train_metrics_summary(hps_trainer *t)
+{
+    train_metrics_step(t, 1);
+    const hps_train_summary *s = &t->sum;
+    json_t *o = json_pack("{s:s, s:I, s:I, s:i, s:o, s:o, s:o}", "event", "summary", "steps",
+                          (json_int_t)s->steps, "samples", (json_int_t)s->samples, "epochs",
+                          s->epochs_done, "loss", hps_json_real(s->last_loss), "seconds",
+                          hps_json_real(s->seconds), "samples_per_s",
+                          hps_json_real(s->samples_per_s));
+    json_t *tables = json_array();
+    for (int l = 0; l < t->m->n_layers; l++)
+        if (t->tables[l])
+            json_array_append_new(tables,
+                                  json_pack("{s:s, s:I, s:I, s:f}", "layer", t->m->layers[l].name,
+                                            "rows", (json_int_t)hps_table_rows(t->tables[l]),
+                                            "evictions", (json_int_t)hps_table_evictions(t->tables[l]),
+                                            "mib", hps_table_bytes(t->tables[l]) / 1048576.0));
+    json_object_set_new(o, "tables", tables);
+    if (s->have_eval) json_object_set_new(o, "eval", eval_json(&s->eval));
+    emit(t, o);
+}
+
+void train_progress(hps_trainer *t, hps_source *src, int final)
+{
+    if (!t->o.progress) return;
+    double now = hps_now();
+    if (!final && now - t->t_bar < 0.2) return;
+    t->t_bar = now;
+    uint64_t rows = src->rows(src), done = src->tell(src);
+    double frac = rows ? (double)done / (double)rows : 0;
+    char bar[31];
+    int fill = (int)(frac * 30);
+    for (int i = 0; i < 30; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
+    bar[30] = '\0';
+    double rate = now > t->t_start ? t->samples_run / (now - t->t_start) : 0;
+    fprintf(stderr, "\r[%s] epoch %llu/%d step %llu loss %.4f %.0f samples/s", bar,
+            (unsigned long long)(t->epoch + (final ? 0 : 1)), t->o.epochs,
+            (unsigned long long)t->step, t->sum.last_loss, rate);
+    if (final) fputc('\n', stderr);
+    fflush(stderr);
+}

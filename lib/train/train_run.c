@@ -1,0 +1,338 @@
+/* The trainer: batches through the pipeline, optimizer updates, metrics,
+ * evaluation and checkpoints (hps-train(1)). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_json.h"
+#include "train/train_internal.h"
+
+hps_train_opts hps_train_opts_default(void)
+{
+    return (hps_train_opts){.epochs = 1, .seed = 1, .table_policy = HPS_TABLE_FULL_ERROR,
+                            .optim = hps_optim_default(), .metrics_interval = 10.0};
+}
+
+/* ---- parameter-server lookups ------------------------------------------------- */
+
+static int64_t table_row(void *ctx, int layer, int j, uint64_t key)
+{
+    hps_trainer *t = ctx;
+    int slot = t->m->layers[layer].slots[j];
+    int64_t r = hps_table_lookup(t->tables[layer], slot, key, t->step + 1,
+                                 t->map_failed ? NULL : &t->map_err);
+    if (r < 0) t->map_failed = 1;
+    return r;
+}
+
+/* Tables may move while a batch's keys are looked up: point every net at them after. */
+static void refresh_tables(hps_trainer *t)
+{
+    for (int l = 0; l < t->m->n_layers; l++) {
+        if (!t->tables[l]) continue;
+        for (int k = 0; k < t->M; k++)
+            hps_net_set_table(t->nets[k], l, hps_table_weights(t->tables[l]),
+                              hps_table_accum(t->tables[l]));
+    }
+}
+
+/* ---- creation ------------------------------------------------------------------ */
+
+static const hps_backend *stage_backend(const hps_train_plan *plan, const hps_train_opts *o,
+                                        hps_error *err)
+{
+    for (int s = 0; s < plan->n_stages; s++) {
+        if (strcmp(plan->stages[s].kind, "gpu") != 0 || o->cpu_fallback) continue;
+        hps_fail(err, HPS_EXIT_RUNTIME,
+                 "%s: stage %d runs on '%s', a GPU type; hps-train runs every stage on the CPU "
+                 "in this version: pass --cpu-fallback to do so",
+                 plan->path, s, plan->stages[s].type);
+        return NULL;
+    }
+    return hps_backend_cpu();
+}
+
+static void create_nets(hps_trainer *t)
+{
+    const hps_model *m = t->m;
+    t->owner = hps_net_create(m, t->be, t->cap_micro, HPS_NET_EXTERNAL_TABLES);
+    hps_net_set_row_map(t->owner, table_row, t);
+    hps_net_init(t->owner, t->o.seed);
+    t->nets = hps_calloc((size_t)t->M, sizeof *t->nets);
+    t->nets[0] = t->owner;
+    for (int k = 1; k < t->M; k++) t->nets[k] = hps_net_create_shared(t->owner, t->cap_micro);
+    t->tables = hps_calloc((size_t)m->n_layers, sizeof *t->tables);
+    t->merged = hps_calloc((size_t)m->n_layers, sizeof *t->merged);
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING)
+            t->tables[l] = hps_table_create(l, m->layers[l].dim, t->o.max_table_bytes,
+                                            t->o.table_policy, t->o.seed);
+}
+
+hps_trainer *hps_trainer_create(const hps_model *m, const hps_train_plan *plan,
+                                const hps_train_opts *o, hps_error *err)
+{
+    const hps_backend *be = stage_backend(plan, o, err);
+    if (!be) return NULL;
+    hps_trainer *t = hps_calloc(1, sizeof *t);
+    t->m = m;
+    t->plan = *plan;
+    t->o = *o;
+    t->be = be;
+    t->B = plan->batch;
+    int S = plan->n_stages;
+    t->M = o->micro_batches > 0 ? o->micro_batches : S;
+    if (t->M > t->B) t->M = t->B;
+    t->cap_micro = (t->B + t->M - 1) / t->M;
+    int threads = o->threads > 0 ? o->threads : hps_max_threads() / S;
+    t->threads = threads < 1 ? 1 : threads;
+    hps_set_threads(t->threads);
+    create_nets(t);
+    hps_stage_range ranges[HPS_TRAIN_MAX_STAGES];
+    for (int s = 0; s < S; s++) ranges[s] = (hps_stage_range){plan->stages[s].first, plan->stages[s].end};
+    t->pipe = hps_pipeline_create(t->nets, t->M, ranges, S, t->threads);
+    t->batch = hps_batch_create(t->B, m->n_dense, m->n_slots, (int64_t)t->B * (m->n_slots + 1), 1);
+    return t;
+}
+
+void hps_trainer_free(hps_trainer *t)
+{
+    if (!t) return;
+    hps_pipeline_free(t->pipe);
+    for (int k = t->M - 1; k >= 0; k--) hps_net_free(t->nets[k]);
+    for (int l = 0; l < t->m->n_layers; l++) {
+        hps_table_free(t->tables[l]);
+        hps_sparse_grad_free(t->merged[l]);
+    }
+    if (t->metrics && t->metrics != stdout) fclose(t->metrics);
+    free(t->nets), free(t->tables), free(t->merged);
+    hps_batch_free(t->batch);
+    free(t);
+}
+
+/* ---- one step -------------------------------------------------------------------- */
+
+/* Cuts b into micro-batches and loads them; returns how many, or -1. */
+int train_load_micro(hps_trainer *t, const hps_batch *b, hps_error *err)
+{
+    int k = 0;
+    for (int first = 0; first < b->B; first += t->cap_micro, k++) {
+        int n = b->B - first < t->cap_micro ? b->B - first : t->cap_micro;
+        t->nets[k]->loss_scale = (float)n / (float)b->B;
+        if (hps_net_load_range(t->nets[k], b, first, n)) {
+            *err = t->map_err;
+            t->map_failed = 0;
+            return -1;
+        }
+    }
+    refresh_tables(t);
+    return k;
+}
+
+static double batch_loss(hps_trainer *t, int k, int B)
+{
+    double loss = 0;
+    for (int i = 0; i < k; i++) loss += t->nets[i]->loss * t->nets[i]->B;
+    return loss / B;
+}
+
+static void update_sparse(hps_trainer *t, int k)
+{
+    for (int l = 0; l < t->m->n_layers; l++) {
+        if (!t->tables[l]) continue;
+        if (k == 1) {
+            hps_net_update_sparse(t->owner, l, t->nets[0]->layers[l].grad, &t->o.optim);
+            continue;
+        }
+        hps_sparse_grad *src[HPS_TRAIN_MAX_STAGES * 4];
+        int64_t need = 0;
+        for (int i = 0; i < k; i++) src[i] = t->nets[i]->layers[l].grad, need += src[i]->n;
+        if (!t->merged[l] || t->merged[l]->cap < need) {
+            hps_sparse_grad_free(t->merged[l]);
+            t->merged[l] = hps_sparse_grad_create(need * 2, t->m->layers[l].dim);
+        }
+        hps_sparse_grad_merge(t->merged[l], src, k);
+        hps_net_update_sparse(t->owner, l, t->merged[l], &t->o.optim);
+    }
+}
+
+int hps_trainer_step(hps_trainer *t, const hps_batch *b, double *loss, hps_error *err)
+{
+    int k = train_load_micro(t, b, err);
+    if (k < 0) return -1;
+    t->be->memzero(t->owner->grads, t->m->n_params * sizeof(float));
+    hps_pipeline_run(t->pipe, k);
+    *loss = batch_loss(t, k, b->B);
+    hps_net_update_dense(t->owner, &t->o.optim);
+    update_sparse(t, k);
+    t->step++;
+    t->samples += (uint64_t)b->B;
+    t->samples_run += b->B;
+    return 0;
+}
+
+/* ---- evaluation ---------------------------------------------------------------------- */
+
+static void eval_collect(hps_trainer *t, int k, float *score, float *label, int *correct)
+{
+    const int C = t->m->classes, binary = t->m->label == HPS_LABEL_BINARY;
+    float *probs = hps_malloc((size_t)t->cap_micro * (binary ? 1 : C) * sizeof *probs);
+    float *labels = hps_malloc((size_t)t->cap_micro * sizeof *labels);
+    int at = 0;
+    for (int i = 0; i < k; i++) {
+        hps_net *net = t->nets[i];
+        hps_net_probs(net, probs);
+        t->be->download(labels, net->labels, (size_t)net->B * sizeof *labels);
+        for (int r = 0; r < net->B; r++, at++) {
+            label[at] = labels[r];
+            if (binary) {
+                score[at] = probs[r];
+                continue;
+            }
+            int best = 0;
+            for (int c = 1; c < C; c++) best = probs[(size_t)r * C + c] > probs[(size_t)r * C + best] ? c : best;
+            *correct += best == (int)labels[r];
+        }
+    }
+    free(probs);
+    free(labels);
+}
+
+int hps_trainer_eval(hps_trainer *t, hps_source *src, hps_eval_result *res, hps_error *err)
+{
+    uint64_t n_all = src->rows(src);
+    float *score = hps_malloc((size_t)(n_all + 1) * sizeof *score);
+    float *label = hps_malloc((size_t)(n_all + 1) * sizeof *label);
+    double loss = 0;
+    uint64_t n = 0;
+    int correct = 0, got, rc = src->seek(src, 0, err);
+    while (rc == 0 && (got = src->read(src, t->batch, t->B, err)) > 0) {
+        int k = train_load_micro(t, t->batch, err);
+        if (k < 0 || n + (uint64_t)got > n_all) {
+            rc = k < 0 ? -1 : hps_fail(err, HPS_EXIT_RUNTIME, "%s: more rows than announced", src->name);
+            break;
+        }
+        hps_pipeline_forward(t->pipe, k);
+        loss += batch_loss(t, k, got) * got;
+        eval_collect(t, k, score + n, label + n, &correct);
+        n += (uint64_t)got;
+    }
+    if (rc == 0 && got < 0) rc = -1;
+    if (rc == 0) {
+        res->rows = n;
+        res->loss = n ? loss / (double)n : NAN;
+        res->auc = t->m->label == HPS_LABEL_BINARY ? hps_auc(score, label, n) : NAN;
+        res->accuracy = t->m->label == HPS_LABEL_BINARY ? NAN : n ? (double)correct / (double)n : NAN;
+    }
+    free(score);
+    free(label);
+    return rc;
+}
+
+static int cmp_score(const void *a, const void *b)
+{
+    float x = ((const float *)a)[0], y = ((const float *)b)[0];
+    return (x > y) - (x < y);
+}
+
+double hps_auc(const float *score, const float *label, size_t n)
+{
+    /* rank-sum (Mann-Whitney) with tied scores sharing their mean rank */
+    float *pairs = hps_malloc((n + 1) * 2 * sizeof *pairs);
+    double pos = 0, rank_sum = 0;
+    for (size_t i = 0; i < n; i++) pairs[2 * i] = score[i], pairs[2 * i + 1] = label[i];
+    qsort(pairs, n, 2 * sizeof *pairs, cmp_score);
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        double positives = 0;
+        while (j < n && pairs[2 * j] == pairs[2 * i]) positives += pairs[2 * j + 1] > 0.5f, j++;
+        rank_sum += positives * (i + 1 + j) / 2.0; /* mean of ranks i+1 .. j */
+        pos += positives;
+        i = j;
+    }
+    free(pairs);
+    double neg = (double)n - pos;
+    return pos > 0 && neg > 0 ? (rank_sum - pos * (pos + 1) / 2) / (pos * neg) : NAN;
+}
+
+/* ---- the loop -------------------------------------------------------------------------- */
+
+static int open_metrics(hps_trainer *t, hps_error *err)
+{
+    if (!t->o.metrics_path) return 0;
+    t->metrics = strcmp(t->o.metrics_path, "-") == 0 ? stdout
+                 : fopen(t->o.metrics_path, t->o.resume ? "a" : "w");
+    if (!t->metrics)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot write metrics", t->o.metrics_path);
+    return 0;
+}
+
+static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
+{
+    t->epoch++;
+    t->epoch_row = 0;
+    t->sum.epochs_done = (int)t->epoch;
+    if (!eval) return 0;
+    if (hps_trainer_eval(t, eval, &t->sum.eval, err)) return -1;
+    t->sum.have_eval = 1;
+    train_metrics_eval(t);
+    return 0;
+}
+
+static int after_step(hps_trainer *t, hps_source *src, hps_error *err)
+{
+    t->epoch_row = src->tell(src);
+    train_metrics_step(t, 0);
+    train_progress(t, src, 0);
+    if (t->o.ckpt_dir && t->o.ckpt_every > 0 && t->step % (uint64_t)t->o.ckpt_every == 0)
+        return hps_trainer_save(t, t->o.ckpt_dir, err);
+    return 0;
+}
+
+static int resume(hps_trainer *t, hps_error *err)
+{
+    int found = 0;
+    if (!t->o.resume || !t->o.ckpt_dir) return 0;
+    if (hps_trainer_load(t, t->o.ckpt_dir, &found, err)) return -1;
+    if (!found) hps_log(2, "%s: %s: no checkpoint yet, starting afresh\n", hps_progname(), t->o.ckpt_dir);
+    else hps_log(2, "%s: resuming at step %llu (epoch %llu, row %llu)\n", hps_progname(),
+                 (unsigned long long)t->step, (unsigned long long)t->epoch + 1,
+                 (unsigned long long)t->epoch_row);
+    return 0;
+}
+
+int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error *err)
+{
+    if (hps_source_check(src, t->m, err) || (eval && hps_source_check(eval, t->m, err)) ||
+        open_metrics(t, err) || resume(t, err))
+        return -1;
+    t->t_start = t->t_last = hps_now();
+    train_metrics_start(t);
+    int stop = 0;
+    while (!stop && t->epoch < (uint64_t)t->o.epochs) {
+        if (src->seek(src, t->epoch_row, err)) return -1;
+        int got;
+        while ((got = src->read(src, t->batch, t->B, err)) > 0) {
+            if (hps_trainer_step(t, t->batch, &t->sum.last_loss, err) || after_step(t, src, err))
+                return -1;
+            if (t->o.max_steps && t->step >= (uint64_t)t->o.max_steps) {
+                stop = 1;
+                break;
+            }
+        }
+        if (got < 0) return -1;
+        if (!stop && finish_epoch(t, eval, err)) return -1;
+    }
+    train_progress(t, src, 1);
+    t->sum.steps = t->step;
+    t->sum.samples = t->samples;
+    t->sum.seconds = hps_now() - t->t_start;
+    t->sum.samples_per_s = t->sum.seconds > 0 ? t->samples_run / t->sum.seconds : 0;
+    train_metrics_summary(t);
+    if (t->o.ckpt_dir && hps_trainer_save(t, t->o.ckpt_dir, err)) return -1;
+    return 0;
+}
+
+const hps_train_summary *hps_trainer_summary(const hps_trainer *t) { return &t->sum; }
+hps_net *hps_trainer_net(hps_trainer *t) { return t->owner; }
+hps_table *hps_trainer_table(hps_trainer *t, int layer) { return t->tables[layer]; }

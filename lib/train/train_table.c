@@ -1,0 +1,244 @@
+#include "train/train_table.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_rng.h"
+
+#define INIT_BOUND 0.05f /* as hps_net_init: rows start uniform in +-0.05 */
+
+struct hps_table {
+    int layer, dim;
+    hps_table_policy policy;
+    uint64_t seed;
+    int64_t rows, cap_rows, max_rows; /* in use, allocated, allowed */
+    float *weights, *accum;           /* cap_rows x dim */
+    uint64_t *key;                    /* per row */
+    int32_t *slot;
+    uint64_t *last_step;              /* per row: the step that last touched it */
+    uint8_t *ref;                     /* per row: the clock's reference bit */
+    int64_t hand, evictions;
+    int64_t *ht;                      /* open addressing: row + 1, 0 = empty */
+    int64_t ht_mask;
+};
+
+/* weights + accumulators + key, slot, step, ref bit + two hash slots */
+size_t hps_table_row_bytes(int dim)
+{
+    return 2 * (size_t)dim * sizeof(float) + sizeof(uint64_t) + sizeof(int32_t) +
+           sizeof(uint64_t) + 1 + 2 * sizeof(int64_t);
+}
+
+static uint64_t slot_hash(int slot, uint64_t key)
+{
+    return hps_mix64(key ^ hps_mix64((uint64_t)slot + 0x51ed270b27a5c3d1ULL));
+}
+
+hps_table *hps_table_create(int layer, int dim, size_t max_bytes, hps_table_policy policy,
+                            uint64_t seed)
+{
+    hps_table *t = hps_calloc(1, sizeof *t);
+    t->layer = layer;
+    t->dim = dim;
+    t->policy = policy;
+    t->seed = seed;
+    t->max_rows = max_bytes ? (int64_t)(max_bytes / hps_table_row_bytes(dim)) : INT64_MAX;
+    t->ht_mask = -1; /* no hash table until the first row */
+    return t;
+}
+
+void hps_table_free(hps_table *t)
+{
+    if (!t) return;
+    free(t->weights), free(t->accum), free(t->key), free(t->slot), free(t->last_step);
+    free(t->ref), free(t->ht), free(t);
+}
+
+static void rehash(hps_table *t, int64_t slots)
+{
+    free(t->ht);
+    t->ht = hps_calloc((size_t)slots, sizeof *t->ht);
+    t->ht_mask = slots - 1;
+    for (int64_t r = 0; r < t->rows; r++) {
+        int64_t h = (int64_t)(slot_hash(t->slot[r], t->key[r]) & (uint64_t)t->ht_mask);
+        while (t->ht[h]) h = (h + 1) & t->ht_mask;
+        t->ht[h] = r + 1;
+    }
+}
+
+/* Grows the slabs (doubling, within max_rows) and keeps the hash half empty. */
+static void grow(hps_table *t)
+{
+    int64_t cap = t->cap_rows ? 2 * t->cap_rows : 1024;
+    if (cap > t->max_rows) cap = t->max_rows;
+    size_t d = (size_t)t->dim;
+    t->weights = hps_realloc(t->weights, (size_t)cap * d * sizeof *t->weights);
+    t->accum = hps_realloc(t->accum, (size_t)cap * d * sizeof *t->accum);
+    t->key = hps_realloc(t->key, (size_t)cap * sizeof *t->key);
+    t->slot = hps_realloc(t->slot, (size_t)cap * sizeof *t->slot);
+    t->last_step = hps_realloc(t->last_step, (size_t)cap * sizeof *t->last_step);
+    t->ref = hps_realloc(t->ref, (size_t)cap * sizeof *t->ref);
+    t->cap_rows = cap;
+    int64_t slots = 16;
+    while (slots < 2 * cap) slots *= 2;
+    if (slots - 1 != t->ht_mask) rehash(t, slots);
+}
+
+static int64_t find(const hps_table *t, int slot, uint64_t key, int64_t *at)
+{
+    int64_t h = (int64_t)(slot_hash(slot, key) & (uint64_t)t->ht_mask);
+    for (;; h = (h + 1) & t->ht_mask) {
+        int64_t v = t->ht[h];
+        if (v == 0 || (t->key[v - 1] == key && t->slot[v - 1] == slot)) {
+            *at = h;
+            return v - 1;
+        }
+    }
+}
+
+/* Removes hash slot h by shifting later members of its cluster back, so no
+ * tombstones accumulate (linear probing's backward-shift deletion). */
+static void unhash(hps_table *t, int64_t h)
+{
+    int64_t j = h;
+    for (;;) {
+        t->ht[h] = 0;
+        for (;;) {
+            j = (j + 1) & t->ht_mask;
+            if (t->ht[j] == 0) return;
+            int64_t r = t->ht[j] - 1;
+            int64_t home = (int64_t)(slot_hash(t->slot[r], t->key[r]) & (uint64_t)t->ht_mask);
+            /* keep j where it is if its home lies cyclically in (h, j] */
+            if (h <= j ? (h < home && home <= j) : (h < home || home <= j)) continue;
+            break;
+        }
+        t->ht[h] = t->ht[j];
+        h = j;
+    }
+}
+
+static void init_row(hps_table *t, int64_t r, int slot, uint64_t key)
+{
+    hps_rng rng;
+    hps_rng_seed(&rng, t->seed ^ hps_mix64((uint64_t)t->layer) ^ slot_hash(slot, key));
+    float *w = t->weights + r * t->dim;
+    for (int d = 0; d < t->dim; d++) w[d] = hps_rng_range(&rng, -INIT_BOUND, INIT_BOUND);
+    memset(t->accum + r * t->dim, 0, (size_t)t->dim * sizeof *t->accum);
+    t->key[r] = key;
+    t->slot[r] = slot;
+}
+
+/* A cold row to reuse, by the clock: -1 when every row is in this step. */
+static int64_t evict(hps_table *t, uint64_t step)
+{
+    for (int64_t seen = 0; seen < 2 * t->rows; seen++) {
+        int64_t r = t->hand;
+        t->hand = (t->hand + 1) % t->rows;
+        if (t->last_step[r] == step) continue;
+        if (t->ref[r]) {
+            t->ref[r] = 0; /* second chance */
+            continue;
+        }
+        int64_t at;
+        HPS_CHECK(find(t, t->slot[r], t->key[r], &at) == r);
+        unhash(t, at);
+        t->evictions++;
+        return r;
+    }
+    return -1;
+}
+
+static int64_t new_row(hps_table *t, uint64_t step, hps_error *err)
+{
+    if (t->rows == t->cap_rows && t->cap_rows < t->max_rows) grow(t);
+    if (t->rows < t->cap_rows) return t->rows++;
+    int64_t r = t->policy == HPS_TABLE_FULL_EVICT ? evict(t, step) : -1;
+    if (r < 0)
+        hps_fail(err, HPS_EXIT_RUNTIME,
+                 "embedding layer %d: table full at %lld rows (%.1f MiB); raise --max-table-mb%s",
+                 t->layer, (long long)t->rows,
+                 (double)t->rows * hps_table_row_bytes(t->dim) / 1048576.0,
+                 t->policy == HPS_TABLE_FULL_EVICT ? " (one step touches more rows than it holds)"
+                                                   : " or use --evict");
+    return r;
+}
+
+int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hps_error *err)
+{
+    if (t->cap_rows == 0) {
+        if (t->max_rows == 0)
+            return hps_fail(err, HPS_EXIT_RUNTIME, "embedding layer %d: --max-table-mb holds no row",
+                            t->layer);
+        grow(t);
+    }
+    int64_t at, r = find(t, slot, key, &at);
+    if (r < 0) {
+        r = new_row(t, step, err);
+        if (r < 0) return -1;
+        init_row(t, r, slot, key);
+        find(t, slot, key, &at); /* the slot may have moved with a grow or an eviction */
+        t->ht[at] = r + 1;
+    }
+    t->last_step[r] = step;
+    t->ref[r] = 1;
+    return r;
+}
+
+float *hps_table_weights(hps_table *t) { return t->weights; }
+float *hps_table_accum(hps_table *t) { return t->accum; }
+int hps_table_dim(const hps_table *t) { return t->dim; }
+int64_t hps_table_rows(const hps_table *t) { return t->rows; }
+int64_t hps_table_max_rows(const hps_table *t) { return t->max_rows; }
+int64_t hps_table_evictions(const hps_table *t) { return t->evictions; }
+
+size_t hps_table_bytes(const hps_table *t)
+{
+    return (size_t)t->cap_rows * (hps_table_row_bytes(t->dim) - 2 * sizeof(int64_t)) +
+           (size_t)(t->ht_mask + 1) * sizeof(int64_t);
+}
+
+void hps_table_row_key(const hps_table *t, int64_t row, int *slot, uint64_t *key)
+{
+    *slot = t->slot[row];
+    *key = t->key[row];
+}
+
+/* ---- checkpoints ------------------------------------------------------------ */
+
+#define WRITE(f, p, n) (fwrite((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
+#define READ(f, p, n) (fread((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
+
+int hps_table_save(const hps_table *t, FILE *f)
+{
+    int64_t head[4] = {t->dim, t->rows, t->hand, t->evictions};
+    size_t d = (size_t)t->dim, n = (size_t)t->rows;
+    return WRITE(f, head, 4) && WRITE(f, t->key, n) && WRITE(f, t->slot, n) &&
+                   WRITE(f, t->last_step, n) && WRITE(f, t->ref, n) &&
+                   WRITE(f, t->weights, n * d) && WRITE(f, t->accum, n * d)
+               ? 0
+               : -1;
+}
+
+int hps_table_load(hps_table *t, FILE *f, hps_error *err, const char *name)
+{
+    int64_t head[4];
+    if (!READ(f, head, 4) || head[0] != t->dim || head[1] < 0)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad table header", name,
+                        t->layer);
+    if (head[1] > t->max_rows)
+        return hps_fail(err, HPS_EXIT_RUNTIME,
+                        "%s: embedding layer %d has %lld rows, more than --max-table-mb holds",
+                        name, t->layer, (long long)head[1]);
+    while (t->cap_rows < head[1]) grow(t);
+    if (t->cap_rows == 0) grow(t);
+    size_t d = (size_t)t->dim, n = (size_t)head[1];
+    if (!READ(f, t->key, n) || !READ(f, t->slot, n) || !READ(f, t->last_step, n) ||
+        !READ(f, t->ref, n) || !READ(f, t->weights, n * d) || !READ(f, t->accum, n * d))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name,
+                        t->layer);
+    t->rows = head[1];
+    t->hand = head[2];
+    t->evictions = head[3];
+    rehash(t, t->ht_mask + 1);
+    return 0;
+}

@@ -1,0 +1,55 @@
+/* train_table: a parameter server's embedding table for one embedding layer.
+ *
+ * Rows are keyed by (slot, 64-bit key) and created on first touch, with
+ * values drawn from a generator seeded by (seed, layer, slot, key): the same
+ * key gets the same initial row whatever the order it arrives in, which keeps
+ * runs, resumes and ranks in step.  Weights and AdaGrad accumulators live in
+ * two slabs of rows x dim floats that grow by doubling up to the memory cap.
+ *
+ * When the cap is reached a new key either fails (HPS_TABLE_FULL_ERROR, the
+ * default) or takes the row of a cold key (HPS_TABLE_FULL_EVICT: a clock
+ * sweep with a reference bit per row; rows touched in the current step are
+ * never evicted).
+ */
+#ifndef HPS_TRAIN_TABLE_H
+#define HPS_TRAIN_TABLE_H
+
+#include <stdio.h>
+
+#include "core/hps_core.h"
+
+typedef enum { HPS_TABLE_FULL_ERROR, HPS_TABLE_FULL_EVICT } hps_table_policy;
+
+typedef struct hps_table hps_table;
+
+/* max_bytes counts weights, accumulators and bookkeeping (see
+ * hps_table_row_bytes); 0 means no cap. */
+hps_table *hps_table_create(int layer, int dim, size_t max_bytes, hps_table_policy policy,
+                            uint64_t seed);
+void hps_table_free(hps_table *t);
+
+/* Bytes one row costs against the cap. */
+size_t hps_table_row_bytes(int dim);
+
+/* Row of (slot, key), creating it; -1 with err when the table is full.
+ * step stamps the row as in use (never evicted during that step).  The slab
+ * may move: fetch hps_table_weights() after the last lookup of a batch. */
+int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hps_error *err);
+
+float *hps_table_weights(hps_table *t);
+float *hps_table_accum(hps_table *t);
+int hps_table_dim(const hps_table *t);
+int64_t hps_table_rows(const hps_table *t);      /* rows in use */
+int64_t hps_table_max_rows(const hps_table *t);  /* under the cap (INT64_MAX: none) */
+int64_t hps_table_evictions(const hps_table *t);
+size_t hps_table_bytes(const hps_table *t);      /* allocated now */
+
+/* Row i (0 <= i < hps_table_rows) of the table in creation order: its slot
+ * and key.  Export and checkpoints walk the rows with it. */
+void hps_table_row_key(const hps_table *t, int64_t row, int *slot, uint64_t *key);
+
+/* Checkpoints: the whole table (keys, rows, accumulators, clock state). */
+int hps_table_save(const hps_table *t, FILE *f);
+int hps_table_load(hps_table *t, FILE *f, hps_error *err, const char *name);
+
+#endif

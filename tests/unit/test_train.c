@@ -1,0 +1,341 @@
+/* The training engine: parameter-server tables, the pipeline of stages,
+ * checkpoints and resume, learning on planted data. */
+#include <string.h>
+#include <unistd.h>
+
+#include "hps_test.h"
+#include "train/train_internal.h"
+
+static hps_model *load(const char *name)
+{
+    char path[512];
+    hps_error err;
+    snprintf(path, sizeof path, "%s/models/%s", HPS_TESTDATA, name);
+    hps_model *m = hps_model_load(path, &err);
+    if (!m) fail_msg("%s", err.msg);
+    return m;
+}
+
+/* ---- tables ---------------------------------------------------------------------- */
+
+static void test_table_rows_are_stable(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_table *a = hps_table_create(0, 4, 0, HPS_TABLE_FULL_ERROR, 7);
+    hps_table *b = hps_table_create(0, 4, 0, HPS_TABLE_FULL_ERROR, 7);
+    /* the same keys in another order get the same initial values */
+    int64_t ra = hps_table_lookup(a, 1, 42, 1, &err), rb;
+    hps_table_lookup(b, 0, 5, 1, &err);
+    rb = hps_table_lookup(b, 1, 42, 1, &err);
+    assert_memory_equal(hps_table_weights(a) + ra * 4, hps_table_weights(b) + rb * 4, 4 * sizeof(float));
+    /* a key seen again keeps its row; another slot is another row */
+    assert_int_equal(hps_table_lookup(a, 1, 42, 2, &err), ra);
+    assert_int_not_equal(hps_table_lookup(a, 2, 42, 2, &err), ra);
+    /* growth past the first slab keeps every key */
+    for (uint64_t k = 0; k < 5000; k++) hps_table_lookup(a, 0, k, 3, &err);
+    assert_int_equal(hps_table_rows(a), 5002);
+    assert_int_equal(hps_table_lookup(a, 1, 42, 4, &err), ra);
+    hps_table_free(a);
+    hps_table_free(b);
+}
+
+static void test_table_cap_error_and_eviction(void **state)
+{
+    (void)state;
+    hps_error err = {0};
+    size_t cap = 100 * hps_table_row_bytes(8);
+    hps_table *t = hps_table_create(3, 8, cap, HPS_TABLE_FULL_ERROR, 1);
+    for (uint64_t k = 0; k < 100; k++) assert_true(hps_table_lookup(t, 0, k, 1, &err) >= 0);
+    assert_int_equal(hps_table_lookup(t, 0, 100, 1, &err), -1);
+    assert_non_null(strstr(err.msg, "embedding layer 3: table full at 100 rows"));
+    hps_table_free(t);
+
+    t = hps_table_create(3, 8, cap, HPS_TABLE_FULL_EVICT, 1);
+    for (uint64_t k = 0; k < 100; k++) hps_table_lookup(t, 0, k, 1, &err);
+    /* step 2 touches keys 0..9, then 50 new keys must evict cold ones only */
+    int64_t hot[10];
+    for (uint64_t k = 0; k < 10; k++) hot[k] = hps_table_lookup(t, 0, k, 2, &err);
+    for (uint64_t k = 1000; k < 1050; k++) assert_true(hps_table_lookup(t, 0, k, 2, &err) >= 0);
+    assert_int_equal(hps_table_rows(t), 100);
+    assert_int_equal(hps_table_evictions(t), 50);
+    for (uint64_t k = 0; k < 10; k++) assert_int_equal(hps_table_lookup(t, 0, k, 2, &err), hot[k]);
+    for (uint64_t k = 1000; k < 1050; k++) assert_true(hps_table_lookup(t, 0, k, 2, &err) >= 0);
+    assert_int_equal(hps_table_evictions(t), 50); /* all still present */
+    /* a step that touches more rows than the cap holds is an error, not a silent loss */
+    int failed = 0;
+    for (uint64_t k = 5000; k < 5200 && !failed; k++) failed = hps_table_lookup(t, 0, k, 3, &err) < 0;
+    assert_true(failed);
+    hps_table_free(t);
+}
+
+static void test_table_save_load(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_table *a = hps_table_create(0, 3, 0, HPS_TABLE_FULL_ERROR, 9);
+    for (uint64_t k = 0; k < 300; k++) hps_table_lookup(a, (int)(k % 3), k * 7919, 1, &err);
+    hps_table_weights(a)[5] = 1.5f;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(hps_table_save(a, f), 0);
+    fclose(f);
+    hps_table *b = hps_table_create(0, 3, 0, HPS_TABLE_FULL_ERROR, 9);
+    f = fmemopen(buf, len, "rb");
+    assert_int_equal(hps_table_load(b, f, &err, "mem"), 0);
+    fclose(f);
+    assert_int_equal(hps_table_rows(b), 300);
+    assert_memory_equal(hps_table_weights(a), hps_table_weights(b), 300 * 3 * sizeof(float));
+    for (uint64_t k = 0; k < 300; k++)
+        assert_int_equal(hps_table_lookup(b, (int)(k % 3), k * 7919, 2, &err),
+                         hps_table_lookup(a, (int)(k % 3), k * 7919, 2, &err));
+    free(buf);
+    hps_table_free(a);
+    hps_table_free(b);
+}
+
+/* ---- the trainer --------------------------------------------------------------------- */
+
+/* A plan of S stages cutting the model's layers at `cuts`. */
+static void plan_of(const hps_model *m, hps_train_plan *p, const int *cuts, int S)
+{
+    hps_train_plan_single(m, p);
+    p->n_stages = S;
+    for (int s = 0; s < S; s++) {
+        p->stages[s] = p->stages[0];
+        p->stages[s].first = s ? cuts[s - 1] : 0;
+        p->stages[s].end = s + 1 < S ? cuts[s] : m->n_layers;
+    }
+}
+
+static hps_trainer *trainer(const hps_model *m, const hps_train_plan *p, int micro)
+{
+    hps_train_opts o = hps_train_opts_default();
+    o.micro_batches = micro;
+    o.threads = 1;
+    hps_error err;
+    hps_trainer *t = hps_trainer_create(m, p, &o, &err);
+    if (!t) fail_msg("%s", err.msg);
+    return t;
+}
+
+/* Loss of each of n steps on the synthetic source. */
+static void losses(hps_trainer *t, hps_source *src, double *loss, int n)
+{
+    hps_error err;
+    src->seek(src, 0, &err);
+    for (int i = 0; i < n; i++) {
+        assert_true(src->read(src, t->batch, t->B, &err) > 0);
+        assert_int_equal(hps_trainer_step(t, t->batch, &loss[i], &err), 0);
+    }
+}
+
+/* Three stages and three micro-batches follow the one-stage run: the pipeline
+ * changes where and when layers run, not what is computed (up to the float
+ * rounding of smaller matrix products). */
+static void test_pipeline_matches_single_stage(void **state)
+{
+    (void)state;
+    hps_model *m = load("dlrm-small.json");
+    hps_source *src = hps_source_synth(m, 64 * 20, 1, 5);
+    hps_train_plan one, three;
+    int cuts[2] = {3, 5};
+    plan_of(m, &one, NULL, 1);
+    plan_of(m, &three, cuts, 3);
+    hps_trainer *a = trainer(m, &one, 1), *b = trainer(m, &three, 3);
+    assert_int_equal(b->M, 3);
+    double la[20], lb[20];
+    losses(a, src, la, 20);
+    losses(b, src, lb, 20);
+    for (int i = 0; i < 20; i++) assert_close(la[i], lb[i], 1e-4, "loss", i);
+    assert_true(la[19] < la[0]);
+    hps_trainer_free(a);
+    hps_trainer_free(b);
+    src->close(src);
+    hps_model_free(m);
+}
+
+/* End to end through stages and micro-batches: the gradient the pipeline
+ * accumulates is the derivative of the batch loss. */
+static void test_pipeline_gradients(void **state)
+{
+    (void)state;
+    hps_model *m = load("tiny.json");
+    hps_source *src = hps_source_synth(m, 8, 1, 3);
+    hps_train_plan p;
+    int cuts[1] = {3};
+    plan_of(m, &p, cuts, 2);
+    hps_trainer *t = trainer(m, &p, 2);
+    hps_error err;
+    assert_int_equal(src->read(src, t->batch, t->B, &err), 8);
+    int k = train_load_micro(t, t->batch, &err);
+    assert_int_equal(k, 2);
+    t->be->memzero(t->owner->grads, m->n_params * sizeof(float));
+    hps_pipeline_run(t->pipe, k);
+    float *g = malloc(m->n_params * sizeof *g);
+    memcpy(g, t->owner->grads, m->n_params * sizeof *g);
+    for (size_t i = 0; i < m->n_params; i += 7) {
+        float keep = t->owner->params[i];
+        double up, down;
+        t->owner->params[i] = keep + 1e-3f;
+        hps_pipeline_forward(t->pipe, k);
+        up = t->nets[0]->loss * t->nets[0]->B / 8 + t->nets[1]->loss * t->nets[1]->B / 8;
+        t->owner->params[i] = keep - 1e-3f;
+        hps_pipeline_forward(t->pipe, k);
+        down = t->nets[0]->loss * t->nets[0]->B / 8 + t->nets[1]->loss * t->nets[1]->B / 8;
+        t->owner->params[i] = keep;
+        assert_close(g[i], (up - down) / 2e-3, 2e-2, "pipeline grad", i);
+    }
+    free(g);
+    hps_trainer_free(t);
+    src->close(src);
+    hps_model_free(m);
+}
+
+static void test_learns_planted_model(void **state)
+{
+    (void)state;
+    hps_model *m = load("two-tables.json");
+    hps_source *train = hps_source_synth(m, 16 * 400, 1, 11), *eval = hps_source_synth(m, 2000, 1, 12);
+    hps_train_plan p;
+    hps_train_plan_single(m, &p);
+    hps_train_opts o = hps_train_opts_default();
+    o.epochs = 3;
+    o.threads = 1;
+    o.optim.lr_dense = 3e-3f;
+    hps_error err;
+    hps_trainer *t = hps_trainer_create(m, &p, &o, &err);
+    hps_eval_result before, after;
+    assert_int_equal(hps_trainer_eval(t, eval, &before, &err), 0);
+    assert_int_equal(hps_trainer_run(t, train, eval, &err), 0);
+    after = hps_trainer_summary(t)->eval;
+    assert_int_equal(after.rows, 2000);
+    print_message("# AUC %.3f -> %.3f, logloss %.3f -> %.3f\n", before.auc, after.auc, before.loss,
+                  after.loss);
+    assert_true(after.auc > before.auc + 0.1);
+    assert_true(after.loss < before.loss);
+    hps_trainer_free(t);
+    train->close(train);
+    eval->close(eval);
+    hps_model_free(m);
+}
+
+static void test_auc(void **state)
+{
+    (void)state;
+    float s1[4] = {0.1f, 0.4f, 0.35f, 0.8f}, y1[4] = {0, 0, 1, 1};
+    assert_close(hps_auc(s1, y1, 4), 0.75, 1e-12, "auc", 0);
+    float s2[4] = {0.5f, 0.5f, 0.5f, 0.5f};
+    assert_close(hps_auc(s2, y1, 4), 0.5, 1e-12, "auc ties", 0);
+    float s3[3] = {0.2f, 0.9f, 0.7f}, y3[3] = {0, 1, 1};
+    assert_close(hps_auc(s3, y3, 3), 1.0, 1e-12, "auc perfect", 0);
+}
+
+/* ---- checkpoints ---------------------------------------------------------------------------- */
+
+static void train_steps(hps_trainer *t, hps_source *src, int from, int n)
+{
+    hps_error err;
+    double loss;
+    src->seek(src, (uint64_t)from * t->B, &err);
+    for (int i = 0; i < n; i++) {
+        assert_true(src->read(src, t->batch, t->B, &err) > 0);
+        assert_int_equal(hps_trainer_step(t, t->batch, &loss, &err), 0);
+        t->epoch_row = src->tell(src);
+    }
+}
+
+static void assert_same_state(hps_trainer *a, hps_trainer *b)
+{
+    const hps_model *m = a->m;
+    assert_memory_equal(a->owner->params, b->owner->params, m->n_params * sizeof(float));
+    assert_memory_equal(a->owner->adam_v, b->owner->adam_v, m->n_params * sizeof(float));
+    for (int l = 0; l < m->n_layers; l++) {
+        if (!a->tables[l]) continue;
+        assert_int_equal(hps_table_rows(a->tables[l]), hps_table_rows(b->tables[l]));
+        assert_memory_equal(hps_table_weights(a->tables[l]), hps_table_weights(b->tables[l]),
+                            (size_t)hps_table_rows(a->tables[l]) * m->layers[l].dim * sizeof(float));
+    }
+}
+
+static void test_checkpoint_resume_is_bitwise(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/hps-ckpt-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hps_model *m = load("dlrm-small.json");
+    hps_source *src = hps_source_synth(m, 64 * 12, 1, 21);
+    hps_train_plan p;
+    int cuts[1] = {4};
+    plan_of(m, &p, cuts, 2);
+    hps_error err;
+    hps_trainer *straight = trainer(m, &p, 2), *first = trainer(m, &p, 2), *second = trainer(m, &p, 2);
+    train_steps(straight, src, 0, 12);
+    train_steps(first, src, 0, 5);
+    assert_int_equal(hps_trainer_save(first, dir, &err), 0);
+    int found = 0;
+    assert_int_equal(hps_trainer_load(second, dir, &found, &err), 0);
+    assert_true(found);
+    assert_int_equal(second->step, 5);
+    assert_int_equal(second->epoch_row, 5 * 64);
+    train_steps(second, src, 5, 7);
+    assert_same_state(straight, second);
+    hps_trainer_free(straight);
+    hps_trainer_free(first);
+    hps_trainer_free(second);
+    src->close(src);
+    hps_model_free(m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void test_corrupt_checkpoint_is_refused(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/hps-ckpt-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hps_model *m = load("tiny.json");
+    hps_source *src = hps_source_synth(m, 80, 1, 2);
+    hps_train_plan p;
+    hps_train_plan_single(m, &p);
+    hps_trainer *t = trainer(m, &p, 1);
+    train_steps(t, src, 0, 3);
+    hps_error err;
+    assert_int_equal(hps_trainer_save(t, dir, &err), 0);
+    char path[256];
+    snprintf(path, sizeof path, "%s/ckpt-000000000003.hpsckpt", dir);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, 100, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, 100, SEEK_SET);
+    fputc(c ^ 0x20, f);
+    fclose(f);
+    int found;
+    assert_int_equal(hps_trainer_load(t, dir, &found, &err), -1);
+    assert_non_null(strstr(err.msg, "checksum mismatch: the checkpoint is corrupted"));
+    hps_trainer_free(t);
+    src->close(src);
+    hps_model_free(m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table_rows_are_stable),
+        cmocka_unit_test(test_table_cap_error_and_eviction),
+        cmocka_unit_test(test_table_save_load),
+        cmocka_unit_test(test_pipeline_matches_single_stage),
+        cmocka_unit_test(test_pipeline_gradients),
+        cmocka_unit_test(test_learns_planted_model),
+        cmocka_unit_test(test_auc),
+        cmocka_unit_test(test_checkpoint_resume_is_bitwise),
+        cmocka_unit_test(test_corrupt_checkpoint_is_refused),
+    };
+    return cmocka_run_group_tests_name("train", tests, NULL, NULL);
+}
