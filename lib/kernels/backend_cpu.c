@@ -53,6 +53,7 @@ static const hps_backend cpu_backend = {
     .dot_forward = dot_forward,
     .dot_backward = dot_backward,
     .vec_scale = vec_scale,
+    .vec_axpy = vec_axpy,
     .logloss_forward = logloss_forward,
     .logloss_backward = logloss_backward,
     .softmax_forward = softmax_forward,

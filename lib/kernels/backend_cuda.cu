@@ -820,6 +820,14 @@ static void cuda_vec_scale(float *x, int64_t n, float a)
     CUBLAS_CHECK(cublasSscal(g_blas, (int)n, &a, x, 1));
 }
 
+static void cuda_vec_axpy(float *y, const float *x, int64_t n, float a)
+{
+    if (n <= 0) return;
+    use_device();
+    HPS_CHECK(n <= INT32_MAX); /* cublasSaxpy counts in int */
+    CUBLAS_CHECK(cublasSaxpy(g_blas, (int)n, &a, x, 1, y, 1));
+}
+
 /* ---- the table, device selection ------------------------------------------------------ */
 
 static hps_backend g_backend;
@@ -854,6 +862,7 @@ static void fill_backend(hps_backend *be, int device)
     be->softmax_backward = cuda_softmax_backward;
     be->adam_update = cuda_adam_update;
     be->vec_scale = cuda_vec_scale;
+    be->vec_axpy = cuda_vec_axpy;
 }
 
 /* Devices present, or -1 with err filled (no driver, no device) for `device`. */

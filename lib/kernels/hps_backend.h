@@ -47,6 +47,7 @@ typedef struct hps_backend {
     void (*dot_backward)(float *demb, float *ddense, const float *dout, const float *emb,
                          const float *dense, int B, int V, int D, int W);
     void (*vec_scale)(float *x, int64_t n, float a);
+    void (*vec_axpy)(float *y, const float *x, int64_t n, float a);
     /* losses return the mean loss on the host */
     double (*logloss_forward)(float *prob, const float *z, const float *y, int B);
     void (*logloss_backward)(float *dz, const float *z, const float *y, int B);

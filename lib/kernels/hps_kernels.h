@@ -78,6 +78,8 @@ void dot_backward(float *demb, float *ddense, const float *dout, const float *em
 
 /* x[0..n) *= a (micro-batches rescale their loss gradient to the whole batch). */
 void vec_scale(float *x, int64_t n, float a);
+/* y[0..n) += a * x[0..n) (plain SGD is axpy with a = -lr). */
+void vec_axpy(float *y, const float *x, int64_t n, float a);
 
 /* Binary log loss on logits z[B], labels y in {0,1}: returns the mean loss;
  * prob (may be NULL) receives sigmoid(z). */

@@ -321,6 +321,12 @@ void vec_scale(float *x, int64_t n, float a)
     for (int64_t i = 0; i < n; i++) x[i] *= a;
 }
 
+void vec_axpy(float *y, const float *x, int64_t n, float a)
+{
+#pragma omp parallel for if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
 /* ---- losses ------------------------------------------------------------------ */
 
 double logloss_forward(float *prob, const float *z, const float *y, int B)

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/hps_rng.h"
 
@@ -37,6 +38,23 @@ void hps_batch_reserve_keys(hps_batch *b, int64_t nnz)
     while (b->nnz_cap < nnz) b->nnz_cap *= 2;
     b->keys = hps_realloc(b->keys, (size_t)b->nnz_cap * sizeof *b->keys);
     if (b->weights) b->weights = hps_realloc(b->weights, (size_t)b->nnz_cap * sizeof *b->weights);
+}
+
+void hps_batch_append(hps_batch *dst, const hps_batch *src)
+{
+    HPS_CHECK(dst->B + src->B <= dst->cap && dst->n_dense == src->n_dense &&
+              dst->n_slots == src->n_slots);
+    const size_t S = (size_t)dst->n_slots, at = (size_t)dst->B;
+    memcpy(dst->dense + at * dst->n_dense, src->dense, (size_t)src->B * src->n_dense * sizeof(float));
+    memcpy(dst->labels + at, src->labels, (size_t)src->B * sizeof(float));
+    int64_t base = dst->offsets[at * S], n = src->offsets[(size_t)src->B * S];
+    hps_batch_reserve_keys(dst, base + n);
+    memcpy(dst->keys + base, src->keys, (size_t)n * sizeof *dst->keys);
+    if (dst->weights)
+        for (int64_t k = 0; k < n; k++) dst->weights[base + k] = src->weights ? src->weights[k] : 1.0f;
+    for (size_t i = 1; i <= (size_t)src->B * S; i++) dst->offsets[at * S + i] = base + src->offsets[i];
+    dst->B += src->B;
+    dst->nnz = base + n;
 }
 
 /* Bag size with mean k: k itself when k is whole, else floor/ceil at random. */

@@ -28,6 +28,9 @@ void hps_batch_free(hps_batch *b);
 /* Makes room for nnz keys (keys and weights are reallocated). */
 void hps_batch_reserve_keys(hps_batch *b, int64_t nnz);
 
+/* Appends src's samples to dst (dst->B + src->B <= dst->cap, same schema). */
+void hps_batch_append(hps_batch *dst, const hps_batch *src);
+
 /* A synthetic batch for a model: dense ~ N(0,1), keys Zipf(1.05) per slot over
  * its rows, bag sizes around the slot's keys_per_sample, random labels.  Used by
  * hps-profile, whose timings need realistic key reuse but no real data. */

@@ -393,7 +393,9 @@ void hps_net_update_dense(hps_net *net, const hps_optim *opt)
 {
     const hps_model *m = net->model;
     net->adam_t++;
-    if (m->n_params)
+    if (m->n_params && opt->dense == HPS_OPTIM_SGD)
+        net->be->vec_axpy(net->params, net->grads, (int64_t)m->n_params, -opt->lr_dense);
+    else if (m->n_params)
         net->be->adam_update(net->params, net->grads, net->adam_m, net->adam_v,
                              (int64_t)m->n_params, opt->lr_dense, opt->beta1, opt->beta2,
                              opt->eps, net->adam_t);

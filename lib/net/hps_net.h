@@ -57,8 +57,11 @@ typedef struct {
     int64_t h_cap;
 } hps_net;
 
+typedef enum { HPS_OPTIM_ADAM, HPS_OPTIM_SGD } hps_dense_optim;
+
 typedef struct {
-    float lr_dense;   /* Adam */
+    hps_dense_optim dense; /* Adam (default) or plain SGD for the dense layers */
+    float lr_dense;
     float beta1, beta2, eps;
     float lr_sparse;  /* AdaGrad */
     float adagrad_eps;
