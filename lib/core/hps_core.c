@@ -115,6 +115,24 @@ int hps_add_size(size_t a, size_t b, size_t *out)
     return 0;
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void hps_sort_doubles(double *v, int n) { qsort(v, (size_t)n, sizeof *v, cmp_double); }
+
+double hps_median(const double *v, int n)
+{
+    double *t = hps_malloc((size_t)n * sizeof *t);
+    memcpy(t, v, (size_t)n * sizeof *t);
+    hps_sort_doubles(t, n);
+    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+    free(t);
+    return m;
+}
+
 double hps_now(void)
 {
     struct timespec ts;

@@ -58,6 +58,10 @@ char *hps_strdup(const char *s);
 int hps_mul_size(size_t a, size_t b, size_t *out);
 int hps_add_size(size_t a, size_t b, size_t *out);
 
+/* Sorts n doubles ascending, in place; the median of n > 0 values (a copy is sorted). */
+void hps_sort_doubles(double *v, int n);
+double hps_median(const double *v, int n);
+
 /* Monotonic clock in seconds. */
 double hps_now(void);
 

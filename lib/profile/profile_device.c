@@ -79,16 +79,10 @@ void hps_device_list(FILE *out)
     }
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Best of reps: micro-benchmarks report the rate the device can reach. */
 static double best_of(double *t, int reps)
 {
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
+    hps_sort_doubles(t, reps);
     return t[0];
 }
 

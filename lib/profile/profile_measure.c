@@ -123,33 +123,17 @@ static samples *measure(bench *b, int reps, int warmup, int whole)
 
 /* ---- statistics -------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(const double *v, int n)
-{
-    double *t = hps_malloc((size_t)n * sizeof *t);
-    memcpy(t, v, (size_t)n * sizeof *t);
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    double m = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-    free(t);
-    return m;
-}
-
 /* {median, min, max, mad} in milliseconds, from seconds. */
 json_t *hps_profile_timing_json(const double *sec, int n)
 {
-    double med = median(sec, n), lo = sec[0], hi = sec[0];
+    double med = hps_median(sec, n), lo = sec[0], hi = sec[0];
     double *dev = hps_malloc((size_t)n * sizeof *dev);
     for (int i = 0; i < n; i++) {
         lo = sec[i] < lo ? sec[i] : lo;
         hi = sec[i] > hi ? sec[i] : hi;
         dev[i] = sec[i] > med ? sec[i] - med : med - sec[i];
     }
-    double mad = median(dev, n);
+    double mad = hps_median(dev, n);
     free(dev);
     return json_pack("{s:o, s:o, s:o, s:o}", "median", hps_json_real(med * 1e3), "min",
                      hps_json_real(lo * 1e3), "max", hps_json_real(hi * 1e3), "mad",
@@ -176,7 +160,7 @@ static double *scaling_ms(bench *b, int threads, const hps_profile_opts *o)
         samples *s = measure(b, reps, 1, 0);
         for (int l = 0; l < L; l++) {
             for (int i = 0; i < reps; i++) both[i] = s->fwd[l * reps + i] + s->bwd[l * reps + i];
-            ms[l * threads + k - 1] = median(both, reps) * 1e3;
+            ms[l * threads + k - 1] = hps_median(both, reps) * 1e3;
         }
         samples_free(s);
     }
@@ -238,9 +222,9 @@ static json_t *layer_json(const hps_model *m, int l, int batch, const samples *s
 
 static double layers_sum_ms(const samples *s)
 {
-    double total = median(s->overhead, s->reps);
+    double total = hps_median(s->overhead, s->reps);
     for (int l = 0; l < s->n_layers; l++)
-        total += median(s->fwd + l * s->reps, s->reps) + median(s->bwd + l * s->reps, s->reps);
+        total += hps_median(s->fwd + l * s->reps, s->reps) + hps_median(s->bwd + l * s->reps, s->reps);
     return total * 1e3;
 }
 
@@ -278,7 +262,7 @@ static json_t *energy_json(const samples *s, hps_energy *e, const char *reason)
 {
     if (!e) return json_pack("{s:n, s:n, s:s}", "source", "step_j", "reason", reason);
     return json_pack("{s:s, s:o, s:n}", "source", hps_energy_source(e), "step_j",
-                     hps_json_real(median(s->step_j, s->reps)), "reason");
+                     hps_json_real(hps_median(s->step_j, s->reps)), "reason");
 }
 
 int hps_model_embedding_dim(const hps_model *m)
@@ -328,8 +312,8 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
     hps_set_threads(threads);
     json_t *layers = json_array();
     for (int l = 0; l < L; l++) {
-        double one[1] = {(median(s->fwd + l * s->reps, s->reps) +
-                          median(s->bwd + l * s->reps, s->reps)) * 1e3};
+        double one[1] = {(hps_median(s->fwd + l * s->reps, s->reps) +
+                          hps_median(s->bwd + l * s->reps, s->reps)) * 1e3};
         json_t *sc = hps_profile_scaling_json(scale ? scale + (size_t)l * units : one, units,
                                   dev->kind == HPS_DEVICE_CUDA);
         json_array_append_new(layers, layer_json(m, l, batch, s, sc, energy != NULL));

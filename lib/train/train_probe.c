@@ -50,21 +50,7 @@ static int probe_run(hps_trainer *t, hps_source *src, probe_samples *s, hps_erro
     return 0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median_ms(const double *v, int n)
-{
-    double *c = hps_malloc((size_t)n * sizeof *c);
-    memcpy(c, v, (size_t)n * sizeof *c);
-    qsort(c, (size_t)n, sizeof *c, cmp_double);
-    double m = n % 2 ? c[n / 2] : (c[n / 2 - 1] + c[n / 2]) / 2;
-    free(c);
-    return m * 1e3;
-}
+static double median_ms(const double *v, int n) { return hps_median(v, n) * 1e3; }
 
 static json_t *probe_device(hps_trainer *t, probe_samples *by_k, int T)
 {
