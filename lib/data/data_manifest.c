@@ -75,7 +75,7 @@ static json_t *shards_json(const hps_shard_opts *o, const hps_shard_info *infos,
 static json_t *slots_json(const hps_shard_opts *o, const hps_hll_set *hll, hps_hot_set *hot)
 {
     json_t *a = json_array();
-    hps_key_count top[HPS_HOT_KEEP];
+    hps_key_count *top = hps_malloc(HPS_HOT_KEEP * sizeof *top);
     for (int j = 0; j < o->parse.schema.n_slots; j++) {
         char name[16];
         const char *n = o->slot_names ? o->slot_names[j] : hps_slot_name(o->parse.format, j, name);
@@ -88,7 +88,7 @@ static json_t *slots_json(const hps_shard_opts *o, const hps_hll_set *hll, hps_h
                 json_array_append_new(keys, json_pack("{s:o, s:o}", "key", key_hex(top[i].key), "share", hps_json_real(share)));
         }
         /* share of all lookups that the hottest 10, 100, 1000 keys take */
-        for (int t = 10, i = 0; t <= HPS_HOT_KEEP; t *= 10) {
+        for (int t = 10, i = 0; t <= 1000; t *= 10) {
             for (; i < k && i < t; i++) cum += (double)top[i].count / sampled;
             char label[16];
             snprintf(label, sizeof label, "%d", t);
@@ -100,6 +100,7 @@ static json_t *slots_json(const hps_shard_opts *o, const hps_hll_set *hll, hps_h
         json_object_set_new(e, "top_share", shares);
         json_array_append_new(a, e);
     }
+    free(top);
     return a;
 }
 

@@ -32,8 +32,8 @@ int hps_plan_read(const char *path, double **shares, int *n_workers, int *server
  * every 4th key of each block and merged block by block in input order, so
  * the figures are the same whatever the number of threads. */
 #define HPS_HLL_BITS 12
-#define HPS_HOT_PER_BLOCK 16
-#define HPS_HOT_KEEP 1024
+#define HPS_HOT_PER_BLOCK 256
+#define HPS_HOT_KEEP 4096
 
 typedef struct {
     uint64_t key, count;
