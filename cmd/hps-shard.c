@@ -1,0 +1,515 @@
+/* hps-shard: raw sparse data to compressed, checksummed shards, split by the
+ * plan; and `cat`, `stats`, `synth` to look at shards and make data.
+ * Options and I/O only: the work is in lib/data. */
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/hps_core.h"
+#include "core/hps_io.h"
+#include "core/hps_json.h"
+#include "data/hps_shard_job.h"
+#include "model/hps_model.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"usage: hps-shard [OPTIONS] -o DIR INPUT...     shard text data (INPUT '-' = stdin; .zst is decoded)\n"
+"       hps-shard cat [--as tsv|libsvm] [-o FILE] DIR|SHARD...\n"
+"       hps-shard stats [--verify] DIR\n"
+"       hps-shard synth ROWS [--seed S] [--zipf S] [--scale X] [--meta FILE] [-o FILE]\n"
+"\n"
+"Input:\n"
+"  -f, --format FMT      criteo (default) or libsvm\n"
+"  -m, --model FILE      check the data against this model's input; take its slot names\n"
+"      --classes N       libsvm labels are classes 0..N-1 (default: binary 0/1 or -1/+1)\n"
+"      --dense N         libsvm features 1..N become dense features instead of a weighted slot\n"
+"      --transform T     dense transform: log (sign(x)*ln(1+|x|), criteo default) or none\n"
+"      --hash H          criteo keys: mix64 (default) or none (the hex value itself)\n"
+"      --hash-seed S     seed of the key hash (default 0)\n"
+"      --buckets N       fold keys into N buckets (key mod N)\n"
+"      --skip-bad        skip malformed lines, counting them, instead of failing\n"
+"Split:\n"
+"  -n, --shards N        N equal shards (default 1)\n"
+"  -w, --weights A,B,..  one shard per weight, rows in proportion\n"
+"  -p, --plan FILE       one shard per worker of an hps-plan plan, by its shares\n"
+"      --holdout F       also write holdout.hps with the last fraction F of the rows\n"
+"      --shuffle         shuffle the rows (two passes; memory bounded by --shuffle-mem)\n"
+"  -s, --seed S          seed of --shuffle and of synth (default 0)\n"
+"      --shuffle-mem MB  text held in memory at once while shuffling (default 64)\n"
+"      --servers P       write keys/server-*.keys: the keys each of P servers owns\n"
+"                        (default with --plan: its server count)\n"
+"Output:\n"
+"  -o, --output PATH     the shard directory (cat and synth: the file; default stdout)\n"
+"      --force           replace an existing output directory\n"
+"  -l, --level L         zstd level of the blocks (default 1)\n"
+"      --block-rows N    rows per block (default 4096)\n"
+"  -T, --threads N       threads (default: the CPUs online)\n"
+"cat and stats:\n"
+"      --as FMT          cat output: tsv or libsvm (default: as the input was)\n"
+"      --verify          stats: read every block and check every checksum\n"
+"synth:\n"
+"      --zipf S          Zipf exponent of the categorical values (default 1.1)\n"
+"      --scale X         vocabulary sizes are Criteo's times X (default 1)\n"
+"      --meta FILE       write rows, seed, planted AUC and log loss as JSON\n"
+"General:\n"
+"  -q, --quiet           errors only\n"
+"  -v, --verbose         more messages\n"
+"      --progress        show progress even when stderr is not a terminal\n"
+"      --no-progress     never show progress\n"
+"  -h, --help            this help\n"
+"  -V, --version         version\n");
+}
+
+enum {
+    OPT_CLASSES = 256, OPT_DENSE, OPT_TRANSFORM, OPT_HASH, OPT_HASH_SEED, OPT_BUCKETS, OPT_SKIP_BAD,
+    OPT_HOLDOUT, OPT_SHUFFLE, OPT_SHUFFLE_MEM, OPT_SERVERS, OPT_FORCE, OPT_BLOCK_ROWS, OPT_AS,
+    OPT_VERIFY, OPT_ZIPF, OPT_SCALE, OPT_META, OPT_PROGRESS, OPT_NO_PROGRESS
+};
+
+static const struct option long_opts[] = {
+    {"format", required_argument, 0, 'f'},     {"model", required_argument, 0, 'm'},
+    {"classes", required_argument, 0, OPT_CLASSES}, {"dense", required_argument, 0, OPT_DENSE},
+    {"transform", required_argument, 0, OPT_TRANSFORM}, {"hash", required_argument, 0, OPT_HASH},
+    {"hash-seed", required_argument, 0, OPT_HASH_SEED}, {"buckets", required_argument, 0, OPT_BUCKETS},
+    {"skip-bad", no_argument, 0, OPT_SKIP_BAD}, {"shards", required_argument, 0, 'n'},
+    {"weights", required_argument, 0, 'w'},    {"plan", required_argument, 0, 'p'},
+    {"holdout", required_argument, 0, OPT_HOLDOUT}, {"shuffle", no_argument, 0, OPT_SHUFFLE},
+    {"seed", required_argument, 0, 's'},       {"shuffle-mem", required_argument, 0, OPT_SHUFFLE_MEM},
+    {"servers", required_argument, 0, OPT_SERVERS}, {"output", required_argument, 0, 'o'},
+    {"force", no_argument, 0, OPT_FORCE},      {"level", required_argument, 0, 'l'},
+    {"block-rows", required_argument, 0, OPT_BLOCK_ROWS}, {"threads", required_argument, 0, 'T'},
+    {"as", required_argument, 0, OPT_AS},      {"verify", no_argument, 0, OPT_VERIFY},
+    {"zipf", required_argument, 0, OPT_ZIPF},  {"scale", required_argument, 0, OPT_SCALE},
+    {"meta", required_argument, 0, OPT_META},  {"quiet", no_argument, 0, 'q'},
+    {"verbose", no_argument, 0, 'v'},          {"progress", no_argument, 0, OPT_PROGRESS},
+    {"no-progress", no_argument, 0, OPT_NO_PROGRESS}, {"help", no_argument, 0, 'h'},
+    {"version", no_argument, 0, 'V'},          {0, 0, 0, 0}};
+
+typedef struct {
+    const char *format, *model, *transform, *hash, *weights, *plan, *output, *as, *meta;
+    long classes, dense, shards, servers, level, block_rows, threads, shuffle_mem;
+    long long hash_seed, seed, buckets;
+    double holdout, zipf, scale;
+    int skip_bad, shuffle, force, verify, progress;
+    int shards_given, seed_given, servers_given;
+} options;
+
+static _Noreturn void die_usage(const char *fmt, const char *arg)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, fmt, arg);
+    hps_errorf("%s", msg);
+    fprintf(stderr, "Try '%s --help'.\n", hps_progname());
+    exit(HPS_EXIT_USAGE);
+}
+
+static long opt_long(const char *name, const char *arg, long min, long max)
+{
+    long v;
+    if (hps_parse_long(arg, min, max, &v) != 0) {
+        char fmt[128];
+        snprintf(fmt, sizeof fmt, "--%s: expected an integer in [%ld, %ld], got '%%s'", name, min, max);
+        die_usage(fmt, arg);
+    }
+    return v;
+}
+
+static double opt_double(const char *name, const char *arg, double min, double max)
+{
+    double v;
+    if (hps_parse_double(arg, &v) != 0 || v < min || v > max) {
+        char fmt[128];
+        snprintf(fmt, sizeof fmt, "--%s: expected a number in [%g, %g], got '%%s'", name, min, max);
+        die_usage(fmt, arg);
+    }
+    return v;
+}
+
+static void parse_options(int argc, char **argv, options *o)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    *o = (options){.format = "criteo", .shards = 1, .level = 1, .block_rows = 4096,
+                   .threads = cpus > 0 ? cpus : 1, .shuffle_mem = 64, .zipf = 1.1, .scale = 1,
+                   .progress = hps_stderr_is_tty()};
+    int c;
+    while ((c = getopt_long(argc, argv, "f:m:n:w:p:s:o:l:T:qvhV", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'f': o->format = optarg; break;
+        case 'm': o->model = optarg; break;
+        case OPT_CLASSES: o->classes = opt_long("classes", optarg, 2, HPS_DATA_MAX_CLASSES); break;
+        case OPT_DENSE: o->dense = opt_long("dense", optarg, 1, HPS_DATA_MAX_DENSE); break;
+        case OPT_TRANSFORM: o->transform = optarg; break;
+        case OPT_HASH: o->hash = optarg; break;
+        case OPT_HASH_SEED: o->hash_seed = opt_long("hash-seed", optarg, 0, LONG_MAX); break;
+        case OPT_BUCKETS: o->buckets = opt_long("buckets", optarg, 1, LONG_MAX); break;
+        case OPT_SKIP_BAD: o->skip_bad = 1; break;
+        case 'n': o->shards = opt_long("shards", optarg, 1, HPS_MAX_SHARDS), o->shards_given = 1; break;
+        case 'w': o->weights = optarg; break;
+        case 'p': o->plan = optarg; break;
+        case OPT_HOLDOUT: o->holdout = opt_double("holdout", optarg, 0, 0.999999); break;
+        case OPT_SHUFFLE: o->shuffle = 1; break;
+        case 's': o->seed = opt_long("seed", optarg, 0, LONG_MAX), o->seed_given = 1; break;
+        case OPT_SHUFFLE_MEM: o->shuffle_mem = opt_long("shuffle-mem", optarg, 1, 1 << 20); break;
+        case OPT_SERVERS: o->servers = opt_long("servers", optarg, 1, HPS_MAX_SERVERS), o->servers_given = 1; break;
+        case 'o': o->output = optarg; break;
+        case OPT_FORCE: o->force = 1; break;
+        case 'l': o->level = opt_long("level", optarg, -7, 19); break;
+        case OPT_BLOCK_ROWS: o->block_rows = opt_long("block-rows", optarg, 1, HPS_SHARD_MAX_BLOCK_ROWS); break;
+        case 'T': o->threads = opt_long("threads", optarg, 1, 1024); break;
+        case OPT_AS: o->as = optarg; break;
+        case OPT_VERIFY: o->verify = 1; break;
+        case OPT_ZIPF: o->zipf = opt_double("zipf", optarg, 0.01, 10); break;
+        case OPT_SCALE: o->scale = opt_double("scale", optarg, 1e-9, 1000); break;
+        case OPT_META: o->meta = optarg; break;
+        case 'q': hps_display_level = 1; break;
+        case 'v': hps_display_level++; break;
+        case OPT_PROGRESS: o->progress = 1; break;
+        case OPT_NO_PROGRESS: o->progress = 0; break;
+        case 'h': usage(stdout); exit(0);
+        case 'V': hps_print_version(stdout); exit(0);
+        default: fprintf(stderr, "Try '%s --help'.\n", hps_progname()); exit(HPS_EXIT_USAGE);
+        }
+    }
+    if (hps_display_level < 2) o->progress = 0;
+}
+
+static int choice(const char *name, const char *arg, const char *const *names)
+{
+    for (int i = 0; names[i]; i++)
+        if (strcmp(arg, names[i]) == 0) return i;
+    char fmt[128];
+    snprintf(fmt, sizeof fmt, "--%s: unknown value '%%s'", name);
+    die_usage(fmt, arg);
+}
+
+/* ---- shard ------------------------------------------------------------------- */
+
+static double *parse_weights(const char *s, int *n)
+{
+    double *w = hps_malloc((strlen(s) / 2 + 1) * sizeof *w), sum = 0;
+    *n = 0;
+    const char *p = s;
+    for (;;) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !(v >= 0) || isinf(v) || (*end && *end != ',')) die_usage("--weights: expected non-negative numbers separated by commas, got '%s'", s);
+        w[(*n)++] = v, sum += v;
+        if (!*end) break;
+        p = end + 1;
+    }
+    if (sum <= 0) die_usage("--weights: '%s' sums to zero", s);
+    return w;
+}
+
+/* The model's input must be what this data gives; its slot names are used. */
+static int check_model(const options *op, hps_shard_opts *so, hps_model **mp, hps_error *err)
+{
+    hps_model *m = hps_model_load(op->model, err);
+    if (!m) return -1;
+    *mp = m;
+    hps_schema *s = &so->parse.schema;
+    if (m->label == HPS_LABEL_MULTICLASS && so->parse.format == HPS_FMT_LIBSVM && !op->classes)
+        s->multiclass = 1, s->classes = m->classes;
+    if (m->n_dense != s->n_dense || m->n_slots != s->n_slots)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: input has %d dense features and %d slots, %s data gives %d and %d",
+                        op->model, m->n_dense, m->n_slots, hps_data_format_names[so->parse.format], s->n_dense, s->n_slots);
+    if ((m->label == HPS_LABEL_MULTICLASS) != s->multiclass || m->classes != s->classes)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: label has %d classes, the data %d", op->model, m->classes, s->classes);
+    so->slot_names = hps_malloc((size_t)(m->n_slots ? m->n_slots : 1) * sizeof *so->slot_names);
+    for (int j = 0; j < m->n_slots; j++) so->slot_names[j] = m->slots[j].name;
+    so->model_name = m->name;
+    so->model_digest = m->digest;
+    return 0;
+}
+
+static int cmd_shard(const options *op, int n_inputs, char **inputs)
+{
+    if (!op->output) die_usage("%s", "-o DIR is required");
+    if (n_inputs == 0) die_usage("%s", "no input (give files, or '-' for stdin)");
+    if ((op->weights != NULL) + (op->plan != NULL) + op->shards_given > 1)
+        die_usage("%s", "give one of --shards, --weights and --plan");
+    hps_shard_opts so = {0};
+    hps_parse_opts *po = &so.parse;
+    po->format = (hps_data_format)choice("format", op->format, hps_data_format_names);
+    if (po->format == HPS_FMT_CRITEO) {
+        if (op->dense || op->classes) die_usage("%s", "--dense and --classes are for libsvm input");
+        po->schema = (hps_schema){HPS_CRITEO_DENSE, HPS_CRITEO_SLOTS, 0, 0, 2};
+        po->transform = HPS_TRANSFORM_LOG;
+    } else {
+        po->schema = (hps_schema){(int)op->dense, op->dense ? 0 : 1, !op->dense, op->classes > 2, op->classes ? (int)op->classes : 2};
+        po->transform = HPS_TRANSFORM_NONE;
+    }
+    if (op->transform) po->transform = (hps_transform)choice("transform", op->transform, hps_transform_names);
+    po->hash = op->hash ? (hps_hash_kind)choice("hash", op->hash, hps_hash_names) : HPS_HASH_MIX64;
+    po->seed = (uint64_t)op->hash_seed;
+    po->buckets = (uint64_t)op->buckets;
+    hps_error err = {{0}, 0};
+    hps_model *model = NULL;
+    double *shares = NULL;
+    char digest[72] = "";
+    int servers = 0, rc = 0;
+    so.inputs = (const char *const *)inputs;
+    so.n_inputs = n_inputs;
+    so.out_dir = op->output;
+    so.force = op->force;
+    so.n_shards = (int)op->shards;
+    so.split_method = "shards";
+    if (op->weights) {
+        shares = parse_weights(op->weights, &so.n_shards);
+        so.split_method = "weights";
+    } else if (op->plan) {
+        if (hps_plan_read(op->plan, &shares, &so.n_shards, &servers, digest, &err) != 0) goto fail;
+        so.split_method = "plan";
+        so.plan_path = op->plan;
+        so.plan_digest = digest;
+    }
+    so.shares = shares;
+    if (op->model && check_model(op, &so, &model, &err) != 0) goto fail;
+    so.holdout = op->holdout;
+    so.shuffle = op->shuffle;
+    so.shuffle_seed = (uint64_t)op->seed;
+    so.shuffle_mem = (size_t)op->shuffle_mem << 20;
+    so.skip_bad = op->skip_bad;
+    so.threads = (int)op->threads;
+    so.level = (int)op->level;
+    so.block_rows = (int)op->block_rows;
+    so.servers = op->servers_given ? (int)op->servers : servers;
+    so.progress = op->progress;
+    hps_shard_result res;
+    if (hps_shard_run(&so, &res, &err) != 0) goto fail;
+    hps_log(2, "%s: %llu rows in %d shard%s%s, %.1f MB -> %.1f MB in %.2f s (%.0f MB/s, %.0f rows/s)\n",
+            op->output, (unsigned long long)res.rows, so.n_shards, so.n_shards == 1 ? "" : "s",
+            so.holdout > 0 ? " + holdout" : "", (double)res.bytes_in / 1e6, (double)res.bytes_out / 1e6,
+            res.seconds, (double)res.bytes_in / 1e6 / res.seconds, (double)res.rows / res.seconds);
+    if (res.skipped) hps_warnf("skipped %llu malformed line%s", (unsigned long long)res.skipped, res.skipped == 1 ? "" : "s");
+    goto done;
+fail:
+    hps_report(&err);
+    rc = err.code ? err.code : HPS_EXIT_RUNTIME;
+done:
+    free(shares);
+    free(so.slot_names);
+    hps_model_free(model);
+    return rc;
+}
+
+/* ---- cat ------------------------------------------------------------------------ */
+
+static void put_label(FILE *f, float v)
+{
+    if (v == floorf(v)) fprintf(f, "%d", (int)v);
+    else fprintf(f, "%.9g", (double)v);
+}
+
+static void put_float(FILE *f, float v)
+{
+    char buf[32];
+    hps_format_float(buf, sizeof buf, v);
+    fputs(buf, f);
+}
+
+/* TSV: label, dense values, then one field per slot: keys as hex separated
+ * by spaces (key:weight when weighted).  For Criteo data this is Criteo. */
+static void cat_tsv(FILE *f, const hps_rows *r)
+{
+    const hps_schema *s = &r->schema;
+    for (int i = 0; i < r->rows; i++) {
+        put_label(f, r->labels[i]);
+        for (int d = 0; d < s->n_dense; d++) fputc('\t', f), put_float(f, r->dense[(size_t)d * r->cap + i]);
+        for (int j = 0; j < s->n_slots; j++) {
+            fputc('\t', f);
+            for (int64_t k = r->offsets[j][i]; k < r->offsets[j][i + 1]; k++) {
+                if (k > r->offsets[j][i]) fputc(' ', f);
+                fprintf(f, "%08llx", (unsigned long long)r->keys[j][k]);
+                if (s->weighted) fputc(':', f), put_float(f, r->weights[j][k]);
+            }
+        }
+        fputc('\n', f);
+    }
+}
+
+/* libsvm: label idx:val, from the weighted slot's keys or the dense values. */
+static void cat_libsvm(FILE *f, const hps_rows *r)
+{
+    const hps_schema *s = &r->schema;
+    for (int i = 0; i < r->rows; i++) {
+        put_label(f, r->labels[i]);
+        for (int d = 0; d < s->n_dense; d++) {
+            float v = r->dense[(size_t)d * r->cap + i];
+            if (v != 0) fprintf(f, " %d:", d + 1), put_float(f, v);
+        }
+        for (int j = 0; j < s->n_slots; j++)
+            for (int64_t k = r->offsets[j][i]; k < r->offsets[j][i + 1]; k++) {
+                fprintf(f, " %llu:", (unsigned long long)r->keys[j][k]);
+                put_float(f, s->weighted ? r->weights[j][k] : 1.0f);
+            }
+        fputc('\n', f);
+    }
+}
+
+static int cat_file(const char *path, int libsvm, FILE *out, hps_error *err)
+{
+    hps_shard_reader *r = hps_shard_open(path, NULL, err);
+    if (!r) return -1;
+    const hps_rows *rows;
+    int rc;
+    while ((rc = hps_shard_next_block(r, &rows, err)) > 0) (libsvm ? cat_libsvm : cat_tsv)(out, rows);
+    hps_shard_close(r);
+    return rc;
+}
+
+static int is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int cmd_cat(const options *op, int n, char **paths)
+{
+    if (n == 0) die_usage("%s", "cat: give a shard directory or shard files");
+    int as = op->as ? choice("as", op->as, (const char *const[]){"tsv", "libsvm", NULL}) : -1;
+    hps_error err = {{0}, 0};
+    hps_out *out = hps_out_open(op->output ? op->output : "-", &err);
+    int rc = out ? 0 : -1;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (!is_dir(paths[i])) {
+            rc = cat_file(paths[i], as == 1, hps_out_file(out), &err);
+            continue;
+        }
+        hps_manifest *m = hps_manifest_load(paths[i], &err);
+        if (!m) {
+            rc = -1;
+            break;
+        }
+        int libsvm = as >= 0 ? as == 1 : m->format == HPS_FMT_LIBSVM;
+        for (int s = 0; s < m->n_shards && rc == 0; s++) {
+            char *p = hps_manifest_shard_path(m, s);
+            rc = cat_file(p, libsvm, hps_out_file(out), &err);
+            free(p);
+        }
+        hps_manifest_free(m);
+    }
+    if (rc == 0) rc = hps_out_commit(out, &err);
+    else if (out) hps_out_abort(out);
+    if (rc == 0) return 0;
+    hps_report(&err);
+    return err.code ? err.code : HPS_EXIT_RUNTIME;
+}
+
+/* ---- stats ----------------------------------------------------------------------- */
+
+static int verify_dir(const hps_manifest *m, hps_error *err)
+{
+    for (int s = 0; s < m->n_shards; s++) {
+        char *p = hps_manifest_shard_path(m, s);
+        hps_shard_info info;
+        int rc = hps_shard_verify(p, &info, err);
+        const hps_manifest_shard *e = &m->shards[s];
+        if (rc == 0 && (info.rows != e->rows || info.bytes != e->bytes || info.checksum != e->checksum))
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: does not match the manifest (rows, bytes or checksum)", p);
+        free(p);
+        if (rc != 0) return -1;
+    }
+    return 0;
+}
+
+static void print_stats(const hps_manifest *m, json_t *root)
+{
+    printf("%s: %llu rows, %s input, %d dense, %d slot%s, %s label (%d classes)\n", m->dir,
+           (unsigned long long)m->rows, hps_data_format_names[m->format], m->schema.n_dense, m->schema.n_slots,
+           m->schema.n_slots == 1 ? "" : "s", m->schema.multiclass ? "multiclass" : "binary", m->schema.classes);
+    printf("\n%-18s %-8s %8s %12s %8s %12s  %s\n", "shard", "role", "share", "rows", "blocks", "bytes", "checksum");
+    uint64_t bytes = 0;
+    for (int s = 0; s < m->n_shards; s++) {
+        const hps_manifest_shard *e = &m->shards[s];
+        printf("%-18s %-8s %8.4f %12llu %8llu %12llu  crc32c:%08x\n", e->file, e->role, e->share,
+               (unsigned long long)e->rows, (unsigned long long)e->blocks, (unsigned long long)e->bytes, e->checksum);
+        bytes += e->bytes;
+    }
+    json_t *in = json_object_get(root, "input");
+    double in_bytes = json_number_value(json_object_get(in, "bytes"));
+    printf("\ninput %.1f MB, shards %.1f MB (ratio %.2f), %lld lines skipped\n", in_bytes / 1e6,
+           (double)bytes / 1e6, bytes ? in_bytes / (double)bytes : 0,
+           (long long)json_integer_value(json_object_get(in, "skipped")));
+    json_t *slots = json_object_get(root, "slots");
+    if (json_array_size(slots)) printf("\n%-12s %14s %14s %9s %9s %9s\n", "slot", "lookups", "distinct~", "top10", "top100", "top1000");
+    for (size_t j = 0; j < json_array_size(slots); j++) {
+        json_t *e = json_array_get(slots, j), *top = json_object_get(e, "top_share");
+        printf("%-12s %14lld %14lld %8.1f%% %8.1f%% %8.1f%%\n", json_string_value(json_object_get(e, "name")),
+               (long long)json_integer_value(json_object_get(e, "lookups")),
+               (long long)json_integer_value(json_object_get(e, "distinct_estimate")),
+               100 * json_number_value(json_object_get(top, "10")), 100 * json_number_value(json_object_get(top, "100")),
+               100 * json_number_value(json_object_get(top, "1000")));
+    }
+}
+
+static int cmd_stats(const options *op, int n, char **paths)
+{
+    if (n != 1) die_usage("%s", "stats: give one shard directory");
+    hps_error err = {{0}, 0};
+    hps_manifest *m = hps_manifest_load(paths[0], &err);
+    json_t *root = NULL;
+    char mpath[4096];
+    snprintf(mpath, sizeof mpath, "%s/manifest.json", paths[0]);
+    int rc = m ? hps_json_load(mpath, &root, &err) : -1;
+    if (rc == 0) print_stats(m, root);
+    if (rc == 0 && op->verify) {
+        rc = verify_dir(m, &err);
+        if (rc == 0) printf("\nverified: every block and checksum of %d shard%s\n", m->n_shards, m->n_shards == 1 ? "" : "s");
+    }
+    json_decref(root);
+    hps_manifest_free(m);
+    if (rc == 0) return 0;
+    hps_report(&err);
+    return err.code ? err.code : HPS_EXIT_RUNTIME;
+}
+
+/* ---- synth ------------------------------------------------------------------------ */
+
+static int cmd_synth(const options *op, int n, char **args)
+{
+    if (n != 1) die_usage("%s", "synth: give the number of rows");
+    long rows = opt_long("synth ROWS", args[0], 0, LONG_MAX);
+    hps_synth_opts so = {(uint64_t)rows, (uint64_t)op->seed, op->zipf, op->scale, (int)op->threads, op->progress && op->output};
+    hps_error err = {{0}, 0};
+    hps_synth_result res;
+    hps_out *out = hps_out_open(op->output ? op->output : "-", &err);
+    int rc = out ? hps_synth(&so, hps_out_file(out), hps_path_name(op->output ? op->output : "-"), &res, &err) : -1;
+    if (rc == 0) rc = hps_out_commit(out, &err);
+    else if (out) hps_out_abort(out);
+    if (rc == 0) {
+        hps_log(2, "%s: synth: %llu rows, %.1f%% positive, planted model AUC %.4f, log loss %.4f\n", hps_progname(),
+                (unsigned long long)res.rows, res.rows ? 100.0 * (double)res.positives / (double)res.rows : 0, res.auc,
+                res.logloss);
+        if (op->meta) {
+            json_t *j = json_pack("{s:s, s:I, s:I, s:f, s:f, s:o, s:o, s:I}", "generator", "hps-shard synth " HPS_VERSION,
+                                  "rows", (json_int_t)res.rows, "seed", (json_int_t)so.seed, "zipf", so.zipf_s,
+                                  "scale", so.scale, "planted_auc", hps_json_real(res.auc), "planted_logloss",
+                                  hps_json_real(res.logloss), "positives", (json_int_t)res.positives);
+            rc = hps_json_write(op->meta, j, &err);
+            json_decref(j);
+        }
+    }
+    if (rc == 0) return 0;
+    hps_report(&err);
+    return err.code ? err.code : HPS_EXIT_RUNTIME;
+}
+
+int main(int argc, char **argv)
+{
+    hps_set_progname(argv[0]);
+    const char *sub = argc > 1 ? argv[1] : "";
+    int (*cmd)(const options *, int, char **) = NULL;
+    if (!strcmp(sub, "cat")) cmd = cmd_cat;
+    else if (!strcmp(sub, "stats")) cmd = cmd_stats;
+    else if (!strcmp(sub, "synth")) cmd = cmd_synth;
+    if (cmd) argv[1] = argv[0], argv++, argc--;
+    options op;
+    parse_options(argc, argv, &op);
+    return (cmd ? cmd : cmd_shard)(&op, argc - optind, argv + optind);
+}

@@ -1,0 +1,301 @@
+/* manifest.json: what a shard directory holds (see hps-shard(5)). */
+#include "data/hps_shard_job.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_io.h"
+#include "core/hps_json.h"
+
+#define HOT_LISTED 10
+
+static json_t *key_hex(uint64_t k)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "0x%016llx", (unsigned long long)k);
+    return json_string(buf);
+}
+
+static json_t *checksum_str(uint32_t crc)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "crc32c:%08x", crc);
+    return json_string(buf);
+}
+
+static json_t *schema_json(const hps_shard_opts *o)
+{
+    const hps_schema *s = &o->parse.schema;
+    json_t *slots = json_array();
+    for (int j = 0; j < s->n_slots; j++) {
+        char name[16];
+        const char *n = o->slot_names ? o->slot_names[j] : hps_slot_name(o->parse.format, j, name);
+        json_array_append_new(slots, json_pack("{s:s, s:b}", "name", n, "weighted", s->weighted));
+    }
+    json_t *label = json_pack("{s:s, s:i}", "kind", s->multiclass ? "multiclass" : "binary", "classes", s->classes);
+    return json_pack("{s:i, s:o, s:o}", "dense", s->n_dense, "slots", slots, "label", label);
+}
+
+static json_t *split_json(const hps_shard_opts *o)
+{
+    json_t *sp = json_pack("{s:s, s:b}", "method", o->split_method, "shuffle", o->shuffle);
+    if (o->shuffle) json_object_set_new(sp, "shuffle_seed", json_integer((json_int_t)o->shuffle_seed));
+    json_object_set_new(sp, "holdout", json_real(o->holdout));
+    if (o->plan_path)
+        json_object_set_new(sp, "plan", json_pack("{s:s, s:s}", "path", o->plan_path, "digest", o->plan_digest));
+    return sp;
+}
+
+static json_t *shards_json(const hps_shard_opts *o, const hps_shard_info *infos, const char *const *files,
+                           const uint64_t *planned, int n_out)
+{
+    json_t *a = json_array();
+    double total = 0;
+    for (int i = 0; i < o->n_shards; i++) total += o->shares ? o->shares[i] : 1;
+    uint64_t all = 0;
+    for (int i = 0; i < n_out; i++) all += planned[i];
+    for (int i = 0; i < n_out; i++) {
+        const hps_shard_info *s = &infos[i];
+        int hold = i == o->n_shards;
+        double share = hold ? (all ? (double)planned[i] / (double)all : 0)
+                            : (o->shares ? o->shares[i] : 1) / total;
+        json_t *e = json_pack("{s:s, s:s}", "file", files[i], "role", hold ? "holdout" : "train");
+        if (!hold) json_object_set_new(e, "rank", json_integer(i));
+        json_object_set_new(e, "share", json_real(share));
+        json_object_set_new(e, "rows", json_integer((json_int_t)s->rows));
+        json_object_set_new(e, "blocks", json_integer(s->blocks));
+        json_object_set_new(e, "bytes", json_integer((json_int_t)s->bytes));
+        json_object_set_new(e, "keys", json_integer((json_int_t)s->nnz));
+        json_object_set_new(e, "checksum", checksum_str(s->checksum));
+        json_array_append_new(a, e);
+    }
+    return a;
+}
+
+static json_t *slots_json(const hps_shard_opts *o, const hps_hll_set *hll, hps_hot_set *hot)
+{
+    json_t *a = json_array();
+    hps_key_count *top = hps_malloc(HPS_HOT_KEEP * sizeof *top);
+    for (int j = 0; j < o->parse.schema.n_slots; j++) {
+        char name[16];
+        const char *n = o->slot_names ? o->slot_names[j] : hps_slot_name(o->parse.format, j, name);
+        int k = hps_hot_top(hot, j, HPS_HOT_KEEP, top);
+        double sampled = hot->sampled[j] ? (double)hot->sampled[j] : 1, cum = 0;
+        json_t *keys = json_array(), *shares = json_object();
+        for (int i = 0; i < k; i++) {
+            double share = (double)top[i].count / sampled;
+            if (i < HOT_LISTED)
+                json_array_append_new(keys, json_pack("{s:o, s:o}", "key", key_hex(top[i].key), "share", hps_json_real(share)));
+        }
+        /* share of all lookups that the hottest 10, 100, 1000 keys take */
+        for (int t = 10, i = 0; t <= 1000; t *= 10) {
+            for (; i < k && i < t; i++) cum += (double)top[i].count / sampled;
+            char label[16];
+            snprintf(label, sizeof label, "%d", t);
+            json_object_set_new(shares, label, hps_json_real(cum));
+        }
+        json_t *e = json_pack("{s:s, s:I}", "name", n, "lookups", (json_int_t)hot->lookups[j]);
+        json_object_set_new(e, "distinct_estimate", json_integer((json_int_t)(hps_hll_estimate(hll, j) + 0.5)));
+        json_object_set_new(e, "hot_keys", keys);
+        json_object_set_new(e, "top_share", shares);
+        json_array_append_new(a, e);
+    }
+    free(top);
+    return a;
+}
+
+static json_t *servers_json(const hps_shard_opts *o, const uint64_t *server_keys)
+{
+    json_t *files = json_array();
+    for (int p = 0; p < o->servers; p++) {
+        char f[64];
+        snprintf(f, sizeof f, "keys/server-%05d.keys", p);
+        json_array_append_new(files, json_pack("{s:i, s:s, s:I}", "server", p, "file", f, "keys",
+                                               (json_int_t)server_keys[p]));
+    }
+    return json_pack("{s:i, s:s, s:o}", "count", o->servers, "rule", "mix64-mod", "files", files);
+}
+
+int hps_manifest_write(const char *path, const hps_shard_opts *o, const char *const *names,
+                       int n_files, const hps_shard_info *infos, const char *const *files,
+                       const uint64_t *planned, int n_out, const hps_shard_result *res,
+                       const hps_hll_set *hll, hps_hot_set *hot, const uint64_t *server_keys,
+                       hps_error *err)
+{
+    json_t *in_files = json_array();
+    for (int i = 0; i < n_files; i++) json_array_append_new(in_files, json_string(names[i]));
+    json_t *root = json_pack("{s:s, s:i, s:s}", "format", "hps-shards", "version", 1, "tool",
+                             "hps-shard " HPS_VERSION);
+    json_object_set_new(root, "input", json_pack("{s:s, s:o, s:I, s:I, s:I}", "format",
+                                                 hps_data_format_names[o->parse.format], "files", in_files,
+                                                 "bytes", (json_int_t)res->bytes_in, "lines",
+                                                 (json_int_t)res->lines, "skipped", (json_int_t)res->skipped));
+    json_t *keys = json_pack("{s:s, s:I}", "hash", o->parse.format == HPS_FMT_LIBSVM ? "index" : hps_hash_names[o->parse.hash],
+                             "seed", (json_int_t)o->parse.seed);
+    json_object_set_new(keys, "buckets", o->parse.buckets ? json_integer((json_int_t)o->parse.buckets) : json_null());
+    json_object_set_new(root, "keys", keys);
+    json_object_set_new(root, "dense_transform", json_string(hps_transform_names[o->parse.transform]));
+    json_object_set_new(root, "schema", schema_json(o));
+    if (o->model_digest)
+        json_object_set_new(root, "model", json_pack("{s:s, s:s}", "name", o->model_name, "digest", o->model_digest));
+    json_object_set_new(root, "split", split_json(o));
+    json_object_set_new(root, "block_rows", json_integer(o->block_rows));
+    json_object_set_new(root, "compression", json_pack("{s:s, s:i}", "codec", "zstd", "level", o->level));
+    uint64_t blocks = 0, nnz = 0;
+    for (int i = 0; i < n_out; i++) blocks += infos[i].blocks, nnz += infos[i].nnz;
+    json_object_set_new(root, "totals", json_pack("{s:I, s:i, s:I, s:I, s:I}", "rows", (json_int_t)res->rows,
+                                                  "shards", n_out, "blocks", (json_int_t)blocks, "bytes",
+                                                  (json_int_t)res->bytes_out, "keys", (json_int_t)nnz));
+    json_object_set_new(root, "shards", shards_json(o, infos, files, planned, n_out));
+    json_object_set_new(root, "slots", slots_json(o, hll, hot));
+    if (o->servers) json_object_set_new(root, "servers", servers_json(o, server_keys));
+    int rc = hps_json_write(path, root, err);
+    json_decref(root);
+    return rc;
+}
+
+/* ---- loading ------------------------------------------------------------------ */
+
+static int enum_of(const char *const *names, const char *s)
+{
+    for (int i = 0; names[i]; i++)
+        if (strcmp(names[i], s) == 0) return i;
+    return -1;
+}
+
+static int load_shards(hps_manifest *m, json_t *a, const char *ctx0, hps_error *err)
+{
+    if (!json_is_array(a) || json_array_size(a) > HPS_MAX_SHARDS + 1)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: shards: expected an array", ctx0);
+    m->n_shards = (int)json_array_size(a);
+    m->shards = hps_calloc((size_t)m->n_shards + 1, sizeof *m->shards);
+    for (int i = 0; i < m->n_shards; i++) {
+        json_t *e = json_array_get(a, (size_t)i);
+        char ctx[600];
+        snprintf(ctx, sizeof ctx, "%s: shards[%d]", ctx0, i);
+        hps_manifest_shard *s = &m->shards[i];
+        const char *file, *role, *sum;
+        long long rows, bytes, blocks, keys;
+        if (!json_is_object(e) || hps_json_str(e, "file", HPS_REQUIRED, &file, ctx, err) != 0 ||
+            hps_json_str(e, "role", HPS_REQUIRED, &role, ctx, err) != 0 ||
+            hps_json_num(e, "share", HPS_REQUIRED, 0, 1, &s->share, ctx, err) != 0 ||
+            hps_json_int(e, "rows", HPS_REQUIRED, 0, INT64_MAX, &rows, ctx, err) != 0 ||
+            hps_json_int(e, "bytes", HPS_REQUIRED, 0, INT64_MAX, &bytes, ctx, err) != 0 ||
+            hps_json_int(e, "blocks", HPS_REQUIRED, 0, UINT32_MAX, &blocks, ctx, err) != 0 ||
+            hps_json_int(e, "keys", HPS_REQUIRED, 0, INT64_MAX, &keys, ctx, err) != 0 ||
+            hps_json_str(e, "checksum", HPS_REQUIRED, &sum, ctx, err) != 0) {
+            if (!json_is_object(e)) hps_fail(err, HPS_EXIT_USAGE, "%s: expected an object", ctx);
+            return -1;
+        }
+        if (strchr(file, '/') || file[0] == '.' || strlen(role) >= sizeof s->role ||
+            sscanf(sum, "crc32c:%8x", &s->checksum) != 1)
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: bad file name, role or checksum", ctx);
+        s->file = hps_strdup(file);
+        strcpy(s->role, role);
+        s->rows = (uint64_t)rows, s->bytes = (uint64_t)bytes, s->blocks = (uint64_t)blocks, s->nnz = (uint64_t)keys;
+    }
+    return 0;
+}
+
+static int load_schema(hps_manifest *m, json_t *root, const char *ctx0, hps_error *err)
+{
+    char ctx[600];
+    snprintf(ctx, sizeof ctx, "%s: schema", ctx0);
+    json_t *s = json_object_get(root, "schema"), *slots = json_object_get(s, "slots");
+    json_t *label = json_object_get(s, "label");
+    long long dense, classes;
+    static const char *const kinds[] = {"binary", "multiclass", NULL};
+    int kind;
+    if (!json_is_object(s) || !json_is_array(slots) || !json_is_object(label) ||
+        json_array_size(slots) > HPS_DATA_MAX_SLOTS)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: expected dense, slots and label", ctx);
+    if (hps_json_int(s, "dense", HPS_REQUIRED, 0, HPS_DATA_MAX_DENSE, &dense, ctx, err) != 0 ||
+        hps_json_enum(label, "kind", HPS_REQUIRED, kinds, &kind, ctx, err) != 0 ||
+        hps_json_int(label, "classes", HPS_REQUIRED, 2, HPS_DATA_MAX_CLASSES, &classes, ctx, err) != 0)
+        return -1;
+    m->schema.n_dense = (int)dense;
+    m->schema.n_slots = (int)json_array_size(slots);
+    m->schema.multiclass = kind == 1;
+    m->schema.classes = (int)classes;
+    m->slot_names = hps_calloc((size_t)m->schema.n_slots + 1, sizeof *m->slot_names);
+    for (int j = 0; j < m->schema.n_slots; j++) {
+        json_t *e = json_array_get(slots, (size_t)j);
+        const char *name = "";
+        int weighted = 0;
+        if (hps_json_str(e, "name", HPS_REQUIRED, &name, ctx, err) != 0 ||
+            hps_json_bool(e, "weighted", HPS_OPTIONAL, &weighted, ctx, err) != 0)
+            return -1;
+        m->slot_names[j] = hps_strdup(name);
+        m->schema.weighted |= weighted;
+    }
+    return 0;
+}
+
+hps_manifest *hps_manifest_load(const char *dir, hps_error *err)
+{
+    size_t n = strlen(dir) + 32;
+    char *path = hps_malloc(n), *text;
+    size_t len;
+    snprintf(path, n, "%s/manifest.json", dir);
+    json_t *root = NULL;
+    hps_manifest *m = hps_calloc(1, sizeof *m);
+    m->dir = hps_strdup(dir);
+    int rc = hps_read_all(path, &text, &len, err);
+    if (rc == 0) {
+        hps_sha256_hex(text, len, m->digest);
+        rc = hps_json_loadb(path, text, len, &root, err);
+        free(text);
+    }
+    const char *fmt = NULL, *transform = "none", *hash = "none";
+    long long version = 0, rows = 0, seed = 0, buckets = 0;
+    json_t *keys = root ? json_object_get(root, "keys") : NULL, *input = root ? json_object_get(root, "input") : NULL;
+    if (rc == 0 && (hps_json_int(root, "version", HPS_REQUIRED, 1, 1, &version, path, err) != 0 ||
+                    hps_json_str(input, "format", HPS_REQUIRED, &fmt, path, err) != 0 ||
+                    hps_json_str(root, "dense_transform", HPS_OPTIONAL, &transform, path, err) != 0 ||
+                    hps_json_str(keys, "hash", HPS_OPTIONAL, &hash, path, err) != 0 ||
+                    hps_json_int(keys, "seed", HPS_OPTIONAL, 0, INT64_MAX, &seed, path, err) != 0 ||
+                    hps_json_int(keys, "buckets", HPS_OPTIONAL, 0, INT64_MAX, &buckets, path, err) != 0 ||
+                    hps_json_int(json_object_get(root, "totals"), "rows", HPS_REQUIRED, 0, INT64_MAX, &rows,
+                                 path, err) != 0 ||
+                    load_schema(m, root, path, err) != 0 || load_shards(m, json_object_get(root, "shards"), path, err) != 0))
+        rc = -1;
+    if (rc == 0) {
+        m->version = (int)version;
+        m->format = enum_of(hps_data_format_names, fmt) == 1 ? HPS_FMT_LIBSVM : HPS_FMT_CRITEO;
+        m->transform = enum_of(hps_transform_names, transform) == 1 ? HPS_TRANSFORM_LOG : HPS_TRANSFORM_NONE;
+        m->hash = strcmp(hash, "mix64") == 0 ? HPS_HASH_MIX64 : HPS_HASH_NONE;
+        m->hash_seed = (uint64_t)seed, m->buckets = (uint64_t)buckets, m->rows = (uint64_t)rows;
+        json_t *sv = json_object_get(root, "servers");
+        long long count = 0;
+        if (json_is_object(sv) && hps_json_int(sv, "count", HPS_REQUIRED, 1, HPS_MAX_SERVERS, &count, path, err) != 0)
+            rc = -1;
+        m->servers = (int)count;
+    }
+    json_decref(root);
+    free(path);
+    if (rc != 0) {
+        hps_manifest_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void hps_manifest_free(hps_manifest *m)
+{
+    if (!m) return;
+    for (int i = 0; i < m->n_shards; i++) free(m->shards[i].file);
+    if (m->slot_names)
+        for (int j = 0; j < m->schema.n_slots; j++) free(m->slot_names[j]);
+    free(m->slot_names);
+    free(m->shards);
+    free(m->dir);
+    free(m);
+}
+
+char *hps_manifest_shard_path(const hps_manifest *m, int i)
+{
+    size_t n = strlen(m->dir) + strlen(m->shards[i].file) + 2;
+    char *p = hps_malloc(n);
+    snprintf(p, n, "%s/%s", m->dir, m->shards[i].file);
+    return p;
+}

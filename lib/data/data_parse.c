@@ -1,0 +1,232 @@
+/* Text to samples: Criteo TSV and libsvm lines.  The hot path of hps-shard,
+ * so fields are scanned by hand rather than with strtok/strtol. */
+#include "data/hps_data.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *hps_slot_name(hps_data_format f, int slot, char *buf)
+{
+    if (f == HPS_FMT_CRITEO) snprintf(buf, 16, "C%d", slot + 1);
+    else snprintf(buf, 16, "%s", slot == 0 ? "features" : "?");
+    return buf;
+}
+
+/* The offending text for a message: at most 32 bytes, unprintables as '?'. */
+static const char *quote(const char *p, size_t n, char *buf)
+{
+    size_t k = n < 32 ? n : 32;
+    for (size_t i = 0; i < k; i++) buf[i] = (p[i] >= 32 && p[i] < 127) ? p[i] : '?';
+    strcpy(buf + k, n > 32 ? "..." : "");
+    return buf;
+}
+
+static int bad_field(char *msg, size_t n, int field, const char *name, const char *what,
+                     const char *p, size_t len)
+{
+    char q[40];
+    snprintf(msg, n, "field %d (%s): expected %s, got '%s'", field, name, what, quote(p, len, q));
+    return -1;
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* ---- Criteo ---------------------------------------------------------------
+ * 40 tab-separated fields: label (0 or 1), I1..I13 (integers, may be negative
+ * or empty), C1..C26 (1 to 16 hex digits, or empty). */
+
+static int criteo_int(const char *p, size_t n, double *out)
+{
+    size_t i = 0;
+    int neg = 0;
+    if (n && (p[0] == '-' || p[0] == '+')) neg = p[0] == '-', i = 1;
+    if (i == n || n - i > 18) return -1;
+    int64_t v = 0;
+    for (; i < n; i++) {
+        unsigned d = (unsigned)(p[i] - '0');
+        if (d > 9) return -1;
+        v = v * 10 + d;
+    }
+    *out = (double)(neg ? -v : v);
+    return 0;
+}
+
+static int criteo_hex(const char *p, size_t n, uint64_t *out)
+{
+    if (n == 0 || n > 16) return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        int d = hexval((unsigned char)p[i]);
+        if (d < 0) return -1;
+        v = v << 4 | (uint64_t)d;
+    }
+    *out = v;
+    return 0;
+}
+
+int hps_criteo_parse(const hps_parse_opts *o, const char *line, size_t len, hps_rows *r,
+                     char *msg, size_t msg_len)
+{
+    if (len && line[len - 1] == '\r') len--;
+    const char *p = line, *end = line + len;
+    int row = hps_rows_begin(r);
+    char name[16];
+    for (int f = 0; f < 1 + HPS_CRITEO_DENSE + HPS_CRITEO_SLOTS; f++) {
+        const char *q = memchr(p, '\t', (size_t)(end - p));
+        int last = f == HPS_CRITEO_DENSE + HPS_CRITEO_SLOTS;
+        if (!q && !last) {
+            snprintf(msg, msg_len, "expected 40 tab-separated fields, got %d", f + 1);
+            goto bad;
+        }
+        if (q && last) {
+            int n = f + 1;
+            for (; q; q = memchr(q + 1, '\t', (size_t)(end - q - 1))) n++;
+            snprintf(msg, msg_len, "expected 40 tab-separated fields, got %d", n);
+            goto bad;
+        }
+        if (!q) q = end;
+        size_t n = (size_t)(q - p);
+        if (f == 0) {
+            if (n != 1 || (p[0] != '0' && p[0] != '1')) {
+                bad_field(msg, msg_len, 1, "label", "0 or 1", p, n);
+                goto bad;
+            }
+            r->labels[row] = (float)(p[0] - '0');
+        } else if (f <= HPS_CRITEO_DENSE) {
+            double x = 0;
+            if (n && criteo_int(p, n, &x) != 0) {
+                snprintf(name, sizeof name, "I%d", f);
+                bad_field(msg, msg_len, f + 1, name, "an integer", p, n);
+                goto bad;
+            }
+            r->dense[(size_t)(f - 1) * r->cap + row] = n ? hps_dense_transform(o->transform, x) : 0.0f;
+        } else if (n) {
+            int slot = f - 1 - HPS_CRITEO_DENSE;
+            uint64_t v;
+            if (criteo_hex(p, n, &v) != 0) {
+                bad_field(msg, msg_len, f + 1, hps_slot_name(HPS_FMT_CRITEO, slot, name),
+                          "1 to 16 hex digits", p, n);
+                goto bad;
+            }
+            hps_rows_add_key(r, slot, hps_key_of(o, slot, v), 1.0f);
+        }
+        p = q + 1;
+    }
+    return 0;
+bad:
+    hps_rows_drop_last(r);
+    return -1;
+}
+
+/* ---- libsvm ---------------------------------------------------------------
+ * label idx:val idx:val ... [# comment], separated by spaces or tabs. */
+
+static int is_space(char c) { return c == ' ' || c == '\t'; }
+
+static int libsvm_label(const hps_schema *s, const char *p, size_t n, float *out)
+{
+    char buf[64];
+    if (n == 0 || n >= sizeof buf) return -1;
+    memcpy(buf, p, n), buf[n] = '\0';
+    char *e;
+    errno = 0;
+    if (s->multiclass) {
+        long v = strtol(buf, &e, 10);
+        if (errno || *e || v < 0 || v >= s->classes) return -1;
+        *out = (float)v;
+        return 0;
+    }
+    double v = strtod(buf, &e);
+    if (errno || *e || (v != 0 && v != 1 && v != -1)) return -1;
+    *out = v > 0 ? 1.0f : 0.0f; /* -1/+1 and 0/1 both mean negative/positive */
+    return 0;
+}
+
+/* "idx:val" with idx a decimal integer and val a finite number. */
+static int libsvm_feature(const char *p, size_t n, uint64_t *idx, double *val)
+{
+    char buf[96];
+    if (n == 0 || n >= sizeof buf) return -1;
+    memcpy(buf, p, n), buf[n] = '\0';
+    char *colon = strchr(buf, ':'), *e;
+    if (!colon || colon == buf) return -1;
+    *colon = '\0';
+    for (char *c = buf; *c; c++)
+        if (*c < '0' || *c > '9') return -1;
+    errno = 0;
+    *idx = strtoull(buf, &e, 10);
+    if (errno) return -1;
+    *val = strtod(colon + 1, &e);
+    if (errno || e == colon + 1 || *e || !isfinite(*val)) return -1;
+    return 0;
+}
+
+int hps_libsvm_parse(const hps_parse_opts *o, const char *line, size_t len, hps_rows *r,
+                     char *msg, size_t msg_len)
+{
+    const hps_schema *s = &r->schema;
+    if (len && line[len - 1] == '\r') len--;
+    const char *hash = memchr(line, '#', len);
+    const char *p = line, *end = hash ? hash : line + len;
+    int row = hps_rows_begin(r), field = 0;
+    for (;;) {
+        while (p < end && is_space(*p)) p++;
+        if (p == end) break;
+        const char *q = p;
+        while (q < end && !is_space(*q)) q++;
+        size_t n = (size_t)(q - p);
+        field++;
+        if (field == 1) {
+            if (libsvm_label(s, p, n, &r->labels[row]) != 0) {
+                char what[64];
+                if (s->multiclass) snprintf(what, sizeof what, "a class in [0, %d)", s->classes);
+                else snprintf(what, sizeof what, "a label 0, 1, -1 or +1");
+                bad_field(msg, msg_len, 1, "label", what, p, n);
+                goto bad;
+            }
+        } else {
+            uint64_t idx;
+            double val;
+            if (libsvm_feature(p, n, &idx, &val) != 0) {
+                bad_field(msg, msg_len, field, "feature", "idx:value", p, n);
+                goto bad;
+            }
+            if (s->n_slots == 0) { /* --dense N: indices 1..N are dense features */
+                if (idx < 1 || idx > (uint64_t)s->n_dense) {
+                    char what[64];
+                    snprintf(what, sizeof what, "an index in [1, %d]", s->n_dense);
+                    bad_field(msg, msg_len, field, "feature", what, p, n);
+                    goto bad;
+                }
+                r->dense[(idx - 1) * (size_t)r->cap + row] = hps_dense_transform(o->transform, val);
+            } else {
+                hps_rows_add_key(r, 0, o->buckets ? idx % o->buckets : idx, (float)val);
+            }
+        }
+        p = q;
+    }
+    if (field == 0) {
+        snprintf(msg, msg_len, "field 1 (label): expected a label, got an empty line");
+        goto bad;
+    }
+    return 0;
+bad:
+    hps_rows_drop_last(r);
+    return -1;
+}
+
+int hps_parse_line(const hps_parse_opts *o, const char *line, size_t len, hps_rows *r,
+                   char *msg, size_t msg_len)
+{
+    return o->format == HPS_FMT_CRITEO ? hps_criteo_parse(o, line, len, r, msg, msg_len)
+                                       : hps_libsvm_parse(o, line, len, r, msg, msg_len);
+}

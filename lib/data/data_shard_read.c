@@ -1,0 +1,429 @@
+/* Shard files, the reading side: header and index checks, block decoding in
+ * a background thread, and filling hps_batch for the trainer. */
+#include "data/hps_shard.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#define MAX_BLOCK_BYTES (1u << 30) /* a larger block in an index means corruption */
+
+static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+typedef struct {
+    uint64_t offset, first_row;
+    uint32_t csize, usize, rows, nnz, crc;
+} block_entry;
+
+/* A decoded block, or the error met decoding it. */
+typedef struct {
+    hps_rows *rows;
+    int ready;
+    int failed;
+    hps_error err;
+} slot;
+
+/* What decoding needs: owned by the background thread, or by the caller
+ * when there is none. */
+typedef struct {
+    ZSTD_DCtx *dctx;
+    uint8_t *cbuf, *ubuf;
+    size_t ccap, ucap;
+} decoder;
+
+struct hps_shard_reader {
+    char *path;
+    int fd;
+    hps_shard_info info;
+    block_entry *index;
+    int ahead;          /* 0: no thread */
+    int n_slots;
+    slot *slots;
+    decoder dec;
+    pthread_t thread;
+    int running;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;           /* under mu */
+    uint32_t produce;   /* next block to decode, under mu */
+    uint32_t consume;   /* next block the caller takes */
+    slot *cur;          /* block being consumed */
+    uint32_t cur_block;
+    int cur_row;
+    int skip_rows;      /* rows to skip in the next block (after a seek) */
+    uint64_t pos;
+};
+
+/* ---- opening ----------------------------------------------------------------- */
+
+static int pread_all(int fd, void *buf, size_t n, uint64_t off)
+{
+    uint8_t *p = buf;
+    while (n) {
+        ssize_t k = pread(fd, p, n, (off_t)off);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        p += k, n -= (size_t)k, off += (uint64_t)k;
+    }
+    return 0;
+}
+
+static int read_header(hps_shard_reader *r, uint64_t file_size, uint64_t *index_offset, hps_error *err)
+{
+    uint8_t h[HPS_SHARD_HEADER_SIZE];
+    if (file_size < HPS_SHARD_HEADER_SIZE || pread_all(r->fd, h, sizeof h, 0) != 0)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: header: file too short", r->path);
+    if (memcmp(h, HPS_SHARD_MAGIC, 8) != 0)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: header: bad magic (not an hps shard)", r->path);
+    if (get32(h + 60) != hps_crc32c(0, h, 60))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: header: checksum mismatch", r->path);
+    if (get32(h + 8) != HPS_SHARD_VERSION)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: header: version %u, this reader knows %d",
+                        r->path, get32(h + 8), HPS_SHARD_VERSION);
+    hps_shard_info *i = &r->info;
+    uint32_t flags = get32(h + 16);
+    i->schema.weighted = flags & 1;
+    i->schema.multiclass = (flags >> 1) & 1;
+    i->schema.n_dense = (int)get32(h + 20);
+    i->schema.n_slots = (int)get32(h + 24);
+    i->schema.classes = (int)get32(h + 28);
+    i->block_rows = get32(h + 32);
+    i->blocks = get32(h + 36);
+    i->rows = get64(h + 40);
+    *index_offset = get64(h + 48);
+    if (i->schema.n_dense > HPS_DATA_MAX_DENSE || i->schema.n_slots > HPS_DATA_MAX_SLOTS ||
+        i->block_rows == 0 || i->block_rows > HPS_SHARD_MAX_BLOCK_ROWS)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: header: impossible schema or block size", r->path);
+    uint64_t need = 16 + (uint64_t)HPS_SHARD_ENTRY_SIZE * i->blocks + 8;
+    if (*index_offset < HPS_SHARD_HEADER_SIZE || *index_offset + need != file_size)
+        return hps_fail(err, HPS_EXIT_RUNTIME,
+                        "%s: header: index at %llu does not end the file (%llu bytes): truncated?",
+                        r->path, (unsigned long long)*index_offset, (unsigned long long)file_size);
+    i->bytes = file_size;
+    return 0;
+}
+
+static int read_index(hps_shard_reader *r, uint64_t index_offset, hps_error *err)
+{
+    hps_shard_info *i = &r->info;
+    size_t len = 16 + (size_t)HPS_SHARD_ENTRY_SIZE * i->blocks + 8;
+    uint8_t *x = hps_malloc(len);
+    int rc = 0;
+    if (pread_all(r->fd, x, len, index_offset) != 0)
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: index: cannot read: %s", r->path, strerror(errno));
+    else if (memcmp(x, HPS_SHARD_INDEX_MAGIC, 8) != 0 || get32(x + 8) != HPS_SHARD_ENTRY_SIZE ||
+             get32(x + 12) != i->blocks)
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: index: bad magic or size", r->path);
+    else if (get32(x + len - 8) != hps_crc32c(0, x, len - 8))
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: index: checksum mismatch", r->path);
+    r->index = hps_calloc(i->blocks ? i->blocks : 1, sizeof *r->index);
+    uint64_t row = 0, off = HPS_SHARD_HEADER_SIZE;
+    for (uint32_t b = 0; rc == 0 && b < i->blocks; b++) {
+        const uint8_t *p = x + 16 + (size_t)HPS_SHARD_ENTRY_SIZE * b;
+        block_entry *e = &r->index[b];
+        *e = (block_entry){get64(p), row, get32(p + 8), get32(p + 12), get32(p + 16), get32(p + 20), get32(p + 24)};
+        if (e->offset != off || e->csize == 0 || e->csize > MAX_BLOCK_BYTES || e->usize > MAX_BLOCK_BYTES ||
+            e->rows == 0 || e->rows > i->block_rows)
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: index: block %u: impossible entry", r->path, b);
+        off += e->csize;
+        row += e->rows;
+        i->nnz += e->nnz;
+    }
+    if (rc == 0 && (off != index_offset || row != i->rows))
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: index: blocks do not add up to the header", r->path);
+    free(x);
+    return rc;
+}
+
+static void *producer(void *arg);
+
+hps_shard_reader *hps_shard_open(const char *path, const hps_shard_read_opts *opts, hps_error *err)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    hps_shard_reader *r = hps_calloc(1, sizeof *r);
+    r->path = hps_strdup(path);
+    r->fd = fd;
+    r->ahead = opts ? opts->ahead : 4;
+    if (r->ahead < 0) r->ahead = 0;
+    struct stat st;
+    uint64_t index_offset = 0;
+    if (fstat(fd, &st) != 0 || read_header(r, (uint64_t)st.st_size, &index_offset, err) != 0 ||
+        read_index(r, index_offset, err) != 0) {
+        hps_shard_close(r);
+        return NULL;
+    }
+    r->n_slots = r->ahead ? r->ahead : 1;
+    r->slots = hps_calloc((size_t)r->n_slots, sizeof *r->slots);
+    int cap = r->info.rows < r->info.block_rows ? (int)r->info.rows + 1 : (int)r->info.block_rows;
+    for (int s = 0; s < r->n_slots; s++) r->slots[s].rows = hps_rows_create(&r->info.schema, cap);
+    r->dec.dctx = ZSTD_createDCtx();
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    if (r->ahead && r->info.blocks) {
+        HPS_CHECK(pthread_create(&r->thread, NULL, producer, r) == 0);
+        r->running = 1;
+    }
+    return r;
+}
+
+const hps_shard_info *hps_shard_reader_info(const hps_shard_reader *r) { return &r->info; }
+
+/* ---- decoding ----------------------------------------------------------------- */
+
+static void grow(uint8_t **buf, size_t *cap, size_t n)
+{
+    if (n <= *cap) return;
+    *cap = n;
+    *buf = hps_realloc(*buf, n);
+}
+
+/* Reads, checks and decodes block b into s (any thread; d is that thread's). */
+static void decode_block(const hps_shard_reader *r, decoder *d, uint32_t b, slot *s)
+{
+    const block_entry *e = &r->index[b];
+    hps_error *err = &s->err;
+    s->failed = 1;
+    grow(&d->cbuf, &d->ccap, e->csize);
+    grow(&d->ubuf, &d->ucap, e->usize ? e->usize : 1);
+    if (pread_all(r->fd, d->cbuf, e->csize, e->offset) != 0) {
+        hps_fail(err, HPS_EXIT_RUNTIME, "%s: block %u: cannot read: %s", r->path, b,
+                 errno ? strerror(errno) : "file truncated");
+        return;
+    }
+    uint32_t crc = hps_crc32c(0, d->cbuf, e->csize);
+    if (crc != e->crc) {
+        hps_fail(err, HPS_EXIT_RUNTIME, "%s: block %u: checksum mismatch (stored %08x, computed %08x)",
+                 r->path, b, e->crc, crc);
+        return;
+    }
+    size_t n = ZSTD_decompressDCtx(d->dctx, d->ubuf, e->usize, d->cbuf, e->csize);
+    if (ZSTD_isError(n) || n != e->usize) {
+        hps_fail(err, HPS_EXIT_RUNTIME, "%s: block %u: cannot decompress: %s", r->path, b,
+                 ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong size");
+        return;
+    }
+    if (hps_rows_decode(s->rows, d->ubuf, n, (int)e->rows) != 0 ||
+        hps_rows_nnz(s->rows) != (int64_t)e->nnz) {
+        hps_fail(err, HPS_EXIT_RUNTIME, "%s: block %u: payload does not match the schema", r->path, b);
+        return;
+    }
+    s->failed = 0;
+}
+
+/* The background thread: decodes blocks in order into free slots. */
+static void *producer(void *arg)
+{
+    hps_shard_reader *r = arg;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        while (!r->stop && r->produce < r->info.blocks && r->slots[r->produce % r->n_slots].ready)
+            pthread_cond_wait(&r->cv, &r->mu);
+        if (r->stop || r->produce >= r->info.blocks) break;
+        uint32_t b = r->produce++;
+        slot *s = &r->slots[b % r->n_slots];
+        pthread_mutex_unlock(&r->mu);
+        decode_block(r, &r->dec, b, s); /* s is ours until it is marked ready */
+        pthread_mutex_lock(&r->mu);
+        s->ready = 1;
+        pthread_cond_broadcast(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
+}
+
+static void release_current(hps_shard_reader *r)
+{
+    if (!r->cur) return;
+    pthread_mutex_lock(&r->mu);
+    r->cur->ready = 0;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    r->cur = NULL;
+}
+
+/* Takes the next block: 1, 0 at the end, -1 with the block's error. */
+static int take_block(hps_shard_reader *r, hps_error *err)
+{
+    release_current(r);
+    if (r->consume >= r->info.blocks) return 0;
+    uint32_t b = r->consume;
+    slot *s = &r->slots[b % r->n_slots];
+    if (r->ahead) {
+        pthread_mutex_lock(&r->mu);
+        while (!s->ready) pthread_cond_wait(&r->cv, &r->mu);
+        pthread_mutex_unlock(&r->mu);
+    } else {
+        decode_block(r, &r->dec, b, s);
+        s->ready = 1;
+    }
+    if (s->failed) {
+        *err = s->err; /* stays at this block: every later call fails the same way */
+        return -1;
+    }
+    r->consume++;
+    r->cur = s;
+    r->cur_block = b;
+    r->cur_row = r->skip_rows;
+    r->skip_rows = 0;
+    return 1;
+}
+
+int hps_shard_next_block(hps_shard_reader *r, const hps_rows **rows, hps_error *err)
+{
+    int rc = take_block(r, err);
+    if (rc <= 0) return rc;
+    *rows = r->cur->rows;
+    r->pos = r->index[r->cur_block].first_row + (uint64_t)r->cur->rows->rows;
+    r->cur_row = r->cur->rows->rows;
+    return 1;
+}
+
+/* Appends rows [from, from+n) of a decoded block to batch b. */
+static void copy_rows(hps_batch *b, const hps_rows *src, int from, int n)
+{
+    const hps_schema *s = &src->schema;
+    int S = s->n_slots, D = s->n_dense;
+    for (int i = 0; i < n; i++) {
+        int row = from + i, out = b->B + i;
+        b->labels[out] = src->labels[row];
+        for (int d = 0; d < D; d++) b->dense[(size_t)out * D + d] = src->dense[(size_t)d * src->cap + row];
+        for (int j = 0; j < S; j++) {
+            int64_t lo = src->offsets[j][row], k = src->offsets[j][row + 1] - lo;
+            hps_batch_reserve_keys(b, b->nnz + k);
+            memcpy(b->keys + b->nnz, src->keys[j] + lo, (size_t)k * sizeof *b->keys);
+            if (b->weights) {
+                if (s->weighted) memcpy(b->weights + b->nnz, src->weights[j] + lo, (size_t)k * sizeof *b->weights);
+                else for (int64_t q = 0; q < k; q++) b->weights[b->nnz + q] = 1.0f;
+            }
+            b->nnz += k;
+            b->offsets[(size_t)out * S + j + 1] = b->nnz;
+        }
+    }
+    b->B += n;
+}
+
+int hps_shard_read(hps_shard_reader *r, hps_batch *b, int max, hps_error *err)
+{
+    const hps_schema *s = &r->info.schema;
+    if (b->n_dense != s->n_dense || b->n_slots != s->n_slots || max > b->cap || max < 1)
+        return hps_fail(err, HPS_EXIT_USAGE,
+                        "%s: batch of %d dense and %d slots does not fit shard of %d dense and %d slots",
+                        r->path, b->n_dense, b->n_slots, s->n_dense, s->n_slots);
+    b->B = 0;
+    b->nnz = 0;
+    b->offsets[0] = 0;
+    while (b->B < max) {
+        if (!r->cur || r->cur_row == r->cur->rows->rows) {
+            int rc = take_block(r, err);
+            if (rc < 0) return -1;
+            if (rc == 0) break;
+        }
+        int n = r->cur->rows->rows - r->cur_row;
+        if (n > max - b->B) n = max - b->B;
+        copy_rows(b, r->cur->rows, r->cur_row, n);
+        r->cur_row += n;
+        r->pos += (uint64_t)n;
+    }
+    return b->B;
+}
+
+uint64_t hps_shard_tell(const hps_shard_reader *r) { return r->pos; }
+
+static void stop_thread(hps_shard_reader *r)
+{
+    if (!r->running) return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->thread, NULL);
+    r->running = 0;
+    r->stop = 0;
+}
+
+int hps_shard_seek(hps_shard_reader *r, uint64_t row, hps_error *err)
+{
+    if (row > r->info.rows)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: cannot seek to row %llu of %llu", r->path,
+                        (unsigned long long)row, (unsigned long long)r->info.rows);
+    stop_thread(r);
+    r->cur = NULL;
+    for (int s = 0; s < r->n_slots; s++) r->slots[s].ready = 0;
+    uint32_t lo = 0, hi = r->info.blocks; /* the last block whose first row <= row */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (r->index[mid].first_row <= row) lo = mid;
+        else hi = mid;
+    }
+    if (row == r->info.rows) lo = r->info.blocks;
+    r->produce = r->consume = lo;
+    r->skip_rows = lo < r->info.blocks ? (int)(row - r->index[lo].first_row) : 0;
+    r->pos = row;
+    if (r->ahead && lo < r->info.blocks) {
+        HPS_CHECK(pthread_create(&r->thread, NULL, producer, r) == 0);
+        r->running = 1;
+    }
+    return 0;
+}
+
+void hps_shard_close(hps_shard_reader *r)
+{
+    if (!r) return;
+    stop_thread(r);
+    if (r->slots) {
+        pthread_mutex_destroy(&r->mu);
+        pthread_cond_destroy(&r->cv);
+        for (int s = 0; s < r->n_slots; s++) hps_rows_free(r->slots[s].rows);
+    }
+    free(r->slots);
+    ZSTD_freeDCtx(r->dec.dctx);
+    free(r->dec.cbuf);
+    free(r->dec.ubuf);
+    free(r->index);
+    if (r->fd >= 0) close(r->fd);
+    free(r->path);
+    free(r);
+}
+
+/* ---- verification ---------------------------------------------------------------- */
+
+int hps_shard_verify(const char *path, hps_shard_info *info, hps_error *err)
+{
+    hps_shard_read_opts o = {2};
+    hps_shard_reader *r = hps_shard_open(path, &o, err);
+    if (!r) return -1;
+    const hps_rows *rows;
+    int rc;
+    while ((rc = hps_shard_next_block(r, &rows, err)) > 0) {}
+    uint32_t crc = 0;
+    if (rc == 0) { /* the whole-file checksum the manifest records */
+        size_t cap = 1 << 20;
+        uint8_t *buf = hps_malloc(cap);
+        for (uint64_t off = HPS_SHARD_HEADER_SIZE; off < r->info.bytes;) {
+            size_t n = r->info.bytes - off < cap ? (size_t)(r->info.bytes - off) : cap;
+            if (pread_all(r->fd, buf, n, off) != 0) {
+                rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot read: %s", path, strerror(errno));
+                break;
+            }
+            crc = hps_crc32c(crc, buf, n);
+            off += n;
+        }
+        free(buf);
+    }
+    if (rc == 0 && info) {
+        *info = r->info;
+        info->checksum = crc;
+    }
+    hps_shard_close(r);
+    return rc;
+}

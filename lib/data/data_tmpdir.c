@@ -1,0 +1,171 @@
+/* The temporary output directory: nothing half-written is ever left behind.
+ *
+ * Paths are registered before their files are made, in a fixed-size table
+ * that a signal handler can walk: it calls only unlink and rmdir, which are
+ * async-signal-safe, then re-raises the signal with the default action. */
+#include "data/hps_shard_job.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_ENTRIES (1 << 18)
+
+struct hps_tmpdir {
+    char *target, *path;
+    char **files;       /* registered paths; dirs are marked in is_dir */
+    char *is_dir;
+    volatile sig_atomic_t n;
+};
+
+static hps_tmpdir *volatile active; /* the one the handlers clean */
+
+static void remove_entries(hps_tmpdir *t)
+{
+    for (sig_atomic_t i = t->n; i-- > 0;)
+        if (t->files[i]) t->is_dir[i] ? rmdir(t->files[i]) : unlink(t->files[i]);
+    rmdir(t->path);
+}
+
+static void on_signal(int sig)
+{
+    if (active) remove_entries(active);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+static void on_exit_cleanup(void)
+{
+    if (active) remove_entries(active);
+}
+
+hps_tmpdir *hps_tmpdir_create(const char *target, hps_error *err)
+{
+    HPS_CHECK(!active);
+    size_t n = strlen(target) + 16;
+    char *path = hps_malloc(n);
+    snprintf(path, n, "%s.tmp.XXXXXX", target);
+    if (!mkdtemp(path)) {
+        hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot create a directory beside it: %s", target,
+                 strerror(errno));
+        free(path);
+        return NULL;
+    }
+    chmod(path, 0755);
+    hps_tmpdir *t = hps_calloc(1, sizeof *t);
+    t->target = hps_strdup(target);
+    t->path = path;
+    t->files = hps_calloc(MAX_ENTRIES, sizeof *t->files);
+    t->is_dir = hps_calloc(MAX_ENTRIES, 1);
+    active = t;
+    static int installed;
+    if (!installed) {
+        installed = 1;
+        atexit(on_exit_cleanup);
+        signal(SIGINT, on_signal);
+        signal(SIGTERM, on_signal);
+        signal(SIGHUP, on_signal);
+    }
+    return t;
+}
+
+const char *hps_tmpdir_path(const hps_tmpdir *t) { return t->path; }
+
+static char *add_entry(hps_tmpdir *t, const char *name, int dir)
+{
+    HPS_CHECK(t->n < MAX_ENTRIES);
+    size_t n = strlen(t->path) + strlen(name) + 2;
+    char *p = hps_malloc(n);
+    snprintf(p, n, "%s/%s", t->path, name);
+    t->files[t->n] = hps_strdup(p); /* stored before it is counted */
+    t->is_dir[t->n] = (char)dir;
+    t->n = t->n + 1;
+    return p;
+}
+
+char *hps_tmpdir_file(hps_tmpdir *t, const char *name) { return add_entry(t, name, 0); }
+
+int hps_tmpdir_mkdir(hps_tmpdir *t, const char *name, hps_error *err)
+{
+    char *p = add_entry(t, name, 1);
+    int rc = 0;
+    if (mkdir(p, 0755) != 0)
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot create: %s", p, strerror(errno));
+    free(p);
+    return rc;
+}
+
+void hps_tmpdir_unlink(hps_tmpdir *t, const char *path)
+{
+    unlink(path);
+    (void)t;
+}
+
+/* Removes a directory tree that we moved out of the way (with --force). */
+static void remove_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) {
+        unlink(path);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        size_t n = strlen(path) + strlen(e->d_name) + 2;
+        char *p = hps_malloc(n);
+        snprintf(p, n, "%s/%s", path, e->d_name);
+        struct stat st;
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) remove_tree(p);
+        else unlink(p);
+        free(p);
+    }
+    closedir(d);
+    rmdir(path);
+}
+
+static void tmpdir_free(hps_tmpdir *t)
+{
+    if (active == t) active = NULL;
+    for (sig_atomic_t i = 0; i < t->n; i++) free(t->files[i]);
+    free(t->files), free(t->is_dir), free(t->path), free(t->target);
+    free(t);
+}
+
+int hps_tmpdir_commit(hps_tmpdir *t, int force, hps_error *err)
+{
+    struct stat st;
+    char *old = NULL;
+    if (lstat(t->target, &st) == 0) {
+        if (!force)
+            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: already exists (--force replaces it)", t->target);
+        size_t n = strlen(t->target) + 16;
+        old = hps_malloc(n);
+        snprintf(old, n, "%s.old.XXXXXX", t->target);
+        if (!mkdtemp(old) || rename(t->target, old) != 0) {
+            int e = errno;
+            free(old);
+            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot move it aside: %s", t->target, strerror(e));
+        }
+    }
+    if (rename(t->path, t->target) != 0) {
+        int e = errno;
+        if (old) rename(old, t->target), free(old);
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot rename into place: %s", t->target, strerror(e));
+    }
+    active = NULL; /* committed: nothing to clean any more */
+    if (old) remove_tree(old), free(old);
+    tmpdir_free(t);
+    return 0;
+}
+
+void hps_tmpdir_remove(hps_tmpdir *t)
+{
+    if (!t) return;
+    remove_entries(t);
+    tmpdir_free(t);
+}

@@ -1,0 +1,129 @@
+/* hps_data: samples as hps-shard parses, stores and reads them.
+ *
+ * A sample is a label, n_dense floats and, per sparse slot, a bag of 64-bit
+ * keys (each with a weight when the data carries weights, as libsvm does).
+ * hps_rows holds a block of samples column by column, which is both how a
+ * shard block is laid out on disk (see hps-shard(5)) and what compresses
+ * well: keys of one slot sit together, so zstd finds the hot ones repeated.
+ *
+ * Text formats: Criteo TSV (label, 13 integers, 26 hex categoricals) and
+ * libsvm/svmlight (label idx:val ...).  Parsers take one line and append one
+ * sample, or return -1 with a message naming the field.
+ */
+#ifndef HPS_DATA_H
+#define HPS_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/hps_core.h"
+
+#define HPS_CRITEO_DENSE 13
+#define HPS_CRITEO_SLOTS 26
+#define HPS_DATA_MAX_SLOTS 4096
+#define HPS_DATA_MAX_DENSE 65536
+#define HPS_DATA_MAX_CLASSES 65536
+
+typedef enum { HPS_FMT_CRITEO, HPS_FMT_LIBSVM } hps_data_format;
+typedef enum { HPS_TRANSFORM_NONE, HPS_TRANSFORM_LOG } hps_transform;
+typedef enum { HPS_HASH_MIX64, HPS_HASH_NONE } hps_hash_kind;
+
+extern const char *const hps_data_format_names[]; /* "criteo", "libsvm" */
+extern const char *const hps_transform_names[];   /* "none", "log" */
+extern const char *const hps_hash_names[];        /* "mix64", "none" */
+
+/* What every sample of a data set looks like. */
+typedef struct {
+    int n_dense;
+    int n_slots;
+    int weighted;  /* keys carry float weights */
+    int multiclass;
+    int classes;   /* 2 for binary */
+} hps_schema;
+
+/* How text becomes samples. */
+typedef struct {
+    hps_data_format format;
+    hps_schema schema;
+    hps_transform transform;
+    hps_hash_kind hash;
+    uint64_t seed;    /* of the key hash */
+    uint64_t buckets; /* 0: keys are not folded */
+} hps_parse_opts;
+
+/* ---- keys ---------------------------------------------------------------
+ * A Criteo categorical field is a hex string of 1..16 digits, read as the
+ * unsigned integer v.  Its key in slot s (0-based) is
+ *     key = hps_mix64(v ^ hps_mix64(seed + s))      (--hash mix64, default)
+ *     key = v                                       (--hash none)
+ * then, with --buckets N, key = key mod N.  For a fixed seed and slot the
+ * mix64 form is a bijection of v, so hashing itself never merges two values;
+ * only folding into N buckets does.  libsvm feature indices are keys as they
+ * are (the index is already the identity of the feature). */
+uint64_t hps_key_salt(uint64_t seed, int slot);
+uint64_t hps_key_of(const hps_parse_opts *o, int slot, uint64_t value);
+
+/* ---- dense transform ----------------------------------------------------
+ * log: x -> sign(x) * ln(1 + |x|), so counts spanning decades land in a few
+ * units and the negative values Criteo has in I2 stay distinct; none: x.
+ * A missing value is 0 under either. */
+float hps_dense_transform(hps_transform t, double x);
+
+/* ---- checksums ----------------------------------------------------------
+ * CRC-32C (Castagnoli, reflected polynomial 0x82F63B78, initial value and
+ * final xor 0xFFFFFFFF: the iSCSI/ext4 CRC), using the SSE4.2 instruction
+ * where the CPU has it.  crc = hps_crc32c(0, ...) starts a checksum;
+ * hps_crc32c(crc, more) continues it. */
+uint32_t hps_crc32c(uint32_t crc, const void *data, size_t len);
+
+/* ---- a block of samples, column by column ------------------------------- */
+typedef struct {
+    hps_schema schema;
+    int rows, cap;       /* samples held, samples allocated */
+    float *labels;       /* cap */
+    float *dense;        /* n_dense columns of cap: dense[d * cap + row] */
+    uint32_t *counts;    /* n_slots columns of cap: keys of row r in slot s */
+    uint64_t **keys;     /* per slot, in row order */
+    float **weights;     /* per slot, when weighted */
+    int64_t *nkeys, *kcap; /* per slot */
+    int64_t **offsets;   /* per slot, rows+1 prefix sums; filled by hps_rows_index */
+} hps_rows;
+
+hps_rows *hps_rows_create(const hps_schema *s, int cap);
+void hps_rows_free(hps_rows *r);
+void hps_rows_clear(hps_rows *r);
+/* Starts a new sample (dense zeroed, bags empty); returns its row index. */
+int hps_rows_begin(hps_rows *r);
+void hps_rows_add_key(hps_rows *r, int slot, uint64_t key, float weight);
+/* Drops the sample begun last (a bad line skipped with --skip-bad). */
+void hps_rows_drop_last(hps_rows *r);
+/* Builds per-slot row offsets (needed before hps_rows_key_range). */
+void hps_rows_index(hps_rows *r);
+int64_t hps_rows_nnz(const hps_rows *r);
+
+/* Block payload, the uncompressed bytes of a shard block (hps-shard(5)):
+ * labels, dense columns, count columns, key columns, weight columns, all
+ * little-endian.  encode writes hps_rows_payload_size(r) bytes to out. */
+size_t hps_rows_payload_size(const hps_rows *r);
+void hps_rows_encode(const hps_rows *r, uint8_t *out);
+/* Decodes a payload of len bytes holding `rows` samples into r (cleared
+ * first); -1 when the bytes do not add up to the schema. */
+int hps_rows_decode(hps_rows *r, const uint8_t *in, size_t len, int rows);
+
+/* ---- parsing ------------------------------------------------------------
+ * Parses one line (without its newline; a trailing '\r' is ignored) and
+ * appends one sample to r.  On a malformed line returns -1, leaves r as it
+ * was, and writes "field N (NAME): expected ..., got '...'" into msg. */
+int hps_parse_line(const hps_parse_opts *o, const char *line, size_t len, hps_rows *r,
+                   char *msg, size_t msg_len);
+int hps_criteo_parse(const hps_parse_opts *o, const char *line, size_t len, hps_rows *r,
+                     char *msg, size_t msg_len);
+int hps_libsvm_parse(const hps_parse_opts *o, const char *line, size_t len, hps_rows *r,
+                     char *msg, size_t msg_len);
+/* Name of slot s for a format ("C1".."C26", "features"); buf >= 16 bytes. */
+const char *hps_slot_name(hps_data_format f, int slot, char *buf);
+
+/* Formats a float as the shortest decimal that reads back to the same float. */
+int hps_format_float(char *buf, size_t n, float v);
+
+#endif

@@ -1,0 +1,235 @@
+#!/usr/bin/env bats
+# hps-shard from the command line: round trips, exact splits, determinism,
+# corruption, malformed inputs, cleanup.
+
+HPS_BIN=${HPS_BIN:-$BATS_TEST_DIRNAME/../../bin}
+ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+DATA=$ROOT/testdata/data
+SHARD=$HPS_BIN/hps-shard
+
+setup() {
+    TMP=$(mktemp -d)
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+# rows of every shard in the manifest, space-separated
+shard_rows() {
+    python3 -c 'import json,sys; print(" ".join(str(s["rows"]) for s in json.load(open(sys.argv[1]))["shards"]))' "$1/manifest.json"
+}
+
+# The input as hps-shard parses it with --hash none --transform none:
+# empty integer features become 0.
+criteo_parsed() {
+    awk -F'\t' -v OFS='\t' '{for (i = 2; i <= 14; i++) if ($i == "") $i = 0; print}' "$1"
+}
+
+@test "shard: --help and --version" {
+    run "$SHARD" --help
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"usage: hps-shard [OPTIONS] -o DIR INPUT..."* ]]
+    run "$SHARD" --version
+    [ "$status" -eq 0 ]
+    [[ "$output" == "hps-shard (hps) "* ]]
+}
+
+@test "shard: every option in --help is in the completions and the man page" {
+    missing=""
+    for o in $("$SHARD" --help | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u); do
+        grep -q -- "$o" "$ROOT/completions/bash/hps-shard" || missing="$missing bash:$o"
+        grep -q -- "$o" "$ROOT/completions/zsh/_hps-shard" || missing="$missing zsh:$o"
+        grep -qF -- "\\-\\-${o#--}" "$ROOT/man/hps-shard.1" || missing="$missing man:$o"
+    done
+    [ -z "$missing" ] || { echo "undocumented:$missing"; false; }
+    grep -q '^\.SH EXIT STATUS' "$ROOT/man/hps-shard.1"
+}
+
+@test "shard: usage errors exit 2" {
+    run "$SHARD" "$DATA/criteo-small.tsv"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"-o DIR is required"* ]]
+    run "$SHARD" -o "$TMP/o" -n 2 -w 1,2 "$DATA/criteo-small.tsv"
+    [ "$status" -eq 2 ]
+    run "$SHARD" -o "$TMP/o" --weights 1,x "$DATA/criteo-small.tsv"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--weights: expected non-negative numbers"* ]]
+    [ ! -e "$TMP/o" ]
+}
+
+@test "shard: criteo round trip: text to shards to cat equals the parsed input" {
+    "$SHARD" -q -o "$TMP/d" --hash none --transform none -w 3,1 --holdout 0.1 --block-rows 7 "$DATA/criteo-small.tsv"
+    "$SHARD" cat "$TMP/d" > "$TMP/back.tsv"
+    criteo_parsed "$DATA/criteo-small.tsv" > "$TMP/expect.tsv"
+    cmp "$TMP/back.tsv" "$TMP/expect.tsv"
+    # shuffled, the same rows in another order
+    "$SHARD" -q -o "$TMP/s" --hash none --transform none --shuffle --seed 9 "$DATA/criteo-small.tsv"
+    "$SHARD" cat "$TMP/s" > "$TMP/shuf.tsv"
+    ! cmp -s "$TMP/shuf.tsv" "$TMP/expect.tsv"
+    cmp <(sort "$TMP/shuf.tsv") <(sort "$TMP/expect.tsv")
+}
+
+@test "shard: hashed keys and the log transform match the golden output" {
+    "$SHARD" -q -o "$TMP/d" --hash-seed 5 "$DATA/criteo-small.tsv"
+    "$SHARD" cat "$TMP/d" | head -5 > "$TMP/out"
+    diff -u "$BATS_TEST_DIRNAME/golden/shard/criteo-small-head.cat" "$TMP/out"
+}
+
+@test "shard: zstd input and stdin give the same shards as the file" {
+    "$SHARD" -q -o "$TMP/a" -n 2 "$DATA/criteo-small.tsv"
+    zstd -q -c "$DATA/criteo-small.tsv" > "$TMP/in.tsv.zst"
+    "$SHARD" -q -o "$TMP/b" -n 2 "$TMP/in.tsv.zst"
+    "$SHARD" -q -o "$TMP/c" -n 2 - < "$DATA/criteo-small.tsv"
+    for f in shard-00000.hps shard-00001.hps; do
+        cmp "$TMP/a/$f" "$TMP/b/$f"
+        cmp "$TMP/a/$f" "$TMP/c/$f"
+    done
+    [ "$(ls "$TMP/c")" = "$(printf 'manifest.json\nshard-00000.hps\nshard-00001.hps')" ]
+}
+
+@test "shard: weights, shards, plan shares and holdout give exact row counts" {
+    "$SHARD" synth 1000 --seed 3 -o "$TMP/in.tsv" 2>/dev/null
+    "$SHARD" -q -o "$TMP/w" -w 3,1,1 "$TMP/in.tsv"
+    [ "$(shard_rows "$TMP/w")" = "600 200 200" ]
+    "$SHARD" -q -o "$TMP/n" -n 3 "$TMP/in.tsv"
+    [ "$(shard_rows "$TMP/n")" = "334 333 333" ]
+    "$SHARD" -q -o "$TMP/p" --plan "$ROOT/testdata/plans/plan-3workers.json" --holdout 0.1 "$TMP/in.tsv"
+    [ "$(shard_rows "$TMP/p")" = "450 270 180 100" ]
+    [ -f "$TMP/p/holdout.hps" ]
+    # the plan's server count gives the key lists
+    [ -f "$TMP/p/keys/server-00000.keys" ] && [ -f "$TMP/p/keys/server-00001.keys" ]
+    "$SHARD" -q -o "$TMP/z" -w 1,0,2 "$TMP/in.tsv"
+    [ "$(shard_rows "$TMP/z")" = "333 0 667" ]
+    [ "$("$SHARD" cat "$TMP/z" | wc -l)" -eq 1000 ]
+}
+
+@test "shard: server key lists hold every distinct training key once" {
+    "$SHARD" -q -o "$TMP/d" --hash none --servers 3 --holdout 0.2 "$DATA/criteo-small.tsv"
+    # distinct (slot, key) pairs of the training shards, from cat
+    want=$(for f in "$TMP"/d/shard-*.hps; do "$SHARD" cat "$f"; done |
+        awk -F'\t' '{for (i = 15; i <= 40; i++) if ($i != "") print i, $i}' | sort -u | wc -l)
+    got=$(python3 -c 'import json,sys; print(sum(f["keys"] for f in json.load(open(sys.argv[1]))["servers"]["files"]))' "$TMP/d/manifest.json")
+    [ "$want" -eq "$got" ]
+    python3 - "$TMP/d/keys" <<'PY'
+import struct, sys, os
+for p in range(3):
+    b = open(os.path.join(sys.argv[1], "server-%05d.keys" % p), "rb").read()
+    assert b[:8] == b"HPSKEYS\0"
+    ver, server, servers, slots = struct.unpack_from("<4I", b, 8)
+    assert (ver, server, servers, slots) == (1, p, 3, 26)
+    (n,) = struct.unpack_from("<Q", b, 24)
+    assert len(b) == 32 + 8 * 26 + 8 * n + 4
+PY
+}
+
+@test "shard: the same seed gives the same bytes, whatever the threads" {
+    "$SHARD" synth 3000 --seed 11 -T 1 -o "$TMP/a.tsv" 2>/dev/null
+    "$SHARD" synth 3000 --seed 11 -T 2 -o "$TMP/b.tsv" 2>/dev/null
+    cmp "$TMP/a.tsv" "$TMP/b.tsv"
+    "$SHARD" -q -o "$TMP/x" -n 2 --shuffle --seed 4 --shuffle-mem 1 --block-rows 100 -T 1 "$TMP/a.tsv"
+    "$SHARD" -q -o "$TMP/y" -n 2 --shuffle --seed 4 --shuffle-mem 1 --block-rows 100 -T 3 "$TMP/a.tsv"
+    for f in manifest.json shard-00000.hps shard-00001.hps; do cmp "$TMP/x/$f" "$TMP/y/$f"; done
+    "$SHARD" -q -o "$TMP/z" -n 2 --shuffle --seed 5 --shuffle-mem 1 --block-rows 100 "$TMP/a.tsv"
+    ! cmp -s "$TMP/x/shard-00000.hps" "$TMP/z/shard-00000.hps"
+}
+
+@test "shard: synth reports the planted model's AUC" {
+    run "$SHARD" synth 20000 --seed 2 -o "$TMP/s.tsv" --meta "$TMP/meta.json"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"planted model AUC 0."* ]]
+    python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); assert m["rows"] == 20000 and 0.7 < m["planted_auc"] < 0.9, m' "$TMP/meta.json"
+    [ "$(wc -l < "$TMP/s.tsv")" -eq 20000 ]
+    [ "$(awk -F'\t' 'NF != 40' "$TMP/s.tsv" | wc -l)" -eq 0 ]
+}
+
+@test "shard: a flipped byte is caught, naming shard and block" {
+    "$SHARD" -q -o "$TMP/d" --block-rows 10 "$DATA/criteo-small.tsv"
+    "$SHARD" stats --verify "$TMP/d" > /dev/null
+    f="$TMP/d/shard-00000.hps"
+    size=$(stat -c %s "$f")
+    python3 -c 'import sys; p, o = sys.argv[1], int(sys.argv[2]); b = bytearray(open(p, "rb").read()); b[o] ^= 1; open(p, "wb").write(b)' "$f" $((size / 2))
+    run "$SHARD" cat "$TMP/d"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"shard-00000.hps: block "*": checksum mismatch"* ]]
+    run "$SHARD" stats --verify "$TMP/d"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"checksum mismatch"* ]]
+}
+
+@test "shard: malformed criteo lines name file, line and field; nothing is left behind" {
+    cd "$TMP"
+    run "$SHARD" -o out "$DATA/criteo-bad-hex.tsv"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-shard: error: $DATA/criteo-bad-hex.tsv:10: field 16 (C2): expected 1 to 16 hex digits, got 'xyz'" ]
+    run "$SHARD" -o out "$DATA/criteo-bad-fields.tsv"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"criteo-bad-fields.tsv:5: expected 40 tab-separated fields, got 3" ]]
+    run "$SHARD" -o out "$DATA/criteo-bad-label.tsv"
+    [[ "$output" == *"criteo-bad-label.tsv:3: field 1 (label): expected 0 or 1, got '2'" ]]
+    run "$SHARD" -o out --shuffle "$DATA/criteo-bad-int.tsv"
+    [[ "$output" == *"criteo-bad-int.tsv:7: field 4 (I3): expected an integer, got '1.5'" ]]
+    [ -z "$(ls -A "$TMP")" ]
+    run "$SHARD" -o out --skip-bad "$DATA/criteo-bad-hex.tsv"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"skipped 1 malformed line"* ]]
+    [ "$(shard_rows out)" = "9" ]
+}
+
+@test "shard: libsvm binary, multi-class and dense; malformed libsvm" {
+    "$SHARD" -q -f libsvm -o "$TMP/b" "$DATA/libsvm-binary.svm"
+    "$SHARD" cat "$TMP/b" > "$TMP/b.svm"
+    sed -e 's/^+1/1/' -e 's/^-1/0/' "$DATA/libsvm-binary.svm" | cmp - "$TMP/b.svm"
+    "$SHARD" -q -f libsvm --classes 5 -n 2 -o "$TMP/m" "$DATA/libsvm-multiclass.svm"
+    "$SHARD" cat "$TMP/m" | cmp - "$DATA/libsvm-multiclass.svm"
+    python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); assert m["schema"]["label"] == {"kind": "multiclass", "classes": 5} and m["schema"]["slots"][0]["weighted"]' "$TMP/m/manifest.json"
+    "$SHARD" -q -f libsvm --classes 5 -m "$ROOT/testdata/models/libsvm-multiclass.json" -o "$TMP/mm" "$DATA/libsvm-multiclass.svm"
+    "$SHARD" -q -f libsvm --dense 19 -o "$TMP/d" "$DATA/libsvm-binary.svm"
+    "$SHARD" cat --as libsvm "$TMP/d" | head -1 | grep -q '^0 5:0.25 6:0.25 13:1 15:4$'
+    run "$SHARD" -f libsvm -o "$TMP/x" "$DATA/libsvm-bad.svm"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"libsvm-bad.svm:3: field 2 (feature): expected idx:value, got '4:x'" ]]
+    run "$SHARD" -f libsvm --classes 3 -o "$TMP/x" "$DATA/libsvm-multiclass.svm"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"field 1 (label): expected a class in [0, 3)"* ]]
+    [ ! -e "$TMP/x" ]
+}
+
+@test "shard: a model that does not fit the data is a usage error" {
+    run "$SHARD" -o "$TMP/x" -m "$ROOT/testdata/models/tiny.json" "$DATA/criteo-small.tsv"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"tiny.json: input has 3 dense features and 2 slots, criteo data gives 13 and 26"* ]]
+    "$SHARD" -q -o "$TMP/ok" -m "$ROOT/testdata/models/demo-ctr.json" "$DATA/criteo-small.tsv"
+    grep -q '"digest": "sha256:' "$TMP/ok/manifest.json"
+}
+
+@test "shard: an existing output needs --force; an interrupted run leaves nothing" {
+    "$SHARD" -q -o "$TMP/d" "$DATA/criteo-small.tsv"
+    run "$SHARD" -q -o "$TMP/d" -n 2 "$DATA/criteo-small.tsv"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"already exists (--force replaces it)"* ]]
+    "$SHARD" -q -o "$TMP/d" -n 2 --force "$DATA/criteo-small.tsv"
+    [ "$(shard_rows "$TMP/d")" = "30 30" ]
+    # stdin that never ends: the run sits spooling it when the signal comes
+    mkfifo "$TMP/fifo"
+    (cat "$DATA/criteo-small.tsv"; sleep 3) > "$TMP/fifo" &
+    feeder=$!
+    "$SHARD" -q -o "$TMP/int" - < "$TMP/fifo" &
+    pid=$!
+    sleep 0.5
+    ls -d "$TMP"/int.tmp.* > /dev/null
+    kill -TERM $pid
+    wait $pid || true
+    kill $feeder 2> /dev/null || true
+    [ ! -e "$TMP/int" ]
+    [ -z "$(ls -d "$TMP"/int.tmp.* 2> /dev/null)" ]
+}
+
+@test "shard: stats summarises a directory" {
+    "$SHARD" -q -o "$TMP/d" -n 2 --holdout 0.2 "$DATA/criteo-small.tsv"
+    run "$SHARD" stats "$TMP/d"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"60 rows, criteo input, 13 dense, 26 slots, binary label"* ]]
+    [[ "$output" == *"holdout.hps        holdout"* ]]
+    [[ "$output" == *"C26"* ]]
+}

@@ -1,0 +1,367 @@
+/* Shard files: parsing, exact splits, block round trips through the reader
+ * (with and without its background thread), seeking, corruption. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "core/hps_rng.h"
+#include "data/hps_data.h"
+#include "data/hps_shard.h"
+#include "data/hps_shard_job.h"
+#include "net/hps_batch.h"
+
+static const hps_schema criteo = {HPS_CRITEO_DENSE, HPS_CRITEO_SLOTS, 0, 0, 2};
+
+static hps_parse_opts criteo_opts(void)
+{
+    hps_parse_opts o = {HPS_FMT_CRITEO, criteo, HPS_TRANSFORM_NONE, HPS_HASH_NONE, 0, 0};
+    return o;
+}
+
+static void test_crc32c(void **state)
+{
+    (void)state;
+    assert_int_equal(hps_crc32c(0, "123456789", 9), 0xE3069283u); /* the standard check value */
+    uint32_t c = hps_crc32c(0, "1234", 4);
+    assert_int_equal(hps_crc32c(c, "56789", 5), 0xE3069283u);
+}
+
+static void test_key_hash(void **state)
+{
+    (void)state;
+    hps_parse_opts o = criteo_opts();
+    o.hash = HPS_HASH_MIX64;
+    o.seed = 7;
+    /* the documented definition */
+    assert_true(hps_key_of(&o, 3, 0xabcd) == hps_mix64(0xabcd ^ hps_mix64(7 + 3)));
+    assert_true(hps_key_of(&o, 3, 0xabcd) != hps_key_of(&o, 4, 0xabcd));
+    o.buckets = 1000;
+    assert_true(hps_key_of(&o, 3, 0xabcd) == hps_mix64(0xabcd ^ hps_mix64(10)) % 1000);
+    o.hash = HPS_HASH_NONE;
+    o.buckets = 0;
+    assert_true(hps_key_of(&o, 3, 0xabcd) == 0xabcd);
+}
+
+static void test_criteo_parse(void **state)
+{
+    (void)state;
+    hps_parse_opts o = criteo_opts();
+    hps_rows *r = hps_rows_create(&criteo, 4);
+    char msg[256];
+    const char *good = "1\t5\t-3\t\t0\t1\t2\t3\t4\t5\t6\t7\t8\t9\t68fd1e64\t\tABC\t"
+                       "1\t2\t3\t4\t5\t6\t7\t8\t9\ta\tb\tc\td\te\tf\t10\t11\t12\t13\t14\t15\t16\t17\r";
+    assert_int_equal(hps_parse_line(&o, good, strlen(good), r, msg, sizeof msg), 0);
+    assert_int_equal(r->rows, 1);
+    assert_true(r->labels[0] == 1.0f);
+    assert_true(r->dense[0 * r->cap] == 5.0f && r->dense[1 * r->cap] == -3.0f && r->dense[2 * r->cap] == 0.0f);
+    assert_int_equal(r->nkeys[0], 1);
+    assert_int_equal(r->nkeys[1], 0); /* empty C2 */
+    assert_true(r->keys[0][0] == 0x68fd1e64 && r->keys[2][0] == 0xabc && r->keys[25][0] == 0x17);
+    const char *bad = "1\t5\t-3\t\t0\t1\t2\t3\t4\t5\t6\t7\t8\t9\t68fd1e64\txyz";
+    assert_int_equal(hps_parse_line(&o, bad, strlen(bad), r, msg, sizeof msg), -1);
+    assert_string_equal(msg, "expected 40 tab-separated fields, got 16");
+    char line[512];
+    snprintf(line, sizeof line, "%s", good);
+    memcpy(strstr(line, "ABC"), "AxC", 3);
+    assert_int_equal(hps_parse_line(&o, line, strlen(line), r, msg, sizeof msg), -1);
+    assert_string_equal(msg, "field 17 (C3): expected 1 to 16 hex digits, got 'AxC'");
+    assert_int_equal(r->rows, 1); /* the bad line left nothing behind */
+    assert_int_equal(r->nkeys[0], 1);
+    hps_rows_free(r);
+}
+
+static void test_libsvm_parse(void **state)
+{
+    (void)state;
+    hps_schema s = {0, 1, 1, 1, 5};
+    hps_parse_opts o = {HPS_FMT_LIBSVM, s, HPS_TRANSFORM_NONE, HPS_HASH_NONE, 0, 0};
+    hps_rows *r = hps_rows_create(&s, 2);
+    char msg[256];
+    const char *l1 = "4 3:0.5 10:2 # comment";
+    assert_int_equal(hps_parse_line(&o, l1, strlen(l1), r, msg, sizeof msg), 0);
+    assert_true(r->labels[0] == 4.0f);
+    assert_int_equal(r->nkeys[0], 2);
+    assert_true(r->keys[0][1] == 10 && r->weights[0][1] == 2.0f);
+    const char *l2 = "5 1:1";
+    assert_int_equal(hps_parse_line(&o, l2, strlen(l2), r, msg, sizeof msg), -1);
+    assert_string_equal(msg, "field 1 (label): expected a class in [0, 5), got '5'");
+    /* --dense 4: indices are dense features */
+    hps_schema d = {4, 0, 0, 0, 2};
+    hps_parse_opts od = {HPS_FMT_LIBSVM, d, HPS_TRANSFORM_NONE, HPS_HASH_NONE, 0, 0};
+    hps_rows *rd = hps_rows_create(&d, 2);
+    const char *l3 = "-1 2:1.5 4:3";
+    assert_int_equal(hps_parse_line(&od, l3, strlen(l3), rd, msg, sizeof msg), 0);
+    assert_true(rd->labels[0] == 0.0f && rd->dense[1 * rd->cap] == 1.5f && rd->dense[3 * rd->cap] == 3.0f);
+    const char *l4 = "+1 5:1";
+    assert_int_equal(hps_parse_line(&od, l4, strlen(l4), rd, msg, sizeof msg), -1);
+    assert_string_equal(msg, "field 2 (feature): expected an index in [1, 4], got '5:1'");
+    hps_rows_free(r);
+    hps_rows_free(rd);
+}
+
+static void test_split_exact(void **state)
+{
+    (void)state;
+    uint64_t c[5];
+    hps_split_counts(10, NULL, 3, c);
+    assert_true(c[0] == 4 && c[1] == 3 && c[2] == 3);
+    double w[3] = {3, 1, 1};
+    hps_split_counts(1000, w, 3, c);
+    assert_true(c[0] == 600 && c[1] == 200 && c[2] == 200);
+    double p[3] = {0.5, 0.3, 0.2};
+    hps_split_counts(7, p, 3, c); /* 3.5, 2.1, 1.4 -> 3 + 2 + 1, one left: to the .5 */
+    assert_true(c[0] == 4 && c[1] == 2 && c[2] == 1);
+    hps_rng r;
+    hps_rng_seed(&r, 1);
+    for (int t = 0; t < 200; t++) {
+        double ws[5];
+        int k = 1 + (int)hps_rng_below(&r, 5);
+        for (int i = 0; i < k; i++) ws[i] = hps_rng_uniform(&r) + (i == 0);
+        uint64_t n = hps_rng_below(&r, 100000), sum = 0;
+        hps_split_counts(n, ws, k, c);
+        double tot = 0;
+        for (int i = 0; i < k; i++) tot += ws[i];
+        for (int i = 0; i < k; i++) {
+            sum += c[i];
+            double exact = (double)n * ws[i] / tot;
+            assert_true((double)c[i] > exact - 1 && (double)c[i] < exact + 1);
+        }
+        assert_true(sum == n);
+    }
+}
+
+static void test_plan_read(void **state)
+{
+    (void)state;
+    double *shares;
+    int n, servers;
+    char digest[72];
+    hps_error err;
+    assert_int_equal(hps_plan_read("testdata/plans/plan-3workers.json", &shares, &n, &servers, digest, &err), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(servers, 2);
+    assert_true(shares[0] == 0.5 && shares[1] == 0.3 && shares[2] == 0.2); /* rank order */
+    free(shares);
+}
+
+/* A random block: some empty bags, some long ones, weights when asked. */
+static void fill_random(hps_rows *r, int rows, hps_rng *g)
+{
+    hps_rows_clear(r);
+    for (int i = 0; i < rows; i++) {
+        int row = hps_rows_begin(r);
+        r->labels[row] = (float)hps_rng_below(g, (uint64_t)r->schema.classes);
+        for (int d = 0; d < r->schema.n_dense; d++) r->dense[(size_t)d * r->cap + row] = (float)hps_rng_normal(g);
+        for (int j = 0; j < r->schema.n_slots; j++) {
+            int n = (int)hps_rng_below(g, 4);
+            for (int k = 0; k < n; k++) hps_rows_add_key(r, j, hps_rng_next(g), (float)hps_rng_uniform(g));
+        }
+    }
+    hps_rows_index(r);
+}
+
+static const char *tmp_shard(char *buf, size_t n)
+{
+    snprintf(buf, n, "/tmp/test_shard.%d.hps", (int)getpid());
+    return buf;
+}
+
+/* Writes `blocks` random blocks; keeps their content in `keep` for comparing. */
+static void write_shard(const char *path, const hps_schema *s, int blocks, int rows_per, hps_rows **keep)
+{
+    hps_error err;
+    hps_shard_writer *w = hps_shard_writer_create(path, s, (uint32_t)rows_per, &err);
+    assert_non_null(w);
+    void *cctx = ZSTD_createCCtx();
+    hps_rng g;
+    hps_rng_seed(&g, 42);
+    hps_block b = {0};
+    uint8_t *scratch = NULL;
+    size_t scap = 0;
+    for (int i = 0; i < blocks; i++) {
+        keep[i] = hps_rows_create(s, rows_per);
+        fill_random(keep[i], rows_per - i % 3, &g);
+        hps_block_compress(keep[i], cctx, 1, &b, &scratch, &scap);
+        assert_int_equal(hps_shard_writer_add(w, &b, &err), 0);
+    }
+    hps_shard_info info;
+    assert_int_equal(hps_shard_writer_close(w, &info, &err), 0);
+    assert_int_equal(info.blocks, blocks);
+    hps_block_free(&b);
+    free(scratch);
+    ZSTD_freeCCtx(cctx);
+}
+
+/* Reads the whole shard in batches of `batch` and compares with keep. */
+static void check_round_trip(const char *path, hps_rows **keep, int blocks, int ahead, int batch)
+{
+    hps_error err;
+    hps_shard_read_opts o = {ahead};
+    hps_shard_reader *r = hps_shard_open(path, &o, &err);
+    assert_non_null(r);
+    const hps_schema *s = &hps_shard_reader_info(r)->schema;
+    hps_batch *b = hps_batch_create(batch, s->n_dense, s->n_slots, 16, 1);
+    int blk = 0, row = 0, n;
+    while ((n = hps_shard_read(r, b, batch, &err)) > 0) {
+        for (int i = 0; i < n; i++) {
+            if (row == keep[blk]->rows) blk++, row = 0;
+            const hps_rows *k = keep[blk];
+            assert_true(b->labels[i] == k->labels[row]);
+            for (int d = 0; d < s->n_dense; d++)
+                assert_true(b->dense[(size_t)i * s->n_dense + d] == k->dense[(size_t)d * k->cap + row]);
+            for (int j = 0; j < s->n_slots; j++) {
+                int64_t lo = b->offsets[(size_t)i * s->n_slots + j], hi = b->offsets[(size_t)i * s->n_slots + j + 1];
+                int64_t klo = k->offsets[j][row];
+                assert_int_equal(hi - lo, k->offsets[j][row + 1] - klo);
+                for (int64_t q = 0; q < hi - lo; q++) {
+                    assert_true(b->keys[lo + q] == k->keys[j][klo + q]);
+                    assert_true(b->weights[lo + q] == (s->weighted ? k->weights[j][klo + q] : 1.0f));
+                }
+            }
+            row++;
+        }
+    }
+    assert_int_equal(n, 0);
+    assert_int_equal(blk, blocks - 1);
+    assert_int_equal(row, keep[blocks - 1]->rows);
+    hps_batch_free(b);
+    hps_shard_close(r);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_shard(path, sizeof path);
+    hps_schema schemas[2] = {{3, 4, 0, 0, 2}, {0, 1, 1, 1, 7}};
+    for (int t = 0; t < 2; t++) {
+        hps_rows *keep[6];
+        write_shard(path, &schemas[t], 6, 100, keep);
+        check_round_trip(path, keep, 6, 0, 37);  /* in the caller */
+        check_round_trip(path, keep, 6, 3, 64);  /* background thread */
+        check_round_trip(path, keep, 6, 1, 500); /* batches span blocks */
+        hps_shard_info info;
+        hps_error err;
+        assert_int_equal(hps_shard_verify(path, &info, &err), 0);
+        assert_int_equal(info.rows, 100 + 99 + 98 + 100 + 99 + 98);
+        for (int i = 0; i < 6; i++) hps_rows_free(keep[i]);
+    }
+    unlink(path);
+}
+
+static void test_seek_and_early_close(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_shard(path, sizeof path);
+    hps_schema s = {2, 2, 0, 0, 2};
+    hps_rows *keep[5];
+    write_shard(path, &s, 5, 50, keep); /* blocks of 50, 49, 48, 50, 49 rows */
+    hps_error err;
+    hps_shard_reader *r = hps_shard_open(path, NULL, &err);
+    assert_non_null(r);
+    hps_batch *b = hps_batch_create(8, 2, 2, 16, 0);
+    assert_int_equal(hps_shard_seek(r, 120, &err), 0); /* block 2, row 21 */
+    assert_int_equal(hps_shard_read(r, b, 1, &err), 1);
+    assert_true(b->dense[0] == keep[2]->dense[21] && b->labels[0] == keep[2]->labels[21]);
+    assert_true(hps_shard_tell(r) == 121);
+    assert_int_equal(hps_shard_seek(r, 246, &err), 0);
+    assert_int_equal(hps_shard_read(r, b, 8, &err), 0);
+    assert_int_equal(hps_shard_seek(r, 0, &err), 0);
+    assert_int_equal(hps_shard_read(r, b, 8, &err), 8);
+    assert_true(b->labels[7] == keep[0]->labels[7]);
+    hps_shard_close(r); /* with the thread still decoding ahead */
+    hps_batch_free(b);
+    for (int i = 0; i < 5; i++) hps_rows_free(keep[i]);
+    unlink(path);
+}
+
+static void flip_byte(const char *path, long off)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, off, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, off, SEEK_SET);
+    fputc(c ^ 0x10, f);
+    fclose(f);
+}
+
+static void test_corruption(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_shard(path, sizeof path);
+    hps_schema s = {3, 4, 0, 0, 2};
+    hps_rows *keep[4];
+    write_shard(path, &s, 4, 64, keep);
+    hps_error err;
+    hps_shard_reader *r = hps_shard_open(path, NULL, &err);
+    assert_non_null(r);
+    hps_shard_close(r);
+    /* a byte inside block 2: found by the reader, naming shard and block */
+    hps_shard_info info;
+    assert_int_equal(hps_shard_verify(path, &info, &err), 0);
+    flip_byte(path, (long)(info.bytes / 2));
+    for (int ahead = 0; ahead <= 2; ahead += 2) {
+        hps_shard_read_opts o = {ahead};
+        r = hps_shard_open(path, &o, &err);
+        assert_non_null(r);
+        hps_batch *b = hps_batch_create(32, 3, 4, 16, 0);
+        int n;
+        while ((n = hps_shard_read(r, b, 32, &err)) > 0) {}
+        assert_int_equal(n, -1);
+        assert_non_null(strstr(err.msg, path));
+        assert_non_null(strstr(err.msg, ": block "));
+        assert_non_null(strstr(err.msg, "checksum mismatch"));
+        hps_batch_free(b);
+        hps_shard_close(r);
+    }
+    flip_byte(path, (long)(info.bytes / 2)); /* undo; now the header */
+    flip_byte(path, 20);
+    assert_null(hps_shard_open(path, NULL, &err));
+    assert_non_null(strstr(err.msg, "header: checksum mismatch"));
+    flip_byte(path, 20);
+    flip_byte(path, (long)info.bytes - 20); /* the index */
+    assert_null(hps_shard_open(path, NULL, &err));
+    assert_non_null(strstr(err.msg, "index"));
+    for (int i = 0; i < 4; i++) hps_rows_free(keep[i]);
+    unlink(path);
+}
+
+static void test_format_float(void **state)
+{
+    (void)state;
+    char buf[32];
+    hps_format_float(buf, sizeof buf, 0.1f);
+    assert_string_equal(buf, "0.1");
+    hps_format_float(buf, sizeof buf, -3.0f);
+    assert_string_equal(buf, "-3");
+    hps_rng g;
+    hps_rng_seed(&g, 3);
+    for (int i = 0; i < 1000; i++) {
+        float v = (float)(hps_rng_normal(&g) * 1e3);
+        hps_format_float(buf, sizeof buf, v);
+        assert_true(strtof(buf, NULL) == v);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc32c),          cmocka_unit_test(test_key_hash),
+        cmocka_unit_test(test_criteo_parse),    cmocka_unit_test(test_libsvm_parse),
+        cmocka_unit_test(test_split_exact),     cmocka_unit_test(test_plan_read),
+        cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_seek_and_early_close),
+        cmocka_unit_test(test_corruption),      cmocka_unit_test(test_format_float),
+    };
+    return cmocka_run_group_tests_name("shard", tests, NULL, NULL);
+}
