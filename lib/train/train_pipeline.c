@@ -147,7 +147,7 @@ hps_pipeline *hps_pipeline_create(hps_net **nets, int M, const hps_stage_range *
         st->index = s;
         st->in.fwd = hps_malloc((size_t)M * sizeof(int));
         st->in.bwd = hps_malloc((size_t)M * sizeof(int));
-        HPS_CHECK(pthread_create(&st->thread, NULL, stage_main, st) == 0);
+        if (S > 1) HPS_CHECK(pthread_create(&st->thread, NULL, stage_main, st) == 0);
     }
     return p;
 }
@@ -160,7 +160,7 @@ void hps_pipeline_free(hps_pipeline *p)
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
     for (int s = 0; s < p->S; s++) {
-        pthread_join(p->stages[s].thread, NULL);
+        if (p->S > 1) pthread_join(p->stages[s].thread, NULL);
         free(p->stages[s].in.fwd);
         free(p->stages[s].in.bwd);
     }
@@ -170,12 +170,28 @@ void hps_pipeline_free(hps_pipeline *p)
     free(p->stages), free(p->ranges), free(p->layer_fwd), free(p->layer_bwd), free(p);
 }
 
+/* One stage needs no hand-offs: the caller runs it, and its thread pool is
+ * the one that stays warm between steps. */
+static void run_inline(hps_pipeline *p, int n, int backward)
+{
+    double t0 = hps_now();
+    for (int m = 0; m < n; m++) {
+        run_layers(p, 0, m, 0);
+        if (backward) run_layers(p, 0, m, 1);
+    }
+    p->stages[0].stats.busy_s += hps_now() - t0;
+}
+
 static void run(hps_pipeline *p, int n, int backward)
 {
     HPS_CHECK(n >= 1 && n <= p->M);
     int L = p->nets[0]->model->n_layers;
     memset(p->layer_fwd, 0, (size_t)L * sizeof *p->layer_fwd);
     memset(p->layer_bwd, 0, (size_t)L * sizeof *p->layer_bwd);
+    if (p->S == 1) {
+        run_inline(p, n, backward);
+        return;
+    }
     pthread_mutex_lock(&p->lock);
     for (int s = 0; s < p->S; s++) inbox_reset(&p->stages[s].in);
     p->n_micro = n;

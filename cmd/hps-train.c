@@ -1,0 +1,257 @@
+/* hps-train: train what a plan describes. */
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/hps_io.h"
+#include "core/hps_json.h"
+#include "train/hps_train.h"
+
+static const char usage[] =
+    "usage: hps-train --plan PLAN --data SHARDS [options]\n"
+    "       hps-train --model MODEL --data SHARDS [options]   (one CPU stage, no plan)\n"
+    "\n"
+    "Trains the model a plan was made for, on shards written by hps-shard: embedding\n"
+    "tables on parameter-server tables, the plan's stages pipelined over micro-batches.\n"
+    "\n"
+    "  -p, --plan FILE             the plan (hps-plan(5))\n"
+    "  -d, --data DIR              training shards (hps-shard(5))\n"
+    "  -m, --model FILE            the model [the plan's inputs.model]\n"
+    "  -e, --epochs N              passes over the data [1]\n"
+    "      --steps N               stop after N steps in all\n"
+    "      --eval DIR              evaluate on these shards after each epoch\n"
+    "      --checkpoint DIR        write checkpoints into DIR\n"
+    "      --checkpoint-every N    every N steps (and at the end) [at the end]\n"
+    "      --resume                continue from DIR's latest checkpoint\n"
+    "      --export FILE           write the weights as safetensors at the end\n"
+    "      --metrics FILE          NDJSON metrics (- for stdout)\n"
+    "      --metrics-interval SEC  seconds between step records [10]\n"
+    "      --seed S                initial weights and rows [1]\n"
+    "      --threads N             kernel threads per stage [cores / stages]\n"
+    "      --micro-batches N       micro-batches per batch [one per stage]\n"
+    "      --optimizer NAME        adam or sgd for dense layers [adam]\n"
+    "      --lr X                  dense learning rate [0.001]\n"
+    "      --lr-sparse X           embedding (AdaGrad) learning rate [0.05]\n"
+    "      --max-table-mb N        memory cap of each embedding table [none]\n"
+    "      --evict                 when a table is full, evict cold rows (else: error)\n"
+    "      --cpu-fallback          run stages of GPU types on the CPU\n"
+    "      --probe STEPS           time STEPS steps per thread count, print a profile, exit\n"
+    "  -o, --output FILE           where --probe writes its profile [stdout]\n"
+    "  -q, --quiet                 no progress, no summary\n"
+    "  -v, --verbose               more messages\n"
+    "  -h, --help                  show this help, then exit\n"
+    "  -V, --version               show the version, then exit\n";
+
+enum { OPT_STEPS = 256, OPT_EVAL, OPT_CKPT, OPT_CKPT_EVERY, OPT_RESUME, OPT_EXPORT, OPT_METRICS,
+       OPT_METRICS_INTERVAL, OPT_SEED, OPT_THREADS, OPT_MICRO, OPT_OPTIMIZER, OPT_LR, OPT_LR_SPARSE,
+       OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE };
+
+static const struct option long_options[] = {
+    {"plan", required_argument, NULL, 'p'},
+    {"data", required_argument, NULL, 'd'},
+    {"model", required_argument, NULL, 'm'},
+    {"epochs", required_argument, NULL, 'e'},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"eval", required_argument, NULL, OPT_EVAL},
+    {"checkpoint", required_argument, NULL, OPT_CKPT},
+    {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
+    {"resume", no_argument, NULL, OPT_RESUME},
+    {"export", required_argument, NULL, OPT_EXPORT},
+    {"metrics", required_argument, NULL, OPT_METRICS},
+    {"metrics-interval", required_argument, NULL, OPT_METRICS_INTERVAL},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"threads", required_argument, NULL, OPT_THREADS},
+    {"micro-batches", required_argument, NULL, OPT_MICRO},
+    {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
+    {"lr", required_argument, NULL, OPT_LR},
+    {"lr-sparse", required_argument, NULL, OPT_LR_SPARSE},
+    {"max-table-mb", required_argument, NULL, OPT_MAX_TABLE},
+    {"evict", no_argument, NULL, OPT_EVICT},
+    {"cpu-fallback", no_argument, NULL, OPT_CPU_FALLBACK},
+    {"probe", required_argument, NULL, OPT_PROBE},
+    {"output", required_argument, NULL, 'o'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+typedef struct {
+    const char *plan, *data, *model, *eval, *export_path, *output;
+    long probe;
+    hps_train_opts o;
+} args;
+
+static int bad_value(const char *opt, const char *value, const char *expected)
+{
+    fprintf(stderr, "%s: error: %s: '%s' is not %s\n(see 'hps-train --help')\n", hps_progname(),
+            opt, value, expected);
+    return HPS_EXIT_USAGE;
+}
+
+static int count_arg(const char *opt, long min, long *out)
+{
+    if (hps_parse_long(optarg, min, LONG_MAX, out) == 0) return 0;
+    char what[64];
+    snprintf(what, sizeof what, "an integer >= %ld", min);
+    return bad_value(opt, optarg, what);
+}
+
+static int rate_arg(const char *opt, float *out)
+{
+    double v;
+    if (hps_parse_double(optarg, &v) || !(v > 0 && v < 1e6)) return bad_value(opt, optarg, "a positive number");
+    *out = (float)v;
+    return 0;
+}
+
+/* One option; returns -1 to go on, or an exit code. */
+static int parse_one(int c, args *a)
+{
+    long v;
+    double d;
+    switch (c) {
+    case 'p': a->plan = optarg; break;
+    case 'd': a->data = optarg; break;
+    case 'm': a->model = optarg; break;
+    case 'e': if (count_arg("--epochs", 1, &v)) return HPS_EXIT_USAGE; a->o.epochs = (int)v; break;
+    case OPT_STEPS: if (count_arg("--steps", 1, &a->o.max_steps)) return HPS_EXIT_USAGE; break;
+    case OPT_EVAL: a->eval = optarg; break;
+    case OPT_CKPT: a->o.ckpt_dir = optarg; break;
+    case OPT_CKPT_EVERY: if (count_arg("--checkpoint-every", 1, &a->o.ckpt_every)) return HPS_EXIT_USAGE; break;
+    case OPT_RESUME: a->o.resume = 1; break;
+    case OPT_EXPORT: a->export_path = optarg; break;
+    case OPT_METRICS: a->o.metrics_path = optarg; break;
+    case OPT_METRICS_INTERVAL:
+        if (hps_parse_double(optarg, &d) || d < 0) return bad_value("--metrics-interval", optarg, "seconds >= 0");
+        a->o.metrics_interval = d;
+        break;
+    case OPT_SEED: if (count_arg("--seed", 0, &v)) return HPS_EXIT_USAGE; a->o.seed = (uint64_t)v; break;
+    case OPT_THREADS: if (count_arg("--threads", 1, &v)) return HPS_EXIT_USAGE; a->o.threads = (int)v; break;
+    case OPT_MICRO: if (count_arg("--micro-batches", 1, &v)) return HPS_EXIT_USAGE; a->o.micro_batches = (int)v; break;
+    case OPT_OPTIMIZER:
+        if (strcmp(optarg, "adam") && strcmp(optarg, "sgd")) return bad_value("--optimizer", optarg, "adam or sgd");
+        a->o.optim.dense = strcmp(optarg, "sgd") == 0 ? HPS_OPTIM_SGD : HPS_OPTIM_ADAM;
+        break;
+    case OPT_LR: return rate_arg("--lr", &a->o.optim.lr_dense) ? HPS_EXIT_USAGE : -1;
+    case OPT_LR_SPARSE: return rate_arg("--lr-sparse", &a->o.optim.lr_sparse) ? HPS_EXIT_USAGE : -1;
+    case OPT_MAX_TABLE:
+        if (count_arg("--max-table-mb", 1, &v)) return HPS_EXIT_USAGE;
+        a->o.max_table_bytes = (size_t)v << 20;
+        break;
+    case OPT_EVICT: a->o.table_policy = HPS_TABLE_FULL_EVICT; break;
+    case OPT_CPU_FALLBACK: a->o.cpu_fallback = 1; break;
+    case OPT_PROBE: if (count_arg("--probe", 1, &a->probe)) return HPS_EXIT_USAGE; break;
+    case 'o': a->output = optarg; break;
+    case 'q': hps_display_level = 0; break;
+    case 'v': hps_display_level++; break;
+    case 'h': fputs(usage, stdout); return HPS_EXIT_OK;
+    case 'V': hps_print_version(stdout); return HPS_EXIT_OK;
+    default: fprintf(stderr, "(see 'hps-train --help')\n"); return HPS_EXIT_USAGE;
+    }
+    return -1;
+}
+
+static int parse_args(int argc, char **argv, args *a)
+{
+    int c, rc;
+    while ((c = getopt_long(argc, argv, "p:d:m:e:o:qvhV", long_options, NULL)) != -1)
+        if ((rc = parse_one(c, a)) >= 0) return rc;
+    const char *missing = optind < argc ? NULL : !a->data ? "--data" : !a->plan && !a->model ? "--plan or --model" : NULL;
+    if (optind < argc)
+        fprintf(stderr, "%s: error: unexpected argument '%s'\n", hps_progname(), argv[optind]);
+    else if (missing)
+        fprintf(stderr, "%s: error: %s is required\n", hps_progname(), missing);
+    else if (a->o.resume && !a->o.ckpt_dir)
+        fprintf(stderr, "%s: error: --resume needs --checkpoint DIR\n", hps_progname());
+    else
+        return -1;
+    fprintf(stderr, "(see 'hps-train --help')\n");
+    return HPS_EXIT_USAGE;
+}
+
+/* The model: --model, else the path the plan recorded (as given to hps-plan,
+ * or beside the plan when that does not exist from here). */
+static char *model_path(const args *a, hps_error *err)
+{
+    if (a->model) return hps_strdup(a->model);
+    json_t *root;
+    if (hps_json_load(a->plan, &root, err)) return NULL;
+    const char *p = json_string_value(json_object_get(json_object_get(root, "inputs"), "model"));
+    char *path = NULL;
+    if (!p) {
+        hps_fail(err, HPS_EXIT_USAGE, "%s: records no inputs.model; give --model", a->plan);
+    } else if (p[0] == '/' || access(p, R_OK) == 0 || !strchr(a->plan, '/')) {
+        path = hps_strdup(p);
+    } else {
+        size_t dir = (size_t)(strrchr(a->plan, '/') - a->plan);
+        path = hps_malloc(dir + strlen(p) + 2);
+        sprintf(path, "%.*s/%s", (int)dir, a->plan, p);
+    }
+    json_decref(root);
+    return path;
+}
+
+static void print_summary(const hps_trainer *t)
+{
+    const hps_train_summary *s = hps_trainer_summary(t);
+    hps_log(2, "%s: %llu steps, %llu samples, loss %.4f, %.0f samples/s\n", hps_progname(),
+            (unsigned long long)s->steps, (unsigned long long)s->samples, s->last_loss,
+            s->samples_per_s);
+    if (s->have_eval)
+        hps_log(2, "%s: eval on %llu rows: logloss %.4f, %s %.4f\n", hps_progname(),
+                (unsigned long long)s->eval.rows, s->eval.loss,
+                s->eval.auc == s->eval.auc ? "AUC" : "accuracy",
+                s->eval.auc == s->eval.auc ? s->eval.auc : s->eval.accuracy);
+}
+
+static int train(const args *a, hps_trainer *t, hps_source *src, hps_error *err)
+{
+    if (a->probe) {
+        json_t *doc = hps_trainer_probe(t, src, a->probe, err);
+        int rc = doc ? hps_json_write(a->output, doc, err) : -1;
+        json_decref(doc);
+        return rc;
+    }
+    hps_source *eval = NULL;
+    if (a->eval && !(eval = hps_source_shards(a->eval, 0, err))) return -1;
+    int rc = hps_trainer_run(t, src, eval, err);
+    if (eval) eval->close(eval);
+    if (rc == 0 && a->export_path) rc = hps_trainer_export(t, a->export_path, err);
+    if (rc == 0) print_summary(t);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    hps_set_progname(argv[0]);
+    args a = {.output = "-", .o = hps_train_opts_default()};
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    a.o.progress = hps_display_level >= 2 && hps_stderr_is_tty() && !a.probe;
+    hps_error err = {.code = HPS_EXIT_RUNTIME};
+    hps_model *m = NULL;
+    hps_source *src = NULL;
+    hps_trainer *t = NULL;
+    hps_train_plan plan;
+    char *path = model_path(&a, &err);
+    rc = path && (m = hps_model_load(path, &err)) ? 0 : -1;
+    if (rc == 0) {
+        if (a.plan) rc = hps_train_plan_load(a.plan, m, &plan, &err);
+        else hps_train_plan_single(m, &plan);
+    }
+    if (rc == 0 && !(src = hps_source_shards(a.data, 0, &err))) rc = -1;
+    if (rc == 0 && hps_source_check(src, m, &err)) rc = -1;
+    if (rc == 0 && !(t = hps_trainer_create(m, &plan, &a.o, &err))) rc = -1;
+    if (rc == 0) rc = train(&a, t, src, &err);
+    hps_trainer_free(t);
+    if (src) src->close(src);
+    hps_model_free(m);
+    free(path);
+    if (rc == 0) return HPS_EXIT_OK;
+    hps_report(&err);
+    return err.code;
+}
