@@ -65,7 +65,9 @@ struct hps_source {
  * `rows` rows per epoch drawn with `seed`.  Train and eval sources share the
  * planted seed and differ in the row seed. */
 hps_source *hps_source_synth(const hps_model *m, uint64_t rows, uint64_t planted, uint64_t seed);
-/* A shard directory's training shards, in manifest order (hps-shard(5)). */
+/* A shard directory's training shards, in manifest order (hps-shard(5));
+ * with holdout, its holdout shards, or its training shards when it has none
+ * (a directory sharded for evaluation). */
 hps_source *hps_source_shards(const char *dir, int holdout, hps_error *err);
 /* Checks that the source carries the model's schema; names what differs. */
 int hps_source_check(const hps_source *s, const hps_model *m, hps_error *err);

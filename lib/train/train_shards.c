@@ -95,6 +95,9 @@ hps_source *hps_source_shards(const char *dir, int holdout, hps_error *err)
     s->shards = hps_malloc((size_t)(man->n_shards + 1) * sizeof *s->shards);
     s->first_row = hps_malloc((size_t)(man->n_shards + 1) * sizeof *s->first_row);
     const char *role = holdout ? "holdout" : "train";
+    int any_holdout = 0;
+    for (int i = 0; i < man->n_shards; i++) any_holdout |= strcmp(man->shards[i].role, "holdout") == 0;
+    if (holdout && !any_holdout) role = "train"; /* a directory written for evaluation */
     for (int i = 0; i < man->n_shards; i++) {
         if (strcmp(man->shards[i].role, role) != 0) continue;
         s->first_row[s->n] = s->rows;
