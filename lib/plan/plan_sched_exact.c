@@ -1,0 +1,278 @@
+/* The exact solver: a proven optimum.
+ *
+ * Stages are contiguous, so a plan is a path through states (i, t): the first
+ * i layers are planned and the last stage runs on type t.  Every objective
+ * grows with the summed rate c (dollars or watts per hour of all units) and
+ * falls with the bottleneck throughput, so a state keeps the Pareto front of
+ * its partial plans in (c, throughput): a dominated partial plan can never
+ * complete into a better plan than the one dominating it.
+ *
+ * Phase 1 ignores the per-type unit limits across stages (each stage alone
+ * still fits its type).  When its optimum also fits the limits, it is the
+ * optimum.  Otherwise phase 2 repeats the labelling with the units used per
+ * type in every label, dominance taking them into account: exact, and slower.
+ * Both phases prune partial plans by a bound on any completion (the cheapest
+ * suffix rate and the fastest suffix bottleneck) against the best plan known. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/hps_plan.h"
+
+#define EXACT_MAX_LABELS 20000000
+
+typedef struct {
+    double c, thr;
+    int prev;        /* the partial plan this one extends, or -1 */
+    int first, end;  /* its last stage: layers [first, end) */
+    int type;
+} label;
+
+typedef struct {
+    int *ids, n, cap;
+} front;
+
+typedef struct {
+    const plan_problem *p;
+    int with_units;
+    label *labels;
+    unsigned short *units; /* n_types per label, when with_units */
+    long n_labels, cap_labels;
+    front *fronts;         /* (L + 1) x T */
+    double *cmin, *thrmax; /* suffix bounds from position i */
+    double upper;          /* best objective known */
+    int best;              /* its label, or -1 */
+    double deadline;
+    int timed_out;
+} exact_state;
+
+static double rate_weight(const plan_problem *p, int t)
+{
+    return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->power[t] : p->price[t];
+}
+
+static double objective_of(const plan_problem *p, double c, double thr)
+{
+    int power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
+    return plan_objective_value(p, power ? 0 : c, power ? c : 0, thr);
+}
+
+/* Stage [j, i) on t at its fewest units: 0 when it cannot meet the limit. */
+static int stage_at(const plan_problem *p, int j, int i, int t, double *c, double *thr)
+{
+    plan_law law;
+    plan_stage_law(p, j, i, t, &law);
+    int k = plan_provision(p, &law, t);
+    if (!k) return 0;
+    *c = k * rate_weight(p, t);
+    *thr = 1000.0 * p->batch / plan_law_ms(&law, k);
+    return k;
+}
+
+/* Suffix bounds, ignoring units: cmin[i] the least rate, thrmax[i] the
+ * largest bottleneck of any plan of layers [i, L). */
+static void suffix_bounds(exact_state *s)
+{
+    const plan_problem *p = s->p;
+    int L = p->n_layers;
+    s->cmin[L] = 0;
+    s->thrmax[L] = HUGE_VAL;
+    for (int i = L - 1; i >= 0; i--) {
+        s->cmin[i] = HUGE_VAL;
+        s->thrmax[i] = -1;
+        for (int e = i + 1; e <= L; e++)
+            for (int t = 0; t < p->n_types; t++) {
+                double c, thr;
+                if (!stage_at(p, i, e, t, &c, &thr)) continue;
+                s->cmin[i] = fmin(s->cmin[i], c + s->cmin[e]);
+                s->thrmax[i] = fmax(s->thrmax[i], fmin(thr, s->thrmax[e]));
+            }
+    }
+}
+
+static int dominates(const exact_state *s, int a, const label *b, const unsigned short *bu)
+{
+    const label *x = &s->labels[a];
+    if (x->c > b->c || x->thr < b->thr) return 0;
+    if (!s->with_units) return 1;
+    const unsigned short *xu = s->units + (size_t)a * s->p->n_types;
+    for (int t = 0; t < s->p->n_types; t++)
+        if (xu[t] > bu[t]) return 0;
+    return 1;
+}
+
+/* Adds label l (with units u) to front f unless dominated; drops what it dominates. */
+static void front_insert(exact_state *s, front *f, const label *l, const unsigned short *u)
+{
+    for (int k = 0; k < f->n; k++)
+        if (dominates(s, f->ids[k], l, u)) return;
+    if (s->n_labels == s->cap_labels) {
+        s->cap_labels = s->cap_labels ? 2 * s->cap_labels : 4096;
+        s->labels = hps_realloc(s->labels, (size_t)s->cap_labels * sizeof *s->labels);
+        if (s->with_units)
+            s->units = hps_realloc(s->units, (size_t)s->cap_labels * s->p->n_types * sizeof *s->units);
+    }
+    int id = (int)s->n_labels++;
+    s->labels[id] = *l;
+    if (s->with_units) memcpy(s->units + (size_t)id * s->p->n_types, u, s->p->n_types * sizeof *u);
+    int n = 0;
+    for (int k = 0; k < f->n; k++)
+        if (!dominates(s, id, &s->labels[f->ids[k]],
+                       s->with_units ? s->units + (size_t)f->ids[k] * s->p->n_types : NULL))
+            f->ids[n++] = f->ids[k];
+    f->n = n;
+    if (f->n == f->cap) f->ids = hps_realloc(f->ids, (size_t)(f->cap = f->cap ? 2 * f->cap : 8) * sizeof(int));
+    f->ids[f->n++] = id;
+}
+
+/* Extends the partial plans of (j, u) by stage [j, i) on t. */
+static void extend(exact_state *s, int j, int u, int i, int t, int k, double c, double thr)
+{
+    const plan_problem *p = s->p;
+    int T = p->n_types;
+    front *dst = &s->fronts[i * T + t];
+    unsigned short units[PLAN_MAX_TYPES] = {0};
+    label l = {.c = c, .thr = thr, .prev = -1, .end = i, .type = t, .first = j};
+    int n = j == 0 ? 1 : s->fronts[j * T + u].n;
+    double link_thr = HUGE_VAL;
+    if (j > 0) {
+        double lm = plan_link_ms(p, j, u, t);
+        if (lm > 0) link_thr = 1000.0 * p->batch / lm;
+        if (link_thr < p->min_throughput) return;
+    }
+    for (int q = 0; q < n; q++) {
+        if (j > 0) {
+            int id = s->fronts[j * T + u].ids[q];
+            const label *prev = &s->labels[id];
+            l.prev = id;
+            l.c = prev->c + c;
+            l.thr = fmin(fmin(prev->thr, thr), link_thr);
+            if (s->with_units) memcpy(units, s->units + (size_t)id * T, T * sizeof *units);
+        }
+        if (s->with_units) {
+            if (units[t] + k > p->max_units[t]) continue;
+            units[t] = (unsigned short)(units[t] + k);
+        }
+        double bound = objective_of(p, l.c + s->cmin[i], fmin(l.thr, s->thrmax[i]));
+        if (bound > s->upper * (1 + 1e-12)) {
+            if (s->with_units) units[t] = (unsigned short)(units[t] - k);
+            continue;
+        }
+        front_insert(s, dst, &l, units);
+        if (s->with_units) units[t] = (unsigned short)(units[t] - k);
+    }
+}
+
+/* Runs one labelling pass; returns the best complete label, or -1. */
+static int label_pass(exact_state *s)
+{
+    const plan_problem *p = s->p;
+    int L = p->n_layers, T = p->n_types;
+    long checks = 0;
+    s->best = -1;
+    for (int i = 1; i <= L; i++) {
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < i; j++) {
+                double c, thr;
+                int k = stage_at(p, j, i, t, &c, &thr);
+                if (!k) continue;
+                for (int u = 0; u < (j ? T : 1); u++)
+                    if (j == 0 || u != t) extend(s, j, u, i, t, k, c, thr);
+                if ((++checks & 255) == 0 &&
+                    (hps_now() > s->deadline || s->n_labels > EXACT_MAX_LABELS)) {
+                    s->timed_out = 1;
+                    return -1;
+                }
+            }
+        if (i < L) continue;
+        for (int t = 0; t < T; t++)
+            for (int q = 0; q < s->fronts[L * T + t].n; q++) {
+                int id = s->fronts[L * T + t].ids[q];
+                double f = objective_of(p, s->labels[id].c, s->labels[id].thr);
+                if (f < s->upper) {
+                    s->upper = f;
+                    s->best = id;
+                }
+            }
+    }
+    return s->best;
+}
+
+static void reset_fronts(exact_state *s)
+{
+    for (int k = 0; k < (s->p->n_layers + 1) * s->p->n_types; k++) s->fronts[k].n = 0;
+    s->n_labels = 0;
+}
+
+static void trace_back(const exact_state *s, int id, int *assign)
+{
+    for (; id >= 0; id = s->labels[id].prev)
+        for (int l = s->labels[id].first; l < s->labels[id].end; l++) assign[l] = s->labels[id].type;
+}
+
+/* A good plan to start from: the best of the fixed plans and greedy, polished. */
+static double starting_plan(const plan_problem *p, int *assign, plan_eval *e)
+{
+    plan_result r;
+    plan_result_init(&r, p);
+    double best = HUGE_VAL;
+    for (int t = 0; t <= p->n_types; t++) {
+        if (t < p->n_types) plan_solve_fixed(p, t, &r);
+        else plan_solve_greedy(p, &r);
+        plan_evaluate(p, r.assign, e);
+        if (plan_score(e) < best) {
+            best = plan_score(e);
+            memcpy(assign, r.assign, (size_t)p->n_layers * sizeof *assign);
+        }
+    }
+    plan_result_free(&r);
+    plan_local_search(p, assign, hps_now() + 0.1);
+    plan_evaluate(p, assign, e);
+    return e->feasible ? e->objective : HUGE_VAL;
+}
+
+int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_result *r)
+{
+    int L = p->n_layers, T = p->n_types;
+    double t0 = hps_now();
+    exact_state s = {.p = p, .deadline = t0 + (o && o->bound_time > 0 ? o->bound_time : 1e9)};
+    s.fronts = hps_calloc((size_t)(L + 1) * T, sizeof *s.fronts);
+    s.cmin = hps_malloc((size_t)(L + 1) * sizeof(double));
+    s.thrmax = hps_malloc((size_t)(L + 1) * sizeof(double));
+    plan_eval e;
+    plan_eval_init(&e, p);
+    s.upper = starting_plan(p, r->assign, &e);
+    suffix_bounds(&s);
+    int *relaxed = hps_malloc((size_t)L * sizeof *relaxed);
+    int id = label_pass(&s);
+    int proven = !s.timed_out;
+    if (id >= 0) {
+        trace_back(&s, id, relaxed);
+        plan_evaluate(p, relaxed, &e);
+        if (e.feasible) {
+            memcpy(r->assign, relaxed, (size_t)L * sizeof *relaxed);
+        } else { /* the limits across stages bind: label with units */
+            reset_fronts(&s);
+            s.with_units = 1;
+            plan_evaluate(p, r->assign, &e);
+            s.upper = e.feasible ? e.objective : HUGE_VAL;
+            id = label_pass(&s);
+            proven = !s.timed_out;
+            if (id >= 0) trace_back(&s, id, r->assign);
+        }
+    }
+    r->found = 1;
+    r->optimal = proven;
+    r->timed_out = s.timed_out;
+    r->episodes = s.n_labels;
+    r->seconds = hps_now() - t0;
+    for (int k = 0; k < (L + 1) * T; k++) free(s.fronts[k].ids);
+    free(s.fronts);
+    free(s.labels);
+    free(s.units);
+    free(s.cmin);
+    free(s.thrmax);
+    free(relaxed);
+    plan_eval_free(&e);
+    return 0;
+}
