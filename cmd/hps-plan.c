@@ -255,10 +255,10 @@ static _Noreturn void infeasible(const plan_problem *p, const plan_eval *e)
     char why[300] = "";
     for (int s = 0; s < e->n_stages && !why[0]; s++) {
         const plan_stage *st = &e->stages[s];
-        if (st->link_ms > 0 && st->link_throughput < p->min_throughput)
+        if (st->short_of_limit & PLAN_SHORT_LINK)
             snprintf(why, sizeof why, "the link from '%s' into stage %d on '%s' carries at most %.6g samples/s",
                      p->type_names[e->stages[s - 1].type], s, p->type_names[st->type], st->link_throughput);
-        else if (st->best_throughput < p->min_throughput)
+        else if (st->short_of_limit & PLAN_SHORT_STAGE)
             snprintf(why, sizeof why, "stage %d ('%s'..'%s') on '%s' reaches at most %.6g samples/s with %d units",
                      s, p->layer_names[st->first], p->layer_names[st->end - 1], p->type_names[st->type],
                      st->best_throughput, st->best_units);

@@ -97,6 +97,11 @@ typedef struct {
 plan_problem *plan_problem_new(int n_layers, int n_types);
 void plan_problem_prepare(plan_problem *p); /* prefix sums; call after filling */
 void plan_problem_free(plan_problem *p);
+/* A seeded CTR-like instance for tests and the benchmark: the limit is
+ * tightness times the largest throughput reachable; unit_limits gives each
+ * type 1 to 6 units (else 64). */
+plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, double tightness,
+                                  int unit_limits);
 
 /* The profiles hps-plan reads (hps-profile(5)), merged: one per device id. */
 typedef struct hps_profiles hps_profiles;
@@ -141,7 +146,10 @@ typedef struct {
     double link_ms, link_throughput; /* the link into the stage (0 = none) */
     double best_throughput;   /* reachable within max_units */
     int best_units;
+    int short_of_limit;       /* PLAN_SHORT_STAGE and/or PLAN_SHORT_LINK */
 } plan_stage;
+
+enum { PLAN_SHORT_STAGE = 1, PLAN_SHORT_LINK = 2 };
 
 typedef struct {
     int n_stages;
@@ -184,6 +192,7 @@ typedef struct {
     int found;   /* an assignment is in assign (feasible or not) */
     int optimal; /* proven (exact, brute) */
     int timed_out;
+    int unit_phase; /* exact: the unit limits bound across stages (phase 2 ran) */
     long episodes;
     double seconds;
     int n_trace;

@@ -33,8 +33,13 @@ double plan_law_ms(const plan_law *law, int units)
     return law->fixed_ms + law->scaled_ms / units;
 }
 
-/* ms per batch that meets the limit */
-static double budget_ms(const plan_problem *p) { return 1000.0 * p->batch / p->min_throughput; }
+/* ms per batch that meets the limit; the slack of 1e-12 keeps a plan that
+ * meets it exactly (a limit set to a plan's own throughput) from failing on
+ * the last bit of a division. */
+static double budget_ms(const plan_problem *p)
+{
+    return 1000.0 * p->batch / p->min_throughput * (1 + 1e-12);
+}
 
 int plan_provision(const plan_problem *p, const plan_law *law, int t)
 {
@@ -100,7 +105,9 @@ static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type)
     s->best_units = s->law.scaled_ms > 0 ? p->max_units[s->type] : 1;
     s->best_throughput = throughput_of(p, plan_law_ms(&s->law, s->best_units));
     s->units = plan_provision(p, &s->law, s->type);
+    s->short_of_limit = 0;
     if (!s->units) {
+        s->short_of_limit |= PLAN_SHORT_STAGE;
         s->units = s->best_units;
         shortfall += 1 - s->best_throughput / p->min_throughput;
     }
@@ -108,8 +115,10 @@ static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type)
     s->throughput = throughput_of(p, s->ms);
     s->link_ms = prev_type >= 0 ? plan_link_ms(p, s->first, prev_type, s->type) : 0;
     s->link_throughput = s->link_ms > 0 ? throughput_of(p, s->link_ms) : 0;
-    if (s->link_ms > 0 && s->link_throughput < p->min_throughput)
+    if (s->link_ms > 0 && s->link_throughput < p->min_throughput * (1 - 1e-12)) {
+        s->short_of_limit |= PLAN_SHORT_LINK;
         shortfall += 1 - s->link_throughput / p->min_throughput;
+    }
     return shortfall;
 }
 

@@ -138,7 +138,7 @@ static void extend(exact_state *s, int j, int u, int i, int t, int k, double c, 
     if (j > 0) {
         double lm = plan_link_ms(p, j, u, t);
         if (lm > 0) link_thr = 1000.0 * p->batch / lm;
-        if (link_thr < p->min_throughput) return;
+        if (link_thr < p->min_throughput * (1 - 1e-12)) return;
     }
     for (int q = 0; q < n; q++) {
         if (j > 0) {
@@ -254,6 +254,8 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
         } else { /* the limits across stages bind: label with units */
             reset_fronts(&s);
             s.with_units = 1;
+            r->unit_phase = 1;
+            s.units = hps_malloc((size_t)(s.cap_labels ? s.cap_labels : 1) * T * sizeof *s.units);
             plan_evaluate(p, r->assign, &e);
             s.upper = e.feasible ? e.objective : HUGE_VAL;
             id = label_pass(&s);
