@@ -16,6 +16,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 #include "plan/hps_plan.h"
 
@@ -35,11 +36,16 @@ typedef struct {
 typedef struct {
     const plan_problem *p;
     int with_units;
+    int tracked[PLAN_MAX_TYPES]; /* types whose units the labels count */
+    long ops;
     label *labels;
     unsigned short *units; /* n_types per label, when with_units */
     long n_labels, cap_labels;
     front *fronts;         /* (L + 1) x T */
     double *cmin, *thrmax; /* suffix bounds from position i */
+    /* for a tracked type t, the same bounds for suffixes that use at most r
+     * units of t: [i * (max_units[t] + 1) + r] */
+    double *cmin_t[PLAN_MAX_TYPES], *thrmax_t[PLAN_MAX_TYPES];
     double upper;          /* best objective known */
     int best;              /* its label, or -1 */
     double deadline;
@@ -88,6 +94,51 @@ static void suffix_bounds(exact_state *s)
                 s->thrmax[i] = fmax(s->thrmax[i], fmin(thr, s->thrmax[e]));
             }
     }
+}
+
+/* Suffix bounds for suffixes with at most r units of type t, r <= max_units[t]. */
+static void suffix_bounds_limited(exact_state *s, int t)
+{
+    const plan_problem *p = s->p;
+    int L = p->n_layers, R = p->max_units[t] + 1;
+    double *cm = s->cmin_t[t] = hps_malloc((size_t)(L + 1) * R * sizeof(double));
+    double *tm = s->thrmax_t[t] = hps_malloc((size_t)(L + 1) * R * sizeof(double));
+    for (int r = 0; r < R; r++) {
+        cm[L * R + r] = 0;
+        tm[L * R + r] = HUGE_VAL;
+    }
+    for (int i = L - 1; i >= 0; i--) {
+        for (int r = 0; r < R; r++) {
+            cm[i * R + r] = HUGE_VAL;
+            tm[i * R + r] = -1;
+        }
+        for (int e = i + 1; e <= L; e++)
+            for (int u = 0; u < p->n_types; u++) {
+                double c, thr;
+                int k = stage_at(p, i, e, u, &c, &thr);
+                if (!k) continue;
+                for (int r = u == t ? k : 0; r < R; r++) {
+                    int left = u == t ? r - k : r;
+                    cm[i * R + r] = fmin(cm[i * R + r], c + cm[e * R + left]);
+                    tm[i * R + r] = fmax(tm[i * R + r], fmin(thr, tm[e * R + left]));
+                }
+            }
+    }
+}
+
+/* A lower bound on the objective of any completion of a partial plan that
+ * ends at layer i with rate c, bottleneck thr and the given units used. */
+static double completion_bound(const exact_state *s, int i, double c, double thr,
+                               const unsigned short *units)
+{
+    double cm = s->cmin[i], tm = s->thrmax[i];
+    for (int t = 0; s->with_units && t < s->p->n_types; t++) {
+        if (!s->tracked[t]) continue;
+        int R = s->p->max_units[t] + 1, r = s->p->max_units[t] - units[t];
+        cm = fmax(cm, s->cmin_t[t][i * R + r]);
+        tm = fmin(tm, s->thrmax_t[t][i * R + r]);
+    }
+    return objective_of(s->p, c + cm, fmin(thr, tm));
 }
 
 static int dominates(const exact_state *s, int a, const label *b, const unsigned short *bu)
@@ -149,18 +200,23 @@ static void extend(exact_state *s, int j, int u, int i, int t, int k, double c, 
             l.thr = fmin(fmin(prev->thr, thr), link_thr);
             if (s->with_units) memcpy(units, s->units + (size_t)id * T, T * sizeof *units);
         }
-        if (s->with_units) {
-            if (units[t] + k > p->max_units[t]) continue;
-            units[t] = (unsigned short)(units[t] + k);
+        int count = s->tracked[t];
+        if (count && units[t] + k > p->max_units[t]) continue;
+        if (count) units[t] = (unsigned short)(units[t] + k);
+        if (completion_bound(s, i, l.c, l.thr, units) <= s->upper * (1 + 1e-12))
+            front_insert(s, dst, &l, units);
+        if (count) units[t] = (unsigned short)(units[t] - k);
+        if ((++s->ops & 4095) == 0 && (hps_now() > s->deadline || s->n_labels > EXACT_MAX_LABELS)) {
+            s->timed_out = 1;
+            return;
         }
-        double bound = objective_of(p, l.c + s->cmin[i], fmin(l.thr, s->thrmax[i]));
-        if (bound > s->upper * (1 + 1e-12)) {
-            if (s->with_units) units[t] = (unsigned short)(units[t] - k);
-            continue;
-        }
-        front_insert(s, dst, &l, units);
-        if (s->with_units) units[t] = (unsigned short)(units[t] - k);
     }
+}
+
+static void reset_fronts(exact_state *s)
+{
+    for (int k = 0; k < (s->p->n_layers + 1) * s->p->n_types; k++) s->fronts[k].n = 0;
+    s->n_labels = 0;
 }
 
 /* Runs one labelling pass; returns the best complete label, or -1. */
@@ -168,7 +224,7 @@ static int label_pass(exact_state *s)
 {
     const plan_problem *p = s->p;
     int L = p->n_layers, T = p->n_types;
-    long checks = 0;
+    reset_fronts(s);
     s->best = -1;
     for (int i = 1; i <= L; i++) {
         for (int t = 0; t < T; t++)
@@ -178,8 +234,7 @@ static int label_pass(exact_state *s)
                 if (!k) continue;
                 for (int u = 0; u < (j ? T : 1); u++)
                     if (j == 0 || u != t) extend(s, j, u, i, t, k, c, thr);
-                if ((++checks & 255) == 0 &&
-                    (hps_now() > s->deadline || s->n_labels > EXACT_MAX_LABELS)) {
+                if (s->timed_out || ((++s->ops & 4095) == 0 && hps_now() > s->deadline)) {
                     s->timed_out = 1;
                     return -1;
                 }
@@ -196,12 +251,6 @@ static int label_pass(exact_state *s)
             }
     }
     return s->best;
-}
-
-static void reset_fronts(exact_state *s)
-{
-    for (int k = 0; k < (s->p->n_layers + 1) * s->p->n_types; k++) s->fronts[k].n = 0;
-    s->n_labels = 0;
 }
 
 static void trace_back(const exact_state *s, int id, int *assign)
@@ -231,6 +280,25 @@ static double starting_plan(const plan_problem *p, int *assign, plan_eval *e)
     return e->feasible ? e->objective : HUGE_VAL;
 }
 
+/* Phase 2 and on: the labels count the units of the types whose limit the
+ * last relaxed optimum broke; repeat until the relaxed optimum keeps every
+ * limit.  Counting only those types keeps the fronts small. */
+static int track_violations(exact_state *s, const plan_eval *e)
+{
+    const plan_problem *p = s->p;
+    int added = 0;
+    for (int t = 0; t < p->n_types; t++)
+        if (e->units[t] > p->max_units[t] && !s->tracked[t]) {
+            s->tracked[t] = added = 1;
+            suffix_bounds_limited(s, t);
+        }
+    if (added && !s->with_units) {
+        s->with_units = 1;
+        s->units = hps_malloc((size_t)(s->cap_labels ? s->cap_labels : 1) * p->n_types * sizeof *s->units);
+    }
+    return added;
+}
+
 int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_result *r)
 {
     int L = p->n_layers, T = p->n_types;
@@ -241,32 +309,48 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
     s.thrmax = hps_malloc((size_t)(L + 1) * sizeof(double));
     plan_eval e;
     plan_eval_init(&e, p);
-    s.upper = starting_plan(p, r->assign, &e);
+    double upper = starting_plan(p, r->assign, &e); /* feasible, or infinite */
     suffix_bounds(&s);
     int *relaxed = hps_malloc((size_t)L * sizeof *relaxed);
-    int id = label_pass(&s);
-    int proven = !s.timed_out;
-    if (id >= 0) {
+    long labels = 0;
+    /* Each pass prunes by a guess a little above the last relaxed optimum (a
+     * lower bound): a pass that finds nothing under the guess raises it. */
+    double lower = 0, slack = 0.01;
+    for (;;) {
+        double guess = lower > 0 ? fmin(upper, lower * (1 + slack)) : upper;
+        s.upper = guess;
+        int id = label_pass(&s);
+        labels += s.n_labels;
+        if (s.timed_out) break;
+        if (id < 0 && guess < upper) { /* the optimum lies above the guess */
+            lower = guess;
+            slack *= 4;
+            continue;
+        }
+        if (id < 0) break; /* none better than the plan in hand */
+        lower = objective_of(p, s.labels[id].c, s.labels[id].thr);
+        slack = 0.01;
         trace_back(&s, id, relaxed);
         plan_evaluate(p, relaxed, &e);
         if (e.feasible) {
             memcpy(r->assign, relaxed, (size_t)L * sizeof *relaxed);
-        } else { /* the limits across stages bind: label with units */
-            reset_fronts(&s);
-            s.with_units = 1;
-            r->unit_phase = 1;
-            s.units = hps_malloc((size_t)(s.cap_labels ? s.cap_labels : 1) * T * sizeof *s.units);
-            plan_evaluate(p, r->assign, &e);
-            s.upper = e.feasible ? e.objective : HUGE_VAL;
-            id = label_pass(&s);
-            proven = !s.timed_out;
-            if (id >= 0) trace_back(&s, id, r->assign);
+            break;
+        }
+        r->unit_phase++;
+        if (!track_violations(&s, &e)) break;
+        /* a feasible plan near the relaxed optimum may tighten the bound */
+        plan_local_search(p, relaxed, hps_now() + 0.05);
+        plan_evaluate(p, relaxed, &e);
+        if (e.feasible && e.objective < upper) {
+            upper = e.objective;
+            memcpy(r->assign, relaxed, (size_t)L * sizeof *relaxed);
         }
     }
+    int proven = !s.timed_out;
     r->found = 1;
     r->optimal = proven;
     r->timed_out = s.timed_out;
-    r->episodes = s.n_labels;
+    r->episodes = labels;
     r->seconds = hps_now() - t0;
     for (int k = 0; k < (L + 1) * T; k++) free(s.fronts[k].ids);
     free(s.fronts);
@@ -274,6 +358,10 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
     free(s.units);
     free(s.cmin);
     free(s.thrmax);
+    for (int t = 0; t < T; t++) {
+        free(s.cmin_t[t]);
+        free(s.thrmax_t[t]);
+    }
     free(relaxed);
     plan_eval_free(&e);
     return 0;
