@@ -105,7 +105,10 @@ static int try_move(const plan_problem *p, int *assign, int *scratch, int lo, in
     return 1;
 }
 
-/* First-improvement descent: move one layer, or a whole stage, to another type. */
+/* First-improvement descent: move a run of layers [lo, hi) to another type.
+ * Runs of any length, not only single layers or whole stages, let a plan
+ * move a stage boundary far or carve a new stage out of an old one in one
+ * step; the cost is O(L^2 T) evaluations per sweep. */
 void plan_local_search(const plan_problem *p, int *assign, double deadline)
 {
     int L = p->n_layers, T = p->n_types;
@@ -116,17 +119,13 @@ void plan_local_search(const plan_problem *p, int *assign, double deadline)
     double score = plan_score(&e);
     for (int improved = 1; improved && hps_now() < deadline;) {
         improved = 0;
-        for (int l = 0; l < L; l++)
-            for (int t = 0; t < T; t++)
-                if (t != assign[l]) improved |= try_move(p, assign, scratch, l, l + 1, t, &e, &score);
-        for (int first = 0; first < L;) {
-            int end = first + 1;
-            while (end < L && assign[end] == assign[first]) end++;
-            for (int t = 0; t < T; t++)
-                if (t != assign[first]) improved |= try_move(p, assign, scratch, first, end, t, &e, &score);
-            while (end < L && assign[end] == assign[first]) end++;
-            first = end;
-        }
+        for (int len = 1; len <= L && hps_now() < deadline; len++)
+            for (int lo = 0; lo + len <= L; lo++)
+                for (int t = 0; t < T; t++) {
+                    int same = 1;
+                    for (int l = lo; l < lo + len && same; l++) same = assign[l] == t;
+                    if (!same) improved |= try_move(p, assign, scratch, lo, lo + len, t, &e, &score);
+                }
     }
     plan_eval_free(&e);
     free(scratch);

@@ -24,7 +24,7 @@
 #define RL_LR 0.02f
 #define RL_ENTROPY 0.01f
 #define RL_BASELINE_DECAY 0.9
-#define RL_POLISH 4
+#define RL_POLISH 16
 #define RL_STATIC 11 /* kind one-hot (5), five log sizes, position */
 
 typedef struct {
@@ -32,8 +32,8 @@ typedef struct {
     /* parameters, gradients and Adam's moments share one layout */
     size_t n_params;
     float *params, *grads, *m, *v;
-    float *wx, *wh, *bx, *bh, *wo, *bo;    /* views into params */
-    float *gwx, *gwh, *gbx, *gbh, *gwo, *gbo;
+    float *wx, *wh, *bx, *bh, *wo, *bo, *stick; /* views into params */
+    float *gwx, *gwh, *gbx, *gbh, *gwo, *gbo, *gstick;
     long adam_t;
     /* per layer features, [L x (D - T - 1)] */
     float *feat;
@@ -45,18 +45,18 @@ typedef struct {
 static void policy_layout(rl_policy *P)
 {
     int D = P->D, H = P->H, T = P->T;
-    size_t sizes[6] = {(size_t)D * 3 * H, (size_t)H * 3 * H, 3 * (size_t)H, 3 * (size_t)H,
-                       (size_t)H * T, (size_t)T};
+    size_t sizes[7] = {(size_t)D * 3 * H, (size_t)H * 3 * H, 3 * (size_t)H, 3 * (size_t)H,
+                       (size_t)H * T, (size_t)T, 1};
     P->n_params = 0;
-    for (int i = 0; i < 6; i++) P->n_params += sizes[i];
+    for (int i = 0; i < 7; i++) P->n_params += sizes[i];
     P->params = hps_calloc(P->n_params, sizeof(float));
     P->grads = hps_calloc(P->n_params, sizeof(float));
     P->m = hps_calloc(P->n_params, sizeof(float));
     P->v = hps_calloc(P->n_params, sizeof(float));
-    float **views[6] = {&P->wx, &P->wh, &P->bx, &P->bh, &P->wo, &P->bo};
-    float **gviews[6] = {&P->gwx, &P->gwh, &P->gbx, &P->gbh, &P->gwo, &P->gbo};
+    float **views[7] = {&P->wx, &P->wh, &P->bx, &P->bh, &P->wo, &P->bo, &P->stick};
+    float **gviews[7] = {&P->gwx, &P->gwh, &P->gbx, &P->gbh, &P->gwo, &P->gbo, &P->gstick};
     size_t off = 0;
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
         *views[i] = P->params + off;
         *gviews[i] = P->grads + off;
         off += sizes[i];
@@ -110,6 +110,9 @@ static void policy_init(rl_policy *P, const plan_problem *p, hps_rng *rng)
     init_weights(P->wx, P->D, (size_t)P->D * 3 * P->H, rng);
     init_weights(P->wh, P->H, (size_t)P->H * 3 * P->H, rng);
     init_weights(P->wo, P->H, (size_t)P->H * P->T, rng);
+    /* Stages are runs, so the policy starts out keeping the previous layer's
+     * type with odds that make runs of about a third of the chain. */
+    P->stick[0] = 1.0f + logf((float)P->L);
     size_t LN = (size_t)P->L * P->N;
     P->feat = hps_calloc((size_t)P->L * (P->D - P->T - 1), sizeof(float));
     P->x = hps_calloc(LN * P->D, sizeof(float));
@@ -167,6 +170,7 @@ static void policy_sample(rl_policy *P, hps_rng *rng, int greedy)
             }
         for (int b = 0; b < N; b++) memcpy(probs + (size_t)b * T, P->bo, T * sizeof(float));
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, T, H, 1, h, H, P->wo, T, 1, probs, T);
+        for (int b = 0; l && b < N; b++) probs[(size_t)b * T + P->actions[b * P->L + l - 1]] += P->stick[0];
         for (int b = 0; b < N; b++) {
             float *pb = probs + (size_t)b * T, mx = pb[0], sum = 0;
             for (int t = 1; t < T; t++) mx = fmaxf(mx, pb[t]);
@@ -215,6 +219,7 @@ static void policy_backward(rl_policy *P, const float *adv)
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, H, T, N, 1, h, H, dlog, T, 1, P->gwo, T);
         for (int b = 0; b < N; b++)
             for (int t = 0; t < T; t++) P->gbo[t] += dlog[b * T + t];
+        for (int b = 0; l && b < N; b++) P->gstick[0] += dlog[b * T + P->actions[b * P->L + l - 1]];
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, H, T, 1, dlog, T, P->wo, T, 1, dh, H);
         for (int b = 0; b < N; b++)
             for (int j = 0; j < H; j++) {
