@@ -186,8 +186,8 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
     if (energy_known(p, e)) fprintf(f, ", %.4g kWh", e->energy_j / 3.6e6);
     fputc('\n', f);
     if (l->n_servers)
-        fprintf(f, "servers %d (%s), %.1f MB/s of embedding traffic\n", l->n_servers, ROUTING_EXPR,
-                l->server_bytes_per_s / 1e6);
+        fprintf(f, "servers %d (server = hps_mix64((layer << 40) | row) %% %d), %.1f MB/s of embedding traffic\n",
+                l->n_servers, l->n_servers, l->server_bytes_per_s / 1e6);
     char b1[32], b2[32];
     if (l->cross_node_bytes >= 0)
         fprintf(f, "placement %s/step across nodes (round robin: %s/step)\n",

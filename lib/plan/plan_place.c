@@ -130,6 +130,7 @@ static int place_colocated(const plan_problem *p, const hps_cluster *c, const pl
                 break;
             }
             wnode[base + a] = best;
+            near[best]++; /* the rest of the stage follows: its ring stays local */
             free_units[best * PLAN_MAX_TYPES + st->type]--;
             ps[best] += E / st->units;
         }
