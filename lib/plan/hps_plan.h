@@ -212,6 +212,10 @@ int plan_solve_genetic(const plan_problem *p, const plan_search_opts *o, plan_re
 int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result *r);
 /* Steepest descent over single-layer and whole-stage type changes. */
 void plan_local_search(const plan_problem *p, int *assign, double deadline);
+/* Local search, then `rounds` times: move a random run to a random type,
+ * descend, keep the better plan. */
+void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, int rounds,
+                          double deadline);
 /* Largest throughput any plan reaches (units shared by stages of one type are
  * not counted against each other, so this is an upper bound); assign gets it. */
 double plan_max_throughput(const plan_problem *p, int *assign);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hps_rng.h"
 #include "plan/hps_plan.h"
 
 #define BRUTE_MAX 1e7
@@ -129,4 +130,39 @@ void plan_local_search(const plan_problem *p, int *assign, double deadline)
     }
     plan_eval_free(&e);
     free(scratch);
+}
+
+/* Iterated local search: from the best plan, move a random run of layers to
+ * a random type and descend again; keep the result when it is better.  The
+ * rounds are counted, not timed, so a seed gives one plan (the deadline only
+ * guards against a pathological instance). */
+void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, int rounds,
+                          double deadline)
+{
+    int L = p->n_layers;
+    int *trial = hps_malloc((size_t)L * sizeof *trial);
+    plan_eval e;
+    plan_eval_init(&e, p);
+    hps_rng rng;
+    hps_rng_seed(&rng, seed);
+    plan_local_search(p, assign, deadline);
+    plan_evaluate(p, assign, &e);
+    double best = plan_score(&e);
+    for (int k = 0; k < rounds && hps_now() < deadline; k++) {
+        memcpy(trial, assign, (size_t)L * sizeof *trial);
+        for (int kick = 0; kick < 2; kick++) { /* two runs: a boundary moves as a new one appears */
+            int lo = (int)hps_rng_below(&rng, (uint64_t)L), span = L / 8 > 4 ? L / 8 : 4;
+            int len = 1 + (int)hps_rng_below(&rng, (uint64_t)(L - lo < span ? L - lo : span));
+            int t = (int)hps_rng_below(&rng, (uint64_t)p->n_types);
+            for (int l = lo; l < lo + len; l++) trial[l] = t;
+        }
+        plan_local_search(p, trial, deadline);
+        plan_evaluate(p, trial, &e);
+        if (plan_score(&e) < best * (1 - 1e-12)) {
+            best = plan_score(&e);
+            memcpy(assign, trial, (size_t)L * sizeof *trial);
+        }
+    }
+    plan_eval_free(&e);
+    free(trial);
 }

@@ -9,8 +9,10 @@
  * by side as the rows of one matrix, so every step is a few cblas_sgemm calls.
  *
  * Everything is seeded from --seed and runs on one BLAS thread: the same seed
- * gives the same plan.  The best plan sampled is kept, and at the end the best
- * few are polished by the local search (hps-plan(1) says so). */
+ * gives the same plan (unless --time-limit cuts a run short).  The best plan
+ * sampled is kept; at the end the best few are polished by the local search
+ * and the best of those by an iterated local search (hps-plan(1) says so,
+ * and the plan's search section says polished). */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@
 #define RL_ENTROPY 0.01f
 #define RL_BASELINE_DECAY 0.9
 #define RL_POLISH 16
+#define RL_KICKS 200 /* rounds of the iterated local search on the best plan */
 #define RL_STATIC 11 /* kind one-hot (5), five log sizes, position */
 
 typedef struct {
@@ -322,7 +325,9 @@ static void progress(const plan_search_opts *o, long ep, long total, double best
 int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result *r)
 {
     int L = p->n_layers;
-    double t0 = hps_now(), deadline = t0 + (o->time_limit > 0 ? o->time_limit : 1e9);
+    /* training takes at most 70% of the time limit, the polish the rest */
+    double t0 = hps_now(), limit = o->time_limit > 0 ? o->time_limit : 1e9;
+    double deadline = t0 + 0.7 * limit, polish_deadline = t0 + limit;
     long total = o->episodes > 0 ? o->episodes : 2048;
     hps_rng rng;
     hps_rng_seed(&rng, o->seed);
@@ -367,13 +372,16 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
     elite_offer(&el, P.actions, L, plan_score(&e));
     double best_polished = HUGE_VAL;
     for (int i = 0; i < el.n; i++) {
-        if (o->polish) plan_local_search(p, el.assign[i], hps_now() + 1.0);
+        if (o->polish) plan_local_search(p, el.assign[i], polish_deadline);
         plan_evaluate(p, el.assign[i], &e);
         if (plan_score(&e) < best_polished) {
             best_polished = plan_score(&e);
             memcpy(r->assign, el.assign[i], (size_t)L * sizeof(int));
         }
     }
+    if (o->polish) plan_iterated_search(p, r->assign, o->seed, RL_KICKS, polish_deadline);
+    plan_evaluate(p, r->assign, &e);
+    best_polished = plan_score(&e);
     if (best_polished < best && best_polished < 1e30) plan_trace_add(r, (double)ep, best_polished);
     r->found = 1;
     r->episodes = ep;
