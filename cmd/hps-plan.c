@@ -267,6 +267,7 @@ static _Noreturn void infeasible(const plan_problem *p, const plan_eval *e)
         if (e->units[t] > p->max_units[t])
             snprintf(why, sizeof why, "'%s' would need %d units and has %d", p->type_names[t], e->units[t],
                      p->max_units[t]);
+    free(a);
     hps_errorf("no plan meets %.6g samples/s: %s; the best throughput reachable is %.6g samples/s",
                p->min_throughput, why, best);
     exit(HPS_EXIT_RUNTIME);
@@ -444,6 +445,11 @@ static int explain(options *o)
     if (hps_out_commit(out, &err)) die(&err);
     free(a);
     plan_file_free(&pf);
+    plan_problem_free(in.problem);
+    hps_profiles_free(in.profiles);
+    hps_cluster_free(in.cluster);
+    hps_model_free(in.model);
+    free(o->profiles);
     return 0;
 }
 

@@ -286,7 +286,7 @@ void plan_explain(FILE *f, const plan_problem *p, const int *assign)
                "layer moved there (* the layer's type now, - no plan meets the limit)\n",
             what, e.objective, e.feasible ? "" : " (not feasible)", what);
     fprintf(f, "%-14s", "layer");
-    for (int t = 0; t < T; t++) fprintf(f, "  %22s", p->type_names[t]);
+    for (int t = 0; t < T; t++) fprintf(f, "  %23s", p->type_names[t]);
     fputc('\n', f);
     for (int l = 0; l < L; l++) {
         fprintf(f, "%-14s", p->layer_names[l]);
@@ -295,11 +295,10 @@ void plan_explain(FILE *f, const plan_problem *p, const int *assign)
             a[l] = t;
             plan_evaluate(p, a, &e);
             char cell[64];
-            if (e.feasible)
-                snprintf(cell, sizeof cell, "%.3f ms %10.4g%s", p->t1_ms[l * T + t], e.objective, t == assign[l] ? "*" : " ");
-            else
-                snprintf(cell, sizeof cell, "%.3f ms %10s%s", p->t1_ms[l * T + t], "-", t == assign[l] ? "*" : " ");
-            fprintf(f, "  %22s", cell);
+            char value[32] = "-";
+            if (e.feasible) snprintf(value, sizeof value, "%.4g", e.objective);
+            snprintf(cell, sizeof cell, "%8.3f ms %10s%c", p->t1_ms[l * T + t], value, t == assign[l] ? '*' : ' ');
+            fprintf(f, "  %23s", cell);
         }
         fputc('\n', f);
     }
