@@ -1,0 +1,478 @@
+/* hps-plan: which resource type runs each layer and how many units each stage
+ * gets, so that a throughput limit is met at the lowest cost.  See hps-plan(1).
+ * This file is options and I/O; the work is in lib/plan. */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_io.h"
+#include "core/hps_json.h"
+#include "plan/hps_plan.h"
+
+enum { FMT_JSON, FMT_TABLE, FMT_DOT };
+
+typedef struct {
+    const char *model, *cluster, *output, *rankfile, *explain, *algo;
+    const char **profiles;
+    int n_profiles;
+    double min_throughput, samples;
+    long epochs;
+    int objective, format, pareto;
+    plan_search_opts search;
+} options;
+
+static const char usage_text[] =
+    "usage: hps-plan -m MODEL -c CLUSTER [-p PROFILE]... --min-throughput N [options]\n"
+    "       hps-plan --explain PLAN [-m MODEL] [-c CLUSTER] [-p PROFILE]...\n"
+    "\n"
+    "Decides which resource type runs each layer of MODEL and how many units each\n"
+    "stage gets, so that at least N samples/s are trained at the lowest cost.\n"
+    "With no -p the profile is read from stdin.\n"
+    "\n"
+    "  -m, --model FILE         the model (hps-model(5))\n"
+    "  -c, --cluster FILE       the resource types (hps-cluster(5))\n"
+    "  -p, --profile FILE       a profile (hps-profile(5)); repeatable; default stdin\n"
+    "  -t, --min-throughput N   samples per second the plan must reach\n"
+    "      --objective WHAT     cost (default), time, energy or edp\n"
+    "  -a, --algo ALGO          rl (default), exact, greedy, genetic, brute, fixed:TYPE\n"
+    "  -s, --seed S             seed of rl and genetic (default 1)\n"
+    "      --samples N          samples per epoch (default 100000000)\n"
+    "      --epochs E           epochs (default 1)\n"
+    "      --episodes N         plans rl samples, or genetic evaluates (default 2048)\n"
+    "      --time-limit S       seconds rl or genetic may take (default 10)\n"
+    "      --bound-time S       seconds for the exact solver, alone or for the gap (default 5)\n"
+    "      --no-polish          rl: keep the best sampled plan as it is\n"
+    "  -f, --format FMT         json (default), table or dot\n"
+    "  -o, --output FILE        write the plan there (default stdout)\n"
+    "      --rankfile FILE      write an Open MPI rankfile for the plan's ranks\n"
+    "      --pareto[=N]         sweep the limit up to the fastest plan; N points (default 8)\n"
+    "      --explain PLAN       per layer, what PLAN would cost with it on each type\n"
+    "  -q, --quiet              errors only\n"
+    "  -v, --verbose            more on stderr\n"
+    "  -h, --help               this text\n"
+    "  -V, --version            version and features\n";
+
+enum { OPT_OBJECTIVE = 256, OPT_SAMPLES, OPT_EPOCHS, OPT_EPISODES, OPT_TIME_LIMIT, OPT_BOUND_TIME,
+       OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN };
+
+static const struct option long_options[] = {
+    {"model", required_argument, NULL, 'm'},
+    {"cluster", required_argument, NULL, 'c'},
+    {"profile", required_argument, NULL, 'p'},
+    {"min-throughput", required_argument, NULL, 't'},
+    {"objective", required_argument, NULL, OPT_OBJECTIVE},
+    {"algo", required_argument, NULL, 'a'},
+    {"seed", required_argument, NULL, 's'},
+    {"samples", required_argument, NULL, OPT_SAMPLES},
+    {"epochs", required_argument, NULL, OPT_EPOCHS},
+    {"episodes", required_argument, NULL, OPT_EPISODES},
+    {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
+    {"bound-time", required_argument, NULL, OPT_BOUND_TIME},
+    {"no-polish", no_argument, NULL, OPT_NO_POLISH},
+    {"format", required_argument, NULL, 'f'},
+    {"output", required_argument, NULL, 'o'},
+    {"rankfile", required_argument, NULL, OPT_RANKFILE},
+    {"pareto", optional_argument, NULL, OPT_PARETO},
+    {"explain", required_argument, NULL, OPT_EXPLAIN},
+    {"quiet", no_argument, NULL, 'q'},
+    {"verbose", no_argument, NULL, 'v'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+static _Noreturn void die(const hps_error *err)
+{
+    hps_report(err);
+    exit(err->code);
+}
+
+static _Noreturn void usage_error(const char *fmt, const char *arg)
+{
+    hps_error err;
+    hps_fail(&err, HPS_EXIT_USAGE, fmt, arg);
+    hps_report(&err);
+    fprintf(stderr, "try 'hps-plan --help'\n");
+    exit(HPS_EXIT_USAGE);
+}
+
+static double positive(const char *opt, const char *s)
+{
+    double v;
+    if (hps_parse_double(s, &v) || !(v > 0) || !isfinite(v))
+        usage_error("%s must be a positive number", opt);
+    return v;
+}
+
+static long count_arg(const char *opt, const char *s, long max)
+{
+    long v;
+    if (hps_parse_long(s, 1, max, &v)) usage_error("%s must be a positive integer", opt);
+    return v;
+}
+
+static int choice(const char *opt, const char *s, const char *const *names)
+{
+    for (int i = 0; names[i]; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    hps_error err;
+    hps_fail(&err, HPS_EXIT_USAGE, "%s '%s' is not one of the choices (see --help)", opt, s);
+    die(&err);
+}
+
+static void parse_options(int argc, char **argv, options *o)
+{
+    static const char *const formats[] = {"json", "table", "dot", NULL};
+    memset(o, 0, sizeof *o);
+    o->samples = 1e8;
+    o->epochs = 1;
+    o->algo = "rl";
+    o->search = (plan_search_opts){.seed = 1, .episodes = 2048, .time_limit = 10, .bound_time = 5,
+                                   .polish = 1};
+    o->profiles = hps_calloc((size_t)argc, sizeof *o->profiles);
+    int c;
+    while ((c = getopt_long(argc, argv, "m:c:p:t:a:s:f:o:qvhV", long_options, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'c': o->cluster = optarg; break;
+        case 'p': o->profiles[o->n_profiles++] = optarg; break;
+        case 't': o->min_throughput = positive("--min-throughput", optarg); break;
+        case OPT_OBJECTIVE: o->objective = choice("--objective", optarg, plan_objective_names); break;
+        case 'a': o->algo = optarg; break;
+        case 's': {
+            long v;
+            if (hps_parse_long(optarg, 0, 2147483647L, &v)) usage_error("--seed must be an integer >= 0", optarg);
+            o->search.seed = (uint64_t)v;
+            break;
+        }
+        case OPT_SAMPLES: o->samples = positive("--samples", optarg); break;
+        case OPT_EPOCHS: o->epochs = count_arg("--epochs", optarg, 1000000); break;
+        case OPT_EPISODES: o->search.episodes = count_arg("--episodes", optarg, 100000000); break;
+        case OPT_TIME_LIMIT: o->search.time_limit = positive("--time-limit", optarg); break;
+        case OPT_BOUND_TIME: o->search.bound_time = positive("--bound-time", optarg); break;
+        case OPT_NO_POLISH: o->search.polish = 0; break;
+        case 'f': o->format = choice("--format", optarg, formats); break;
+        case 'o': o->output = optarg; break;
+        case OPT_RANKFILE: o->rankfile = optarg; break;
+        case OPT_PARETO: o->pareto = optarg ? (int)count_arg("--pareto", optarg, 1000) : 8; break;
+        case OPT_EXPLAIN: o->explain = optarg; break;
+        case 'q': hps_display_level = 1; break;
+        case 'v': hps_display_level++; break;
+        case 'h': fputs(usage_text, stdout); exit(0);
+        case 'V': hps_print_version(stdout); exit(0);
+        default: fprintf(stderr, "try 'hps-plan --help'\n"); exit(HPS_EXIT_USAGE);
+        }
+    }
+    if (optind < argc) usage_error("unexpected argument '%s'", argv[optind]);
+    if (o->pareto > 1 && o->format == FMT_DOT) usage_error("%s", "--pareto prints json or table, not dot");
+    o->search.progress = hps_stderr_is_tty() && hps_display_level >= 2;
+}
+
+/* Inputs: model, cluster and profiles, reduced to a problem. */
+typedef struct {
+    hps_model *model;
+    hps_cluster *cluster;
+    hps_profiles *profiles;
+    plan_problem *problem;
+} inputs;
+
+static void load_inputs(const options *o, inputs *in)
+{
+    hps_error err;
+    if (!o->model) usage_error("%s", "missing -m MODEL");
+    if (!o->cluster) usage_error("%s", "missing -c CLUSTER");
+    if (!(in->model = hps_model_load(o->model, &err))) die(&err);
+    if (!(in->cluster = hps_cluster_load(o->cluster, &err))) die(&err);
+    in->profiles = hps_profiles_new();
+    int n = o->n_profiles ? o->n_profiles : 1;
+    for (int i = 0; i < n; i++) {
+        const char *path = o->n_profiles ? o->profiles[i] : "-";
+        char *text;
+        size_t len;
+        if (hps_read_all(path, &text, &len, &err) ||
+            hps_profiles_add(in->profiles, hps_path_name(path), text, len, &err))
+            die(&err);
+        free(text);
+    }
+    if (!(in->problem = plan_problem_build(in->model, in->cluster, in->profiles, &err))) die(&err);
+}
+
+static void check_power(const plan_problem *p, const hps_cluster *c)
+{
+    if (p->objective != PLAN_OBJ_ENERGY && p->objective != PLAN_OBJ_EDP) return;
+    for (int t = 0; t < p->n_types; t++)
+        if (p->power[t] <= 0) {
+            hps_error err;
+            hps_fail(&err, HPS_EXIT_USAGE, "%s: resource '%s': power_w is needed for --objective %s",
+                     c->path, p->type_names[t], plan_objective_names[p->objective]);
+            die(&err);
+        }
+}
+
+/* Runs the scheduler named by --algo. */
+static void solve(const plan_problem *p, const hps_cluster *c, const char *algo,
+                  const plan_search_opts *so, plan_result *r)
+{
+    hps_error err;
+    int rc = 0;
+    if (strcmp(algo, "rl") == 0) rc = plan_solve_rl(p, so, r);
+    else if (strcmp(algo, "exact") == 0) rc = plan_solve_exact(p, so, r);
+    else if (strcmp(algo, "greedy") == 0) rc = plan_solve_greedy(p, r);
+    else if (strcmp(algo, "genetic") == 0) rc = plan_solve_genetic(p, so, r);
+    else if (strcmp(algo, "brute") == 0) rc = plan_solve_brute(p, r, &err);
+    else if (strncmp(algo, "fixed:", 6) == 0) {
+        int t = hps_cluster_find(c, algo + 6);
+        if (t < 0) usage_error("--algo fixed:TYPE: '%s' is no resource of the cluster", algo + 6);
+        rc = plan_solve_fixed(p, t, r);
+    } else usage_error("--algo '%s' is not rl, exact, greedy, genetic, brute or fixed:TYPE", algo);
+    if (rc) die(&err);
+}
+
+/* The optimum for the gap, when the exact solver finishes in --bound-time. */
+static double optimum(const plan_problem *p, const char *algo, const plan_search_opts *so,
+                      const plan_result *r, const plan_eval *e)
+{
+    if (strcmp(algo, "exact") == 0 || strcmp(algo, "brute") == 0)
+        return r->optimal && e->feasible ? e->objective : -1;
+    plan_result x;
+    plan_eval xe;
+    plan_result_init(&x, p);
+    plan_eval_init(&xe, p);
+    plan_solve_exact(p, so, &x);
+    plan_evaluate(p, x.assign, &xe);
+    double v = x.optimal && xe.feasible ? xe.objective : -1;
+    plan_result_free(&x);
+    plan_eval_free(&xe);
+    return v;
+}
+
+/* Infeasible: name the stage, link or type that cannot meet the limit. */
+static _Noreturn void infeasible(const plan_problem *p, const plan_eval *e)
+{
+    int *a = hps_malloc((size_t)p->n_layers * sizeof *a);
+    double best = plan_max_throughput(p, a);
+    char why[300] = "";
+    for (int s = 0; s < e->n_stages && !why[0]; s++) {
+        const plan_stage *st = &e->stages[s];
+        if (st->short_of_limit & PLAN_SHORT_LINK)
+            snprintf(why, sizeof why, "the link from '%s' into stage %d on '%s' carries at most %.6g samples/s",
+                     p->type_names[e->stages[s - 1].type], s, p->type_names[st->type], st->link_throughput);
+        else if (st->short_of_limit & PLAN_SHORT_STAGE)
+            snprintf(why, sizeof why, "stage %d ('%s'..'%s') on '%s' reaches at most %.6g samples/s with %d units",
+                     s, p->layer_names[st->first], p->layer_names[st->end - 1], p->type_names[st->type],
+                     st->best_throughput, st->best_units);
+    }
+    for (int t = 0; t < p->n_types && !why[0]; t++)
+        if (e->units[t] > p->max_units[t])
+            snprintf(why, sizeof why, "'%s' would need %d units and has %d", p->type_names[t], e->units[t],
+                     p->max_units[t]);
+    free(a);
+    hps_errorf("no plan meets %.6g samples/s: %s; the best throughput reachable is %.6g samples/s",
+               p->min_throughput, why, best);
+    exit(HPS_EXIT_RUNTIME);
+}
+
+static void fill_meta(const options *o, const inputs *in, plan_meta *m, const char **names,
+                      const char **digests)
+{
+    int n = hps_profiles_count(in->profiles);
+    for (int i = 0; i < n; i++) {
+        names[i] = hps_profiles_name(in->profiles, i);
+        digests[i] = hps_profiles_digest(in->profiles, i);
+    }
+    *m = (plan_meta){.model_path = o->model, .cluster_path = o->cluster,
+                     .model_digest = in->model->digest, .cluster_digest = in->cluster->digest,
+                     .n_profiles = n, .profile_names = names, .profile_digests = digests,
+                     .model_name = in->model->name, .algorithm = o->algo, .opts = o->search,
+                     .exact_objective = -1};
+}
+
+static void write_output(const options *o, const inputs *in, const plan_eval *e,
+                         const plan_layout *l, const plan_result *r, const plan_meta *m)
+{
+    hps_error err;
+    const char *path = o->output ? o->output : "-";
+    if (o->format == FMT_JSON) {
+        json_t *root = plan_to_json(in->problem, e, l, r, m, in->cluster);
+        int rc = hps_json_write(path, root, &err);
+        json_decref(root);
+        if (rc) die(&err);
+        return;
+    }
+    hps_out *out = hps_out_open(path, &err);
+    if (!out) die(&err);
+    if (o->format == FMT_TABLE) plan_print_table(hps_out_file(out), in->problem, e, l, r, m);
+    else plan_print_dot(hps_out_file(out), in->problem, e);
+    if (hps_out_commit(out, &err)) die(&err);
+}
+
+static int plan_once(const options *o, inputs *in)
+{
+    plan_problem *p = in->problem;
+    plan_result r;
+    plan_eval e;
+    plan_layout l;
+    plan_meta m;
+    hps_error err;
+    const char **names = hps_calloc((size_t)hps_profiles_count(in->profiles), sizeof *names);
+    const char **digests = hps_calloc((size_t)hps_profiles_count(in->profiles), sizeof *digests);
+    plan_result_init(&r, p);
+    plan_eval_init(&e, p);
+    solve(p, in->cluster, o->algo, &o->search, &r);
+    plan_evaluate(p, r.assign, &e);
+    if (!e.feasible) infeasible(p, &e);
+    fill_meta(o, in, &m, names, digests);
+    m.exact_objective = optimum(p, o->algo, &o->search, &r, &e);
+    hps_log(3, "hps-plan: %s: %.6g in %.3f s (%ld episodes)\n", o->algo, e.objective, r.seconds, r.episodes);
+    if (plan_layout_make(p, in->cluster, &e, &l, &err)) die(&err);
+    if (o->rankfile && plan_rankfile_write(o->rankfile, in->cluster, &l, &err)) die(&err);
+    write_output(o, in, &e, &l, &r, &m);
+    plan_layout_free(&l);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    free(names);
+    free(digests);
+    return 0;
+}
+
+/* --pareto: the limit swept geometrically from --min-throughput up to the
+ * fastest plan; the points that no other point beats on both axes. */
+static int pareto(const options *o, inputs *in)
+{
+    plan_problem *p = in->problem;
+    int *a = hps_malloc((size_t)p->n_layers * sizeof *a), n = o->pareto;
+    double lo = p->min_throughput, hi = plan_max_throughput(p, a);
+    if (hi < lo) {
+        plan_eval e;
+        plan_eval_init(&e, p);
+        plan_evaluate(p, a, &e);
+        infeasible(p, &e);
+    }
+    json_t *points = json_array();
+    double last_cost = HUGE_VAL;
+    hps_out *out = NULL;
+    hps_error err;
+    for (int i = n - 1; i >= 0; i--) { /* fastest first, so that dominated points drop out */
+        p->min_throughput = n > 1 ? lo * pow(hi / lo, (double)i / (n - 1)) * (1 - 1e-9) : lo;
+        plan_result r;
+        plan_eval e;
+        plan_result_init(&r, p);
+        plan_eval_init(&e, p);
+        solve(p, in->cluster, o->algo, &o->search, &r);
+        plan_evaluate(p, r.assign, &e);
+        if (e.feasible && e.objective < last_cost) {
+            last_cost = e.objective;
+            char stages[512] = "";
+            for (int s = 0; s < e.n_stages; s++) {
+                size_t len = strlen(stages);
+                snprintf(stages + len, sizeof stages - len, "%s%s x%d", s ? " | " : "",
+                         p->type_names[e.stages[s].type], e.stages[s].units);
+            }
+            json_array_insert_new(points, 0,
+                                  json_pack("{s:o, s:o, s:o, s:o, s:o, s:s}", "min_throughput",
+                                            hps_json_real(p->min_throughput), "throughput",
+                                            hps_json_real(e.throughput), "cost", hps_json_real(e.cost),
+                                            "cost_per_hour", hps_json_real(e.cost_per_hour), "objective",
+                                            hps_json_real(e.objective), "stages", stages));
+        }
+        plan_result_free(&r);
+        plan_eval_free(&e);
+    }
+    free(a);
+    const char *path = o->output ? o->output : "-";
+    if (o->format == FMT_JSON) {
+        json_t *root = json_pack("{s:s, s:i, s:s, s:s, s:o}", "format", "hps-pareto", "version", PLAN_VERSION,
+                                 "objective", plan_objective_names[p->objective], "algorithm", o->algo,
+                                 "points", points);
+        int rc = hps_json_write(path, root, &err);
+        json_decref(root);
+        if (rc) die(&err);
+        return 0;
+    }
+    if (!(out = hps_out_open(path, &err))) die(&err);
+    FILE *f = hps_out_file(out);
+    fprintf(f, "%14s  %14s  %12s  %10s  %s\n", "limit", "samples/s", "cost $", "$/hour", "stages");
+    size_t i;
+    json_t *pt;
+    json_array_foreach(points, i, pt)
+        fprintf(f, "%14.1f  %14.1f  %12.4f  %10.3f  %s\n",
+                json_real_value(json_object_get(pt, "min_throughput")),
+                json_real_value(json_object_get(pt, "throughput")), json_real_value(json_object_get(pt, "cost")),
+                json_real_value(json_object_get(pt, "cost_per_hour")),
+                json_string_value(json_object_get(pt, "stages")));
+    json_decref(points);
+    if (hps_out_commit(out, &err)) die(&err);
+    return 0;
+}
+
+/* --explain PLAN: inputs default to the paths the plan records; digests must match. */
+static int explain(options *o)
+{
+    hps_error err;
+    json_t *root;
+    plan_file pf;
+    if (hps_json_load(o->explain, &root, &err) || plan_file_parse(root, hps_path_name(o->explain), &pf, &err))
+        die(&err);
+    json_decref(root);
+    json_t *inp = json_object_get(pf.root, "inputs");
+    if (!o->model) o->model = json_string_value(json_object_get(inp, "model"));
+    if (!o->cluster) o->cluster = json_string_value(json_object_get(inp, "cluster"));
+    json_t *profs = json_object_get(inp, "profiles");
+    if (!o->n_profiles && json_is_array(profs))
+        for (size_t i = 0; i < json_array_size(profs); i++) {
+            const char *s = json_string_value(json_array_get(profs, i));
+            if (s && strcmp(s, "<stdin>") != 0) o->profiles[o->n_profiles++] = s;
+        }
+    inputs in = {0};
+    load_inputs(o, &in);
+    if (strcmp(pf.model_digest, in.model->digest) != 0)
+        usage_error("%s: the plan was made for another model (digests differ)", o->model);
+    if (strcmp(pf.cluster_digest, in.cluster->digest) != 0)
+        usage_error("%s: the plan was made for another cluster (digests differ)", o->cluster);
+    plan_problem *p = in.problem;
+    p->objective = choice("objective", pf.objective, plan_objective_names);
+    p->min_throughput = pf.min_throughput;
+    p->samples = pf.samples;
+    p->epochs = pf.epochs;
+    int *a = hps_malloc((size_t)p->n_layers * sizeof *a);
+    for (int l = 0; l < p->n_layers; l++)
+        if ((a[l] = hps_cluster_find(in.cluster, pf.assign_names[l])) < 0)
+            usage_error("%s: the plan names a type the cluster lacks", pf.assign_names[l]);
+    hps_out *out = hps_out_open(o->output ? o->output : "-", &err);
+    if (!out) die(&err);
+    plan_explain(hps_out_file(out), p, a);
+    if (hps_out_commit(out, &err)) die(&err);
+    free(a);
+    plan_file_free(&pf);
+    plan_problem_free(in.problem);
+    hps_profiles_free(in.profiles);
+    hps_cluster_free(in.cluster);
+    hps_model_free(in.model);
+    free(o->profiles);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    hps_set_progname("hps-plan");
+    options o;
+    parse_options(argc, argv, &o);
+    if (o.explain) return explain(&o);
+    if (!(o.min_throughput > 0)) usage_error("%s", "missing --min-throughput N");
+    inputs in = {0};
+    load_inputs(&o, &in);
+    plan_problem *p = in.problem;
+    p->min_throughput = o.min_throughput;
+    p->samples = o.samples;
+    p->epochs = (int)o.epochs;
+    p->objective = o.objective;
+    check_power(p, in.cluster);
+    int rc = o.pareto ? pareto(&o, &in) : plan_once(&o, &in);
+    plan_problem_free(in.problem);
+    hps_profiles_free(in.profiles);
+    hps_cluster_free(in.cluster);
+    hps_model_free(in.model);
+    free(o.profiles);
+    return rc;
+}

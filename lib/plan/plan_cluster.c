@@ -1,0 +1,224 @@
+/* The cluster file (hps-cluster(5)): the resource types one can rent, the
+ * links between them, and the nodes ranks are placed on. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_io.h"
+#include "core/hps_json.h"
+#include "plan/hps_plan.h"
+
+int hps_cluster_find(const hps_cluster *c, const char *type_name)
+{
+    for (int t = 0; t < c->n_types; t++)
+        if (strcmp(c->types[t].name, type_name) == 0) return t;
+    return -1;
+}
+
+static int copy_name(char *dst, const char *src, const char *what, const char *ctx,
+                     hps_error *err)
+{
+    if (strlen(src) >= HPS_NAME_MAX)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%.20s...' is longer than %d bytes", ctx,
+                        what, src, HPS_NAME_MAX - 1);
+    strcpy(dst, src);
+    return 0;
+}
+
+static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hps_error *err)
+{
+    static const char *const keys[] = {"name",   "kind",     "device", "price_per_hour",
+                                       "max_units", "nic_gbps", "power_w", "comment", NULL};
+    static const char *const kinds[] = {"cpu", "gpu", NULL};
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s: resource %d", file, i);
+    if (!json_is_object(o)) return hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object", ctx);
+    plan_rtype *r = &c->types[i];
+    const char *name, *device = NULL;
+    if (hps_json_str(o, "name", HPS_REQUIRED, &name, ctx, err) ||
+        copy_name(r->name, name, "name", ctx, err))
+        return -1;
+    snprintf(ctx, sizeof ctx, "%s: resource '%s'", file, r->name);
+    if (hps_cluster_find(c, r->name) >= 0 && hps_cluster_find(c, r->name) < i)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: name appears twice", ctx);
+    int kind = 0;
+    long long max_units = 0;
+    r->power_w = 0;
+    if (hps_json_known_keys(o, keys, ctx, err) ||
+        hps_json_enum(o, "kind", HPS_REQUIRED, kinds, &kind, ctx, err) ||
+        hps_json_str(o, "device", HPS_REQUIRED, &device, ctx, err) ||
+        copy_name(r->device, device, "device", ctx, err) ||
+        hps_json_num(o, "price_per_hour", HPS_REQUIRED, 0, 1e6, &r->price_per_hour, ctx, err) ||
+        hps_json_int(o, "max_units", HPS_REQUIRED, 1, 100000, &max_units, ctx, err) ||
+        hps_json_num(o, "nic_gbps", HPS_REQUIRED, 1e-3, 1e5, &r->nic_gbps, ctx, err) ||
+        hps_json_num(o, "power_w", HPS_OPTIONAL, 0, 1e6, &r->power_w, ctx, err))
+        return -1;
+    if (r->price_per_hour <= 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: price_per_hour must be > 0", ctx);
+    r->kind = kind;
+    r->max_units = (int)max_units;
+    return 0;
+}
+
+static int type_of(hps_cluster *c, json_t *v, const char *ctx, hps_error *err)
+{
+    if (!json_is_string(v))
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: resource names must be strings", ctx);
+    int t = hps_cluster_find(c, json_string_value(v));
+    if (t < 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: unknown resource '%s'", ctx,
+                        json_string_value(v));
+    return t;
+}
+
+static int parse_link(json_t *o, hps_cluster *c, const char *file, int i, hps_error *err)
+{
+    static const char *const keys[] = {"between", "gbps", "latency_us", "comment", NULL};
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s: link %d", file, i);
+    json_t *between = json_is_object(o) ? json_object_get(o, "between") : NULL;
+    if (!json_is_array(between) || json_array_size(between) != 2)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: between must name two resources", ctx);
+    plan_link *l = &c->links[i];
+    l->latency_us = 0;
+    if ((l->a = type_of(c, json_array_get(between, 0), ctx, err)) < 0 ||
+        (l->b = type_of(c, json_array_get(between, 1), ctx, err)) < 0 ||
+        hps_json_known_keys(o, keys, ctx, err) ||
+        hps_json_num(o, "gbps", HPS_REQUIRED, 1e-3, 1e5, &l->gbps, ctx, err) ||
+        hps_json_num(o, "latency_us", HPS_OPTIONAL, 0, 1e7, &l->latency_us, ctx, err))
+        return -1;
+    if (l->a == l->b)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: a link joins two different resources", ctx);
+    return 0;
+}
+
+static int parse_node(json_t *o, hps_cluster *c, const char *file, int i, hps_error *err)
+{
+    static const char *const keys[] = {"name", "units", "comment", NULL};
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s: node %d", file, i);
+    plan_node *n = &c->nodes[i];
+    const char *name;
+    if (!json_is_object(o)) return hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object", ctx);
+    if (hps_json_known_keys(o, keys, ctx, err) ||
+        hps_json_str(o, "name", HPS_REQUIRED, &name, ctx, err) ||
+        copy_name(n->name, name, "name", ctx, err))
+        return -1;
+    snprintf(ctx, sizeof ctx, "%s: node '%s'", file, n->name);
+    json_t *units = json_object_get(o, "units");
+    if (!json_is_object(units) || json_object_size(units) == 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: units must map resource names to counts", ctx);
+    const char *key;
+    json_t *v;
+    json_object_foreach(units, key, v) {
+        int t = hps_cluster_find(c, key);
+        long long k = 0;
+        if (t < 0) return hps_fail(err, HPS_EXIT_USAGE, "%s: unknown resource '%s'", ctx, key);
+        if (hps_json_int(units, key, HPS_REQUIRED, 0, 100000, &k, ctx, err)) return -1;
+        n->units[t] = (int)k;
+    }
+    return 0;
+}
+
+/* With nodes listed, a type cannot have more units than the nodes hold. */
+static void cap_by_nodes(hps_cluster *c)
+{
+    if (!c->n_nodes) return;
+    for (int t = 0; t < c->n_types; t++) {
+        int total = 0;
+        for (int n = 0; n < c->n_nodes; n++) total += c->nodes[n].units[t];
+        if (total < c->types[t].max_units) c->types[t].max_units = total;
+    }
+}
+
+static int parse_array(json_t *root, const char *key, int required, size_t max,
+                       const char *file, json_t **out, hps_error *err)
+{
+    json_t *a = json_object_get(root, key);
+    *out = NULL;
+    if (!a || json_is_null(a)) {
+        if (required) return hps_fail(err, HPS_EXIT_USAGE, "%s: missing field '%s'", file, key);
+        return 0;
+    }
+    if (!json_is_array(a) || json_array_size(a) > max || (required && !json_array_size(a)))
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s must be an array of 1 to %zu objects", file,
+                        key, max);
+    *out = a;
+    return 0;
+}
+
+hps_cluster *hps_cluster_parse(json_t *root, const char *file, hps_error *err)
+{
+    static const char *const keys[] = {"format", "version", "name",  "prices", "resources",
+                                       "links",  "servers", "nodes", "comment", NULL};
+    hps_cluster *c = hps_calloc(1, sizeof *c);
+    c->path = hps_strdup(file);
+    const char *format = NULL, *name;
+    long long version = PLAN_VERSION;
+    json_t *res, *links, *nodes, *servers = json_object_get(root, "servers");
+    if (hps_json_known_keys(root, keys, file, err) ||
+        hps_json_str(root, "format", HPS_OPTIONAL, &format, file, err) ||
+        hps_json_int(root, "version", HPS_OPTIONAL, 1, 1, &version, file, err) ||
+        hps_json_str(root, "name", HPS_REQUIRED, &name, file, err) ||
+        parse_array(root, "resources", HPS_REQUIRED, PLAN_MAX_TYPES, file, &res, err) ||
+        parse_array(root, "links", HPS_OPTIONAL, 1000, file, &links, err) ||
+        parse_array(root, "nodes", HPS_OPTIONAL, 100000, file, &nodes, err))
+        goto fail;
+    if (format && strcmp(format, "hps-cluster") != 0) {
+        hps_fail(err, HPS_EXIT_USAGE, "%s: format '%s' is not hps-cluster", file, format);
+        goto fail;
+    }
+    c->name = hps_strdup(name);
+    c->n_types = (int)json_array_size(res);
+    for (int i = 0; i < c->n_types; i++)
+        if (parse_resource(json_array_get(res, i), c, file, i, err)) goto fail;
+    c->n_links = links ? (int)json_array_size(links) : 0;
+    c->links = hps_calloc((size_t)c->n_links, sizeof *c->links);
+    for (int i = 0; i < c->n_links; i++)
+        if (parse_link(json_array_get(links, i), c, file, i, err)) goto fail;
+    c->n_nodes = nodes ? (int)json_array_size(nodes) : 0;
+    c->nodes = hps_calloc((size_t)c->n_nodes, sizeof *c->nodes);
+    for (int i = 0; i < c->n_nodes; i++)
+        if (parse_node(json_array_get(nodes, i), c, file, i, err)) goto fail;
+    cap_by_nodes(c);
+    /* Parameter servers are CPU processes: by default as fast as the first CPU type's NIC. */
+    c->server_gbps = c->types[0].nic_gbps;
+    for (int t = c->n_types - 1; t >= 0; t--)
+        if (c->types[t].kind == PLAN_CPU) c->server_gbps = c->types[t].nic_gbps;
+    if (servers) {
+        static const char *const skeys[] = {"gbps", "comment", NULL};
+        char ctx[256];
+        snprintf(ctx, sizeof ctx, "%s: servers", file);
+        if (!json_is_object(servers) || hps_json_known_keys(servers, skeys, ctx, err) ||
+            hps_json_num(servers, "gbps", HPS_REQUIRED, 1e-3, 1e5, &c->server_gbps, ctx, err)) {
+            if (!json_is_object(servers)) hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object", ctx);
+            goto fail;
+        }
+    }
+    char *canon = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    HPS_CHECK(canon);
+    hps_sha256_hex(canon, strlen(canon), c->digest);
+    free(canon);
+    return c;
+fail:
+    hps_cluster_free(c);
+    return NULL;
+}
+
+hps_cluster *hps_cluster_load(const char *path, hps_error *err)
+{
+    json_t *root;
+    if (hps_json_load(path, &root, err)) return NULL;
+    hps_cluster *c = hps_cluster_parse(root, hps_path_name(path), err);
+    json_decref(root);
+    return c;
+}
+
+void hps_cluster_free(hps_cluster *c)
+{
+    if (!c) return;
+    free(c->path);
+    free(c->name);
+    free(c->links);
+    free(c->nodes);
+    free(c);
+}

@@ -1,0 +1,215 @@
+/* The cost model of hps-plan(1), section COST MODEL: every formula there is
+ * one line here.
+ *
+ * A stage runs layers [first, end) data-parallel on k units of one type.  Its
+ * time per batch is fixed_ms + scaled_ms / k: compute follows the profile's
+ * law t1 ((1 - a) + a / k); activations, their gradients and the embedding
+ * traffic are split over the k units' NICs; the ring allreduce of the dense
+ * gradients sends 2 (k - 1) / k P bytes through each NIC. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/hps_plan.h"
+
+void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *law)
+{
+    int L = p->n_layers;
+    const double *s = p->pre_serial + (size_t)t * (L + 1), *q = p->pre_parallel + (size_t)t * (L + 1);
+    double serial = p->overhead_ms[t] + s[end] - s[first], parallel = q[end] - q[first];
+    double bytes_in = first > 0 ? p->bytes_out[first - 1] : 0;
+    double bytes_out = end < L ? p->bytes_out[end - 1] : 0;
+    double nic = p->nic_bpms[t];
+    law->compute_ms = serial + parallel;
+    law->boundary_ms = 2 * (bytes_in + bytes_out) / nic;
+    law->ps_ms = 2 * (p->pre_sparse[end] - p->pre_sparse[first]) / nic;
+    law->sync_ms = 2 * (p->pre_param[end] - p->pre_param[first]) / nic;
+    law->fixed_ms = serial + law->sync_ms;
+    law->scaled_ms = parallel + law->boundary_ms + law->ps_ms - law->sync_ms;
+}
+
+double plan_law_ms(const plan_law *law, int units)
+{
+    return law->fixed_ms + law->scaled_ms / units;
+}
+
+/* ms per batch that meets the limit; the slack of 1e-12 keeps a plan that
+ * meets it exactly (a limit set to a plan's own throughput) from failing on
+ * the last bit of a division. */
+static double budget_ms(const plan_problem *p)
+{
+    return 1000.0 * p->batch / p->min_throughput * (1 + 1e-12);
+}
+
+int plan_provision(const plan_problem *p, const plan_law *law, int t)
+{
+    double tau = budget_ms(p);
+    int max = p->max_units[t];
+    if (plan_law_ms(law, 1) <= tau) return 1;
+    /* More units only help when the scaled part is positive, and never below fixed_ms. */
+    if (law->scaled_ms <= 0 || law->fixed_ms >= tau) return 0;
+    double k = ceil(law->scaled_ms / (tau - law->fixed_ms));
+    if (!(k <= max)) return 0;
+    int u = (int)k;
+    while (u > 1 && plan_law_ms(law, u - 1) <= tau) u--; /* rounding, both ways */
+    while (u <= max && plan_law_ms(law, u) > tau) u++;
+    return u <= max ? u : 0;
+}
+
+double plan_link_ms(const plan_problem *p, int first, int a, int b)
+{
+    if (first <= 0 || p->link_bpms[a][b] <= 0) return 0;
+    return 2 * p->bytes_out[first - 1] / p->link_bpms[a][b] + 2 * p->link_ms[a][b];
+}
+
+static double throughput_of(const plan_problem *p, double ms)
+{
+    return ms > 0 ? 1000.0 * p->batch / ms : HUGE_VAL;
+}
+
+double plan_objective_value(const plan_problem *p, double cost_per_hour, double power_w,
+                            double throughput)
+{
+    double time_s = p->samples * p->epochs / throughput;
+    switch (p->objective) {
+    case PLAN_OBJ_COST: return time_s * cost_per_hour / 3600.0;
+    case PLAN_OBJ_TIME: return time_s;
+    case PLAN_OBJ_ENERGY: return time_s * power_w;
+    case PLAN_OBJ_EDP: return time_s * power_w * time_s;
+    }
+    return HUGE_VAL;
+}
+
+double plan_score(const plan_eval *e)
+{
+    return e->feasible ? e->objective : 1e30 * (1 + e->violation);
+}
+
+void plan_eval_init(plan_eval *e, const plan_problem *p)
+{
+    memset(e, 0, sizeof *e);
+    e->stages = hps_calloc((size_t)p->n_layers, sizeof *e->stages);
+}
+
+void plan_eval_free(plan_eval *e)
+{
+    free(e->stages);
+    e->stages = NULL;
+}
+
+/* Provisions one stage; returns its shortfall (0 when it meets the limit). */
+static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type)
+{
+    double shortfall = 0;
+    plan_stage_law(p, s->first, s->end, s->type, &s->law);
+    s->best_units = s->law.scaled_ms > 0 ? p->max_units[s->type] : 1;
+    s->best_throughput = throughput_of(p, plan_law_ms(&s->law, s->best_units));
+    s->units = plan_provision(p, &s->law, s->type);
+    s->short_of_limit = 0;
+    if (!s->units) {
+        s->short_of_limit |= PLAN_SHORT_STAGE;
+        s->units = s->best_units;
+        shortfall += 1 - s->best_throughput / p->min_throughput;
+    }
+    s->ms = plan_law_ms(&s->law, s->units);
+    s->throughput = throughput_of(p, s->ms);
+    s->link_ms = prev_type >= 0 ? plan_link_ms(p, s->first, prev_type, s->type) : 0;
+    s->link_throughput = s->link_ms > 0 ? throughput_of(p, s->link_ms) : 0;
+    if (s->link_ms > 0 && s->link_throughput < p->min_throughput * (1 - 1e-12)) {
+        s->short_of_limit |= PLAN_SHORT_LINK;
+        shortfall += 1 - s->link_throughput / p->min_throughput;
+    }
+    return shortfall;
+}
+
+void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
+{
+    int L = p->n_layers, T = p->n_types;
+    e->n_stages = 0;
+    e->violation = 0;
+    e->throughput = HUGE_VAL;
+    e->cost_per_hour = e->power_w = 0;
+    e->bottleneck = e->bottleneck_is_link = 0;
+    memset(e->units, 0, sizeof e->units);
+    for (int first = 0; first < L;) {
+        int end = first + 1;
+        while (end < L && assign[end] == assign[first]) end++;
+        plan_stage *s = &e->stages[e->n_stages];
+        s->first = first;
+        s->end = end;
+        s->type = assign[first];
+        e->violation += stage_fill(p, s, e->n_stages ? e->stages[e->n_stages - 1].type : -1);
+        if (s->throughput < e->throughput) {
+            e->throughput = s->throughput;
+            e->bottleneck = e->n_stages;
+            e->bottleneck_is_link = 0;
+        }
+        if (s->link_ms > 0 && s->link_throughput < e->throughput) {
+            e->throughput = s->link_throughput;
+            e->bottleneck = e->n_stages;
+            e->bottleneck_is_link = 1;
+        }
+        e->units[s->type] += s->units;
+        e->n_stages++;
+        first = end;
+    }
+    for (int t = 0; t < T; t++) {
+        if (e->units[t] > p->max_units[t])
+            e->violation += (double)(e->units[t] - p->max_units[t]) / p->max_units[t];
+        e->cost_per_hour += e->units[t] * p->price[t];
+        e->power_w += e->units[t] * p->power[t];
+    }
+    e->feasible = e->violation == 0;
+    e->time_s = p->samples * p->epochs / e->throughput;
+    e->cost = e->time_s * e->cost_per_hour / 3600.0;
+    e->energy_j = e->time_s * e->power_w;
+    e->edp = e->energy_j * e->time_s;
+    e->objective = plan_objective_value(p, e->cost_per_hour, e->power_w, e->throughput);
+}
+
+/* The largest bottleneck throughput over all assignments, every stage on the
+ * units that make it fastest: a DP over (end of prefix, type of its last stage). */
+double plan_max_throughput(const plan_problem *p, int *assign)
+{
+    int L = p->n_layers, T = p->n_types;
+    double *best = hps_calloc((size_t)(L + 1) * T, sizeof(double));
+    int *from = hps_malloc((size_t)(L + 1) * T * 2 * sizeof(int));
+    for (int i = 1; i <= L; i++)
+        for (int t = 0; t < T; t++) {
+            double *b = &best[i * T + t];
+            *b = -1;
+            for (int j = 0; j < i; j++) {
+                plan_law law;
+                plan_stage_law(p, j, i, t, &law);
+                double thr = throughput_of(p, plan_law_ms(&law, law.scaled_ms > 0 ? p->max_units[t] : 1));
+                for (int u = 0; u < T; u++) {
+                    if (j > 0 && (u == t || best[j * T + u] < 0)) continue;
+                    double v = thr;
+                    if (j > 0) {
+                        double lm = plan_link_ms(p, j, u, t);
+                        v = fmin(v, best[j * T + u]);
+                        if (lm > 0) v = fmin(v, throughput_of(p, lm));
+                    }
+                    if (v > *b) {
+                        *b = v;
+                        from[(i * T + t) * 2] = j;
+                        from[(i * T + t) * 2 + 1] = u;
+                    }
+                    if (j == 0) break;
+                }
+            }
+        }
+    int t = 0;
+    for (int u = 1; u < T; u++)
+        if (best[L * T + u] > best[L * T + t]) t = u;
+    double v = best[L * T + t];
+    for (int i = L; i > 0;) {
+        int j = from[(i * T + t) * 2], u = from[(i * T + t) * 2 + 1];
+        for (int l = j; l < i; l++) assign[l] = t;
+        i = j;
+        t = u;
+    }
+    free(best);
+    free(from);
+    return v;
+}

@@ -1,0 +1,224 @@
+/* Beyond the assignment: parameter servers, worker shares, and where each rank
+ * runs.  Ranks: the workers first, stage by stage (one per unit), then the
+ * servers. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_io.h"
+#include "plan/hps_plan.h"
+
+/* Bytes per second through one server's NIC. */
+static double server_bps(const hps_cluster *c) { return c->server_gbps * 1.25e8; }
+
+static void make_workers(const plan_problem *p, const plan_eval *e, plan_layout *out)
+{
+    out->n_workers = 0;
+    for (int s = 0; s < e->n_stages; s++) out->n_workers += e->stages[s].units;
+    out->workers = hps_calloc((size_t)out->n_workers, sizeof *out->workers);
+    /* Only the first stage reads the data set; its workers take shares in
+     * proportion to their predicted speed (equal within a stage). */
+    double readers_speed = e->stages[0].throughput;
+    int rank = 0;
+    for (int s = 0; s < e->n_stages; s++) {
+        const plan_stage *st = &e->stages[s];
+        for (int k = 0; k < st->units; k++, rank++) {
+            plan_worker *w = &out->workers[rank];
+            w->rank = rank;
+            w->stage = s;
+            w->type = st->type;
+            w->batch_share = 1.0 / st->units;
+            w->share = s == 0 ? (st->throughput / st->units) / readers_speed : 0;
+            w->node = w->slot = -1;
+        }
+    }
+    (void)p;
+}
+
+static void make_servers(const plan_problem *p, const hps_cluster *c, const plan_eval *e,
+                         plan_layout *out)
+{
+    double steps_per_s = e->throughput / p->batch;
+    out->server_bytes_per_s = 2 * p->pre_sparse[p->n_layers] * steps_per_s;
+    out->n_servers = 0;
+    if (p->pre_sparse[p->n_layers] > 0)
+        out->n_servers = (int)fmax(1, ceil(out->server_bytes_per_s / server_bps(c) - 1e-9));
+    out->servers = hps_calloc((size_t)out->n_servers + 1, sizeof *out->servers);
+    for (int i = 0; i < out->n_servers; i++) {
+        out->servers[i].rank = out->n_workers + i;
+        out->servers[i].node = out->servers[i].slot = -1;
+    }
+}
+
+/* Predicted bytes per step that cross nodes, for a given placement. */
+static double cross_bytes(const plan_problem *p, const plan_eval *e, const plan_layout *l,
+                          const int *wnode, const int *snode)
+{
+    double total = 0;
+    int base = 0;
+    for (int s = 0; s < e->n_stages; s++) {
+        const plan_stage *st = &e->stages[s];
+        int k = st->units;
+        /* activations to the next stage and gradients back, spread over all pairs */
+        if (s + 1 < e->n_stages) {
+            int k2 = e->stages[s + 1].units, split = 0;
+            for (int a = 0; a < k; a++)
+                for (int b = 0; b < k2; b++) split += wnode[base + a] != wnode[base + k + b];
+            total += 2 * p->bytes_out[st->end - 1] * split / ((double)k * k2);
+        }
+        /* ring allreduce: each worker sends 2 (k - 1) / k P to the next */
+        double P = p->pre_param[st->end] - p->pre_param[st->first];
+        for (int a = 0; k > 1 && a < k; a++)
+            if (wnode[base + a] != wnode[base + (a + 1) % k]) total += 2.0 * (k - 1) / k * P;
+        /* rows pulled and gradients pushed, spread evenly over the servers */
+        double E = p->pre_sparse[st->end] - p->pre_sparse[st->first];
+        for (int a = 0; E > 0 && a < k; a++)
+            for (int v = 0; v < l->n_servers; v++)
+                if (wnode[base + a] != snode[v]) total += 2 * E / k / l->n_servers;
+        base += k;
+    }
+    return total;
+}
+
+/* Round robin: each rank on the next node (cyclically) with a free unit of its type. */
+static int place_round_robin(const hps_cluster *c, const plan_layout *l, int *wnode, int *snode)
+{
+    int *free_units = hps_malloc((size_t)c->n_nodes * PLAN_MAX_TYPES * sizeof(int));
+    for (int n = 0; n < c->n_nodes; n++) memcpy(free_units + n * PLAN_MAX_TYPES, c->nodes[n].units, sizeof c->nodes[n].units);
+    int next = 0, rc = 0;
+    for (int w = 0; w < l->n_workers && !rc; w++) {
+        int t = l->workers[w].type, tries = 0;
+        while (tries < c->n_nodes && free_units[next * PLAN_MAX_TYPES + t] == 0) next = (next + 1) % c->n_nodes, tries++;
+        if (tries == c->n_nodes) rc = -1;
+        else {
+            wnode[w] = next;
+            free_units[next * PLAN_MAX_TYPES + t]--;
+            next = (next + 1) % c->n_nodes;
+        }
+    }
+    for (int v = 0; v < l->n_servers; v++) snode[v] = v % c->n_nodes;
+    free(free_units);
+    return rc;
+}
+
+/* Co-location: a stage's workers go where the previous stage's and their own
+ * stage's workers already are; servers go to nodes in proportion to the
+ * embedding traffic of the workers there (largest remainder), which keeps
+ * most of that traffic local without piling every server onto one NIC. */
+static int place_colocated(const plan_problem *p, const hps_cluster *c, const plan_eval *e,
+                           const plan_layout *l, int *wnode, int *snode)
+{
+    int N = c->n_nodes, base = 0, rc = 0;
+    int *free_units = hps_malloc((size_t)N * PLAN_MAX_TYPES * sizeof(int));
+    int *near = hps_calloc((size_t)N, sizeof(int));
+    double *ps = hps_calloc((size_t)N, sizeof(double));
+    for (int n = 0; n < N; n++) memcpy(free_units + n * PLAN_MAX_TYPES, c->nodes[n].units, sizeof c->nodes[n].units);
+    for (int s = 0; s < e->n_stages && !rc; s++) {
+        const plan_stage *st = &e->stages[s];
+        double E = p->pre_sparse[st->end] - p->pre_sparse[st->first];
+        for (int a = 0; a < st->units; a++) {
+            int best = -1;
+            for (int n = 0; n < N; n++) {
+                int f = free_units[n * PLAN_MAX_TYPES + st->type];
+                if (!f) continue;
+                if (best < 0 || near[n] > near[best] ||
+                    (near[n] == near[best] && f > free_units[best * PLAN_MAX_TYPES + st->type]))
+                    best = n;
+            }
+            if (best < 0) {
+                rc = -1;
+                break;
+            }
+            wnode[base + a] = best;
+            near[best]++; /* the rest of the stage follows: its ring stays local */
+            free_units[best * PLAN_MAX_TYPES + st->type]--;
+            ps[best] += E / st->units;
+        }
+        /* the next stage is drawn to this stage's nodes only */
+        memset(near, 0, (size_t)N * sizeof(int));
+        for (int a = 0; !rc && a < st->units; a++) near[wnode[base + a]]++;
+        base += st->units;
+    }
+    double total = 0;
+    for (int n = 0; n < N; n++) total += ps[n];
+    int placed = 0;
+    for (int n = 0; n < N && total > 0; n++) {
+        int q = (int)floor(ps[n] / total * l->n_servers);
+        for (int i = 0; i < q; i++) snode[placed++] = n;
+        ps[n] = ps[n] / total * l->n_servers - q; /* the remainder */
+    }
+    while (placed < l->n_servers) {
+        int best = 0;
+        for (int n = 1; n < N; n++)
+            if (ps[n] > ps[best]) best = n;
+        ps[best] = -1;
+        snode[placed++] = best;
+    }
+    free(free_units);
+    free(near);
+    free(ps);
+    return rc;
+}
+
+/* Slots count the ranks on each node in rank order. */
+static void assign_slots(const hps_cluster *c, plan_layout *l, const int *wnode, const int *snode)
+{
+    int *used = hps_calloc((size_t)c->n_nodes, sizeof(int));
+    for (int w = 0; w < l->n_workers; w++) {
+        l->workers[w].node = wnode[w];
+        l->workers[w].slot = used[wnode[w]]++;
+    }
+    for (int v = 0; v < l->n_servers; v++) {
+        l->servers[v].node = snode[v];
+        l->servers[v].slot = used[snode[v]]++;
+    }
+    free(used);
+}
+
+int plan_layout_make(const plan_problem *p, const hps_cluster *c, const plan_eval *e,
+                     plan_layout *out, hps_error *err)
+{
+    memset(out, 0, sizeof *out);
+    make_workers(p, e, out);
+    make_servers(p, c, e, out);
+    out->cross_node_bytes = out->round_robin_bytes = -1;
+    if (!c->n_nodes) return 0;
+    int *wnode = hps_calloc((size_t)out->n_workers + 1, sizeof(int));
+    int *snode = hps_calloc((size_t)out->n_servers + 1, sizeof(int));
+    int rc = place_round_robin(c, out, wnode, snode);
+    if (!rc) {
+        out->round_robin_bytes = cross_bytes(p, e, out, wnode, snode);
+        rc = place_colocated(p, c, e, out, wnode, snode);
+    }
+    if (!rc) {
+        out->cross_node_bytes = cross_bytes(p, e, out, wnode, snode);
+        assign_slots(c, out, wnode, snode);
+    }
+    free(wnode);
+    free(snode);
+    if (rc) return hps_fail(err, HPS_EXIT_RUNTIME, "%s: the nodes do not hold the plan's units", c->path);
+    return 0;
+}
+
+void plan_layout_free(plan_layout *l)
+{
+    free(l->workers);
+    free(l->servers);
+    l->workers = NULL;
+    l->servers = NULL;
+}
+
+int plan_rankfile_write(const char *path, const hps_cluster *c, const plan_layout *l,
+                        hps_error *err)
+{
+    if (!c->n_nodes)
+        return hps_fail(err, HPS_EXIT_USAGE, "--rankfile: %s lists no nodes to place ranks on", c->path);
+    hps_out *o = hps_out_open(path, err);
+    if (!o) return -1;
+    FILE *f = hps_out_file(o);
+    for (int w = 0; w < l->n_workers; w++)
+        fprintf(f, "rank %d=%s slot=%d\n", l->workers[w].rank, c->nodes[l->workers[w].node].name, l->workers[w].slot);
+    for (int v = 0; v < l->n_servers; v++)
+        fprintf(f, "rank %d=%s slot=%d\n", l->servers[v].rank, c->nodes[l->servers[v].node].name, l->servers[v].slot);
+    return hps_out_commit(o, err);
+}

@@ -1,0 +1,290 @@
+/* From files to numbers: the profiles (hps-profile(5)) of the devices the
+ * cluster's types correspond to, reduced with the model into a plan_problem. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_io.h"
+#include "core/hps_json.h"
+#include "plan/hps_plan.h"
+
+const char *const plan_objective_names[] = {"cost", "time", "energy", "edp", NULL};
+
+/* ---- profiles ------------------------------------------------------------- */
+
+typedef struct {
+    char *name;
+    char digest[72];
+    json_t *root;
+} profile_file;
+
+struct hps_profiles {
+    int n;
+    profile_file *files;
+};
+
+hps_profiles *hps_profiles_new(void) { return hps_calloc(1, sizeof(hps_profiles)); }
+
+int hps_profiles_count(const hps_profiles *ps) { return ps->n; }
+const char *hps_profiles_digest(const hps_profiles *ps, int i) { return ps->files[i].digest; }
+const char *hps_profiles_name(const hps_profiles *ps, int i) { return ps->files[i].name; }
+
+void hps_profiles_free(hps_profiles *ps)
+{
+    if (!ps) return;
+    for (int i = 0; i < ps->n; i++) {
+        free(ps->files[i].name);
+        json_decref(ps->files[i].root);
+    }
+    free(ps->files);
+    free(ps);
+}
+
+/* Finds a device by id: its object and the file it came from. */
+static json_t *find_device(const hps_profiles *ps, const char *id, int *file)
+{
+    for (int i = 0; i < ps->n; i++) {
+        json_t *devs = json_object_get(ps->files[i].root, "devices"), *d;
+        size_t j;
+        json_array_foreach(devs, j, d) {
+            json_t *v = json_object_get(d, "id");
+            if (json_is_string(v) && strcmp(json_string_value(v), id) == 0) {
+                if (file) *file = i;
+                return d;
+            }
+        }
+    }
+    return NULL;
+}
+
+int hps_profiles_add(hps_profiles *ps, const char *name, const char *text, size_t len,
+                     hps_error *err)
+{
+    json_t *root;
+    const char *format;
+    long long version;
+    if (hps_json_loadb(name, text, len, &root, err)) return -1;
+    json_t *devs = json_object_get(root, "devices"), *d;
+    size_t j;
+    if (hps_json_str(root, "format", HPS_REQUIRED, &format, name, err) ||
+        hps_json_int(root, "version", HPS_REQUIRED, 0, 1000000, &version, name, err))
+        goto fail;
+    if (strcmp(format, "hps-profile") != 0) {
+        hps_fail(err, HPS_EXIT_USAGE, "%s: format '%s' is not hps-profile", name, format);
+        goto fail;
+    }
+    if (version != 1) {
+        hps_fail(err, HPS_EXIT_USAGE, "%s: profile version %lld is not known (this hps-plan reads 1)",
+                 name, version);
+        goto fail;
+    }
+    if (!json_is_array(devs) || json_array_size(devs) == 0) {
+        hps_fail(err, HPS_EXIT_USAGE, "%s: devices must be a non-empty array", name);
+        goto fail;
+    }
+    json_array_foreach(devs, j, d) {
+        const char *id;
+        int other;
+        if (!json_is_object(d)) {
+            hps_fail(err, HPS_EXIT_USAGE, "%s: device %zu must be an object", name, j);
+            goto fail;
+        }
+        if (hps_json_str(d, "id", HPS_REQUIRED, &id, name, err)) goto fail;
+        if (find_device(ps, id, &other)) {
+            hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' is also in %s", name, id,
+                     ps->files[other].name);
+            goto fail;
+        }
+    }
+    ps->files = hps_realloc(ps->files, (size_t)(ps->n + 1) * sizeof *ps->files);
+    profile_file *f = &ps->files[ps->n++];
+    f->name = hps_strdup(name);
+    f->root = root;
+    hps_sha256_hex(text, len, f->digest);
+    return 0;
+fail:
+    json_decref(root);
+    return -1;
+}
+
+/* ---- the problem ---------------------------------------------------------- */
+
+plan_problem *plan_problem_new(int n_layers, int n_types)
+{
+    HPS_CHECK(n_layers > 0 && n_types > 0 && n_types <= PLAN_MAX_TYPES);
+    plan_problem *p = hps_calloc(1, sizeof *p);
+    size_t L = (size_t)n_layers, LT = L * (size_t)n_types;
+    p->n_layers = n_layers;
+    p->n_types = n_types;
+    p->layer_names = hps_calloc(L, sizeof *p->layer_names);
+    p->type_names = hps_calloc((size_t)n_types, sizeof *p->type_names);
+    p->kind = hps_calloc(L, sizeof *p->kind);
+    p->flops = hps_calloc(L, sizeof(double));
+    p->bytes_in = hps_calloc(L, sizeof(double));
+    p->bytes_out = hps_calloc(L, sizeof(double));
+    p->param_bytes = hps_calloc(L, sizeof(double));
+    p->sparse_bytes = hps_calloc(L, sizeof(double));
+    p->t1_ms = hps_calloc(LT, sizeof(double));
+    p->par = hps_calloc(LT, sizeof(double));
+    p->pre_serial = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
+    p->pre_parallel = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
+    p->pre_param = hps_calloc(L + 1, sizeof(double));
+    p->pre_sparse = hps_calloc(L + 1, sizeof(double));
+    p->epochs = 1;
+    p->samples = 1e8;
+    return p;
+}
+
+void plan_problem_prepare(plan_problem *p)
+{
+    int L = p->n_layers, T = p->n_types;
+    for (int t = 0; t < T; t++) {
+        double *s = p->pre_serial + (size_t)t * (L + 1), *q = p->pre_parallel + (size_t)t * (L + 1);
+        s[0] = q[0] = 0;
+        for (int l = 0; l < L; l++) {
+            double t1 = p->t1_ms[l * T + t], a = p->par[l * T + t];
+            s[l + 1] = s[l] + t1 * (1 - a);
+            q[l + 1] = q[l] + t1 * a;
+        }
+    }
+    p->pre_param[0] = p->pre_sparse[0] = 0;
+    for (int l = 0; l < L; l++) {
+        p->pre_param[l + 1] = p->pre_param[l] + p->param_bytes[l];
+        p->pre_sparse[l + 1] = p->pre_sparse[l] + p->sparse_bytes[l];
+    }
+}
+
+void plan_problem_free(plan_problem *p)
+{
+    if (!p) return;
+    free(p->layer_names);
+    free(p->type_names);
+    free(p->kind);
+    free(p->flops);
+    free(p->bytes_in);
+    free(p->bytes_out);
+    free(p->param_bytes);
+    free(p->sparse_bytes);
+    free(p->t1_ms);
+    free(p->par);
+    free(p->pre_serial);
+    free(p->pre_parallel);
+    free(p->pre_param);
+    free(p->pre_sparse);
+    free(p);
+}
+
+static int median_of(json_t *obj, const char *key, double *out, const char *ctx, hps_error *err)
+{
+    char sub[700];
+    snprintf(sub, sizeof sub, "%.640s: %s", ctx, key);
+    json_t *t = json_object_get(obj, key);
+    if (!json_is_object(t)) return hps_fail(err, HPS_EXIT_USAGE, "%s: missing timing object", sub);
+    return hps_json_num(t, "median", HPS_REQUIRED, 0, 1e12, out, sub, err);
+}
+
+/* One layer entry of a device: time of a batch on one unit and the parallel fraction. */
+static int read_layer(json_t *dl, const hps_model *m, int l, double *t1, double *a,
+                      const char *dctx, hps_error *err)
+{
+    char ctx[640];
+    snprintf(ctx, sizeof ctx, "%.500s: layer %d '%s'", dctx, l, m->layers[l].name);
+    const char *name;
+    double fwd, bwd;
+    if (!json_is_object(dl)) return hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object", ctx);
+    if (hps_json_str(dl, "name", HPS_REQUIRED, &name, ctx, err)) return -1;
+    if (strcmp(name, m->layers[l].name) != 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: profile names it '%s'", ctx, name);
+    if (median_of(dl, "forward_ms", &fwd, ctx, err) || median_of(dl, "backward_ms", &bwd, ctx, err))
+        return -1;
+    json_t *sc = json_object_get(dl, "scaling");
+    *a = 0;
+    if (!json_is_object(sc)) return hps_fail(err, HPS_EXIT_USAGE, "%s: missing scaling", ctx);
+    char sctx[700];
+    snprintf(sctx, sizeof sctx, "%.640s: scaling", ctx);
+    if (hps_json_num(sc, "parallel_fraction", HPS_REQUIRED, 0, 1, a, sctx, err)) return -1;
+    *t1 = fwd + bwd;
+    return 0;
+}
+
+/* Fills column t of the problem from the profiled device of cluster type t. */
+static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c,
+                       const hps_profiles *ps, int t, int *batch, hps_error *err)
+{
+    const plan_rtype *r = &c->types[t];
+    int fi;
+    json_t *d = find_device(ps, r->device, &fi);
+    if (!d)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: resource '%s': device '%s' is in no profile",
+                        c->path, r->name, r->device);
+    const char *file = ps->files[fi].name, *digest;
+    json_t *pm = json_object_get(ps->files[fi].root, "model");
+    char ctx[512];
+    snprintf(ctx, sizeof ctx, "%s: model", file);
+    long long b;
+    if (!json_is_object(pm)) return hps_fail(err, HPS_EXIT_USAGE, "%s: missing field 'model'", file);
+    if (hps_json_str(pm, "digest", HPS_REQUIRED, &digest, ctx, err) ||
+        hps_json_int(pm, "batch", HPS_REQUIRED, 1, HPS_MAX_BATCH, &b, ctx, err))
+        return -1;
+    if (strcmp(digest, m->digest) != 0)
+        return hps_fail(err, HPS_EXIT_USAGE,
+                        "%s: profiled model %.15s... is not %s (%.15s...); profile this model again",
+                        file, digest, m->path, m->digest);
+    if (*batch && *batch != b)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: batch %lld differs from another profile's %d",
+                        file, b, *batch);
+    *batch = (int)b;
+    snprintf(ctx, sizeof ctx, "%s: device '%s'", file, r->device);
+    const char *kind;
+    if (hps_json_str(d, "kind", HPS_REQUIRED, &kind, ctx, err)) return -1;
+    if (strcmp(kind, r->kind == PLAN_CPU ? "cpu" : "gpu") != 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: kind %s but resource '%s' in %s is %s", ctx, kind,
+                        r->name, c->path, r->kind == PLAN_CPU ? "cpu" : "gpu");
+    json_t *layers = json_object_get(d, "layers");
+    if (!json_is_array(layers) || (int)json_array_size(layers) != m->n_layers)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: layers must hold the model's %d layers", ctx,
+                        m->n_layers);
+    for (int l = 0; l < m->n_layers; l++)
+        if (read_layer(json_array_get(layers, l), m, l, &p->t1_ms[l * p->n_types + t],
+                       &p->par[l * p->n_types + t], ctx, err))
+            return -1;
+    return median_of(d, "overhead_ms", &p->overhead_ms[t], ctx, err);
+}
+
+plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
+                                 const hps_profiles *ps, hps_error *err)
+{
+    plan_problem *p = plan_problem_new(m->n_layers, c->n_types);
+    int batch = 0;
+    for (int t = 0; t < c->n_types; t++) {
+        if (read_device(p, m, c, ps, t, &batch, err)) {
+            plan_problem_free(p);
+            return NULL;
+        }
+        const plan_rtype *r = &c->types[t];
+        p->type_names[t] = r->name;
+        p->price[t] = r->price_per_hour;
+        p->power[t] = r->power_w;
+        p->nic_bpms[t] = r->nic_gbps * PLAN_GBPS_TO_BPMS;
+        p->max_units[t] = r->max_units;
+    }
+    for (int i = 0; i < c->n_links; i++) {
+        const plan_link *k = &c->links[i];
+        p->link_bpms[k->a][k->b] = p->link_bpms[k->b][k->a] = k->gbps * PLAN_GBPS_TO_BPMS;
+        p->link_ms[k->a][k->b] = p->link_ms[k->b][k->a] = k->latency_us / 1000.0;
+    }
+    p->batch = batch;
+    for (int l = 0; l < m->n_layers; l++) {
+        hps_layer_cost lc;
+        hps_layer_costs(m, l, batch, &lc);
+        p->layer_names[l] = m->layers[l].name;
+        p->kind[l] = (int)m->layers[l].kind;
+        p->flops[l] = lc.flops_fwd + lc.flops_bwd;
+        p->bytes_in[l] = lc.bytes_in;
+        p->bytes_out[l] = lc.bytes_out;
+        p->param_bytes[l] = lc.param_bytes;
+        p->sparse_bytes[l] = lc.sparse_bytes;
+    }
+    plan_problem_prepare(p);
+    return p;
+}

@@ -1,0 +1,368 @@
+/* The exact solver: a proven optimum.
+ *
+ * Stages are contiguous, so a plan is a path through states (i, t): the first
+ * i layers are planned and the last stage runs on type t.  Every objective
+ * grows with the summed rate c (dollars or watts per hour of all units) and
+ * falls with the bottleneck throughput, so a state keeps the Pareto front of
+ * its partial plans in (c, throughput): a dominated partial plan can never
+ * complete into a better plan than the one dominating it.
+ *
+ * Phase 1 ignores the per-type unit limits across stages (each stage alone
+ * still fits its type).  When its optimum also fits the limits, it is the
+ * optimum.  Otherwise phase 2 repeats the labelling with the units used per
+ * type in every label, dominance taking them into account: exact, and slower.
+ * Both phases prune partial plans by a bound on any completion (the cheapest
+ * suffix rate and the fastest suffix bottleneck) against the best plan known. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+
+#include "plan/hps_plan.h"
+
+#define EXACT_MAX_LABELS 20000000
+
+typedef struct {
+    double c, thr;
+    int prev;        /* the partial plan this one extends, or -1 */
+    int first, end;  /* its last stage: layers [first, end) */
+    int type;
+} label;
+
+typedef struct {
+    int *ids, n, cap;
+} front;
+
+typedef struct {
+    const plan_problem *p;
+    int with_units;
+    int tracked[PLAN_MAX_TYPES]; /* types whose units the labels count */
+    long ops;
+    label *labels;
+    unsigned short *units; /* n_types per label, when with_units */
+    long n_labels, cap_labels;
+    front *fronts;         /* (L + 1) x T */
+    double *cmin, *thrmax; /* suffix bounds from position i */
+    /* for a tracked type t, the same bounds for suffixes that use at most r
+     * units of t: [i * (max_units[t] + 1) + r] */
+    double *cmin_t[PLAN_MAX_TYPES], *thrmax_t[PLAN_MAX_TYPES];
+    double upper;          /* best objective known */
+    int best;              /* its label, or -1 */
+    double deadline;
+    int timed_out;
+} exact_state;
+
+static double rate_weight(const plan_problem *p, int t)
+{
+    return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->power[t] : p->price[t];
+}
+
+static double objective_of(const plan_problem *p, double c, double thr)
+{
+    int power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
+    return plan_objective_value(p, power ? 0 : c, power ? c : 0, thr);
+}
+
+/* Stage [j, i) on t at its fewest units: 0 when it cannot meet the limit. */
+static int stage_at(const plan_problem *p, int j, int i, int t, double *c, double *thr)
+{
+    plan_law law;
+    plan_stage_law(p, j, i, t, &law);
+    int k = plan_provision(p, &law, t);
+    if (!k) return 0;
+    *c = k * rate_weight(p, t);
+    *thr = 1000.0 * p->batch / plan_law_ms(&law, k);
+    return k;
+}
+
+/* Suffix bounds, ignoring units: cmin[i] the least rate, thrmax[i] the
+ * largest bottleneck of any plan of layers [i, L). */
+static void suffix_bounds(exact_state *s)
+{
+    const plan_problem *p = s->p;
+    int L = p->n_layers;
+    s->cmin[L] = 0;
+    s->thrmax[L] = HUGE_VAL;
+    for (int i = L - 1; i >= 0; i--) {
+        s->cmin[i] = HUGE_VAL;
+        s->thrmax[i] = -1;
+        for (int e = i + 1; e <= L; e++)
+            for (int t = 0; t < p->n_types; t++) {
+                double c, thr;
+                if (!stage_at(p, i, e, t, &c, &thr)) continue;
+                s->cmin[i] = fmin(s->cmin[i], c + s->cmin[e]);
+                s->thrmax[i] = fmax(s->thrmax[i], fmin(thr, s->thrmax[e]));
+            }
+    }
+}
+
+/* Suffix bounds for suffixes with at most r units of type t, r <= max_units[t]. */
+static void suffix_bounds_limited(exact_state *s, int t)
+{
+    const plan_problem *p = s->p;
+    int L = p->n_layers, R = p->max_units[t] + 1;
+    double *cm = s->cmin_t[t] = hps_malloc((size_t)(L + 1) * R * sizeof(double));
+    double *tm = s->thrmax_t[t] = hps_malloc((size_t)(L + 1) * R * sizeof(double));
+    for (int r = 0; r < R; r++) {
+        cm[L * R + r] = 0;
+        tm[L * R + r] = HUGE_VAL;
+    }
+    for (int i = L - 1; i >= 0; i--) {
+        for (int r = 0; r < R; r++) {
+            cm[i * R + r] = HUGE_VAL;
+            tm[i * R + r] = -1;
+        }
+        for (int e = i + 1; e <= L; e++)
+            for (int u = 0; u < p->n_types; u++) {
+                double c, thr;
+                int k = stage_at(p, i, e, u, &c, &thr);
+                if (!k) continue;
+                for (int r = u == t ? k : 0; r < R; r++) {
+                    int left = u == t ? r - k : r;
+                    cm[i * R + r] = fmin(cm[i * R + r], c + cm[e * R + left]);
+                    tm[i * R + r] = fmax(tm[i * R + r], fmin(thr, tm[e * R + left]));
+                }
+            }
+    }
+}
+
+/* A lower bound on the objective of any completion of a partial plan that
+ * ends at layer i with rate c, bottleneck thr and the given units used. */
+static double completion_bound(const exact_state *s, int i, double c, double thr,
+                               const unsigned short *units)
+{
+    double cm = s->cmin[i], tm = s->thrmax[i];
+    for (int t = 0; s->with_units && t < s->p->n_types; t++) {
+        if (!s->tracked[t]) continue;
+        int R = s->p->max_units[t] + 1, r = s->p->max_units[t] - units[t];
+        cm = fmax(cm, s->cmin_t[t][i * R + r]);
+        tm = fmin(tm, s->thrmax_t[t][i * R + r]);
+    }
+    return objective_of(s->p, c + cm, fmin(thr, tm));
+}
+
+static int dominates(const exact_state *s, int a, const label *b, const unsigned short *bu)
+{
+    const label *x = &s->labels[a];
+    if (x->c > b->c || x->thr < b->thr) return 0;
+    if (!s->with_units) return 1;
+    const unsigned short *xu = s->units + (size_t)a * s->p->n_types;
+    for (int t = 0; t < s->p->n_types; t++)
+        if (xu[t] > bu[t]) return 0;
+    return 1;
+}
+
+/* Adds label l (with units u) to front f unless dominated; drops what it dominates. */
+static void front_insert(exact_state *s, front *f, const label *l, const unsigned short *u)
+{
+    for (int k = 0; k < f->n; k++)
+        if (dominates(s, f->ids[k], l, u)) return;
+    if (s->n_labels == s->cap_labels) {
+        s->cap_labels = s->cap_labels ? 2 * s->cap_labels : 4096;
+        s->labels = hps_realloc(s->labels, (size_t)s->cap_labels * sizeof *s->labels);
+        if (s->with_units)
+            s->units = hps_realloc(s->units, (size_t)s->cap_labels * s->p->n_types * sizeof *s->units);
+    }
+    int id = (int)s->n_labels++;
+    s->labels[id] = *l;
+    if (s->with_units) memcpy(s->units + (size_t)id * s->p->n_types, u, s->p->n_types * sizeof *u);
+    int n = 0;
+    for (int k = 0; k < f->n; k++)
+        if (!dominates(s, id, &s->labels[f->ids[k]],
+                       s->with_units ? s->units + (size_t)f->ids[k] * s->p->n_types : NULL))
+            f->ids[n++] = f->ids[k];
+    f->n = n;
+    if (f->n == f->cap) f->ids = hps_realloc(f->ids, (size_t)(f->cap = f->cap ? 2 * f->cap : 8) * sizeof(int));
+    f->ids[f->n++] = id;
+}
+
+/* Extends the partial plans of (j, u) by stage [j, i) on t. */
+static void extend(exact_state *s, int j, int u, int i, int t, int k, double c, double thr)
+{
+    const plan_problem *p = s->p;
+    int T = p->n_types;
+    front *dst = &s->fronts[i * T + t];
+    unsigned short units[PLAN_MAX_TYPES] = {0};
+    label l = {.c = c, .thr = thr, .prev = -1, .end = i, .type = t, .first = j};
+    int n = j == 0 ? 1 : s->fronts[j * T + u].n;
+    double link_thr = HUGE_VAL;
+    if (j > 0) {
+        double lm = plan_link_ms(p, j, u, t);
+        if (lm > 0) link_thr = 1000.0 * p->batch / lm;
+        if (link_thr < p->min_throughput * (1 - 1e-12)) return;
+    }
+    for (int q = 0; q < n; q++) {
+        if (j > 0) {
+            int id = s->fronts[j * T + u].ids[q];
+            const label *prev = &s->labels[id];
+            l.prev = id;
+            l.c = prev->c + c;
+            l.thr = fmin(fmin(prev->thr, thr), link_thr);
+            if (s->with_units) memcpy(units, s->units + (size_t)id * T, T * sizeof *units);
+        }
+        int count = s->tracked[t];
+        if (count && units[t] + k > p->max_units[t]) continue;
+        if (count) units[t] = (unsigned short)(units[t] + k);
+        if (completion_bound(s, i, l.c, l.thr, units) <= s->upper * (1 + 1e-12))
+            front_insert(s, dst, &l, units);
+        if (count) units[t] = (unsigned short)(units[t] - k);
+        if ((++s->ops & 4095) == 0 && (hps_now() > s->deadline || s->n_labels > EXACT_MAX_LABELS)) {
+            s->timed_out = 1;
+            return;
+        }
+    }
+}
+
+static void reset_fronts(exact_state *s)
+{
+    for (int k = 0; k < (s->p->n_layers + 1) * s->p->n_types; k++) s->fronts[k].n = 0;
+    s->n_labels = 0;
+}
+
+/* Runs one labelling pass; returns the best complete label, or -1. */
+static int label_pass(exact_state *s)
+{
+    const plan_problem *p = s->p;
+    int L = p->n_layers, T = p->n_types;
+    reset_fronts(s);
+    s->best = -1;
+    for (int i = 1; i <= L; i++) {
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < i; j++) {
+                double c, thr;
+                int k = stage_at(p, j, i, t, &c, &thr);
+                if (!k) continue;
+                for (int u = 0; u < (j ? T : 1); u++)
+                    if (j == 0 || u != t) extend(s, j, u, i, t, k, c, thr);
+                if (s->timed_out || ((++s->ops & 4095) == 0 && hps_now() > s->deadline)) {
+                    s->timed_out = 1;
+                    return -1;
+                }
+            }
+        if (i < L) continue;
+        for (int t = 0; t < T; t++)
+            for (int q = 0; q < s->fronts[L * T + t].n; q++) {
+                int id = s->fronts[L * T + t].ids[q];
+                double f = objective_of(p, s->labels[id].c, s->labels[id].thr);
+                if (f < s->upper) {
+                    s->upper = f;
+                    s->best = id;
+                }
+            }
+    }
+    return s->best;
+}
+
+static void trace_back(const exact_state *s, int id, int *assign)
+{
+    for (; id >= 0; id = s->labels[id].prev)
+        for (int l = s->labels[id].first; l < s->labels[id].end; l++) assign[l] = s->labels[id].type;
+}
+
+/* A good plan to start from: the best of the fixed plans and greedy, polished. */
+static double starting_plan(const plan_problem *p, int *assign, plan_eval *e)
+{
+    plan_result r;
+    plan_result_init(&r, p);
+    double best = HUGE_VAL;
+    for (int t = 0; t <= p->n_types; t++) {
+        if (t < p->n_types) plan_solve_fixed(p, t, &r);
+        else plan_solve_greedy(p, &r);
+        plan_evaluate(p, r.assign, e);
+        if (plan_score(e) < best) {
+            best = plan_score(e);
+            memcpy(assign, r.assign, (size_t)p->n_layers * sizeof *assign);
+        }
+    }
+    plan_result_free(&r);
+    plan_local_search(p, assign, hps_now() + 0.1);
+    plan_evaluate(p, assign, e);
+    return e->feasible ? e->objective : HUGE_VAL;
+}
+
+/* Phase 2 and on: the labels count the units of the types whose limit the
+ * last relaxed optimum broke; repeat until the relaxed optimum keeps every
+ * limit.  Counting only those types keeps the fronts small. */
+static int track_violations(exact_state *s, const plan_eval *e)
+{
+    const plan_problem *p = s->p;
+    int added = 0;
+    for (int t = 0; t < p->n_types; t++)
+        if (e->units[t] > p->max_units[t] && !s->tracked[t]) {
+            s->tracked[t] = added = 1;
+            suffix_bounds_limited(s, t);
+        }
+    if (added && !s->with_units) {
+        s->with_units = 1;
+        s->units = hps_malloc((size_t)(s->cap_labels ? s->cap_labels : 1) * p->n_types * sizeof *s->units);
+    }
+    return added;
+}
+
+int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_result *r)
+{
+    int L = p->n_layers, T = p->n_types;
+    double t0 = hps_now();
+    exact_state s = {.p = p, .deadline = t0 + (o && o->bound_time > 0 ? o->bound_time : 1e9)};
+    s.fronts = hps_calloc((size_t)(L + 1) * T, sizeof *s.fronts);
+    s.cmin = hps_malloc((size_t)(L + 1) * sizeof(double));
+    s.thrmax = hps_malloc((size_t)(L + 1) * sizeof(double));
+    plan_eval e;
+    plan_eval_init(&e, p);
+    double upper = starting_plan(p, r->assign, &e); /* feasible, or infinite */
+    suffix_bounds(&s);
+    int *relaxed = hps_malloc((size_t)L * sizeof *relaxed);
+    long labels = 0;
+    /* Each pass prunes by a guess a little above the last relaxed optimum (a
+     * lower bound): a pass that finds nothing under the guess raises it. */
+    double lower = 0, slack = 0.01;
+    for (;;) {
+        double guess = lower > 0 ? fmin(upper, lower * (1 + slack)) : upper;
+        s.upper = guess;
+        int id = label_pass(&s);
+        labels += s.n_labels;
+        if (s.timed_out) break;
+        if (id < 0 && guess < upper) { /* the optimum lies above the guess */
+            lower = guess;
+            slack *= 4;
+            continue;
+        }
+        if (id < 0) break; /* none better than the plan in hand */
+        lower = objective_of(p, s.labels[id].c, s.labels[id].thr);
+        slack = 0.01;
+        trace_back(&s, id, relaxed);
+        plan_evaluate(p, relaxed, &e);
+        if (e.feasible) {
+            memcpy(r->assign, relaxed, (size_t)L * sizeof *relaxed);
+            break;
+        }
+        r->unit_phase++;
+        if (!track_violations(&s, &e)) break;
+        /* a feasible plan near the relaxed optimum may tighten the bound */
+        plan_local_search(p, relaxed, hps_now() + 0.05);
+        plan_evaluate(p, relaxed, &e);
+        if (e.feasible && e.objective < upper) {
+            upper = e.objective;
+            memcpy(r->assign, relaxed, (size_t)L * sizeof *relaxed);
+        }
+    }
+    int proven = !s.timed_out;
+    r->found = 1;
+    r->optimal = proven;
+    r->timed_out = s.timed_out;
+    r->episodes = labels;
+    r->seconds = hps_now() - t0;
+    for (int k = 0; k < (L + 1) * T; k++) free(s.fronts[k].ids);
+    free(s.fronts);
+    free(s.labels);
+    free(s.units);
+    free(s.cmin);
+    free(s.thrmax);
+    for (int t = 0; t < T; t++) {
+        free(s.cmin_t[t]);
+        free(s.thrmax_t[t]);
+    }
+    free(relaxed);
+    plan_eval_free(&e);
+    return 0;
+}

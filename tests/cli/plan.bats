@@ -1,0 +1,220 @@
+#!/usr/bin/env bats
+# hps-plan from the command line: output formats against golden files,
+# the pipe from hps-profile, placement, explain, pareto, and errors.
+
+HPS_BIN=${HPS_BIN:-$BATS_TEST_DIRNAME/../../bin}
+ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+M=$ROOT/testdata/models
+C=$ROOT/testdata/clusters
+P=$ROOT/testdata/profiles
+GOLDEN=$BATS_TEST_DIRNAME/golden/plan
+
+setup() {
+    TMP=$(mktemp -d)
+    cd "$ROOT"
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+plan() {
+    "$HPS_BIN/hps-plan" "$@"
+}
+
+# demo-ctr on the AWS cluster at 1M samples/s, the exact solver
+demo() {
+    plan -m testdata/models/demo-ctr.json -c testdata/clusters/aws.json \
+        -p testdata/profiles/demo-ctr.json --min-throughput 1000000 "$@"
+}
+
+@test "plan: --help and --version" {
+    run plan --help
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"usage: hps-plan -m MODEL -c CLUSTER"* ]]
+    run plan --version
+    [ "$status" -eq 0 ]
+    [[ "$output" == "hps-plan (hps) "* ]]
+}
+
+@test "plan: every option in --help is in the completions and the man page" {
+    local opts missing=""
+    opts=$(plan --help | grep -oE -- '--[a-z][a-z0-9-]+' | sort -u)
+    [ -n "$opts" ]
+    for o in $opts; do
+        grep -q -- "$o" completions/bash/hps-plan || missing="$missing bash:$o"
+        grep -q -- "$o" completions/zsh/_hps-plan || missing="$missing zsh:$o"
+        grep -qF -- "\\-\\-${o#--}" man/hps-plan.1 || missing="$missing man:$o"
+    done
+    [ -z "$missing" ] || { echo "undocumented:$missing"; false; }
+}
+
+@test "plan: the table matches the golden file" {
+    demo -a exact -f table > "$TMP/out"
+    diff -u "$GOLDEN/demo-ctr-aws.table" "$TMP/out"
+}
+
+@test "plan: the dot drawing matches the golden file" {
+    demo -a exact -f dot > "$TMP/out"
+    diff -u "$GOLDEN/demo-ctr-aws.dot" "$TMP/out"
+}
+
+@test "plan: the table with placement on nodes matches the golden file" {
+    plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 700000 \
+        -a exact -f table > "$TMP/out"
+    diff -u "$GOLDEN/demo-ctr-lab.table" "$TMP/out"
+}
+
+@test "plan: the JSON plan is complete and consistent" {
+    demo -o "$TMP/plan.json"
+    run python3 - "$TMP/plan.json" "$M/demo-ctr.json" <<'PY'
+import json, sys, hashlib
+p = json.load(open(sys.argv[1]))
+m = json.load(open(sys.argv[2]))
+canon = json.dumps(m, sort_keys=True, separators=(",", ":")).encode()
+assert p["format"] == "hps-plan" and p["version"] == 1
+assert p["digests"]["model"] == "sha256:" + hashlib.sha256(canon).hexdigest()
+assert p["digests"]["cluster"].startswith("sha256:") and len(p["digests"]["profiles"]) == 1
+assert len(p["assignment"]) == p["model"]["layers"] == 7
+covered = [l for s in p["stages"] for l in range(s["layers"][0], s["layers"][1] + 1)]
+assert covered == list(range(7))
+assert sum(s["bottleneck"] for s in p["stages"]) == 1
+assert p["predicted"]["throughput"] >= p["min_throughput"]
+w = p["workers"]
+assert [x["rank"] for x in w] == list(range(len(w)))
+assert len(w) == sum(s["units"] for s in p["stages"])
+assert abs(sum(x["share"] for x in w) - 1) < 1e-9
+sv = p["servers"]
+assert sv["count"] >= 1 and sv["ranks"] == list(range(len(w), len(w) + sv["count"]))
+assert sv["routing"]["rule"] == "mix64-mod" and sv["routing"]["key"] == "(layer << 40) | row"
+s = p["search"]
+assert s["algorithm"] == "rl" and s["polished"] and s["gap"] is not None and s["gap"] >= 0
+assert s["optimum"] > 0 and len(s["trace"]) >= 1
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+@test "plan: rl is deterministic for a seed and exact is optimal" {
+    demo --seed 7 -o "$TMP/a.json"
+    demo --seed 7 -o "$TMP/b.json"
+    python3 -c 'import json,sys; a,b=[json.load(open(f)) for f in sys.argv[1:]]; assert a["assignment"]==b["assignment"]' \
+        "$TMP/a.json" "$TMP/b.json"
+    demo -a exact -o "$TMP/e.json"
+    python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["search"]; assert s["optimal"] and s["gap"]==0' "$TMP/e.json"
+}
+
+@test "plan: the profile comes from stdin, or from several files" {
+    demo -a exact -f table > "$TMP/one"
+    plan -m $M/demo-ctr.json -c $C/aws.json --min-throughput 1000000 -a exact -f table \
+        < $P/demo-ctr.json > "$TMP/stdin"
+    diff "$TMP/one" "$TMP/stdin"
+    plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr-cpu.json -p $P/demo-ctr-gpu.json \
+        --min-throughput 1000000 -a exact -f table > "$TMP/two"
+    diff "$TMP/one" "$TMP/two"
+}
+
+@test "plan: the pipe from hps-profile works" {
+    [ -x "$HPS_BIN/hps-profile" ] || skip "hps-profile is not built here"
+    cat > "$TMP/c.json" <<'JSON'
+{"name": "here", "resources": [{"name": "cpu", "kind": "cpu", "device": "cpu",
+  "price_per_hour": 0.68, "max_units": 4, "nic_gbps": 10}]}
+JSON
+    "$HPS_BIN/hps-profile" -m $M/tiny.json -r 2 -w 0 | \
+        plan -m $M/tiny.json -c "$TMP/c.json" --min-throughput 1000 -a exact > "$TMP/plan.json"
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["stages"][0]["type"]=="cpu"' "$TMP/plan.json"
+}
+
+@test "plan: every scheduler gives a plan, with its gap" {
+    for a in rl exact greedy genetic fixed:gpu-a100; do
+        demo -a $a --episodes 256 --min-throughput 500000 -o "$TMP/p.json"
+        python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["search"]; assert s["gap"] >= 0, s' "$TMP/p.json"
+    done
+    demo -a brute -f table > "$TMP/brute"
+    demo -a exact -f table > "$TMP/exact"
+    diff <(sed 1,4p "$TMP/brute" | grep -v search) <(sed 1,4p "$TMP/exact" | grep -v search)
+    plan -m $M/tiny.json -c $C/lab.json -p $P/tiny.json --min-throughput 30000 -a brute -f table > "$TMP/b"
+    grep -q "search brute, seed 1, 32 episodes, optimal" "$TMP/b"
+}
+
+@test "plan: an infeasible limit fails with the stage, the type and the best throughput" {
+    run demo --min-throughput 9000000 -a exact -o "$TMP/p.json"
+    [ "$status" -eq 1 ]
+    [[ "$output" == "hps-plan: error: no plan meets 9e+06 samples/s: stage "*" on '"*"' reaches at most "*"; the best throughput reachable is "*" samples/s" ]]
+    [ ! -e "$TMP/p.json" ]
+    run demo -a fixed:cpu-c5
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"stage 0 ('emb'..'loss') on 'cpu-c5' reaches at most"* ]]
+}
+
+@test "plan: bad input gives one clear line and status 2" {
+    run plan --bogus
+    [ "$status" -eq 2 ]
+    run plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"missing --min-throughput N"* ]]
+    run demo -a fixed:tpu
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"'tpu' is no resource of the cluster"* ]]
+    run plan -m $M/tiny.json -c $C/aws.json -p $P/demo-ctr.json --min-throughput 10
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"profiled model sha256:7d787627... is not $M/tiny.json"* ]]
+    run plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr-cpu.json --min-throughput 10
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"resource 'gpu-t4': device 'gpu-t4' is in no profile"* ]]
+    echo '{"name": "x", "resources": [' > "$TMP/bad.json"
+    run plan -m $M/demo-ctr.json -c "$TMP/bad.json" -p $P/demo-ctr.json --min-throughput 10
+    [ "$status" -eq 2 ]
+    [[ "$output" == "hps-plan: error: $TMP/bad.json:"*"invalid JSON"* ]]
+    sed 's/"power_w": 200, //' $C/aws.json > "$TMP/nopower.json"
+    run plan -m $M/demo-ctr.json -c "$TMP/nopower.json" -p $P/demo-ctr.json --min-throughput 10 --objective energy
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"resource 'cpu-c5': power_w is needed for --objective energy"* ]]
+    run demo --format svg
+    [ "$status" -eq 2 ]
+    [[ "$output" == "hps-plan: error: --format 'svg' is not one of the choices (see --help)" ]]
+}
+
+@test "plan: --rankfile places every rank on the cluster's nodes" {
+    plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 700000 \
+        -a exact --rankfile "$TMP/ranks" -o "$TMP/plan.json"
+    run python3 - "$TMP/plan.json" "$TMP/ranks" <<'PY'
+import json, re, sys
+p = json.load(open(sys.argv[1]))
+lines = open(sys.argv[2]).read().splitlines()
+n = len(p["workers"]) + p["servers"]["count"]
+assert len(lines) == n
+for i, l in enumerate(lines):
+    assert re.fullmatch(r"rank %d=(cpu[123]|gpu[12]) slot=\d+" % i, l), l
+pl = p["placement"]
+assert pl["cross_node_bytes_per_step"] <= pl["round_robin_bytes_per_step"]
+for w in p["workers"]:
+    assert w["node"].startswith("gpu") == w["type"].startswith("gpu")
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    run demo --rankfile "$TMP/r2"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"lists no nodes"* ]]
+}
+
+@test "plan: --explain prints every layer on every type" {
+    demo -a exact -o "$TMP/plan.json"
+    run plan --explain "$TMP/plan.json"
+    [ "$status" -eq 0 ]
+    [ "$(echo "$output" | grep -cE '^(emb|concat|fc1|fc2|fc3|out|loss) ')" -eq 7 ]
+    [[ "$output" == *"cpu-c5"*"gpu-a100"* ]]
+    run plan --explain "$TMP/plan.json" -c $C/gcp.json
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"the plan was made for another cluster"* ]]
+}
+
+@test "plan: --pareto prints a frontier where more throughput costs more" {
+    demo -a exact --pareto=5 > "$TMP/f.json"
+    python3 -c '
+import json, sys
+f = json.load(open(sys.argv[1]))
+pts = f["points"]
+assert f["format"] == "hps-pareto" and len(pts) >= 2
+for a, b in zip(pts, pts[1:]):
+    assert a["throughput"] < b["throughput"] and a["cost"] < b["cost"]' "$TMP/f.json"
+    demo -a exact --pareto=3 -f table | grep -q "samples/s"
+}

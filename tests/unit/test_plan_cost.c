@@ -1,0 +1,237 @@
+/* hps-plan's cost model: the worked example of hps-plan(1) to the digit,
+ * minimal provisioning, and the cluster and profile readers' errors. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_io.h"
+#include "core/hps_json.h"
+#include "core/hps_rng.h"
+#include "plan/hps_plan.h"
+
+static void near(double a, double b) { assert_true(fabs(a - b) <= 1e-6 * fmax(1, fabs(b))); }
+#define NEAR(a, b) near((a), (b))
+
+/* The worked example of hps-plan(1), section COST MODEL. */
+static plan_problem *worked_example(void)
+{
+    plan_problem *p = plan_problem_new(3, 2);
+    static const char *layers[] = {"emb", "fc1", "loss"}, *types[] = {"cpu", "gpu"};
+    static const double t1[3][2] = {{4, 6}, {20, 1}, {0.5, 0.5}}, a[3][2] = {{0.5, 0.5}, {0.9, 1}, {0, 0}};
+    for (int l = 0; l < 3; l++)
+        for (int t = 0; t < 2; t++) {
+            p->t1_ms[l * 2 + t] = t1[l][t];
+            p->par[l * 2 + t] = a[l][t];
+        }
+    memcpy(p->layer_names, layers, sizeof layers);
+    memcpy(p->type_names, types, sizeof types);
+    p->kind[0] = HPS_LAYER_EMBEDDING;
+    p->kind[1] = HPS_LAYER_FC;
+    p->kind[2] = HPS_LAYER_LOSS;
+    p->sparse_bytes[0] = 1.25e6;
+    p->param_bytes[1] = 2.5e5;
+    p->bytes_out[0] = 4e5;
+    p->bytes_out[1] = 256000;
+    p->bytes_out[2] = 4000;
+    p->batch = 1000;
+    p->price[0] = 1, p->price[1] = 3;
+    p->nic_bpms[0] = 10 * PLAN_GBPS_TO_BPMS, p->nic_bpms[1] = 40 * PLAN_GBPS_TO_BPMS;
+    p->overhead_ms[0] = 1, p->overhead_ms[1] = 0.5;
+    p->max_units[0] = p->max_units[1] = 8;
+    p->min_throughput = 200000;
+    p->samples = 1e8;
+    p->epochs = 1;
+    plan_problem_prepare(p);
+    return p;
+}
+
+static void test_worked_example(void **state)
+{
+    (void)state;
+    plan_problem *p = worked_example();
+    plan_law law;
+    plan_stage_law(p, 0, 1, 0, &law); /* emb on cpu */
+    NEAR(law.compute_ms, 5);
+    NEAR(law.boundary_ms, 0.64);
+    NEAR(law.ps_ms, 2);
+    NEAR(law.sync_ms, 0);
+    NEAR(law.fixed_ms, 3);
+    NEAR(law.scaled_ms, 4.64);
+    assert_int_equal(plan_provision(p, &law, 0), 3);
+    NEAR(plan_law_ms(&law, 2), 5.32);
+    plan_stage_law(p, 1, 3, 1, &law); /* fc1, loss on gpu */
+    NEAR(law.boundary_ms, 0.16);
+    NEAR(law.sync_ms, 0.1);
+    NEAR(law.fixed_ms, 1.1);
+    NEAR(law.scaled_ms, 1.06);
+    assert_int_equal(plan_provision(p, &law, 1), 1);
+
+    int assign[3] = {0, 1, 1};
+    plan_eval e;
+    plan_eval_init(&e, p);
+    plan_evaluate(p, assign, &e);
+    assert_true(e.feasible);
+    assert_int_equal(e.n_stages, 2);
+    assert_int_equal(e.stages[0].units, 3);
+    assert_int_equal(e.stages[1].units, 1);
+    NEAR(e.stages[0].ms, 4.546667);
+    NEAR(e.stages[0].throughput, 219941.35);
+    NEAR(e.stages[1].ms, 2.16);
+    NEAR(e.stages[1].throughput, 462962.96);
+    assert_int_equal(e.bottleneck, 0);
+    NEAR(e.throughput, 219941.35);
+    NEAR(e.cost_per_hour, 6);
+    NEAR(e.time_s, 454.666667);
+    NEAR(e.cost, 0.757778);
+    plan_eval_free(&e);
+    plan_problem_free(p);
+}
+
+/* The fewest units: k meets the limit and k - 1 does not. */
+static void test_provisioning_is_minimal(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        plan_problem *p = plan_problem_random(seed, 8, 3, seed % 2 ? 0.9 : 0.4, (int)(seed % 3 == 0));
+        double tau = 1000.0 * p->batch / p->min_throughput;
+        for (int j = 0; j < p->n_layers; j++)
+            for (int i = j + 1; i <= p->n_layers; i++)
+                for (int t = 0; t < p->n_types; t++) {
+                    plan_law law;
+                    plan_stage_law(p, j, i, t, &law);
+                    int k = plan_provision(p, &law, t);
+                    if (k) {
+                        assert_true(k <= p->max_units[t]);
+                        assert_true(plan_law_ms(&law, k) <= tau);
+                        if (k > 1) assert_true(plan_law_ms(&law, k - 1) > tau);
+                    } else {
+                        for (int u = 1; u <= p->max_units[t]; u++) assert_true(plan_law_ms(&law, u) > tau);
+                    }
+                }
+        plan_problem_free(p);
+    }
+}
+
+static void test_infeasible_reports_violation(void **state)
+{
+    (void)state;
+    plan_problem *p = worked_example();
+    p->min_throughput = 5e6; /* far beyond what 8 cpus give the embedding */
+    int assign[3] = {0, 1, 1};
+    plan_eval e;
+    plan_eval_init(&e, p);
+    plan_evaluate(p, assign, &e);
+    assert_false(e.feasible);
+    assert_true(e.violation > 0);
+    assert_true(plan_score(&e) >= 1e30);
+    int best[3];
+    double thr = plan_max_throughput(p, best);
+    assert_true(thr > 0 && thr < 5e6);
+    plan_eval_free(&e);
+    plan_problem_free(p);
+}
+
+static hps_cluster *parse_cluster(const char *text, hps_error *err)
+{
+    json_t *root;
+    if (hps_json_loadb("c.json", text, strlen(text), &root, err)) return NULL;
+    hps_cluster *c = hps_cluster_parse(root, "c.json", err);
+    json_decref(root);
+    return c;
+}
+
+#define RES(extra) \
+    "{\"name\": \"x\", \"resources\": [{\"name\": \"gpu-v100\", \"kind\": \"gpu\", \"device\": \"d\", " \
+    "\"max_units\": 2, \"nic_gbps\": 10" extra "}]}"
+
+static void test_cluster_errors(void **state)
+{
+    (void)state;
+    hps_error err;
+    static const struct {
+        const char *text, *msg;
+    } cases[] = {
+        {RES(", \"price_per_hour\": 0"), "c.json: resource 'gpu-v100': price_per_hour must be > 0"},
+        {RES(""), "c.json: resource 'gpu-v100': missing field 'price_per_hour'"},
+        {RES(", \"price_per_hour\": 1, \"colour\": 1"), "c.json: resource 'gpu-v100': unknown field 'colour'"},
+        {"{\"name\": \"x\", \"resources\": []}", "c.json: resources must be an array of 1 to 16 objects"},
+        {"{\"name\": \"x\", \"resources\": [{\"name\": \"a\", \"kind\": \"tpu\", \"device\": \"d\", "
+         "\"price_per_hour\": 1, \"max_units\": 1, \"nic_gbps\": 1}]}",
+         "c.json: resource 'a': kind 'tpu' must be one of cpu|gpu"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_null(parse_cluster(cases[i].text, &err));
+        assert_string_equal(err.msg, cases[i].msg);
+        assert_int_equal(err.code, HPS_EXIT_USAGE);
+    }
+    const char *links = "{\"name\": \"x\", \"resources\": [{\"name\": \"a\", \"kind\": \"cpu\", \"device\": \"d\", "
+                        "\"price_per_hour\": 1, \"max_units\": 4, \"nic_gbps\": 1}], "
+                        "\"links\": [{\"between\": [\"a\", \"b\"], \"gbps\": 1}]}";
+    assert_null(parse_cluster(links, &err));
+    assert_string_equal(err.msg, "c.json: link 0: unknown resource 'b'");
+}
+
+static void test_cluster_files(void **state)
+{
+    (void)state;
+    hps_error err;
+    const char *files[] = {"testdata/clusters/aws.json", "testdata/clusters/gcp.json",
+                           "testdata/clusters/lab.json"};
+    for (int i = 0; i < 3; i++) {
+        hps_cluster *c = hps_cluster_load(files[i], &err);
+        if (!c) fail_msg("%s", err.msg);
+        assert_true(c->n_types >= 2);
+        assert_int_equal(strlen(c->digest), 71);
+        hps_cluster_free(c);
+    }
+    hps_cluster *c = hps_cluster_load("testdata/clusters/lab.json", &err);
+    assert_int_equal(c->n_nodes, 5);
+    assert_int_equal(c->types[0].max_units, 8); /* the nodes hold 8 cpus */
+    assert_int_equal(c->types[1].max_units, 8);
+    assert_int_equal(c->n_links, 1);
+    hps_cluster_free(c);
+}
+
+static void test_profile_digest_mismatch(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_model *m = hps_model_load("testdata/models/demo-ctr.json", &err);
+    hps_cluster *c = hps_cluster_load("testdata/clusters/lab.json", &err);
+    assert_non_null(m);
+    assert_non_null(c);
+    hps_profiles *ps = hps_profiles_new();
+    char *text;
+    size_t len;
+    assert_int_equal(hps_read_all("testdata/profiles/tiny.json", &text, &len, &err), 0);
+    assert_int_equal(hps_profiles_add(ps, "tiny.json", text, len, &err), 0);
+    /* the same devices twice are a conflict */
+    assert_int_equal(hps_profiles_add(ps, "again.json", text, len, &err), -1);
+    assert_string_equal(err.msg, "again.json: device 'cpu' is also in tiny.json");
+    free(text);
+    assert_null(plan_problem_build(m, c, ps, &err));
+    assert_non_null(strstr(err.msg, "tiny.json: profiled model sha256:e7a1d4a6... is not "
+                                    "testdata/models/demo-ctr.json"));
+    hps_profiles_free(ps);
+    hps_cluster_free(c);
+    hps_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_worked_example),
+        cmocka_unit_test(test_provisioning_is_minimal),
+        cmocka_unit_test(test_infeasible_reports_violation),
+        cmocka_unit_test(test_cluster_errors),
+        cmocka_unit_test(test_cluster_files),
+        cmocka_unit_test(test_profile_digest_mismatch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,157 @@
+/* The plan file: it round-trips through JSON, and what hps-shard and
+ * hps-train read (assignment, digests, workers, servers) is consistent. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_io.h"
+#include "core/hps_json.h"
+#include "plan/hps_plan.h"
+
+typedef struct {
+    hps_model *m;
+    hps_cluster *c;
+    hps_profiles *ps;
+    plan_problem *p;
+} fixture;
+
+static void load(fixture *f, const char *cluster, double limit)
+{
+    hps_error err;
+    char *text;
+    size_t len;
+    f->m = hps_model_load("testdata/models/demo-ctr.json", &err);
+    f->c = hps_cluster_load(cluster, &err);
+    f->ps = hps_profiles_new();
+    assert_non_null(f->m);
+    assert_non_null(f->c);
+    assert_int_equal(hps_read_all("testdata/profiles/demo-ctr.json", &text, &len, &err), 0);
+    assert_int_equal(hps_profiles_add(f->ps, "demo-ctr.json", text, len, &err), 0);
+    free(text);
+    f->p = plan_problem_build(f->m, f->c, f->ps, &err);
+    if (!f->p) fail_msg("%s", err.msg);
+    f->p->min_throughput = limit;
+}
+
+static void unload(fixture *f)
+{
+    plan_problem_free(f->p);
+    hps_profiles_free(f->ps);
+    hps_cluster_free(f->c);
+    hps_model_free(f->m);
+}
+
+static void test_plan_round_trips(void **state)
+{
+    (void)state;
+    fixture f;
+    load(&f, "testdata/clusters/lab.json", 700000);
+    plan_search_opts o = {.seed = 3, .bound_time = 5};
+    plan_result r;
+    plan_eval e;
+    plan_layout l;
+    hps_error err;
+    plan_result_init(&r, f.p);
+    plan_eval_init(&e, f.p);
+    plan_solve_exact(f.p, &o, &r);
+    plan_evaluate(f.p, r.assign, &e);
+    assert_true(e.feasible);
+    assert_int_equal(plan_layout_make(f.p, f.c, &e, &l, &err), 0);
+    const char *names[] = {"demo-ctr.json"}, *digests[] = {hps_profiles_digest(f.ps, 0)};
+    plan_meta meta = {.model_path = "m.json", .cluster_path = "c.json", .model_digest = f.m->digest,
+                      .cluster_digest = f.c->digest, .n_profiles = 1, .profile_names = names,
+                      .profile_digests = digests, .model_name = f.m->name, .algorithm = "exact",
+                      .opts = o, .exact_objective = e.objective};
+    json_t *root = plan_to_json(f.p, &e, &l, &r, &meta, f.c);
+    char *text = hps_json_text(root);
+    json_t *back;
+    plan_file pf;
+    assert_int_equal(hps_json_loadb("plan.json", text, strlen(text), &back, &err), 0);
+    assert_int_equal(plan_file_parse(back, "plan.json", &pf, &err), 0);
+    assert_string_equal(pf.model_digest, f.m->digest);
+    assert_string_equal(pf.cluster_digest, f.c->digest);
+    assert_string_equal(pf.objective, "cost");
+    assert_true(pf.min_throughput == 700000 && pf.epochs == 1 && pf.n_layers == 7);
+    for (int i = 0; i < 7; i++) assert_string_equal(pf.assign_names[i], f.p->type_names[r.assign[i]]);
+    char *again = hps_json_text(back);
+    assert_string_equal(text, again); /* the same bytes after a read and a write */
+    /* workers: one per unit, shares summing to 1, on nodes with their type */
+    double shares = 0;
+    json_t *workers = json_object_get(back, "workers"), *w;
+    size_t i;
+    json_array_foreach(workers, i, w) shares += json_real_value(json_object_get(w, "share"));
+    assert_true(fabs(shares - 1) < 1e-9);
+    assert_int_equal((int)json_array_size(workers), l.n_workers);
+    assert_true(l.cross_node_bytes <= l.round_robin_bytes);
+    free(again);
+    free(text);
+    plan_file_free(&pf);
+    json_decref(back);
+    json_decref(root);
+    plan_layout_free(&l);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    unload(&f);
+}
+
+static void test_plan_file_errors(void **state)
+{
+    (void)state;
+    hps_error err;
+    static const struct {
+        const char *text, *msg;
+    } cases[] = {
+        {"{\"format\": \"hps-profile\"}", "p.json: format 'hps-profile' is not hps-plan"},
+        {"{\"format\": \"hps-plan\", \"version\": 2}", "p.json: plan version 2 is not known (this hps-plan reads 1)"},
+        {"{\"format\": \"hps-plan\", \"version\": 1}", "p.json: missing field 'digests' or 'model'"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        json_t *root;
+        plan_file pf;
+        assert_int_equal(hps_json_loadb("p.json", cases[k].text, strlen(cases[k].text), &root, &err), 0);
+        assert_int_equal(plan_file_parse(root, "p.json", &pf, &err), -1);
+        assert_string_equal(err.msg, cases[k].msg);
+        json_decref(root);
+    }
+}
+
+/* Servers carry the embedding traffic at the predicted throughput. */
+static void test_servers_are_not_the_bottleneck(void **state)
+{
+    (void)state;
+    fixture f;
+    load(&f, "testdata/clusters/aws.json", 1000000);
+    plan_result r;
+    plan_eval e;
+    plan_layout l;
+    hps_error err;
+    plan_result_init(&r, f.p);
+    plan_eval_init(&e, f.p);
+    plan_solve_exact(f.p, &(plan_search_opts){.bound_time = 5}, &r);
+    plan_evaluate(f.p, r.assign, &e);
+    assert_int_equal(plan_layout_make(f.p, f.c, &e, &l, &err), 0);
+    double per_server = f.c->server_gbps * 1.25e8;
+    assert_true(l.server_bytes_per_s <= l.n_servers * per_server);
+    assert_true(l.server_bytes_per_s > (l.n_servers - 1) * per_server);
+    assert_true(l.cross_node_bytes < 0); /* no nodes: no placement */
+    plan_layout_free(&l);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    unload(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_plan_round_trips),
+        cmocka_unit_test(test_plan_file_errors),
+        cmocka_unit_test(test_servers_are_not_the_bottleneck),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

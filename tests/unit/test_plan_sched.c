@@ -1,0 +1,168 @@
+/* hps-plan's schedulers: exact equals brute force on many seeded random
+ * instances; rl is deterministic for a seed and learns; the baselines give
+ * valid plans. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/hps_plan.h"
+
+static double objective_of(const plan_problem *p, const int *assign, int *feasible)
+{
+    plan_eval e;
+    plan_eval_init(&e, p);
+    plan_evaluate(p, assign, &e);
+    double v = e.objective;
+    *feasible = e.feasible;
+    plan_eval_free(&e);
+    return v;
+}
+
+/* 600 instances of 2 to 6 layers and 2 or 3 types, loose and tight limits,
+ * with and without unit limits, every objective. */
+static void test_exact_equals_brute(void **state)
+{
+    (void)state;
+    int feasible_count = 0, mixed = 0, unit_phase = 0;
+    plan_search_opts o = {.bound_time = 10};
+    for (uint64_t seed = 1; seed <= 600; seed++) {
+        int L = 2 + (int)(seed % 5), T = 2 + (int)(seed / 5 % 2);
+        double tight = (double[]){0.3, 0.7, 0.95, 1.0, 1.05}[seed / 10 % 5];
+        plan_problem *p = plan_problem_random(seed * 7919, L, T, tight, (int)(seed % 3 != 0));
+        p->objective = (plan_objective)(seed / 40 % 4);
+        plan_result exact, brute;
+        plan_result_init(&exact, p);
+        plan_result_init(&brute, p);
+        hps_error err;
+        assert_int_equal(plan_solve_exact(p, &o, &exact), 0);
+        assert_int_equal(plan_solve_brute(p, &brute, &err), 0);
+        assert_true(exact.optimal);
+        int fe, fb;
+        double ve = objective_of(p, exact.assign, &fe), vb = objective_of(p, brute.assign, &fb);
+        if (fe != fb || (fb && fabs(ve - vb) > 1e-9 * vb))
+            fail_msg("seed %llu: exact %g (feasible %d), brute %g (feasible %d)", (unsigned long long)seed,
+                     ve, fe, vb, fb);
+        feasible_count += fb;
+        unit_phase += exact.unit_phase;
+        for (int l = 1; l < L; l++) mixed += fb && brute.assign[l] != brute.assign[0] && l == 1;
+        plan_result_free(&exact);
+        plan_result_free(&brute);
+        plan_problem_free(p);
+    }
+    /* the suite must exercise both feasible and infeasible, one-type and mixed plans */
+    assert_true(feasible_count > 300 && feasible_count < 550);
+    assert_true(mixed > 10);
+    assert_true(unit_phase > 5); /* and the unit limits across stages */
+    print_message("# %d feasible, %d mixed, %d needing the unit phase\n", feasible_count, mixed, unit_phase);
+}
+
+static void test_brute_refuses_large(void **state)
+{
+    (void)state;
+    plan_problem *p = plan_problem_random(5, 64, 4, 0.5, 0);
+    plan_result r;
+    plan_result_init(&r, p);
+    hps_error err;
+    assert_int_equal(plan_solve_brute(p, &r, &err), -1);
+    assert_string_equal(err.msg, "brute: 4^64 assignments are more than 10^7; use --algo exact");
+    plan_result_free(&r);
+    plan_problem_free(p);
+}
+
+static void test_rl_is_deterministic(void **state)
+{
+    (void)state;
+    plan_problem *p = plan_problem_random(11, 12, 3, 0.6, 0);
+    plan_search_opts o = {.seed = 42, .episodes = 256, .time_limit = 30, .polish = 1};
+    plan_result a, b;
+    plan_result_init(&a, p);
+    plan_result_init(&b, p);
+    plan_solve_rl(p, &o, &a);
+    plan_solve_rl(p, &o, &b);
+    assert_memory_equal(a.assign, b.assign, (size_t)p->n_layers * sizeof(int));
+    assert_int_equal(a.episodes, 256);
+    assert_true(a.mean_first == b.mean_first && a.mean_last == b.mean_last);
+    plan_result_free(&a);
+    plan_result_free(&b);
+    plan_problem_free(p);
+}
+
+/* The policy's sampled plans get better: the mean reward of the last batch
+ * beats the first's clearly, on several instances, without the polish. */
+static void test_rl_learns(void **state)
+{
+    (void)state;
+    int better = 0;
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        plan_problem *p = plan_problem_random(seed * 31, 16, 4, 0.5, 0);
+        plan_search_opts o = {.seed = seed, .episodes = 1024, .time_limit = 30, .polish = 0};
+        plan_result r;
+        plan_result_init(&r, p);
+        plan_solve_rl(p, &o, &r);
+        better += r.mean_last > r.mean_first + 0.1;
+        print_message("# rl seed %llu: mean reward %.3f in the first batch, %.3f in the last\n",
+                      (unsigned long long)seed, r.mean_first, r.mean_last);
+        plan_result_free(&r);
+        plan_problem_free(p);
+    }
+    assert_int_equal(better, 4);
+}
+
+static void test_baselines_are_valid(void **state)
+{
+    (void)state;
+    plan_problem *p = plan_problem_random(3, 10, 3, 0.4, 0);
+    plan_search_opts o = {.seed = 1, .episodes = 500, .time_limit = 10, .bound_time = 10, .polish = 1};
+    plan_result opt, r;
+    plan_result_init(&opt, p);
+    plan_result_init(&r, p);
+    plan_solve_exact(p, &o, &opt);
+    int f;
+    double best = objective_of(p, opt.assign, &f);
+    assert_true(f);
+    for (int algo = 0; algo < 3; algo++) {
+        if (algo == 0) plan_solve_greedy(p, &r);
+        if (algo == 1) plan_solve_genetic(p, &o, &r);
+        if (algo == 2) plan_solve_fixed(p, 1, &r);
+        for (int l = 0; l < p->n_layers; l++) assert_true(r.assign[l] >= 0 && r.assign[l] < p->n_types);
+        double v = objective_of(p, r.assign, &f);
+        assert_true(!f || v >= best * (1 - 1e-9));
+    }
+    plan_result_free(&opt);
+    plan_result_free(&r);
+    plan_problem_free(p);
+}
+
+static void test_trace_stays_compact(void **state)
+{
+    (void)state;
+    plan_problem *p = plan_problem_random(1, 2, 2, 0.5, 0);
+    plan_result r;
+    plan_result_init(&r, p);
+    for (int i = 1; i <= 1000; i++) plan_trace_add(&r, i, 1000.0 / i);
+    assert_true(r.n_trace <= 64 && r.n_trace >= 32);
+    assert_true(r.trace[0].episode == 1);
+    assert_true(r.trace[r.n_trace - 1].episode == 1000);
+    for (int i = 1; i < r.n_trace; i++) assert_true(r.trace[i].episode > r.trace[i - 1].episode);
+    plan_result_free(&r);
+    plan_problem_free(p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exact_equals_brute),
+        cmocka_unit_test(test_brute_refuses_large),
+        cmocka_unit_test(test_rl_is_deterministic),
+        cmocka_unit_test(test_rl_learns),
+        cmocka_unit_test(test_baselines_are_valid),
+        cmocka_unit_test(test_trace_stays_compact),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
