@@ -21,7 +21,7 @@ static const char usage[] =
     "  -m, --model FILE            the model [the plan's inputs.model]\n"
     "  -e, --epochs N              passes over the data [1]\n"
     "      --steps N               stop after N steps in all\n"
-    "      --eval DIR              evaluate on these shards after each epoch\n"
+    "      --eval DIR              evaluate after each epoch on DIR's holdout shards\n"
     "      --checkpoint DIR        write checkpoints into DIR\n"
     "      --checkpoint-every N    every N steps (and at the end) [at the end]\n"
     "      --resume                continue from DIR's latest checkpoint\n"
@@ -217,7 +217,7 @@ static int train(const args *a, hps_trainer *t, hps_source *src, hps_error *err)
         return rc;
     }
     hps_source *eval = NULL;
-    if (a->eval && !(eval = hps_source_shards(a->eval, 0, err))) return -1;
+    if (a->eval && !(eval = hps_source_shards(a->eval, 1, err))) return -1;
     int rc = hps_trainer_run(t, src, eval, err);
     if (eval) eval->close(eval);
     if (rc == 0 && a->export_path) rc = hps_trainer_export(t, a->export_path, err);
