@@ -7,7 +7,7 @@
 #include "core/hps_json.h"
 #include "plan/hps_plan.h"
 
-#define ROUTING_EXPR "server = hps_mix64((layer << 40) | row) % count"
+#define ROUTING_EXPR "server = hps_mix64(key) % count"
 
 static json_t *str_array(int n, const char *const *s)
 {
@@ -42,7 +42,7 @@ static json_t *servers_json(const plan_layout *l, const hps_cluster *c)
     for (int v = 0; v < l->n_servers; v++) json_array_append_new(ranks, json_integer(l->servers[v].rank));
     return json_pack("{s:i, s:o, s:o, s:f, s:{s:s, s:s, s:s}}", "count", l->n_servers, "ranks", ranks,
                      "bytes_per_s", hps_json_real(l->server_bytes_per_s), "gbps_each", c->server_gbps,
-                     "routing", "rule", "mix64-mod", "key", "(layer << 40) | row", "expr", ROUTING_EXPR);
+                     "routing", "rule", "mix64-mod", "key", "key", "expr", ROUTING_EXPR);
 }
 
 static json_t *workers_json(const plan_problem *p, const plan_layout *l, const hps_cluster *c)
@@ -186,7 +186,7 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
     if (energy_known(p, e)) fprintf(f, ", %.4g kWh", e->energy_j / 3.6e6);
     fputc('\n', f);
     if (l->n_servers)
-        fprintf(f, "servers %d (server = hps_mix64((layer << 40) | row) %% %d), %.1f MB/s of embedding traffic\n",
+        fprintf(f, "servers %d (server = hps_mix64(key) %% %d), %.1f MB/s of embedding traffic\n",
                 l->n_servers, l->n_servers, l->server_bytes_per_s / 1e6);
     char b1[32], b2[32];
     if (l->cross_node_bytes >= 0)

@@ -86,7 +86,7 @@ assert len(w) == sum(s["units"] for s in p["stages"])
 assert abs(sum(x["share"] for x in w) - 1) < 1e-9
 sv = p["servers"]
 assert sv["count"] >= 1 and sv["ranks"] == list(range(len(w), len(w) + sv["count"]))
-assert sv["routing"]["rule"] == "mix64-mod" and sv["routing"]["key"] == "(layer << 40) | row"
+assert sv["routing"]["rule"] == "mix64-mod" and sv["routing"]["key"] == "key"
 s = p["search"]
 assert s["algorithm"] == "rl" and s["polished"] and s["gap"] is not None and s["gap"] >= 0
 assert s["optimum"] > 0 and len(s["trace"]) >= 1
