@@ -16,13 +16,17 @@ static json_t *str_array(int n, const char *const *s)
     return a;
 }
 
-static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s)
+static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, const hps_cluster *c)
 {
     const plan_stage *st = &e->stages[s];
+    const int t = hps_cluster_find(c, p->type_names[st->type]);
     json_t *o = json_object(), *names = json_array();
     for (int l = st->first; l < st->end; l++) json_array_append_new(names, json_string(p->layer_names[l]));
     json_object_set_new(o, "index", json_integer(s));
     json_object_set_new(o, "type", json_string(p->type_names[st->type]));
+    /* hps-train runs a stage by its kind and device */
+    json_object_set_new(o, "kind", json_string(t >= 0 && c->types[t].kind == PLAN_GPU ? "gpu" : "cpu"));
+    json_object_set_new(o, "device", t >= 0 ? json_string(c->types[t].device) : json_null());
     json_object_set_new(o, "layers", json_pack("[ii]", st->first, st->end - 1));
     json_object_set_new(o, "layer_names", names);
     json_object_set_new(o, "units", json_integer(st->units));
@@ -122,7 +126,7 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
     for (int l = 0; l < p->n_layers; l++)
         json_array_append_new(assign, json_string(p->type_names[r->assign[l]]));
     json_object_set_new(root, "assignment", assign);
-    for (int s = 0; s < e->n_stages; s++) json_array_append_new(stages, stage_json(p, e, s));
+    for (int s = 0; s < e->n_stages; s++) json_array_append_new(stages, stage_json(p, e, s, c));
     json_object_set_new(root, "stages", stages);
     json_object_set_new(root, "bottleneck", json_pack("{s:i, s:s}", "stage", e->bottleneck, "what",
                                                       e->bottleneck_is_link ? "link" : "stage"));
