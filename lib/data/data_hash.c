@@ -16,27 +16,28 @@ const char *const hps_hash_names[] = {"mix64", "none", NULL};
 
 uint64_t hps_key_salt(uint64_t seed, int slot) { return hps_mix64(seed + (uint64_t)slot); }
 
-/* hps_mix64 itself, here where the compiler can inline it: this runs for
- * every categorical value of the input. */
-static inline uint64_t mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 uint64_t hps_key_of(const hps_parse_opts *o, int slot, uint64_t value)
 {
-    uint64_t key = o->hash == HPS_HASH_MIX64 ? mix64(value ^ mix64(o->seed + (uint64_t)slot))
-                                             : value;
-    return o->buckets ? key % o->buckets : key;
+    return hps_key_inline(o, slot, value);
+}
+
+/* log1p of the small counts that make up most of Criteo's integers. */
+#define LOG_TABLE 1024
+static float log_table[LOG_TABLE];
+
+static void log_table_init(void)
+{
+    for (int i = 0; i < LOG_TABLE; i++) log_table[i] = (float)log1p((double)i);
 }
 
 float hps_dense_transform(hps_transform t, double x)
 {
-    if (t == HPS_TRANSFORM_LOG) return (float)(x < 0 ? -log1p(-x) : log1p(x));
-    return (float)x;
+    if (t != HPS_TRANSFORM_LOG) return (float)x;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, log_table_init);
+    double a = x < 0 ? -x : x;
+    float y = a < LOG_TABLE && a == (double)(int)a ? log_table[(int)a] : (float)log1p(a);
+    return x < 0 ? -y : y;
 }
 
 int hps_format_float(char *buf, size_t n, float v)

@@ -117,7 +117,7 @@ int hps_criteo_parse(const hps_parse_opts *o, const char *line, size_t len, hps_
                           "1 to 16 hex digits", p, n);
                 goto bad;
             }
-            hps_rows_add_key(r, slot, hps_key_of(o, slot, v), 1.0f);
+            hps_rows_add_key(r, slot, hps_key_inline(o, slot, v), 1.0f);
         }
         p = q + 1;
     }

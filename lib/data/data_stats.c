@@ -105,6 +105,27 @@ static void offer(hps_key_count *top, int *n, int k, hps_key_count c)
     top[i] = c;
 }
 
+/* The HPS_HOT_PER_BLOCK hottest entries of a block's count table, in O(n):
+ * a histogram of the counts finds the threshold; entries at the threshold
+ * are taken in table order, which is fixed by the block's content. */
+static void block_top(const uint64_t *t, size_t cap, hps_key_count *top, int *n)
+{
+    enum { MAXC = 4096 };
+    static _Thread_local uint32_t hist[MAXC + 1];
+    memset(hist, 0, sizeof hist);
+    for (size_t p = 0; p < cap; p++)
+        if (t[2 * p + 1]) hist[t[2 * p + 1] < MAXC ? t[2 * p + 1] : MAXC]++;
+    uint64_t above = 0, c = MAXC;
+    for (; c > 0 && above + hist[c] <= HPS_HOT_PER_BLOCK; c--) above += hist[c];
+    /* every entry with count > c fits; room is left for some of count c */
+    int room = HPS_HOT_PER_BLOCK - (int)above;
+    for (size_t p = 0; p < cap; p++) {
+        uint64_t k = t[2 * p + 1], b = k < MAXC ? k : MAXC;
+        if (!k || b < c || (b == c && c > 0 && room-- <= 0)) continue;
+        top[(*n)++] = (hps_key_count){t[2 * p], k};
+    }
+}
+
 void hps_hot_block_count(hps_hot_block *h, const hps_rows *r)
 {
     for (int j = 0; j < h->n_slots; j++) {
@@ -126,9 +147,7 @@ void hps_hot_block_count(hps_hot_block *h, const hps_rows *r)
         }
         h->sampled[j] = (uint64_t)samples;
         h->n[j] = 0;
-        hps_key_count *top = h->top + (size_t)j * HPS_HOT_PER_BLOCK;
-        for (size_t p = 0; p < cap; p++)
-            if (t[2 * p + 1]) offer(top, &h->n[j], HPS_HOT_PER_BLOCK, (hps_key_count){t[2 * p], t[2 * p + 1]});
+        block_top(t, cap, h->top + (size_t)j * HPS_HOT_PER_BLOCK, &h->n[j]);
     }
 }
 
