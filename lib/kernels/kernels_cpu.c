@@ -7,7 +7,7 @@
 #include "kernels/hps_kernels.h"
 
 /* Loops shorter than this stay on one thread: waking the team costs more. */
-#define PAR_MIN 4096
+#define PAR_MIN 32768
 
 void hps_set_threads(int n)
 {

@@ -94,7 +94,7 @@ void train_metrics_eval(hps_trainer *t)
 
 void train_metrics_summary(hps_trainer *t)
 {
-    train_metrics_step(t, 1);
+    if (t->step > t->step_last) train_metrics_step(t, 1);
     const hps_train_summary *s = &t->sum;
     json_t *o = json_pack("{s:s, s:I, s:I, s:i, s:o, s:o, s:o}", "event", "summary", "steps",
                           (json_int_t)s->steps, "samples", (json_int_t)s->samples, "epochs",

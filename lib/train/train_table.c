@@ -34,6 +34,29 @@ static uint64_t slot_hash(int slot, uint64_t key)
     return hps_mix64(key ^ hps_mix64((uint64_t)slot + 0x51ed270b27a5c3d1ULL));
 }
 
+/* Hash slots for a slab of cap rows: a power of two, at least twice cap. */
+static int64_t hash_slots(int64_t cap)
+{
+    int64_t slots = 16;
+    while (slots < 2 * cap) slots *= 2;
+    return slots;
+}
+
+/* What a full slab of n rows costs: slabs, per-row bookkeeping and the hash. */
+static size_t slab_bytes(int dim, int64_t n)
+{
+    return (size_t)n * (hps_table_row_bytes(dim) - 2 * sizeof(int64_t)) +
+           (size_t)hash_slots(n) * sizeof(int64_t);
+}
+
+/* The most rows whose slab, hash rounded up to a power of two, fits max_bytes. */
+static int64_t rows_within(int dim, size_t max_bytes)
+{
+    int64_t n = (int64_t)(max_bytes / hps_table_row_bytes(dim));
+    while (n > 0 && slab_bytes(dim, n) > max_bytes) n -= n / 64 + 1;
+    return n;
+}
+
 hps_table *hps_table_create(int layer, int dim, size_t max_bytes, hps_table_policy policy,
                             uint64_t seed)
 {
@@ -42,7 +65,7 @@ hps_table *hps_table_create(int layer, int dim, size_t max_bytes, hps_table_poli
     t->dim = dim;
     t->policy = policy;
     t->seed = seed;
-    t->max_rows = max_bytes ? (int64_t)(max_bytes / hps_table_row_bytes(dim)) : INT64_MAX;
+    t->max_rows = max_bytes ? rows_within(dim, max_bytes) : INT64_MAX;
     t->ht_mask = -1; /* no hash table until the first row */
     return t;
 }
@@ -79,8 +102,7 @@ static void grow(hps_table *t)
     t->last_step = hps_realloc(t->last_step, (size_t)cap * sizeof *t->last_step);
     t->ref = hps_realloc(t->ref, (size_t)cap * sizeof *t->ref);
     t->cap_rows = cap;
-    int64_t slots = 16;
-    while (slots < 2 * cap) slots *= 2;
+    int64_t slots = hash_slots(cap);
     if (slots - 1 != t->ht_mask) rehash(t, slots);
 }
 
@@ -155,9 +177,8 @@ static int64_t new_row(hps_table *t, uint64_t step, hps_error *err)
     int64_t r = t->policy == HPS_TABLE_FULL_EVICT ? evict(t, step) : -1;
     if (r < 0)
         hps_fail(err, HPS_EXIT_RUNTIME,
-                 "embedding layer %d: table full at %lld rows (%.1f MiB); raise --max-table-mb%s",
-                 t->layer, (long long)t->rows,
-                 (double)t->rows * hps_table_row_bytes(t->dim) / 1048576.0,
+                 "embedding layer %d: table full at %lld rows (%.2f MiB); raise --max-table-mb%s",
+                 t->layer, (long long)t->rows, (double)hps_table_bytes(t) / 1048576.0,
                  t->policy == HPS_TABLE_FULL_EVICT ? " (one step touches more rows than it holds)"
                                                    : " or use --evict");
     return r;
@@ -191,11 +212,7 @@ int64_t hps_table_rows(const hps_table *t) { return t->rows; }
 int64_t hps_table_max_rows(const hps_table *t) { return t->max_rows; }
 int64_t hps_table_evictions(const hps_table *t) { return t->evictions; }
 
-size_t hps_table_bytes(const hps_table *t)
-{
-    return (size_t)t->cap_rows * (hps_table_row_bytes(t->dim) - 2 * sizeof(int64_t)) +
-           (size_t)(t->ht_mask + 1) * sizeof(int64_t);
-}
+size_t hps_table_bytes(const hps_table *t) { return t->cap_rows ? slab_bytes(t->dim, t->cap_rows) : 0; }
 
 void hps_table_row_key(const hps_table *t, int64_t row, int *slot, uint64_t *key)
 {

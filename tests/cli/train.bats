@@ -1,0 +1,206 @@
+#!/usr/bin/env bats
+# hps-train from the command line: learning, checkpoints, export, checks.
+
+load helpers
+
+setup_file() {
+    # one small Criteo-like data set for the file: 300k rows with a planted
+    # model, small vocabularies (--scale) so one epoch can learn them
+    export DATA=$BATS_FILE_TMPDIR/data
+    mkdir -p "$DATA"
+    "$HPS_BIN/hps-shard" synth 300000 --seed 3 --scale 0.001 --meta "$DATA/meta.json" \
+        -o "$DATA/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$TESTDATA/models/criteo-small.json" --holdout 0.1 -n 2 \
+        -o "$DATA/shards" "$DATA/rows.tsv"
+    head -n 20000 "$DATA/rows.tsv" > "$DATA/few.tsv"
+    "$HPS_BIN/hps-shard" -q -m "$TESTDATA/models/criteo-small.json" -o "$DATA/few" "$DATA/few.tsv"
+}
+
+setup() {
+    TMP=$(mktemp -d)
+    MODEL=$TESTDATA/models/criteo-small.json
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+json_field() { # FILE EXPR: a python expression over d, a JSON document or NDJSON's last record
+    python3 -c "
+import json, sys
+text = open(sys.argv[1]).read()
+try:
+    d = json.loads(text)
+except ValueError:
+    d = json.loads(text.strip().splitlines()[-1])
+print($2)" "$1"
+}
+
+@test "train: --help, --version, and every option documented" {
+    run "$HPS_BIN/hps-train" --help
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"usage: hps-train --plan PLAN --data SHARDS"* ]]
+    run "$HPS_BIN/hps-train" --version
+    [[ "$output" == "hps-train (hps) "* ]]
+    check_options_documented hps-train
+}
+
+@test "train: one epoch on planted data ends within 0.01 AUC of the planted model" {
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/shards" --eval "$DATA/shards" \
+        --threads 1 --metrics "$TMP/m.ndjson" -q
+    planted=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["planted_auc"])' "$DATA/meta.json")
+    auc=$(grep '"event":"eval"' "$TMP/m.ndjson" | tail -1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["auc"])')
+    echo "# planted AUC $planted, trained AUC $auc" >&3
+    python3 -c "import sys; sys.exit(0 if abs($auc - $planted) < 0.01 else 1)"
+}
+
+@test "train: metrics are NDJSON with start, step, eval and summary records" {
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --eval "$DATA/few" --threads 1 \
+        --metrics "$TMP/m.ndjson" --metrics-interval 0 -q
+    run python3 - "$TMP/m.ndjson" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+events = [r["event"] for r in recs]
+assert events[0] == "start" and events[-1] == "summary" and "eval" in events, events
+steps = [r for r in recs if r["event"] == "step"]
+assert steps and all(s["stages"][0]["measured_ms"] > 0 for s in steps[1:])
+s = recs[-1]
+assert s["samples"] == 20000 and s["steps"] == 79 and s["tables"][0]["rows"] > 0
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+@test "train: a multi-class libsvm set learns; a logistic regression baseline beside it" {
+    python3 "$BATS_TEST_DIRNAME/make_multiclass.py" 20000 5 1 > "$TMP/mc.svm"
+    "$HPS_BIN/hps-shard" -q -f libsvm --classes 5 -m "$TESTDATA/models/libsvm-multiclass.json" \
+        --holdout 0.2 -o "$TMP/mc" "$TMP/mc.svm"
+    for m in libsvm-multiclass libsvm-logreg; do
+        "$HPS_BIN/hps-train" --model "$TESTDATA/models/$m.json" --data "$TMP/mc" --eval "$TMP/mc" \
+            --epochs 3 --lr 0.003 --threads 1 --metrics "$TMP/$m.ndjson" -q
+        acc=$(json_field "$TMP/$m.ndjson" 'd["eval"]["accuracy"]')
+        echo "# $m: accuracy $acc on 4000 held-out rows (chance 0.2)" >&3
+        python3 -c "import sys; sys.exit(0 if $acc > 0.6 else 1)"
+    done
+}
+
+@test "train: killed with SIGKILL and resumed, it ends with the same weights bit for bit" {
+    args=(--model "$MODEL" --data "$DATA/few" --epochs 2 --threads 1)
+    "$HPS_BIN/hps-train" "${args[@]}" -q --export "$TMP/straight.safetensors"
+    run env HPS_TRAIN_KILL_AT_STEP=97 "$HPS_BIN/hps-train" "${args[@]}" -q \
+        --checkpoint "$TMP/ckpt" --checkpoint-every 20
+    [ "$status" -eq 137 ]   # killed by SIGKILL, mid-epoch 2
+    [ "$(cat "$TMP/ckpt/latest")" = "ckpt-000000000080.hpsckpt" ]
+    run "$HPS_BIN/hps-train" "${args[@]}" --checkpoint "$TMP/ckpt" --checkpoint-every 20 \
+        --resume --export "$TMP/resumed.safetensors"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"resuming at step 80 (epoch 2, row 256)"* ]] || { echo "$output"; false; }
+    cmp "$TMP/straight.safetensors" "$TMP/resumed.safetensors"
+}
+
+@test "train: a corrupted checkpoint is refused with a clear error" {
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --checkpoint "$TMP/ckpt"
+    ckpt=$TMP/ckpt/$(cat "$TMP/ckpt/latest")
+    printf '\xff' | dd of="$ckpt" bs=1 seek=200 conv=notrunc status=none
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q \
+        --checkpoint "$TMP/ckpt" --resume
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-train: error: $ckpt: checksum mismatch: the checkpoint is corrupted" ]
+}
+
+@test "train: the export loads with numpy (and PyTorch where installed) and holds the weights" {
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --export "$TMP/m.safetensors"
+    run /usr/bin/python3 - "$TMP/m.safetensors" <<'PY'
+import json, struct, sys
+import numpy as np
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+head = json.loads(raw[8:8 + n])
+data = raw[8 + n:]
+def tensor(name):
+    h = head[name]
+    a, b = h["data_offsets"]
+    return np.frombuffer(data[a:b], dtype={"F32": np.float32, "I64": np.int64}[h["dtype"]]).reshape(h["shape"])
+assert head["__metadata__"]["model"] == "criteo-small"
+w = tensor("fc1.weight")
+assert w.shape == (64, 26 * 8 + 13) and np.isfinite(w).all() and w.std() > 0
+assert tensor("out.bias").shape == (1,)
+keys, rows = tensor("emb.C1.keys"), tensor("emb.C1.weight")
+assert keys.shape[0] == rows.shape[0] > 0 and rows.shape[1] == 8
+assert len(set(keys.tolist())) == len(keys)
+try:
+    import torch
+except ImportError:
+    print("torch: not installed, numpy only")
+    sys.exit(0)
+t = torch.frombuffer(bytearray(data[slice(*head["fc1.weight"]["data_offsets"])]), dtype=torch.float32)
+assert torch.equal(t.reshape(64, -1), torch.from_numpy(w.copy()))
+print("torch: fc1.weight equal")
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    echo "# $output" >&3
+}
+
+@test "train: the table memory cap stops with an error, or evicts with --evict" {
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --max-table-mb 1
+    [ "$status" -eq 1 ]
+    [[ "$output" == "hps-train: error: embedding layer 0: table full at "*" rows ("*" MiB); raise --max-table-mb or use --evict" ]]
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --max-table-mb 1 --evict \
+        --metrics "$TMP/m.ndjson"
+    run json_field "$TMP/m.ndjson" '(d["tables"][0]["evictions"] > 0, d["tables"][0]["mib"] <= 1.0)'
+    [ "$output" = "(True, True)" ]
+}
+
+@test "train: a plan for another model, or shards of another schema, are refused" {
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" --reps 1 --warmup 0 --no-scaling > "$TMP/p.json"
+    python3 - "$TMP/p.json" "$TMP/plan.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+plan = {"format": "hps-plan", "version": 1, "digests": {"model": p["model"]["digest"]},
+        "model": {"batch": 8, "layers": 5},
+        "stages": [{"index": 0, "type": "cpu", "kind": "cpu", "layers": [0, 4], "units": 1}]}
+json.dump(plan, open(sys.argv[2], "w"))
+PY
+    run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --model "$MODEL" --data "$DATA/few"
+    [ "$status" -eq 2 ]
+    [[ "$output" == "hps-train: error: $TMP/plan.json: made for model sha256:"*"but $MODEL is sha256:"*"(re-run hps-plan)" ]]
+    "$HPS_BIN/hps-shard" -q -f libsvm --classes 5 -o "$TMP/svm" "$TESTDATA/data/libsvm-multiclass.svm"
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/svm"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-train: error: $TMP/svm: rows have 0 dense features, $MODEL expects 13" ]
+}
+
+@test "train: a plan's GPU stage needs a device or --cpu-fallback" {
+    "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --warmup 0 --no-scaling \
+        --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"
+    "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/p.json" \
+        --min-throughput 20000 --algo exact -o "$TMP/plan.json"
+    run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$DATA/few" --threads 1
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"stage 0 runs on 'gpu-t4', a GPU type"*"pass --cpu-fallback"* ]]
+    run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$DATA/few" --threads 1 --cpu-fallback -q
+    [ "$status" -eq 0 ]
+}
+
+@test "train: --probe prints a profile that hps-profile and hps-plan accept" {
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 2 --probe 3 -o "$TMP/probe.json"
+    run json_field "$TMP/probe.json" '(d["devices"][0]["id"], d["devices"][0]["probe"], d["devices"][0]["layers"][2]["scaling"]["units"])'
+    [ "$output" = "('cpu:2', True, [1, 2])" ]
+    "$HPS_BIN/hps-profile" --merge "$TMP/probe.json" --format table > /dev/null
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["devices"][0]["id"]="cpu"; json.dump(p,open(sys.argv[1],"w"))' "$TMP/probe.json"
+    "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/probe.json" \
+        -p <("$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --warmup 0 --no-scaling -d cpu:1 \
+             --estimate "$TESTDATA/devices/gpu-t4.json" | python3 -c 'import json,sys; p=json.load(sys.stdin); p["devices"]=p["devices"][1:]; json.dump(p,sys.stdout)') \
+        --min-throughput 1000 --algo exact -f table > /dev/null
+}
+
+@test "train: usage errors" {
+    run "$HPS_BIN/hps-train" --data x
+    [ "$status" -eq 2 ]
+    [[ "$output" == "hps-train: error: --plan or --model is required"* ]]
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --resume
+    [ "$status" -eq 2 ]
+    [[ "$output" == "hps-train: error: --resume needs --checkpoint DIR"* ]]
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --optimizer rmsprop
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--optimizer: 'rmsprop' is not adam or sgd"* ]]
+}
