@@ -68,7 +68,7 @@ CONFIG_NOW   := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
 $(shell mkdir -p $(BIN); echo '$(CONFIG_NOW)' | cmp -s - $(CONFIG_STAMP) || echo '$(CONFIG_NOW)' > $(CONFIG_STAMP))
 
 DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenblas-openmp-dev \
-             libopenmpi-dev openmpi-bin libcmocka-dev bats python3
+             libopenmpi-dev openmpi-bin libcmocka-dev bats python3 python3-numpy python3-torch time
 
 # keep objects that pattern rules built on the way to a binary
 .SECONDARY:
