@@ -1,6 +1,5 @@
 /* Starting and ending a distributed run, messages, and what a rank says when
  * the job is stopped under it. */
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,7 +7,6 @@
 #include "core/hps_io.h"
 #include "dist/dist_internal.h"
 
-static hps_dist *g_dist; /* for the SIGTERM handler */
 
 int hps_dist_launched(void)
 {
@@ -19,30 +17,19 @@ int hps_dist_launched(void)
     return size && atoi(size) > 1;
 }
 
-/* mpirun answers a dead rank by stopping the others with SIGTERM; each says
- * who it was and which rank had which role, since mpirun's own message names
- * the dead rank only by number. */
-static void on_term(int sig)
+/* When a rank dies, mpirun stops the others at once and names the dead rank
+ * by number only (its SIGKILL leaves no rank time to speak); so the lead
+ * says at the start which rank has which role, for that message to be read
+ * against. */
+static void say_roles(hps_dist *d)
 {
-    (void)sig;
-    if (g_dist) {
-        ssize_t w = write(2, g_dist->fail_msg, strlen(g_dist->fail_msg));
-        (void)w;
-    }
-    _exit(HPS_EXIT_RUNTIME);
-}
-
-static void prepare_fail_msg(hps_dist *d)
-{
-    char me[128], role[128];
-    size_t n = (size_t)snprintf(d->fail_msg, sizeof d->fail_msg,
-                                "%s: error: rank %d (%s): stopped: another rank ended or the job "
-                                "was aborted; roles:",
-                                hps_progname(), d->rank, dist_role_name(d, d->rank, me, sizeof me));
+    char role[128];
+    size_t n = (size_t)snprintf(d->fail_msg, sizeof d->fail_msg, "%s: %d ranks:", hps_progname(),
+                                d->size);
     for (int r = 0; r < d->size && n < sizeof d->fail_msg - 160; r++)
         n += (size_t)snprintf(d->fail_msg + n, sizeof d->fail_msg - n, "%s rank %d %s",
                               r ? ";" : "", r, dist_role_name(d, r, role, sizeof role));
-    snprintf(d->fail_msg + n, sizeof d->fail_msg - n, "\n");
+    if (d->rank == d->worker_rank[0]) hps_log(2, "%s\n", d->fail_msg);
 }
 
 /* A number per host name, so that bytes to another node can be counted. */
@@ -98,9 +85,7 @@ hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_erro
     d->me = &d->roles[d->rank];
     MPI_Comm_split(MPI_COMM_WORLD, d->me->kind == ROLE_WORKER ? 0 : 1, d->rank, &d->wcomm);
     number_nodes(d);
-    prepare_fail_msg(d);
-    g_dist = d;
-    signal(SIGTERM, on_term);
+    say_roles(d);
     return d;
 }
 
@@ -121,7 +106,6 @@ void hps_dist_abort(hps_dist *d, const hps_error *err)
     fprintf(stderr, "%s: error: rank %d (%s): %s\n", hps_progname(), d->rank,
             dist_role_name(d, d->rank, role, sizeof role), err->msg);
     fflush(stderr);
-    signal(SIGTERM, SIG_DFL);
     MPI_Abort(MPI_COMM_WORLD, err->code);
 }
 
@@ -134,7 +118,6 @@ void hps_dist_end(hps_dist *d)
         MPI_Finalize();
     }
     if (!d) return;
-    g_dist = NULL;
     for (int s = 0; d->req && s < d->servers; s++) {
         free(d->req[s].buf), free(d->push[s].buf), free(d->req_rows[s]);
     }

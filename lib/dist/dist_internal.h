@@ -56,7 +56,7 @@ struct hps_dist {
     int64_t **req_rows;          /* per server: (layer << 40 | row) of each request entry */
     int64_t *n_req_rows, *cap_req_rows;
     dist_stats st;
-    char fail_msg[4096];         /* written by the SIGTERM handler */
+    char fail_msg[4096];         /* the roles of all ranks, said at the start */
 };
 
 /* dist_roles.c */

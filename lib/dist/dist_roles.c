@@ -84,9 +84,9 @@ static int check_ranks(hps_dist *d, const int *used, const char *name, hps_error
                             needed);
     if (d->size != needed)
         return hps_fail(err, HPS_EXIT_USAGE,
-                        "%s: the plan needs %d ranks (%d workers, %d servers), but mpirun started "
+                        "%s: the plan needs %d ranks (%d worker%s, %d server%s), but mpirun started "
                         "%d: run mpirun -np %d",
-                        name, needed, d->workers, d->servers, d->size, needed);
+                        name, needed, d->workers, d->workers == 1 ? "" : "s", d->servers, d->servers == 1 ? "" : "s", d->size, needed);
     return 0;
 }
 
