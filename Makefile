@@ -132,6 +132,8 @@ test: $(BINS) $(UNIT_BINS)
 	@HPS_BIN=$(CURDIR)/$(BIN) tests/run.sh $(UNIT_BINS)
 
 # Sanitizers: CUDA=0 because the CUDA runtime and ASan's shadow memory collide.
+# Under mpirun (tests/cli/dist.bats) Open MPI's own allocations at exit are
+# suppressed by tests/lsan-mpi.supp, which that test file puts in LSAN_OPTIONS.
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin CUDA=0 OPT="-O1 -g" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
