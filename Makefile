@@ -22,9 +22,20 @@ OPT       ?= -O2 -g
 SAN       ?=
 WARN      := -Wall -Wextra -Werror
 HPS_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) $(SAN) -fopenmp -pthread -Ilib \
-             $(CUDA_DEFS) $(CFLAGS)
+             $(CUDA_DEFS) $(MPI_CFLAGS) $(CFLAGS)
 HPS_LDLIBS = -ljansson -lzstd -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lm \
-             $(CUDA_LIBS) $(LDLIBS)
+             $(CUDA_LIBS) $(MPI_LIBS) $(LDLIBS)
+# Open MPI (lib/dist): the same binary runs alone or as one rank under mpirun.
+# mpicc knows the include and library flags; without it the build stops here
+# rather than failing later on a missing mpi.h.
+MPICC     ?= mpicc
+MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
+ifeq ($(strip $(MPI_LIBS)),)
+ifeq ($(filter deps check asan demo clean,$(MAKECMDGOALS)),)
+$(error Open MPI not found ($(MPICC) --showme failed): run 'make deps' or apt-get install libopenmpi-dev openmpi-bin)
+endif
+endif
 # OpenBLAS built on OpenMP: its threads and the kernels' OpenMP loops then share
 # one pool.  With the pthread build the two pools spin against each other and
 # a 2-thread fc layer ran 3x slower than on 1 thread (see README, Performance).
@@ -121,6 +132,8 @@ test: $(BINS) $(UNIT_BINS)
 	@HPS_BIN=$(CURDIR)/$(BIN) tests/run.sh $(UNIT_BINS)
 
 # Sanitizers: CUDA=0 because the CUDA runtime and ASan's shadow memory collide.
+# Under mpirun (tests/cli/dist.bats) Open MPI's own allocations at exit are
+# suppressed by tests/lsan-mpi.supp, which that test file puts in LSAN_OPTIONS.
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin CUDA=0 OPT="-O1 -g" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test

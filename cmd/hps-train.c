@@ -7,6 +7,7 @@
 
 #include "core/hps_io.h"
 #include "core/hps_json.h"
+#include "dist/hps_dist.h"
 #include "train/hps_train.h"
 
 static const char usage[] =
@@ -38,6 +39,8 @@ static const char usage[] =
     "      --evict                 when a table is full, evict cold rows (else: error)\n"
     "      --cpu-fallback          run stages of GPU types on the CPU\n"
     "      --probe STEPS           time STEPS steps per thread count, print a profile, exit\n"
+    "      --slowdown RANK=FACTOR  testing aid: make rank RANK FACTOR times slower (mpirun)\n"
+    "      --no-rebalance          keep the plan's worker shares (mpirun)\n"
     "  -o, --output FILE           where --probe writes its profile [stdout]\n"
     "  -q, --quiet                 no progress, no summary\n"
     "  -v, --verbose               more messages\n"
@@ -46,7 +49,7 @@ static const char usage[] =
 
 enum { OPT_STEPS = 256, OPT_EVAL, OPT_CKPT, OPT_CKPT_EVERY, OPT_RESUME, OPT_EXPORT, OPT_METRICS,
        OPT_METRICS_INTERVAL, OPT_SEED, OPT_THREADS, OPT_MICRO, OPT_OPTIMIZER, OPT_LR, OPT_LR_SPARSE,
-       OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE };
+       OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE };
 
 static const struct option long_options[] = {
     {"plan", required_argument, NULL, 'p'},
@@ -71,6 +74,8 @@ static const struct option long_options[] = {
     {"evict", no_argument, NULL, OPT_EVICT},
     {"cpu-fallback", no_argument, NULL, OPT_CPU_FALLBACK},
     {"probe", required_argument, NULL, OPT_PROBE},
+    {"slowdown", required_argument, NULL, OPT_SLOWDOWN},
+    {"no-rebalance", no_argument, NULL, OPT_NO_REBALANCE},
     {"output", required_argument, NULL, 'o'},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
@@ -83,6 +88,7 @@ typedef struct {
     const char *plan, *data, *model, *eval, *export_path, *output;
     long probe;
     hps_train_opts o;
+    hps_dist_opts dist;
 } args;
 
 static int bad_value(const char *opt, const char *value, const char *expected)
@@ -106,6 +112,23 @@ static int rate_arg(const char *opt, float *out)
     if (hps_parse_double(optarg, &v) || !(v > 0 && v < 1e6)) return bad_value(opt, optarg, "a positive number");
     *out = (float)v;
     return 0;
+}
+
+/* --slowdown RANK=FACTOR */
+static int slowdown_arg(hps_dist_opts *d)
+{
+    char *eq = strchr(optarg, '=');
+    long rank;
+    double f;
+    if (!eq) return bad_value("--slowdown", optarg, "RANK=FACTOR");
+    *eq = '\0';
+    int bad = hps_parse_long(optarg, 0, HPS_DIST_MAX_RANKS - 1, &rank) || hps_parse_double(eq + 1, &f) ||
+              !(f >= 1 && f <= 1000);
+    *eq = '=';
+    if (bad) return bad_value("--slowdown", optarg, "RANK=FACTOR (a rank, a factor from 1 to 1000)");
+    d->slow_rank = (int)rank;
+    d->slow_factor = f;
+    return -1;
 }
 
 /* One option; returns -1 to go on, or an exit code. */
@@ -145,6 +168,8 @@ static int parse_one(int c, args *a)
     case OPT_EVICT: a->o.table_policy = HPS_TABLE_FULL_EVICT; break;
     case OPT_CPU_FALLBACK: a->o.cpu_fallback = 1; break;
     case OPT_PROBE: if (count_arg("--probe", 1, &a->probe)) return HPS_EXIT_USAGE; break;
+    case OPT_SLOWDOWN: return slowdown_arg(&a->dist);
+    case OPT_NO_REBALANCE: a->dist.rebalance = 0; break;
     case 'o': a->output = optarg; break;
     case 'q': hps_display_level = 0; break;
     case 'v': hps_display_level++; break;
@@ -208,6 +233,23 @@ static void print_summary(const hps_trainer *t)
                 s->eval.auc == s->eval.auc ? s->eval.auc : s->eval.accuracy);
 }
 
+/* A rank of an mpirun job: its role's work (hps-train(1), DISTRIBUTED). */
+static int train_rank(const args *a, hps_dist *d, hps_trainer *t, hps_source *src, hps_error *err)
+{
+    if (a->probe || a->export_path)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s is not available under mpirun in this version",
+                        a->probe ? "--probe" : "--export");
+    if (hps_dist_is_server(d)) return hps_dist_serve(d, t, err);
+    hps_dist_attach(d, t);
+    hps_source *eval = NULL;
+    if (a->eval && hps_dist_is_lead(d) && !(eval = hps_source_shards(a->eval, 0, err))) return -1;
+    int rc = hps_trainer_run(t, src, eval, err);
+    if (eval) eval->close(eval);
+    if (rc == 0) rc = hps_dist_finish(d, t, err);
+    if (rc == 0 && hps_dist_is_lead(d)) print_summary(t);
+    return rc;
+}
+
 static int train(const args *a, hps_trainer *t, hps_source *src, hps_error *err)
 {
     if (a->probe) {
@@ -228,11 +270,23 @@ static int train(const args *a, hps_trainer *t, hps_source *src, hps_error *err)
 int main(int argc, char **argv)
 {
     hps_set_progname(argv[0]);
-    args a = {.output = "-", .o = hps_train_opts_default()};
+    args a = {.output = "-", .o = hps_train_opts_default(), .dist = {.slow_rank = -1, .rebalance = 1}};
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
-    a.o.progress = hps_display_level >= 2 && hps_stderr_is_tty() && !a.probe;
+    hps_dist *d = NULL;
     hps_error err = {.code = HPS_EXIT_RUNTIME};
+    if (hps_dist_launched() && !(d = hps_dist_start(a.plan, &a.dist, &err))) {
+        /* every rank found the same mismatch: one says it */
+        if (hps_dist_rank(NULL) == 0) hps_report(&err);
+        hps_dist_end(NULL);
+        return err.code;
+    }
+    if (d && !hps_dist_is_lead(d)) {
+        /* only the lead worker reports and writes metrics */
+        hps_display_level = hps_display_level > 1 ? 1 : hps_display_level;
+        a.o.metrics_path = NULL;
+    }
+    a.o.progress = hps_display_level >= 2 && hps_stderr_is_tty() && !a.probe;
     hps_model *m = NULL;
     hps_source *src = NULL;
     hps_trainer *t = NULL;
@@ -246,11 +300,13 @@ int main(int argc, char **argv)
     if (rc == 0 && !(src = hps_source_shards(a.data, 0, &err))) rc = -1;
     if (rc == 0 && hps_source_check(src, m, &err)) rc = -1;
     if (rc == 0 && !(t = hps_trainer_create(m, &plan, &a.o, &err))) rc = -1;
-    if (rc == 0) rc = train(&a, t, src, &err);
+    if (rc == 0) rc = d ? train_rank(&a, d, t, src, &err) : train(&a, t, src, &err);
+    if (rc != 0 && d) hps_dist_abort(d, &err); /* no rank may wait for this one */
     hps_trainer_free(t);
     if (src) src->close(src);
     hps_model_free(m);
     free(path);
+    hps_dist_end(d);
     if (rc == 0) return HPS_EXIT_OK;
     hps_report(&err);
     return err.code;

@@ -128,11 +128,18 @@ const hps_train_summary *hps_trainer_summary(const hps_trainer *t);
 hps_net *hps_trainer_net(hps_trainer *t);
 hps_table *hps_trainer_table(hps_trainer *t, int layer);
 
+/* A distributed run (lib/dist, hps-train(1) DISTRIBUTED) hooks into the
+ * trainer with this table; NULL (the default) is one process. */
+typedef struct hps_train_dist hps_train_dist;
+void hps_trainer_set_dist(hps_trainer *t, const hps_train_dist *d);
+
 /* ---- checkpoints and export ------------------------------------------------ */
 
 int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err);
 /* Loads dir's latest checkpoint; 0 and *found = 0 when there is none. */
 int hps_trainer_load(hps_trainer *t, const char *dir, int *found, hps_error *err);
+/* Loads one checkpoint file (a rank's part of a distributed checkpoint). */
+int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err);
 int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err);
 
 /* AUC of scores against 0/1 labels (ties count half). */

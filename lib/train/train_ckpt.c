@@ -252,6 +252,11 @@ int hps_trainer_load(hps_trainer *t, const char *dir, int *found, hps_error *err
 {
     char path[4300];
     if (read_latest(dir, path, sizeof path, found, err) || !*found) return *found ? -1 : 0;
+    return hps_trainer_load_file(t, path, err);
+}
+
+int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err)
+{
     char *payload;
     size_t len;
     if (unpack(path, &payload, &len, err)) return -1;

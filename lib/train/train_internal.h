@@ -6,6 +6,31 @@
 
 #include "train/hps_train.h"
 
+/* What a distributed run changes in a step (lib/dist fills it in):
+ *   slice     the rows [lo, hi) of an n-row batch that this worker trains
+ *   fetch     after a load: the touched rows of the local tables (trainer's
+ *             touched lists) get their current values from the servers
+ *   reduce    after backward: dense gradients and the loss summed over the
+ *             workers (compute_s: this worker's compute time in the step)
+ *   push      a layer's merged sparse gradient goes to the servers instead
+ *             of a local AdaGrad update
+ *   step_end  waits until the servers applied the step
+ *   save, resume   checkpoints of all ranks, committed together
+ *   metrics   an object for the step records (shares, times)
+ * evaluates: 0 on workers that leave --eval to the lead worker. */
+struct hps_train_dist {
+    void *ctx;
+    void (*slice)(void *ctx, int n, int *lo, int *hi);
+    int (*fetch)(void *ctx, hps_trainer *t, hps_error *err);
+    int (*reduce)(void *ctx, hps_trainer *t, double *loss, double compute_s, hps_error *err);
+    int (*push)(void *ctx, hps_trainer *t, int layer, const hps_sparse_grad *g, hps_error *err);
+    int (*step_end)(void *ctx, hps_trainer *t, hps_error *err);
+    int (*save)(void *ctx, hps_trainer *t, hps_error *err);
+    int (*resume)(void *ctx, hps_trainer *t, int *found, hps_error *err);
+    json_t *(*metrics)(void *ctx);
+    int evaluates;
+};
+
 struct hps_trainer {
     const hps_model *m;
     hps_train_plan plan;
@@ -31,12 +56,19 @@ struct hps_trainer {
     uint64_t step_last;
     double samples_last;
     double busy_last[HPS_TRAIN_MAX_STAGES];
+    /* distributed runs: the hooks, and the local rows each load touched
+     * (per layer, each row once: mark[l][row] == load_id) */
+    const hps_train_dist *dist;
+    int64_t **touched, *n_touched, *cap_touched;
+    uint32_t **mark, load_id;
+    int64_t *cap_mark;
 };
 
 int hps_trainer_step(hps_trainer *t, const hps_batch *b, double *loss, hps_error *err);
-/* Cuts b into micro-batches and loads them (keys become table rows); returns
- * how many, or -1 when a table is full. */
-int train_load_micro(hps_trainer *t, const hps_batch *b, hps_error *err);
+/* Cuts rows [lo, hi) of b into micro-batches and loads them (keys become
+ * table rows), each micro-batch's loss weighted by its part of `total` rows;
+ * returns how many, or -1 when a table is full. */
+int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int total, hps_error *err);
 
 /* train_metrics.c */
 void train_metrics_start(hps_trainer *t);

@@ -69,6 +69,7 @@ void train_metrics_step(hps_trainer *t, int force)
                           "samples_per_s", hps_json_real(rate), "elapsed_s",
                           hps_json_real(now - t->t_start));
     json_object_set_new(o, "stages", stage_rates(t, steps));
+    if (t->dist && t->dist->metrics) json_object_set_new(o, "dist", t->dist->metrics(t->dist->ctx));
     emit(t, o);
     t->t_last = now;
     t->step_last = t->step;

@@ -16,6 +16,25 @@ hps_train_opts hps_train_opts_default(void)
 
 /* ---- parameter-server lookups ------------------------------------------------- */
 
+/* A distributed worker fetches each touched row once per load. */
+static void train_touch(hps_trainer *t, int layer, int64_t row)
+{
+    if (row >= t->cap_mark[layer]) {
+        int64_t cap = t->cap_mark[layer], want = (row + 1) * 2;
+        t->mark[layer] = hps_realloc(t->mark[layer], (size_t)want * sizeof **t->mark);
+        memset(t->mark[layer] + cap, 0, (size_t)(want - cap) * sizeof **t->mark);
+        t->cap_mark[layer] = want;
+    }
+    if (t->mark[layer][row] == t->load_id) return;
+    t->mark[layer][row] = t->load_id;
+    if (t->n_touched[layer] == t->cap_touched[layer]) {
+        t->cap_touched[layer] = t->cap_touched[layer] ? t->cap_touched[layer] * 2 : 1024;
+        t->touched[layer] = hps_realloc(t->touched[layer],
+                                        (size_t)t->cap_touched[layer] * sizeof **t->touched);
+    }
+    t->touched[layer][t->n_touched[layer]++] = row;
+}
+
 static int64_t table_row(void *ctx, int layer, int j, uint64_t key)
 {
     hps_trainer *t = ctx;
@@ -23,6 +42,7 @@ static int64_t table_row(void *ctx, int layer, int j, uint64_t key)
     int64_t r = hps_table_lookup(t->tables[layer], slot, key, t->step + 1,
                                  t->map_failed ? NULL : &t->map_err);
     if (r < 0) t->map_failed = 1;
+    else if (t->dist) train_touch(t, layer, r);
     return r;
 }
 
@@ -108,6 +128,9 @@ void hps_trainer_free(hps_trainer *t)
         hps_sparse_grad_free(t->merged[l]);
     }
     if (t->metrics && t->metrics != stdout) fclose(t->metrics);
+    if (t->dist)
+        for (int l = 0; l < t->m->n_layers; l++) free(t->touched[l]), free(t->mark[l]);
+    free(t->touched), free(t->n_touched), free(t->cap_touched), free(t->mark), free(t->cap_mark);
     free(t->nets), free(t->tables), free(t->merged);
     hps_batch_free(t->batch);
     free(t);
@@ -115,13 +138,28 @@ void hps_trainer_free(hps_trainer *t)
 
 /* ---- one step -------------------------------------------------------------------- */
 
-/* Cuts b into micro-batches and loads them; returns how many, or -1. */
-int train_load_micro(hps_trainer *t, const hps_batch *b, hps_error *err)
+void hps_trainer_set_dist(hps_trainer *t, const hps_train_dist *d)
+{
+    int L = t->m->n_layers;
+    t->dist = d;
+    t->touched = hps_calloc((size_t)L, sizeof *t->touched);
+    t->mark = hps_calloc((size_t)L, sizeof *t->mark);
+    t->n_touched = hps_calloc((size_t)L, sizeof *t->n_touched);
+    t->cap_touched = hps_calloc((size_t)L, sizeof *t->cap_touched);
+    t->cap_mark = hps_calloc((size_t)L, sizeof *t->cap_mark);
+}
+
+/* Cuts rows [lo, hi) of b into micro-batches and loads them; returns how many, or -1. */
+int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int total, hps_error *err)
 {
     int k = 0;
-    for (int first = 0; first < b->B; first += t->cap_micro, k++) {
-        int n = b->B - first < t->cap_micro ? b->B - first : t->cap_micro;
-        t->nets[k]->loss_scale = (float)n / (float)b->B;
+    if (t->dist) {
+        t->load_id++;
+        memset(t->n_touched, 0, (size_t)t->m->n_layers * sizeof *t->n_touched);
+    }
+    for (int first = lo; first < hi; first += t->cap_micro, k++) {
+        int n = hi - first < t->cap_micro ? hi - first : t->cap_micro;
+        t->nets[k]->loss_scale = (float)n / (float)total;
         if (hps_net_load_range(t->nets[k], b, first, n)) {
             *err = t->map_err;
             t->map_failed = 0;
@@ -129,6 +167,7 @@ int train_load_micro(hps_trainer *t, const hps_batch *b, hps_error *err)
         }
     }
     refresh_tables(t);
+    if (t->dist && t->dist->fetch(t->dist->ctx, t, err)) return -1;
     return k;
 }
 
@@ -139,12 +178,22 @@ static double batch_loss(hps_trainer *t, int k, int B)
     return loss / B;
 }
 
-static void update_sparse(hps_trainer *t, int k)
+/* A layer's sparse gradient: applied here, or pushed to the servers. */
+static int apply_sparse(hps_trainer *t, int l, const hps_sparse_grad *g, hps_error *err)
+{
+    if (t->dist) return t->dist->push(t->dist->ctx, t, l, g, err);
+    hps_net_update_sparse(t->owner, l, g, &t->o.optim);
+    return 0;
+}
+
+static int update_sparse(hps_trainer *t, int k, hps_error *err)
 {
     for (int l = 0; l < t->m->n_layers; l++) {
         if (!t->tables[l]) continue;
-        if (k == 1) {
-            hps_net_update_sparse(t->owner, l, t->nets[0]->layers[l].grad, &t->o.optim);
+        if (k <= 1) {
+            if (k == 0 && !t->merged[l]) t->merged[l] = hps_sparse_grad_create(16, t->m->layers[l].dim);
+            if (k == 0) t->merged[l]->n = 0; /* a worker with no rows this step */
+            if (apply_sparse(t, l, k ? t->nets[0]->layers[l].grad : t->merged[l], err)) return -1;
             continue;
         }
         hps_sparse_grad *src[HPS_TRAIN_MAX_STAGES * 4];
@@ -155,19 +204,26 @@ static void update_sparse(hps_trainer *t, int k)
             t->merged[l] = hps_sparse_grad_create(need * 2, t->m->layers[l].dim);
         }
         hps_sparse_grad_merge(t->merged[l], src, k);
-        hps_net_update_sparse(t->owner, l, t->merged[l], &t->o.optim);
+        if (apply_sparse(t, l, t->merged[l], err)) return -1;
     }
+    return 0;
 }
 
 int hps_trainer_step(hps_trainer *t, const hps_batch *b, double *loss, hps_error *err)
 {
-    int k = train_load_micro(t, b, err);
+    int lo = 0, hi = b->B;
+    if (t->dist) t->dist->slice(t->dist->ctx, b->B, &lo, &hi);
+    double t0 = hps_now(), fetch_s = 0;
+    int k = train_load_micro(t, b, lo, hi, b->B, err);
     if (k < 0) return -1;
+    if (t->dist) fetch_s = hps_now() - t0; /* the load's own time is noise beside it */
     t->be->memzero(t->owner->grads, t->m->n_params * sizeof(float));
-    hps_pipeline_run(t->pipe, k);
+    if (k > 0) hps_pipeline_run(t->pipe, k);
     *loss = batch_loss(t, k, b->B);
+    if (t->dist && t->dist->reduce(t->dist->ctx, t, loss, hps_now() - t0 - fetch_s, err)) return -1;
     hps_net_update_dense(t->owner, &t->o.optim);
-    update_sparse(t, k);
+    if (update_sparse(t, k, err)) return -1;
+    if (t->dist && t->dist->step_end(t->dist->ctx, t, err)) return -1;
     t->step++;
     t->samples += (uint64_t)b->B;
     t->samples_run += b->B;
@@ -210,7 +266,7 @@ int hps_trainer_eval(hps_trainer *t, hps_source *src, hps_eval_result *res, hps_
     uint64_t n = 0;
     int correct = 0, got, rc = src->seek(src, 0, err);
     while (rc == 0 && (got = src->read(src, t->batch, t->B, err)) > 0) {
-        int k = train_load_micro(t, t->batch, err);
+        int k = train_load_micro(t, t->batch, 0, got, got, err);
         if (k < 0 || n + (uint64_t)got > n_all) {
             rc = k < 0 ? -1 : hps_fail(err, HPS_EXIT_RUNTIME, "%s: more rows than announced", src->name);
             break;
@@ -275,11 +331,17 @@ static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
     t->epoch++;
     t->epoch_row = 0;
     t->sum.epochs_done = (int)t->epoch;
-    if (!eval) return 0;
+    if (!eval || (t->dist && !t->dist->evaluates)) return 0;
     if (hps_trainer_eval(t, eval, &t->sum.eval, err)) return -1;
     t->sum.have_eval = 1;
     train_metrics_eval(t);
     return 0;
+}
+
+static int train_save(hps_trainer *t, hps_error *err)
+{
+    if (t->dist) return t->dist->save(t->dist->ctx, t, err);
+    return hps_trainer_save(t, t->o.ckpt_dir, err);
 }
 
 static int after_step(hps_trainer *t, hps_source *src, hps_error *err)
@@ -289,7 +351,7 @@ static int after_step(hps_trainer *t, hps_source *src, hps_error *err)
     train_progress(t, src, 0);
     if (t->kill_at_step && t->step == t->kill_at_step) raise(SIGKILL); /* a testing aid */
     if (t->o.ckpt_dir && t->o.ckpt_every > 0 && t->step % (uint64_t)t->o.ckpt_every == 0)
-        return hps_trainer_save(t, t->o.ckpt_dir, err);
+        return train_save(t, err);
     return 0;
 }
 
@@ -297,7 +359,9 @@ static int resume(hps_trainer *t, hps_error *err)
 {
     int found = 0;
     if (!t->o.resume || !t->o.ckpt_dir) return 0;
-    if (hps_trainer_load(t, t->o.ckpt_dir, &found, err)) return -1;
+    if (t->dist ? t->dist->resume(t->dist->ctx, t, &found, err)
+                : hps_trainer_load(t, t->o.ckpt_dir, &found, err))
+        return -1;
     if (!found) hps_log(2, "%s: %s: no checkpoint yet, starting afresh\n", hps_progname(), t->o.ckpt_dir);
     else hps_log(2, "%s: resuming at step %llu (epoch %llu, row %llu)\n", hps_progname(),
                  (unsigned long long)t->step, (unsigned long long)t->epoch + 1,
@@ -333,7 +397,7 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
     t->sum.seconds = hps_now() - t->t_start;
     t->sum.samples_per_s = t->sum.seconds > 0 ? t->samples_run / t->sum.seconds : 0;
     train_metrics_summary(t);
-    if (t->o.ckpt_dir && hps_trainer_save(t, t->o.ckpt_dir, err)) return -1;
+    if (t->o.ckpt_dir && train_save(t, err)) return -1;
     return 0;
 }
 

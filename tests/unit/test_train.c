@@ -175,7 +175,7 @@ static void test_pipeline_gradients(void **state)
     hps_trainer *t = trainer(m, &p, 2);
     hps_error err;
     assert_int_equal(src->read(src, t->batch, t->B, &err), 8);
-    int k = train_load_micro(t, t->batch, &err);
+    int k = train_load_micro(t, t->batch, 0, t->batch->B, t->batch->B, &err);
     assert_int_equal(k, 2);
     t->be->memzero(t->owner->grads, m->n_params * sizeof(float));
     hps_pipeline_run(t->pipe, k);

@@ -1,0 +1,105 @@
+/* Checkpoints of a distributed run (hps-train(1), DISTRIBUTED).
+ *
+ * Every rank writes its own checkpoint, DIR/rank-R/ckpt-STEP.hpsckpt (the
+ * one-process format: a worker's dense weights and optimizer state, a
+ * server's tables).  Then the ranks agree that all of them succeeded (an
+ * allreduce), and only then the lead worker replaces DIR/committed, a small
+ * JSON file naming the step, the rank count and the workers' shares.  A kill
+ * at any moment leaves the previous committed step in force: each rank keeps
+ * its two newest files, and at most one of them is newer than the commit. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/hps_io.h"
+#include "core/hps_json.h"
+#include "dist/dist_internal.h"
+
+static int make_dir(const char *dir, hps_error *err)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot create: %s", dir, strerror(errno));
+    return 0;
+}
+
+int dist_save_rank(hps_dist *d, hps_trainer *t, hps_error *err)
+{
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/rank-%d", t->o.ckpt_dir, d->rank);
+    if (make_dir(t->o.ckpt_dir, err)) return -1;
+    return hps_trainer_save(t, dir, err);
+}
+
+static int write_committed(hps_dist *d, hps_trainer *t, hps_error *err)
+{
+    json_t *shares = json_array();
+    for (int w = 0; w < d->workers; w++) json_array_append_new(shares, json_real(d->share[w]));
+    json_t *o = json_pack("{s:s, s:i, s:I, s:i, s:o}", "format", "hps-dist-checkpoint", "version",
+                          1, "step", (json_int_t)t->step, "ranks", d->size, "shares", shares);
+    char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
+    json_decref(o);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/committed", t->o.ckpt_dir);
+    size_t n = strlen(text);
+    text = hps_realloc(text, n + 2);
+    strcpy(text + n, "\n");
+    int rc = hps_write_atomic(path, text, n + 1, err);
+    free(text);
+    return rc;
+}
+
+/* Called by every worker at the same step, and by each server when the lead
+ * worker's TAG_SAVE reaches it (after it applied that step). */
+int dist_save(void *ctx, hps_trainer *t, hps_error *err)
+{
+    hps_dist *d = ctx;
+    if (d->me->kind == ROLE_WORKER && hps_dist_is_lead(d))
+        for (int s = 0; s < d->servers; s++) dist_send(d, NULL, 0, d->server_rank[s], TAG_SAVE);
+    int ok = dist_save_rank(d, t, err) == 0, all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (ok && !all)
+        return hps_fail(err, HPS_EXIT_RUNTIME,
+                        "%s: another rank could not write its checkpoint of step %llu; the last "
+                        "committed one stays in force",
+                        t->o.ckpt_dir, (unsigned long long)t->step);
+    if (!ok) return -1;
+    if (d->me->kind == ROLE_WORKER && hps_dist_is_lead(d)) return write_committed(d, t, err);
+    return 0;
+}
+
+static int read_committed(hps_dist *d, const char *path, uint64_t *step, hps_error *err)
+{
+    json_t *root;
+    if (hps_json_load(path, &root, err)) return -1;
+    long long s = 0, ranks = 0;
+    json_t *shares = json_object_get(root, "shares");
+    int rc = hps_json_int(root, "step", HPS_REQUIRED, 0, INT64_MAX, &s, path, err) ||
+             hps_json_int(root, "ranks", HPS_REQUIRED, 1, HPS_DIST_MAX_RANKS, &ranks, path, err);
+    if (rc == 0 && (ranks != d->size || json_array_size(shares) != (size_t)d->workers))
+        rc = hps_fail(err, HPS_EXIT_USAGE,
+                      "%s: a checkpoint of %lld ranks; resume it with mpirun -np %lld and the same plan",
+                      path, ranks, ranks);
+    for (int w = 0; rc == 0 && w < d->workers; w++) {
+        double v = json_number_value(json_array_get(shares, (size_t)w));
+        if (v > 0) d->share[w] = v;
+    }
+    *step = (uint64_t)s;
+    json_decref(root);
+    return rc ? -1 : 0;
+}
+
+int dist_resume(void *ctx, hps_trainer *t, int *found, hps_error *err)
+{
+    hps_dist *d = ctx;
+    char path[4300];
+    uint64_t step;
+    snprintf(path, sizeof path, "%s/committed", t->o.ckpt_dir);
+    *found = access(path, F_OK) == 0;
+    if (!*found) return 0;
+    if (read_committed(d, path, &step, err)) return -1;
+    snprintf(path, sizeof path, "%s/rank-%d/ckpt-%012llu.hpsckpt", t->o.ckpt_dir, d->rank,
+             (unsigned long long)step);
+    return hps_trainer_load_file(t, path, err);
+}

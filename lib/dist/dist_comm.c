@@ -1,0 +1,170 @@
+/* Starting and ending a distributed run, messages, and what a rank says when
+ * the job is stopped under it. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/hps_io.h"
+#include "dist/dist_internal.h"
+
+
+int hps_dist_launched(void)
+{
+    /* Open MPI's launcher sets these; one process alone stays MPI-free, so a
+     * plain hps-train never starts a singleton runtime (slow, and noisy
+     * under the sanitizers). */
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE");
+    return size && atoi(size) > 1;
+}
+
+/* When a rank dies, mpirun stops the others at once and names the dead rank
+ * by number only (its SIGKILL leaves no rank time to speak); so the lead
+ * says at the start which rank has which role, for that message to be read
+ * against. */
+static void say_roles(hps_dist *d)
+{
+    char role[128];
+    size_t n = (size_t)snprintf(d->fail_msg, sizeof d->fail_msg, "%s: %d ranks:", hps_progname(),
+                                d->size);
+    for (int r = 0; r < d->size && n < sizeof d->fail_msg - 160; r++)
+        n += (size_t)snprintf(d->fail_msg + n, sizeof d->fail_msg - n, "%s rank %d %s",
+                              r ? ";" : "", r, dist_role_name(d, r, role, sizeof role));
+    if (d->rank == d->worker_rank[0]) hps_log(2, "%s\n", d->fail_msg);
+}
+
+/* A number per host name, so that bytes to another node can be counted. */
+static void number_nodes(hps_dist *d)
+{
+    char name[MPI_MAX_PROCESSOR_NAME] = {0};
+    int len;
+    MPI_Get_processor_name(name, &len);
+    char *all = hps_calloc((size_t)d->size, MPI_MAX_PROCESSOR_NAME);
+    MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+                  MPI_COMM_WORLD);
+    for (int r = 0; r < d->size; r++) {
+        d->node[r] = r;
+        for (int q = 0; q < r; q++)
+            if (strcmp(all + (size_t)q * MPI_MAX_PROCESSOR_NAME,
+                       all + (size_t)r * MPI_MAX_PROCESSOR_NAME) == 0) {
+                d->node[r] = d->node[q];
+                break;
+            }
+    }
+    free(all);
+}
+
+hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_error *err)
+{
+    hps_dist *d = hps_calloc(1, sizeof *d);
+    d->o = *o;
+    d->wcomm = MPI_COMM_NULL;
+    MPI_Init(NULL, NULL);
+    /* errors come back as codes; a failed rank is handled by mpirun */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &d->size);
+    if (!plan_path || d->size > HPS_DIST_MAX_RANKS) {
+        if (!plan_path)
+            hps_fail(err, HPS_EXIT_USAGE, "a run under mpirun needs --plan (the roles of its ranks)");
+        else
+            hps_fail(err, HPS_EXIT_USAGE, "mpirun started %d ranks; hps-train handles up to %d",
+                     d->size, HPS_DIST_MAX_RANKS);
+        free(d);
+        return NULL;
+    }
+    if (dist_read_roles(d, plan_path, err)) {
+        free(d);
+        return NULL;
+    }
+    if (o->slow_rank >= d->size) {
+        hps_fail(err, HPS_EXIT_USAGE, "--slowdown: rank %d is not among the job's %d ranks",
+                 o->slow_rank, d->size);
+        free(d);
+        return NULL;
+    }
+    d->me = &d->roles[d->rank];
+    MPI_Comm_split(MPI_COMM_WORLD, d->me->kind == ROLE_WORKER ? 0 : 1, d->rank, &d->wcomm);
+    number_nodes(d);
+    say_roles(d);
+    return d;
+}
+
+int hps_dist_rank(const hps_dist *d)
+{
+    int rank = 0, on = 0;
+    if (d) return d->rank;
+    MPI_Initialized(&on);
+    if (on) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    return rank;
+}
+int hps_dist_is_server(const hps_dist *d) { return d->me->kind == ROLE_SERVER; }
+int hps_dist_is_lead(const hps_dist *d) { return d->rank == d->worker_rank[0]; }
+
+void hps_dist_abort(hps_dist *d, const hps_error *err)
+{
+    char role[128];
+    fprintf(stderr, "%s: error: rank %d (%s): %s\n", hps_progname(), d->rank,
+            dist_role_name(d, d->rank, role, sizeof role), err->msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, err->code);
+}
+
+void hps_dist_end(hps_dist *d)
+{
+    int on = 0;
+    MPI_Initialized(&on);
+    if (on) {
+        if (d && d->wcomm != MPI_COMM_NULL) MPI_Comm_free(&d->wcomm);
+        MPI_Finalize();
+    }
+    if (!d) return;
+    for (int s = 0; d->req && s < d->servers; s++) {
+        free(d->req[s].buf), free(d->push[s].buf), free(d->req_rows[s]);
+    }
+    free(d->req), free(d->push), free(d->req_rows), free(d->n_req_rows), free(d->cap_req_rows);
+    free(d);
+}
+
+/* ---- messages ------------------------------------------------------------------ */
+
+void dist_buf_add(dist_buf *b, const void *p, size_t n)
+{
+    if (b->len + n > b->cap) {
+        b->cap = (b->len + n) * 2 + 256;
+        b->buf = hps_realloc(b->buf, b->cap);
+    }
+    memcpy(b->buf + b->len, p, n);
+    b->len += n;
+}
+
+static void count_sent(hps_dist *d, size_t n, int to)
+{
+    d->st.bytes_sent += (double)n;
+    if (d->node[to] != d->node[d->rank]) d->st.bytes_cross_node += (double)n;
+}
+
+void dist_send(hps_dist *d, const void *p, size_t n, int to, int tag)
+{
+    count_sent(d, n, to);
+    MPI_Send(p, (int)n, MPI_BYTE, to, tag, MPI_COMM_WORLD);
+}
+
+void dist_isend(hps_dist *d, const void *p, size_t n, int to, int tag, MPI_Request *r)
+{
+    count_sent(d, n, to);
+    MPI_Isend(p, (int)n, MPI_BYTE, to, tag, MPI_COMM_WORLD, r);
+}
+
+char *dist_recv(int from, int tag, size_t *n, int *source, int *got_tag)
+{
+    MPI_Status st;
+    int count;
+    MPI_Probe(from, tag, MPI_COMM_WORLD, &st);
+    MPI_Get_count(&st, MPI_BYTE, &count);
+    char *buf = hps_malloc((size_t)count + 1);
+    MPI_Recv(buf, count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    *n = (size_t)count;
+    if (source) *source = st.MPI_SOURCE;
+    if (got_tag) *got_tag = st.MPI_TAG;
+    return buf;
+}

@@ -1,0 +1,81 @@
+/* The state of a distributed run, shared by lib/dist's files only. */
+#ifndef HPS_DIST_INTERNAL_H
+#define HPS_DIST_INTERNAL_H
+
+#include <mpi.h>
+
+#include "dist/hps_dist.h"
+#include "train/train_internal.h"
+
+/* Message tags between workers and servers. */
+enum { TAG_FETCH = 11, TAG_ROWS, TAG_PUSH, TAG_ACK, TAG_SAVE, TAG_DONE };
+
+typedef enum { ROLE_WORKER, ROLE_SERVER } dist_role_kind;
+
+typedef struct {
+    dist_role_kind kind;
+    int index;          /* among workers, or among servers */
+    int stage;          /* workers: the plan's stage */
+    char type[HPS_NAME_MAX];
+    double share;       /* workers: the plan's share */
+} dist_role;
+
+/* What a request or push entry names: a row of a layer's table. */
+typedef struct {
+    int32_t layer, slot;
+    uint64_t key;
+} dist_entry;
+
+typedef struct {
+    char *buf;
+    size_t len, cap;
+} dist_buf;
+
+/* Counters each rank keeps; gathered by the lead at the end. */
+typedef struct {
+    double bytes_sent, bytes_cross_node, rows_served, steps, compute_s, wait_s, fetch_s, samples;
+} dist_stats;
+#define DIST_STATS_N 8
+
+struct hps_dist {
+    hps_dist_opts o;
+    int rank, size, workers, servers;
+    dist_role roles[HPS_DIST_MAX_RANKS];
+    int worker_rank[HPS_DIST_MAX_RANKS], server_rank[HPS_DIST_MAX_RANKS];
+    int node[HPS_DIST_MAX_RANKS]; /* a number per host name, for cross-node bytes */
+    double predicted_bytes;       /* the plan's network.bytes_per_step (0: none) */
+    MPI_Comm wcomm;               /* the workers */
+    const dist_role *me;
+    hps_train_dist hooks;
+    /* worker: shares, speeds, this step's request and push buffers per server */
+    double share[HPS_DIST_MAX_RANKS], speed[HPS_DIST_MAX_RANKS];
+    double last_compute[HPS_DIST_MAX_RANKS];
+    int slice_rows;              /* rows of this step's slice */
+    double critical_s, idle_s;   /* sums over steps: slowest worker, others' waits */
+    dist_buf *req, *push;
+    int64_t **req_rows;          /* per server: (layer << 40 | row) of each request entry */
+    int64_t *n_req_rows, *cap_req_rows;
+    dist_stats st;
+    char fail_msg[4096];         /* the roles of all ranks, said at the start */
+};
+
+/* dist_roles.c */
+int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err);
+const char *dist_role_name(const hps_dist *d, int rank, char *buf, size_t n);
+
+/* dist_comm.c */
+void dist_buf_add(dist_buf *b, const void *p, size_t n);
+void dist_send(hps_dist *d, const void *p, size_t n, int to, int tag);
+void dist_isend(hps_dist *d, const void *p, size_t n, int to, int tag, MPI_Request *r);
+/* Receives a message of unknown size from `from` (MPI_ANY_SOURCE allowed). */
+char *dist_recv(int from, int tag, size_t *n, int *source, int *got_tag);
+
+/* dist_server.c: the job's counters, gathered at the lead (all ranks call it). */
+void dist_gather_stats(hps_dist *d, hps_trainer *t);
+
+/* dist_ckpt.c */
+int dist_save(void *ctx, hps_trainer *t, hps_error *err);
+int dist_resume(void *ctx, hps_trainer *t, int *found, hps_error *err);
+int dist_save_rank(hps_dist *d, hps_trainer *t, hps_error *err);
+
+#endif

@@ -1,0 +1,234 @@
+/* A server rank: owns the embedding rows routed to it (hps_dist_route),
+ * answers fetches with their current values, and applies a step's sparse
+ * AdaGrad update once every worker pushed its gradients for it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_json.h"
+#include "dist/dist_internal.h"
+#include "kernels/hps_kernels.h"
+
+/* One worker's gradients of one layer, on this server's rows. */
+typedef struct {
+    int64_t n, cap;
+    int64_t *rows;
+    float *grad;
+} part;
+
+static int64_t server_row(hps_trainer *t, const dist_entry *e, hps_error *err)
+{
+    if (e->layer < 0 || e->layer >= t->m->n_layers || !t->tables[e->layer])
+        return hps_fail(err, HPS_EXIT_RUNTIME, "a request names layer %d, not an embedding layer",
+                        (int)e->layer);
+    return hps_table_lookup(t->tables[e->layer], e->slot, e->key, t->step + 1, err);
+}
+
+static int serve_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, int to, hps_error *err)
+{
+    size_t count = n / sizeof(dist_entry);
+    int64_t *rows = hps_malloc((count + 1) * sizeof *rows);
+    size_t floats = 0;
+    for (size_t i = 0; i < count; i++) {
+        dist_entry e;
+        memcpy(&e, msg + i * sizeof e, sizeof e);
+        if ((rows[i] = server_row(t, &e, err)) < 0) {
+            free(rows);
+            return -1;
+        }
+        floats += (size_t)t->m->layers[e.layer].dim;
+    }
+    /* the slabs may have moved during the lookups: copy after them */
+    float *out = hps_malloc((floats + 1) * sizeof *out);
+    for (size_t i = 0, at = 0; i < count; i++) {
+        dist_entry e;
+        memcpy(&e, msg + i * sizeof e, sizeof e);
+        int D = t->m->layers[e.layer].dim;
+        memcpy(out + at, hps_table_weights(t->tables[e.layer]) + rows[i] * D, (size_t)D * sizeof *out);
+        at += (size_t)D;
+    }
+    dist_send(d, out, floats * sizeof *out, to, TAG_ROWS);
+    d->st.rows_served += (double)count;
+    free(out);
+    free(rows);
+    return 0;
+}
+
+static void part_add(part *p, int64_t row, const float *g, int D)
+{
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 256;
+        p->rows = hps_realloc(p->rows, (size_t)p->cap * sizeof *p->rows);
+        p->grad = hps_realloc(p->grad, (size_t)p->cap * D * sizeof *p->grad);
+    }
+    p->rows[p->n] = row;
+    memcpy(p->grad + p->n * D, g, (size_t)D * sizeof *g);
+    p->n++;
+}
+
+/* One push: (layer, slot, key) then dim floats, entry after entry. */
+static int parse_push(hps_trainer *t, const char *msg, size_t n, part *parts, hps_error *err)
+{
+    for (size_t at = 0; at < n;) {
+        dist_entry e;
+        if (at + sizeof e > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated push");
+        memcpy(&e, msg + at, sizeof e);
+        int64_t row = server_row(t, &e, err);
+        if (row < 0) return -1;
+        int D = t->m->layers[e.layer].dim;
+        at += sizeof e;
+        if (at + (size_t)D * sizeof(float) > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated push");
+        float *g = hps_malloc((size_t)D * sizeof *g);
+        memcpy(g, msg + at, (size_t)D * sizeof *g);
+        part_add(&parts[e.layer], row, g, D);
+        free(g);
+        at += (size_t)D * sizeof(float);
+    }
+    return 0;
+}
+
+/* The step: each layer's gradients summed in worker order (as the
+ * micro-batches of one process are), then one AdaGrad update. */
+static int apply_step(hps_dist *d, hps_trainer *t, char **pushes, size_t *lens, hps_error *err)
+{
+    int W = d->workers, L = t->m->n_layers, rc = 0;
+    part *parts = hps_calloc((size_t)W * L, sizeof *parts);
+    for (int w = 0; w < W && rc == 0; w++) rc = parse_push(t, pushes[w], lens[w], parts + (size_t)w * L, err);
+    for (int l = 0; l < L && rc == 0; l++) {
+        if (!t->tables[l]) continue;
+        hps_sparse_grad views[HPS_DIST_MAX_RANKS], *src[HPS_DIST_MAX_RANKS];
+        int64_t need = 0;
+        for (int w = 0; w < W; w++) {
+            part *p = &parts[(size_t)w * L + l];
+            views[w] = (hps_sparse_grad){.n = p->n, .cap = p->n, .D = t->m->layers[l].dim,
+                                         .rows = p->rows, .grad = p->grad};
+            src[w] = &views[w];
+            need += p->n;
+        }
+        if (!t->merged[l] || t->merged[l]->cap < need) {
+            hps_sparse_grad_free(t->merged[l]);
+            t->merged[l] = hps_sparse_grad_create(need * 2 + 16, t->m->layers[l].dim);
+        }
+        hps_sparse_grad_merge(t->merged[l], src, W);
+        sparse_adagrad(hps_table_weights(t->tables[l]), hps_table_accum(t->tables[l]), t->merged[l],
+                       t->o.optim.lr_sparse, t->o.optim.adagrad_eps);
+    }
+    for (size_t i = 0; i < (size_t)W * L; i++) free(parts[i].rows), free(parts[i].grad);
+    free(parts);
+    t->step++;
+    d->st.steps++;
+    return rc;
+}
+
+typedef struct {
+    char *push[HPS_DIST_MAX_RANKS];
+    size_t len[HPS_DIST_MAX_RANKS];
+    int pushed, done;
+} server_state;
+
+static int on_push(hps_dist *d, hps_trainer *t, server_state *s, int w, char *msg, size_t n,
+                   hps_error *err)
+{
+    if (s->push[w]) {
+        free(msg);
+        return hps_fail(err, HPS_EXIT_RUNTIME, "worker %d pushed twice in one step", w);
+    }
+    s->push[w] = msg, s->len[w] = n;
+    if (++s->pushed < d->workers) return 0;
+    int rc = apply_step(d, t, s->push, s->len, err);
+    for (int i = 0; i < d->workers; i++) free(s->push[i]), s->push[i] = NULL;
+    s->pushed = 0;
+    for (int i = 0; rc == 0 && i < d->workers; i++) dist_send(d, NULL, 0, d->worker_rank[i], TAG_ACK);
+    return rc;
+}
+
+int hps_dist_serve(hps_dist *d, hps_trainer *t, hps_error *err)
+{
+    int found = 0;
+    if (t->o.resume && t->o.ckpt_dir && dist_resume(d, t, &found, err)) return -1;
+    server_state s = {0};
+    int rc = 0;
+    while (rc == 0 && s.done < d->workers) {
+        size_t n;
+        int from, tag;
+        char *msg = dist_recv(MPI_ANY_SOURCE, MPI_ANY_TAG, &n, &from, &tag);
+        int w = d->roles[from].index;
+        if (tag == TAG_PUSH) {
+            rc = on_push(d, t, &s, w, msg, n, err);
+            continue;
+        }
+        if (tag == TAG_FETCH) rc = serve_rows(d, t, msg, n, from, err);
+        else if (tag == TAG_SAVE) rc = dist_save(d, t, err);
+        else if (tag == TAG_DONE) s.done++;
+        free(msg);
+    }
+    for (int i = 0; i < d->workers; i++) free(s.push[i]);
+    if (rc == 0) dist_gather_stats(d, t);
+    return rc;
+}
+
+/* ---- the job's figures ------------------------------------------------------------- */
+
+static json_t *rank_json(hps_dist *d, int r, const double *st, double seconds)
+{
+    char role[128];
+    const dist_role *ro = &d->roles[r];
+    double steps = st[3] > 0 ? st[3] : 1;
+    json_t *o = json_pack("{s:i, s:s, s:s, s:o, s:o, s:o}", "rank", r, "role",
+                          ro->kind == ROLE_SERVER ? "server" : "worker", "name",
+                          dist_role_name(d, r, role, sizeof role), "bytes_sent",
+                          hps_json_real(st[0]), "bytes_cross_node", hps_json_real(st[1]),
+                          "bytes_per_step", hps_json_real(st[0] / steps));
+    if (ro->kind == ROLE_SERVER) {
+        json_object_set_new(o, "rows_served", hps_json_real(st[2]));
+        json_object_set_new(o, "rows_per_s", hps_json_real(seconds > 0 ? st[2] / seconds : 0));
+    } else {
+        json_object_set_new(o, "share", hps_json_real(d->share[ro->index]));
+        json_object_set_new(o, "samples", hps_json_real(st[7]));
+        json_object_set_new(o, "compute_s", hps_json_real(st[4]));
+        json_object_set_new(o, "wait_s", hps_json_real(st[5]));
+        json_object_set_new(o, "samples_per_s", hps_json_real(st[4] > 0 ? st[7] / st[4] : 0));
+    }
+    return o;
+}
+
+static void report(hps_dist *d, hps_trainer *t, const double *all)
+{
+    double seconds = hps_now() - t->t_start, total = 0, steps = all[DIST_STATS_N * d->rank + 3];
+    json_t *ranks = json_array();
+    for (int r = 0; r < d->size; r++) {
+        json_array_append_new(ranks, rank_json(d, r, all + DIST_STATS_N * r, seconds));
+        total += all[DIST_STATS_N * r];
+    }
+    double per_step = steps > 0 ? total / steps : 0;
+    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o}", "event", "dist",
+                          "ranks", d->size, "workers", d->workers, "servers", d->servers,
+                          "bytes_per_step", hps_json_real(per_step), "predicted_bytes_per_step",
+                          d->predicted_bytes > 0 ? hps_json_real(d->predicted_bytes) : json_null(),
+                          "critical_s", hps_json_real(d->critical_s), "idle_s",
+                          hps_json_real(d->idle_s), "rebalance", json_boolean(d->o.rebalance),
+                          "per_rank", ranks);
+    if (t->metrics) {
+        char *line = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(7));
+        fprintf(t->metrics, "%s\n", line);
+        fflush(t->metrics);
+        free(line);
+    }
+    json_decref(o);
+    hps_log(2, "%s: %d ranks: %.0f bytes/step between ranks; slowest worker's compute %.3f s, "
+               "others idle %.3f s\n", hps_progname(), d->size, per_step, d->critical_s, d->idle_s);
+    for (int w = 0; w < d->workers; w++)
+        hps_log(2, "%s: worker %d (rank %d): share %.3f\n", hps_progname(), w, d->worker_rank[w],
+                d->share[w]);
+}
+
+void dist_gather_stats(hps_dist *d, hps_trainer *t)
+{
+    double mine[DIST_STATS_N] = {d->st.bytes_sent, d->st.bytes_cross_node, d->st.rows_served,
+                                 d->st.steps, d->st.compute_s, d->st.wait_s, d->st.fetch_s,
+                                 d->st.samples};
+    int lead = d->worker_rank[0];
+    double *all = hps_malloc((size_t)DIST_STATS_N * d->size * sizeof *all);
+    MPI_Gather(mine, DIST_STATS_N, MPI_DOUBLE, all, DIST_STATS_N, MPI_DOUBLE, lead, MPI_COMM_WORLD);
+    if (d->rank == lead) report(d, t, all);
+    free(all);
+}

@@ -1,0 +1,197 @@
+/* A worker rank: the trainer's hooks (train_internal.h, struct
+ * hps_train_dist).  Each step the worker trains its slice of the batch,
+ * fetches the rows it touches from their servers, sums dense gradients with
+ * the other workers, pushes its sparse gradients and waits for the servers
+ * to apply the step, so every step is synchronous. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/hps_json.h"
+#include "dist/dist_internal.h"
+
+static hps_dist *ctx_dist(void *ctx) { return ctx; }
+
+static void slice(void *ctx, int n, int *lo, int *hi)
+{
+    hps_dist *d = ctx_dist(ctx);
+    hps_dist_slice(d->share, d->workers, d->me->index, n, lo, hi);
+    d->slice_rows = *hi - *lo;
+}
+
+static void add_req_row(hps_dist *d, int s, int layer, int64_t row)
+{
+    if (d->n_req_rows[s] == d->cap_req_rows[s]) {
+        d->cap_req_rows[s] = d->cap_req_rows[s] ? 2 * d->cap_req_rows[s] : 1024;
+        d->req_rows[s] = hps_realloc(d->req_rows[s], (size_t)d->cap_req_rows[s] * sizeof **d->req_rows);
+    }
+    d->req_rows[s][d->n_req_rows[s]++] = (int64_t)layer << 40 | row;
+}
+
+/* Requests per server: the (layer, slot, key) of every touched row. */
+static void build_requests(hps_dist *d, hps_trainer *t)
+{
+    for (int s = 0; s < d->servers; s++) d->req[s].len = 0, d->n_req_rows[s] = 0;
+    for (int l = 0; l < t->m->n_layers; l++) {
+        for (int64_t i = 0; t->tables[l] && i < t->n_touched[l]; i++) {
+            int64_t row = t->touched[l][i];
+            int slot;
+            uint64_t key;
+            hps_table_row_key(t->tables[l], row, &slot, &key);
+            int s = hps_dist_route(key, d->servers);
+            dist_entry e = {.layer = l, .slot = slot, .key = key};
+            dist_buf_add(&d->req[s], &e, sizeof e);
+            add_req_row(d, s, l, row);
+        }
+    }
+}
+
+/* The servers' rows overwrite the local copies (the local tables only map
+ * keys to rows and stage the values of one step). */
+static int fetch(void *ctx, hps_trainer *t, hps_error *err)
+{
+    hps_dist *d = ctx_dist(ctx);
+    double t0 = hps_now();
+    build_requests(d, t);
+    MPI_Request reqs[HPS_DIST_MAX_RANKS];
+    int n_reqs = 0;
+    for (int s = 0; s < d->servers; s++)
+        if (d->req[s].len)
+            dist_isend(d, d->req[s].buf, d->req[s].len, d->server_rank[s], TAG_FETCH, &reqs[n_reqs++]);
+    for (int s = 0; s < d->servers; s++) {
+        if (!d->req[s].len) continue;
+        size_t n;
+        float *rows = (float *)dist_recv(d->server_rank[s], TAG_ROWS, &n, NULL, NULL);
+        size_t at = 0;
+        for (int64_t i = 0; i < d->n_req_rows[s]; i++) {
+            int l = (int)(d->req_rows[s][i] >> 40);
+            int64_t row = d->req_rows[s][i] & (((int64_t)1 << 40) - 1);
+            int D = t->m->layers[l].dim;
+            if ((at + (size_t)D) * sizeof(float) > n) {
+                free(rows);
+                return hps_fail(err, HPS_EXIT_RUNTIME, "server %d sent %zu bytes, too few rows", s, n);
+            }
+            memcpy(hps_table_weights(t->tables[l]) + row * D, rows + at, (size_t)D * sizeof(float));
+            at += (size_t)D;
+        }
+        free(rows);
+    }
+    MPI_Waitall(n_reqs, reqs, MPI_STATUSES_IGNORE);
+    d->st.fetch_s += hps_now() - t0;
+    return 0;
+}
+
+/* --slowdown: the rank sleeps (FACTOR - 1) times its compute time. */
+static double slow_down(hps_dist *d, double compute_s)
+{
+    if (d->o.slow_rank != d->rank || d->o.slow_factor <= 1) return compute_s;
+    double extra = (d->o.slow_factor - 1) * compute_s;
+    struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
+    nanosleep(&ts, NULL);
+    return compute_s * d->o.slow_factor;
+}
+
+/* Dense gradients summed over the workers; the loss and the compute times
+ * gathered, and the shares re-balanced from them. */
+static int reduce(void *ctx, hps_trainer *t, double *loss, double compute_s, hps_error *err)
+{
+    hps_dist *d = ctx_dist(ctx);
+    compute_s = slow_down(d, compute_s);
+    double t0 = hps_now();
+    size_t n = t->m->n_params;
+    int W = d->workers;
+    if (MPI_Allreduce(MPI_IN_PLACE, t->owner->grads, (int)n, MPI_FLOAT, MPI_SUM, d->wcomm) != MPI_SUCCESS)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "allreduce of dense gradients failed");
+    /* what a ring allreduce sends from each rank */
+    d->st.bytes_sent += W > 1 ? 2.0 * (W - 1) / W * (double)n * sizeof(float) : 0;
+    double mine[3] = {*loss, (double)d->slice_rows, compute_s}, all[3 * HPS_DIST_MAX_RANKS];
+    MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, d->wcomm);
+    d->st.wait_s += hps_now() - t0;
+    d->st.compute_s += compute_s;
+    d->st.samples += d->slice_rows;
+    double rows[HPS_DIST_MAX_RANKS], secs[HPS_DIST_MAX_RANKS], slowest = 0;
+    *loss = 0;
+    for (int w = 0; w < W; w++) {
+        *loss += all[3 * w];
+        rows[w] = all[3 * w + 1], secs[w] = all[3 * w + 2];
+        d->last_compute[w] = secs[w];
+        slowest = secs[w] > slowest ? secs[w] : slowest;
+    }
+    d->critical_s += slowest;
+    for (int w = 0; w < W; w++) d->idle_s += slowest - secs[w];
+    if (d->o.rebalance) hps_dist_rebalance(d->share, d->speed, rows, secs, W, 0.5, 0.1 / W);
+    return 0;
+}
+
+/* A layer's merged gradient, by server: (layer, slot, key) then dim floats. */
+static int push(void *ctx, hps_trainer *t, int layer, const hps_sparse_grad *g, hps_error *err)
+{
+    hps_dist *d = ctx_dist(ctx);
+    (void)err;
+    for (int64_t i = 0; i < g->n; i++) {
+        int slot;
+        uint64_t key;
+        hps_table_row_key(t->tables[layer], g->rows[i], &slot, &key);
+        int s = hps_dist_route(key, d->servers);
+        dist_entry e = {.layer = layer, .slot = slot, .key = key};
+        dist_buf_add(&d->push[s], &e, sizeof e);
+        dist_buf_add(&d->push[s], g->grad + i * g->D, (size_t)g->D * sizeof(float));
+    }
+    return 0;
+}
+
+/* Every server gets a push from every worker (maybe empty), applies the
+ * step once it has them all, and acknowledges. */
+static int step_end(void *ctx, hps_trainer *t, hps_error *err)
+{
+    hps_dist *d = ctx_dist(ctx);
+    (void)t, (void)err;
+    double t0 = hps_now();
+    MPI_Request reqs[HPS_DIST_MAX_RANKS];
+    for (int s = 0; s < d->servers; s++)
+        dist_isend(d, d->push[s].buf, d->push[s].len, d->server_rank[s], TAG_PUSH, &reqs[s]);
+    for (int s = 0; s < d->servers; s++) {
+        size_t n;
+        free(dist_recv(d->server_rank[s], TAG_ACK, &n, NULL, NULL));
+    }
+    MPI_Waitall(d->servers, reqs, MPI_STATUSES_IGNORE);
+    for (int s = 0; s < d->servers; s++) d->push[s].len = 0;
+    d->st.wait_s += hps_now() - t0;
+    d->st.steps++;
+    return 0;
+}
+
+static json_t *metrics(void *ctx)
+{
+    hps_dist *d = ctx_dist(ctx);
+    json_t *shares = json_array(), *ms = json_array();
+    for (int w = 0; w < d->workers; w++) {
+        json_array_append_new(shares, hps_json_real(d->share[w]));
+        json_array_append_new(ms, hps_json_real(d->last_compute[w] * 1e3));
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "shares", shares, "compute_ms", ms, "critical_s",
+                     hps_json_real(d->critical_s), "idle_s", hps_json_real(d->idle_s));
+}
+
+void hps_dist_attach(hps_dist *d, hps_trainer *t)
+{
+    d->req = hps_calloc((size_t)d->servers, sizeof *d->req);
+    d->push = hps_calloc((size_t)d->servers, sizeof *d->push);
+    d->req_rows = hps_calloc((size_t)d->servers, sizeof *d->req_rows);
+    d->n_req_rows = hps_calloc((size_t)d->servers, sizeof *d->n_req_rows);
+    d->cap_req_rows = hps_calloc((size_t)d->servers, sizeof *d->cap_req_rows);
+    d->hooks = (hps_train_dist){.ctx = d, .slice = slice, .fetch = fetch, .reduce = reduce,
+                                .push = push, .step_end = step_end, .save = dist_save,
+                                .resume = dist_resume, .metrics = metrics,
+                                .evaluates = hps_dist_is_lead(d)};
+    hps_trainer_set_dist(t, &d->hooks);
+}
+
+int hps_dist_finish(hps_dist *d, hps_trainer *t, hps_error *err)
+{
+    (void)err;
+    for (int s = 0; s < d->servers; s++) dist_send(d, NULL, 0, d->server_rank[s], TAG_DONE);
+    dist_gather_stats(d, t);
+    return 0;
+}

@@ -1,0 +1,67 @@
+/* hps_dist: hps-train across ranks of Open MPI (hps-train(1), DISTRIBUTED).
+ *
+ * The same binary runs alone or as one rank under mpirun.  Each rank takes
+ * the role the plan gives it:
+ *   worker   trains its share of every batch (all layers in this version:
+ *            the plan's stages run inside each worker), sums dense gradients
+ *            with the other workers (MPI_Allreduce) and fetches/pushes the
+ *            embedding rows it touches from/to the servers
+ *   server   owns the embedding rows routed to it, server = mix64(key) %
+ *            servers, and applies the summed sparse AdaGrad updates once all
+ *            workers pushed a step (synchronous training)
+ * Workers' shares of a batch are re-balanced from measured compute times
+ * (dist_rebalance.c).  Checkpoints are per rank, committed together.
+ */
+#ifndef HPS_DIST_H
+#define HPS_DIST_H
+
+#include "train/hps_train.h"
+
+#define HPS_DIST_MAX_RANKS 256
+
+typedef struct {
+    int slow_rank;      /* --slowdown RANK=FACTOR (a testing aid); -1: none */
+    double slow_factor;
+    int rebalance;      /* 0: keep the plan's shares */
+} hps_dist_opts;
+
+typedef struct hps_dist hps_dist;
+
+/* 1 when this process is a rank of an mpirun job of more than one rank:
+ * one process alone never initialises MPI (no singleton start-up). */
+int hps_dist_launched(void);
+
+/* Initialises MPI and takes this rank's role from the plan file; NULL with
+ * err (exit 2) when the job's rank count does not fit the plan.  After a
+ * failure call hps_dist_end(NULL) all the same. */
+hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_error *err);
+/* This rank (d may be NULL after a failed start: the world rank, or 0). */
+int hps_dist_rank(const hps_dist *d);
+int hps_dist_is_server(const hps_dist *d);
+/* The lead worker (lowest worker rank) reports: metrics, summary, eval. */
+int hps_dist_is_lead(const hps_dist *d);
+
+/* A worker: hooks the trainer's steps, loads and checkpoints. */
+void hps_dist_attach(hps_dist *d, hps_trainer *t);
+/* A worker after training: tells the servers it is done, then the job's
+ * statistics are gathered and the lead writes them to the metrics. */
+int hps_dist_finish(hps_dist *d, hps_trainer *t, hps_error *err);
+/* A server: serves rows and applies updates until every worker is done. */
+int hps_dist_serve(hps_dist *d, hps_trainer *t, hps_error *err);
+
+/* Ends the job on an error: the message, then MPI_Abort so no rank waits. */
+void hps_dist_abort(hps_dist *d, const hps_error *err);
+/* MPI_Finalize; frees d (may be NULL). */
+void hps_dist_end(hps_dist *d);
+
+/* The re-balancing law (dist_rebalance.c), pure functions for tests:
+ * speeds (rows/s, an average over steps) move each share towards its part
+ * of the total speed by `damping`, no share below `min_share`, sum 1. */
+void hps_dist_rebalance(double *share, double *speed, const double *rows, const double *secs,
+                        int workers, double damping, double min_share);
+/* Rows [lo, hi) of an n-row batch for worker w: disjoint, covering [0, n). */
+void hps_dist_slice(const double *share, int workers, int w, int n, int *lo, int *hi);
+/* The server of a key (the routing rule). */
+int hps_dist_route(uint64_t key, int servers);
+
+#endif
