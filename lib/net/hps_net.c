@@ -82,12 +82,12 @@ static void embedding_create(hps_net *net, int l, int64_t rows_cap, int col)
     }
     N->col = col;
     if (rows_cap != HPS_NET_EXTERNAL_TABLES) {
-        N->table = net->be->alloc((size_t)N->rows * L->dim * sizeof(float));
-        N->accum = net->be->alloc((size_t)N->rows * L->dim * sizeof(float));
+        N->table = net->emb_be->alloc((size_t)N->rows * L->dim * sizeof(float));
+        N->accum = net->emb_be->alloc((size_t)N->rows * L->dim * sizeof(float));
     }
     N->bags.B = 0;
     N->bags.S = L->n_slots;
-    N->bag_offsets = net->be->alloc(((size_t)net->cap * L->n_slots + 1) * sizeof(int64_t));
+    N->bag_offsets = net->emb_be->alloc(((size_t)net->cap * L->n_slots + 1) * sizeof(int64_t));
 }
 
 /* Grows the layer's key arrays (and its sparse gradient) to hold nnz keys. */
@@ -98,7 +98,7 @@ static void embedding_reserve(hps_net *net, int l, int64_t nnz)
     if (nnz <= N->nnz_cap && N->grad) return;
     int64_t cap = N->nnz_cap ? N->nnz_cap : 1024;
     while (cap < nnz) cap *= 2;
-    const hps_backend *be = net->be;
+    const hps_backend *be = net->emb_be;
     if (N->bag_rows) be->release(N->bag_rows);
     if (N->bag_weights) be->release(N->bag_weights);
     if (N->grad) be->sparse_grad_free(N->grad);
@@ -108,12 +108,42 @@ static void embedding_reserve(hps_net *net, int l, int64_t nnz)
     N->nnz_cap = cap;
 }
 
+/* Host embeddings: the pooled rows go to the device before the merge, and
+ * their gradient comes back after it.  Otherwise the two are one buffer. */
+static void host_pooled_create(hps_net *net)
+{
+    if (!net->host_embeddings) {
+        net->h_pooled = net->pooled;
+        net->h_dpooled = net->dpooled;
+        return;
+    }
+    size_t n = (size_t)net->cap * net->E + 1;
+    net->h_pooled = net->emb_be->alloc(n * sizeof(float));
+    net->h_dpooled = net->emb_be->alloc(n * sizeof(float));
+}
+
+static void pooled_to_device(hps_net *net)
+{
+    if (net->host_embeddings && net->E)
+        net->be->upload(net->pooled, net->h_pooled, (size_t)net->B * net->E * sizeof(float));
+}
+
+static void dpooled_to_host(hps_net *net)
+{
+    if (net->host_embeddings && net->E)
+        net->be->download(net->h_dpooled, net->dpooled, (size_t)net->B * net->E * sizeof(float));
+}
+
 hps_net *hps_net_create(const hps_model *m, const hps_backend *be, int cap,
                         int64_t table_rows_cap)
 {
     hps_net *net = hps_calloc(1, sizeof *net);
     net->model = m;
     net->be = be;
+    /* host tables: the embedding layers run on the CPU beside them (the
+     * parameter-server side), the rest on be; the pooled rows cross over */
+    net->host_embeddings = table_rows_cap == HPS_NET_HOST_TABLES;
+    net->emb_be = net->host_embeddings ? hps_backend_cpu() : be;
     net->cap = cap;
     net->loss_scale = 1.0f;
     net->layers = hps_calloc((size_t)m->n_layers, sizeof *net->layers);
@@ -125,7 +155,8 @@ hps_net *hps_net_create(const hps_model *m, const hps_backend *be, int cap,
     size_t n = assign_buffers(net, NULL);
     net->acts = be->alloc(n * sizeof(float));
     assign_buffers(net, net->acts);
-    if (table_rows_cap == HPS_NET_EXTERNAL_TABLES) net->shared_tables = 1;
+    if (table_rows_cap < 0) net->shared_tables = 1; /* external or host tables */
+    host_pooled_create(net);
     /* params, grads, Adam m and v: one allocation, four views */
     size_t np = (m->n_params + 15) & ~(size_t)15;
     net->params = be->alloc(4 * np * sizeof(float));
@@ -139,7 +170,8 @@ hps_net *hps_net_create_shared(hps_net *owner, int cap)
 {
     const hps_model *m = owner->model;
     hps_net *net = hps_calloc(1, sizeof *net);
-    *net = (hps_net){.model = m, .be = owner->be, .shared = 1, .shared_tables = 1,
+    *net = (hps_net){.model = m, .be = owner->be, .emb_be = owner->emb_be,
+                     .host_embeddings = owner->host_embeddings, .shared = 1, .shared_tables = 1,
                      .row_map = owner->row_map, .row_map_ctx = owner->row_map_ctx, .cap = cap,
                      .loss_scale = 1.0f, .E = owner->E, .params = owner->params,
                      .grads = owner->grads, .adam_m = owner->adam_m, .adam_v = owner->adam_v};
@@ -155,10 +187,11 @@ hps_net *hps_net_create_shared(hps_net *owner, int cap)
         memcpy(N->slot_base, O->slot_base, (size_t)S * sizeof *N->slot_base);
         memcpy(N->slot_rows, O->slot_rows, (size_t)S * sizeof *N->slot_rows);
         N->bags.S = S;
-        N->bag_offsets = net->be->alloc(((size_t)cap * S + 1) * sizeof(int64_t));
+        N->bag_offsets = net->emb_be->alloc(((size_t)cap * S + 1) * sizeof(int64_t));
     }
     net->acts = net->be->alloc(assign_buffers(net, NULL) * sizeof(float));
     assign_buffers(net, net->acts);
+    host_pooled_create(net);
     return net;
 }
 
@@ -178,7 +211,7 @@ void hps_net_set_table(hps_net *net, int layer, float *table, float *accum)
 void hps_net_free(hps_net *net)
 {
     if (!net) return;
-    const hps_backend *be = net->be;
+    const hps_backend *be = net->emb_be;
     for (int l = 0; l < net->model->n_layers; l++) {
         hps_net_layer *N = &net->layers[l];
         if (net->model->layers[l].kind != HPS_LAYER_EMBEDDING) continue;
@@ -193,6 +226,11 @@ void hps_net_free(hps_net *net)
         free(N->slot_base);
         free(N->slot_rows);
     }
+    if (net->host_embeddings) {
+        be->release(net->h_pooled);
+        be->release(net->h_dpooled);
+    }
+    be = net->be;
     be->release(net->acts);
     if (!net->shared) be->release(net->params);
     free(net->layers);
@@ -228,8 +266,8 @@ void hps_net_init(hps_net *net, uint64_t seed)
             upload_uniform(net->be, net->params + L->param_offset, L->n_params,
                            1.0f / sqrtf((float)L->in_width), &r);
         if (L->kind == HPS_LAYER_EMBEDDING && !net->shared_tables) {
-            upload_uniform(net->be, N->table, (size_t)N->rows * L->dim, 0.05f, &r);
-            net->be->memzero(N->accum, (size_t)N->rows * L->dim * sizeof(float));
+            upload_uniform(net->emb_be, N->table, (size_t)N->rows * L->dim, 0.05f, &r);
+            net->emb_be->memzero(N->accum, (size_t)N->rows * L->dim * sizeof(float));
         }
     }
     size_t np = m->n_params;
@@ -272,7 +310,7 @@ static int load_embedding(hps_net *net, int l, const hps_batch *b, int first, in
             net->h_offsets[(size_t)i * L->n_slots + j + 1] = k;
         }
     embedding_reserve(net, l, k);
-    const hps_backend *be = net->be;
+    const hps_backend *be = net->emb_be;
     be->upload(N->bag_offsets, net->h_offsets, ((size_t)n * L->n_slots + 1) * sizeof(int64_t));
     be->upload(N->bag_rows, net->h_rows, (size_t)k * sizeof(int64_t));
     if (N->bag_weights) be->upload(N->bag_weights, net->h_weights, (size_t)k * sizeof(float));
@@ -312,8 +350,8 @@ void hps_net_layer_forward(hps_net *net, int l)
     const int B = net->B;
     switch (L->kind) {
     case HPS_LAYER_EMBEDDING:
-        be->embedding_bag_forward(net->pooled + N->col, net->E, N->table, &N->bags, L->dim,
-                                  L->pooling);
+        net->emb_be->embedding_bag_forward(net->h_pooled + N->col, net->E, N->table, &N->bags,
+                                           L->dim, L->pooling);
         break;
     case HPS_LAYER_FC: {
         const float *w = net->params + L->param_offset;
@@ -323,9 +361,11 @@ void hps_net_layer_forward(hps_net *net, int l)
         break;
     }
     case HPS_LAYER_CONCAT:
+        pooled_to_device(net);
         be->concat_forward(N->out, N->emb, N->dense, B, net->E, L->dense_in);
         break;
     case HPS_LAYER_DOT:
+        pooled_to_device(net);
         be->dot_forward(N->out, N->emb, N->dense, B, L->n_vec - (L->dense_in ? 1 : 0), L->vec_dim,
                         L->dense_in);
         break;
@@ -346,8 +386,8 @@ void hps_net_layer_backward(hps_net *net, int l)
     const int B = net->B;
     switch (L->kind) {
     case HPS_LAYER_EMBEDDING:
-        be->embedding_bag_backward(N->grad, net->dpooled + N->col, net->E, &N->bags, L->dim,
-                                   L->pooling);
+        net->emb_be->embedding_bag_backward(N->grad, net->h_dpooled + N->col, net->E, &N->bags,
+                                            L->dim, L->pooling);
         break;
     case HPS_LAYER_FC: {
         const float *w = net->params + L->param_offset;
@@ -360,10 +400,12 @@ void hps_net_layer_backward(hps_net *net, int l)
     }
     case HPS_LAYER_CONCAT:
         be->concat_backward(N->demb, N->ddense, N->dout, B, net->E, L->dense_in);
+        dpooled_to_host(net);
         break;
     case HPS_LAYER_DOT:
         be->dot_backward(N->demb, N->ddense, N->dout, N->emb, N->dense, B,
                          L->n_vec - (L->dense_in ? 1 : 0), L->vec_dim, L->dense_in);
+        dpooled_to_host(net);
         break;
     case HPS_LAYER_LOSS:
         if (L->loss == HPS_LOSS_LOGLOSS)
@@ -405,7 +447,7 @@ void hps_net_update_sparse(hps_net *net, int layer, const hps_sparse_grad *g,
                            const hps_optim *opt)
 {
     hps_net_layer *N = &net->layers[layer];
-    net->be->sparse_adagrad(N->table, N->accum, g, opt->lr_sparse, opt->adagrad_eps);
+    net->emb_be->sparse_adagrad(N->table, N->accum, g, opt->lr_sparse, opt->adagrad_eps);
 }
 
 void hps_net_update(hps_net *net, const hps_optim *opt)

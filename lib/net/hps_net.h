@@ -38,6 +38,8 @@ typedef int64_t (*hps_row_map)(void *ctx, int layer, int slot_in_layer, uint64_t
 typedef struct {
     const hps_model *model;
     const hps_backend *be;
+    const hps_backend *emb_be; /* the embedding layers' backend: be, or the CPU's */
+    int host_embeddings;    /* HPS_NET_HOST_TABLES: emb_be is the CPU's */
     int shared;             /* parameters belong to another net */
     int shared_tables;      /* embedding tables belong to another net or to the caller */
     hps_row_map row_map;    /* NULL: key mod rows into the net's own tables */
@@ -48,6 +50,7 @@ typedef struct {
     float *params, *grads, *adam_m, *adam_v; /* n_params each, one allocation */
     float *acts;            /* every activation and gradient buffer */
     float *dense_in, *labels, *pooled, *dpooled;
+    float *h_pooled, *h_dpooled; /* where embedding layers write: pooled itself, or host copies */
     hps_net_layer *layers;
     int adam_t;
     double loss;
@@ -74,6 +77,11 @@ hps_optim hps_optim_default(void);
  * tables in memory; keys then fold into fewer rows); HPS_NET_EXTERNAL_TABLES
  * allocates none: the caller sets a row map and each layer's table. */
 #define HPS_NET_EXTERNAL_TABLES (-1)
+/* External tables in host memory: the embedding layers then run on the CPU
+ * beside them whatever the backend (the parameter-server side), the layers
+ * after them on the backend, and the pooled rows and their gradient cross
+ * between the two at the merge layer. */
+#define HPS_NET_HOST_TABLES (-2)
 hps_net *hps_net_create(const hps_model *m, const hps_backend *be, int cap,
                         int64_t table_rows_cap);
 /* Another executor over the same parameters, gradients, optimizer state and

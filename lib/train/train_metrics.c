@@ -25,8 +25,9 @@ void train_metrics_start(hps_trainer *t)
     json_t *stages = json_array();
     for (int s = 0; s < t->plan.n_stages; s++) {
         const hps_train_stage *st = &t->plan.stages[s];
-        json_array_append_new(stages, json_pack("{s:i, s:s, s:s, s:[ii], s:i, s:o}", "index", s,
-                                                "type", st->type, "kind", st->kind, "layers",
+        json_array_append_new(stages, json_pack("{s:i, s:s, s:s, s:s, s:[ii], s:i, s:o}", "index", s,
+                                                "type", st->type, "kind", st->kind, "runs_on",
+                                                t->be->kind, "layers",
                                                 st->first, st->end - 1, "units", st->units,
                                                 "predicted_ms", st->predicted_ms > 0
                                                                     ? hps_json_real(st->predicted_ms)

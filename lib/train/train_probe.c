@@ -57,6 +57,10 @@ static json_t *probe_device(hps_trainer *t, probe_samples *by_k, int T)
     const hps_model *m = t->m;
     hps_device_spec dev = {.kind = HPS_DEVICE_CPU, .threads = T};
     snprintf(dev.id, sizeof dev.id, "cpu:%d", T);
+    if (strcmp(t->be->kind, "cuda") == 0) { /* the dense layers ran there */
+        dev = (hps_device_spec){.kind = HPS_DEVICE_CUDA, .ordinal = t->be->device};
+        snprintf(dev.id, sizeof dev.id, "cuda:%d", t->be->device);
+    }
     json_t *out = hps_profile_device_header(&dev, T, hps_model_embedding_dim(m));
     json_t *layers = json_array();
     probe_samples *full = &by_k[T - 1];

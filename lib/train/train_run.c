@@ -59,24 +59,38 @@ static void refresh_tables(hps_trainer *t)
 
 /* ---- creation ------------------------------------------------------------------ */
 
+/* Where the dense layers run: on cuda:0 when the plan has a GPU stage (the
+ * embedding layers stay on the CPU, beside the parameter-server tables), on
+ * the CPU otherwise or with --cpu-fallback. */
 static const hps_backend *stage_backend(const hps_train_plan *plan, const hps_train_opts *o,
                                         hps_error *err)
 {
-    for (int s = 0; s < plan->n_stages; s++) {
-        if (strcmp(plan->stages[s].kind, "gpu") != 0 || o->cpu_fallback) continue;
-        hps_fail(err, HPS_EXIT_RUNTIME,
-                 "%s: stage %d runs on '%s', a GPU type; hps-train runs every stage on the CPU "
-                 "in this version: pass --cpu-fallback to do so",
-                 plan->path, s, plan->stages[s].type);
-        return NULL;
+    int gpu = -1;
+    for (int s = 0; s < plan->n_stages && gpu < 0; s++)
+        if (strcmp(plan->stages[s].kind, "gpu") == 0) gpu = s;
+    if (gpu < 0) return hps_backend_cpu();
+    if (o->cpu_fallback) {
+        hps_log(3, "%s: --cpu-fallback: stage %d ('%s') runs on the CPU\n", hps_progname(), gpu,
+                plan->stages[gpu].type);
+        return hps_backend_cpu();
     }
-    return hps_backend_cpu();
+    hps_error why;
+    const hps_backend *be = hps_backend_cuda(0, &why);
+    if (!be)
+        hps_fail(err, HPS_EXIT_RUNTIME,
+                 "%s: stage %d runs on '%s', a GPU type, but %s; pass --cpu-fallback to run it "
+                 "on the CPU",
+                 plan->path, gpu, plan->stages[gpu].type, why.msg);
+    return be;
 }
 
 static void create_nets(hps_trainer *t)
 {
     const hps_model *m = t->m;
-    t->owner = hps_net_create(m, t->be, t->cap_micro, HPS_NET_EXTERNAL_TABLES);
+    /* the tables live in host memory; a GPU backend takes the pooled rows over */
+    t->owner = hps_net_create(m, t->be, t->cap_micro,
+                              t->be == hps_backend_cpu() ? HPS_NET_EXTERNAL_TABLES
+                                                         : HPS_NET_HOST_TABLES);
     hps_net_set_row_map(t->owner, table_row, t);
     hps_net_init(t->owner, t->o.seed);
     t->nets = hps_calloc((size_t)t->M, sizeof *t->nets);
