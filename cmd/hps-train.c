@@ -98,11 +98,11 @@ static int bad_value(const char *opt, const char *value, const char *expected)
     return HPS_EXIT_USAGE;
 }
 
-static int count_arg(const char *opt, long min, long *out)
+static int count_arg(const char *opt, long min, long max, long *out)
 {
-    if (hps_parse_long(optarg, min, LONG_MAX, out) == 0) return 0;
+    if (hps_parse_long(optarg, min, max, out) == 0) return 0;
     char what[64];
-    snprintf(what, sizeof what, "an integer >= %ld", min);
+    snprintf(what, sizeof what, "an integer in [%ld, %ld]", min, max);
     return bad_value(opt, optarg, what);
 }
 
@@ -140,11 +140,11 @@ static int parse_one(int c, args *a)
     case 'p': a->plan = optarg; break;
     case 'd': a->data = optarg; break;
     case 'm': a->model = optarg; break;
-    case 'e': if (count_arg("--epochs", 1, &v)) return HPS_EXIT_USAGE; a->o.epochs = (int)v; break;
-    case OPT_STEPS: if (count_arg("--steps", 1, &a->o.max_steps)) return HPS_EXIT_USAGE; break;
+    case 'e': if (count_arg("--epochs", 1, INT_MAX, &v)) return HPS_EXIT_USAGE; a->o.epochs = (int)v; break;
+    case OPT_STEPS: if (count_arg("--steps", 1, LONG_MAX, &a->o.max_steps)) return HPS_EXIT_USAGE; break;
     case OPT_EVAL: a->eval = optarg; break;
     case OPT_CKPT: a->o.ckpt_dir = optarg; break;
-    case OPT_CKPT_EVERY: if (count_arg("--checkpoint-every", 1, &a->o.ckpt_every)) return HPS_EXIT_USAGE; break;
+    case OPT_CKPT_EVERY: if (count_arg("--checkpoint-every", 1, LONG_MAX, &a->o.ckpt_every)) return HPS_EXIT_USAGE; break;
     case OPT_RESUME: a->o.resume = 1; break;
     case OPT_EXPORT: a->export_path = optarg; break;
     case OPT_METRICS: a->o.metrics_path = optarg; break;
@@ -152,9 +152,9 @@ static int parse_one(int c, args *a)
         if (hps_parse_double(optarg, &d) || d < 0) return bad_value("--metrics-interval", optarg, "seconds >= 0");
         a->o.metrics_interval = d;
         break;
-    case OPT_SEED: if (count_arg("--seed", 0, &v)) return HPS_EXIT_USAGE; a->o.seed = (uint64_t)v; break;
-    case OPT_THREADS: if (count_arg("--threads", 1, &v)) return HPS_EXIT_USAGE; a->o.threads = (int)v; break;
-    case OPT_MICRO: if (count_arg("--micro-batches", 1, &v)) return HPS_EXIT_USAGE; a->o.micro_batches = (int)v; break;
+    case OPT_SEED: if (count_arg("--seed", 0, LONG_MAX, &v)) return HPS_EXIT_USAGE; a->o.seed = (uint64_t)v; break;
+    case OPT_THREADS: if (count_arg("--threads", 1, 4096, &v)) return HPS_EXIT_USAGE; a->o.threads = (int)v; break;
+    case OPT_MICRO: if (count_arg("--micro-batches", 1, 4096, &v)) return HPS_EXIT_USAGE; a->o.micro_batches = (int)v; break;
     case OPT_OPTIMIZER:
         if (strcmp(optarg, "adam") && strcmp(optarg, "sgd")) return bad_value("--optimizer", optarg, "adam or sgd");
         a->o.optim.dense = strcmp(optarg, "sgd") == 0 ? HPS_OPTIM_SGD : HPS_OPTIM_ADAM;
@@ -162,12 +162,12 @@ static int parse_one(int c, args *a)
     case OPT_LR: return rate_arg("--lr", &a->o.optim.lr_dense) ? HPS_EXIT_USAGE : -1;
     case OPT_LR_SPARSE: return rate_arg("--lr-sparse", &a->o.optim.lr_sparse) ? HPS_EXIT_USAGE : -1;
     case OPT_MAX_TABLE:
-        if (count_arg("--max-table-mb", 1, &v)) return HPS_EXIT_USAGE;
+        if (count_arg("--max-table-mb", 1, 1L << 40, &v)) return HPS_EXIT_USAGE;
         a->o.max_table_bytes = (size_t)v << 20;
         break;
     case OPT_EVICT: a->o.table_policy = HPS_TABLE_FULL_EVICT; break;
     case OPT_CPU_FALLBACK: a->o.cpu_fallback = 1; break;
-    case OPT_PROBE: if (count_arg("--probe", 1, &a->probe)) return HPS_EXIT_USAGE; break;
+    case OPT_PROBE: if (count_arg("--probe", 1, 1000000, &a->probe)) return HPS_EXIT_USAGE; break;
     case OPT_SLOWDOWN: return slowdown_arg(&a->dist);
     case OPT_NO_REBALANCE: a->dist.rebalance = 0; break;
     case 'o': a->output = optarg; break;
@@ -242,7 +242,7 @@ static int train_rank(const args *a, hps_dist *d, hps_trainer *t, hps_source *sr
     if (hps_dist_is_server(d)) return hps_dist_serve(d, t, err);
     hps_dist_attach(d, t);
     hps_source *eval = NULL;
-    if (a->eval && hps_dist_is_lead(d) && !(eval = hps_source_shards(a->eval, 0, err))) return -1;
+    if (a->eval && hps_dist_is_lead(d) && !(eval = hps_source_shards(a->eval, 1, err))) return -1;
     int rc = hps_trainer_run(t, src, eval, err);
     if (eval) eval->close(eval);
     if (rc == 0) rc = hps_dist_finish(d, t, err);

@@ -109,8 +109,9 @@ static int cmp_names(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Removes all but the newest CKPT_KEEP checkpoints (names sort by step). */
-static void prune(const char *dir)
+/* Removes all but the newest CKPT_KEEP checkpoints (names sort by step),
+ * and never `keep`, the one just written. */
+static void prune(const char *dir, const char *keep)
 {
     DIR *d = opendir(dir);
     if (!d) return;
@@ -127,7 +128,7 @@ static void prune(const char *dir)
     closedir(d);
     qsort(names, n, sizeof *names, cmp_names);
     for (size_t i = 0; i < n; i++) {
-        if (i + CKPT_KEEP < n) {
+        if (i + CKPT_KEEP < n && strcmp(names[i], keep) != 0) {
             char path[4200];
             snprintf(path, sizeof path, "%s/%s", dir, names[i]);
             unlink(path);
@@ -156,9 +157,10 @@ int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err)
     snprintf(latest, sizeof latest, "%s/latest", dir);
     int rc = hps_write_atomic(path, file, clen, err);
     free(file);
-    strcat(name, "\n");
-    if (rc == 0) rc = hps_write_atomic(latest, name, strlen(name), err);
-    if (rc == 0) prune(dir);
+    char line[80];
+    snprintf(line, sizeof line, "%s\n", name);
+    if (rc == 0) rc = hps_write_atomic(latest, line, strlen(line), err);
+    if (rc == 0) prune(dir, name);
     return rc;
 }
 
@@ -199,6 +201,10 @@ static int unpack(const char *path, char **payload, size_t *len, hps_error *err)
             rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: checksum mismatch: the checkpoint is corrupted",
                           path);
     }
+    /* the size in the header is outside the digest: believe the frame's own */
+    if (rc == 0 && ZSTD_getFrameContentSize(h + CKPT_HEADER, n - CKPT_HEADER) != get_u64(h + 8))
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: the header's size disagrees with its payload",
+                      path);
     if (rc == 0) {
         *len = get_u64(h + 8);
         *payload = hps_malloc(*len + 1);
@@ -244,6 +250,10 @@ static int read_payload(hps_trainer *t, FILE *f, const char *path, hps_error *er
     for (int l = 0; l < t->m->n_layers; l++)
         if (t->tables[l] && hps_table_load(t->tables[l], f, err, path)) return -1;
     t->step = state[0], t->epoch = state[1], t->epoch_row = state[2], t->samples = state[3];
+    t->sum.epochs_done = (int)t->epoch;
+    if (state[4] != t->o.seed)
+        hps_warnf("%s: made with --seed %llu, resuming with %llu: new keys start from other rows",
+                  path, (unsigned long long)state[4], (unsigned long long)t->o.seed);
     t->owner->adam_t = (int)state[5];
     return 0;
 }

@@ -40,6 +40,8 @@ struct hps_trainer {
     hps_net *owner, **nets;        /* nets[0] == owner: parameters live there */
     hps_table **tables;            /* per layer; NULL but for embedding layers */
     hps_sparse_grad **merged;      /* per layer: micro-batch gradients summed */
+    hps_sparse_grad **micro_grads; /* M: one layer's micro-batch gradients, to merge */
+    int evaluating;                /* lookups read only: no new rows, unseen keys read zeros */
     hps_pipeline *pipe;
     hps_batch *batch;
     /* where training stands: what a checkpoint saves */

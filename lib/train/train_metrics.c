@@ -22,6 +22,8 @@ static void emit(hps_trainer *t, json_t *o)
 
 void train_metrics_start(hps_trainer *t)
 {
+    t->step_last = t->step; /* rates count from here, also after a resume */
+    for (int s = 0; s < t->plan.n_stages; s++) t->busy_last[s] = hps_pipeline_stats(t->pipe, s)->busy_s;
     json_t *stages = json_array();
     for (int s = 0; s < t->plan.n_stages; s++) {
         const hps_train_stage *st = &t->plan.stages[s];

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/hps_json.h"
 #include "train/train_internal.h"
@@ -39,6 +40,11 @@ static int64_t table_row(void *ctx, int layer, int j, uint64_t key)
 {
     hps_trainer *t = ctx;
     int slot = t->m->layers[layer].slots[j];
+    if (t->evaluating) { /* read only: an unseen key reads zeros, the table stays as trained */
+        int64_t r = hps_table_find(t->tables[layer], slot, key);
+        if (r >= 0 && t->dist) train_touch(t, layer, r);
+        return r >= 0 ? r : hps_table_zero_row(t->tables[layer]);
+    }
     int64_t r = hps_table_lookup(t->tables[layer], slot, key, t->step + 1,
                                  t->map_failed ? NULL : &t->map_err);
     if (r < 0) t->map_failed = 1;
@@ -98,6 +104,7 @@ static void create_nets(hps_trainer *t)
     for (int k = 1; k < t->M; k++) t->nets[k] = hps_net_create_shared(t->owner, t->cap_micro);
     t->tables = hps_calloc((size_t)m->n_layers, sizeof *t->tables);
     t->merged = hps_calloc((size_t)m->n_layers, sizeof *t->merged);
+    t->micro_grads = hps_calloc((size_t)t->M, sizeof *t->micro_grads);
     for (int l = 0; l < m->n_layers; l++)
         if (m->layers[l].kind == HPS_LAYER_EMBEDDING)
             t->tables[l] = hps_table_create(l, m->layers[l].dim, t->o.max_table_bytes,
@@ -145,7 +152,7 @@ void hps_trainer_free(hps_trainer *t)
     if (t->dist)
         for (int l = 0; l < t->m->n_layers; l++) free(t->touched[l]), free(t->mark[l]);
     free(t->touched), free(t->n_touched), free(t->cap_touched), free(t->mark), free(t->cap_mark);
-    free(t->nets), free(t->tables), free(t->merged);
+    free(t->nets), free(t->tables), free(t->merged), free(t->micro_grads);
     hps_batch_free(t->batch);
     free(t);
 }
@@ -177,6 +184,7 @@ int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int tot
         if (hps_net_load_range(t->nets[k], b, first, n)) {
             *err = t->map_err;
             t->map_failed = 0;
+            refresh_tables(t); /* lookups before the failure may have moved them */
             return -1;
         }
     }
@@ -210,7 +218,7 @@ static int update_sparse(hps_trainer *t, int k, hps_error *err)
             if (apply_sparse(t, l, k ? t->nets[0]->layers[l].grad : t->merged[l], err)) return -1;
             continue;
         }
-        hps_sparse_grad *src[HPS_TRAIN_MAX_STAGES * 4];
+        hps_sparse_grad **src = t->micro_grads;
         int64_t need = 0;
         for (int i = 0; i < k; i++) src[i] = t->nets[i]->layers[l].grad, need += src[i]->n;
         if (!t->merged[l] || t->merged[l]->cap < need) {
@@ -279,6 +287,7 @@ int hps_trainer_eval(hps_trainer *t, hps_source *src, hps_eval_result *res, hps_
     double loss = 0;
     uint64_t n = 0;
     int correct = 0, got, rc = src->seek(src, 0, err);
+    t->evaluating = 1;
     while (rc == 0 && (got = src->read(src, t->batch, t->B, err)) > 0) {
         int k = train_load_micro(t, t->batch, 0, got, got, err);
         if (k < 0 || n + (uint64_t)got > n_all) {
@@ -290,6 +299,7 @@ int hps_trainer_eval(hps_trainer *t, hps_source *src, hps_eval_result *res, hps_
         eval_collect(t, k, score + n, label + n, &correct);
         n += (uint64_t)got;
     }
+    t->evaluating = 0;
     if (rc == 0 && got < 0) rc = -1;
     if (rc == 0) {
         res->rows = n;
@@ -311,6 +321,8 @@ static int cmp_score(const void *a, const void *b)
 double hps_auc(const float *score, const float *label, size_t n)
 {
     /* rank-sum (Mann-Whitney) with tied scores sharing their mean rank */
+    for (size_t i = 0; i < n; i++)
+        if (score[i] != score[i]) return NAN; /* a diverged model: no ranking */
     float *pairs = hps_malloc((n + 1) * 2 * sizeof *pairs);
     double pos = 0, rank_sum = 0;
     for (size_t i = 0; i < n; i++) pairs[2 * i] = score[i], pairs[2 * i + 1] = label[i];
@@ -372,6 +384,15 @@ static int after_step(hps_trainer *t, hps_source *src, hps_error *err)
 static int resume(hps_trainer *t, hps_error *err)
 {
     int found = 0;
+    char latest[4200];
+    if (t->o.ckpt_dir && !t->o.resume && !t->dist) { /* never mix two runs' checkpoints */
+        snprintf(latest, sizeof latest, "%s/latest", t->o.ckpt_dir);
+        if (access(latest, F_OK) == 0)
+            return hps_fail(err, HPS_EXIT_USAGE,
+                            "%s: holds checkpoints of an earlier run: pass --resume to continue it, "
+                            "or use another directory",
+                            t->o.ckpt_dir);
+    }
     if (!t->o.resume || !t->o.ckpt_dir) return 0;
     if (t->dist ? t->dist->resume(t->dist->ctx, t, &found, err)
                 : hps_trainer_load(t, t->o.ckpt_dir, &found, err))
@@ -390,7 +411,7 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
         return -1;
     t->t_start = t->t_last = hps_now();
     train_metrics_start(t);
-    int stop = 0;
+    int stop = t->o.max_steps && t->step >= (uint64_t)t->o.max_steps; /* a resume may be done */
     while (!stop && t->epoch < (uint64_t)t->o.epochs) {
         if (src->seek(src, t->epoch_row, err)) return -1;
         int got;

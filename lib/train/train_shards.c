@@ -46,8 +46,10 @@ static int shards_read(hps_source *src, hps_batch *b, int max, hps_error *err)
         hps_batch *into = total == 0 ? b : part ? part
                           : (part = hps_batch_create(max, b->n_dense, b->n_slots, 1024, b->weights != NULL));
         int got = hps_shard_read(s->reader, into, max - total, err);
-        if (got < 0) total = -1;
-        if (got <= 0 && (got < 0 || open_shard(s, s->cur + 1, err))) break;
+        if (got < 0 || (got == 0 && open_shard(s, s->cur + 1, err))) {
+            total = -1; /* a shard that fails to read or open ends the run, not the epoch */
+            break;
+        }
         if (got > 0 && into != b) hps_batch_append(b, into);
         total = b->B;
     }

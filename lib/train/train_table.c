@@ -46,6 +46,7 @@ static int64_t hash_slots(int64_t cap)
 static size_t slab_bytes(int dim, int64_t n)
 {
     return (size_t)n * (hps_table_row_bytes(dim) - 2 * sizeof(int64_t)) +
+           2 * (size_t)dim * sizeof(float) + /* the zero row */
            (size_t)hash_slots(n) * sizeof(int64_t);
 }
 
@@ -95,8 +96,11 @@ static void grow(hps_table *t)
     int64_t cap = t->cap_rows ? 2 * t->cap_rows : 1024;
     if (cap > t->max_rows) cap = t->max_rows;
     size_t d = (size_t)t->dim;
-    t->weights = hps_realloc(t->weights, (size_t)cap * d * sizeof *t->weights);
-    t->accum = hps_realloc(t->accum, (size_t)cap * d * sizeof *t->accum);
+    /* one row more than cap: the zero row that unseen keys read in evaluation */
+    t->weights = hps_realloc(t->weights, (size_t)(cap + 1) * d * sizeof *t->weights);
+    t->accum = hps_realloc(t->accum, (size_t)(cap + 1) * d * sizeof *t->accum);
+    memset(t->weights + cap * d, 0, d * sizeof *t->weights);
+    memset(t->accum + cap * d, 0, d * sizeof *t->accum);
     t->key = hps_realloc(t->key, (size_t)cap * sizeof *t->key);
     t->slot = hps_realloc(t->slot, (size_t)cap * sizeof *t->slot);
     t->last_step = hps_realloc(t->last_step, (size_t)cap * sizeof *t->last_step);
@@ -205,6 +209,18 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
     return r;
 }
 
+int64_t hps_table_find(const hps_table *t, int slot, uint64_t key)
+{
+    int64_t at;
+    return t->cap_rows ? find(t, slot, key, &at) : -1;
+}
+
+int64_t hps_table_zero_row(hps_table *t)
+{
+    if (t->cap_rows == 0 && t->max_rows > 0) grow(t);
+    return t->cap_rows ? t->cap_rows : -1;
+}
+
 float *hps_table_weights(hps_table *t) { return t->weights; }
 float *hps_table_accum(hps_table *t) { return t->accum; }
 int hps_table_dim(const hps_table *t) { return t->dim; }
@@ -239,7 +255,8 @@ int hps_table_save(const hps_table *t, FILE *f)
 int hps_table_load(hps_table *t, FILE *f, hps_error *err, const char *name)
 {
     int64_t head[4];
-    if (!READ(f, head, 4) || head[0] != t->dim || head[1] < 0)
+    if (!READ(f, head, 4) || head[0] != t->dim || head[1] < 0 || head[2] < 0 ||
+        head[2] >= (head[1] > 0 ? head[1] : 1))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad table header", name,
                         t->layer);
     if (head[1] > t->max_rows)

@@ -36,6 +36,11 @@ size_t hps_table_row_bytes(int dim);
  * may move: fetch hps_table_weights() after the last lookup of a batch. */
 int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hps_error *err);
 
+/* Evaluation reads without inserting: the row of (slot, key) or -1, and a
+ * row of zeros for keys training never saw (valid until the table grows). */
+int64_t hps_table_find(const hps_table *t, int slot, uint64_t key);
+int64_t hps_table_zero_row(hps_table *t);
+
 float *hps_table_weights(hps_table *t);
 float *hps_table_accum(hps_table *t);
 int hps_table_dim(const hps_table *t);

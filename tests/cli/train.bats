@@ -204,3 +204,46 @@ PY
     [ "$status" -eq 2 ]
     [[ "$output" == *"--optimizer: 'rmsprop' is not adam or sgd"* ]]
 }
+
+@test "train: more than 256 micro-batches (was a stack overflow)" {
+    python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["batch"]=600; json.dump(m,open(sys.argv[2],"w"))' \
+        "$MODEL" "$TMP/m600.json"
+    run "$HPS_BIN/hps-train" --model "$TMP/m600.json" --data "$DATA/few" --threads 1 -q --steps 2 \
+        --micro-batches 600
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+@test "train: a missing shard is an error, not a short epoch" {
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -n 3 -o "$TMP/three" "$DATA/few.tsv"
+    rm "$TMP/three/shard-00001.hps"
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/three" --threads 1 -q
+    [ "$status" -ne 0 ]
+    [[ "$output" == "hps-train: error: "*"shard-00001.hps"* ]] || { echo "$output"; false; }
+}
+
+@test "train: evaluation adds no table rows, so it works under a tight cap" {
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --metrics "$TMP/a.ndjson"
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --eval "$DATA/shards" --threads 1 -q \
+        --metrics "$TMP/b.ndjson"
+    [ "$(json_field "$TMP/a.ndjson" 'd["tables"][0]["rows"]')" = "$(json_field "$TMP/b.ndjson" 'd["tables"][0]["rows"]')" ]
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --eval "$DATA/shards" --threads 1 -q \
+        --max-table-mb 1 --evict
+}
+
+@test "train: a fresh run refuses a directory of another run's checkpoints" {
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --steps 10 \
+        --checkpoint "$TMP/ck" --checkpoint-every 5
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --steps 3 \
+        --checkpoint "$TMP/ck"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-train: error: $TMP/ck: holds checkpoints of an earlier run: pass --resume to continue it, or use another directory" ]
+    [ -e "$TMP/ck/$(cat "$TMP/ck/latest")" ]
+}
+
+@test "train: resuming a run that reached --steps trains no further" {
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --steps 5 --checkpoint "$TMP/ck"
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --steps 5 --checkpoint "$TMP/ck" \
+        --resume --metrics "$TMP/m.ndjson"
+    [ "$(json_field "$TMP/m.ndjson" 'd["steps"]')" = 5 ]
+    [ "$(cat "$TMP/ck/latest")" = "ckpt-000000000005.hpsckpt" ]
+}

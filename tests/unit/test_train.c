@@ -236,6 +236,9 @@ static void test_auc(void **state)
     assert_close(hps_auc(s2, y1, 4), 0.5, 1e-12, "auc ties", 0);
     float s3[3] = {0.2f, 0.9f, 0.7f}, y3[3] = {0, 1, 1};
     assert_close(hps_auc(s3, y3, 3), 1.0, 1e-12, "auc perfect", 0);
+    /* a diverged model's NaN scores give NaN, not an endless loop */
+    float s4[3] = {0.2f, NAN, 0.7f};
+    assert_true(isnan(hps_auc(s4, y3, 3)));
 }
 
 /* ---- checkpoints ---------------------------------------------------------------------------- */
@@ -330,6 +333,29 @@ static void test_corrupt_checkpoint_is_refused(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Evaluation reads the tables without adding rows: unseen keys read zeros. */
+static void test_eval_adds_no_rows(void **state)
+{
+    (void)state;
+    hps_model *m = load("tiny.json");
+    hps_source *train = hps_source_synth(m, 64, 1, 1), *eval = hps_source_synth(m, 400, 1, 2);
+    hps_train_plan p;
+    hps_train_plan_single(m, &p);
+    hps_trainer *t = trainer(m, &p, 1);
+    hps_error err;
+    train_steps(t, train, 0, 8);
+    int64_t rows = hps_table_rows(t->tables[0]);
+    hps_eval_result r;
+    assert_int_equal(hps_trainer_eval(t, eval, &r, &err), 0);
+    assert_int_equal(r.rows, 400);
+    assert_int_equal(hps_table_rows(t->tables[0]), rows);
+    assert_true(r.auc == r.auc);
+    hps_trainer_free(t);
+    train->close(train);
+    eval->close(eval);
+    hps_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -342,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_auc),
         cmocka_unit_test(test_checkpoint_resume_is_bitwise),
         cmocka_unit_test(test_corrupt_checkpoint_is_refused),
+        cmocka_unit_test(test_eval_adds_no_rows),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);
 }
