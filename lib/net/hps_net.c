@@ -81,7 +81,7 @@ static void embedding_create(hps_net *net, int l, int64_t rows_cap, int col)
         N->rows += r;
     }
     N->col = col;
-    if (rows_cap != HPS_NET_EXTERNAL_TABLES) {
+    if (rows_cap >= 0) { /* negative: the tables are the caller's */
         N->table = net->emb_be->alloc((size_t)N->rows * L->dim * sizeof(float));
         N->accum = net->emb_be->alloc((size_t)N->rows * L->dim * sizeof(float));
     }
