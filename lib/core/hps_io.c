@@ -200,7 +200,7 @@ static void sha256_block(uint32_t h[8], const unsigned char *p)
     h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
-void hps_sha256_hex(const void *data, size_t len, char out[72])
+void hps_sha256(const void *data, size_t len, unsigned char out[32])
 {
     uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                      0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
@@ -216,6 +216,13 @@ void hps_sha256_hex(const void *data, size_t len, char out[72])
     for (int i = 0; i < 8; i++) tail[tail_len - 1 - i] = (unsigned char)(bits >> (8 * i));
     sha256_block(h, tail);
     if (tail_len == 128) sha256_block(h, tail + 64);
+    for (int i = 0; i < 32; i++) out[i] = (unsigned char)(h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
+void hps_sha256_hex(const void *data, size_t len, char out[72])
+{
+    unsigned char raw[32];
+    hps_sha256(data, len, raw);
     strcpy(out, "sha256:");
-    for (int i = 0; i < 8; i++) snprintf(out + 7 + 8 * i, 9, "%08x", h[i]);
+    for (int i = 0; i < 32; i++) snprintf(out + 7 + 2 * i, 3, "%02x", raw[i]);
 }

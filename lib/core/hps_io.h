@@ -25,7 +25,12 @@ int hps_write_atomic(const char *path, const void *buf, size_t len, hps_error *e
 /* Display name of a path for messages: "<stdin>" for "-". */
 const char *hps_path_name(const char *path);
 
-/* SHA-256 digest as "sha256:<64 hex>" (out must hold 72 bytes). */
+/* SHA-256: the raw 32 bytes, or "sha256:<64 hex>" (out must hold 72 bytes). */
+void hps_sha256(const void *data, size_t len, unsigned char out[32]);
 void hps_sha256_hex(const void *data, size_t len, char out[72]);
+
+/* Whole-array binary I/O on FILE streams: true when all n items moved. */
+#define HPS_FWRITE(f, p, n) (fwrite((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
+#define HPS_FREAD(f, p, n) (fread((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
 
 #endif

@@ -28,8 +28,6 @@
 #define CKPT_KEEP 2
 #define PAYLOAD_MAGIC 0x48505331u /* "HPS1": the payload layout's version */
 
-#define WRITE(f, p, n) (fwrite((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
-#define READ(f, p, n) (fread((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
 
 /* Dense parameters and Adam's moments, through the host. */
 static int save_dense(hps_trainer *t, FILE *f)
@@ -40,7 +38,7 @@ static int save_dense(hps_trainer *t, FILE *f)
     int ok = 1;
     for (int i = 0; i < 3 && ok; i++) {
         t->be->download(buf, src[i], n * sizeof *buf);
-        ok = WRITE(f, buf, n);
+        ok = HPS_FWRITE(f, buf, n);
     }
     free(buf);
     return ok ? 0 : -1;
@@ -52,8 +50,8 @@ static int write_payload(hps_trainer *t, FILE *f)
     uint64_t state[6] = {t->step, t->epoch, t->epoch_row, t->samples, t->o.seed,
                          (uint64_t)t->owner->adam_t};
     uint64_t n_params = t->m->n_params;
-    if (!WRITE(f, &magic, 1) || !WRITE(f, t->m->digest, 72) || !WRITE(f, t->plan.digest, 72) ||
-        !WRITE(f, state, 6) || !WRITE(f, &n_params, 1) || save_dense(t, f))
+    if (!HPS_FWRITE(f, &magic, 1) || !HPS_FWRITE(f, t->m->digest, 72) || !HPS_FWRITE(f, t->plan.digest, 72) ||
+        !HPS_FWRITE(f, state, 6) || !HPS_FWRITE(f, &n_params, 1) || save_dense(t, f))
         return -1;
     for (int l = 0; l < t->m->n_layers; l++)
         if (t->tables[l] && hps_table_save(t->tables[l], f)) return -1;
@@ -72,18 +70,6 @@ static uint64_t get_u64(const unsigned char *p)
     return v;
 }
 
-/* The raw 32 bytes of a SHA-256 digest. */
-static void sha256_raw(const void *data, size_t len, unsigned char out[32])
-{
-    char hex[72];
-    hps_sha256_hex(data, len, hex);
-    for (int i = 0; i < 32; i++) {
-        unsigned v;
-        sscanf(hex + 7 + 2 * i, "%2x", &v);
-        out[i] = (unsigned char)v;
-    }
-}
-
 static void *compress(const void *src, size_t n, size_t *out_len)
 {
     ZSTD_CCtx *cctx = ZSTD_createCCtx();
@@ -98,7 +84,7 @@ static void *compress(const void *src, size_t n, size_t *out_len)
     memcpy(dst, CKPT_MAGIC, 8);
     put_u64(dst + 8, n);
     put_u64(dst + 16, got);
-    sha256_raw(dst + CKPT_HEADER, got, dst + 24);
+    hps_sha256(dst + CKPT_HEADER, got, dst + 24);
     memset(dst + 56, 0, 8);
     *out_len = CKPT_HEADER + got;
     return dst;
@@ -196,7 +182,7 @@ static int unpack(const char *path, char **payload, size_t *len, hps_error *err)
     if (n < CKPT_HEADER || memcmp(h, CKPT_MAGIC, 8) != 0 || get_u64(h + 16) != n - CKPT_HEADER)
         rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: not a checkpoint, or truncated", path);
     if (rc == 0) {
-        sha256_raw(h + CKPT_HEADER, n - CKPT_HEADER, sum);
+        hps_sha256(h + CKPT_HEADER, n - CKPT_HEADER, sum);
         if (memcmp(sum, h + 24, 32) != 0)
             rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: checksum mismatch: the checkpoint is corrupted",
                           path);
@@ -226,7 +212,7 @@ static int load_dense(hps_trainer *t, FILE *f)
     float *const dst[3] = {t->owner->params, t->owner->adam_m, t->owner->adam_v};
     int ok = 1;
     for (int i = 0; i < 3 && ok; i++)
-        if ((ok = READ(f, buf, n))) t->be->upload(dst[i], buf, n * sizeof *buf);
+        if ((ok = HPS_FREAD(f, buf, n))) t->be->upload(dst[i], buf, n * sizeof *buf);
     free(buf);
     return ok ? 0 : -1;
 }
@@ -236,8 +222,8 @@ static int read_payload(hps_trainer *t, FILE *f, const char *path, hps_error *er
     uint32_t magic = 0;
     char model[72], plan[72];
     uint64_t state[6], n_params = 0;
-    if (!READ(f, &magic, 1) || magic != PAYLOAD_MAGIC || !READ(f, model, 72) ||
-        !READ(f, plan, 72) || !READ(f, state, 6) || !READ(f, &n_params, 1))
+    if (!HPS_FREAD(f, &magic, 1) || magic != PAYLOAD_MAGIC || !HPS_FREAD(f, model, 72) ||
+        !HPS_FREAD(f, plan, 72) || !HPS_FREAD(f, state, 6) || !HPS_FREAD(f, &n_params, 1))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: unknown checkpoint layout", path);
     model[71] = plan[71] = '\0';
     if (strcmp(model, t->m->digest) != 0 || n_params != t->m->n_params)
@@ -390,7 +376,7 @@ int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
         FILE *f = hps_out_file(o);
         unsigned char len8[8];
         put_u64(len8, hlen);
-        int ok = WRITE(f, len8, 8) && WRITE(f, header, hlen);
+        int ok = HPS_FWRITE(f, len8, 8) && HPS_FWRITE(f, header, hlen);
         for (int i = 0; i < n && ok; i++) ok = fwrite(ts[i].data, 1, ts[i].bytes, f) == ts[i].bytes;
         if (ok) rc = hps_out_commit(o, err);
         else hps_out_abort(o), rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed", path);

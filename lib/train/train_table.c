@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hps_io.h"
 #include "core/hps_rng.h"
 
 #define INIT_BOUND 0.05f /* as hps_net_init: rows start uniform in +-0.05 */
@@ -238,16 +239,14 @@ void hps_table_row_key(const hps_table *t, int64_t row, int *slot, uint64_t *key
 
 /* ---- checkpoints ------------------------------------------------------------ */
 
-#define WRITE(f, p, n) (fwrite((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
-#define READ(f, p, n) (fread((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
 
 int hps_table_save(const hps_table *t, FILE *f)
 {
     int64_t head[4] = {t->dim, t->rows, t->hand, t->evictions};
     size_t d = (size_t)t->dim, n = (size_t)t->rows;
-    return WRITE(f, head, 4) && WRITE(f, t->key, n) && WRITE(f, t->slot, n) &&
-                   WRITE(f, t->last_step, n) && WRITE(f, t->ref, n) &&
-                   WRITE(f, t->weights, n * d) && WRITE(f, t->accum, n * d)
+    return HPS_FWRITE(f, head, 4) && HPS_FWRITE(f, t->key, n) && HPS_FWRITE(f, t->slot, n) &&
+                   HPS_FWRITE(f, t->last_step, n) && HPS_FWRITE(f, t->ref, n) &&
+                   HPS_FWRITE(f, t->weights, n * d) && HPS_FWRITE(f, t->accum, n * d)
                ? 0
                : -1;
 }
@@ -255,7 +254,7 @@ int hps_table_save(const hps_table *t, FILE *f)
 int hps_table_load(hps_table *t, FILE *f, hps_error *err, const char *name)
 {
     int64_t head[4];
-    if (!READ(f, head, 4) || head[0] != t->dim || head[1] < 0 || head[2] < 0 ||
+    if (!HPS_FREAD(f, head, 4) || head[0] != t->dim || head[1] < 0 || head[2] < 0 ||
         head[2] >= (head[1] > 0 ? head[1] : 1))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad table header", name,
                         t->layer);
@@ -266,8 +265,8 @@ int hps_table_load(hps_table *t, FILE *f, hps_error *err, const char *name)
     while (t->cap_rows < head[1]) grow(t);
     if (t->cap_rows == 0) grow(t);
     size_t d = (size_t)t->dim, n = (size_t)head[1];
-    if (!READ(f, t->key, n) || !READ(f, t->slot, n) || !READ(f, t->last_step, n) ||
-        !READ(f, t->ref, n) || !READ(f, t->weights, n * d) || !READ(f, t->accum, n * d))
+    if (!HPS_FREAD(f, t->key, n) || !HPS_FREAD(f, t->slot, n) || !HPS_FREAD(f, t->last_step, n) ||
+        !HPS_FREAD(f, t->ref, n) || !HPS_FREAD(f, t->weights, n * d) || !HPS_FREAD(f, t->accum, n * d))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name,
                         t->layer);
     t->rows = head[1];
