@@ -366,22 +366,31 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
         updates++;
         progress(o, ep < total ? ep : total, total, best < 1e30 ? best : NAN);
     }
-    /* The policy's most likely plan is a candidate too. */
+    double t_train = hps_now();
+    /* The policy's most likely plan is a candidate too, and for the polish
+     * the fastest plan (the one the reward scale falls back on). */
     policy_sample(&P, &rng, 1);
     plan_evaluate(p, P.actions, &e);
     elite_offer(&el, P.actions, L, plan_score(&e));
     double best_polished = HUGE_VAL;
-    for (int i = 0; i < el.n; i++) {
-        if (o->polish) plan_local_search(p, el.assign[i], polish_deadline);
-        plan_evaluate(p, el.assign[i], &e);
+    int *fast = hps_malloc((size_t)L * sizeof *fast);
+    plan_max_throughput(p, fast);
+    for (int i = 0; i <= el.n; i++) {
+        int *a = i < el.n ? el.assign[i] : fast;
+        if (i == el.n && !o->polish) break;
+        if (o->polish) plan_descend(p, a, polish_deadline);
+        plan_evaluate(p, a, &e);
         if (plan_score(&e) < best_polished) {
             best_polished = plan_score(&e);
-            memcpy(r->assign, el.assign[i], (size_t)L * sizeof(int));
+            memcpy(r->assign, a, (size_t)L * sizeof(int));
         }
     }
+    free(fast);
+    if (getenv("RLDBG")) fprintf(stderr, "train end %.3f, elites polished %.3f best %g\n", t_train - t0, hps_now() - t0, best_polished);
     if (o->polish) plan_iterated_search(p, r->assign, o->seed, RL_KICKS, polish_deadline);
     plan_evaluate(p, r->assign, &e);
     best_polished = plan_score(&e);
+    if (getenv("RLDBG")) fprintf(stderr, "ils end %.3f best %g\n", hps_now() - t0, best_polished);
     if (best_polished < best && best_polished < 1e30) plan_trace_add(r, (double)ep, best_polished);
     r->found = 1;
     r->episodes = ep;
