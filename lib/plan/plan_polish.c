@@ -55,13 +55,14 @@ static val plus(val x, val y)
 
 /* Stage [first, end) on t at its fewest units, NONE when it cannot meet the
  * limit or is slower than theta. */
-static val stage_val(const plan_problem *p, int first, int end, int t, double theta)
+/* w[t]: the rate of a unit of t as the DPs price it. */
+static val stage_val(const double *w, const plan_problem *p, int first, int end, int t, double theta)
 {
     plan_law law;
     plan_stage_law(p, first, end, t, &law);
     int k = plan_provision(p, &law, t);
     if (!k) return NONE;
-    val v = {k * weight(p, t), 1000.0 * p->batch / plan_law_ms(&law, k)};
+    val v = {k * w[t], 1000.0 * p->batch / plan_law_ms(&law, k)};
     return v.thr < theta ? NONE : v;
 }
 
@@ -88,7 +89,7 @@ static int accept(const plan_problem *p, int *assign, const int *cand, plan_eval
 /* Cut points for the stage types ty[0..m) that minimise the rate at floor
  * theta, each within band layers of the plan's own cut[k] (cut[0] = 0,
  * cut[m] = L); writes the plan to out, returns 0 when none fits. */
-static int boundaries_dp(const plan_problem *p, const int *ty, const int *cut, int m, int band,
+static int boundaries_dp(const double *w, const plan_problem *p, const int *ty, const int *cut, int m, int band,
                          double theta, int *out)
 {
     int L = p->n_layers;
@@ -108,7 +109,7 @@ static int boundaries_dp(const plan_problem *p, const int *ty, const int *cut, i
             int last = k == m - 1;
             int e0 = last ? L : s + 1 > cut[k + 1] - band ? s + 1 : cut[k + 1] - band;
             for (int e = e0; e <= L - (m - k - 1) && (last || e <= cut[k + 1] + band); e++) {
-                val v = plus(base, stage_val(p, s, e, ty[k], theta));
+                val v = plus(base, stage_val(w, p, s, e, ty[k], theta));
                 if (better(v, g[(k + 1) * (L + 1) + e])) {
                     g[(k + 1) * (L + 1) + e] = v;
                     from[(k + 1) * (L + 1) + e] = s;
@@ -127,7 +128,7 @@ static int boundaries_dp(const plan_problem *p, const int *ty, const int *cut, i
 }
 
 /* Types of layers [a, b) chosen afresh at floor theta, the rest fixed. */
-static int window_dp(const plan_problem *p, const int *assign, int a, int b, double theta, int *out)
+static int window_dp(const double *w, const plan_problem *p, const int *assign, int a, int b, double theta, int *out)
 {
     int L = p->n_layers, T = p->n_types, W = b - a;
     /* the run that crosses a starts at pf with type tp; the one that crosses b ends at sg with ts */
@@ -147,23 +148,23 @@ static int window_dp(const plan_problem *p, const int *assign, int a, int b, dou
             /* the run [s, e) on t, after a run on u ending at s (u = -1: s = a) */
             int close = e == b, first_end = close && t == ts ? sg : e;
             for (int s = a; s < e; s++) {
-                val st = s == a ? NONE : stage_val(p, s, first_end, t, theta);
+                val st = s == a ? NONE : stage_val(w, p, s, first_end, t, theta);
                 if (s > a && !(st.c < HUGE_VAL)) continue;
                 for (int u = s == a ? -1 : 0; u < (s == a ? 0 : T); u++) {
                     if (u == t) continue;
                     val v;
                     if (s == a) {
-                        if (tp < 0) v = stage_val(p, a, first_end, t, theta);
-                        else if (t == tp) v = stage_val(p, pf, first_end, t, theta);
-                        else v = plus(plus(stage_val(p, pf, a, tp, theta), link_val(p, a, tp, t, theta)),
-                                      stage_val(p, a, first_end, t, theta));
+                        if (tp < 0) v = stage_val(w, p, a, first_end, t, theta);
+                        else if (t == tp) v = stage_val(w, p, pf, first_end, t, theta);
+                        else v = plus(plus(stage_val(w, p, pf, a, tp, theta), link_val(p, a, tp, t, theta)),
+                                      stage_val(w, p, a, first_end, t, theta));
                     } else {
                         v = f[(s - a) * T + u];
                         if (!(v.c < HUGE_VAL)) continue;
                         v = plus(plus(v, link_val(p, s, u, t, theta)), st);
                     }
                     if (close && ts >= 0 && t != ts)
-                        v = plus(plus(v, link_val(p, b, t, ts, theta)), stage_val(p, b, sg, ts, theta));
+                        v = plus(plus(v, link_val(p, b, t, ts, theta)), stage_val(w, p, b, sg, ts, theta));
                     if (close) {
                         if (better(v, best)) best = v, best_s = s, best_t = t, best_u = u;
                     } else if (better(v, f[(e - a) * T + t])) {
@@ -212,11 +213,19 @@ int plan_dp_polish(const plan_problem *p, int *assign, int window, double deadli
     plan_eval e;
     plan_eval_init(&e, p);
     plan_evaluate(p, assign, &e);
-    double score = plan_score(&e), theta[8];
+    double score = plan_score(&e), theta[8], w[PLAN_MAX_TYPES], wmax = 0;
+    for (int t = 0; t < T; t++) wmax = fmax(wmax, weight(p, t));
     for (int round = 0, again = 1; again && round < 8 && hps_now() < deadline; round++) {
         again = 0;
         plan_evaluate(p, assign, &e);
         int nt = floors(p, &e, theta);
+        /* a type over its unit limit is priced up, so the DPs move units
+         * off it (even rounds price every type plainly) */
+        for (int t = 0; t < T; t++) {
+            w[t] = weight(p, t);
+            if (round % 2 && e.units[t] > p->max_units[t])
+                w[t] += 4 * wmax * (e.units[t] - p->max_units[t]) / p->max_units[t];
+        }
         /* boundaries, and boundaries after retyping one stage */
         int m = e.n_stages, band = L / 4 > 16 ? L / 4 : 16;
         for (int k = 0; k < m; k++) {
@@ -231,19 +240,21 @@ int plan_dp_polish(const plan_problem *p, int *assign, int window, double deadli
             if (z >= 0 && (u == old || (k > 0 && ty[k - 1] == u) || (k + 1 < m && ty[k + 1] == u))) continue;
             ty[k] = u;
             for (int q = 0; q < nt; q++)
-                if (boundaries_dp(p, ty, cut, m, band, theta[q], cand) && accept(p, assign, cand, &e, &score)) again = 1;
+                if (boundaries_dp(w, p, ty, cut, m, band, theta[q], cand) && accept(p, assign, cand, &e, &score)) again = 1;
             ty[k] = old;
             if (again) break; /* the stages changed */
         }
         /* windows, overlapping by half */
-        int w = window < L ? window : L, step = w / 2 > 0 ? w / 2 : 1;
+        int ww = window < L ? window : L, step = ww / 2 > 0 ? ww / 2 : 1;
         for (int a = 0; a < L && hps_now() < deadline; a += step) {
-            int b = a + w < L ? a + w : L;
+            int b = a + ww < L ? a + ww : L;
             for (int q = 0; q < nt; q++)
-                if (window_dp(p, assign, a, b, theta[q], cand) && accept(p, assign, cand, &e, &score)) again = 1;
+                if (window_dp(w, p, assign, a, b, theta[q], cand) && accept(p, assign, cand, &e, &score)) again = 1;
             if (b == L) break;
         }
         improved |= again;
+        plan_evaluate(p, assign, &e);
+        if (!again && round % 2 == 0 && !e.feasible) again = 1; /* the priced-up round */
     }
     plan_eval_free(&e);
     free(cand);

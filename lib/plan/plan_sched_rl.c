@@ -10,9 +10,10 @@
  *
  * Everything is seeded from --seed and runs on one BLAS thread: the same seed
  * gives the same plan (unless --time-limit cuts a run short).  The best plan
- * sampled is kept; at the end the best few are polished by the local search
- * and the best of those by an iterated local search (hps-plan(1) says so,
- * and the plan's search section says polished). */
+ * sampled is kept; at the end the best few, and the fastest plan, are
+ * polished by plan_descend (the local search alternating with the DP moves
+ * of plan_polish.c) and the best of those by an iterated local search
+ * (hps-plan(1) says so, and the plan's search section says polished). */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -325,9 +326,10 @@ static void progress(const plan_search_opts *o, long ep, long total, double best
 int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result *r)
 {
     int L = p->n_layers;
-    /* training takes at most 70% of the time limit, the polish the rest */
+    /* training takes at most 70% of the time limit, the polish the rest but
+     * 1%, left for the wrap-up so that the whole run keeps within the limit */
     double t0 = hps_now(), limit = o->time_limit > 0 ? o->time_limit : 1e9;
-    double deadline = t0 + 0.7 * limit, polish_deadline = t0 + limit;
+    double deadline = t0 + 0.7 * limit, polish_deadline = t0 + 0.99 * limit;
     long total = o->episodes > 0 ? o->episodes : 2048;
     hps_rng rng;
     hps_rng_seed(&rng, o->seed);
@@ -366,7 +368,6 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
         updates++;
         progress(o, ep < total ? ep : total, total, best < 1e30 ? best : NAN);
     }
-    double t_train = hps_now();
     /* The policy's most likely plan is a candidate too, and for the polish
      * the fastest plan (the one the reward scale falls back on). */
     policy_sample(&P, &rng, 1);
@@ -386,11 +387,9 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
         }
     }
     free(fast);
-    if (getenv("RLDBG")) fprintf(stderr, "train end %.3f, elites polished %.3f best %g\n", t_train - t0, hps_now() - t0, best_polished);
     if (o->polish) plan_iterated_search(p, r->assign, o->seed, RL_KICKS, polish_deadline);
     plan_evaluate(p, r->assign, &e);
     best_polished = plan_score(&e);
-    if (getenv("RLDBG")) fprintf(stderr, "ils end %.3f best %g\n", hps_now() - t0, best_polished);
     if (best_polished < best && best_polished < 1e30) plan_trace_add(r, (double)ep, best_polished);
     r->found = 1;
     r->episodes = ep;
