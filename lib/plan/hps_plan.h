@@ -212,10 +212,19 @@ int plan_solve_genetic(const plan_problem *p, const plan_search_opts *o, plan_re
 int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result *r);
 /* Steepest descent over single-layer and whole-stage type changes. */
 void plan_local_search(const plan_problem *p, int *assign, double deadline);
-/* Local search, then `rounds` times: move a random run to a random type,
+/* Local search, then the DP moves (plan_dp_polish) and the local search
+ * again while the DP moves improve the plan. */
+#define PLAN_POLISH_WINDOW 12
+void plan_descend(const plan_problem *p, int *assign, double deadline);
+/* plan_descend, then `rounds` times: move a random run to a random type,
  * descend, keep the better plan. */
 void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, int rounds,
                           double deadline);
+/* The rl polish's DP moves (plan_polish.c): re-choose the cut points of the
+ * plan's stage sequence (also after retyping one stage), and the types of
+ * windows of `window` layers, at a few throughput floors; keeps what the
+ * cost model scores better.  Returns 1 when the plan improved. */
+int plan_dp_polish(const plan_problem *p, int *assign, int window, double deadline);
 /* Largest throughput any plan reaches (units shared by stages of one type are
  * not counted against each other, so this is an upper bound); assign gets it. */
 double plan_max_throughput(const plan_problem *p, int *assign);

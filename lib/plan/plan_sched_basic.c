@@ -132,10 +132,19 @@ void plan_local_search(const plan_problem *p, int *assign, double deadline)
     free(scratch);
 }
 
+void plan_descend(const plan_problem *p, int *assign, double deadline)
+{
+    plan_local_search(p, assign, deadline);
+    for (int k = 0; k < 4 && hps_now() < deadline; k++) {
+        if (!plan_dp_polish(p, assign, PLAN_POLISH_WINDOW, deadline)) break;
+        plan_local_search(p, assign, deadline);
+    }
+}
+
 /* Iterated local search: from the best plan, move a random run of layers to
- * a random type and descend again; keep the result when it is better.  The
- * rounds are counted, not timed, so a seed gives one plan (the deadline only
- * guards against a pathological instance). */
+ * a random type and descend again (plan_descend); keep the result when it is
+ * better.  The rounds are counted, not timed, so a seed gives one plan (the
+ * deadline only guards against a pathological instance). */
 void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, int rounds,
                           double deadline)
 {
@@ -145,7 +154,7 @@ void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, int
     plan_eval_init(&e, p);
     hps_rng rng;
     hps_rng_seed(&rng, seed);
-    plan_local_search(p, assign, deadline);
+    plan_descend(p, assign, deadline);
     plan_evaluate(p, assign, &e);
     double best = plan_score(&e);
     for (int k = 0; k < rounds && hps_now() < deadline; k++) {
@@ -156,7 +165,7 @@ void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, int
             int t = (int)hps_rng_below(&rng, (uint64_t)p->n_types);
             for (int l = lo; l < lo + len; l++) trial[l] = t;
         }
-        plan_local_search(p, trial, deadline);
+        plan_descend(p, trial, deadline);
         plan_evaluate(p, trial, &e);
         if (plan_score(&e) < best * (1 - 1e-12)) {
             best = plan_score(&e);

@@ -11,8 +11,23 @@
  * still fits its type).  When its optimum also fits the limits, it is the
  * optimum.  Otherwise phase 2 repeats the labelling with the units used per
  * type in every label, dominance taking them into account: exact, and slower.
- * Both phases prune partial plans by a bound on any completion (the cheapest
- * suffix rate and the fastest suffix bottleneck) against the best plan known. */
+ *
+ * Both phases prune a partial plan by a lower bound on every completion
+ * against the best plan known (or a guess a little above the best lower
+ * bound, raised when a pass finds nothing under it).  The bound comes from
+ * suffix fronts: for each (i, t), the Pareto front in (rate, throughput) of
+ * the plans of layers [i, L) whose first stage is on t, built backwards with
+ * the links and the alternation of types, only the unit limits relaxed
+ * (fronts are capped by merging neighbours, which only weakens the bound).
+ * Pairing a partial plan with every entry of a front couples the rate and the
+ * bottleneck, where the cheapest and the fastest suffix need not be one plan.
+ * For the tracked types, the fronts are also built with the rate priced up by
+ * Lagrange multipliers lambda on their units (a few subgradient steps on the
+ * dual at the root pick them): a completion keeping within the room r left
+ * has rate at least its priced rate less sum lambda r (weak duality).  Per
+ * type tables of the cheapest and fastest suffix within r units of that type
+ * add the limits one type at a time, exactly.  Every bound is a relaxation,
+ * so the optimum stays proven. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +48,29 @@ typedef struct {
     int *ids, n, cap;
 } front;
 
+/* A suffix plan's priced rate, bottleneck and tracked units. */
+typedef struct {
+    double c, thr;
+    unsigned short u[PLAN_MAX_TYPES];
+} sentry;
+
+typedef struct {
+    sentry *e;
+    int n, cap;
+} sfront;
+
+#define EXACT_FAMILIES 3
+#define EXACT_DUAL_ROUNDS 16
+#define EXACT_FRONT_CAP 12
+
+/* Suffix fronts for one multiplier vector: at[i] is the Pareto front, in
+ * (rate + sum of lambda x units, throughput), of the plans of layers [i, L)
+ * (relaxed: no unit limits, no links, any type after any). */
+typedef struct {
+    double lambda[PLAN_MAX_TYPES];
+    sfront *at;
+} family;
+
 typedef struct {
     const plan_problem *p;
     int with_units;
@@ -42,7 +80,9 @@ typedef struct {
     unsigned short *units; /* n_types per label, when with_units */
     long n_labels, cap_labels;
     front *fronts;         /* (L + 1) x T */
-    double *cmin, *thrmax; /* suffix bounds from position i */
+    /* suffix fronts, one family per multiplier vector (see build_family) */
+    int n_fam;
+    family fam[EXACT_FAMILIES];
     /* for a tracked type t, the same bounds for suffixes that use at most r
      * units of t: [i * (max_units[t] + 1) + r] */
     double *cmin_t[PLAN_MAX_TYPES], *thrmax_t[PLAN_MAX_TYPES];
@@ -50,6 +90,7 @@ typedef struct {
     int best;              /* its label, or -1 */
     double deadline;
     int timed_out;
+    int cut; /* the pass pruned a partial plan by the bound (not for lack of a completion) */
 } exact_state;
 
 static double rate_weight(const plan_problem *p, int t)
@@ -75,25 +116,128 @@ static int stage_at(const plan_problem *p, int j, int i, int t, double *c, doubl
     return k;
 }
 
-/* Suffix bounds, ignoring units: cmin[i] the least rate, thrmax[i] the
- * largest bottleneck of any plan of layers [i, L). */
-static void suffix_bounds(exact_state *s)
+/* Adds x to a front kept sorted by rate, throughput rising with it; drops
+ * what x dominates. */
+static void sfront_insert(sfront *f, const sentry *x)
+{
+    int pos = 0;
+    while (pos < f->n && f->e[pos].c <= x->c) pos++;
+    if (pos > 0 && f->e[pos - 1].thr >= x->thr) return; /* dominated */
+    int end = pos;
+    while (end < f->n && f->e[end].thr <= x->thr) end++;
+    if (end == pos) {
+        if (f->n == f->cap) f->e = hps_realloc(f->e, (size_t)(f->cap = f->cap ? 2 * f->cap : 8) * sizeof *f->e);
+        memmove(f->e + pos + 1, f->e + pos, (size_t)(f->n - pos) * sizeof *f->e);
+        f->n++;
+    } else if (end > pos + 1) {
+        memmove(f->e + pos + 1, f->e + end, (size_t)(f->n - end) * sizeof *f->e);
+        f->n -= end - pos - 1;
+    }
+    f->e[pos] = *x;
+}
+
+/* Caps a front at n entries by merging neighbours: (c_k, thr_k+1) stands for
+ * both, a weaker but still valid bound; the pair merged is the one closest
+ * in throughput. */
+static void sfront_cap(sfront *f, int n)
+{
+    while (f->n > n) {
+        int k = 0;
+        double best = HUGE_VAL;
+        for (int q = 0; q + 1 < f->n; q++) {
+            double r = f->e[q + 1].thr / f->e[q].thr;
+            if (r < best) {
+                best = r;
+                k = q;
+            }
+        }
+        f->e[k].thr = f->e[k + 1].thr;
+        memmove(f->e + k + 1, f->e + k + 2, (size_t)(f->n - k - 2) * sizeof *f->e);
+        f->n--;
+    }
+}
+
+/* Throughput of the link into a stage at layer i on b after one on a. */
+static double link_thr(const plan_problem *p, int i, int a, int b)
+{
+    double lm = plan_link_ms(p, i, a, b);
+    return lm > 0 ? 1000.0 * p->batch / lm : HUGE_VAL;
+}
+
+/* Builds the suffix fronts for the multipliers lambda (0 on untracked types). */
+static void build_family(exact_state *s, family *fm, const double *lambda)
 {
     const plan_problem *p = s->p;
-    int L = p->n_layers;
-    s->cmin[L] = 0;
-    s->thrmax[L] = HUGE_VAL;
-    for (int i = L - 1; i >= 0; i--) {
-        s->cmin[i] = HUGE_VAL;
-        s->thrmax[i] = -1;
-        for (int e = i + 1; e <= L; e++)
-            for (int t = 0; t < p->n_types; t++) {
+    int L = p->n_layers, T = p->n_types;
+    double floor_thr = p->min_throughput * (1 - 1e-12);
+    memcpy(fm->lambda, lambda, sizeof fm->lambda);
+    if (!fm->at) fm->at = hps_calloc((size_t)(L + 1) * T, sizeof *fm->at);
+    for (int k = 0; k < (L + 1) * T; k++) fm->at[k].n = 0;
+    for (int i = L - 1; i >= 0; i--)
+        for (int t = 0; t < T; t++) {
+            sfront *dst = &fm->at[i * T + t];
+            for (int e = i + 1; e <= L; e++) {
                 double c, thr;
-                if (!stage_at(p, i, e, t, &c, &thr)) continue;
-                s->cmin[i] = fmin(s->cmin[i], c + s->cmin[e]);
-                s->thrmax[i] = fmax(s->thrmax[i], fmin(thr, s->thrmax[e]));
+                int k = stage_at(p, i, e, t, &c, &thr);
+                if (!k) continue;
+                c += lambda[t] * k;
+                sentry x = {.c = c, .thr = thr};
+                if (s->tracked[t]) x.u[t] = (unsigned short)k;
+                if (e == L) {
+                    sfront_insert(dst, &x);
+                    continue;
+                }
+                for (int u = 0; u < T; u++) {
+                    if (u == t) continue;
+                    double lt = link_thr(p, e, t, u);
+                    if (lt < floor_thr) continue;
+                    const sfront *nx = &fm->at[e * T + u];
+                    for (int q = 0; q < nx->n; q++) {
+                        sentry y = nx->e[q];
+                        y.c += c;
+                        y.thr = fmin(fmin(y.thr, thr), lt);
+                        if (s->tracked[t]) y.u[t] = (unsigned short)(y.u[t] + k);
+                        sfront_insert(dst, &y);
+                    }
+                    if (dst->n > 4 * EXACT_FRONT_CAP) sfront_cap(dst, EXACT_FRONT_CAP);
+                }
             }
+            sfront_cap(dst, EXACT_FRONT_CAP);
+        }
+}
+
+static void free_family(family *fm, int L, int T)
+{
+    for (int k = 0; fm->at && k < (L + 1) * T; k++) free(fm->at[k].e);
+    free(fm->at);
+    fm->at = NULL;
+}
+
+/* The least objective a completion from layer i can reach by family fm, for
+ * a partial plan of rate c and bottleneck thr whose last stage is on type
+ * last (-1 at the start) with room left[t] in the tracked types: any
+ * completion within the room has rate at least its priced rate less
+ * sum lambda x room (weak duality), and at least 0. */
+static double family_bound(const exact_state *s, const family *fm, int i, int last, double c,
+                           double thr, const int *left, sentry *arg)
+{
+    const plan_problem *p = s->p;
+    if (i == p->n_layers) return objective_of(p, c, thr);
+    double k = 0, best = HUGE_VAL;
+    for (int t = 0; t < p->n_types; t++) k += fm->lambda[t] * left[t];
+    for (int t = 0; t < p->n_types; t++) {
+        if (t == last) continue;
+        double th = last >= 0 ? fmin(thr, link_thr(p, i, last, t)) : thr;
+        const sfront *f = &fm->at[i * p->n_types + t];
+        for (int q = 0; q < f->n; q++) {
+            double v = objective_of(p, c + fmax(0, f->e[q].c - k), fmin(th, f->e[q].thr));
+            if (v < best) {
+                best = v;
+                if (arg) *arg = f->e[q];
+            }
+        }
     }
+    return best;
 }
 
 /* Suffix bounds for suffixes with at most r units of type t, r <= max_units[t]. */
@@ -128,17 +272,23 @@ static void suffix_bounds_limited(exact_state *s, int t)
 
 /* A lower bound on the objective of any completion of a partial plan that
  * ends at layer i with rate c, bottleneck thr and the given units used. */
-static double completion_bound(const exact_state *s, int i, double c, double thr,
+static double completion_bound(const exact_state *s, int i, int last, double c, double thr,
                                const unsigned short *units)
 {
-    double cm = s->cmin[i], tm = s->thrmax[i];
-    for (int t = 0; s->with_units && t < s->p->n_types; t++) {
+    const plan_problem *p = s->p;
+    int left[PLAN_MAX_TYPES] = {0};
+    double cm = 0, tm = HUGE_VAL;
+    for (int t = 0; s->with_units && t < p->n_types; t++) {
         if (!s->tracked[t]) continue;
-        int R = s->p->max_units[t] + 1, r = s->p->max_units[t] - units[t];
+        int R = p->max_units[t] + 1, r = left[t] = p->max_units[t] - units[t];
         cm = fmax(cm, s->cmin_t[t][i * R + r]);
         tm = fmin(tm, s->thrmax_t[t][i * R + r]);
     }
-    return objective_of(s->p, c + cm, fmin(thr, tm));
+    if (!(cm < HUGE_VAL) || tm < 0) return HUGE_VAL; /* no completion fits */
+    double b = objective_of(p, c + cm, fmin(thr, tm));
+    for (int f = 0; f < s->n_fam && b <= s->upper * (1 + 1e-12); f++)
+        b = fmax(b, family_bound(s, &s->fam[f], i, last, c, thr, left, NULL));
+    return b;
 }
 
 static int dominates(const exact_state *s, int a, const label *b, const unsigned short *bu)
@@ -203,7 +353,9 @@ static void extend(exact_state *s, int j, int u, int i, int t, int k, double c, 
         int count = s->tracked[t];
         if (count && units[t] + k > p->max_units[t]) continue;
         if (count) units[t] = (unsigned short)(units[t] + k);
-        if (completion_bound(s, i, l.c, l.thr, units) <= s->upper * (1 + 1e-12))
+        double b = completion_bound(s, i, t, l.c, l.thr, units);
+        if (b < HUGE_VAL && !(b <= s->upper * (1 + 1e-12))) s->cut = 1;
+        if (b < HUGE_VAL && b <= s->upper * (1 + 1e-12))
             front_insert(s, dst, &l, units);
         if (count) units[t] = (unsigned short)(units[t] - k);
         if ((++s->ops & 4095) == 0 && (hps_now() > s->deadline || s->n_labels > EXACT_MAX_LABELS)) {
@@ -226,6 +378,7 @@ static int label_pass(exact_state *s)
     int L = p->n_layers, T = p->n_types;
     reset_fronts(s);
     s->best = -1;
+    s->cut = 0;
     for (int i = 1; i <= L; i++) {
         for (int t = 0; t < T; t++)
             for (int j = 0; j < i; j++) {
@@ -280,6 +433,52 @@ static double starting_plan(const plan_problem *p, int *assign, plan_eval *e)
     return e->feasible ? e->objective : HUGE_VAL;
 }
 
+/* The suffix fronts that bound completions: multipliers 0 (the relaxation
+ * itself) and, when units are tracked, the best two of a few subgradient
+ * steps on the Lagrangian dual of the tracked limits at the root.  Returns
+ * the best root bound: a lower bound on the optimum. */
+static double dual_bounds(exact_state *s)
+{
+    const plan_problem *p = s->p;
+    double lambda[PLAN_MAX_TYPES] = {0};
+    int room[PLAN_MAX_TYPES] = {0}, any = 0;
+    for (int t = 0; t < p->n_types; t++)
+        if (s->tracked[t]) {
+            room[t] = p->max_units[t];
+            any = 1;
+        }
+    build_family(s, &s->fam[0], lambda);
+    s->n_fam = 1;
+    sentry arg;
+    double best = family_bound(s, &s->fam[0], 0, -1, 0, HUGE_VAL, room, &arg), mu = 1;
+    if (!any || !(best < HUGE_VAL)) return best;
+    family scratch = {0};
+    for (int round = 0; round < EXACT_DUAL_ROUNDS && mu > 1e-3 && hps_now() < s->deadline; round++) {
+        int moved = 0;
+        for (int t = 0; t < p->n_types; t++) {
+            if (!s->tracked[t]) continue;
+            double l = fmax(0, lambda[t] + mu * rate_weight(p, t) * (arg.u[t] - room[t]) / room[t]);
+            moved |= l != lambda[t];
+            lambda[t] = l;
+        }
+        if (!moved) break;
+        build_family(s, &scratch, lambda);
+        double lb = family_bound(s, &scratch, 0, -1, 0, HUGE_VAL, room, &arg);
+        if (lb > best * (1 + 1e-9)) {
+            best = lb;
+            family old = s->fam[EXACT_FAMILIES - 1];
+            for (int f = EXACT_FAMILIES - 1; f > 1; f--) s->fam[f] = s->fam[f - 1];
+            s->fam[1] = scratch;
+            scratch = old;
+            if (s->n_fam < EXACT_FAMILIES) s->n_fam++;
+        } else {
+            mu /= 2;
+        }
+    }
+    free_family(&scratch, p->n_layers, p->n_types);
+    return best;
+}
+
 /* Phase 2 and on: the labels count the units of the types whose limit the
  * last relaxed optimum broke; repeat until the relaxed optimum keeps every
  * limit.  Counting only those types keeps the fronts small. */
@@ -305,24 +504,23 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
     double t0 = hps_now();
     exact_state s = {.p = p, .deadline = t0 + (o && o->bound_time > 0 ? o->bound_time : 1e9)};
     s.fronts = hps_calloc((size_t)(L + 1) * T, sizeof *s.fronts);
-    s.cmin = hps_malloc((size_t)(L + 1) * sizeof(double));
-    s.thrmax = hps_malloc((size_t)(L + 1) * sizeof(double));
     plan_eval e;
     plan_eval_init(&e, p);
     double upper = starting_plan(p, r->assign, &e); /* feasible, or infinite */
-    suffix_bounds(&s);
+    double root = dual_bounds(&s);
     int *relaxed = hps_malloc((size_t)L * sizeof *relaxed);
     long labels = 0;
     /* Each pass prunes by a guess a little above the last relaxed optimum (a
      * lower bound): a pass that finds nothing under the guess raises it. */
     double lower = 0, slack = 0.01;
     for (;;) {
+        if (root > lower && root < HUGE_VAL) lower = root;
         double guess = lower > 0 ? fmin(upper, lower * (1 + slack)) : upper;
         s.upper = guess;
         int id = label_pass(&s);
         labels += s.n_labels;
         if (s.timed_out) break;
-        if (id < 0 && guess < upper) { /* the optimum lies above the guess */
+        if (id < 0 && guess < upper && s.cut) { /* the optimum lies above the guess */
             lower = guess;
             slack *= 4;
             continue;
@@ -338,6 +536,7 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
         }
         r->unit_phase++;
         if (!track_violations(&s, &e)) break;
+        root = dual_bounds(&s);
         /* a feasible plan near the relaxed optimum may tighten the bound */
         plan_local_search(p, relaxed, hps_now() + 0.05);
         plan_evaluate(p, relaxed, &e);
@@ -356,8 +555,7 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
     free(s.fronts);
     free(s.labels);
     free(s.units);
-    free(s.cmin);
-    free(s.thrmax);
+    for (int f = 0; f < EXACT_FAMILIES; f++) free_family(&s.fam[f], L, T);
     for (int t = 0; t < T; t++) {
         free(s.cmin_t[t]);
         free(s.thrmax_t[t]);

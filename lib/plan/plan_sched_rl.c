@@ -10,9 +10,10 @@
  *
  * Everything is seeded from --seed and runs on one BLAS thread: the same seed
  * gives the same plan (unless --time-limit cuts a run short).  The best plan
- * sampled is kept; at the end the best few are polished by the local search
- * and the best of those by an iterated local search (hps-plan(1) says so,
- * and the plan's search section says polished). */
+ * sampled is kept; at the end the best few, and the fastest plan, are
+ * polished by plan_descend (the local search alternating with the DP moves
+ * of plan_polish.c) and the best of those by an iterated local search
+ * (hps-plan(1) says so, and the plan's search section says polished). */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -325,9 +326,10 @@ static void progress(const plan_search_opts *o, long ep, long total, double best
 int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result *r)
 {
     int L = p->n_layers;
-    /* training takes at most 70% of the time limit, the polish the rest */
+    /* training takes at most 70% of the time limit, the polish the rest but
+     * 1%, left for the wrap-up so that the whole run keeps within the limit */
     double t0 = hps_now(), limit = o->time_limit > 0 ? o->time_limit : 1e9;
-    double deadline = t0 + 0.7 * limit, polish_deadline = t0 + limit;
+    double deadline = t0 + 0.7 * limit, polish_deadline = t0 + 0.99 * limit;
     long total = o->episodes > 0 ? o->episodes : 2048;
     hps_rng rng;
     hps_rng_seed(&rng, o->seed);
@@ -366,19 +368,25 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
         updates++;
         progress(o, ep < total ? ep : total, total, best < 1e30 ? best : NAN);
     }
-    /* The policy's most likely plan is a candidate too. */
+    /* The policy's most likely plan is a candidate too, and for the polish
+     * the fastest plan (the one the reward scale falls back on). */
     policy_sample(&P, &rng, 1);
     plan_evaluate(p, P.actions, &e);
     elite_offer(&el, P.actions, L, plan_score(&e));
     double best_polished = HUGE_VAL;
-    for (int i = 0; i < el.n; i++) {
-        if (o->polish) plan_local_search(p, el.assign[i], polish_deadline);
-        plan_evaluate(p, el.assign[i], &e);
+    int *fast = hps_malloc((size_t)L * sizeof *fast);
+    plan_max_throughput(p, fast);
+    for (int i = 0; i <= el.n; i++) {
+        int *a = i < el.n ? el.assign[i] : fast;
+        if (i == el.n && !o->polish) break;
+        if (o->polish) plan_descend(p, a, polish_deadline);
+        plan_evaluate(p, a, &e);
         if (plan_score(&e) < best_polished) {
             best_polished = plan_score(&e);
-            memcpy(r->assign, el.assign[i], (size_t)L * sizeof(int));
+            memcpy(r->assign, a, (size_t)L * sizeof(int));
         }
     }
+    free(fast);
     if (o->polish) plan_iterated_search(p, r->assign, o->seed, RL_KICKS, polish_deadline);
     plan_evaluate(p, r->assign, &e);
     best_polished = plan_score(&e);

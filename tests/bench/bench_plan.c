@@ -127,8 +127,8 @@ int main(int argc, char **argv)
     }
     printf("\ngap: objective / exact optimum - 1 on instances with a feasible plan (none: no feasible\n"
            "plan found on at least half); within 1%%: share of those instances where the plan is\n"
-           "feasible and at most 1%% above the optimum; rl includes its polish (local search on the\n"
-           "best samples, then %s); times are planning seconds on this machine\n",
+           "feasible and at most 1%% above the optimum; rl includes its polish (local search and\n"
+           "DP moves on the best samples, then %s); times are planning seconds on this machine\n",
            "an iterated local search on the best");
     printf("exact at 128 layers x 8 types: at most %.3f s\n", exact_128x8);
     return 0;

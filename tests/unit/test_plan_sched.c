@@ -62,6 +62,111 @@ static void test_exact_equals_brute(void **state)
     print_message("# %d feasible, %d mixed, %d needing the unit phase\n", feasible_count, mixed, unit_phase);
 }
 
+/* Limits that bind across stages with many units: the unrestricted optimum
+ * is found first, then each type it uses in several stages gets a limit
+ * between its largest stage and its total, so the unit phase and its
+ * Lagrangian bounds must run. */
+static void test_exact_equals_brute_binding_units(void **state)
+{
+    (void)state;
+    int unit_phase = 0, feasible_count = 0;
+    plan_search_opts o = {.bound_time = 10};
+    for (uint64_t seed = 1; seed <= 400; seed++) {
+        int L = 5 + (int)(seed % 4), T = 2 + (int)(seed / 4 % 2);
+        double tight = (double[]){0.6, 0.8, 0.9, 0.95}[seed / 8 % 4];
+        plan_problem *p = plan_problem_random(seed * 104729, L, T, tight, 0);
+        p->objective = (plan_objective)(seed / 32 % 4);
+        plan_result exact, brute;
+        plan_result_init(&exact, p);
+        plan_result_init(&brute, p);
+        plan_solve_exact(p, &o, &exact);
+        plan_eval e;
+        plan_eval_init(&e, p);
+        plan_evaluate(p, exact.assign, &e);
+        for (int t = 0; t < T; t++) {
+            int most = 0;
+            for (int s = 0; s < e.n_stages; s++)
+                if (e.stages[s].type == t && e.stages[s].units > most) most = e.stages[s].units;
+            if (most && e.units[t] > most) p->max_units[t] = most + (e.units[t] - most) / 2;
+        }
+        plan_eval_free(&e);
+        hps_error err;
+        assert_int_equal(plan_solve_exact(p, &o, &exact), 0);
+        assert_int_equal(plan_solve_brute(p, &brute, &err), 0);
+        assert_true(exact.optimal);
+        int fe, fb;
+        double ve = objective_of(p, exact.assign, &fe), vb = objective_of(p, brute.assign, &fb);
+        if (fe != fb || (fb && fabs(ve - vb) > 1e-9 * vb))
+            fail_msg("seed %llu: exact %g (feasible %d), brute %g (feasible %d)", (unsigned long long)seed,
+                     ve, fe, vb, fb);
+        unit_phase += exact.unit_phase > 0;
+        feasible_count += fb;
+        plan_result_free(&exact);
+        plan_result_free(&brute);
+        plan_problem_free(p);
+    }
+    print_message("# %d feasible, %d needing the unit phase\n", feasible_count, unit_phase);
+    assert_true(unit_phase > 40);
+}
+
+/* The benchmark's slowest instance before the suffix-front bounds (128
+ * layers, 8 types, limits of 64 units binding for two types: 17 s then):
+ * the optimum that solver proved, now well within the bound time. */
+static void test_exact_binding_units_128(void **state)
+{
+    (void)state;
+    plan_problem *p = plan_problem_random(1000003ull * 517, 128, 8, 0.9, 0);
+    plan_search_opts o = {.bound_time = 60};
+    plan_result r;
+    plan_result_init(&r, p);
+    double t0 = hps_now();
+    plan_solve_exact(p, &o, &r);
+    double sec = hps_now() - t0;
+    int f;
+    double v = objective_of(p, r.assign, &f);
+    assert_true(r.optimal && f && r.unit_phase > 0);
+    assert_true(fabs(v - 8.30362796) < 1e-8 * v);
+    print_message("# 128 x 8 with binding unit limits: %.3f s\n", sec);
+    plan_result_free(&r);
+    plan_problem_free(p);
+}
+
+/* The DP moves of the polish never make a plan worse, and from a two-stage
+ * local optimum of the local search (the second stage on the wrong type,
+ * the cut too early) they reach the optimum, which no single run move does. */
+static void test_dp_polish(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 12; seed++) {
+        plan_problem *p = plan_problem_random(seed * 613, 24, 2 + (int)(seed % 3), 0.5, (int)(seed % 2));
+        int *a = malloc(24 * sizeof *a), f;
+        for (int t = 0; t < p->n_types; t++) {
+            for (int l = 0; l < 24; l++) a[l] = t;
+            double before = objective_of(p, a, &f);
+            int fb = f;
+            plan_dp_polish(p, a, PLAN_POLISH_WINDOW, hps_now() + 10);
+            double after = objective_of(p, a, &f);
+            for (int l = 0; l < 24; l++) assert_true(a[l] >= 0 && a[l] < p->n_types);
+            assert_true(f >= fb);
+            assert_true(!fb || after <= before * (1 + 1e-12));
+        }
+        free(a);
+        plan_problem_free(p);
+    }
+    plan_problem *p = plan_problem_random(1000003ull * (4 * 97 + 2 * 13 + 3 + 1 + 1), 64, 8, 0.3, 1);
+    int a[64], f;
+    for (int l = 0; l < 64; l++) a[l] = l < 15 ? 3 : 5;
+    double v = objective_of(p, a, &f);
+    plan_local_search(p, a, hps_now() + 10);
+    assert_true(fabs(objective_of(p, a, &f) - v) < 1e-12 * v); /* a local optimum */
+    plan_dp_polish(p, a, PLAN_POLISH_WINDOW, hps_now() + 10);
+    plan_local_search(p, a, hps_now() + 10);
+    plan_dp_polish(p, a, PLAN_POLISH_WINDOW, hps_now() + 10);
+    v = objective_of(p, a, &f);
+    assert_true(f && fabs(v - 0.370129364) < 1e-8 * v);
+    plan_problem_free(p);
+}
+
 static void test_brute_refuses_large(void **state)
 {
     (void)state;
@@ -158,6 +263,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_equals_brute),
+        cmocka_unit_test(test_exact_equals_brute_binding_units),
+        cmocka_unit_test(test_exact_binding_units_128),
+        cmocka_unit_test(test_dp_polish),
         cmocka_unit_test(test_brute_refuses_large),
         cmocka_unit_test(test_rl_is_deterministic),
         cmocka_unit_test(test_rl_learns),

@@ -1,0 +1,264 @@
+/* Dynamic-programming moves for the rl polish (hps-plan(1), rl).
+ *
+ * Both moves fix a throughput floor theta and look for the plan of least
+ * summed rate (units x price, or x power for energy and EDP) in which every
+ * stage and link is at least that fast, each stage on its fewest units; the
+ * unit limits across stages are not modelled.  The plan found replaces the
+ * current one only when the full cost model (plan_evaluate) scores it
+ * better, so a move never makes a plan worse.
+ *
+ *   boundaries  the plan's sequence of stage types stays; the cut points
+ *               between its stages are chosen by a DP over (stage, layer):
+ *               O(m L^2) stage laws for m stages.  With one stage's type
+ *               changed first, it also retypes a stage.
+ *   window      the types of w consecutive layers are chosen afresh, all
+ *               else fixed (the runs that cross the window's ends merge
+ *               with what lies outside): a DP over (layer, type) in the
+ *               window, O(w^2 T^2).
+ *
+ * Neither is the exact solver: the first keeps the type sequence, the second
+ * sees w layers, and both ignore the limits across stages. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/hps_plan.h"
+
+#define PLAN_RETYPE_STAGES 12
+
+static double weight(const plan_problem *p, int t)
+{
+    return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->power[t] : p->price[t];
+}
+
+/* A partial plan's value: its rate, and its bottleneck to break ties (among
+ * plans of one rate the fastest is best, for every objective). */
+typedef struct {
+    double c, thr;
+} val;
+
+static const val NONE = {HUGE_VAL, 0};
+
+static int better(val x, val y)
+{
+    if (!(x.c < HUGE_VAL)) return 0;
+    if (x.c < y.c * (1 - 1e-12)) return 1;
+    return x.c <= y.c * (1 + 1e-12) && x.thr > y.thr;
+}
+
+static val plus(val x, val y)
+{
+    val v = {x.c + y.c, fmin(x.thr, y.thr)};
+    if (!(x.c < HUGE_VAL) || !(y.c < HUGE_VAL)) v = NONE;
+    return v;
+}
+
+/* Stage [first, end) on t at its fewest units, NONE when it cannot meet the
+ * limit or is slower than theta. */
+/* w[t]: the rate of a unit of t as the DPs price it. */
+static val stage_val(const double *w, const plan_problem *p, int first, int end, int t, double theta)
+{
+    plan_law law;
+    plan_stage_law(p, first, end, t, &law);
+    int k = plan_provision(p, &law, t);
+    if (!k) return NONE;
+    val v = {k * w[t], 1000.0 * p->batch / plan_law_ms(&law, k)};
+    return v.thr < theta ? NONE : v;
+}
+
+/* The link into layer i from a to b: its throughput as a value of rate 0,
+ * NONE when slower than theta. */
+static val link_val(const plan_problem *p, int i, int a, int b, double theta)
+{
+    double lm = plan_link_ms(p, i, a, b);
+    val v = {0, lm > 0 ? 1000.0 * p->batch / lm : HUGE_VAL};
+    return v.thr < theta ? NONE : v;
+}
+
+/* Replaces assign by cand when cand scores better; returns 1 then. */
+static int accept(const plan_problem *p, int *assign, const int *cand, plan_eval *e, double *score)
+{
+    plan_evaluate(p, cand, e);
+    double s = plan_score(e);
+    if (!(s < *score * (1 - 1e-12))) return 0;
+    *score = s;
+    memcpy(assign, cand, (size_t)p->n_layers * sizeof *assign);
+    return 1;
+}
+
+/* Cut points for the stage types ty[0..m) that minimise the rate at floor
+ * theta, each within band layers of the plan's own cut[k] (cut[0] = 0,
+ * cut[m] = L); writes the plan to out, returns 0 when none fits. */
+static int boundaries_dp(const double *w, const plan_problem *p, const int *ty, const int *cut, int m, int band,
+                         double theta, int *out)
+{
+    int L = p->n_layers;
+    if (m > L) return 0;
+    val *g = hps_malloc((size_t)(m + 1) * (L + 1) * sizeof *g);
+    int *from = hps_malloc((size_t)(m + 1) * (L + 1) * sizeof *from);
+    for (int k = 0; k <= m; k++)
+        for (int e = 0; e <= L; e++) g[k * (L + 1) + e] = NONE;
+    g[0] = (val){0, HUGE_VAL};
+    for (int k = 0; k < m; k++)
+        for (int s = k > 0 ? cut[k] - band : 0; s <= L - (m - k) && s <= cut[k] + band; s++) {
+            if (s < k) continue;
+            val base = g[k * (L + 1) + s];
+            if (!(base.c < HUGE_VAL)) continue;
+            if (k > 0) base = plus(base, link_val(p, s, ty[k - 1], ty[k], theta));
+            if (!(base.c < HUGE_VAL)) continue;
+            int last = k == m - 1;
+            int e0 = last ? L : s + 1 > cut[k + 1] - band ? s + 1 : cut[k + 1] - band;
+            for (int e = e0; e <= L - (m - k - 1) && (last || e <= cut[k + 1] + band); e++) {
+                val v = plus(base, stage_val(w, p, s, e, ty[k], theta));
+                if (better(v, g[(k + 1) * (L + 1) + e])) {
+                    g[(k + 1) * (L + 1) + e] = v;
+                    from[(k + 1) * (L + 1) + e] = s;
+                }
+            }
+        }
+    int ok = g[m * (L + 1) + L].c < HUGE_VAL;
+    for (int k = m, e = L; ok && k > 0; k--) {
+        int s = from[k * (L + 1) + e];
+        for (int l = s; l < e; l++) out[l] = ty[k - 1];
+        e = s;
+    }
+    free(g);
+    free(from);
+    return ok;
+}
+
+/* Types of layers [a, b) chosen afresh at floor theta, the rest fixed. */
+static int window_dp(const double *w, const plan_problem *p, const int *assign, int a, int b, double theta, int *out)
+{
+    int L = p->n_layers, T = p->n_types, W = b - a;
+    /* the run that crosses a starts at pf with type tp; the one that crosses b ends at sg with ts */
+    int pf = a, tp = a > 0 ? assign[a - 1] : -1, sg = b, ts = b < L ? assign[b] : -1;
+    while (pf > 0 && assign[pf - 1] == tp) pf--;
+    while (sg < L && assign[sg] == ts) sg++;
+    /* f[(i - a) * T + t], a < i < b: the best value of the stages from pf
+     * (or a) that end at i, the last of them on t (constant stages outside
+     * are left out) */
+    val *f = hps_malloc((size_t)(W + 1) * T * sizeof *f);
+    int *from = hps_malloc((size_t)(W + 1) * T * 2 * sizeof *from);
+    for (int k = 0; k < (W + 1) * T; k++) f[k] = NONE;
+    int best_s = -1, best_t = -1, best_u = -1;
+    val best = NONE;
+    for (int e = a + 1; e <= b; e++)
+        for (int t = 0; t < T; t++) {
+            /* the run [s, e) on t, after a run on u ending at s (u = -1: s = a) */
+            int close = e == b, first_end = close && t == ts ? sg : e;
+            for (int s = a; s < e; s++) {
+                val st = s == a ? NONE : stage_val(w, p, s, first_end, t, theta);
+                if (s > a && !(st.c < HUGE_VAL)) continue;
+                for (int u = s == a ? -1 : 0; u < (s == a ? 0 : T); u++) {
+                    if (u == t) continue;
+                    val v;
+                    if (s == a) {
+                        if (tp < 0) v = stage_val(w, p, a, first_end, t, theta);
+                        else if (t == tp) v = stage_val(w, p, pf, first_end, t, theta);
+                        else v = plus(plus(stage_val(w, p, pf, a, tp, theta), link_val(p, a, tp, t, theta)),
+                                      stage_val(w, p, a, first_end, t, theta));
+                    } else {
+                        v = f[(s - a) * T + u];
+                        if (!(v.c < HUGE_VAL)) continue;
+                        v = plus(plus(v, link_val(p, s, u, t, theta)), st);
+                    }
+                    if (close && ts >= 0 && t != ts)
+                        v = plus(plus(v, link_val(p, b, t, ts, theta)), stage_val(w, p, b, sg, ts, theta));
+                    if (close) {
+                        if (better(v, best)) best = v, best_s = s, best_t = t, best_u = u;
+                    } else if (better(v, f[(e - a) * T + t])) {
+                        f[(e - a) * T + t] = v;
+                        from[((e - a) * T + t) * 2] = s;
+                        from[((e - a) * T + t) * 2 + 1] = u;
+                    }
+                }
+            }
+        }
+    int ok = best.c < HUGE_VAL;
+    if (ok) {
+        memcpy(out, assign, (size_t)L * sizeof *out);
+        for (int l = best_s; l < b; l++) out[l] = best_t;
+        for (int e = best_s, t = best_u; e > a;) {
+            int s = from[((e - a) * T + t) * 2], u = from[((e - a) * T + t) * 2 + 1];
+            for (int l = s; l < e; l++) out[l] = t;
+            e = s;
+            t = u;
+        }
+    }
+    free(f);
+    free(from);
+    return ok;
+}
+
+/* The floors tried: the plan's own bottleneck and a few below it, down to
+ * the limit. */
+static int floors(const plan_problem *p, const plan_eval *e, double *theta)
+{
+    double hi = e->throughput, lo = p->min_throughput * (1 - 1e-12);
+    if (!(hi < HUGE_VAL) || hi < lo) hi = lo;
+    int n = 0;
+    theta[n++] = hi * 1.1;
+    theta[n++] = hi * 1.03;
+    theta[n++] = hi * (1 - 1e-12);
+    for (int k = 1; k <= 3; k++) theta[n++] = lo * pow(hi / lo, 1 - k / 3.0);
+    return n;
+}
+
+int plan_dp_polish(const plan_problem *p, int *assign, int window, double deadline)
+{
+    int L = p->n_layers, T = p->n_types, improved = 0;
+    int *cand = hps_malloc((size_t)L * sizeof *cand), *ty = hps_malloc((size_t)L * sizeof *ty);
+    int *cut = hps_malloc((size_t)(L + 1) * sizeof *cut);
+    plan_eval e;
+    plan_eval_init(&e, p);
+    plan_evaluate(p, assign, &e);
+    double score = plan_score(&e), theta[8], w[PLAN_MAX_TYPES], wmax = 0;
+    for (int t = 0; t < T; t++) wmax = fmax(wmax, weight(p, t));
+    for (int round = 0, again = 1; again && round < 8 && hps_now() < deadline; round++) {
+        again = 0;
+        plan_evaluate(p, assign, &e);
+        int nt = floors(p, &e, theta);
+        /* a type over its unit limit is priced up, so the DPs move units
+         * off it (even rounds price every type plainly) */
+        for (int t = 0; t < T; t++) {
+            w[t] = weight(p, t);
+            if (round % 2 && e.units[t] > p->max_units[t])
+                w[t] += 4 * wmax * (e.units[t] - p->max_units[t]) / p->max_units[t];
+        }
+        /* boundaries, and boundaries after retyping one stage */
+        int m = e.n_stages, band = L / 4 > 16 ? L / 4 : 16;
+        for (int k = 0; k < m; k++) {
+            ty[k] = e.stages[k].type;
+            cut[k] = e.stages[k].first;
+        }
+        cut[m] = L;
+        /* retyping tries m T sequences: only for short ones */
+        int tries = m <= PLAN_RETYPE_STAGES ? m * T : 0;
+        for (int z = -1; z < tries && hps_now() < deadline; z++) {
+            int k = z < 0 ? 0 : z / T, u = z < 0 ? ty[0] : z % T, old = ty[k];
+            if (z >= 0 && (u == old || (k > 0 && ty[k - 1] == u) || (k + 1 < m && ty[k + 1] == u))) continue;
+            ty[k] = u;
+            for (int q = 0; q < nt; q++)
+                if (boundaries_dp(w, p, ty, cut, m, band, theta[q], cand) && accept(p, assign, cand, &e, &score)) again = 1;
+            ty[k] = old;
+            if (again) break; /* the stages changed */
+        }
+        /* windows, overlapping by half */
+        int ww = window < L ? window : L, step = ww / 2 > 0 ? ww / 2 : 1;
+        for (int a = 0; a < L && hps_now() < deadline; a += step) {
+            int b = a + ww < L ? a + ww : L;
+            for (int q = 0; q < nt; q++)
+                if (window_dp(w, p, assign, a, b, theta[q], cand) && accept(p, assign, cand, &e, &score)) again = 1;
+            if (b == L) break;
+        }
+        improved |= again;
+        plan_evaluate(p, assign, &e);
+        if (!again && round % 2 == 0 && !e.feasible) again = 1; /* the priced-up round */
+    }
+    plan_eval_free(&e);
+    free(cand);
+    free(ty);
+    free(cut);
+    return improved;
+}
