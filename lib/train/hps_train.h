@@ -120,7 +120,8 @@ json_t *hps_trainer_probe(hps_trainer *t, hps_source *src, long steps, hps_error
 typedef struct {
     uint64_t steps, samples;
     int epochs_done;
-    double last_loss, seconds, samples_per_s;
+    double last_loss, seconds, samples_per_s; /* samples_per_s: training, evaluation excluded */
+    double eval_seconds;
     hps_eval_result eval;
     int have_eval;
 } hps_train_summary;

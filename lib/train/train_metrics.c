@@ -100,11 +100,11 @@ void train_metrics_summary(hps_trainer *t)
 {
     if (t->step > t->step_last) train_metrics_step(t, 1);
     const hps_train_summary *s = &t->sum;
-    json_t *o = json_pack("{s:s, s:I, s:I, s:i, s:o, s:o, s:o}", "event", "summary", "steps",
+    json_t *o = json_pack("{s:s, s:I, s:I, s:i, s:o, s:o, s:o, s:o}", "event", "summary", "steps",
                           (json_int_t)s->steps, "samples", (json_int_t)s->samples, "epochs",
                           s->epochs_done, "loss", hps_json_real(s->last_loss), "seconds",
-                          hps_json_real(s->seconds), "samples_per_s",
-                          hps_json_real(s->samples_per_s));
+                          hps_json_real(s->seconds), "eval_seconds", hps_json_real(s->eval_seconds),
+                          "samples_per_s", hps_json_real(s->samples_per_s));
     json_t *tables = json_array();
     for (int l = 0; l < t->m->n_layers; l++)
         if (t->tables[l])

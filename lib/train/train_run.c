@@ -358,7 +358,9 @@ static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
     t->epoch_row = 0;
     t->sum.epochs_done = (int)t->epoch;
     if (!eval || (t->dist && !t->dist->evaluates)) return 0;
+    double t0 = hps_now();
     if (hps_trainer_eval(t, eval, &t->sum.eval, err)) return -1;
+    t->sum.eval_seconds += hps_now() - t0;
     t->sum.have_eval = 1;
     train_metrics_eval(t);
     return 0;
@@ -430,7 +432,8 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
     t->sum.steps = t->step;
     t->sum.samples = t->samples;
     t->sum.seconds = hps_now() - t->t_start;
-    t->sum.samples_per_s = t->sum.seconds > 0 ? t->samples_run / t->sum.seconds : 0;
+    double training = t->sum.seconds - t->sum.eval_seconds; /* the rate of training alone */
+    t->sum.samples_per_s = training > 0 ? t->samples_run / training : 0;
     train_metrics_summary(t);
     if (t->o.ckpt_dir && train_save(t, err)) return -1;
     return 0;
