@@ -437,3 +437,10 @@ void hps_layer_costs(const hps_model *m, int li, int batch, hps_layer_cost *c)
     }
     c->work_bytes = 2 * (c->bytes_in + c->bytes_out) + 3 * c->param_bytes + 2 * c->sparse_bytes;
 }
+
+int hps_model_embedding_dim(const hps_model *m)
+{
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING) return m->layers[l].dim;
+    return 16;
+}

@@ -99,6 +99,9 @@ typedef struct {
 
 void hps_layer_costs(const hps_model *m, int layer, int batch, hps_layer_cost *c);
 
+/* The dim of the model's first embedding layer (16 when it has none). */
+int hps_model_embedding_dim(const hps_model *m);
+
 /* Total embedding bag entries per sample for a layer (sum of keys_per_row). */
 double hps_layer_keys_per_sample(const hps_model *m, const hps_layer *L);
 

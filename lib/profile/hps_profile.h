@@ -87,8 +87,6 @@ json_t *hps_profile_layer_json(const hps_model *m, int l, int batch, const doubl
                                const double *bwd_sec, int reps, json_t *scaling,
                                const double *joules);
 json_t *hps_profile_device_header(const hps_device_spec *dev, int threads, int embed_dim);
-/* The dim of the model's first embedding layer (16 when it has none). */
-int hps_model_embedding_dim(const hps_model *m);
 
 /* Fits a in t(k) = t1 ((1 - a) + a / k) by least squares, clamped to [0, 1]. */
 double hps_fit_parallel_fraction(const int *units, const double *ms, int n);

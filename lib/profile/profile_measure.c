@@ -265,13 +265,6 @@ static json_t *energy_json(const samples *s, hps_energy *e, const char *reason)
                      hps_json_real(hps_median(s->step_j, s->reps)), "reason");
 }
 
-int hps_model_embedding_dim(const hps_model *m)
-{
-    for (int l = 0; l < m->n_layers; l++)
-        if (m->layers[l].kind == HPS_LAYER_EMBEDDING) return m->layers[l].dim;
-    return 16;
-}
-
 static void progress(const hps_profile_opts *o, const char *id, const char *what)
 {
     if (o->progress) hps_log(2, "%s: %s: %s\n", hps_progname(), id, what);
