@@ -85,6 +85,7 @@ hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_erro
     d->me = &d->roles[d->rank];
     MPI_Comm_split(MPI_COMM_WORLD, d->me->kind == ROLE_WORKER ? 0 : 1, d->rank, &d->wcomm);
     number_nodes(d);
+    dist_watch(d);
     say_roles(d);
     return d;
 }

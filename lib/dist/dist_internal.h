@@ -63,6 +63,9 @@ struct hps_dist {
 int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err);
 const char *dist_role_name(const hps_dist *d, int rank, char *buf, size_t n);
 
+/* dist_watch.c: a SIGTERM from mpirun names the node's dead ranks with their roles */
+void dist_watch(hps_dist *d);
+
 /* dist_comm.c */
 void dist_buf_add(dist_buf *b, const void *p, size_t n);
 void dist_send(hps_dist *d, const void *p, size_t n, int to, int tag);
