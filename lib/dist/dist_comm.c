@@ -57,7 +57,7 @@ hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_erro
 {
     hps_dist *d = hps_calloc(1, sizeof *d);
     d->o = *o;
-    d->wcomm = MPI_COMM_NULL;
+    d->wcomm = d->scomm = MPI_COMM_NULL;
     MPI_Init(NULL, NULL);
     /* errors come back as codes; a failed rank is handled by mpirun */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -84,6 +84,7 @@ hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_erro
     }
     d->me = &d->roles[d->rank];
     MPI_Comm_split(MPI_COMM_WORLD, d->me->kind == ROLE_WORKER ? 0 : 1, d->rank, &d->wcomm);
+    dist_stages_place(d);
     number_nodes(d);
     dist_watch(d);
     say_roles(d);
@@ -116,6 +117,7 @@ void hps_dist_end(hps_dist *d)
     MPI_Initialized(&on);
     if (on) {
         if (d && d->wcomm != MPI_COMM_NULL) MPI_Comm_free(&d->wcomm);
+        if (d) dist_stages_free(d);
         MPI_Finalize();
     }
     if (!d) return;

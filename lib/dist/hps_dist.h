@@ -41,6 +41,12 @@ int hps_dist_is_server(const hps_dist *d);
 /* The lead worker (lowest worker rank) reports: metrics, summary, eval. */
 int hps_dist_is_lead(const hps_dist *d);
 
+/* Stages among the workers (1: every worker runs all layers). */
+int hps_dist_stages(const hps_dist *d);
+/* With stages on different ranks: the plan's layer ranges fit the workers'
+ * stages, every cut lies after the merge layer, no --eval; every rank finds
+ * the same answer. */
+int hps_dist_check_stages(hps_dist *d, const hps_trainer *t, int eval, hps_error *err);
 /* A worker: hooks the trainer's steps, loads and checkpoints. */
 void hps_dist_attach(hps_dist *d, hps_trainer *t);
 /* A worker after training: tells the servers it is done, then the job's
