@@ -2,10 +2,12 @@
  *
  * The same binary runs alone or as one rank under mpirun.  Each rank takes
  * the role the plan gives it:
- *   worker   trains its share of every batch (all layers in this version:
- *            the plan's stages run inside each worker), sums dense gradients
- *            with the other workers (MPI_Allreduce) and fetches/pushes the
- *            embedding rows it touches from/to the servers
+ *   worker   trains its share of every batch, sums dense gradients with
+ *            the other workers (MPI_Allreduce) and fetches/pushes the
+ *            embedding rows it touches from/to the servers; when the plan's
+ *            workers name several stages, a worker runs its stage's layers
+ *            only, exchanging boundary activations and their gradients with
+ *            the next and previous stages' workers (dist_stage.c)
  *   server   owns the embedding rows routed to it, server = mix64(key) %
  *            servers, and applies the summed sparse AdaGrad updates once all
  *            workers pushed a step (synchronous training)
