@@ -197,3 +197,15 @@ json.dump(p, open(sys.argv[2], "w"))' "$TESTDATA/plans/plan-dist-2s-3r.json" "$T
     [ "$status" -ne 0 ] && [ "$status" -ne 124 ]   # ended, and not by the timeout
     [ "$(grep -c "hps-train: error: rank 1 (worker 1 of stage 1, cpu) stopped responding" "$TMP/out")" -eq 1 ]
 }
+
+@test "dist: stages on different ranks resume from the committed step to the same losses" {
+    P=$TESTDATA/plans/plan-dist-2s-3r.json
+    args=(--plan "$P" --data "$TMP/shards" --threads 1 --epochs 2 --metrics-interval 0 -q)
+    mpi 3 "$TRAIN" "${args[@]}" --metrics "$TMP/full.ndjson"
+    mpi 3 "$TRAIN" "${args[@]}" --steps 3 --checkpoint "$TMP/ck"
+    mpi 3 "$TRAIN" "${args[@]}" --checkpoint "$TMP/ck" --resume --metrics "$TMP/res.ndjson"
+    losses "$TMP/full.ndjson" | tail -n +4 > "$TMP/a"
+    losses "$TMP/res.ndjson" > "$TMP/b"
+    [ "$(wc -l < "$TMP/b")" -eq 5 ]
+    cmp "$TMP/a" "$TMP/b"
+}
