@@ -108,6 +108,7 @@ void hps_dist_abort(hps_dist *d, const hps_error *err)
     fprintf(stderr, "%s: error: rank %d (%s): %s\n", hps_progname(), d->rank,
             dist_role_name(d, d->rank, role, sizeof role), err->msg);
     fflush(stderr);
+    dist_watch_leave();
     MPI_Abort(MPI_COMM_WORLD, err->code);
 }
 
@@ -118,6 +119,7 @@ void hps_dist_end(hps_dist *d)
     if (on) {
         if (d && d->wcomm != MPI_COMM_NULL) MPI_Comm_free(&d->wcomm);
         if (d) dist_stages_free(d);
+        if (d) dist_watch_end();
         MPI_Finalize();
     }
     if (!d) return;

@@ -73,6 +73,8 @@ const char *dist_role_name(const hps_dist *d, int rank, char *buf, size_t n);
 
 /* dist_watch.c: a SIGTERM from mpirun names the node's dead ranks with their roles */
 void dist_watch(hps_dist *d);
+void dist_watch_leave(void); /* this rank leaves on its own: do not name it */
+void dist_watch_end(void);   /* collective: at the end, before MPI_Finalize */
 
 /* dist_stage.c */
 #define HPS_DIST_MAX_MICRO 4096
