@@ -300,6 +300,16 @@ int main(int argc, char **argv)
     if (rc == 0 && !(src = hps_source_shards(a.data, 0, &err))) rc = -1;
     if (rc == 0 && hps_source_check(src, m, &err)) rc = -1;
     if (rc == 0 && !(t = hps_trainer_create(m, &plan, &a.o, &err))) rc = -1;
+    if (rc == 0 && d && hps_dist_check_stages(d, t, a.eval != NULL, &err)) {
+        /* every rank found the same mismatch: one says it */
+        if (hps_dist_rank(d) == 0) hps_report(&err);
+        hps_trainer_free(t);
+        src->close(src);
+        hps_model_free(m);
+        free(path);
+        hps_dist_end(d);
+        return err.code;
+    }
     if (rc == 0) rc = d ? train_rank(&a, d, t, src, &err) : train(&a, t, src, &err);
     if (rc != 0 && d) hps_dist_abort(d, &err); /* no rank may wait for this one */
     hps_trainer_free(t);

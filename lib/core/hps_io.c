@@ -58,10 +58,16 @@ static void remove_open_temporaries(void)
         if (o->tmp) unlink(o->tmp);
 }
 
+/* The handlers installed before ours (hps-train's dead-rank report under
+ * mpirun) run next: ours restores them and raises the signal again. */
+static struct sigaction prev_int, prev_term, prev_hup;
+
 static void on_fatal_signal(int sig)
 {
     remove_open_temporaries();
-    signal(sig, SIG_DFL);
+    struct sigaction *prev = sig == SIGINT ? &prev_int : sig == SIGTERM ? &prev_term : &prev_hup;
+    if (prev->sa_handler == SIG_IGN) prev->sa_handler = SIG_DFL; /* it was fatal to us */
+    sigaction(sig, prev, NULL);
     raise(sig);
 }
 
@@ -71,9 +77,13 @@ static void install_cleanup(void)
     if (installed) return;
     installed = 1;
     atexit(remove_open_temporaries);
-    signal(SIGINT, on_fatal_signal);
-    signal(SIGTERM, on_fatal_signal);
-    signal(SIGHUP, on_fatal_signal);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &prev_int);
+    sigaction(SIGTERM, &sa, &prev_term);
+    sigaction(SIGHUP, &sa, &prev_hup);
 }
 
 static void unlink_out(hps_out *o)

@@ -30,7 +30,7 @@ void hps_sha256(const void *data, size_t len, unsigned char out[32]);
 void hps_sha256_hex(const void *data, size_t len, char out[72]);
 
 /* Whole-array binary I/O on FILE streams: true when all n items moved. */
-#define HPS_FWRITE(f, p, n) (fwrite((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
-#define HPS_FREAD(f, p, n) (fread((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
+#define HPS_FWRITE(f, p, n) ((size_t)(n) == 0 || fwrite((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
+#define HPS_FREAD(f, p, n) ((size_t)(n) == 0 || fread((p), sizeof *(p), (size_t)(n), (f)) == (size_t)(n))
 
 #endif

@@ -57,7 +57,7 @@ hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_erro
 {
     hps_dist *d = hps_calloc(1, sizeof *d);
     d->o = *o;
-    d->wcomm = MPI_COMM_NULL;
+    d->wcomm = d->scomm = MPI_COMM_NULL;
     MPI_Init(NULL, NULL);
     /* errors come back as codes; a failed rank is handled by mpirun */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -84,7 +84,9 @@ hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_erro
     }
     d->me = &d->roles[d->rank];
     MPI_Comm_split(MPI_COMM_WORLD, d->me->kind == ROLE_WORKER ? 0 : 1, d->rank, &d->wcomm);
+    dist_stages_place(d);
     number_nodes(d);
+    dist_watch(d);
     say_roles(d);
     return d;
 }
@@ -106,6 +108,7 @@ void hps_dist_abort(hps_dist *d, const hps_error *err)
     fprintf(stderr, "%s: error: rank %d (%s): %s\n", hps_progname(), d->rank,
             dist_role_name(d, d->rank, role, sizeof role), err->msg);
     fflush(stderr);
+    dist_watch_leave();
     MPI_Abort(MPI_COMM_WORLD, err->code);
 }
 
@@ -115,6 +118,8 @@ void hps_dist_end(hps_dist *d)
     MPI_Initialized(&on);
     if (on) {
         if (d && d->wcomm != MPI_COMM_NULL) MPI_Comm_free(&d->wcomm);
+        if (d) dist_stages_free(d);
+        if (d) dist_watch_end();
         MPI_Finalize();
     }
     if (!d) return;

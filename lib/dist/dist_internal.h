@@ -56,12 +56,32 @@ struct hps_dist {
     int64_t **req_rows;          /* per server: (layer << 40 | row) of each request entry */
     int64_t *n_req_rows, *cap_req_rows;
     dist_stats st;
+    /* stages across ranks (dist_stage.c): n_stages > 1 */
+    int n_stages, stage_n[HPS_TRAIN_MAX_STAGES];
+    int stage_w[HPS_TRAIN_MAX_STAGES][HPS_DIST_MAX_RANKS]; /* worker indices per stage */
+    MPI_Comm scomm;              /* the workers of this rank's stage */
+    int sidx, first, end;        /* index in the stage, its layers [first, end) */
+    int down_rank, n_up, up_rank[HPS_DIST_MAX_RANKS]; /* partners: next stage, previous */
+    dist_buf *sbuf;              /* activations in flight, per micro-batch */
+    int n_sbuf;
     char fail_msg[4096];         /* the roles of all ranks, said at the start */
 };
 
 /* dist_roles.c */
 int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err);
 const char *dist_role_name(const hps_dist *d, int rank, char *buf, size_t n);
+
+/* dist_watch.c: a SIGTERM from mpirun names the node's dead ranks with their roles */
+void dist_watch(hps_dist *d);
+void dist_watch_leave(void); /* this rank leaves on its own: do not name it */
+void dist_watch_end(void);   /* collective: at the end, before MPI_Finalize */
+
+/* dist_stage.c */
+#define HPS_DIST_MAX_MICRO 4096
+int dist_stages_setup(hps_dist *d, const char *plan_name, hps_error *err);
+void dist_stages_place(hps_dist *d);
+void dist_stages_hook(hps_dist *d, hps_train_dist *h);
+void dist_stages_free(hps_dist *d);
 
 /* dist_comm.c */
 void dist_buf_add(dist_buf *b, const void *p, size_t n);

@@ -125,7 +125,7 @@ int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err)
     json_decref(root);
     if (rc) return -1;
     number_roles(d);
-    return 0;
+    return dist_stages_setup(d, name, err);
 }
 
 const char *dist_role_name(const hps_dist *d, int rank, char *buf, size_t n)

@@ -13,10 +13,26 @@
 
 static hps_dist *ctx_dist(void *ctx) { return ctx; }
 
+/* The workers that slice the batch: all, or stage 0's with stages across
+ * ranks (the others get their rows from the stage before). */
+static int slicers(const hps_dist *d, int *w)
+{
+    int n = d->n_stages > 1 ? d->stage_n[0] : d->workers;
+    for (int i = 0; i < n; i++) w[i] = d->n_stages > 1 ? d->stage_w[0][i] : i;
+    return n;
+}
+
 static void slice(void *ctx, int n, int *lo, int *hi)
 {
     hps_dist *d = ctx_dist(ctx);
-    hps_dist_slice(d->share, d->workers, d->me->index, n, lo, hi);
+    int w[HPS_DIST_MAX_RANKS], nw = slicers(d, w), me = -1;
+    double share[HPS_DIST_MAX_RANKS];
+    for (int i = 0; i < nw; i++) {
+        share[i] = d->share[w[i]];
+        if (w[i] == d->me->index) me = i;
+    }
+    if (me < 0) *lo = *hi = 0;
+    else hps_dist_slice(share, nw, me, n, lo, hi);
     d->slice_rows = *hi - *lo;
 }
 
@@ -101,10 +117,13 @@ static int reduce(void *ctx, hps_trainer *t, double *loss, double compute_s, hps
     double t0 = hps_now();
     size_t n = t->m->n_params;
     int W = d->workers;
-    if (MPI_Allreduce(MPI_IN_PLACE, t->owner->grads, (int)n, MPI_FLOAT, MPI_SUM, d->wcomm) != MPI_SUCCESS)
+    /* with stages across ranks, among the workers of this rank's stage */
+    MPI_Comm gcomm = d->n_stages > 1 ? d->scomm : d->wcomm;
+    int G = d->n_stages > 1 ? d->stage_n[d->me->stage] : W;
+    if (MPI_Allreduce(MPI_IN_PLACE, t->owner->grads, (int)n, MPI_FLOAT, MPI_SUM, gcomm) != MPI_SUCCESS)
         return hps_fail(err, HPS_EXIT_RUNTIME, "allreduce of dense gradients failed");
     /* what a ring allreduce sends from each rank */
-    d->st.bytes_sent += W > 1 ? 2.0 * (W - 1) / W * (double)n * sizeof(float) : 0;
+    d->st.bytes_sent += G > 1 ? 2.0 * (G - 1) / G * (double)n * sizeof(float) : 0;
     double mine[3] = {*loss, (double)d->slice_rows, compute_s}, all[3 * HPS_DIST_MAX_RANKS];
     MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, d->wcomm);
     d->st.wait_s += hps_now() - t0;
@@ -120,7 +139,15 @@ static int reduce(void *ctx, hps_trainer *t, double *loss, double compute_s, hps
     }
     d->critical_s += slowest;
     for (int w = 0; w < W; w++) d->idle_s += slowest - secs[w];
-    if (d->o.rebalance) hps_dist_rebalance(d->share, d->speed, rows, secs, W, 0.5, 0.1 / W);
+    if (d->o.rebalance) {
+        /* among the workers that slice the batch */
+        int w[HPS_DIST_MAX_RANKS], nw = slicers(d, w);
+        double sh[HPS_DIST_MAX_RANKS], sp[HPS_DIST_MAX_RANKS], r[HPS_DIST_MAX_RANKS], sc[HPS_DIST_MAX_RANKS];
+        for (int i = 0; i < nw; i++)
+            sh[i] = d->share[w[i]], sp[i] = d->speed[w[i]], r[i] = rows[w[i]], sc[i] = secs[w[i]];
+        hps_dist_rebalance(sh, sp, r, sc, nw, 0.5, 0.1 / nw);
+        for (int i = 0; i < nw; i++) d->share[w[i]] = sh[i], d->speed[w[i]] = sp[i];
+    }
     return 0;
 }
 
@@ -185,6 +212,7 @@ void hps_dist_attach(hps_dist *d, hps_trainer *t)
                                 .push = push, .step_end = step_end, .save = dist_save,
                                 .resume = dist_resume, .metrics = metrics,
                                 .evaluates = hps_dist_is_lead(d)};
+    dist_stages_hook(d, &d->hooks);
     hps_trainer_set_dist(t, &d->hooks);
 }
 

@@ -2,10 +2,12 @@
  *
  * The same binary runs alone or as one rank under mpirun.  Each rank takes
  * the role the plan gives it:
- *   worker   trains its share of every batch (all layers in this version:
- *            the plan's stages run inside each worker), sums dense gradients
- *            with the other workers (MPI_Allreduce) and fetches/pushes the
- *            embedding rows it touches from/to the servers
+ *   worker   trains its share of every batch, sums dense gradients with
+ *            the other workers (MPI_Allreduce) and fetches/pushes the
+ *            embedding rows it touches from/to the servers; when the plan's
+ *            workers name several stages, a worker runs its stage's layers
+ *            only, exchanging boundary activations and their gradients with
+ *            the next and previous stages' workers (dist_stage.c)
  *   server   owns the embedding rows routed to it, server = mix64(key) %
  *            servers, and applies the summed sparse AdaGrad updates once all
  *            workers pushed a step (synchronous training)
@@ -41,6 +43,12 @@ int hps_dist_is_server(const hps_dist *d);
 /* The lead worker (lowest worker rank) reports: metrics, summary, eval. */
 int hps_dist_is_lead(const hps_dist *d);
 
+/* Stages among the workers (1: every worker runs all layers). */
+int hps_dist_stages(const hps_dist *d);
+/* With stages on different ranks: the plan's layer ranges fit the workers'
+ * stages, every cut lies after the merge layer, no --eval; every rank finds
+ * the same answer. */
+int hps_dist_check_stages(hps_dist *d, const hps_trainer *t, int eval, hps_error *err);
 /* A worker: hooks the trainer's steps, loads and checkpoints. */
 void hps_dist_attach(hps_dist *d, hps_trainer *t);
 /* A worker after training: tells the servers it is done, then the job's

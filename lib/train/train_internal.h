@@ -17,6 +17,12 @@
  *   step_end  waits until the servers applied the step
  *   save, resume   checkpoints of all ranks, committed together
  *   metrics   an object for the step records (shares, times)
+ *   compute   NULL, or the step's compute when this rank runs one stage of
+ *             the plan (stages across ranks): loads rows [lo, hi) if the
+ *             stage reads data, zeroes the dense gradients, runs forward and
+ *             backward with the other stages' ranks, sets *loss (this rank's
+ *             part of the batch loss) and *fetch_s; returns the micro-batches
+ *             loaded here (their sparse gradients are pushed), or -1
  * evaluates: 0 on workers that leave --eval to the lead worker. */
 struct hps_train_dist {
     void *ctx;
@@ -28,6 +34,8 @@ struct hps_train_dist {
     int (*save)(void *ctx, hps_trainer *t, hps_error *err);
     int (*resume)(void *ctx, hps_trainer *t, int *found, hps_error *err);
     json_t *(*metrics)(void *ctx);
+    int (*compute)(void *ctx, hps_trainer *t, const hps_batch *b, int lo, int hi, double *loss,
+                   double *fetch_s, hps_error *err);
     int evaluates;
 };
 

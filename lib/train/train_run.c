@@ -236,12 +236,18 @@ int hps_trainer_step(hps_trainer *t, const hps_batch *b, double *loss, hps_error
     int lo = 0, hi = b->B;
     if (t->dist) t->dist->slice(t->dist->ctx, b->B, &lo, &hi);
     double t0 = hps_now(), fetch_s = 0;
-    int k = train_load_micro(t, b, lo, hi, b->B, err);
-    if (k < 0) return -1;
-    if (t->dist) fetch_s = hps_now() - t0; /* the load's own time is noise beside it */
-    t->be->memzero(t->owner->grads, t->m->n_params * sizeof(float));
-    if (k > 0) hps_pipeline_run(t->pipe, k);
-    *loss = batch_loss(t, k, b->B);
+    int k;
+    if (t->dist && t->dist->compute) { /* this rank runs one stage of the plan */
+        k = t->dist->compute(t->dist->ctx, t, b, lo, hi, loss, &fetch_s, err);
+        if (k < 0) return -1;
+    } else {
+        k = train_load_micro(t, b, lo, hi, b->B, err);
+        if (k < 0) return -1;
+        if (t->dist) fetch_s = hps_now() - t0; /* the load's own time is noise beside it */
+        t->be->memzero(t->owner->grads, t->m->n_params * sizeof(float));
+        if (k > 0) hps_pipeline_run(t->pipe, k);
+        *loss = batch_loss(t, k, b->B);
+    }
     if (t->dist && t->dist->reduce(t->dist->ctx, t, loss, hps_now() - t0 - fetch_s, err)) return -1;
     hps_net_update_dense(t->owner, &t->o.optim);
     if (update_sparse(t, k, err)) return -1;

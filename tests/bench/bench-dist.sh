@@ -3,7 +3,8 @@
 #   epoch time of 1 and 2 workers (each with 1 server rank), and, with worker
 #   rank 1 slowed 2x (--slowdown 1=2), static equal shares against re-balanced
 #   ones beside the ideal time computed from the two workers' measured speeds:
-#   rows / (v_fast + v_slow), speeds as samples per compute second.
+#   rows / (v_fast + v_slow), speeds as samples per compute second; and the
+#   plan's two stages on different ranks (plan-dist-2s-3r.json).
 # Epoch times are the lead's wall seconds per epoch after a warm-up epoch is
 # excluded by running 3 epochs and reporting the total / 3 (small data, so
 # start-up is part of it; the same for every row of the table).
@@ -41,6 +42,8 @@ run one 2 "$TMP/plan1.json"
 run two 3 "$PLAN2" --no-rebalance
 run static 3 "$PLAN2" --no-rebalance --slowdown 1=2
 run rebal 3 "$PLAN2" --slowdown 1=2
+# the plan's 2 stages on different ranks (layers 0-3, 4-6), 4 micro-batches
+run stages 3 "$ROOT/testdata/plans/plan-dist-2s-3r.json" --micro-batches 4
 
 python3 - "$TMP" "$ROWS" "$EPOCHS" <<'PY'
 import json, sys
@@ -50,7 +53,7 @@ def load(name):
     summ = [r for r in recs if r["event"] == "summary"][-1]
     dist = [r for r in recs if r["event"] == "dist"][-1]
     return summ, dist
-res = {n: load(n) for n in ("one", "two", "static", "rebal")}
+res = {n: load(n) for n in ("one", "two", "static", "rebal", "stages")}
 def epoch_s(n): return res[n][0]["seconds"] / epochs
 def crit(n): return res[n][1]["critical_s"] / epochs
 w = [r for r in res["static"][1]["per_rank"] if r["role"] == "worker"]
@@ -65,7 +68,8 @@ print("| run | ranks | epoch s (wall) | slowest worker's compute s/epoch | final
 print("|---|---|---|---|---|")
 for n, label, ranks in (("one", "1 worker + 1 server", 2), ("two", "2 workers + 1 server", 3),
                         ("static", "2 workers, rank 1 slowed 2x, static shares", 3),
-                        ("rebal", "2 workers, rank 1 slowed 2x, re-balanced", 3)):
+                        ("rebal", "2 workers, rank 1 slowed 2x, re-balanced", 3),
+                        ("stages", "2 stages on 1+1 workers (layers 0-3, 4-6), 4 micro-batches", 3)):
     shares = "/".join(f'{r["share"]:.2f}' for r in res[n][1]["per_rank"] if r["role"] == "worker")
     print(f"| {label} | {ranks} | {epoch_s(n):.3f} | {crit(n):.3f} | {shares} |")
 print(f"| ideal from the two speeds: rows / (v0 + v1) | | {ideal_compute + overhead:.3f} (+ static run's comm) | {ideal_compute:.3f} | {v_fast/(v_fast+v_slow):.2f}/{v_slow/(v_fast+v_slow):.2f} |")

@@ -113,6 +113,8 @@ rank_pid() {
     [ "$status" -ne 0 ] && [ "$status" -ne 124 ]   # ended, and not by the timeout
     grep -q "rank 2" "$TMP/out"
     grep -q "rank 2 server 0" "$TMP/out"          # the lead's role map, said at the start
+    # a survivor names the dead rank with its role (dist_watch.c), once
+    [ "$(grep -c "hps-train: error: rank 2 (server 0) stopped responding" "$TMP/out")" -eq 1 ]
     step=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' "$TMP/ck/committed")
     for r in 0 1 2; do [ -f "$TMP/ck/rank-$r/ckpt-$(printf %012d "$step").hpsckpt" ]; done
     run mpi 3 "$TRAIN" "${args[@]}" --epochs 3 --resume
@@ -134,4 +136,76 @@ rank_pid() {
     run "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --slowdown 1
     [ "$status" -eq 2 ]
     [[ "$output" == *"--slowdown: '1' is not RANK=FACTOR"* ]]
+}
+
+# Stages on different ranks (dist_stage.c): stage 0's workers read the data
+# and run layers 0-3, stage 1's run 4-6 on the activations and labels sent to
+# them, and send the gradients back.
+same_losses() {
+    losses "$1" > "$TMP/a"
+    losses "$2" > "$TMP/b"
+    [ "$(wc -l < "$TMP/a")" -ge 12 ]
+    [ "$(wc -l < "$TMP/a")" -eq "$(wc -l < "$TMP/b")" ]
+    paste "$TMP/a" "$TMP/b" | awk '{d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) bad++}
+                                    END {exit bad > 0}'
+}
+
+@test "dist: 2 stages on 2 workers and a server follow the single-process loss trajectory" {
+    "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 3 --threads 1 --micro-batches 2 \
+        --metrics "$TMP/one.ndjson" --metrics-interval 0 -q
+    mpi 3 "$TRAIN" --plan "$TESTDATA/plans/plan-dist-2s-3r.json" --data "$TMP/shards" --epochs 3 \
+        --threads 1 --micro-batches 2 --metrics "$TMP/dist.ndjson" --metrics-interval 0 -q
+    same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
+    # stage 1's worker trained on what stage 0 sent it, and sent gradients back
+    [ "$(dist_field "$TMP/dist.ndjson" 'o["per_rank"][1]["bytes_sent"] > 1e6')" = True ]
+}
+
+@test "dist: 2 stages on 2+1 workers and a server follow the single-process loss trajectory" {
+    "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 3 --threads 1 --micro-batches 2 \
+        --metrics "$TMP/one.ndjson" --metrics-interval 0 -q
+    mpi 4 "$TRAIN" --plan "$TESTDATA/plans/plan-dist-2s-4r.json" --data "$TMP/shards" --epochs 3 \
+        --threads 1 --metrics "$TMP/dist.ndjson" --metrics-interval 0 -q
+    same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
+}
+
+@test "dist: stages on different ranks cut before the merge layer are refused" {
+    python3 -c 'import json,sys
+p = json.load(open(sys.argv[1]))
+p["stages"][0]["layers"], p["stages"][1]["layers"] = [0, 0], [1, 6]
+json.dump(p, open(sys.argv[2], "w"))' "$TESTDATA/plans/plan-dist-2s-3r.json" "$TMP/cut.json"
+    run mpi 3 "$TRAIN" -m "$MODEL" --plan "$TMP/cut.json" --data "$TMP/shards" --steps 2 -q
+    echo "$output"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"hps-train: error: "*"cut.json: stage 1 starts at layer 1 ('concat'), before the merge layer"* ]]
+    [ "$(grep -c "hps-train: error" <<< "$output")" -eq 1 ]
+    run mpi 3 "$TRAIN" --plan "$TESTDATA/plans/plan-dist-2s-3r.json" --data "$TMP/shards" \
+        --eval "$TMP/shards" --steps 2 -q
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--eval is not available with stages on different ranks"* ]]
+}
+
+@test "dist: a killed stage worker ends the job; a survivor names its rank and role" {
+    timeout 120 mpirun --oversubscribe -np 3 "$TRAIN" --plan "$TESTDATA/plans/plan-dist-2s-3r.json" \
+        --data "$TMP/shards" --threads 1 --epochs 40 --slowdown 0=4 --metrics "$TMP/m.ndjson" \
+        --metrics-interval 0 > "$TMP/out" 2>&1 &
+    job=$!
+    for _ in $(seq 300); do [ -s "$TMP/m.ndjson" ] && grep -q '"step"' "$TMP/m.ndjson" && break; sleep 0.1; done
+    kill -9 "$(rank_pid "$job" 1)"
+    status=0
+    wait "$job" || status=$?
+    cat "$TMP/out"
+    [ "$status" -ne 0 ] && [ "$status" -ne 124 ]   # ended, and not by the timeout
+    [ "$(grep -c "hps-train: error: rank 1 (worker 1 of stage 1, cpu) stopped responding" "$TMP/out")" -eq 1 ]
+}
+
+@test "dist: stages on different ranks resume from the committed step to the same losses" {
+    P=$TESTDATA/plans/plan-dist-2s-3r.json
+    args=(--plan "$P" --data "$TMP/shards" --threads 1 --epochs 2 --metrics-interval 0 -q)
+    mpi 3 "$TRAIN" "${args[@]}" --metrics "$TMP/full.ndjson"
+    mpi 3 "$TRAIN" "${args[@]}" --steps 3 --checkpoint "$TMP/ck"
+    mpi 3 "$TRAIN" "${args[@]}" --checkpoint "$TMP/ck" --resume --metrics "$TMP/res.ndjson"
+    losses "$TMP/full.ndjson" | tail -n +4 > "$TMP/a"
+    losses "$TMP/res.ndjson" > "$TMP/b"
+    [ "$(wc -l < "$TMP/b")" -eq 5 ]
+    cmp "$TMP/a" "$TMP/b"
 }
