@@ -8,7 +8,8 @@
 #include "train/train_internal.h"
 
 /* Message tags between workers and servers. */
-enum { TAG_FETCH = 11, TAG_ROWS, TAG_PUSH, TAG_ACK, TAG_SAVE, TAG_DONE };
+/* TAG_PEEK: a fetch during evaluation, which creates no rows */
+enum { TAG_FETCH = 11, TAG_ROWS, TAG_PUSH, TAG_ACK, TAG_SAVE, TAG_DONE, TAG_PEEK };
 
 typedef enum { ROLE_WORKER, ROLE_SERVER } dist_role_kind;
 
@@ -61,8 +62,10 @@ struct hps_dist {
     int stage_w[HPS_TRAIN_MAX_STAGES][HPS_DIST_MAX_RANKS]; /* worker indices per stage */
     MPI_Comm scomm;              /* the workers of this rank's stage */
     int sidx, first, end;        /* index in the stage, its layers [first, end) */
+    int eval;                    /* the lead evaluates after every epoch (--eval) */
     int down_rank, n_up, up_rank[HPS_DIST_MAX_RANKS]; /* partners: next stage, previous */
     dist_buf *sbuf;              /* activations in flight, per micro-batch */
+    dist_buf gbuf;               /* a later stage's gradient going back up */
     int n_sbuf;
     char fail_msg[4096];         /* the roles of all ranks, said at the start */
 };

@@ -15,15 +15,21 @@ typedef struct {
     float *grad;
 } part;
 
-static int64_t server_row(hps_trainer *t, const dist_entry *e, hps_error *err)
+/* A peek (evaluation) reads without creating: zeros for a key never trained,
+ * as one process evaluates. */
+static int64_t server_row(hps_trainer *t, const dist_entry *e, int peek, hps_error *err)
 {
     if (e->layer < 0 || e->layer >= t->m->n_layers || !t->tables[e->layer])
         return hps_fail(err, HPS_EXIT_RUNTIME, "a request names layer %d, not an embedding layer",
                         (int)e->layer);
-    return hps_table_lookup(t->tables[e->layer], e->slot, e->key, t->step + 1, err);
+    hps_table *tab = t->tables[e->layer];
+    if (!peek) return hps_table_lookup(tab, e->slot, e->key, t->step + 1, err);
+    int64_t r = hps_table_find(tab, e->slot, e->key);
+    return r >= 0 ? r : hps_table_zero_row(tab);
 }
 
-static int serve_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, int to, hps_error *err)
+static int serve_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, int to, int peek,
+                      hps_error *err)
 {
     size_t count = n / sizeof(dist_entry);
     int64_t *rows = hps_malloc((count + 1) * sizeof *rows);
@@ -31,7 +37,7 @@ static int serve_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, in
     for (size_t i = 0; i < count; i++) {
         dist_entry e;
         memcpy(&e, msg + i * sizeof e, sizeof e);
-        if ((rows[i] = server_row(t, &e, err)) < 0) {
+        if ((rows[i] = server_row(t, &e, peek, err)) < 0) {
             free(rows);
             return -1;
         }
@@ -72,7 +78,7 @@ static int parse_push(hps_trainer *t, const char *msg, size_t n, part *parts, hp
         dist_entry e;
         if (at + sizeof e > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated push");
         memcpy(&e, msg + at, sizeof e);
-        int64_t row = server_row(t, &e, err);
+        int64_t row = server_row(t, &e, 0, err);
         if (row < 0) return -1;
         int D = t->m->layers[e.layer].dim;
         at += sizeof e;
@@ -156,7 +162,7 @@ int hps_dist_serve(hps_dist *d, hps_trainer *t, hps_error *err)
             rc = on_push(d, t, &s, w, msg, n, err);
             continue;
         }
-        if (tag == TAG_FETCH) rc = serve_rows(d, t, msg, n, from, err);
+        if (tag == TAG_FETCH || tag == TAG_PEEK) rc = serve_rows(d, t, msg, n, from, tag == TAG_PEEK, err);
         else if (tag == TAG_SAVE) rc = dist_save(d, t, err);
         else if (tag == TAG_DONE) s.done++;
         free(msg);

@@ -12,15 +12,17 @@
  * works on micro-batch m while stage 0 computes m + 1.  A later stage takes
  * its upstream partners in rank order and their micro-batches in order, so a
  * run is deterministic; the step stays synchronous (the servers apply it
- * once every worker pushed, as before).  A cut must lie after the merge
- * layer: before it the chain has two streams (hps-model(5)). */
+ * once every worker pushed, as before).  A cut before the merge layer sends
+ * both of the chain's streams there (hps-model(5)): the pooled embeddings and
+ * the dense stream, and gets both gradients back (the raw dense features have
+ * none). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/hps_io.h"
 #include "dist/dist_internal.h"
 
-enum { TAG_NMICRO = 31, TAG_ACT, TAG_DACT };
+enum { TAG_NMICRO = 31, TAG_ACT, TAG_DACT, TAG_PARAMS };
 
 int hps_dist_stages(const hps_dist *d) { return d->n_stages; }
 
@@ -72,30 +74,23 @@ void dist_stages_place(hps_dist *d)
             if (i % d->stage_n[s] == d->sidx) d->up_rank[d->n_up++] = d->worker_rank[d->stage_w[s - 1][i]];
 }
 
-/* The plan's layer ranges against the workers' stages; cuts after the merge. */
+/* The plan's layer ranges against the workers' stages: every embedding layer
+ * in stage 0, where the rows are loaded and fetched. */
 int hps_dist_check_stages(hps_dist *d, const hps_trainer *t, int eval, hps_error *err)
 {
     const hps_train_plan *p = &t->plan;
+    d->eval = eval;
     if (d->n_stages < 2) return 0;
     if (d->n_stages != p->n_stages)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: workers run %d stages, but the plan has %d",
                         hps_path_name(p->path), d->n_stages, p->n_stages);
-    for (int s = 1; s < p->n_stages; s++) {
-        int l = p->stages[s].first - 1;
-        const hps_layer *L = &t->m->layers[l];
-        if (L->kind == HPS_LAYER_EMBEDDING || (L->kind == HPS_LAYER_FC && L->on_dense))
-            return hps_fail(err, HPS_EXIT_USAGE,
-                            "%s: stage %d starts at layer %d ('%s'), before the merge layer: "
-                            "stages on different ranks must be cut after it",
-                            hps_path_name(p->path), s, l + 1, t->m->layers[l + 1].name);
-    }
-    for (int l = p->stages[1].first; l < t->m->n_layers; l++)
-        if (t->m->layers[l].kind == HPS_LAYER_EMBEDDING)
-            return hps_fail(err, HPS_EXIT_USAGE, "%s: embedding layer %d is not in stage 0",
-                            hps_path_name(p->path), l);
-    if (eval)
-        return hps_fail(err, HPS_EXIT_USAGE,
-                        "--eval is not available with stages on different ranks in this version");
+    for (int s = 1; s < p->n_stages; s++)
+        for (int l = p->stages[s].first; l < p->stages[s].end; l++)
+            if (t->m->layers[l].kind == HPS_LAYER_EMBEDDING)
+                return hps_fail(err, HPS_EXIT_USAGE,
+                                "%s: embedding layer %d ('%s') is in stage %d: stages on "
+                                "different ranks need every embedding layer in stage 0",
+                                hps_path_name(p->path), l, t->m->layers[l].name, s);
     if (d->me->kind == ROLE_WORKER) {
         d->first = p->stages[d->me->stage].first;
         d->end = p->stages[d->me->stage].end;
@@ -103,18 +98,92 @@ int hps_dist_check_stages(hps_dist *d, const hps_trainer *t, int eval, hps_error
     return 0;
 }
 
-static int width_at(const hps_trainer *t, int l) { return t->m->layers[l].out_width; }
+/* What crosses the cut before layer c, per sample.  After the merge layer:
+ * the one stream, layer c-1's output.  Before it: the pooled embeddings and
+ * the dense stream at c (the last bottom fc's output, or the raw dense
+ * features, which have no gradient). */
+typedef struct {
+    float *x, *dx;
+    size_t width;
+    const hps_backend *be;
+} cut_part;
+typedef struct {
+    int n;
+    cut_part part[2];
+} cut;
 
-/* Activations and labels of net's B rows, into b (host floats). */
-static void pack(const hps_trainer *t, hps_net *net, int l, dist_buf *b)
+static int before_merge(const hps_model *m, int c)
 {
-    size_t n = (size_t)net->B * (size_t)width_at(t, l) * sizeof(float);
-    b->len = 0;
-    if (b->cap < n + (size_t)net->B * sizeof(float)) {
-        b->cap = n + (size_t)net->B * sizeof(float) + 64;
+    for (int l = c; l < m->n_layers; l++)
+        if (m->layers[l].kind == HPS_LAYER_CONCAT || m->layers[l].kind == HPS_LAYER_DOT) return 1;
+    return 0;
+}
+
+static cut cut_at(hps_net *net, int c)
+{
+    const hps_model *m = net->model;
+    cut k = {0};
+    if (!before_merge(m, c)) {
+        hps_net_layer *N = &net->layers[c - 1];
+        k.part[k.n++] = (cut_part){N->out, N->dout, (size_t)m->layers[c - 1].out_width, net->be};
+        return k;
+    }
+    k.part[k.n++] = (cut_part){net->h_pooled, net->h_dpooled, (size_t)net->E, net->emb_be};
+    float *x = net->dense_in, *dx = NULL;
+    size_t w = (size_t)m->n_dense;
+    for (int l = 0; l < c; l++)
+        if (m->layers[l].kind == HPS_LAYER_FC && m->layers[l].on_dense)
+            x = net->layers[l].out, dx = net->layers[l].dout, w = (size_t)m->layers[l].out_width;
+    k.part[k.n++] = (cut_part){x, dx, w, net->be};
+    return k;
+}
+
+/* Floats per sample of the activations (grad = 0) or of their gradient. */
+static size_t cut_width(const cut *k, int grad)
+{
+    size_t w = 0;
+    for (int i = 0; i < k->n; i++) w += grad && !k->part[i].dx ? 0 : k->part[i].width;
+    return w;
+}
+
+/* B rows of the cut's activations (grad = 0) or gradients to b, or from p. */
+static void cut_download(const cut *k, int grad, int B, char *b)
+{
+    for (int i = 0; i < k->n; i++) {
+        float *src = grad ? k->part[i].dx : k->part[i].x;
+        size_t n = (size_t)B * k->part[i].width * sizeof(float);
+        if (!src || !n) continue;
+        k->part[i].be->download(b, src, n);
+        b += n;
+    }
+}
+
+static void cut_upload(const cut *k, int grad, int B, const char *p)
+{
+    for (int i = 0; i < k->n; i++) {
+        float *dst = grad ? k->part[i].dx : k->part[i].x;
+        size_t n = (size_t)B * k->part[i].width * sizeof(float);
+        if (!dst || !n) continue;
+        k->part[i].be->upload(dst, p, n);
+        p += n;
+    }
+}
+
+static void buf_reserve(dist_buf *b, size_t n)
+{
+    if (b->cap < n) {
+        b->cap = n + 64;
         b->buf = hps_realloc(b->buf, b->cap);
     }
-    if (n) t->be->download(b->buf, net->layers[l].out, n);
+}
+
+/* Activations and labels of net's B rows at the cut before layer c, into b. */
+static void pack(const hps_trainer *t, hps_net *net, int c, dist_buf *b)
+{
+    cut k = cut_at(net, c);
+    size_t n = (size_t)net->B * cut_width(&k, 0) * sizeof(float);
+    buf_reserve(b, n + (size_t)net->B * sizeof(float));
+    cut_download(&k, 0, net->B, b->buf);
     if (net->B) t->be->download(b->buf + n, net->labels, (size_t)net->B * sizeof(float));
     b->len = n + (size_t)net->B * sizeof(float);
 }
@@ -141,26 +210,26 @@ static void backward(hps_net *net, int first, int end)
 static int exchange_down(hps_dist *d, hps_trainer *t, hps_net **nets, int k, int first, int end,
                          hps_error *err)
 {
-    int l = end - 1, W = width_at(t, l);
     int32_t nk = k;
     dist_send(d, &nk, sizeof nk, d->down_rank, TAG_NMICRO);
     grow_sbuf(d, k);
     MPI_Request reqs[HPS_DIST_MAX_MICRO];
     for (int m = 0; m < k; m++) {
         forward(nets[m], first, end);
-        pack(t, nets[m], l, &d->sbuf[m]);
+        pack(t, nets[m], end, &d->sbuf[m]);
         dist_isend(d, d->sbuf[m].buf, d->sbuf[m].len, d->down_rank, TAG_ACT, &reqs[m]);
     }
     int rc = 0;
     for (int m = 0; m < k; m++) {
         size_t n;
-        float *g = (float *)dist_recv(d->down_rank, TAG_DACT, &n, NULL, NULL);
-        size_t want = (size_t)nets[m]->B * (size_t)W * sizeof(float);
+        char *g = dist_recv(d->down_rank, TAG_DACT, &n, NULL, NULL);
+        cut c = cut_at(nets[m], end);
+        size_t want = (size_t)nets[m]->B * cut_width(&c, 1) * sizeof(float);
         if (n != want && rc == 0)
             rc = hps_fail(err, HPS_EXIT_RUNTIME, "rank %d sent %zu bytes of gradient, not %zu",
                           d->down_rank, n, want);
         if (rc == 0) {
-            if (n) t->be->upload(nets[m]->layers[l].dout, g, n);
+            cut_upload(&c, 1, nets[m]->B, g);
             backward(nets[m], first, end);
         }
         free(g);
@@ -173,7 +242,9 @@ static int exchange_down(hps_dist *d, hps_trainer *t, hps_net **nets, int k, int
 static int stage_on(hps_dist *d, hps_trainer *t, int total, double *loss, hps_error *err)
 {
     hps_net *net = t->nets[0];
-    int l_in = d->first - 1, W = width_at(t, l_in), last = d->down_rank < 0;
+    cut c = cut_at(net, d->first);
+    size_t W = cut_width(&c, 0), Wg = cut_width(&c, 1);
+    int last = d->down_rank < 0;
     *loss = 0;
     for (int p = 0; p < d->n_up; p++) {
         size_t n;
@@ -185,19 +256,17 @@ static int stage_on(hps_dist *d, hps_trainer *t, int total, double *loss, hps_er
                             d->up_rank[p]);
         for (int m = 0; m < k; m++) {
             char *msg = dist_recv(d->up_rank[p], TAG_ACT, &n, NULL, NULL);
-            size_t rows = n / (((size_t)W + 1) * sizeof(float));
-            if (rows * ((size_t)W + 1) * sizeof(float) != n || rows > (size_t)t->cap_micro) {
+            size_t rows = n / ((W + 1) * sizeof(float));
+            if (rows * (W + 1) * sizeof(float) != n || rows > (size_t)t->cap_micro) {
                 free(msg);
                 return hps_fail(err, HPS_EXIT_RUNTIME, "rank %d sent %zu bytes of activations",
                                 d->up_rank[p], n);
             }
-            size_t act = rows * (size_t)W * sizeof(float);
+            size_t act = rows * W * sizeof(float);
             net->B = (int)rows;
             net->loss_scale = (float)rows / (float)total;
-            if (rows) {
-                t->be->upload(net->layers[l_in].out, msg, act);
-                t->be->upload(net->labels, msg + act, rows * sizeof(float));
-            }
+            cut_upload(&c, 0, net->B, msg);
+            if (rows) t->be->upload(net->labels, msg + act, rows * sizeof(float));
             free(msg);
             if (last) {
                 forward(net, d->first, d->end);
@@ -208,7 +277,9 @@ static int stage_on(hps_dist *d, hps_trainer *t, int total, double *loss, hps_er
                 int rc = exchange_down(d, t, &net, 1, d->first, d->end, err);
                 if (rc) return rc;
             }
-            dist_send(d, rows ? net->layers[l_in].dout : NULL, act, d->up_rank[p], TAG_DACT);
+            buf_reserve(&d->gbuf, rows * Wg * sizeof(float));
+            cut_download(&c, 1, net->B, d->gbuf.buf);
+            dist_send(d, d->gbuf.buf, rows * Wg * sizeof(float), d->up_rank[p], TAG_DACT);
         }
     }
     return 0;
@@ -234,9 +305,57 @@ static int compute(void *ctx, hps_trainer *t, const hps_batch *b, int lo, int hi
     return exchange_down(d, t, t->nets, k, d->first, d->end, err) ? -1 : k;
 }
 
+/* The dense parameters of layers [first, end): one contiguous range. */
+static void param_range(const hps_model *m, int first, int end, size_t *lo, size_t *hi)
+{
+    *lo = *hi = 0;
+    for (int l = first; l < end; l++) {
+        const hps_layer *L = &m->layers[l];
+        if (!L->n_params) continue;
+        if (*hi == *lo) *lo = L->param_offset;
+        *hi = L->param_offset + L->n_params;
+    }
+}
+
+/* The before_eval hook: the lead evaluates the whole chain but trains only
+ * its own stage's layers, so the first worker of every other stage sends it
+ * that stage's current weights (into the lead's copy of layers it never
+ * trains). */
+static int gather_weights(void *ctx, hps_trainer *t, hps_error *err)
+{
+    hps_dist *d = ctx;
+    const hps_train_plan *p = &t->plan;
+    int lead = d->worker_rank[0], lead_stage = d->roles[lead].stage;
+    size_t lo, hi;
+    if (d->me->stage != lead_stage && d->sidx == 0) {
+        param_range(t->m, d->first, d->end, &lo, &hi);
+        size_t n = (hi - lo) * sizeof(float);
+        buf_reserve(&d->gbuf, n);
+        if (n) t->be->download(d->gbuf.buf, t->owner->params + lo, n);
+        dist_send(d, d->gbuf.buf, n, lead, TAG_PARAMS);
+    }
+    if (!hps_dist_is_lead(d)) return 0;
+    for (int s = 0; s < d->n_stages; s++) {
+        if (s == lead_stage) continue;
+        int from = d->worker_rank[d->stage_w[s][0]];
+        size_t n;
+        char *w = dist_recv(from, TAG_PARAMS, &n, NULL, NULL);
+        param_range(t->m, p->stages[s].first, p->stages[s].end, &lo, &hi);
+        int bad = n != (hi - lo) * sizeof(float);
+        if (!bad && n) t->be->upload(t->owner->params + lo, w, n);
+        free(w);
+        if (bad)
+            return hps_fail(err, HPS_EXIT_RUNTIME, "rank %d sent %zu bytes of stage %d's weights",
+                            from, n, s);
+    }
+    return 0;
+}
+
 void dist_stages_hook(hps_dist *d, hps_train_dist *h)
 {
-    if (d->n_stages > 1) h->compute = compute;
+    if (d->n_stages < 2) return;
+    h->compute = compute;
+    if (d->eval) h->before_eval = gather_weights;
 }
 
 void dist_stages_free(hps_dist *d)
@@ -244,4 +363,5 @@ void dist_stages_free(hps_dist *d)
     if (d->scomm != MPI_COMM_NULL) MPI_Comm_free(&d->scomm);
     for (int m = 0; m < d->n_sbuf; m++) free(d->sbuf[m].buf);
     free(d->sbuf);
+    free(d->gbuf.buf);
 }

@@ -74,7 +74,8 @@ static int fetch(void *ctx, hps_trainer *t, hps_error *err)
     int n_reqs = 0;
     for (int s = 0; s < d->servers; s++)
         if (d->req[s].len)
-            dist_isend(d, d->req[s].buf, d->req[s].len, d->server_rank[s], TAG_FETCH, &reqs[n_reqs++]);
+            dist_isend(d, d->req[s].buf, d->req[s].len, d->server_rank[s],
+                       t->evaluating ? TAG_PEEK : TAG_FETCH, &reqs[n_reqs++]);
     for (int s = 0; s < d->servers; s++) {
         if (!d->req[s].len) continue;
         size_t n;

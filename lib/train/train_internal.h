@@ -23,6 +23,9 @@
  *             backward with the other stages' ranks, sets *loss (this rank's
  *             part of the batch loss) and *fetch_s; returns the micro-batches
  *             loaded here (their sparse gradients are pushed), or -1
+ *   before_eval  NULL, or called on every worker at the end of each epoch
+ *             when the lead evaluates: brings it the weights it lacks (stages
+ *             across ranks)
  * evaluates: 0 on workers that leave --eval to the lead worker. */
 struct hps_train_dist {
     void *ctx;
@@ -36,6 +39,7 @@ struct hps_train_dist {
     json_t *(*metrics)(void *ctx);
     int (*compute)(void *ctx, hps_trainer *t, const hps_batch *b, int lo, int hi, double *loss,
                    double *fetch_s, hps_error *err);
+    int (*before_eval)(void *ctx, hps_trainer *t, hps_error *err);
     int evaluates;
 };
 

@@ -40,11 +40,13 @@ static int64_t table_row(void *ctx, int layer, int j, uint64_t key)
 {
     hps_trainer *t = ctx;
     int slot = t->m->layers[layer].slots[j];
-    if (t->evaluating) { /* read only: an unseen key reads zeros, the table stays as trained */
+    if (t->evaluating && !t->dist) { /* read only: an unseen key reads zeros, the table stays as trained */
         int64_t r = hps_table_find(t->tables[layer], slot, key);
-        if (r >= 0 && t->dist) train_touch(t, layer, r);
         return r >= 0 ? r : hps_table_zero_row(t->tables[layer]);
     }
+    /* A worker's table only maps keys to rows: during evaluation it maps
+     * keys other workers trained too, and the fetch reads them read-only
+     * from their servers (zeros for keys no worker trained). */
     int64_t r = hps_table_lookup(t->tables[layer], slot, key, t->step + 1,
                                  t->map_failed ? NULL : &t->map_err);
     if (r < 0) t->map_failed = 1;
@@ -363,6 +365,8 @@ static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
     t->epoch++;
     t->epoch_row = 0;
     t->sum.epochs_done = (int)t->epoch;
+    /* every worker takes part, though only the lead holds the eval source */
+    if (t->dist && t->dist->before_eval && t->dist->before_eval(t->dist->ctx, t, err)) return -1;
     if (!eval || (t->dist && !t->dist->evaluates)) return 0;
     double t0 = hps_now();
     if (hps_trainer_eval(t, eval, &t->sum.eval, err)) return -1;
