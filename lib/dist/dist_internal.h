@@ -53,6 +53,8 @@ struct hps_dist {
     double last_compute[HPS_DIST_MAX_RANKS];
     int slice_rows;              /* rows of this step's slice */
     double critical_s, idle_s;   /* sums over steps: slowest worker, others' waits */
+    double stage_busy[HPS_DIST_MAX_RANKS]; /* stages across ranks: sums of each one's slowest */
+    double xwait;                /* this step's waits for the other stages' ranks */
     dist_buf *req, *push;
     int64_t **req_rows;          /* per server: (layer << 40 | row) of each request entry */
     int64_t *n_req_rows, *cap_req_rows;

@@ -222,7 +222,9 @@ static int exchange_down(hps_dist *d, hps_trainer *t, hps_net **nets, int k, int
     int rc = 0;
     for (int m = 0; m < k; m++) {
         size_t n;
+        double w0 = hps_now();
         char *g = dist_recv(d->down_rank, TAG_DACT, &n, NULL, NULL);
+        d->xwait += hps_now() - w0;
         cut c = cut_at(nets[m], end);
         size_t want = (size_t)nets[m]->B * cut_width(&c, 1) * sizeof(float);
         if (n != want && rc == 0)
@@ -234,7 +236,9 @@ static int exchange_down(hps_dist *d, hps_trainer *t, hps_net **nets, int k, int
         }
         free(g);
     }
+    double w0 = hps_now();
     MPI_Waitall(k, reqs, MPI_STATUSES_IGNORE);
+    d->xwait += hps_now() - w0;
     return rc;
 }
 
@@ -246,16 +250,21 @@ static int stage_on(hps_dist *d, hps_trainer *t, int total, double *loss, hps_er
     size_t W = cut_width(&c, 0), Wg = cut_width(&c, 1);
     int last = d->down_rank < 0;
     *loss = 0;
+    d->slice_rows = 0;
     for (int p = 0; p < d->n_up; p++) {
         size_t n;
+        double w0 = hps_now();
         int32_t *nk = (int32_t *)dist_recv(d->up_rank[p], TAG_NMICRO, &n, NULL, NULL);
+        d->xwait += hps_now() - w0;
         int k = n == sizeof *nk ? *nk : -1;
         free(nk);
         if (k < 0 || k > HPS_DIST_MAX_MICRO)
             return hps_fail(err, HPS_EXIT_RUNTIME, "rank %d announced a bad micro-batch count",
                             d->up_rank[p]);
         for (int m = 0; m < k; m++) {
+            w0 = hps_now();
             char *msg = dist_recv(d->up_rank[p], TAG_ACT, &n, NULL, NULL);
+            d->xwait += hps_now() - w0;
             size_t rows = n / ((W + 1) * sizeof(float));
             if (rows * (W + 1) * sizeof(float) != n || rows > (size_t)t->cap_micro) {
                 free(msg);
@@ -263,6 +272,7 @@ static int stage_on(hps_dist *d, hps_trainer *t, int total, double *loss, hps_er
                                 d->up_rank[p], n);
             }
             size_t act = rows * W * sizeof(float);
+            d->slice_rows += (int)rows;
             net->B = (int)rows;
             net->loss_scale = (float)rows / (float)total;
             cut_upload(&c, 0, net->B, msg);
@@ -279,7 +289,9 @@ static int stage_on(hps_dist *d, hps_trainer *t, int total, double *loss, hps_er
             }
             buf_reserve(&d->gbuf, rows * Wg * sizeof(float));
             cut_download(&c, 1, net->B, d->gbuf.buf);
+            w0 = hps_now();
             dist_send(d, d->gbuf.buf, rows * Wg * sizeof(float), d->up_rank[p], TAG_DACT);
+            d->xwait += hps_now() - w0;
         }
     }
     return 0;
@@ -292,17 +304,23 @@ static int compute(void *ctx, hps_trainer *t, const hps_batch *b, int lo, int hi
     hps_dist *d = ctx;
     double t0 = hps_now();
     *loss = 0;
+    d->xwait = 0; /* not compute: neither the rebalancing nor the stage times count it */
     if (d->me->stage > 0) {
         t->be->memzero(t->owner->grads, t->m->n_params * sizeof(float));
-        *fetch_s = 0;
-        return stage_on(d, t, b->B, loss, err) ? -1 : 0;
+        int rc = stage_on(d, t, b->B, loss, err);
+        *fetch_s = d->xwait;
+        d->st.wait_s += d->xwait;
+        return rc ? -1 : 0;
     }
     int k = train_load_micro(t, b, lo, hi, b->B, err);
     if (k < 0) return -1;
     if (k > HPS_DIST_MAX_MICRO) return hps_fail(err, HPS_EXIT_USAGE, "more than %d micro-batches", HPS_DIST_MAX_MICRO);
     *fetch_s = hps_now() - t0;
     t->be->memzero(t->owner->grads, t->m->n_params * sizeof(float));
-    return exchange_down(d, t, t->nets, k, d->first, d->end, err) ? -1 : k;
+    int rc = exchange_down(d, t, t->nets, k, d->first, d->end, err);
+    *fetch_s += d->xwait;
+    d->st.wait_s += d->xwait;
+    return rc ? -1 : k;
 }
 
 /* The dense parameters of layers [first, end): one contiguous range. */
@@ -351,10 +369,17 @@ static int gather_weights(void *ctx, hps_trainer *t, hps_error *err)
     return 0;
 }
 
+static double stage_busy(void *ctx, int s)
+{
+    hps_dist *d = ctx;
+    return s < d->n_stages ? d->stage_busy[s] : 0;
+}
+
 void dist_stages_hook(hps_dist *d, hps_train_dist *h)
 {
     if (d->n_stages < 2) return;
     h->compute = compute;
+    h->stage_busy = stage_busy;
     if (d->eval) h->before_eval = gather_weights;
 }
 

@@ -140,6 +140,11 @@ static int reduce(void *ctx, hps_trainer *t, double *loss, double compute_s, hps
     }
     d->critical_s += slowest;
     for (int w = 0; w < W; w++) d->idle_s += slowest - secs[w];
+    for (int s = 0; d->n_stages > 1 && s < d->n_stages; s++) {
+        double m = 0;
+        for (int i = 0; i < d->stage_n[s]; i++) m = fmax(m, secs[d->stage_w[s][i]]);
+        d->stage_busy[s] += m;
+    }
     if (d->o.rebalance) {
         /* among the workers that slice the batch */
         int w[HPS_DIST_MAX_RANKS], nw = slicers(d, w);

@@ -46,8 +46,8 @@ int hps_dist_is_lead(const hps_dist *d);
 /* Stages among the workers (1: every worker runs all layers). */
 int hps_dist_stages(const hps_dist *d);
 /* With stages on different ranks: the plan's layer ranges fit the workers'
- * stages, every cut lies after the merge layer, no --eval; every rank finds
- * the same answer. */
+ * stages and every embedding layer is in stage 0; every rank finds the same
+ * answer.  eval: the lead evaluates after each epoch (--eval). */
 int hps_dist_check_stages(hps_dist *d, const hps_trainer *t, int eval, hps_error *err);
 /* A worker: hooks the trainer's steps, loads and checkpoints. */
 void hps_dist_attach(hps_dist *d, hps_trainer *t);

@@ -26,6 +26,9 @@
  *   before_eval  NULL, or called on every worker at the end of each epoch
  *             when the lead evaluates: brings it the weights it lacks (stages
  *             across ranks)
+ *   stage_busy   NULL, or the seconds a stage computed so far (each step its
+ *             slowest worker), when the stages run on other ranks than this
+ *             one's pipeline
  * evaluates: 0 on workers that leave --eval to the lead worker. */
 struct hps_train_dist {
     void *ctx;
@@ -40,6 +43,7 @@ struct hps_train_dist {
     int (*compute)(void *ctx, hps_trainer *t, const hps_batch *b, int lo, int hi, double *loss,
                    double *fetch_s, hps_error *err);
     int (*before_eval)(void *ctx, hps_trainer *t, hps_error *err);
+    double (*stage_busy)(void *ctx, int stage);
     int evaluates;
 };
 

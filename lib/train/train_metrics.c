@@ -20,10 +20,18 @@ static void emit(hps_trainer *t, json_t *o)
     json_decref(o);
 }
 
+/* Seconds stage s computed so far: this process's pipeline thread, or the
+ * stage's ranks (stages across ranks). */
+static double stage_busy(hps_trainer *t, int s)
+{
+    if (t->dist && t->dist->stage_busy) return t->dist->stage_busy(t->dist->ctx, s);
+    return hps_pipeline_stats(t->pipe, s)->busy_s;
+}
+
 void train_metrics_start(hps_trainer *t)
 {
     t->step_last = t->step; /* rates count from here, also after a resume */
-    for (int s = 0; s < t->plan.n_stages; s++) t->busy_last[s] = hps_pipeline_stats(t->pipe, s)->busy_s;
+    for (int s = 0; s < t->plan.n_stages; s++) t->busy_last[s] = stage_busy(t, s);
     json_t *stages = json_array();
     for (int s = 0; s < t->plan.n_stages; s++) {
         const hps_train_stage *st = &t->plan.stages[s];
@@ -47,8 +55,8 @@ static json_t *stage_rates(hps_trainer *t, uint64_t steps)
     json_t *a = json_array();
     for (int s = 0; s < t->plan.n_stages; s++) {
         const hps_stage_stats *st = hps_pipeline_stats(t->pipe, s);
-        double busy = st->busy_s - t->busy_last[s];
-        t->busy_last[s] = st->busy_s;
+        double now = stage_busy(t, s), busy = now - t->busy_last[s];
+        t->busy_last[s] = now;
         double ms = steps ? busy * 1e3 / (double)steps : NAN;
         double pred = t->plan.stages[s].predicted_ms;
         json_array_append_new(

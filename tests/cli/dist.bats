@@ -158,6 +158,14 @@ same_losses() {
     same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
     # stage 1's worker trained on what stage 0 sent it, and sent gradients back
     [ "$(dist_field "$TMP/dist.ndjson" 'o["per_rank"][1]["bytes_sent"] > 1e6')" = True ]
+    [ "$(dist_field "$TMP/dist.ndjson" 'o["per_rank"][1]["samples"]')" = 12000.0 ]
+    # each stage's time, measured on its own rank, beside the plan's
+    python3 - "$TMP/dist.ndjson" <<'PY'
+import json, sys
+steps = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["event"] == "step"]
+for st in steps[-1]["stages"]:
+    assert st["measured_ms"] > 0 and st["predicted_ms"] == 20, st
+PY
 }
 
 @test "dist: 2 stages on 2+1 workers and a server follow the single-process loss trajectory" {
@@ -168,20 +176,99 @@ same_losses() {
     same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
 }
 
-@test "dist: stages on different ranks cut before the merge layer are refused" {
+# The eval records of a metrics file: "logloss auc", one per epoch.
+evals() {
+    python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    o = json.loads(l)
+    if o["event"] == "eval": print(o["logloss"], o["auc"])' "$1"
+}
+
+same_evals() {
+    evals "$1" > "$TMP/ea"
+    evals "$2" > "$TMP/eb"
+    [ "$(wc -l < "$TMP/ea")" -ge 2 ]
+    [ "$(wc -l < "$TMP/ea")" -eq "$(wc -l < "$TMP/eb")" ]
+    paste "$TMP/ea" "$TMP/eb" | awk '{for (i = 1; i <= 2; i++) {d = $i - $(i + 2); if (d < 0) d = -d;
+                                          if (d > 1e-4 * $i) bad++}} END {exit bad > 0}'
+}
+
+@test "dist: --eval under mpirun gives one process's evaluation (2 workers; 2 stages on 2+1)" {
+    # the lead evaluates; rows other workers trained come read-only from the servers
+    "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 2 --threads 1 --micro-batches 2 \
+        --eval "$TMP/shards" --metrics "$TMP/one.ndjson" --metrics-interval 0 -q
+    mpi 3 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 2 --threads 1 \
+        --eval "$TMP/shards" --metrics "$TMP/dist.ndjson" --metrics-interval 0 -q
+    same_evals "$TMP/one.ndjson" "$TMP/dist.ndjson"
+    # with stages on different ranks the lead gets the other stage's weights first
+    mpi 4 "$TRAIN" --plan "$TESTDATA/plans/plan-dist-2s-4r.json" --data "$TMP/shards" --epochs 2 \
+        --threads 1 --eval "$TMP/shards" --metrics "$TMP/st.ndjson" --metrics-interval 0 -q
+    same_evals "$TMP/one.ndjson" "$TMP/st.ndjson"
+}
+
+# A copy of plan $1 with its two stages cut before layer $3, to $2.
+cut_plan() {
     python3 -c 'import json,sys
 p = json.load(open(sys.argv[1]))
-p["stages"][0]["layers"], p["stages"][1]["layers"] = [0, 0], [1, 6]
-json.dump(p, open(sys.argv[2], "w"))' "$TESTDATA/plans/plan-dist-2s-3r.json" "$TMP/cut.json"
-    run mpi 3 "$TRAIN" -m "$MODEL" --plan "$TMP/cut.json" --data "$TMP/shards" --steps 2 -q
+c, last = int(sys.argv[3]), p["stages"][1]["layers"][1]
+p["stages"][0]["layers"], p["stages"][1]["layers"] = [0, c - 1], [c, last]
+json.dump(p, open(sys.argv[2], "w"))' "$@"
+}
+
+@test "dist: a cut before the merge layer sends both streams and follows one process" {
+    # dlrm-criteo: emb_a, emb_b, bottom1, bottom2, interact, top1, out, loss
+    DM=$TESTDATA/models/dlrm-criteo.json
+    "$HPS_BIN/hps-shard" -m "$DM" -o "$TMP/dl" "$TMP/x.tsv" 2>/dev/null
+    cut_plan "$TESTDATA/plans/plan-dist-dlrm-cut3.json" "$TMP/cut2.json" 2
+    args=(-m "$DM" --data "$TMP/dl" --epochs 2 --threads 1 --micro-batches 2 --eval "$TMP/dl"
+          --metrics-interval 0 -q)
+    "$TRAIN" --plan "$TESTDATA/plans/plan-dist-dlrm-cut3.json" "${args[@]}" --metrics "$TMP/one.ndjson"
+    # after bottom1: its output and its gradient cross; before it: the raw dense features
+    for p in "$TESTDATA/plans/plan-dist-dlrm-cut3.json" "$TMP/cut2.json"; do
+        mpi 3 "$TRAIN" --plan "$p" "${args[@]}" --metrics "$TMP/d.ndjson"
+        same_losses "$TMP/one.ndjson" "$TMP/d.ndjson"
+        same_evals "$TMP/one.ndjson" "$TMP/d.ndjson"
+    done
+    # demo-ctr cut right after its embedding layer
+    cut_plan "$TESTDATA/plans/plan-dist-2s-3r.json" "$TMP/cut1.json" 1
+    "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 3 --threads 1 --micro-batches 2 \
+        --metrics "$TMP/one.ndjson" --metrics-interval 0 -q
+    mpi 3 "$TRAIN" --plan "$TMP/cut1.json" -m "$MODEL" --data "$TMP/shards" --epochs 3 \
+        --threads 1 --micro-batches 2 --metrics "$TMP/d.ndjson" --metrics-interval 0 -q
+    same_losses "$TMP/one.ndjson" "$TMP/d.ndjson"
+}
+
+@test "dist: stages on different ranks with an embedding layer after stage 0 are refused" {
+    DM=$TESTDATA/models/dlrm-criteo.json
+    "$HPS_BIN/hps-shard" -m "$DM" -o "$TMP/dl" "$TMP/x.tsv" 2>/dev/null
+    cut_plan "$TESTDATA/plans/plan-dist-dlrm-cut3.json" "$TMP/cut.json" 1
+    run mpi 3 "$TRAIN" -m "$DM" --plan "$TMP/cut.json" --data "$TMP/dl" --steps 2 -q
     echo "$output"
     [ "$status" -eq 2 ]
-    [[ "$output" == *"hps-train: error: "*"cut.json: stage 1 starts at layer 1 ('concat'), before the merge layer"* ]]
+    [[ "$output" == *"hps-train: error: "*"cut.json: embedding layer 1 ('emb_b') is in stage 1: stages on different ranks need every embedding layer in stage 0"* ]]
     [ "$(grep -c "hps-train: error" <<< "$output")" -eq 1 ]
-    run mpi 3 "$TRAIN" --plan "$TESTDATA/plans/plan-dist-2s-3r.json" --data "$TMP/shards" \
-        --eval "$TMP/shards" --steps 2 -q
-    [ "$status" -eq 2 ]
-    [[ "$output" == *"--eval is not available with stages on different ranks"* ]]
+}
+
+@test "dist: the rankfile hps-plan writes starts the plan's ranks under mpirun" {
+    python3 - "$TESTDATA/clusters/lab.json" "$TMP/local.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["resources"] = [r for r in c["resources"] if r["kind"] == "cpu"]
+c["links"] = []
+c["nodes"] = [{"name": "localhost", "units": {"cpu": 4}}]
+json.dump(c, open(sys.argv[2], "w"))
+PY
+    "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TMP/local.json" -p "$TESTDATA/profiles/demo-ctr.json" \
+        --min-throughput 1000 --rankfile "$TMP/ranks" -o "$TMP/plan.json"
+    n=$(wc -l < "$TMP/ranks")
+    [ "$n" -ge 2 ]
+    "$HPS_BIN/hps-shard" -m "$MODEL" --plan "$TMP/plan.json" -o "$TMP/ps" "$TMP/x.tsv" 2>/dev/null
+    run timeout 120 mpirun --oversubscribe --rankfile "$TMP/ranks" "$TRAIN" --plan "$TMP/plan.json" \
+        --data "$TMP/ps" --epochs 1 --threads 1 --metrics "$TMP/m.ndjson"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"$n ranks: rank 0 worker 0 of stage 0, cpu"* ]]
+    [ "$(dist_field "$TMP/m.ndjson" 'len(o["per_rank"])')" = "$n" ]
 }
 
 @test "dist: a killed stage worker ends the job; a survivor names its rank and role" {
