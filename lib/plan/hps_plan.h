@@ -77,6 +77,7 @@ typedef struct {
     /* per layer x type, [l * n_types + t] */
     double *t1_ms; /* forward + backward of one batch on one unit */
     double *par;   /* fitted parallel fraction a: t(k) = t1 ((1 - a) + a / k) */
+    unsigned char *fits; /* [l * n_types + t]: 1 when layer l's working set fits one unit of type t */
     /* per type */
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
