@@ -13,18 +13,20 @@
 enum { FMT_JSON, FMT_TABLE, FMT_DOT };
 
 typedef struct {
-    const char *model, *cluster, *output, *rankfile, *explain, *algo;
+    const char *model, *cluster, *output, *rankfile, *explain, *algo, *policy, *train_policy;
     const char **profiles;
     int n_profiles;
     double min_throughput, samples;
     long epochs;
     int objective, format, pareto;
+    long instances;
     plan_search_opts search;
 } options;
 
 static const char usage_text[] =
     "usage: hps-plan -m MODEL -c CLUSTER [-p PROFILE]... --min-throughput N [options]\n"
     "       hps-plan --explain PLAN [-m MODEL] [-c CLUSTER] [-p PROFILE]...\n"
+    "       hps-plan --train-policy FILE [--instances N] [--episodes N] [-s S]\n"
     "\n"
     "Decides which resource type runs each layer of MODEL and how many units each\n"
     "stage gets, so that at least N samples/s are trained at the lowest cost.\n"
@@ -35,14 +37,18 @@ static const char usage_text[] =
     "  -p, --profile FILE       a profile (hps-profile(5)); repeatable; default stdin\n"
     "  -t, --min-throughput N   samples per second the plan must reach\n"
     "      --objective WHAT     cost (default), time, energy or edp\n"
-    "  -a, --algo ALGO          rl (default), exact, greedy, genetic, brute, fixed:TYPE\n"
-    "  -s, --seed S             seed of rl and genetic (default 1)\n"
+    "  -a, --algo ALGO          rl (default), exact, greedy, genetic, polish, brute, fixed:TYPE\n"
+    "  -s, --seed S             seed of rl, genetic and polish (default 1)\n"
     "      --samples N          samples per epoch (default 100000000)\n"
     "      --epochs E           epochs (default 1)\n"
-    "      --episodes N         plans rl samples, or genetic evaluates (default 2048)\n"
-    "      --time-limit S       seconds rl or genetic may take (default 10)\n"
+    "      --episodes N         plans rl's policy samples (default 2048)\n"
+    "      --evaluations N      cost-model evaluations rl, genetic or polish may make (default 8192)\n"
+    "      --time-limit S       safety cap in seconds on rl, genetic and polish (default 60)\n"
     "      --bound-time S       seconds for the exact solver, alone or for the gap (default 5)\n"
     "      --no-polish          rl: keep the best sampled plan as it is\n"
+    "      --policy FILE        rl: start from this policy instead of the built-in one\n"
+    "      --train-policy FILE  pre-train an rl policy over random instances, write it to FILE\n"
+    "      --instances N        --train-policy: instances to train over (default 512)\n"
     "  -f, --format FMT         json (default), table or dot\n"
     "  -o, --output FILE        write the plan there (default stdout)\n"
     "      --rankfile FILE      write an Open MPI rankfile for the plan's ranks\n"
@@ -54,7 +60,8 @@ static const char usage_text[] =
     "  -V, --version            version and features\n";
 
 enum { OPT_OBJECTIVE = 256, OPT_SAMPLES, OPT_EPOCHS, OPT_EPISODES, OPT_TIME_LIMIT, OPT_BOUND_TIME,
-       OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN };
+       OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN, OPT_EVALUATIONS, OPT_POLICY,
+       OPT_TRAIN_POLICY, OPT_INSTANCES };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -70,6 +77,10 @@ static const struct option long_options[] = {
     {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
     {"bound-time", required_argument, NULL, OPT_BOUND_TIME},
     {"no-polish", no_argument, NULL, OPT_NO_POLISH},
+    {"evaluations", required_argument, NULL, OPT_EVALUATIONS},
+    {"policy", required_argument, NULL, OPT_POLICY},
+    {"train-policy", required_argument, NULL, OPT_TRAIN_POLICY},
+    {"instances", required_argument, NULL, OPT_INSTANCES},
     {"format", required_argument, NULL, 'f'},
     {"output", required_argument, NULL, 'o'},
     {"rankfile", required_argument, NULL, OPT_RANKFILE},
@@ -128,8 +139,9 @@ static void parse_options(int argc, char **argv, options *o)
     o->samples = 1e8;
     o->epochs = 1;
     o->algo = "rl";
-    o->search = (plan_search_opts){.seed = 1, .episodes = 2048, .time_limit = 10, .bound_time = 5,
-                                   .polish = 1};
+    o->search = (plan_search_opts){.seed = 1, .episodes = 2048, .evaluations = 8192, .time_limit = 60,
+                                   .bound_time = 5, .polish = 1};
+    o->instances = 512;
     o->profiles = hps_calloc((size_t)argc, sizeof *o->profiles);
     int c;
     while ((c = getopt_long(argc, argv, "m:c:p:t:a:s:f:o:qvhV", long_options, NULL)) != -1) {
@@ -152,6 +164,10 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_TIME_LIMIT: o->search.time_limit = positive("--time-limit", optarg); break;
         case OPT_BOUND_TIME: o->search.bound_time = positive("--bound-time", optarg); break;
         case OPT_NO_POLISH: o->search.polish = 0; break;
+        case OPT_EVALUATIONS: o->search.evaluations = count_arg("--evaluations", optarg, 1000000000); break;
+        case OPT_POLICY: o->policy = optarg; break;
+        case OPT_TRAIN_POLICY: o->train_policy = optarg; break;
+        case OPT_INSTANCES: o->instances = count_arg("--instances", optarg, 1000000); break;
         case 'f': o->format = choice("--format", optarg, formats); break;
         case 'o': o->output = optarg; break;
         case OPT_RANKFILE: o->rankfile = optarg; break;
@@ -220,13 +236,17 @@ static void solve(const plan_problem *p, const hps_cluster *c, const char *algo,
     else if (strcmp(algo, "exact") == 0) rc = plan_solve_exact(p, so, r);
     else if (strcmp(algo, "greedy") == 0) rc = plan_solve_greedy(p, r);
     else if (strcmp(algo, "genetic") == 0) rc = plan_solve_genetic(p, so, r);
+    else if (strcmp(algo, "polish") == 0) rc = plan_solve_polish(p, so, r);
     else if (strcmp(algo, "brute") == 0) rc = plan_solve_brute(p, r, &err);
     else if (strncmp(algo, "fixed:", 6) == 0) {
         int t = hps_cluster_find(c, algo + 6);
         if (t < 0) usage_error("--algo fixed:TYPE: '%s' is no resource of the cluster", algo + 6);
         rc = plan_solve_fixed(p, t, r);
-    } else usage_error("--algo '%s' is not rl, exact, greedy, genetic, brute or fixed:TYPE", algo);
+    } else usage_error("--algo '%s' is not rl, exact, greedy, genetic, polish, brute or fixed:TYPE", algo);
     if (rc) die(&err);
+    if (r->timed_out && strcmp(algo, "exact") != 0)
+        hps_warnf("--time-limit %g s cut the %s search after %ld evaluations; the plan depends on this "
+                  "machine's speed", so->time_limit, algo, r->episodes);
 }
 
 /* The optimum for the gap, when the exact solver finishes in --bound-time. */
@@ -453,12 +473,32 @@ static int explain(options *o)
     return 0;
 }
 
+/* --train-policy FILE: the rl policy pre-trained over seeded random
+ * instances (make plan-policy regenerates the built-in one this way). */
+static int train_policy(const options *o)
+{
+    hps_error err;
+    plan_policy *pol = plan_policy_pretrain(o->search.seed, (int)o->instances, o->search.episodes,
+                                            hps_stderr_is_tty() && hps_display_level >= 2);
+    int rc = plan_policy_save(pol, o->train_policy, &err);
+    plan_policy_free(pol);
+    if (rc) die(&err);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     hps_set_progname("hps-plan");
     options o;
     parse_options(argc, argv, &o);
     if (o.explain) return explain(&o);
+    if (o.train_policy) return train_policy(&o);
+    plan_policy *policy = NULL;
+    if (o.policy) {
+        hps_error err;
+        if (!(policy = plan_policy_load(o.policy, &err))) die(&err);
+        o.search.policy = policy;
+    }
     if (!(o.min_throughput > 0)) usage_error("%s", "missing --min-throughput N");
     inputs in = {0};
     load_inputs(&o, &in);
@@ -469,6 +509,7 @@ int main(int argc, char **argv)
     p->objective = o.objective;
     check_power(p, in.cluster);
     int rc = o.pareto ? pareto(&o, &in) : plan_once(&o, &in);
+    plan_policy_free(policy);
     plan_problem_free(in.problem);
     hps_profiles_free(in.profiles);
     hps_cluster_free(in.cluster);
