@@ -42,7 +42,7 @@ static const char usage_text[] =
     "      --samples N          samples per epoch (default 100000000)\n"
     "      --epochs E           epochs (default 1)\n"
     "      --episodes N         plans rl's policy samples (default 2048)\n"
-    "      --evaluations N      cost-model evaluations rl, genetic or polish may make (default 8192)\n"
+    "      --evaluations N      cost-model evaluations rl, genetic or polish may make (default 1000000)\n"
     "      --time-limit S       safety cap in seconds on rl, genetic and polish (default 60)\n"
     "      --bound-time S       seconds for the exact solver, alone or for the gap (default 5)\n"
     "      --no-polish          rl: keep the best sampled plan as it is\n"
@@ -139,7 +139,7 @@ static void parse_options(int argc, char **argv, options *o)
     o->samples = 1e8;
     o->epochs = 1;
     o->algo = "rl";
-    o->search = (plan_search_opts){.seed = 1, .episodes = 2048, .evaluations = 8192, .time_limit = 60,
+    o->search = (plan_search_opts){.seed = 1, .episodes = 2048, .evaluations = 1000000, .time_limit = 60,
                                    .bound_time = 5, .polish = 1};
     o->instances = 512;
     o->profiles = hps_calloc((size_t)argc, sizeof *o->profiles);

@@ -154,8 +154,11 @@ void plan_local_search(const plan_problem *p, int *assign, plan_budget *b)
     free(scratch);
 }
 
+/* The DP moves first: a few hundred evaluations move cuts and retype stages,
+ * where one sweep of the local search costs O(L^2 T). */
 void plan_descend(const plan_problem *p, int *assign, plan_budget *b)
 {
+    plan_dp_polish(p, assign, PLAN_POLISH_WINDOW, b);
     plan_local_search(p, assign, b);
     for (int k = 0; k < 4 && plan_budget_left(b); k++) {
         if (!plan_dp_polish(p, assign, PLAN_POLISH_WINDOW, b)) break;

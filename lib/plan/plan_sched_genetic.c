@@ -66,7 +66,7 @@ int plan_solve_genetic(const plan_problem *p, const plan_search_opts *o, plan_re
     int L = p->n_layers, T = p->n_types;
     double t0 = hps_now();
     plan_budget b;
-    plan_budget_init(&b, o->evaluations > 0 ? o->evaluations : 8192, o->time_limit);
+    plan_budget_init(&b, o->evaluations > 0 ? o->evaluations : 1000000, o->time_limit);
     hps_rng rng;
     hps_rng_seed(&rng, o->seed);
     int *pop = hps_malloc((size_t)GA_POP * L * sizeof *pop), *next = hps_malloc((size_t)GA_POP * L * sizeof *next);

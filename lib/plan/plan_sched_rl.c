@@ -45,7 +45,13 @@
 #define RL_EPOCHS 2
 #define RL_CLIP 0.2f
 #define RL_LR 0.01f
-#define RL_ENTROPY0 0.05f /* the entropy bonus decays linearly to a tenth */
+/* Exploration: a sample follows the softmax with probability 1 - RL_EPS and
+ * is uniform over the unmasked actions otherwise (the policy is that
+ * mixture, in the updates too), and the softmax's entropy earns a bonus that
+ * decays linearly to a tenth.  A policy pre-trained without them collapsed
+ * onto one plan per instance and sampled worse than random search. */
+#define RL_EPS 0.25f
+#define RL_ENTROPY0 0.2f
 #define RL_ELITE 4        /* best sampled plans the polish starts from */
 
 struct plan_policy {
@@ -319,6 +325,7 @@ static void episode(const rl_instance *in, const float *w, hps_rng *rng, int gre
         int n = actions_of(in, i, prev, used, a);
         score(w, a, n, s, NULL);
         softmax(s, n);
+        for (int k = 0; k < n; k++) s[k] = (1 - RL_EPS) * s[k] + RL_EPS / n;
         int c = 0;
         if (greedy) {
             for (int k = 1; k < n; k++)
@@ -381,11 +388,13 @@ static void update(float *w, rl_adam *ad, rl_steps *st, const float *adv, int n_
             int n = st->first[k + 1] - st->first[k], c = st->taken[k];
             float A = adv[st->episode[k]], *s = st->s, *h = st->h;
             score(w, a, n, s, h);
-            float ent = softmax(s, n), ratio = expf(logf(s[c] + 1e-30f) - st->logp[k]);
+            float ent = softmax(s, n), mixed = (1 - RL_EPS) * s[c] + RL_EPS / n;
+            float ratio = expf(logf(mixed + 1e-30f) - st->logp[k]);
             /* outside the clip range on the side the advantage pushes, the
              * surrogate is flat: only the entropy term remains */
             int flat = (A > 0 && ratio > 1 + RL_CLIP) || (A < 0 && ratio < 1 - RL_CLIP);
-            float dlogp = flat ? 0 : -A * ratio / n_episodes;
+            /* d log mixed / d s[q] = (1 - eps) s[c] (1[q = c] - s[q]) / mixed */
+            float dlogp = flat ? 0 : -A * ratio / n_episodes * (1 - RL_EPS) * s[c] / mixed;
             for (int q = 0; q < n; q++) {
                 float ds = dlogp * ((q == c) - s[q]);
                 if (s[q] > 0) ds += entropy * s[q] * (logf(s[q]) + ent) / n_episodes;
@@ -510,7 +519,7 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
 {
     int L = p->n_layers;
     double t0 = hps_now();
-    long total = o->evaluations > 0 ? o->evaluations : 8192;
+    long total = o->evaluations > 0 ? o->evaluations : 1000000;
     long episodes = o->episodes > 0 ? o->episodes : 2048;
     plan_budget b;
     plan_budget_init(&b, total, o->time_limit);
