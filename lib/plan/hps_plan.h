@@ -247,8 +247,10 @@ void plan_local_search(const plan_problem *p, int *assign, plan_budget *b);
  * again while the DP moves improve the plan. */
 #define PLAN_POLISH_WINDOW 12
 void plan_descend(const plan_problem *p, int *assign, plan_budget *b);
-/* plan_descend, then until the budget is spent: move a random run to a
- * random type, descend, keep the better plan. */
+/* plan_descend, then until the budget is spent or PLAN_ILS_PATIENCE rounds
+ * in a row gain nothing: move a random run to a random type, descend, keep
+ * the better plan. */
+#define PLAN_ILS_PATIENCE 200
 void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, plan_budget *b);
 /* The rl polish's DP moves (plan_polish.c): re-choose the cut points of the
  * plan's stage sequence (also after retyping one stage), and the types of

@@ -168,8 +168,9 @@ void plan_descend(const plan_problem *p, int *assign, plan_budget *b)
 
 /* Iterated local search: from the best plan, move a random run of layers to
  * a random type and descend again (plan_descend); keep the result when it is
- * better.  The budget counts evaluations, so a seed gives one plan (the
- * deadline only guards against a pathological instance). */
+ * better; stop when the budget is spent or PLAN_ILS_PATIENCE rounds in a row
+ * found nothing better.  The budget counts evaluations, so a seed gives one
+ * plan (the deadline only guards against a pathological instance). */
 void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, plan_budget *b)
 {
     int L = p->n_layers;
@@ -181,7 +182,7 @@ void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, pla
     plan_descend(p, assign, b);
     plan_budget_evaluate(b, p, assign, &e);
     double best = plan_score(&e);
-    while (plan_budget_left(b)) {
+    for (int idle = 0; idle < PLAN_ILS_PATIENCE && plan_budget_left(b); idle++) {
         memcpy(trial, assign, (size_t)L * sizeof *trial);
         for (int kick = 0; kick < 2; kick++) { /* two runs: a boundary moves as a new one appears */
             int lo = (int)hps_rng_below(&rng, (uint64_t)L), span = L / 8 > 4 ? L / 8 : 4;
@@ -194,6 +195,7 @@ void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, pla
         if (plan_score(&e) < best * (1 - 1e-12)) {
             best = plan_score(&e);
             memcpy(assign, trial, (size_t)L * sizeof *trial);
+            idle = -1;
         }
     }
     plan_eval_free(&e);

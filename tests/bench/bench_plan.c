@@ -27,12 +27,11 @@ enum {
     ALGO_GREEDY,
     ALGO_RL_DEFAULT,
     ALGO_POLISH_DEFAULT,
-    ALGO_GENETIC_DEFAULT,
     N_ALGOS
 };
 static const char *const algo_names[N_ALGOS] = {
     "exact", "rl (policy + polish)", "policy alone", "polish alone", "untrained policy",
-    "random search", "genetic", "greedy", "rl, defaults", "polish alone, 1M", "genetic, 1M"};
+    "random search", "genetic", "greedy", "rl, defaults", "polish alone, 1M"};
 #define DEFAULT_EVALS 1000000 /* hps-plan's --evaluations */
 
 #define MAX_INSTANCES 512
@@ -103,10 +102,6 @@ static double run(const plan_problem *p, int algo, long evals, double bound, dou
     case ALGO_POLISH_DEFAULT:
         o.evaluations = DEFAULT_EVALS;
         plan_solve_polish(p, &o, &r);
-        break;
-    case ALGO_GENETIC_DEFAULT:
-        o.evaluations = DEFAULT_EVALS;
-        plan_solve_genetic(p, &o, &r);
         break;
     }
     *seconds = hps_now() - t0;
@@ -197,7 +192,7 @@ int main(int argc, char **argv)
     snprintf(title, sizeof title,
              "%d instances: layers 4..%d, types 2..8, limits at 0.3 and 0.9 of the fastest plan, with and\n"
              "without unit limits (exact finished on %d); the rows down to genetic at %ld evaluations each,\n"
-             "the last three at hps-plan's default budget (rl: 2048 episodes, 1000000 evaluations in all)",
+             "the last two at hps-plan's default budget (rl: 2048 episodes, 1000000 evaluations in all)",
              instances, layers[n_layers - 1], instances - unfinished, evals);
     print_table(title, st, 0, instances, instances - infeasible);
     fflush(stdout);
