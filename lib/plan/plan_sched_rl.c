@@ -100,8 +100,9 @@ static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b
     in->L = L;
     in->T = T;
     in->wmin = HUGE_VAL;
+    int by_power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
     for (int t = 0; t < T; t++) {
-        in->w[t] = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->power[t] : p->price[t];
+        in->w[t] = by_power ? p->power[t] : p->price[t];
         if (!(in->w[t] > 0)) in->w[t] = 1e-9;
         in->wmin = fmin(in->wmin, in->w[t]);
     }
@@ -112,7 +113,7 @@ static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b
     for (int t = 0; t < T; t++) {
         for (int l = 0; l < L; l++) a[l] = t;
         plan_budget_evaluate(b, p, a, &e);
-        if (e.feasible && e.objective < best) best = e.objective, rate = e.cost_per_hour;
+        if (e.feasible && e.objective < best) best = e.objective, rate = by_power ? e.power_w : e.cost_per_hour;
     }
     if (!(best < HUGE_VAL)) {
         plan_max_throughput(p, a);
@@ -120,8 +121,6 @@ static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b
         best = e.feasible ? e.objective : 1;
         rate = 0;
         for (int s = 0; s < e.n_stages; s++) rate += e.stages[s].units * in->w[e.stages[s].type];
-    } else if (p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP) {
-        rate = e.power_w;
     }
     in->ref_objective = best > 0 ? best : 1;
     in->ref_rate = rate > 0 ? rate : 1;
