@@ -211,7 +211,7 @@ int plan_budget_left(plan_budget *b);
 void plan_budget_evaluate(plan_budget *b, const plan_problem *p, const int *assign, plan_eval *e);
 
 typedef struct {
-    double episode, objective; /* best feasible objective after that many episodes */
+    double episode, objective; /* best feasible objective after that many evaluations */
 } plan_trace_point;
 
 typedef struct {
@@ -243,8 +243,8 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
 int plan_solve_polish(const plan_problem *p, const plan_search_opts *o, plan_result *r);
 /* Steepest descent over single-layer and whole-stage type changes. */
 void plan_local_search(const plan_problem *p, int *assign, plan_budget *b);
-/* Local search, then the DP moves (plan_dp_polish) and the local search
- * again while the DP moves improve the plan. */
+/* The DP moves (plan_dp_polish), the local search, and both again while the
+ * DP moves improve the plan. */
 #define PLAN_POLISH_WINDOW 12
 void plan_descend(const plan_problem *p, int *assign, plan_budget *b);
 /* plan_descend, then until the budget is spent or PLAN_ILS_PATIENCE rounds
