@@ -101,13 +101,6 @@ char *hps_strdup(const char *s)
     return d;
 }
 
-int hps_mul_size(size_t a, size_t b, size_t *out)
-{
-    if (a && b > SIZE_MAX / a) return -1;
-    *out = a * b;
-    return 0;
-}
-
 int hps_add_size(size_t a, size_t b, size_t *out)
 {
     if (b > SIZE_MAX - a) return -1;

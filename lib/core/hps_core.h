@@ -54,8 +54,7 @@ void *hps_realloc_(void *p, size_t n, const char *file, int line);
 #define hps_realloc(p, n) hps_realloc_((p), (n), __FILE__, __LINE__)
 char *hps_strdup(const char *s);
 
-/* Overflow-checked size arithmetic: return 0 on success, -1 on overflow. */
-int hps_mul_size(size_t a, size_t b, size_t *out);
+/* Overflow-checked size addition: 0 on success, -1 on overflow. */
 int hps_add_size(size_t a, size_t b, size_t *out);
 
 /* Sorts n doubles ascending, in place; the median of n > 0 values (a copy is sorted). */

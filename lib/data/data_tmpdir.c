@@ -73,8 +73,6 @@ hps_tmpdir *hps_tmpdir_create(const char *target, hps_error *err)
     return t;
 }
 
-const char *hps_tmpdir_path(const hps_tmpdir *t) { return t->path; }
-
 static char *add_entry(hps_tmpdir *t, const char *name, int dir)
 {
     HPS_CHECK(t->n < MAX_ENTRIES);

@@ -60,7 +60,6 @@ typedef struct {
  * mix64 form is a bijection of v, so hashing itself never merges two values;
  * only folding into N buckets does.  libsvm feature indices are keys as they
  * are (the index is already the identity of the feature). */
-uint64_t hps_key_salt(uint64_t seed, int slot);
 uint64_t hps_key_of(const hps_parse_opts *o, int slot, uint64_t value);
 
 /* hps_mix64 (splitmix64's finaliser), inline for the parser's hot loop. */

@@ -83,7 +83,6 @@ int hps_hot_top(hps_hot_set *h, int slot, int k, hps_key_count *out);
  * exit, SIGINT, SIGTERM or SIGHUP removes them all and the directory. */
 typedef struct hps_tmpdir hps_tmpdir;
 hps_tmpdir *hps_tmpdir_create(const char *target, hps_error *err);
-const char *hps_tmpdir_path(const hps_tmpdir *t);
 /* dir/name, registered for removal (malloc'd; the caller frees it). */
 char *hps_tmpdir_file(hps_tmpdir *t, const char *name);
 int hps_tmpdir_mkdir(hps_tmpdir *t, const char *name, hps_error *err);

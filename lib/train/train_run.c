@@ -450,5 +450,4 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
 }
 
 const hps_train_summary *hps_trainer_summary(const hps_trainer *t) { return &t->sum; }
-hps_net *hps_trainer_net(hps_trainer *t) { return t->owner; }
 hps_table *hps_trainer_table(hps_trainer *t, int layer) { return t->tables[layer]; }

@@ -224,7 +224,6 @@ int64_t hps_table_zero_row(hps_table *t)
 
 float *hps_table_weights(hps_table *t) { return t->weights; }
 float *hps_table_accum(hps_table *t) { return t->accum; }
-int hps_table_dim(const hps_table *t) { return t->dim; }
 int64_t hps_table_rows(const hps_table *t) { return t->rows; }
 int64_t hps_table_max_rows(const hps_table *t) { return t->max_rows; }
 int64_t hps_table_evictions(const hps_table *t) { return t->evictions; }
