@@ -1,6 +1,7 @@
 /* hps-shard: raw sparse data to compressed, checksummed shards, split by the
  * plan; and `cat`, `stats`, `synth` to look at shards and make data.
  * Options and I/O only: the work is in lib/data. */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -462,6 +463,8 @@ static int cmd_stats(const options *op, int n, char **paths)
         rc = verify_dir(m, &err);
         if (rc == 0) printf("\nverified: every block and checksum of %d shard%s\n", m->n_shards, m->n_shards == 1 ? "" : "s");
     }
+    if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))
+        rc = hps_fail(&err, HPS_EXIT_RUNTIME, "<stdout>: write failed: %s", strerror(errno));
     json_decref(root);
     hps_manifest_free(m);
     if (rc == 0) return 0;
@@ -479,7 +482,7 @@ static int cmd_synth(const options *op, int n, char **args)
     hps_error err = {{0}, 0};
     hps_synth_result res;
     hps_out *out = hps_out_open(op->output ? op->output : "-", &err);
-    int rc = out ? hps_synth(&so, hps_out_file(out), hps_path_name(op->output ? op->output : "-"), &res, &err) : -1;
+    int rc = out ? hps_synth(&so, hps_out_file(out), hps_out_name(out), &res, &err) : -1;
     if (rc == 0) rc = hps_out_commit(out, &err);
     else if (out) hps_out_abort(out);
     if (rc == 0) {

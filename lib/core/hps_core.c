@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +12,12 @@
 int hps_display_level = 2;
 static const char *progname = "hps";
 
+/* Every tool calls this first, so the process-wide settings live here too:
+ * past `ulimit -f` a write fails with EFBIG, reported and cleaned up like any
+ * other write error, instead of SIGXFSZ killing the tool mid-file. */
 void hps_set_progname(const char *name)
 {
+    signal(SIGXFSZ, SIG_IGN);
     const char *slash = strrchr(name, '/');
     progname = slash ? slash + 1 : name;
 }

@@ -44,7 +44,7 @@ int hps_read_all(const char *path, char **data, size_t *len, hps_error *err)
 /* ---- atomic output ------------------------------------------------------ */
 
 struct hps_out {
-    char *path, *tmp; /* tmp == NULL: stdout */
+    char *path, *tmp; /* tmp == NULL: written in place (stdout, a device, a FIFO) */
     FILE *f;
     struct hps_out *next;
 };
@@ -95,12 +95,28 @@ static void unlink_out(hps_out *o)
         }
 }
 
+/* Only a regular file (or none yet) may be replaced by a rename: renaming
+ * over /dev/null, a FIFO or a terminal would turn it into a plain file. */
+static int replaceable(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) != 0 || S_ISREG(st.st_mode);
+}
+
 hps_out *hps_out_open(const char *path, hps_error *err)
 {
     hps_out *o = hps_calloc(1, sizeof *o);
     o->path = hps_strdup(path);
     if (strcmp(path, "-") == 0) {
         o->f = stdout;
+        return o;
+    }
+    if (!replaceable(path)) {
+        if (!(o->f = fopen(path, "wb"))) {
+            hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
+            free(o->path), free(o);
+            return NULL;
+        }
         return o;
     }
     size_t n = strlen(path) + 32;
@@ -123,6 +139,8 @@ hps_out *hps_out_open(const char *path, hps_error *err)
 
 FILE *hps_out_file(hps_out *o) { return o->f; }
 
+const char *hps_out_name(const hps_out *o) { return o->f == stdout ? "<stdout>" : o->path; }
+
 static void out_free(hps_out *o)
 {
     unlink_out(o);
@@ -135,8 +153,11 @@ int hps_out_commit(hps_out *o, hps_error *err)
 {
     int rc = 0;
     if (!o->tmp) {
-        if (fflush(o->f) != 0)
-            rc = hps_fail(err, HPS_EXIT_RUNTIME, "<stdout>: write failed: %s", strerror(errno));
+        const char *name = hps_out_name(o);
+        if (fflush(o->f) != 0 || ferror(o->f))
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", name, strerror(errno));
+        if (o->f != stdout && fclose(o->f) != 0 && rc == 0)
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", name, strerror(errno));
         out_free(o);
         return rc;
     }
@@ -155,10 +176,8 @@ int hps_out_commit(hps_out *o, hps_error *err)
 void hps_out_abort(hps_out *o)
 {
     if (!o) return;
-    if (o->tmp) {
-        fclose(o->f);
-        unlink(o->tmp);
-    }
+    if (o->f != stdout) fclose(o->f);
+    if (o->tmp) unlink(o->tmp);
     out_free(o);
 }
 

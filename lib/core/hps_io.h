@@ -3,7 +3,9 @@
  * Outputs are never half-written: hps_out_open() writes to a temporary file
  * beside the target and hps_out_commit() renames it into place; a tool that
  * fails calls hps_out_abort() (or simply exits: the temporary is removed by an
- * atexit handler).  "-" means stdin for reads and stdout for writes.
+ * atexit handler).  "-" means stdin for reads and stdout for writes.  A path
+ * that names something other than a regular file (/dev/null, a FIFO, a
+ * terminal) is written in place: a rename would replace it with a file.
  */
 #ifndef HPS_IO_H
 #define HPS_IO_H
@@ -16,6 +18,7 @@ int hps_read_all(const char *path, char **data, size_t *len, hps_error *err);
 typedef struct hps_out hps_out;
 hps_out *hps_out_open(const char *path, hps_error *err); /* NULL on error */
 FILE *hps_out_file(hps_out *o);
+const char *hps_out_name(const hps_out *o); /* for messages: "<stdout>" or the path */
 int hps_out_commit(hps_out *o, hps_error *err); /* flush, fsync, rename; frees o */
 void hps_out_abort(hps_out *o);                 /* removes the temporary; frees o */
 

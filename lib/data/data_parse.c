@@ -3,6 +3,7 @@
 #include "data/hps_data.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -151,7 +152,9 @@ static int libsvm_label(const hps_schema *s, const char *p, size_t n, float *out
     return 0;
 }
 
-/* "idx:val" with idx a decimal integer and val a finite number. */
+/* "idx:val" with idx a decimal integer and val a finite number that a float
+ * holds: 1e39 is finite as a double but inf once stored, and one inf feature
+ * turns every loss into NaN. */
 static int libsvm_feature(const char *p, size_t n, uint64_t *idx, double *val)
 {
     char buf[96];
@@ -166,7 +169,7 @@ static int libsvm_feature(const char *p, size_t n, uint64_t *idx, double *val)
     *idx = strtoull(buf, &e, 10);
     if (errno) return -1;
     *val = strtod(colon + 1, &e);
-    if (errno || e == colon + 1 || *e || !isfinite(*val)) return -1;
+    if (errno || e == colon + 1 || *e || !(fabs(*val) <= FLT_MAX)) return -1;
     return 0;
 }
 

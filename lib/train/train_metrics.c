@@ -1,5 +1,6 @@
 /* Metrics as NDJSON (one object per line, "event" first), and the progress
  * bar that appears only on a terminal. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +15,8 @@ static void emit(hps_trainer *t, json_t *o)
         return;
     }
     char *line = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(7));
-    fprintf(t->metrics, "%s\n", line);
-    fflush(t->metrics);
+    if ((fprintf(t->metrics, "%s\n", line) < 0 || fflush(t->metrics) != 0) && !t->metrics_errno)
+        t->metrics_errno = errno ? errno : EIO;
     free(line);
     json_decref(o);
 }
