@@ -1,0 +1,65 @@
+#!/usr/bin/env bats
+# Hostile and careless inputs: devices as outputs, full disks, forged files.
+
+load helpers
+
+setup() {
+    TMP=$(mktemp -d)
+    MODEL=$TESTDATA/models/criteo-small.json
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+@test "robust: -o onto a symlink to /dev/null or a FIFO writes through it, never replaces it" {
+    ln -s /dev/null "$TMP/null"
+    "$HPS_BIN/hps-shard" synth 10 -o "$TMP/null" 2>/dev/null
+    [ -L "$TMP/null" ]
+    [ -c /dev/null ]
+    mkfifo "$TMP/fifo"
+    cat "$TMP/fifo" > "$TMP/got" &
+    "$HPS_BIN/hps-shard" synth 10 -o "$TMP/fifo" 2>/dev/null
+    wait
+    [ -p "$TMP/fifo" ]
+    [ "$(wc -l < "$TMP/got")" -eq 10 ]
+    [ -z "$(ls "$TMP" | grep tmp)" ]
+}
+
+@test "robust: a write error names the output: a full device, a full stdout" {
+    ln -s /dev/full "$TMP/full" # a link: were it renamed over, /dev/full itself survives
+    run "$HPS_BIN/hps-shard" synth 1000 -o "$TMP/full"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"hps-shard: error: $TMP/full: write failed: No space left on device"* ]]
+    [ -L "$TMP/full" ]
+    run sh -c "'$HPS_BIN/hps-shard' synth 1000 > /dev/full"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"hps-shard: error: <stdout>: write failed: No space left on device"* ]]
+}
+
+@test "robust: stats and --metrics on a full disk fail instead of exiting 0" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+    run sh -c "'$HPS_BIN/hps-shard' stats '$TMP/shards' > /dev/full"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-shard: error: <stdout>: write failed: No space left on device" ]
+    ln -s /dev/full "$TMP/full"
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/shards" --threads 1 -q --metrics "$TMP/full"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-train: error: $TMP/full: write failed: No space left on device" ]
+}
+
+@test "robust: past ulimit -f a tool reports EFBIG and leaves no temporary" {
+    run sh -c "ulimit -f 8; '$HPS_BIN/hps-shard' synth 100000 -o '$TMP/big.tsv'"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"$TMP/big.tsv: write failed: File too large"* ]]
+    [ ! -e "$TMP/big.tsv" ]
+    [ -z "$(ls "$TMP")" ]
+}
+
+@test "robust: a libsvm value beyond a float's range is refused, not trained on as inf" {
+    printf '1 3:1e39 7:1\n0 2:1\n' > "$TMP/inf.svm"
+    run "$HPS_BIN/hps-shard" -f libsvm -o "$TMP/svm" "$TMP/inf.svm"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"inf.svm:1: field 2 (feature): expected idx:value, got '3:1e39'"* ]]
+}
