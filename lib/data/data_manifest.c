@@ -299,3 +299,23 @@ char *hps_manifest_shard_path(const hps_manifest *m, int i)
     snprintf(p, n, "%s/%s", m->dir, m->shards[i].file);
     return p;
 }
+
+int hps_manifest_check_shard(const hps_manifest *m, int i, const char *path,
+                             const hps_shard_info *info, hps_error *err)
+{
+    const hps_schema *a = &m->schema, *b = &info->schema;
+    if (a->n_dense != b->n_dense || a->n_slots != b->n_slots || a->classes != b->classes ||
+        a->multiclass != b->multiclass || a->weighted != b->weighted)
+        return hps_fail(err, HPS_EXIT_RUNTIME,
+                        "%s: holds %d dense, %d slots, %d classes%s; the manifest says %d dense, "
+                        "%d slots, %d classes%s",
+                        path, b->n_dense, b->n_slots, b->classes, b->weighted ? ", weighted" : "",
+                        a->n_dense, a->n_slots, a->classes, a->weighted ? ", weighted" : "");
+    const hps_manifest_shard *e = &m->shards[i];
+    if (info->rows != e->rows || info->bytes != e->bytes)
+        return hps_fail(err, HPS_EXIT_RUNTIME,
+                        "%s: holds %llu rows in %llu bytes; the manifest says %llu rows in %llu bytes",
+                        path, (unsigned long long)info->rows, (unsigned long long)info->bytes,
+                        (unsigned long long)e->rows, (unsigned long long)e->bytes);
+    return 0;
+}

@@ -124,6 +124,8 @@ void hps_rows_encode(const hps_rows *r, uint8_t *out);
 /* Decodes a payload of len bytes holding `rows` samples into r (cleared
  * first); -1 when the bytes do not add up to the schema. */
 int hps_rows_decode(hps_rows *r, const uint8_t *in, size_t len, int rows);
+/* The first row whose label is not a class of the schema (NaN, 1e6, 0.5), or -1. */
+int hps_rows_bad_label(const hps_rows *r);
 
 /* ---- parsing ------------------------------------------------------------
  * Parses one line (without its newline; a trailing '\r' is ignored) and

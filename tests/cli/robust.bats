@@ -63,3 +63,16 @@ teardown() {
     [ "$status" -eq 1 ]
     [[ "$output" == *"inf.svm:1: field 2 (feature): expected idx:value, got '3:1e39'"* ]]
 }
+
+@test "robust: a 10-class shard copied into a 5-class directory is refused by hps-train and stats --verify" {
+    python3 "$BATS_TEST_DIRNAME/make_multiclass.py" 200 5 1 > "$TMP/mc.svm"
+    "$HPS_BIN/hps-shard" -q -f libsvm --classes 5 -o "$TMP/c5" "$TMP/mc.svm"
+    "$HPS_BIN/hps-shard" -q -f libsvm --classes 10 -o "$TMP/c10" "$TMP/mc.svm"
+    cp "$TMP/c10/shard-00000.hps" "$TMP/c5/"
+    run "$HPS_BIN/hps-train" --model "$TESTDATA/models/libsvm-logreg.json" --data "$TMP/c5" --threads 1 -q
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-train: error: $TMP/c5/shard-00000.hps: holds 0 dense, 1 slots, 10 classes, weighted; the manifest says 0 dense, 1 slots, 5 classes, weighted" ]
+    run "$HPS_BIN/hps-shard" stats --verify "$TMP/c5"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"hps-shard: error: $TMP/c5/shard-00000.hps: holds 0 dense, 1 slots, 10 classes"* ]]
+}
