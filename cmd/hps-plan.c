@@ -190,7 +190,7 @@ static void load_inputs(const options *o, inputs *in)
         const char *path = o->n_profiles ? o->profiles[i] : "-";
         char *text;
         size_t len;
-        if (hps_read_all(path, &text, &len, &err) ||
+        if (hps_json_read(path, &text, &len, &err) ||
             hps_profiles_add(in->profiles, hps_path_name(path), text, len, &err))
             die(&err);
         free(text);

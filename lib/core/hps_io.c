@@ -15,23 +15,36 @@ const char *hps_path_name(const char *path)
 
 int hps_read_all(const char *path, char **data, size_t *len, hps_error *err)
 {
+    return hps_read_at_most(path, SIZE_MAX - 1, data, len, err);
+}
+
+int hps_read_at_most(const char *path, size_t max, char **data, size_t *len, hps_error *err)
+{
     int is_stdin = strcmp(path, "-") == 0;
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: cannot open: %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
     char *buf = hps_malloc(cap);
+    int too_big = 0;
     for (;;) {
         if (n + 1 >= cap) buf = hps_realloc(buf, cap *= 2);
         size_t got = fread(buf + n, 1, cap - n - 1, f);
         n += got;
         if (got == 0) break;
+        if (n > max) { /* /dev/zero as a model: stop here, not at the OOM killer */
+            too_big = 1;
+            break;
+        }
     }
     int bad = ferror(f);
     int saved = errno;
     if (!is_stdin) fclose(f);
-    if (bad) {
+    if (bad || too_big) {
         free(buf);
+        if (too_big)
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: larger than %zu MiB, the most this input may hold",
+                            hps_path_name(path), max >> 20);
         return hps_fail(err, HPS_EXIT_USAGE, "%s: cannot read: %s", hps_path_name(path),
                         strerror(saved));
     }

@@ -14,6 +14,8 @@
 
 /* Reads all of path ("-" = stdin) into a NUL-terminated buffer. */
 int hps_read_all(const char *path, char **data, size_t *len, hps_error *err);
+/* The same, failing with a usage error once more than max bytes arrive. */
+int hps_read_at_most(const char *path, size_t max, char **data, size_t *len, hps_error *err);
 
 typedef struct hps_out hps_out;
 hps_out *hps_out_open(const char *path, hps_error *err); /* NULL on error */

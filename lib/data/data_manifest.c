@@ -240,7 +240,7 @@ hps_manifest *hps_manifest_load(const char *dir, hps_error *err)
     json_t *root = NULL;
     hps_manifest *m = hps_calloc(1, sizeof *m);
     m->dir = hps_strdup(dir);
-    int rc = hps_read_all(path, &text, &len, err);
+    int rc = hps_json_read(path, &text, &len, err);
     if (rc == 0) {
         hps_sha256_hex(text, len, m->digest);
         rc = hps_json_loadb(path, text, len, &root, err);

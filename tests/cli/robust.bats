@@ -76,3 +76,10 @@ teardown() {
     [ "$status" -eq 1 ]
     [[ "$output" == *"hps-shard: error: $TMP/c5/shard-00000.hps: holds 0 dense, 1 slots, 10 classes"* ]]
 }
+
+@test "robust: a JSON input is capped: -m /dev/zero is an error, not an out-of-memory abort" {
+    # the limit on address space keeps a regression from eating the machine
+    run sh -c "ulimit -v 4000000; '$HPS_BIN/hps-profile' -m /dev/zero"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-profile: error: /dev/zero: larger than 64 MiB, the most this input may hold" ]
+}
