@@ -1,5 +1,6 @@
 #include "core/hps_core.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -104,6 +105,22 @@ char *hps_strdup(const char *s)
     char *d = hps_malloc(n);
     memcpy(d, s, n);
     return d;
+}
+
+const char *hps_printable(const char *s, char *buf, size_t n)
+{
+    size_t len = strlen(s), k = len + 1 <= n ? len : n - 4;
+    for (size_t i = 0; i < k; i++) buf[i] = s[i] >= 32 && s[i] < 127 ? s[i] : '?';
+    strcpy(buf + k, k < len ? "..." : "");
+    return buf;
+}
+
+int hps_name_ok(const char *s)
+{
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '.' && *s != '-' && *s != '_') return 0;
+    return 1;
 }
 
 int hps_add_size(size_t a, size_t b, size_t *out)

@@ -125,7 +125,9 @@ int hps_json_enum(json_t *obj, const char *key, int required, const char *const 
         size_t n = strlen(list);
         snprintf(list + n, sizeof list - n, "%s%s", i ? "|" : "", choices[i]);
     }
-    return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be one of %s", ctx, key, s, list);
+    char shown[40];
+    return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be one of %s", ctx, key,
+                    hps_printable(s, shown, sizeof shown), list);
 }
 
 int hps_json_known_keys(json_t *obj, const char *const *allowed, const char *ctx,

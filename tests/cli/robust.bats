@@ -83,3 +83,33 @@ teardown() {
     [ "$status" -eq 2 ]
     [ "$output" = "hps-profile: error: /dev/zero: larger than 64 MiB, the most this input may hold" ]
 }
+
+@test "robust: a node name with a newline is refused, never written into the rankfile" {
+    python3 - "$TESTDATA/clusters/lab.json" "$TMP/evil.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["resources"] = [r for r in c["resources"] if r["kind"] == "cpu"]
+c["links"] = []
+c["nodes"] = [{"name": "localhost\nrank 9=evil slot=0", "units": {"cpu": 4}}]
+json.dump(c, open(sys.argv[2], "w"))
+PY
+    run "$HPS_BIN/hps-plan" -m "$TESTDATA/models/demo-ctr.json" -c "$TMP/evil.json" \
+        -p "$TESTDATA/profiles/demo-ctr.json" --min-throughput 1000 --rankfile "$TMP/ranks" -o "$TMP/plan.json"
+    [ "$status" -eq 2 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"name 'localhost?rank 9=evil slot=0' must be letters, digits, '.', '-' or '_'" ]]
+    [ ! -e "$TMP/ranks" ]
+}
+
+@test "robust: a layer type with a newline is echoed on one line" {
+    python3 - "$TESTDATA/models/tiny.json" "$TMP/m.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["layers"][2]["type"] = "fc\nhps-train: error: forged"
+json.dump(m, open(sys.argv[2], "w"))
+PY
+    run "$HPS_BIN/hps-profile" -m "$TMP/m.json"
+    [ "$status" -eq 2 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"type 'fc?hps-train: error: forged' must be one of "* ]]
+}
