@@ -101,7 +101,9 @@ static int cmp_names(const void *a, const void *b)
 }
 
 /* Removes all but the newest CKPT_KEEP checkpoints (names sort by step),
- * and never `keep`, the one just written. */
+ * and never `keep`, the one just written; and the temporaries of earlier
+ * steps, which only a killed run leaves (ranks of one run save the same step,
+ * so none of theirs is still being written). */
 static void prune(const char *dir, const char *keep)
 {
     DIR *d = opendir(dir);
@@ -109,8 +111,16 @@ static void prune(const char *dir, const char *keep)
     char **names = NULL;
     size_t n = 0;
     struct dirent *e;
+    const size_t step_end = strlen("ckpt-") + 12;
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
+        if (!strncmp(e->d_name, "ckpt-", 5) && strstr(e->d_name, ".hpsckpt.tmp.") &&
+            strncmp(e->d_name, keep, step_end) < 0) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+            continue;
+        }
         if (strncmp(e->d_name, "ckpt-", 5) || len < 8 || strcmp(e->d_name + len - 8, ".hpsckpt"))
             continue;
         names = hps_realloc(names, (n + 1) * sizeof *names);

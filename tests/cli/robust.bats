@@ -113,3 +113,52 @@ PY
     [ "${#lines[@]}" -eq 1 ]
     [[ "$output" == *"type 'fc?hps-train: error: forged' must be one of "* ]]
 }
+
+@test "robust: hps-shard refuses an existing output before reading any input" {
+    mkdir "$TMP/out"
+    mkfifo "$TMP/in"
+    sleep 30 > "$TMP/in" & # an input that never ends: only a check up front returns
+    writer=$!
+    run timeout 10 "$HPS_BIN/hps-shard" -m "$MODEL" -o "$TMP/out" "$TMP/in"
+    kill "$writer"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-shard: error: $TMP/out: already exists (--force replaces it)" ]
+}
+
+@test "robust: --force onto a file refuses it and leaves no X.old.* beside it" {
+    "$HPS_BIN/hps-shard" synth 100 -o "$TMP/rows.tsv" 2>/dev/null
+    echo keep > "$TMP/file"
+    run "$HPS_BIN/hps-shard" -q --force -m "$MODEL" -o "$TMP/file" "$TMP/rows.tsv"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-shard: error: $TMP/file: exists and is not a directory: --force replaces only a directory" ]
+    [ "$(cat "$TMP/file")" = keep ]
+    [ "$(ls "$TMP")" = "$(printf 'file\nrows.tsv')" ]
+}
+
+@test "robust: what a SIGKILLed hps-shard left beside its output is removed by the next run" {
+    "$HPS_BIN/hps-shard" synth 100 -o "$TMP/rows.tsv" 2>/dev/null
+    mkfifo "$TMP/in"
+    sleep 30 > "$TMP/in" &
+    writer=$!
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/out" "$TMP/in" &
+    victim=$!
+    for i in $(seq 50); do ls "$TMP" | grep -q '^out\.tmp\.' && break; sleep 0.1; done
+    kill -9 "$victim"
+    wait "$victim" || true
+    kill "$writer"
+    ls "$TMP" | grep -q '^out\.tmp\.' # the leftover
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/out" "$TMP/rows.tsv"
+    [ -f "$TMP/out/manifest.json" ]
+    [ -z "$(ls "$TMP" | grep '^out\.tmp\.')" ]
+}
+
+@test "robust: checkpoint temporaries of earlier steps, left by a kill mid-write, are pruned" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+    mkdir "$TMP/ckpt"
+    echo partial > "$TMP/ckpt/ckpt-000000000001.hpsckpt.tmp.AbC123" # as a SIGKILL mid-write leaves it
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/shards" --threads 1 -q \
+        --checkpoint "$TMP/ckpt" --checkpoint-every 5 --resume
+    [ -z "$(ls "$TMP/ckpt" | grep '\.tmp\.')" ]
+    ls "$TMP/ckpt" | grep -q '\.hpsckpt$'
+}
