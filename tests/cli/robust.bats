@@ -162,3 +162,33 @@ PY
     [ -z "$(ls "$TMP/ckpt" | grep '\.tmp\.')" ]
     ls "$TMP/ckpt" | grep -q '\.hpsckpt$'
 }
+
+@test "robust: a flipped byte anywhere in a manifest, hot-key statistics included, is caught" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+    "$HPS_BIN/hps-shard" stats "$TMP/shards" > /dev/null
+    cp "$TMP/shards/manifest.json" "$TMP/good.json"
+    # one bit of each of 40 bytes spread over the hot-key statistics, one at a time
+    python3 - "$TMP/good.json" "$TMP/spots" <<'PY'
+import sys
+t = open(sys.argv[1], "rb").read()
+a = t.index(b'"hot_keys"')
+b = t.find(b'"sha256"') if b'"sha256"' in t else len(t) - 2
+step = (b - a) // 40
+open(sys.argv[2], "w").write("\n".join(str(a + 1 + i * step) for i in range(40)))
+PY
+    caught=0
+    for at in $(cat "$TMP/spots"); do
+        python3 - "$TMP/good.json" "$TMP/shards/manifest.json" "$at" <<'PY'
+import sys
+t = bytearray(open(sys.argv[1], "rb").read())
+t[int(sys.argv[3])] ^= 0x01
+open(sys.argv[2], "wb").write(t)
+PY
+        run "$HPS_BIN/hps-shard" stats "$TMP/shards"
+        [ "$status" -ne 0 ] && caught=$((caught + 1))
+    done
+    echo "# $caught of 40 flips caught" >&3
+    [ "$caught" -eq 40 ]
+    [[ "$output" == "hps-shard: error: $TMP/shards/manifest.json:"* ]]
+}
