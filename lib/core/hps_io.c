@@ -242,23 +242,51 @@ static void sha256_block(uint32_t h[8], const unsigned char *p)
     h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
+void hps_sha256_init(hps_sha256_ctx *c)
+{
+    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(c->h, h0, sizeof h0);
+    c->n = 0;
+    c->len = 0;
+}
+
+void hps_sha256_update(hps_sha256_ctx *c, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    c->len += len;
+    while (len) {
+        if (c->n == 0 && len >= 64) { /* whole blocks straight from the input */
+            sha256_block(c->h, p);
+            p += 64, len -= 64;
+            continue;
+        }
+        size_t k = 64 - c->n < len ? 64 - c->n : len;
+        memcpy(c->buf + c->n, p, k);
+        c->n += k, p += k, len -= k;
+        if (c->n == 64) sha256_block(c->h, c->buf), c->n = 0;
+    }
+}
+
+void hps_sha256_final(hps_sha256_ctx *c, unsigned char out[32])
+{
+    unsigned char tail[128] = {0};
+    memcpy(tail, c->buf, c->n);
+    tail[c->n] = 0x80;
+    size_t tail_len = c->n + 9 <= 64 ? 64 : 128;
+    uint64_t bits = c->len * 8;
+    for (int i = 0; i < 8; i++) tail[tail_len - 1 - i] = (unsigned char)(bits >> (8 * i));
+    sha256_block(c->h, tail);
+    if (tail_len == 128) sha256_block(c->h, tail + 64);
+    for (int i = 0; i < 32; i++) out[i] = (unsigned char)(c->h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
 void hps_sha256(const void *data, size_t len, unsigned char out[32])
 {
-    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    const unsigned char *p = data;
-    size_t full = len / 64;
-    for (size_t i = 0; i < full; i++) sha256_block(h, p + 64 * i);
-    unsigned char tail[128] = {0};
-    size_t rest = len - 64 * full;
-    memcpy(tail, p + 64 * full, rest);
-    tail[rest] = 0x80;
-    size_t tail_len = rest + 9 <= 64 ? 64 : 128;
-    uint64_t bits = (uint64_t)len * 8;
-    for (int i = 0; i < 8; i++) tail[tail_len - 1 - i] = (unsigned char)(bits >> (8 * i));
-    sha256_block(h, tail);
-    if (tail_len == 128) sha256_block(h, tail + 64);
-    for (int i = 0; i < 32; i++) out[i] = (unsigned char)(h[i / 4] >> (24 - 8 * (i % 4)));
+    hps_sha256_ctx c;
+    hps_sha256_init(&c);
+    hps_sha256_update(&c, data, len);
+    hps_sha256_final(&c, out);
 }
 
 void hps_sha256_hex(const void *data, size_t len, char out[72])

@@ -30,8 +30,18 @@ int hps_write_atomic(const char *path, const void *buf, size_t len, hps_error *e
 /* Display name of a path for messages: "<stdin>" for "-". */
 const char *hps_path_name(const char *path);
 
-/* SHA-256: the raw 32 bytes, or "sha256:<64 hex>" (out must hold 72 bytes). */
+/* SHA-256: the raw 32 bytes, or "sha256:<64 hex>" (out must hold 72 bytes);
+ * or over pieces, with a context. */
 void hps_sha256(const void *data, size_t len, unsigned char out[32]);
+typedef struct {
+    uint32_t h[8];
+    unsigned char buf[64];
+    size_t n;    /* bytes in buf */
+    uint64_t len; /* bytes so far */
+} hps_sha256_ctx;
+void hps_sha256_init(hps_sha256_ctx *c);
+void hps_sha256_update(hps_sha256_ctx *c, const void *data, size_t len);
+void hps_sha256_final(hps_sha256_ctx *c, unsigned char out[32]);
 void hps_sha256_hex(const void *data, size_t len, char out[72]);
 
 /* Whole-array binary I/O on FILE streams: true when all n items moved. */

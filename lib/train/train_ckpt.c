@@ -388,6 +388,29 @@ static char *safetensors_header(hps_trainer *t, const tensor *ts, int n, size_t 
     return text;
 }
 
+/* Bytes to the export and to its digest. */
+static int put_hashed(FILE *f, hps_sha256_ctx *c, const void *p, size_t n)
+{
+    hps_sha256_update(c, p, n);
+    return n == 0 || fwrite(p, 1, n, f) == n;
+}
+
+/* PATH.sha256 beside a regular file, in sha256sum(1)'s format, so that
+ * `sha256sum -c PATH.sha256` (run in PATH's directory) catches a corrupted
+ * copy.  Nothing beside stdout, a device or a FIFO. */
+static int write_sidecar(const char *path, const unsigned char sum[32], hps_error *err)
+{
+    struct stat st;
+    if (strcmp(path, "-") == 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    const char *slash = strrchr(path, '/');
+    char line[4200], side[4200];
+    int k = 0;
+    for (int i = 0; i < 32; i++) k += snprintf(line + k, sizeof line - (size_t)k, "%02x", sum[i]);
+    snprintf(line + k, sizeof line - (size_t)k, "  %s\n", slash ? slash + 1 : path);
+    snprintf(side, sizeof side, "%s.sha256", path);
+    return hps_write_atomic(side, line, strlen(line), err);
+}
+
 int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
 {
     tensor *ts = NULL;
@@ -402,12 +425,16 @@ int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
     int rc = o ? 0 : -1;
     if (o) {
         FILE *f = hps_out_file(o);
-        unsigned char len8[8];
+        unsigned char len8[8], sum[32];
         put_u64(len8, hlen);
-        int ok = HPS_FWRITE(f, len8, 8) && HPS_FWRITE(f, header, hlen);
-        for (int i = 0; i < n && ok; i++) ok = fwrite(ts[i].data, 1, ts[i].bytes, f) == ts[i].bytes;
+        hps_sha256_ctx c;
+        hps_sha256_init(&c);
+        int ok = put_hashed(f, &c, len8, 8) && put_hashed(f, &c, header, hlen);
+        for (int i = 0; i < n && ok; i++) ok = put_hashed(f, &c, ts[i].data, ts[i].bytes);
+        hps_sha256_final(&c, sum);
         if (ok) rc = hps_out_commit(o, err);
-        else hps_out_abort(o), rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed", path);
+        else hps_out_abort(o), rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", path, strerror(errno));
+        if (rc == 0) rc = write_sidecar(path, sum, err);
     }
     for (int i = 0; i < n; i++)
         if (ts[i].owned) free(ts[i].data);

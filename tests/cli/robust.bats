@@ -192,3 +192,20 @@ PY
     [ "$caught" -eq 40 ]
     [[ "$output" == "hps-shard: error: $TMP/shards/manifest.json:"* ]]
 }
+
+@test "robust: --export writes FILE.sha256 beside it; sha256sum -c catches a corrupted copy" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/shards" --threads 1 -q --export "$TMP/m.safetensors"
+    [ "$(cut -d' ' -f3 "$TMP/m.safetensors.sha256")" = m.safetensors ]
+    (cd "$TMP" && sha256sum -c m.safetensors.sha256)
+    python3 - "$TMP/m.safetensors" <<'PY'
+import sys
+t = bytearray(open(sys.argv[1], "rb").read())
+t[len(t) // 2] ^= 0x04
+open(sys.argv[1], "wb").write(t)
+PY
+    run sh -c "cd '$TMP' && sha256sum -c m.safetensors.sha256"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"m.safetensors: FAILED"* ]]
+}

@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <zstd.h>
 
+#include "core/hps_io.h"
 #include "core/hps_rng.h"
 #include "data/hps_data.h"
 #include "data/hps_shard.h"
@@ -33,6 +34,29 @@ static void test_crc32c(void **state)
     assert_int_equal(hps_crc32c(0, "123456789", 9), 0xE3069283u); /* the standard check value */
     uint32_t c = hps_crc32c(0, "1234", 4);
     assert_int_equal(hps_crc32c(c, "56789", 5), 0xE3069283u);
+}
+
+/* SHA-256 over pieces of every size equals the one-shot digest, which
+ * matches FIPS 180-4's "abc" vector. */
+static void test_sha256_pieces(void **state)
+{
+    (void)state;
+    unsigned char one[32], many[32], data[1000];
+    char hex[72];
+    hps_sha256_hex("abc", 3, hex);
+    assert_string_equal(hex, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(i * 7 + 3);
+    for (size_t len = 0; len <= sizeof data; len += 37) {
+        hps_sha256(data, len, one);
+        for (size_t piece = 1; piece <= 130; piece += 43) {
+            hps_sha256_ctx c;
+            hps_sha256_init(&c);
+            for (size_t at = 0; at < len; at += piece)
+                hps_sha256_update(&c, data + at, len - at < piece ? len - at : piece);
+            hps_sha256_final(&c, many);
+            assert_memory_equal(one, many, 32);
+        }
+    }
 }
 
 static void test_key_hash(void **state)
@@ -469,6 +493,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_seek_and_early_close),
         cmocka_unit_test(test_corruption),      cmocka_unit_test(test_format_float),
         cmocka_unit_test(test_hostile_header),  cmocka_unit_test(test_bad_labels),
+        cmocka_unit_test(test_sha256_pieces),
     };
     return cmocka_run_group_tests_name("shard", tests, NULL, NULL);
 }
