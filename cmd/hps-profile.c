@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/hps_cli.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "profile/hps_profile.h"
@@ -133,7 +134,7 @@ static int parse_args(int argc, char **argv, args *a)
         case 'q': hps_display_level = 0; break;
         case 'v': hps_display_level++; break;
         case 'h': fputs(usage, stdout); return HPS_EXIT_OK;
-        case 'V': hps_print_version(stdout); return HPS_EXIT_OK;
+        case 'V': hps_cli_version(stdout); return HPS_EXIT_OK;
         default: fprintf(stderr, "(see 'hps-profile --help')\n"); return HPS_EXIT_USAGE;
         }
     }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/hps_core.h"
+#include "core/hps_cli.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "data/hps_shard_job.h"
@@ -171,7 +172,7 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_PROGRESS: o->progress = 1; break;
         case OPT_NO_PROGRESS: o->progress = 0; break;
         case 'h': usage(stdout); exit(0);
-        case 'V': hps_print_version(stdout); exit(0);
+        case 'V': hps_cli_version(stdout); exit(0);
         default: fprintf(stderr, "Try '%s --help'.\n", hps_progname()); exit(HPS_EXIT_USAGE);
         }
     }

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/hps_cli.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "dist/hps_dist.h"
@@ -174,7 +175,7 @@ static int parse_one(int c, args *a)
     case 'q': hps_display_level = 0; break;
     case 'v': hps_display_level++; break;
     case 'h': fputs(usage, stdout); return HPS_EXIT_OK;
-    case 'V': hps_print_version(stdout); return HPS_EXIT_OK;
+    case 'V': hps_cli_version(stdout); return HPS_EXIT_OK;
     default: fprintf(stderr, "(see 'hps-train --help')\n"); return HPS_EXIT_USAGE;
     }
     return -1;

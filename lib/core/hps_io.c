@@ -16,6 +16,9 @@ const char *hps_path_name(const char *path)
 int hps_read_all(const char *path, char **data, size_t *len, hps_error *err)
 {
     int is_stdin = strcmp(path, "-") == 0;
+    /* Waiting on a terminal looks like a hang: say what is missing instead. */
+    if (is_stdin && isatty(STDIN_FILENO))
+        return hps_fail(err, HPS_EXIT_USAGE, "<stdin>: is a terminal; pipe the input in or name a file");
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: cannot open: %s", path, strerror(errno));
