@@ -230,7 +230,7 @@ static int read_payload(hps_trainer *t, FILE *f, const char *path, hps_error *er
         return hps_fail(err, HPS_EXIT_USAGE, "%s: made for model %.19s..., but %s is %.19s...",
                         path, model, t->m->path, t->m->digest);
     if (strcmp(plan, t->plan.digest) != 0)
-        hps_warnf("%s: made under another plan; resuming under %s", path, t->plan.path);
+        hps_warnf("%s: made under another plan; resuming under %s", path, t->plan.path[0] ? t->plan.path : "no plan");
     if (load_dense(t, f))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: truncated dense parameters", path);
     for (int l = 0; l < t->m->n_layers; l++)
