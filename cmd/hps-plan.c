@@ -3,6 +3,7 @@
  * This file is options and I/O; the work is in lib/plan. */
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,6 +91,17 @@ static _Noreturn void die(const hps_error *err)
 {
     hps_report(err);
     exit(err->code);
+}
+
+/* Bad input files (not the command line): the error alone, status 2. */
+static _Noreturn __attribute__((format(printf, 1, 2))) void bad_input(const char *fmt, ...)
+{
+    hps_error err = {.code = HPS_EXIT_USAGE};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err.msg, sizeof err.msg, fmt, ap);
+    va_end(ap);
+    die(&err);
 }
 
 static void parse_options(int argc, char **argv, options *o)
@@ -190,7 +202,7 @@ static void check_power(const plan_problem *p, const hps_cluster *c)
     if (p->objective != PLAN_OBJ_ENERGY && p->objective != PLAN_OBJ_EDP) return;
     for (int t = 0; t < p->n_types; t++)
         if (p->power[t] <= 0)
-            hps_usage_error("%s: resource '%s': power_w is needed for --objective %s", c->path, p->type_names[t],
+            bad_input("%s: resource '%s': power_w is needed for --objective %s", c->path, p->type_names[t],
                             plan_objective_names[p->objective]);
 }
 
@@ -199,7 +211,7 @@ static void solve(const plan_problem *p, const hps_cluster *c, const char *algo,
 {
     hps_error err;
     if (plan_solve(p, c, algo, so, r, &err) == 0) return;
-    if (err.code == HPS_EXIT_USAGE) hps_usage_error("%s", err.msg);
+    if (err.code == HPS_EXIT_USAGE) hps_usage_error("%s", err.msg); /* --algo */
     die(&err);
 }
 
@@ -378,19 +390,23 @@ static void reload(options *o, const char *path, reloaded *rl)
     memset(&rl->in, 0, sizeof rl->in);
     load_inputs(o, &rl->in);
     if (strcmp(pf->model_digest, rl->in.model->digest) != 0)
-        hps_usage_error("%s: the plan was made for another model (digests differ)", o->model);
+        bad_input("%s: the plan was made for another model (digests differ)", o->model);
     if (strcmp(pf->cluster_digest, rl->in.cluster->digest) != 0)
-        hps_usage_error("%s: the plan was made for another cluster (digests differ)", o->cluster);
+        bad_input("%s: the plan was made for another cluster (digests differ)", o->cluster);
     plan_problem *p = rl->in.problem;
-    p->objective = hps_cli_choice("objective", pf->objective, plan_objective_names);
+    int obj = -1;
+    for (int i = 0; plan_objective_names[i]; i++)
+        if (strcmp(pf->objective, plan_objective_names[i]) == 0) obj = i;
+    if (obj < 0) bad_input("%s: objective '%s' is not cost, time, energy or edp", path, pf->objective);
+    p->objective = obj;
     p->min_throughput = pf->min_throughput;
     p->samples = pf->samples;
     p->epochs = pf->epochs;
-    if (pf->n_layers != p->n_layers) hps_usage_error("%s: the plan has %d layers, the model %d", path, pf->n_layers, p->n_layers);
+    if (pf->n_layers != p->n_layers) bad_input("%s: the plan has %d layers, the model %d", path, pf->n_layers, p->n_layers);
     rl->assign = hps_malloc((size_t)p->n_layers * sizeof *rl->assign);
     for (int l = 0; l < p->n_layers; l++)
         if ((rl->assign[l] = hps_cluster_find(rl->in.cluster, pf->assign_names[l])) < 0)
-            hps_usage_error("%s: the plan names a type the cluster lacks", pf->assign_names[l]);
+            bad_input("%s: the plan names a type the cluster lacks", pf->assign_names[l]);
 }
 
 static void reloaded_free(reloaded *rl)
@@ -445,6 +461,7 @@ static int show(options *o, int argc, char **argv)
     if (o->pareto || o->explain || o->min_throughput > 0)
         hps_usage_error("show: --pareto, --explain and --min-throughput make plans; show renders one");
     const char *path = argv[optind];
+    format_of(o); /* a bad -f fails before any work */
     reloaded rl;
     reload(o, path, &rl);
     plan_problem *p = rl.in.problem;

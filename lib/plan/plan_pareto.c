@@ -50,18 +50,22 @@ int plan_pareto(plan_problem *p, const hps_cluster *c, const char *algo, const p
     out->points = hps_calloc((size_t)n, sizeof *out->points);
     double last = HUGE_VAL;
     int rc = 0;
-    /* Fastest first, so that dominated points drop out; a point keeps the
-     * limit that first produced it, and lower limits giving the same plan (to
-     * rounding) add no row. */
+    /* Fastest first, so that dominated points drop out.  A lower limit that
+     * gives the same cost (to rounding) adds no row but lowers the point's
+     * limit: each point shows the lowest limit swept that gives it, so that
+     * the first row is what hps-plan gives at --min-throughput. */
     for (int i = n - 1; i >= 0 && rc == 0; i--) {
-        p->min_throughput = n > 1 ? lo * pow(hi / lo, (double)i / (n - 1)) * (1 - 1e-9) : lo;
+        /* just below the fastest, so that rounding never makes it infeasible */
+        p->min_throughput = i > 0 ? lo * pow(hi / lo, (double)i / (n - 1)) * (1 - 1e-9) : lo;
         plan_result r;
         plan_eval e;
         plan_result_init(&r, p);
         plan_eval_init(&e, p);
         rc = plan_solve(p, c, algo, so, &r, err);
         plan_evaluate(p, r.assign, &e);
-        if (rc == 0 && e.feasible && e.objective < last * (1 - 1e-9)) {
+        if (rc == 0 && e.feasible && out->n && fabs(e.objective - last) <= 1e-9 * last)
+            out->points[0].min_throughput = p->min_throughput;
+        else if (rc == 0 && e.feasible && e.objective < last) {
             last = e.objective;
             memmove(out->points + 1, out->points, (size_t)out->n * sizeof *out->points);
             point_from(&out->points[0], p, &e);
