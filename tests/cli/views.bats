@@ -205,3 +205,47 @@ PY
     want=$(python3 -c "print('%.1f MB (%.1f MB compressed) ->' % ($text / 1e6, $packed / 1e6))")
     [[ "$output" == *"5000 rows in 1 shard, $want"* ]]
 }
+
+@test "views: the pipeline Makefile redoes a step when its variable changes, and nothing when up to date" {
+    local mk=$ROOT/testdata/pipeline/Makefile
+    ! grep -n ' $' "$mk"
+    ! grep -nE '^[A-Z_]+ +\?=.*#' "$mk" # a comment after a value puts spaces in it
+    cd "$TMP"
+    "$HPS_BIN/hps-shard" synth 20000 --seed 1 --scale 0.001 -o data.tsv 2>/dev/null
+    cp "$M/criteo-small.json" model.json
+    cp "$C/lab.json" cluster.json
+    cp "$TESTDATA/devices/gpu-t4.json" .
+    pipeline() {
+        make --no-print-directory -f "$mk" HPS="$HPS_BIN/" GPUS=gpu-t4.json \
+            PROFILE_FLAGS="--reps 2 --warmup 0 --no-scaling" TRAIN_FLAGS="--cpu-fallback --threads 1 --steps 5" "$@" 2>&1
+    }
+    pipeline MIN_THROUGHPUT=20000 > first
+    grep -q 'hps-profile -m' first && grep -q 'hps-train --plan' first
+    pipeline MIN_THROUGHPUT=20000 > second
+    ! grep -q 'hps-' second
+    pipeline MIN_THROUGHPUT=30000 > third
+    ! grep -q 'hps-profile -m' third
+    grep -q 'hps-plan -m model.json' third && grep -q -- '--min-throughput 30000' third
+    grep -q 'hps-shard -m' third && grep -q 'hps-train --plan' third
+    grep -q 'hps-plan show plan.json -f table -o plan.txt' third
+    # plan.txt is the plan on disk, not a second search
+    "$HPS_BIN/hps-plan" show plan.json -f table | diff - plan.txt
+}
+
+@test "views: make check's runner shows each test's lines as they come" {
+    cp "$ROOT/tests/run.sh" "$TMP/run.sh" # alone: no tests/cli beside it
+    cat > "$TMP/fake" <<EOS
+#!/bin/sh
+echo "ok 1 - first"
+i=0
+while [ ! -e "$TMP/seen" ] && [ \$i -lt 100 ]; do sleep 0.1; i=\$((i + 1)); done
+if [ -e "$TMP/seen" ]; then echo "ok 2 - second"; else echo "not ok 2 - the first line was held back"; fi
+EOS
+    chmod +x "$TMP/fake"
+    "$TMP/run.sh" "$TMP/fake" > "$TMP/out" &
+    for i in $(seq 100); do grep -q "fake: ok 1 - first" "$TMP/out" && break; sleep 0.1; done
+    touch "$TMP/seen"
+    wait
+    cat "$TMP/out"
+    grep -q "^2 passed, 0 failed, 0 skipped" "$TMP/out"
+}
