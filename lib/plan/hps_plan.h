@@ -35,6 +35,7 @@ typedef struct {
     int max_units;
     double nic_gbps;
     double power_w; /* 0 when not given */
+    int threads;    /* cores of one unit, pinned together by the rankfile (default 1) */
 } plan_rtype;
 
 typedef struct {

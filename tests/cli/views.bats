@@ -249,3 +249,30 @@ EOS
     cat "$TMP/out"
     grep -q "^2 passed, 0 failed, 0 skipped" "$TMP/out"
 }
+
+@test "views: --rankfile gives each unit its threads" {
+    python3 -c 'import json,sys; c = json.load(open(sys.argv[1]))
+for r in c["resources"]:
+    if r["kind"] == "cpu": r["threads"] = 4
+json.dump(c, open(sys.argv[2], "w"))' $C/lab.json "$TMP/lab.json"
+    plan -m $M/demo-ctr.json -c "$TMP/lab.json" -p $P/demo-ctr.json --min-throughput 20000 -a fixed:cpu \
+        --rankfile "$TMP/ranks" -o "$TMP/plan.json"
+    cat "$TMP/ranks"
+    python3 - "$TMP/plan.json" "$TMP/ranks" <<'PY'
+import json, re, sys
+p = json.load(open(sys.argv[1]))
+ranks = {}
+for line in open(sys.argv[2]):
+    m = re.fullmatch(r"rank (\d+)=(\S+) slot=(\d+)(?:-(\d+))?\n", line)
+    a = int(m[3]); b = int(m[4]) if m[4] else a
+    ranks[int(m[1])] = (m[2], set(range(a, b + 1)))
+cpu_workers = [w for w in p["workers"] if w["type"] == "cpu"]
+assert cpu_workers, "the plan should use cpu units"
+for w in p["workers"]:
+    node, cores = ranks[w["rank"]]
+    assert node == w["node"] and len(cores) == (4 if w["type"] == "cpu" else 1), (w, cores)
+for node in {n for n, _ in ranks.values()}:
+    sets = [c for n, c in ranks.values() if n == node]
+    assert sum(map(len, sets)) == len(set().union(*sets)), (node, sets)  # no core twice
+PY
+}
