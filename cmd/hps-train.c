@@ -1,8 +1,10 @@
 /* hps-train: train what a plan describes. */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/hps_cli.h"
@@ -43,6 +45,7 @@ static const char usage[] =
     "      --probe STEPS           time STEPS steps per thread count, print a profile, exit\n"
     "      --slowdown RANK=FACTOR  testing aid: make rank RANK FACTOR times slower (mpirun)\n"
     "      --no-rebalance          keep the plan's worker shares (mpirun)\n"
+    "      --log-dir DIR           each rank's messages into DIR/worker-R.log or DIR/server-R.log\n"
     "  -o, --output FILE           where --probe or show writes [stdout]\n"
     "  -f, --format FMT            show: svg (the only picture so far) [svg]\n"
     "  -q, --quiet                 no progress, no summary\n"
@@ -52,7 +55,7 @@ static const char usage[] =
 
 enum { OPT_STEPS = 256, OPT_EVAL, OPT_CKPT, OPT_CKPT_EVERY, OPT_RESUME, OPT_EXPORT, OPT_METRICS,
        OPT_METRICS_INTERVAL, OPT_SEED, OPT_THREADS, OPT_MICRO, OPT_OPTIMIZER, OPT_LR, OPT_LR_SPARSE,
-       OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE };
+       OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE, OPT_LOG_DIR };
 
 static const struct option long_options[] = {
     {"plan", required_argument, NULL, 'p'},
@@ -79,6 +82,7 @@ static const struct option long_options[] = {
     {"probe", required_argument, NULL, OPT_PROBE},
     {"slowdown", required_argument, NULL, OPT_SLOWDOWN},
     {"no-rebalance", no_argument, NULL, OPT_NO_REBALANCE},
+    {"log-dir", required_argument, NULL, OPT_LOG_DIR},
     {"output", required_argument, NULL, 'o'},
     {"format", required_argument, NULL, 'f'},
     {"quiet", no_argument, NULL, 'q'},
@@ -89,7 +93,7 @@ static const struct option long_options[] = {
 };
 
 typedef struct {
-    const char *plan, *data, *model, *eval, *export_path, *output;
+    const char *plan, *data, *model, *eval, *export_path, *output, *log_dir;
     long probe;
     hps_train_opts o;
     hps_dist_opts dist;
@@ -168,6 +172,7 @@ static int parse_one(int c, args *a)
     case OPT_PROBE: if (count_arg("--probe", 1, 1000000, &a->probe)) return HPS_EXIT_USAGE; break;
     case OPT_SLOWDOWN: return slowdown_arg(&a->dist);
     case OPT_NO_REBALANCE: a->dist.rebalance = 0; break;
+    case OPT_LOG_DIR: a->log_dir = optarg; break;
     case 'o': a->output = optarg; break;
     case 'f': hps_cli_choice("--format", optarg, (const char *const[]){"svg", NULL}); break;
     case 'q': hps_cli_quiet(); break;
@@ -215,6 +220,21 @@ static char *model_path(const args *a, hps_error *err)
     }
     json_decref(root);
     return path;
+}
+
+/* --log-dir: this rank's stderr into DIR/ROLE-RANK.log, as fleetrun users
+ * expect one log per rank. */
+static int open_log(const char *dir, const hps_dist *d, hps_error *err)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "--log-dir: %s: cannot create: %s", dir, strerror(errno));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s-%d.log", dir, d && hps_dist_is_server(d) ? "server" : "worker",
+             d ? hps_dist_rank(d) : 0);
+    if (!freopen(path, "w", stderr))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "--log-dir: %s: cannot write: %s", path, strerror(errno));
+    setvbuf(stderr, NULL, _IOLBF, 0); /* whole lines, also when a rank dies */
+    return 0;
 }
 
 static void print_summary(const hps_trainer *t)
@@ -288,9 +308,14 @@ int main(int argc, char **argv)
         hps_dist_end(NULL);
         return err.code;
     }
+    if (a.log_dir && open_log(a.log_dir, d, &err)) {
+        if (d) hps_dist_abort(d, &err); /* says it, and no rank waits for this one */
+        hps_report(&err);
+        return err.code;
+    }
     if (d && !hps_dist_is_lead(d)) {
-        /* only the lead worker reports and writes metrics */
-        hps_display_level = hps_display_level > 1 ? 1 : hps_display_level;
+        /* only the lead worker writes metrics, and reports unless each rank has its log */
+        if (!a.log_dir) hps_display_level = hps_display_level > 1 ? 1 : hps_display_level;
         a.o.metrics_path = NULL;
     }
     a.o.progress = hps_display_level >= 2 && hps_stderr_is_tty() && !a.probe;
