@@ -197,6 +197,8 @@ static int parse_args(int argc, char **argv, args *a, int show)
     if (!a->data) hps_usage_error("--data is required");
     if (!a->plan && !a->model) hps_usage_error("--plan or --model is required");
     if (a->o.resume && !a->o.ckpt_dir) hps_usage_error("--resume needs --checkpoint DIR");
+    if (a->export_path && hps_out_is_tty(a->export_path))
+        hps_usage_error("--export -: not writing safetensors to a terminal; redirect stdout or name a file");
     return -1;
 }
 

@@ -6,7 +6,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #ifndef HPS_COMMIT
 #define HPS_COMMIT "unknown"
@@ -162,7 +161,7 @@ int hps_cli_choice(const char *opt, const char *arg, const char *const *names)
     hps_usage_error("%s: '%s' is not one of %s", opt, arg, list);
 }
 
-/* ---- version and terminals -------------------------------------------------- */
+/* ---- version -------------------------------------------------- */
 
 void hps_cli_version(FILE *out)
 {
@@ -182,10 +181,4 @@ void hps_cli_version(FILE *out)
 #else
     fprintf(out, "mpi: MPI %d.%d\n", MPI_VERSION, MPI_SUBVERSION);
 #endif
-}
-
-int hps_cli_refuse_binary_tty(const char *path, const char *what, hps_error *err)
-{
-    if (strcmp(path, "-") != 0 || !isatty(STDOUT_FILENO)) return 0;
-    return hps_fail(err, HPS_EXIT_USAGE, "not writing %s to a terminal; redirect stdout or use -o FILE", what);
 }

@@ -45,8 +45,4 @@ _Noreturn void hps_cli_unknown_command(const char *word, const char *const *name
  * built with (BLAS kernel set, MPI, CUDA). */
 void hps_cli_version(FILE *out);
 
-/* Refuses to write binary data (what) to a terminal, as zstd does: -1 and
- * err filled when path is "-" and stdout is a terminal. */
-int hps_cli_refuse_binary_tty(const char *path, const char *what, hps_error *err);
-
 #endif

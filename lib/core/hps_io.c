@@ -124,6 +124,17 @@ hps_out *hps_out_open(const char *path, hps_error *err)
     return o;
 }
 
+int hps_out_is_tty(const char *path) { return strcmp(path, "-") == 0 && isatty(STDOUT_FILENO); }
+
+hps_out *hps_out_open_binary(const char *path, const char *what, hps_error *err)
+{
+    if (hps_out_is_tty(path)) {
+        hps_fail(err, HPS_EXIT_USAGE, "not writing %s to a terminal; redirect stdout or name a file", what);
+        return NULL;
+    }
+    return hps_out_open(path, err);
+}
+
 FILE *hps_out_file(hps_out *o) { return o->f; }
 
 static void out_free(hps_out *o)

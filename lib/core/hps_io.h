@@ -15,6 +15,10 @@ int hps_read_all(const char *path, char **data, size_t *len, hps_error *err);
 
 typedef struct hps_out hps_out;
 hps_out *hps_out_open(const char *path, hps_error *err); /* NULL on error */
+/* The same for binary data (what names it): refused on a terminal, as zstd
+ * does; hps_out_is_tty() tells before any work is done. */
+hps_out *hps_out_open_binary(const char *path, const char *what, hps_error *err);
+int hps_out_is_tty(const char *path);
 FILE *hps_out_file(hps_out *o);
 int hps_out_commit(hps_out *o, hps_error *err); /* flush, fsync, rename; frees o */
 void hps_out_abort(hps_out *o);                 /* removes the temporary; frees o */

@@ -370,7 +370,7 @@ int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
     }
     size_t hlen;
     char *header = safetensors_header(t, ts, n, &hlen);
-    hps_out *o = hps_out_open(path, err);
+    hps_out *o = hps_out_open_binary(path, "safetensors", err);
     int rc = o ? 0 : -1;
     if (o) {
         FILE *f = hps_out_file(o);

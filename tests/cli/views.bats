@@ -276,3 +276,10 @@ for node in {n for n, _ in ranks.values()}:
     assert sum(map(len, sets)) == len(set().union(*sets)), (node, sets)  # no core twice
 PY
 }
+
+@test "views: binary output to a terminal is refused" {
+    command -v script > /dev/null || skip "no script(1)"
+    run script -qec "$HPS_BIN/hps-train --model $M/tiny.json --data $TMP/none --export -" /dev/null < /dev/null
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"hps-train: error: --export -: not writing safetensors to a terminal; redirect stdout or name a file"* ]]
+}
