@@ -77,12 +77,14 @@ MAN_PAGES := $(wildcard man/*.[157])
 
 # Binaries are relinked when the configuration changes (CUDA, sanitizers).
 CONFIG_STAMP := $(BIN)/.config
-CONFIG_NOW   := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
+# The commit that --version names; hps_cli.o is rebuilt when it changes.
+COMMIT       := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+CONFIG_NOW   := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT) COMMIT=$(COMMIT)
 $(shell mkdir -p $(BIN); echo '$(CONFIG_NOW)' | cmp -s - $(CONFIG_STAMP) || echo '$(CONFIG_NOW)' > $(CONFIG_STAMP))
 
 DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenblas-openmp-dev \
              libopenmpi-dev openmpi-bin libcmocka-dev bats python3 python3-numpy python3-torch time \
-             clang libclang-rt-14-dev libomp-14-dev
+             clang libclang-rt-14-dev libomp-14-dev librsvg2-bin graphviz
 
 # keep objects that pattern rules built on the way to a binary
 .SECONDARY:
@@ -97,6 +99,9 @@ $(BUILD)/%.o: %.c
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -Ilib $(CUDA_DEFS) $(CUDA_ARCH) -Xcompiler -Wall,-Werror -c $< -o $@
+
+$(BUILD)/lib/core/hps_cli.o: HPS_CFLAGS += -DHPS_COMMIT=\"$(COMMIT)\"
+$(BUILD)/lib/core/hps_cli.o: $(CONFIG_STAMP)
 
 $(LIBHPS): $(LIB_OBJ)
 	@rm -f $@
