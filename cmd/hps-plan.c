@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "plan/hps_plan.h"
@@ -456,6 +457,7 @@ static int explain(options *o)
 int main(int argc, char **argv)
 {
     hps_set_progname("hps-plan");
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
     options o;
     parse_options(argc, argv, &o);
     if (o.explain) return explain(&o);

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "profile/hps_profile.h"
@@ -193,6 +194,7 @@ static json_t *merge_all(char **files, int n, hps_error *err)
 int main(int argc, char **argv)
 {
     hps_set_progname(argv[0]);
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
     args a = {.devices = "cpu", .output = "-", .opts = hps_profile_opts_default()};
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;

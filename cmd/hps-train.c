@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "dist/hps_dist.h"
@@ -270,6 +271,7 @@ static int train(const args *a, hps_trainer *t, hps_source *src, hps_error *err)
 int main(int argc, char **argv)
 {
     hps_set_progname(argv[0]);
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
     args a = {.output = "-", .o = hps_train_opts_default(), .dist = {.slow_rank = -1, .rebalance = 1}};
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;

@@ -1,4 +1,5 @@
 #include "core/hps_core.h"
+#include "core/hps_blas.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -150,6 +151,7 @@ void hps_print_version(FILE *out)
 #else
     fprintf(out, "features: openblas zstd jansson\n");
 #endif
+    fprintf(out, "blas: openblas %s\n", hps_blas_corename());
 }
 
 int hps_parse_long(const char *s, long min, long max, long *out)
