@@ -2,6 +2,7 @@
 #include "core/hps_blas.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -96,34 +97,52 @@ const char *hps_blas_corename(void)
     return name && *name ? name : "unknown";
 }
 
-void hps_blas_init(char **argv)
+/* After the re-exec: did the kernels we asked for arrive? */
+static void check_reexec(const char *asked, const char *have)
 {
-    hps_cpu_features f;
-    hps_cpu_features_detect(&f);
-    const char *want = hps_blas_core_for(&f), *have = hps_blas_corename();
-    int retried = getenv(REEXEC_MARK) != NULL;
-    unsetenv(REEXEC_MARK); /* the tool's own children start afresh */
-    if (!want || hps_blas_core_level(have) >= hps_blas_core_level(want)) return;
-    if (retried) {
+    if (*asked && hps_blas_core_level(have) < hps_blas_core_level(asked))
         hps_warnf("openblas kept its %s kernels with OPENBLAS_CORETYPE=%s; this CPU runs %s: "
                   "matrix products run several times slower",
-                  have, getenv("OPENBLAS_CORETYPE"), want);
+                  have, asked, asked);
+}
+
+void hps_blas_init(char **argv)
+{
+    const char *have = hps_blas_corename(), *mark = getenv(REEXEC_MARK);
+    if (mark) {
+        char asked[64];
+        snprintf(asked, sizeof asked, "%s", mark);
+        unsetenv(REEXEC_MARK); /* the tool's own children start afresh */
+        check_reexec(asked, have);
         return;
     }
-    const char *user = getenv("OPENBLAS_CORETYPE");
-    if (user) {
+    hps_cpu_features f;
+    hps_cpu_features_detect(&f);
+    const char *want = hps_blas_core_for(&f), *user = getenv("OPENBLAS_CORETYPE");
+    int fix_core = want && hps_blas_core_level(have) < hps_blas_core_level(want);
+    if (fix_core && user) {
         hps_log(3, "%s: OPENBLAS_CORETYPE=%s chooses %s kernels; this CPU runs %s\n", hps_progname(),
                 user, have, want);
-        return;
+        fix_core = 0;
     }
-    /* OpenBLAS chose in its constructor: only a fresh process chooses again */
-    setenv("OPENBLAS_CORETYPE", want, 1);
-    setenv(REEXEC_MARK, "1", 1);
+    /* Kernels and OpenBLAS share one OpenMP pool.  Threads that spin between
+     * kernels (libgomp's default) take the cores from the shard decoder and
+     * from other stages; on a busy 2-core machine a 2-thread step ran 5-10x
+     * slower than with passive waits. */
+    int fix_wait = getenv("OMP_WAIT_POLICY") == NULL;
+    if (!fix_core && !fix_wait) return;
+    /* OpenBLAS and libgomp read these in their constructors: only a fresh
+     * process sees them */
+    if (fix_core) setenv("OPENBLAS_CORETYPE", want, 1);
+    if (fix_wait) setenv("OMP_WAIT_POLICY", "passive", 1);
+    setenv(REEXEC_MARK, fix_core ? want : "", 1);
     execv("/proc/self/exe", argv);
     int e = errno;
-    unsetenv("OPENBLAS_CORETYPE");
+    if (fix_core) unsetenv("OPENBLAS_CORETYPE");
+    if (fix_wait) unsetenv("OMP_WAIT_POLICY");
     unsetenv(REEXEC_MARK);
-    hps_warnf("cannot re-execute with openblas's %s kernels (%s); running on its %s kernels, several "
-              "times slower",
-              want, strerror(e), have);
+    if (fix_core)
+        hps_warnf("cannot re-execute with openblas's %s kernels (%s); running on its %s kernels, "
+                  "several times slower",
+                  want, strerror(e), have);
 }

@@ -29,8 +29,9 @@ int hps_blas_core_level(const char *corename);
 const char *hps_blas_core_for(const hps_cpu_features *f);
 
 /* First thing in main(), after hps_set_progname: may exec the tool again
- * (same argv, OPENBLAS_CORETYPE set) and so never return.  A choice the user
- * made with OPENBLAS_CORETYPE is kept; a mismatch it cannot fix is one warning. */
+ * (same argv, OPENBLAS_CORETYPE and OMP_WAIT_POLICY=passive set) and so never
+ * return.  What the user set in either is kept; slower kernels it cannot fix
+ * are one warning. */
 void hps_blas_init(char **argv);
 
 /* The kernel set OpenBLAS runs with ("SkylakeX"). */
