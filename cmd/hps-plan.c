@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/hps_cli.h"
+#include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "plan/hps_plan.h"
@@ -494,6 +495,7 @@ int main(int argc, char **argv)
 {
     static const char *const commands[] = {"show", NULL};
     hps_set_progname("hps-plan");
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
     int is_show = 0;
     if (argc > 1 && argv[1][0] != '-') {
         if (strcmp(argv[1], "show") != 0) hps_cli_unknown_command(argv[1], commands);

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/hps_blas.h"
 #include "core/hps_core.h"
 #include "core/hps_cli.h"
 #include "core/hps_io.h"
@@ -503,6 +504,7 @@ int main(int argc, char **argv)
 {
     static const char *const commands[] = {"cat", "stats", "synth", NULL};
     hps_set_progname(argv[0]);
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
     const char *sub = argc > 1 ? argv[1] : "";
     int (*cmd)(const options *, int, char **) = NULL;
     if (!strcmp(sub, "cat")) cmd = cmd_cat;

@@ -1,4 +1,5 @@
 #include "core/hps_core.h"
+#include "core/hps_blas.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hps_blas.h"
 #include "core/hps_json.h"
 #include "train/train_internal.h"
 
@@ -45,10 +46,10 @@ void train_metrics_start(hps_trainer *t)
                                                                     ? hps_json_real(st->predicted_ms)
                                                                     : json_null()));
     }
-    emit(t, json_pack("{s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:I, s:o}", "event", "start", "model",
+    emit(t, json_pack("{s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:I, s:s, s:o}", "event", "start", "model",
                       t->m->name, "plan", t->plan.path[0] ? json_string(t->plan.path) : json_null(), "batch", t->B, "micro_batches", t->M,
                       "threads_per_stage", t->threads, "epochs", t->o.epochs, "step",
-                      (json_int_t)t->step, "stages", stages));
+                      (json_int_t)t->step, "blas_core", hps_blas_corename(), "stages", stages));
 }
 
 /* Per stage: measured ms per batch since the last record, beside the plan's. */
