@@ -139,6 +139,10 @@ check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test
 
+# the fuzz targets replayed over their seeds (see "fuzzing" below); defined
+# before the rule, whose prerequisites make expands as it reads them
+FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+REPLAY_BINS  := $(FUZZ_NAMES:%=$(BUILD)/tests/replay_%)
 test: $(BINS) $(UNIT_BINS) $(REPLAY_BINS)
 	@HPS_BIN=$(CURDIR)/$(BIN) tests/run.sh $(UNIT_BINS) $(REPLAY_BINS)
 
@@ -156,8 +160,6 @@ asan: deps
 # libFuzzer under ASan+UBSan and runs them: over the same inputs, or for
 # FUZZ_SECONDS each.  A crash, leak or timeout fails; its input is left in
 # build-fuzz/crashes/ (copy it into tests/fuzz/regress/NAME once fixed).
-FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
-REPLAY_BINS  := $(FUZZ_NAMES:%=$(BUILD)/tests/replay_%)
 FUZZ_SECONDS ?=
 FUZZ_SEEDS_model    := testdata/models testdata/models/bad
 FUZZ_SEEDS_cluster  := testdata/clusters
