@@ -546,7 +546,11 @@ int main(int argc, char **argv)
         if (optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
         format_of(&o); /* a bad -f fails before any work */
         if (o.explain) return explain(&o);
-        if (o.train_policy) return train_policy(&o);
+        if (o.train_policy) {
+            rc = train_policy(&o);
+            free(o.profiles);
+            return rc;
+        }
         if (o.policy) {
             hps_error err;
             if (!(policy = plan_policy_load(o.policy, &err))) die(&err);
