@@ -14,16 +14,18 @@ int hps_cluster_find(const hps_cluster *c, const char *type_name)
     return -1;
 }
 
-static int copy_name(char *dst, const char *src, const char *what, const char *ctx,
-                     hps_error *err)
+/* Names echo in messages and plans; a node's becomes a rankfile line, so it
+ * takes no ':' (resource and device names do: "cuda:0"). */
+static int copy_name(char *dst, const char *src, const char *what, const char *extra,
+                     const char *ctx, hps_error *err)
 {
     if (strlen(src) >= HPS_NAME_MAX)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%.20s...' is longer than %d bytes", ctx,
                         what, src, HPS_NAME_MAX - 1);
-    if (!hps_name_ok(src)) { /* names become rankfile lines and message text */
+    if (!hps_name_ok(src, extra)) {
         char shown[40];
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be letters, digits, '.', '-' or '_'",
-                        ctx, what, hps_printable(src, shown, sizeof shown));
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be letters, digits or '%s._-'", ctx,
+                        what, hps_printable(src, shown, sizeof shown), extra);
     }
     strcpy(dst, src);
     return 0;
@@ -40,7 +42,7 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
     plan_rtype *r = &c->types[i];
     const char *name, *device = NULL;
     if (hps_json_str(o, "name", HPS_REQUIRED, &name, ctx, err) ||
-        copy_name(r->name, name, "name", ctx, err))
+        copy_name(r->name, name, "name", ":", ctx, err))
         return -1;
     snprintf(ctx, sizeof ctx, "%s: resource '%s'", file, r->name);
     if (hps_cluster_find(c, r->name) >= 0 && hps_cluster_find(c, r->name) < i)
@@ -51,7 +53,7 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
     if (hps_json_known_keys(o, keys, ctx, err) ||
         hps_json_enum(o, "kind", HPS_REQUIRED, kinds, &kind, ctx, err) ||
         hps_json_str(o, "device", HPS_REQUIRED, &device, ctx, err) ||
-        copy_name(r->device, device, "device", ctx, err) ||
+        copy_name(r->device, device, "device", ":", ctx, err) ||
         hps_json_num(o, "price_per_hour", HPS_REQUIRED, 0, 1e6, &r->price_per_hour, ctx, err) ||
         hps_json_int(o, "max_units", HPS_REQUIRED, 1, 100000, &max_units, ctx, err) ||
         hps_json_num(o, "nic_gbps", HPS_REQUIRED, 1e-3, 1e5, &r->nic_gbps, ctx, err) ||
@@ -106,7 +108,7 @@ static int parse_node(json_t *o, hps_cluster *c, const char *file, int i, hps_er
     if (!json_is_object(o)) return hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object", ctx);
     if (hps_json_known_keys(o, keys, ctx, err) ||
         hps_json_str(o, "name", HPS_REQUIRED, &name, ctx, err) ||
-        copy_name(n->name, name, "name", ctx, err))
+        copy_name(n->name, name, "name", "", ctx, err))
         return -1;
     snprintf(ctx, sizeof ctx, "%s: node '%s'", file, n->name);
     json_t *units = json_object_get(o, "units");
