@@ -97,7 +97,7 @@ PY
         -p "$TESTDATA/profiles/demo-ctr.json" --min-throughput 1000 --rankfile "$TMP/ranks" -o "$TMP/plan.json"
     [ "$status" -eq 2 ]
     [ "${#lines[@]}" -eq 1 ]
-    [[ "$output" == *"name 'localhost?rank 9=evil slot=0' must be letters, digits, '.', '-' or '_'" ]]
+    [[ "$output" == *"name 'localhost?rank 9=evil slot=0' must be letters, digits or '._-'" ]]
     [ ! -e "$TMP/ranks" ]
 }
 
@@ -208,4 +208,12 @@ PY
     run sh -c "cd '$TMP' && sha256sum -c m.safetensors.sha256"
     [ "$status" -ne 0 ]
     [[ "$output" == *"m.safetensors: FAILED"* ]]
+}
+
+@test "robust: one version string: every man page carries the version the tools report" {
+    version=$("$HPS_BIN/hps-train" --version | sed 's/^hps-train (hps) //')
+    grep -q "^VERSION *:= *$version\$" "$ROOT/Makefile"
+    for page in "$ROOT"/man/*.[157]; do
+        grep -q "^\.TH .* \"hps $version\" " "$page" || { echo "$page: not hps $version"; false; }
+    done
 }
