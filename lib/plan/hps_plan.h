@@ -97,12 +97,6 @@ typedef struct {
 plan_problem *plan_problem_new(int n_layers, int n_types);
 void plan_problem_prepare(plan_problem *p); /* prefix sums; call after filling */
 void plan_problem_free(plan_problem *p);
-/* A seeded CTR-like instance for tests and the benchmark: the limit is
- * tightness times the largest throughput reachable; unit_limits gives each
- * type 1 to 6 units (else 64). */
-plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, double tightness,
-                                  int unit_limits);
-
 /* The profiles hps-plan reads (hps-profile(5)), merged: one per device id. */
 typedef struct hps_profiles hps_profiles;
 hps_profiles *hps_profiles_new(void);

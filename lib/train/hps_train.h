@@ -60,11 +60,6 @@ struct hps_source {
     const char *name;
 };
 
-/* Synthetic rows of the model's schema (unit tests): labels from a planted
- * logistic model over the sparse keys and dense features, fixed by `planted`;
- * `rows` rows per epoch drawn with `seed`.  Train and eval sources share the
- * planted seed and differ in the row seed. */
-hps_source *hps_source_synth(const hps_model *m, uint64_t rows, uint64_t planted, uint64_t seed);
 /* A shard directory's training shards, in manifest order (hps-shard(5));
  * with holdout, its holdout shards, or its training shards when it has none
  * (a directory sharded for evaluation). */

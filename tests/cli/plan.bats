@@ -2,6 +2,7 @@
 # hps-plan from the command line: output formats against golden files,
 # the pipe from hps-profile, placement, explain, pareto, and errors.
 
+load helpers
 HPS_BIN=${HPS_BIN:-$BATS_TEST_DIRNAME/../../bin}
 ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 M=$ROOT/testdata/models
@@ -51,18 +52,18 @@ demo() {
 
 @test "plan: the table matches the golden file" {
     demo -a exact -f table > "$TMP/out"
-    diff -u "$GOLDEN/demo-ctr-aws.table" "$TMP/out"
+    golden_check "$GOLDEN/demo-ctr-aws.table" "$TMP/out"
 }
 
 @test "plan: the dot drawing matches the golden file" {
     demo -a exact -f dot > "$TMP/out"
-    diff -u "$GOLDEN/demo-ctr-aws.dot" "$TMP/out"
+    golden_check "$GOLDEN/demo-ctr-aws.dot" "$TMP/out"
 }
 
 @test "plan: the table with placement on nodes matches the golden file" {
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 700000 \
         -a exact -f table > "$TMP/out"
-    diff -u "$GOLDEN/demo-ctr-lab.table" "$TMP/out"
+    golden_check "$GOLDEN/demo-ctr-lab.table" "$TMP/out"
 }
 
 @test "plan: the JSON plan is complete and consistent" {

@@ -14,6 +14,7 @@
 #include "core/hps_json.h"
 #include "core/hps_rng.h"
 #include "plan/hps_plan.h"
+#include "hps_testlib.h"
 
 static void near(double a, double b) { assert_true(fabs(a - b) <= 1e-6 * fmax(1, fabs(b))); }
 #define NEAR(a, b) near((a), (b))

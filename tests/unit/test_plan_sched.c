@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "plan/hps_plan.h"
+#include "hps_testlib.h"
 
 static double objective_of(const plan_problem *p, const int *assign, int *feasible)
 {

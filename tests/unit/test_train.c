@@ -7,6 +7,7 @@
 #include "core/hps_io.h"
 #include "hps_test.h"
 #include "train/train_internal.h"
+#include "hps_testlib.h"
 
 static hps_model *load(const char *name)
 {
