@@ -21,8 +21,8 @@ typedef struct hps_out hps_out;
 hps_out *hps_out_open(const char *path, hps_error *err); /* NULL on error */
 FILE *hps_out_file(hps_out *o);
 const char *hps_out_name(const hps_out *o); /* for messages: "<stdout>" or the path */
-int hps_out_commit(hps_out *o, hps_error *err); /* flush, fsync, rename; frees o */
-void hps_out_abort(hps_out *o);                 /* removes the temporary; frees o */
+int hps_out_commit(hps_out *o, hps_error *err); /* flush; a temporary: fsync, rename; frees o */
+void hps_out_abort(hps_out *o);                 /* closes, removes a temporary; frees o */
 
 /* Writes buf to path atomically ("-" = stdout). */
 int hps_write_atomic(const char *path, const void *buf, size_t len, hps_error *err);

@@ -102,8 +102,8 @@ static int cmp_names(const void *a, const void *b)
 
 /* Removes all but the newest CKPT_KEEP checkpoints (names sort by step),
  * and never `keep`, the one just written; and the temporaries of earlier
- * steps, which only a killed run leaves (ranks of one run save the same step,
- * so none of theirs is still being written). */
+ * steps and of `latest`, which only a killed run leaves (each rank saves in
+ * its own directory, so none of them is still being written). */
 static void prune(const char *dir, const char *keep)
 {
     DIR *d = opendir(dir);
@@ -114,8 +114,9 @@ static void prune(const char *dir, const char *keep)
     const size_t step_end = strlen("ckpt-") + 12;
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
-        if (!strncmp(e->d_name, "ckpt-", 5) && strstr(e->d_name, ".hpsckpt.tmp.") &&
-            strncmp(e->d_name, keep, step_end) < 0) {
+        if ((!strncmp(e->d_name, "ckpt-", 5) && strstr(e->d_name, ".hpsckpt.tmp.") &&
+             strncmp(e->d_name, keep, step_end) < 0) ||
+            !strncmp(e->d_name, "latest.tmp.", 11)) { /* ours was renamed before this */
             char path[4200];
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             unlink(path);

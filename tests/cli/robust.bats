@@ -157,6 +157,7 @@ PY
     "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
     mkdir "$TMP/ckpt"
     echo partial > "$TMP/ckpt/ckpt-000000000001.hpsckpt.tmp.AbC123" # as a SIGKILL mid-write leaves it
+    echo ckpt-000000000001.hpsckpt > "$TMP/ckpt/latest.tmp.XyZ789"
     "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/shards" --threads 1 -q \
         --checkpoint "$TMP/ckpt" --checkpoint-every 5 --resume
     [ -z "$(ls "$TMP/ckpt" | grep '\.tmp\.')" ]
