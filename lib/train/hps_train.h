@@ -135,7 +135,16 @@ int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err);
 int hps_trainer_load(hps_trainer *t, const char *dir, int *found, hps_error *err);
 /* Loads one checkpoint file (a rank's part of a distributed checkpoint). */
 int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err);
+/* Writes the weights as safetensors and, beside a regular file, PATH.sha256;
+ * then reads the file back with hps_safetensors_verify. */
 int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err);
+/* A safetensors file as hps-train writes it: the header's length, its JSON,
+ * each tensor F32 or I64 of at most 2 dims whose data_offsets hold exactly
+ * its bytes, the tensors back to back up to the end.  *n_tensors when OK. */
+int hps_safetensors_check(const char *name, const unsigned char *buf, size_t len, int *n_tensors,
+                          hps_error *err);
+/* The file at path: its PATH.sha256 when there is one, then the above. */
+int hps_safetensors_verify(const char *path, int *n_tensors, hps_error *err);
 
 /* AUC of scores against 0/1 labels (ties count half). */
 double hps_auc(const float *score, const float *label, size_t n);
