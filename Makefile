@@ -115,11 +115,13 @@ FUZZ_DEFS     = -DHPS_TESTDATA=\"$(CURDIR)/testdata\" -Itests/fuzz
 # Binaries are relinked when the configuration changes (CUDA, sanitizers):
 # the stamp is rewritten only when it differs.
 CONFIG_STAMP := $(BIN)/.config
-CONFIG_NOW   := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT) BUILD=$(BUILD)
+# The commit that --version names; hps_cli.o is rebuilt when it changes.
+COMMIT       := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+CONFIG_NOW   := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT) BUILD=$(BUILD) COMMIT=$(COMMIT)
 
 DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenblas-openmp-dev \
              libopenmpi-dev openmpi-bin libcmocka-dev bats python3 python3-numpy python3-torch time \
-             clang libclang-rt-14-dev libomp-14-dev
+             clang libclang-rt-14-dev libomp-14-dev librsvg2-bin graphviz
 
 # keep objects that pattern rules built on the way to a binary
 .SECONDARY:
@@ -137,11 +139,17 @@ $(BUILD)/%.o: %.c
 	$(call say,CC,$<)
 	$(Q)$(CC) $(HPS_CFLAGS) -MMD -MP -c $< -o $@
 
+# The CPU kernels: sqrtf without errno, so that the optimizer loops vectorize.
+$(BUILD)/lib/kernels/%.o: HPS_CFLAGS += -fno-math-errno
+
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(call say,NVCC,$<)
 	$(Q)$(NVCC) -O2 -std=c++17 -Ilib -DHPS_VERSION=\"$(VERSION)\" $(CUDA_DEFS) $(CUDA_ARCH) \
 	  -Xcompiler -Wall,-Werror -MD -MF $(@:.o=.d) -c $< -o $@
+
+$(BUILD)/lib/core/hps_cli.o: HPS_CFLAGS += -DHPS_COMMIT=\"$(COMMIT)\"
+$(BUILD)/lib/core/hps_cli.o: $(CONFIG_STAMP)
 
 $(LIBHPS): $(LIB_OBJ)
 	@rm -f $@
@@ -194,6 +202,7 @@ check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test
 
+# REPLAY_BINS: the fuzz targets replayed over their seeds (see "fuzzing")
 test: $(BINS) $(UNIT_BINS) $(REPLAY_BINS)
 	@HPS_BIN=$(CURDIR)/$(BIN) tests/run.sh $(UNIT_BINS) $(REPLAY_BINS)
 

@@ -1,4 +1,5 @@
 #include "core/hps_core.h"
+#include "core/hps_blas.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -156,16 +157,6 @@ double hps_now(void)
 }
 
 int hps_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
-
-void hps_print_version(FILE *out)
-{
-    fprintf(out, "%s (hps) %s\n", progname, HPS_VERSION);
-#ifdef HPS_CUDA
-    fprintf(out, "features: openblas zstd jansson cuda\n");
-#else
-    fprintf(out, "features: openblas zstd jansson\n");
-#endif
-}
 
 int hps_parse_long(const char *s, long min, long max, long *out)
 {

@@ -77,9 +77,6 @@ double hps_now(void);
 /* Is stderr a terminal (progress bars only then)? */
 int hps_stderr_is_tty(void);
 
-/* "--version" text: "PROG (hps) 0.1.0" plus build features. */
-void hps_print_version(FILE *out);
-
 /* Parses a non-negative integer / positive double from an option argument. */
 int hps_parse_long(const char *s, long min, long max, long *out);
 int hps_parse_double(const char *s, double *out);

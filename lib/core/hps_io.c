@@ -21,6 +21,9 @@ int hps_read_all(const char *path, char **data, size_t *len, hps_error *err)
 int hps_read_at_most(const char *path, size_t max, char **data, size_t *len, hps_error *err)
 {
     int is_stdin = strcmp(path, "-") == 0;
+    /* Waiting on a terminal looks like a hang: say what is missing instead. */
+    if (is_stdin && isatty(STDIN_FILENO))
+        return hps_fail(err, HPS_EXIT_USAGE, "<stdin>: is a terminal; pipe the input in or name a file");
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: cannot open: %s", path, strerror(errno));
@@ -148,6 +151,17 @@ hps_out *hps_out_open(const char *path, hps_error *err)
     o->next = open_outs;
     open_outs = o;
     return o;
+}
+
+int hps_out_is_tty(const char *path) { return strcmp(path, "-") == 0 && isatty(STDOUT_FILENO); }
+
+hps_out *hps_out_open_binary(const char *path, const char *what, hps_error *err)
+{
+    if (hps_out_is_tty(path)) {
+        hps_fail(err, HPS_EXIT_USAGE, "not writing %s to a terminal; redirect stdout or name a file", what);
+        return NULL;
+    }
+    return hps_out_open(path, err);
 }
 
 FILE *hps_out_file(hps_out *o) { return o->f; }

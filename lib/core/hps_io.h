@@ -19,6 +19,10 @@ int hps_read_at_most(const char *path, size_t max, char **data, size_t *len, hps
 
 typedef struct hps_out hps_out;
 hps_out *hps_out_open(const char *path, hps_error *err); /* NULL on error */
+/* The same for binary data (what names it): refused on a terminal, as zstd
+ * does; hps_out_is_tty() tells before any work is done. */
+hps_out *hps_out_open_binary(const char *path, const char *what, hps_error *err);
+int hps_out_is_tty(const char *path);
 FILE *hps_out_file(hps_out *o);
 const char *hps_out_name(const hps_out *o); /* for messages: "<stdout>" or the path */
 int hps_out_commit(hps_out *o, hps_error *err); /* flush; a temporary: fsync, rename; frees o */

@@ -704,6 +704,7 @@ int hps_shard_run(const hps_shard_opts *o, hps_shard_result *res, hps_error *err
     }
     res->lines = in.lines;
     res->bytes_in = in.bytes_in;
+    res->text_bytes = o->shuffle ? 0 : in.text_bytes;
     out.lines_total = in.lines;
     plan_outputs(&out, o, in.lines);
     out.hot = hps_hot_create(o->parse.schema.n_slots);

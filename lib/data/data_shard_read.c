@@ -310,14 +310,30 @@ int hps_shard_next_block(hps_shard_reader *r, const hps_rows **rows, hps_error *
 }
 
 /* Appends rows [from, from+n) of a decoded block to batch b. */
+/* Dense columns (cap apart) to batch rows, 16 rows at a time: a column's 16
+ * values are one cache line, and the 16 rows written stay in cache.  Row by
+ * row, 784 dense features touched 784 pages a row and took 15% of a step. */
+static void copy_dense(hps_batch *b, const hps_rows *src, int from, int n)
+{
+    const int D = src->schema.n_dense, TILE = 16;
+    for (int i0 = 0; i0 < n; i0 += TILE) {
+        int m = n - i0 < TILE ? n - i0 : TILE;
+        float *out = b->dense + (size_t)(b->B + i0) * D;
+        for (int d = 0; d < D; d++) {
+            const float *col = src->dense + (size_t)d * src->cap + from + i0;
+            for (int i = 0; i < m; i++) out[(size_t)i * D + d] = col[i];
+        }
+    }
+}
+
 static void copy_rows(hps_batch *b, const hps_rows *src, int from, int n)
 {
     const hps_schema *s = &src->schema;
-    int S = s->n_slots, D = s->n_dense;
+    int S = s->n_slots;
+    copy_dense(b, src, from, n);
     for (int i = 0; i < n; i++) {
         int row = from + i, out = b->B + i;
         b->labels[out] = src->labels[row];
-        for (int d = 0; d < D; d++) b->dense[(size_t)out * D + d] = src->dense[(size_t)d * src->cap + row];
         for (int j = 0; j < S; j++) {
             int64_t lo = src->offsets[j][row], k = src->offsets[j][row + 1] - lo;
             hps_batch_reserve_keys(b, b->nnz + k);

@@ -259,7 +259,7 @@ static int read_payload(hps_trainer *t, FILE *f, const char *path, hps_error *er
         return hps_fail(err, HPS_EXIT_USAGE, "%s: made for model %.19s..., but %s is %.19s...",
                         path, model, t->m->path, t->m->digest);
     if (strcmp(plan, t->plan.digest) != 0)
-        hps_warnf("%s: made under another plan; resuming under %s", path, t->plan.path);
+        hps_warnf("%s: made under another plan; resuming under %s", path, t->plan.path[0] ? t->plan.path : "no plan");
     if (load_dense(t, f))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: truncated dense parameters", path);
     for (int l = 0; l < t->m->n_layers; l++)
@@ -428,7 +428,7 @@ int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
     }
     size_t hlen;
     char *header = safetensors_header(t, ts, n, &hlen);
-    hps_out *o = hps_out_open(path, err);
+    hps_out *o = hps_out_open_binary(path, "safetensors", err);
     int rc = o ? 0 : -1;
     if (o) {
         FILE *f = hps_out_file(o);

@@ -360,13 +360,8 @@ static int open_metrics(hps_trainer *t, hps_error *err)
     return 0;
 }
 
-static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
+static int evaluate(hps_trainer *t, hps_source *eval, hps_error *err)
 {
-    t->epoch++;
-    t->epoch_row = 0;
-    t->sum.epochs_done = (int)t->epoch;
-    /* every worker takes part, though only the lead holds the eval source */
-    if (t->dist && t->dist->before_eval && t->dist->before_eval(t->dist->ctx, t, err)) return -1;
     if (!eval || (t->dist && !t->dist->evaluates)) return 0;
     double t0 = hps_now();
     if (hps_trainer_eval(t, eval, &t->sum.eval, err)) return -1;
@@ -374,6 +369,23 @@ static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
     t->sum.have_eval = 1;
     train_metrics_eval(t);
     return 0;
+}
+
+/* The evaluation after a run that --steps stopped inside an epoch. */
+static int final_eval(hps_trainer *t, hps_source *eval, hps_error *err)
+{
+    if (t->dist && t->dist->before_eval && t->dist->before_eval(t->dist->ctx, t, err)) return -1;
+    return evaluate(t, eval, err);
+}
+
+static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
+{
+    t->epoch++;
+    t->epoch_row = 0;
+    t->sum.epochs_done = (int)t->epoch;
+    /* every worker takes part, though only the lead holds the eval source */
+    if (t->dist && t->dist->before_eval && t->dist->before_eval(t->dist->ctx, t, err)) return -1;
+    return evaluate(t, eval, err);
 }
 
 static int train_save(hps_trainer *t, hps_error *err)
@@ -441,6 +453,10 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
         if (got < 0) return -1;
         if (!stop && finish_epoch(t, eval, err)) return -1;
     }
+    /* --steps ended the run inside an epoch: evaluate what was trained, as
+     * --eval asks, rather than nothing.  Under mpirun only the lead holds the
+     * eval source, but every worker takes part (before_eval is set then). */
+    if (stop && (eval || (t->dist && t->dist->before_eval)) && final_eval(t, eval, err)) return -1;
     train_progress(t, src, 1);
     t->sum.steps = t->step;
     t->sum.samples = t->samples;

@@ -218,7 +218,7 @@ PY
 }
 
 @test "robust: one version string: every man page carries the version the tools report" {
-    version=$("$HPS_BIN/hps-train" --version | sed 's/^hps-train (hps) //')
+    version=$("$HPS_BIN/hps-train" --version | sed -n '1s/^hps-train (hps) //p')
     grep -q "^VERSION *:= *$version\$" "$ROOT/Makefile"
     for page in "$ROOT"/man/*.[157]; do
         grep -q "^\.TH .* \"hps $version\" " "$page" || { echo "$page: not hps $version"; false; }

@@ -132,6 +132,37 @@ static void test_libsvm_parse(void **state)
     hps_rows_free(rd);
 }
 
+/* Feature values take a fast path for plain decimals: every form gives what
+ * strtod gives, and every malformed one is still refused. */
+static void test_libsvm_values_as_strtod(void **state)
+{
+    (void)state;
+    hps_schema s = {0, 1, 1, 0, 0};
+    hps_parse_opts o = {HPS_FMT_LIBSVM, s, HPS_TRANSFORM_NONE, HPS_HASH_NONE, 0, 0};
+    hps_rows *r = hps_rows_create(&s, 2);
+    char msg[256], line[128];
+    static const char *const good[] = {
+        "0.5", "1", "-0.094", "+2.25", "1.", ".75", "-0", "0.1", "0.3333333333333333",
+        "123456789.123456789", "1e3", "2.5E-3", "0x10", "12345678901234567890",
+        "9007199254740993", "0.00000000000000000000000123", "3.4028234663852886e38", "007"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        hps_rows_clear(r);
+        snprintf(line, sizeof line, "1 0042:%s", good[i]);
+        if (hps_parse_line(&o, line, strlen(line), r, msg, sizeof msg) != 0) fail_msg("%s: %s", line, msg);
+        assert_true(r->keys[0][0] == 42);
+        if (r->weights[0][0] != (float)strtod(good[i], NULL))
+            fail_msg("%s: %.9g, strtod %.9g", good[i], r->weights[0][0], (float)strtod(good[i], NULL));
+    }
+    static const char *const bad[] = {"", ".", "-", "1e", "--1", "1.2.3", "1,5", "inf", "nan", "0x",
+                                      "1e999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        hps_rows_clear(r);
+        snprintf(line, sizeof line, "1 3:%s", bad[i]);
+        if (hps_parse_line(&o, line, strlen(line), r, msg, sizeof msg) == 0) fail_msg("'%s' accepted", line);
+    }
+    hps_rows_free(r);
+}
+
 static void test_split_exact(void **state)
 {
     (void)state;
@@ -489,6 +520,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c),          cmocka_unit_test(test_key_hash),
         cmocka_unit_test(test_criteo_parse),    cmocka_unit_test(test_libsvm_parse),
+        cmocka_unit_test(test_libsvm_values_as_strtod),
         cmocka_unit_test(test_split_exact),     cmocka_unit_test(test_plan_read),
         cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_seek_and_early_close),
         cmocka_unit_test(test_corruption),      cmocka_unit_test(test_format_float),
