@@ -8,12 +8,13 @@
 
 #include "core/hps_io.h"
 #include "core/hps_json.h"
+#include "data/hps_shard.h"
 #include "plan/hps_plan.h"
 
 enum { FMT_JSON, FMT_TABLE, FMT_DOT };
 
 typedef struct {
-    const char *model, *cluster, *output, *rankfile, *explain, *algo;
+    const char *model, *cluster, *output, *rankfile, *explain, *algo, *data_stats;
     const char **profiles;
     int n_profiles;
     double min_throughput, samples;
@@ -35,6 +36,8 @@ static const char usage_text[] =
     "  -p, --profile FILE       a profile (hps-profile(5)); repeatable; default stdin\n"
     "  -t, --min-throughput N   samples per second the plan must reach\n"
     "      --objective WHAT     cost (default), time, energy or edp\n"
+    "      --data-stats FILE    hps-shard's manifest.json: key statistics for the\n"
+    "                           hot-row caches and the servers' skew\n"
     "  -a, --algo ALGO          rl (default), exact, greedy, genetic, brute, fixed:TYPE\n"
     "  -s, --seed S             seed of rl and genetic (default 1)\n"
     "      --samples N          samples per epoch (default 100000000)\n"
@@ -54,7 +57,7 @@ static const char usage_text[] =
     "  -V, --version            version and features\n";
 
 enum { OPT_OBJECTIVE = 256, OPT_SAMPLES, OPT_EPOCHS, OPT_EPISODES, OPT_TIME_LIMIT, OPT_BOUND_TIME,
-       OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN };
+       OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN, OPT_DATA_STATS };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -62,6 +65,7 @@ static const struct option long_options[] = {
     {"profile", required_argument, NULL, 'p'},
     {"min-throughput", required_argument, NULL, 't'},
     {"objective", required_argument, NULL, OPT_OBJECTIVE},
+    {"data-stats", required_argument, NULL, OPT_DATA_STATS},
     {"algo", required_argument, NULL, 'a'},
     {"seed", required_argument, NULL, 's'},
     {"samples", required_argument, NULL, OPT_SAMPLES},
@@ -157,6 +161,7 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_RANKFILE: o->rankfile = optarg; break;
         case OPT_PARETO: o->pareto = optarg ? (int)count_arg("--pareto", optarg, 1000) : 8; break;
         case OPT_EXPLAIN: o->explain = optarg; break;
+        case OPT_DATA_STATS: o->data_stats = optarg; break;
         case 'q': hps_display_level = 1; break;
         case 'v': hps_display_level++; break;
         case 'h': fputs(usage_text, stdout); exit(0);
@@ -177,6 +182,50 @@ typedef struct {
     plan_problem *problem;
 } inputs;
 
+/* --data-stats: the manifest hps-shard wrote (the file or its directory);
+ * the model's slots take the statistics of the data's slots of the same
+ * name, else of the same position. */
+static void key_stats(const char *path, const hps_model *m, plan_problem *p)
+{
+    hps_error err;
+    size_t n = strlen(path);
+    char *dir = hps_strdup(path);
+    if (n >= 13 && strcmp(path + n - 13, "manifest.json") == 0)
+        snprintf(dir, n + 1, "%.*s", n > 13 ? (int)(n - 14) : 1, n > 13 ? path : ".");
+    hps_manifest *mf = hps_manifest_load(dir, &err);
+    free(dir);
+    if (!mf) die(&err);
+    if (!mf->slot_stats) {
+        hps_fail(&err, HPS_EXIT_USAGE, "%s: holds no key statistics (slots); shard the data again", path);
+        die(&err);
+    }
+    plan_key_stats *ks = hps_calloc((size_t)m->n_slots, sizeof *ks);
+    for (int j = 0; j < m->n_slots; j++) {
+        int d = -1;
+        for (int i = 0; i < mf->schema.n_slots && d < 0; i++)
+            if (strcmp(mf->slot_names[i], m->slots[j].name) == 0) d = i;
+        if (d < 0 && mf->schema.n_slots == m->n_slots) d = j;
+        if (d < 0) {
+            hps_log(2, "hps-plan: %s: no slot '%s': its rows take the default skew\n", path, m->slots[j].name);
+            continue;
+        }
+        const hps_slot_stats *st = &mf->slot_stats[d];
+        static const double top_n[4] = {1, 10, 100, 1000};
+        for (int i = 0; i < 4; i++)
+            if (st->top_share[i] > 0 && top_n[i] < st->distinct) {
+                ks[j].n[ks[j].n_points] = top_n[i];
+                ks[j].share[ks[j].n_points++] = st->top_share[i];
+            }
+        if (st->distinct >= 1) { /* every distinct key cached: every lookup hits */
+            ks[j].n[ks[j].n_points] = st->distinct;
+            ks[j].share[ks[j].n_points++] = 1;
+        }
+    }
+    plan_problem_key_stats(p, m, ks);
+    free(ks);
+    hps_manifest_free(mf);
+}
+
 static void load_inputs(const options *o, inputs *in)
 {
     hps_error err;
@@ -196,6 +245,12 @@ static void load_inputs(const options *o, inputs *in)
         free(text);
     }
     if (!(in->problem = plan_problem_build(in->model, in->cluster, in->profiles, &err))) die(&err);
+    if (o->data_stats) key_stats(o->data_stats, in->model, in->problem);
+    for (int t = 0; t < in->cluster->n_types; t++)
+        if (in->cluster->types[t].mem_bytes <= 0)
+            hps_log(2, "hps-plan: %s: resource '%s' gives no mem_gib: its memory is not checked\n",
+                    hps_path_name(o->cluster), in->cluster->types[t].name);
+    if (plan_problem_check_memory(in->problem, &err)) die(&err);
 }
 
 static void check_power(const plan_problem *p, const hps_cluster *c)

@@ -123,6 +123,23 @@ int hps_json_enum(json_t *obj, const char *key, int required, const char *const 
     return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be one of %s", ctx, key, s, list);
 }
 
+int hps_json_format(json_t *root, const char *format, int version, int required, int *out,
+                    const char *ctx, hps_error *err)
+{
+    const char *f = NULL;
+    long long v = version;
+    if (!json_is_object(root)) return hps_fail(err, HPS_EXIT_USAGE, "%s: expected a JSON object", ctx);
+    if (hps_json_str(root, "format", required, &f, ctx, err)) return -1;
+    if (f && strcmp(f, format) != 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: format is '%s', expected '%s'", ctx, f, format);
+    if (hps_json_int(root, "version", required, 0, 1 << 30, &v, ctx, err)) return -1;
+    if (v < 1 || v > version)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s version %lld, this hps reads versions 1 to %d", ctx,
+                        format, v, version);
+    if (out) *out = (int)v;
+    return 0;
+}
+
 int hps_json_known_keys(json_t *obj, const char *const *allowed, const char *ctx,
                         hps_error *err)
 {

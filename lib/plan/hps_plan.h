@@ -20,8 +20,11 @@
 
 #define PLAN_MAX_TYPES 16
 #define PLAN_VERSION 1
+#define PLAN_CLUSTER_VERSION 1
 /* Bandwidth in Gbit/s to bytes per millisecond. */
 #define PLAN_GBPS_TO_BPMS 125000.0
+#define PLAN_GIB 1073741824.0
+#define PLAN_MAX_SERVERS 65536 /* as hps-shard's --servers */
 
 /* ---- cluster (hps-cluster(5)) ------------------------------------------- */
 
@@ -35,6 +38,11 @@ typedef struct {
     int max_units;
     double nic_gbps;
     double power_w; /* 0 when not given */
+    /* Memory of one unit in bytes: host RAM for a CPU type, HBM for a GPU
+     * type (0 when not given: not checked).  A GPU unit also brings host
+     * threads and RAM (a g4dn.xlarge: 1 T4 + 4 vCPUs + 16 GiB). */
+    double mem_bytes, host_mem_bytes;
+    int threads; /* CPU threads of one unit (host threads for GPU); 0 = not given */
 } plan_rtype;
 
 typedef struct {
@@ -55,6 +63,7 @@ typedef struct {
     plan_link *links;
     plan_node *nodes;
     double server_gbps; /* NIC of one parameter server */
+    int server_type;    /* the CPU type whose units host the servers; -1 when none */
 } hps_cluster;
 
 hps_cluster *hps_cluster_load(const char *path, hps_error *err);
@@ -77,10 +86,23 @@ typedef struct {
     /* per layer x type, [l * n_types + t] */
     double *t1_ms; /* forward + backward of one batch on one unit */
     double *par;   /* fitted parallel fraction a: t(k) = t1 ((1 - a) + a / k) */
+    unsigned char *fits; /* [l * n_types + t]: 1 when layer l's working set fits one unit of type t */
+    /* memory per layer (hps-plan(1), MEMORY): the working set of one unit
+     * with the rows on servers, and the embedding tables with AdaGrad's
+     * accumulators; hit[l * PLAN_HIT_POINTS + k]: share of the layer's
+     * lookups that a cache of the hottest 10^(k - PLAN_HIT_POINTS + 1) of its
+     * rows serves (k = PLAN_HIT_POINTS - 1: the whole table, 1) */
+    double *work_bytes, *table_bytes, *rows, *hit;
     /* per type */
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
     int max_units[PLAN_MAX_TYPES];
+    double mem_bytes[PLAN_MAX_TYPES]; /* one unit's memory; 0 = not checked */
+    int is_gpu[PLAN_MAX_TYPES];       /* only GPU types hold rows in HBM or a cache */
+    /* parameter servers: one server's memory (0 = not checked), NIC in bytes
+     * per ms, price and power per hour, and the most there can be */
+    double server_mem, server_bpms, server_price, server_power;
+    int max_servers, server_type; /* server_type: -1 when the servers are no cluster type */
     /* links between types: bytes per ms (0 = none listed) and latency in ms */
     double link_bpms[PLAN_MAX_TYPES][PLAN_MAX_TYPES], link_ms[PLAN_MAX_TYPES][PLAN_MAX_TYPES];
     /* what to meet and what to minimise */
@@ -92,6 +114,28 @@ typedef struct {
     double *pre_serial, *pre_parallel;
     double *pre_param, *pre_sparse; /* [i] */
 } plan_problem;
+
+/* Memory (hps-plan(1), MEMORY). */
+#define PLAN_HIT_POINTS 13
+#define PLAN_UNIT_RESERVE (0.5 * PLAN_GIB) /* runtime, CUDA context, kernels' buffers */
+#define PLAN_SERVER_HEADROOM 1.25          /* keys, hash slots, growth */
+/* Without key statistics: the hottest fraction f of a table's rows takes
+ * f^PLAN_DEFAULT_SKEW of its lookups. */
+#define PLAN_DEFAULT_SKEW 0.25
+/* Key statistics of one slot (hps-shard's manifest): the share of its
+ * lookups taken by its hottest n[i] keys, n rising; n_points 0 = none. */
+typedef struct {
+    int n_points;
+    double n[6], share[6];
+} plan_key_stats;
+/* Fills the embedding layers' hit curves from per-slot statistics, in the
+ * model's slot order; slots without statistics take the default. */
+void plan_problem_key_stats(plan_problem *p, const hps_model *m, const plan_key_stats *slots);
+/* Share of layer l's lookups served by a cache of the hottest fraction f of its rows. */
+double plan_hit_rate(const plan_problem *p, int l, double f);
+/* Fills fits[]; 0 when every layer fits some type and every table fits the
+ * servers, else an error naming the layer, the bytes and the capacity. */
+int plan_problem_check_memory(plan_problem *p, hps_error *err);
 
 /* Allocates the per-layer arrays; the caller fills them, then prepares. */
 plan_problem *plan_problem_new(int n_layers, int n_types);
@@ -129,12 +173,29 @@ typedef struct {
     double boundary_ms; /* activations in and out, and their gradients, on one unit */
     double ps_ms;       /* embedding rows pulled and gradients pushed, on one unit */
     double sync_ms;     /* ring allreduce factor: 2 P / nic, times (k - 1) / k */
+    /* memory: where the stage's embedding rows live, one unit's working set */
+    int rows;           /* plan_rows */
+    int fits;           /* the working set fits one unit */
+    double mem_bytes, hit_rate;
+    double server_table_bytes; /* tables + accumulators the servers hold for the stage */
+    double server_bytes;       /* bytes per batch to and from the servers */
+    double server_hot;         /* share of that traffic on the hottest key */
 } plan_law;
 
+typedef enum { PLAN_ROWS_NONE, PLAN_ROWS_SERVERS, PLAN_ROWS_HBM, PLAN_ROWS_CACHE } plan_rows;
+extern const char *const plan_rows_names[]; /* "none", "servers", "hbm", "cache" */
+
 void plan_stage_law(const plan_problem *p, int first, int end, int type, plan_law *law);
+/* The memory part of the law: where the rows live, the working set. */
+void plan_stage_memory(const plan_problem *p, int first, int end, int type, plan_law *law);
 double plan_law_ms(const plan_law *law, int units);
-/* The fewest units within max_units meeting the limit, or 0 when none does. */
+/* The fewest units within max_units meeting the limit, or 0 when none does
+ * (also when the working set does not fit a unit or no number of servers
+ * carries the stage's rows). */
 int plan_provision(const plan_problem *p, const plan_law *law, int type);
+/* Servers the stage needs for its rows at a throughput: the larger of memory
+ * and traffic (with the hottest key's skew); -1 when none suffice. */
+int plan_stage_servers(const plan_problem *p, const plan_law *law, double throughput);
 /* Transfer time per batch of the link into a stage starting at layer `first`
  * (activations forward, gradients back), or 0 when no link is listed. */
 double plan_link_ms(const plan_problem *p, int first, int from_type, int to_type);
@@ -146,6 +207,7 @@ typedef struct {
     double link_ms, link_throughput; /* the link into the stage (0 = none) */
     double best_throughput;   /* reachable within max_units */
     int best_units;
+    int servers;              /* parameter servers for the stage's rows */
     int short_of_limit;       /* PLAN_SHORT_STAGE and/or PLAN_SHORT_LINK */
 } plan_stage;
 
@@ -155,6 +217,8 @@ typedef struct {
     int n_stages;
     plan_stage *stages; /* n_layers slots */
     int units[PLAN_MAX_TYPES];
+    int servers; /* summed over stages: the cost stays a sum over stages */
+    double server_cost_per_hour;
     int feasible;
     double violation; /* > 0 when infeasible: how far from feasible */
     double throughput, time_s, cost_per_hour, cost, power_w, energy_j, edp, objective;

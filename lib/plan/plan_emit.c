@@ -16,6 +16,22 @@ static json_t *str_array(int n, const char *const *s)
     return a;
 }
 
+/* Used and capacity in bytes, and the share (null when the capacity is not given). */
+static json_t *memory_json(double used, double capacity)
+{
+    return json_pack("{s:o, s:o, s:o}", "used_bytes", hps_json_real(used), "capacity_bytes",
+                     capacity > 0 ? hps_json_real(capacity) : json_null(), "percent",
+                     capacity > 0 ? hps_json_real(100 * used / capacity) : json_null());
+}
+
+/* Tables and accumulators one server holds (with the headroom), spread by the routing rule. */
+static double server_used(const plan_eval *e)
+{
+    double tables = 0;
+    for (int s = 0; s < e->n_stages; s++) tables += e->stages[s].law.server_table_bytes;
+    return e->servers ? tables * PLAN_SERVER_HEADROOM / e->servers : 0;
+}
+
 static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, const hps_cluster *c)
 {
     const plan_stage *st = &e->stages[s];
@@ -37,16 +53,27 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
     json_object_set_new(o, "link_ms", st->link_ms > 0 ? hps_json_real(st->link_ms) : json_null());
     json_object_set_new(o, "cost_per_hour", hps_json_real(st->units * p->price[st->type]));
     json_object_set_new(o, "bottleneck", json_boolean(e->bottleneck == s));
+    json_object_set_new(o, "memory", memory_json(st->law.mem_bytes, p->mem_bytes[st->type]));
+    json_object_set_new(o, "rows", json_string(plan_rows_names[st->law.rows]));
+    json_object_set_new(o, "cache_hit_rate",
+                        st->law.rows == PLAN_ROWS_CACHE ? hps_json_real(st->law.hit_rate) : json_null());
+    json_object_set_new(o, "servers", json_integer(st->servers));
     return o;
 }
 
-static json_t *servers_json(const plan_layout *l, const hps_cluster *c)
+static json_t *servers_json(const plan_problem *p, const plan_eval *e, const plan_layout *l,
+                            const hps_cluster *c)
 {
     json_t *ranks = json_array();
     for (int v = 0; v < l->n_servers; v++) json_array_append_new(ranks, json_integer(l->servers[v].rank));
-    return json_pack("{s:i, s:o, s:o, s:f, s:{s:s, s:s, s:s}}", "count", l->n_servers, "ranks", ranks,
-                     "bytes_per_s", hps_json_real(l->server_bytes_per_s), "gbps_each", c->server_gbps,
-                     "routing", "rule", "mix64-mod", "key", "key", "expr", ROUTING_EXPR);
+    json_t *o = json_pack("{s:i, s:o, s:o, s:f, s:{s:s, s:s, s:s}}", "count", l->n_servers, "ranks", ranks,
+                          "bytes_per_s", hps_json_real(l->server_bytes_per_s), "gbps_each", c->server_gbps,
+                          "routing", "rule", "mix64-mod", "key", "key", "expr", ROUTING_EXPR);
+    json_object_set_new(o, "type", c->server_type >= 0 ? json_string(c->types[c->server_type].name) : json_null());
+    json_object_set_new(o, "price_per_hour", hps_json_real(p->server_price));
+    json_object_set_new(o, "cost_per_hour", hps_json_real(e->server_cost_per_hour));
+    json_object_set_new(o, "memory", memory_json(server_used(e), p->server_mem));
+    return o;
 }
 
 static json_t *workers_json(const plan_problem *p, const plan_layout *l, const hps_cluster *c)
@@ -133,7 +160,7 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
     for (int t = 0; t < p->n_types; t++)
         if (e->units[t]) json_object_set_new(units, p->type_names[t], json_integer(e->units[t]));
     json_object_set_new(root, "units", units);
-    json_object_set_new(root, "servers", servers_json(l, c));
+    json_object_set_new(root, "servers", servers_json(p, e, l, c));
     json_object_set_new(root, "workers", workers_json(p, l, c));
     json_object_set_new(root, "placement", placement_json(l, c));
     int ek = energy_known(p, e);
@@ -164,24 +191,43 @@ static const char *human_bytes(double b, char *buf, size_t n)
     return buf;
 }
 
+/* "3.2/16.0 GiB 20%", or the use alone when the capacity is not given. */
+static void memory_cell(char *buf, size_t n, double used, double capacity)
+{
+    if (capacity > 0)
+        snprintf(buf, n, "%.1f/%.1f GiB %.0f%%", used / PLAN_GIB, capacity / PLAN_GIB, 100 * used / capacity);
+    else snprintf(buf, n, "%.1f GiB", used / PLAN_GIB);
+}
+
 void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const plan_layout *l,
                       const plan_result *r, const plan_meta *m)
 {
     fprintf(f, "plan for %s: %s at >= %.6g samples/s, %.6g samples x %d epoch%s%s\n", m->model_name,
             plan_objective_names[p->objective], p->min_throughput, p->samples, p->epochs,
             p->epochs == 1 ? "" : "s", e->feasible ? "" : " (NOT FEASIBLE)");
-    fprintf(f, "%-5s  %-12s  %-22s  %5s  %10s  %12s  %9s\n", "stage", "type", "layers", "units",
-            "ms/batch", "samples/s", "$/hour");
+    fprintf(f, "%-5s  %-12s  %-22s  %5s  %10s  %12s  %9s  %-22s  %-12s\n", "stage", "type", "layers", "units",
+            "ms/batch", "samples/s", "$/hour", "memory/unit", "rows");
     for (int s = 0; s < e->n_stages; s++) {
         const plan_stage *st = &e->stages[s];
-        char span[128];
+        char span[128], mem[64], rows[32];
         layer_span(span, sizeof span, p, st);
+        memory_cell(mem, sizeof mem, st->law.mem_bytes, p->mem_bytes[st->type]);
+        if (st->law.rows == PLAN_ROWS_CACHE)
+            snprintf(rows, sizeof rows, "cache %.0f%%", 100 * st->law.hit_rate);
+        else snprintf(rows, sizeof rows, "%s", st->law.rows == PLAN_ROWS_NONE ? "-" : plan_rows_names[st->law.rows]);
         if (st->link_ms > 0)
             fprintf(f, "%-5s  %-12s  %-22s  %5s  %10.3f  %12.1f  %9s%s\n", "link", "", "", "", st->link_ms,
                     st->link_throughput, "", e->bottleneck == s && e->bottleneck_is_link ? "  <- bottleneck" : "");
-        fprintf(f, "%-5d  %-12s  %-22s  %5d  %10.3f  %12.1f  %9.3f%s\n", s, p->type_names[st->type], span,
-                st->units, st->ms, st->throughput, st->units * p->price[st->type],
+        fprintf(f, "%-5d  %-12s  %-22s  %5d  %10.3f  %12.1f  %9.3f  %-22s  %-12s%s\n", s, p->type_names[st->type],
+                span, st->units, st->ms, st->throughput, st->units * p->price[st->type], mem, rows,
                 e->bottleneck == s && !e->bottleneck_is_link ? "  <- bottleneck" : "");
+    }
+    if (e->servers) {
+        char mem[64];
+        memory_cell(mem, sizeof mem, server_used(e), p->server_mem);
+        fprintf(f, "%-5s  %-12s  %-22s  %5d  %10s  %12s  %9.3f  %-22s\n", "ps",
+                p->server_type >= 0 ? p->type_names[p->server_type] : "", "embedding rows",
+                e->servers, "", "", e->server_cost_per_hour, mem);
     }
     int total = 0;
     for (int t = 0; t < p->n_types; t++) total += e->units[t];
@@ -190,8 +236,8 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
     if (energy_known(p, e)) fprintf(f, ", %.4g kWh", e->energy_j / 3.6e6);
     fputc('\n', f);
     if (l->n_servers)
-        fprintf(f, "servers %d (server = hps_mix64(key) %% %d), %.1f MB/s of embedding traffic\n",
-                l->n_servers, l->n_servers, l->server_bytes_per_s / 1e6);
+        fprintf(f, "servers %d (server = hps_mix64(key) %% %d), %.1f MB/s of embedding traffic, $%.3f/hour\n",
+                l->n_servers, l->n_servers, l->server_bytes_per_s / 1e6, e->server_cost_per_hour);
     char b1[32], b2[32];
     if (l->cross_node_bytes >= 0)
         fprintf(f, "placement %s/step across nodes (round robin: %s/step)\n",

@@ -109,6 +109,13 @@ fail:
 
 /* ---- the problem ---------------------------------------------------------- */
 
+/* Without key statistics (plan_problem_key_stats): PLAN_DEFAULT_SKEW. */
+static void default_hits(plan_problem *p, int l)
+{
+    for (int k = 0; k < PLAN_HIT_POINTS; k++)
+        p->hit[(size_t)l * PLAN_HIT_POINTS + k] = pow(10.0, (k - (PLAN_HIT_POINTS - 1)) * PLAN_DEFAULT_SKEW);
+}
+
 plan_problem *plan_problem_new(int n_layers, int n_types)
 {
     HPS_CHECK(n_layers > 0 && n_types > 0 && n_types <= PLAN_MAX_TYPES);
@@ -126,6 +133,17 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->sparse_bytes = hps_calloc(L, sizeof(double));
     p->t1_ms = hps_calloc(LT, sizeof(double));
     p->par = hps_calloc(LT, sizeof(double));
+    p->fits = hps_malloc(LT);
+    memset(p->fits, 1, LT);
+    p->work_bytes = hps_calloc(L, sizeof(double));
+    p->table_bytes = hps_calloc(L, sizeof(double));
+    p->rows = hps_calloc(L, sizeof(double));
+    p->hit = hps_calloc(L * PLAN_HIT_POINTS, sizeof(double));
+    for (int l = 0; l < n_layers; l++) default_hits(p, l);
+    p->server_price = p->server_power = 0;
+    p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
+    p->max_servers = PLAN_MAX_SERVERS;
+    p->server_type = -1;
     p->pre_serial = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->pre_parallel = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->pre_param = hps_calloc(L + 1, sizeof(double));
@@ -167,6 +185,11 @@ void plan_problem_free(plan_problem *p)
     free(p->sparse_bytes);
     free(p->t1_ms);
     free(p->par);
+    free(p->fits);
+    free(p->work_bytes);
+    free(p->table_bytes);
+    free(p->rows);
+    free(p->hit);
     free(p->pre_serial);
     free(p->pre_parallel);
     free(p->pre_param);
@@ -267,6 +290,17 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->power[t] = r->power_w;
         p->nic_bpms[t] = r->nic_gbps * PLAN_GBPS_TO_BPMS;
         p->max_units[t] = r->max_units;
+        p->mem_bytes[t] = r->mem_bytes;
+        p->is_gpu[t] = r->kind == PLAN_GPU;
+    }
+    p->server_bpms = c->server_gbps * PLAN_GBPS_TO_BPMS;
+    p->server_type = c->server_type;
+    if (c->server_type >= 0) {
+        const plan_rtype *r = &c->types[c->server_type];
+        p->server_mem = r->mem_bytes;
+        p->server_price = r->price_per_hour;
+        p->server_power = r->power_w;
+        p->max_servers = r->max_units < PLAN_MAX_SERVERS ? r->max_units : PLAN_MAX_SERVERS;
     }
     for (int i = 0; i < c->n_links; i++) {
         const plan_link *k = &c->links[i];
@@ -284,6 +318,10 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->bytes_out[l] = lc.bytes_out;
         p->param_bytes[l] = lc.param_bytes;
         p->sparse_bytes[l] = lc.sparse_bytes;
+        /* Adam: weights, gradients and two moments (the model's work_bytes counts three) */
+        p->work_bytes[l] = lc.work_bytes + lc.param_bytes;
+        p->table_bytes[l] = 2 * lc.table_bytes; /* weights and AdaGrad's accumulators */
+        p->rows[l] = lc.table_bytes / (m->layers[l].kind == HPS_LAYER_EMBEDDING ? m->layers[l].dim * 4.0 : 1);
     }
     plan_problem_prepare(p);
     return p;

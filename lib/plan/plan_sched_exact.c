@@ -98,6 +98,11 @@ static double rate_weight(const plan_problem *p, int t)
     return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->power[t] : p->price[t];
 }
 
+static double server_weight(const plan_problem *p)
+{
+    return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->server_power : p->server_price;
+}
+
 static double objective_of(const plan_problem *p, double c, double thr)
 {
     int power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
@@ -111,8 +116,9 @@ static int stage_at(const plan_problem *p, int j, int i, int t, double *c, doubl
     plan_stage_law(p, j, i, t, &law);
     int k = plan_provision(p, &law, t);
     if (!k) return 0;
-    *c = k * rate_weight(p, t);
     *thr = 1000.0 * p->batch / plan_law_ms(&law, k);
+    /* the stage's servers are a sum over stages too (plan_evaluate) */
+    *c = k * rate_weight(p, t) + plan_stage_servers(p, &law, *thr) * server_weight(p);
     return k;
 }
 
