@@ -19,7 +19,7 @@ typedef struct {
     int n_profiles;
     double min_throughput, samples;
     long epochs;
-    int objective, format, pareto;
+    int objective, format, pareto, rows_on_servers;
     plan_search_opts search;
 } options;
 
@@ -38,6 +38,7 @@ static const char usage_text[] =
     "      --objective WHAT     cost (default), time, energy or edp\n"
     "      --data-stats FILE    hps-shard's manifest.json: key statistics for the\n"
     "                           hot-row caches and the servers' skew\n"
+    "      --rows WHERE         auto (default: servers, HBM or a hot-row cache) or servers\n"
     "  -a, --algo ALGO          rl (default), exact, greedy, genetic, brute, fixed:TYPE\n"
     "  -s, --seed S             seed of rl and genetic (default 1)\n"
     "      --samples N          samples per epoch (default 100000000)\n"
@@ -57,7 +58,7 @@ static const char usage_text[] =
     "  -V, --version            version and features\n";
 
 enum { OPT_OBJECTIVE = 256, OPT_SAMPLES, OPT_EPOCHS, OPT_EPISODES, OPT_TIME_LIMIT, OPT_BOUND_TIME,
-       OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN, OPT_DATA_STATS };
+       OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN, OPT_DATA_STATS, OPT_ROWS };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -66,6 +67,7 @@ static const struct option long_options[] = {
     {"min-throughput", required_argument, NULL, 't'},
     {"objective", required_argument, NULL, OPT_OBJECTIVE},
     {"data-stats", required_argument, NULL, OPT_DATA_STATS},
+    {"rows", required_argument, NULL, OPT_ROWS},
     {"algo", required_argument, NULL, 'a'},
     {"seed", required_argument, NULL, 's'},
     {"samples", required_argument, NULL, OPT_SAMPLES},
@@ -128,6 +130,7 @@ static int choice(const char *opt, const char *s, const char *const *names)
 static void parse_options(int argc, char **argv, options *o)
 {
     static const char *const formats[] = {"json", "table", "dot", NULL};
+    static const char *const rows_choices[] = {"auto", "servers", NULL};
     memset(o, 0, sizeof *o);
     o->samples = 1e8;
     o->epochs = 1;
@@ -162,6 +165,7 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_PARETO: o->pareto = optarg ? (int)count_arg("--pareto", optarg, 1000) : 8; break;
         case OPT_EXPLAIN: o->explain = optarg; break;
         case OPT_DATA_STATS: o->data_stats = optarg; break;
+        case OPT_ROWS: o->rows_on_servers = choice("--rows", optarg, rows_choices); break;
         case 'q': hps_display_level = 1; break;
         case 'v': hps_display_level++; break;
         case 'h': fputs(usage_text, stdout); exit(0);
@@ -245,6 +249,7 @@ static void load_inputs(const options *o, inputs *in)
         free(text);
     }
     if (!(in->problem = plan_problem_build(in->model, in->cluster, in->profiles, &err))) die(&err);
+    in->problem->rows_on_servers = o->rows_on_servers;
     if (o->data_stats) key_stats(o->data_stats, in->model, in->problem);
     for (int t = 0; t < in->cluster->n_types; t++)
         if (in->cluster->types[t].mem_bytes <= 0)

@@ -103,6 +103,7 @@ typedef struct {
      * per ms, price and power per hour, and the most there can be */
     double server_mem, server_bpms, server_price, server_power;
     int max_servers, server_type; /* server_type: -1 when the servers are no cluster type */
+    int rows_on_servers;          /* --rows servers: no HBM tables, no caches */
     /* links between types: bytes per ms (0 = none listed) and latency in ms */
     double link_bpms[PLAN_MAX_TYPES][PLAN_MAX_TYPES], link_ms[PLAN_MAX_TYPES][PLAN_MAX_TYPES];
     /* what to meet and what to minimise */
@@ -113,6 +114,7 @@ typedef struct {
     /* prefix sums per type over layers, [t * (n_layers + 1) + i] */
     double *pre_serial, *pre_parallel;
     double *pre_param, *pre_sparse; /* [i] */
+    double *pre_work, *pre_table;   /* [i] */
 } plan_problem;
 
 /* Memory (hps-plan(1), MEMORY). */
@@ -194,8 +196,13 @@ double plan_law_ms(const plan_law *law, int units);
  * carries the stage's rows). */
 int plan_provision(const plan_problem *p, const plan_law *law, int type);
 /* Servers the stage needs for its rows at a throughput: the larger of memory
- * and traffic (with the hottest key's skew); -1 when none suffice. */
+ * and traffic (with the hottest key's skew); -1 when none suffice.  A plan
+ * sizes them at the limit. */
 int plan_stage_servers(const plan_problem *p, const plan_law *law, double throughput);
+/* Samples/s that n servers carry for the stage (HUGE_VAL when it pulls no rows). */
+double plan_servers_throughput(const plan_problem *p, const plan_law *law, int n);
+/* A stage's samples/s on k units: its time, or its servers when they are slower. */
+double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers);
 /* Transfer time per batch of the link into a stage starting at layer `first`
  * (activations forward, gradients back), or 0 when no link is listed. */
 double plan_link_ms(const plan_problem *p, int first, int from_type, int to_type);

@@ -62,14 +62,16 @@ static double throughput_of(const plan_problem *p, double ms)
     return ms > 0 ? 1000.0 * p->batch / ms : HUGE_VAL;
 }
 
-/* More units only raise the traffic: servers that cannot carry the stage at
- * its fewest units carry it at none. */
+/* Servers are sized at the limit, as units are: the fewest that carry it. */
 int plan_provision(const plan_problem *p, const plan_law *law, int t)
 {
-    if (!law->fits) return 0;
-    int u = fewest_units(p, law, t);
-    if (u && plan_stage_servers(p, law, throughput_of(p, plan_law_ms(law, u))) < 0) return 0;
-    return u;
+    if (!law->fits || plan_stage_servers(p, law, p->min_throughput) < 0) return 0;
+    return fewest_units(p, law, t);
+}
+
+double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers)
+{
+    return fmin(throughput_of(p, plan_law_ms(law, k)), plan_servers_throughput(p, law, servers));
 }
 
 double plan_link_ms(const plan_problem *p, int first, int a, int b)
@@ -114,7 +116,7 @@ static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type)
     double shortfall = 0;
     plan_stage_law(p, s->first, s->end, s->type, &s->law);
     s->best_units = s->law.scaled_ms > 0 ? p->max_units[s->type] : 1;
-    s->best_throughput = throughput_of(p, plan_law_ms(&s->law, s->best_units));
+    s->best_throughput = plan_stage_throughput(p, &s->law, s->best_units, p->max_servers);
     s->units = plan_provision(p, &s->law, s->type);
     s->short_of_limit = 0;
     if (!s->units) {
@@ -123,14 +125,10 @@ static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type)
         shortfall += fmax(0, 1 - s->best_throughput / p->min_throughput);
         if (!s->law.fits) shortfall += 1 + s->law.mem_bytes / fmax(1, p->mem_bytes[s->type]);
     }
+    s->servers = plan_stage_servers(p, &s->law, p->min_throughput);
+    if (s->servers < 0) s->servers = p->max_servers; /* short of the limit already */
     s->ms = plan_law_ms(&s->law, s->units);
-    s->throughput = throughput_of(p, s->ms);
-    s->servers = plan_stage_servers(p, &s->law, s->throughput);
-    if (s->servers < 0) {
-        s->short_of_limit |= PLAN_SHORT_STAGE;
-        shortfall += 1;
-        s->servers = p->max_servers;
-    }
+    s->throughput = plan_stage_throughput(p, &s->law, s->units, s->servers);
     s->link_ms = prev_type >= 0 ? plan_link_ms(p, s->first, prev_type, s->type) : 0;
     s->link_throughput = s->link_ms > 0 ? throughput_of(p, s->link_ms) : 0;
     if (s->link_ms > 0 && s->link_throughput < p->min_throughput * (1 - 1e-12)) {
@@ -205,7 +203,7 @@ double plan_max_throughput(const plan_problem *p, int *assign)
                 plan_law law;
                 plan_stage_law(p, j, i, t, &law);
                 if (!law.fits) continue;
-                double thr = throughput_of(p, plan_law_ms(&law, law.scaled_ms > 0 ? p->max_units[t] : 1));
+                double thr = plan_stage_throughput(p, &law, law.scaled_ms > 0 ? p->max_units[t] : 1, p->max_servers);
                 for (int u = 0; u < T; u++) {
                     if (j > 0 && (u == t || best[j * T + u] < 0)) continue;
                     double v = thr;

@@ -205,7 +205,7 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
     fprintf(f, "plan for %s: %s at >= %.6g samples/s, %.6g samples x %d epoch%s%s\n", m->model_name,
             plan_objective_names[p->objective], p->min_throughput, p->samples, p->epochs,
             p->epochs == 1 ? "" : "s", e->feasible ? "" : " (NOT FEASIBLE)");
-    fprintf(f, "%-5s  %-12s  %-22s  %5s  %10s  %12s  %9s  %-22s  %-12s\n", "stage", "type", "layers", "units",
+    fprintf(f, "%-5s  %-12s  %-22s  %5s  %10s  %12s  %9s  %-22s  %s\n", "stage", "type", "layers", "units",
             "ms/batch", "samples/s", "$/hour", "memory/unit", "rows");
     for (int s = 0; s < e->n_stages; s++) {
         const plan_stage *st = &e->stages[s];
@@ -218,14 +218,15 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
         if (st->link_ms > 0)
             fprintf(f, "%-5s  %-12s  %-22s  %5s  %10.3f  %12.1f  %9s%s\n", "link", "", "", "", st->link_ms,
                     st->link_throughput, "", e->bottleneck == s && e->bottleneck_is_link ? "  <- bottleneck" : "");
-        fprintf(f, "%-5d  %-12s  %-22s  %5d  %10.3f  %12.1f  %9.3f  %-22s  %-12s%s\n", s, p->type_names[st->type],
-                span, st->units, st->ms, st->throughput, st->units * p->price[st->type], mem, rows,
-                e->bottleneck == s && !e->bottleneck_is_link ? "  <- bottleneck" : "");
+        int neck = e->bottleneck == s && !e->bottleneck_is_link;
+        fprintf(f, "%-5d  %-12s  %-22s  %5d  %10.3f  %12.1f  %9.3f  %-22s  %-*s%s\n", s, p->type_names[st->type],
+                span, st->units, st->ms, st->throughput, st->units * p->price[st->type], mem, neck ? 12 : 0,
+                rows, neck ? "  <- bottleneck" : "");
     }
     if (e->servers) {
         char mem[64];
         memory_cell(mem, sizeof mem, server_used(e), p->server_mem);
-        fprintf(f, "%-5s  %-12s  %-22s  %5d  %10s  %12s  %9.3f  %-22s\n", "ps",
+        fprintf(f, "%-5s  %-12s  %-22s  %5d  %10s  %12s  %9.3f  %s\n", "ps",
                 p->server_type >= 0 ? p->type_names[p->server_type] : "", "embedding rows",
                 e->servers, "", "", e->server_cost_per_hour, mem);
     }

@@ -86,18 +86,14 @@ static double stage_hit(const plan_problem *p, int first, int end, double f)
  * many hot rows as the rest of its memory holds. */
 void plan_stage_memory(const plan_problem *p, int first, int end, int t, plan_law *law)
 {
-    double work = PLAN_UNIT_RESERVE, tables = 0, touched = 0;
-    for (int l = first; l < end; l++) {
-        work += p->work_bytes[l];
-        tables += p->table_bytes[l];
-        touched += p->sparse_bytes[l];
-    }
+    double work = PLAN_UNIT_RESERVE + p->pre_work[end] - p->pre_work[first];
+    double tables = p->pre_table[end] - p->pre_table[first], touched = p->pre_sparse[end] - p->pre_sparse[first];
     double cap = p->mem_bytes[t];
     law->fits = cap <= 0 || work <= cap;
     law->mem_bytes = work;
     law->hit_rate = 0;
-    law->rows = tables > 0 ? PLAN_ROWS_SERVERS : PLAN_ROWS_NONE;
-    if (tables > 0 && p->is_gpu[t] && cap > 0 && law->fits) {
+    law->rows = tables > 0 || touched > 0 ? PLAN_ROWS_SERVERS : PLAN_ROWS_NONE;
+    if (tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers) {
         if (work + tables <= cap) {
             law->rows = PLAN_ROWS_HBM;
             law->hit_rate = 1;
@@ -115,7 +111,7 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, plan_la
     law->server_bytes = 2 * touched * (1 - law->hit_rate);
     /* the hottest key's share of what reaches the servers; a cache keeps it */
     law->server_hot = 0;
-    if (law->rows == PLAN_ROWS_SERVERS)
+    if (law->rows == PLAN_ROWS_SERVERS && tables > 0)
         for (int l = first; l < end; l++)
             if (p->rows[l] > 0)
                 law->server_hot = fmax(law->server_hot, p->sparse_bytes[l] / touched *
@@ -135,6 +131,13 @@ int plan_stage_servers(const plan_problem *p, const plan_law *law, double throug
         need = fmax(need, ceil(x * (1 - h) / room - 1e-9));
     }
     return need <= p->max_servers ? (int)need : -1;
+}
+
+double plan_servers_throughput(const plan_problem *p, const plan_law *law, int n)
+{
+    if (law->server_bytes <= 0 || n <= 0) return law->server_bytes <= 0 ? HUGE_VAL : 0;
+    double busiest = (1 - law->server_hot) / n + law->server_hot;
+    return p->server_bpms * 1000.0 * p->batch / (law->server_bytes * busiest);
 }
 
 int plan_problem_check_memory(plan_problem *p, hps_error *err)

@@ -148,6 +148,8 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->pre_parallel = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->pre_param = hps_calloc(L + 1, sizeof(double));
     p->pre_sparse = hps_calloc(L + 1, sizeof(double));
+    p->pre_work = hps_calloc(L + 1, sizeof(double));
+    p->pre_table = hps_calloc(L + 1, sizeof(double));
     p->epochs = 1;
     p->samples = 1e8;
     return p;
@@ -165,10 +167,12 @@ void plan_problem_prepare(plan_problem *p)
             q[l + 1] = q[l] + t1 * a;
         }
     }
-    p->pre_param[0] = p->pre_sparse[0] = 0;
+    p->pre_param[0] = p->pre_sparse[0] = p->pre_work[0] = p->pre_table[0] = 0;
     for (int l = 0; l < L; l++) {
         p->pre_param[l + 1] = p->pre_param[l] + p->param_bytes[l];
         p->pre_sparse[l + 1] = p->pre_sparse[l] + p->sparse_bytes[l];
+        p->pre_work[l + 1] = p->pre_work[l] + p->work_bytes[l];
+        p->pre_table[l + 1] = p->pre_table[l] + p->table_bytes[l];
     }
 }
 
@@ -194,6 +198,8 @@ void plan_problem_free(plan_problem *p)
     free(p->pre_parallel);
     free(p->pre_param);
     free(p->pre_sparse);
+    free(p->pre_work);
+    free(p->pre_table);
     free(p);
 }
 

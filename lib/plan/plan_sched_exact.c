@@ -116,9 +116,10 @@ static int stage_at(const plan_problem *p, int j, int i, int t, double *c, doubl
     plan_stage_law(p, j, i, t, &law);
     int k = plan_provision(p, &law, t);
     if (!k) return 0;
-    *thr = 1000.0 * p->batch / plan_law_ms(&law, k);
     /* the stage's servers are a sum over stages too (plan_evaluate) */
-    *c = k * rate_weight(p, t) + plan_stage_servers(p, &law, *thr) * server_weight(p);
+    int servers = plan_stage_servers(p, &law, p->min_throughput);
+    *thr = plan_stage_throughput(p, &law, k, servers);
+    *c = k * rate_weight(p, t) + servers * server_weight(p);
     return k;
 }
 
