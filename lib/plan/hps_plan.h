@@ -93,6 +93,7 @@ typedef struct {
      * lookups that a cache of the hottest 10^(k - PLAN_HIT_POINTS + 1) of its
      * rows serves (k = PLAN_HIT_POINTS - 1: the whole table, 1) */
     double *work_bytes, *table_bytes, *rows, *hit;
+    double *hot; /* share of layer l's lookups that its hottest key takes */
     /* per type */
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */

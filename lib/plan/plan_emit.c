@@ -19,8 +19,8 @@ static json_t *str_array(int n, const char *const *s)
 /* Used and capacity in bytes, and the share (null when the capacity is not given). */
 static json_t *memory_json(double used, double capacity)
 {
-    return json_pack("{s:o, s:o, s:o}", "used_bytes", hps_json_real(used), "capacity_bytes",
-                     capacity > 0 ? hps_json_real(capacity) : json_null(), "percent",
+    return json_pack("{s:I, s:o, s:o}", "used_bytes", (json_int_t)llround(used), "capacity_bytes",
+                     capacity > 0 ? json_integer((json_int_t)llround(capacity)) : json_null(), "percent",
                      capacity > 0 ? hps_json_real(100 * used / capacity) : json_null());
 }
 

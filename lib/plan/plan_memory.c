@@ -28,25 +28,52 @@ static double share_at(double r, int n, const double *x, const double *y)
 /* Share of a slot's lookups by its hottest fraction f of rows. */
 static double slot_share(const plan_key_stats *k, double rows, double f)
 {
+    if (f >= 1) return 1;
     if (!k || !k->n_points || rows <= 0) return pow(f, PLAN_DEFAULT_SKEW);
     return share_at(f * rows, k->n_points, k->n, k->share);
 }
 
-/* A cache of fraction f of a layer's rows holds fraction f of each slot's
- * table; the slots' hit rates weigh by their keys per sample. */
+/* Rows per slot when a cache of `cache` rows gives every slot the same
+ * number of rows, a small table whole: c with sum min(rows_j, c) = cache. */
+static double rows_per_slot(const hps_model *m, const hps_layer *L, double cache)
+{
+    double lo = 0, hi = 0;
+    for (int i = 0; i < L->n_slots; i++) hi = fmax(hi, (double)m->slots[L->slots[i]].rows);
+    for (int it = 0; it < 100; it++) { /* bisection: the sum grows with c */
+        double c = (lo + hi) / 2, sum = 0;
+        for (int i = 0; i < L->n_slots; i++) sum += fmin((double)m->slots[L->slots[i]].rows, c);
+        if (sum < cache) lo = c;
+        else hi = c;
+    }
+    return hi;
+}
+
+/* A cache of fraction f of a layer's rows holds the same number of hot rows
+ * of each slot (small tables whole); the slots' hit rates weigh by their
+ * keys per sample. */
 void plan_problem_key_stats(plan_problem *p, const hps_model *m, const plan_key_stats *slots)
 {
     for (int l = 0; l < p->n_layers; l++) {
         const hps_layer *L = &m->layers[l];
-        double *h = p->hit + (size_t)l * PLAN_HIT_POINTS;
+        double *h = p->hit + (size_t)l * PLAN_HIT_POINTS, total = 0;
         if (L->kind != HPS_LAYER_EMBEDDING) continue;
+        double weight = 0;
+        p->hot[l] = 0;
+        for (int i = 0; i < L->n_slots; i++) {
+            total += (double)m->slots[L->slots[i]].rows;
+            weight += m->slots[L->slots[i]].keys_per_row;
+        }
+        for (int i = 0; i < L->n_slots && weight > 0; i++) { /* the hottest key of the hottest slot */
+            const hps_slot *sl = &m->slots[L->slots[i]];
+            double one = slot_share(slots ? &slots[L->slots[i]] : NULL, (double)sl->rows, 1 / (double)sl->rows);
+            p->hot[l] = fmax(p->hot[l], sl->keys_per_row / weight * one);
+        }
         for (int k = 0; k < PLAN_HIT_POINTS; k++) {
-            double hit = 0, weight = 0;
+            double hit = 0, c = rows_per_slot(m, L, point_fraction(k) * total);
             for (int i = 0; i < L->n_slots; i++) {
                 const hps_slot *sl = &m->slots[L->slots[i]];
-                hit += sl->keys_per_row * slot_share(slots ? &slots[L->slots[i]] : NULL, (double)sl->rows,
-                                                     point_fraction(k));
-                weight += sl->keys_per_row;
+                double rows = (double)sl->rows;
+                hit += sl->keys_per_row * slot_share(slots ? &slots[L->slots[i]] : NULL, rows, fmin(1, c / rows));
             }
             h[k] = weight > 0 ? fmin(1, hit / weight) : 0;
             if (k > 0 && h[k] < h[k - 1]) h[k] = h[k - 1];
@@ -113,9 +140,7 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, plan_la
     law->server_hot = 0;
     if (law->rows == PLAN_ROWS_SERVERS && tables > 0)
         for (int l = first; l < end; l++)
-            if (p->rows[l] > 0)
-                law->server_hot = fmax(law->server_hot, p->sparse_bytes[l] / touched *
-                                                            plan_hit_rate(p, l, 1 / p->rows[l]));
+            law->server_hot = fmax(law->server_hot, p->sparse_bytes[l] / touched * p->hot[l]);
 }
 
 int plan_stage_servers(const plan_problem *p, const plan_law *law, double throughput)

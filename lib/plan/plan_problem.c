@@ -139,6 +139,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->table_bytes = hps_calloc(L, sizeof(double));
     p->rows = hps_calloc(L, sizeof(double));
     p->hit = hps_calloc(L * PLAN_HIT_POINTS, sizeof(double));
+    p->hot = hps_calloc(L, sizeof(double));
     for (int l = 0; l < n_layers; l++) default_hits(p, l);
     p->server_price = p->server_power = 0;
     p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
@@ -194,6 +195,7 @@ void plan_problem_free(plan_problem *p)
     free(p->table_bytes);
     free(p->rows);
     free(p->hit);
+    free(p->hot);
     free(p->pre_serial);
     free(p->pre_parallel);
     free(p->pre_param);
@@ -329,6 +331,7 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->table_bytes[l] = 2 * lc.table_bytes; /* weights and AdaGrad's accumulators */
         p->rows[l] = lc.table_bytes / (m->layers[l].kind == HPS_LAYER_EMBEDDING ? m->layers[l].dim * 4.0 : 1);
     }
+    plan_problem_key_stats(p, m, NULL);
     plan_problem_prepare(p);
     return p;
 }

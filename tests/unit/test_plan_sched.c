@@ -87,6 +87,7 @@ static void test_exact_equals_brute_with_memory(void **state)
             if (p->sparse_bytes[l] > 0) {
                 p->table_bytes[l] = (double)(hps_mix64(r + 200 + l) % 16 + 1) * PLAN_GIB;
                 p->rows[l] = p->table_bytes[l] / 64;
+                p->hot[l] = (double)(hps_mix64(r + 300 + l) % 30) / 100;
             }
         }
         p->server_mem = 8 * PLAN_GIB;
