@@ -470,20 +470,21 @@ static int pareto(const options *o, inputs *in)
 static int explain(options *o)
 {
     hps_error err;
-    json_t *root;
     plan_file pf;
-    if (hps_json_load(o->explain, &root, &err) || plan_file_parse(root, hps_path_name(o->explain), &pf, &err))
+    if (plan_file_load(o->explain, &pf, &err)) die(&err);
+    if (!pf.assign || !pf.objective[0] || !pf.min_throughput || !pf.samples || !pf.epochs) {
+        hps_fail(&err, HPS_EXIT_USAGE, "%s: needs assignment, objective, min_throughput, samples and epochs",
+                 pf.name);
         die(&err);
-    json_decref(root);
-    json_t *inp = json_object_get(pf.root, "inputs");
-    if (!o->model) o->model = json_string_value(json_object_get(inp, "model"));
-    if (!o->cluster) o->cluster = json_string_value(json_object_get(inp, "cluster"));
-    json_t *profs = json_object_get(inp, "profiles");
-    if (!o->n_profiles && json_is_array(profs))
-        for (size_t i = 0; i < json_array_size(profs); i++) {
-            const char *s = json_string_value(json_array_get(profs, i));
-            if (s && strcmp(s, "<stdin>") != 0) o->profiles[o->n_profiles++] = s;
-        }
+    }
+    if (!o->model) o->model = pf.model_path;
+    if (!o->cluster) o->cluster = pf.cluster_path;
+    if (!o->n_profiles && pf.n_profiles) {
+        free(o->profiles);
+        o->profiles = hps_calloc((size_t)pf.n_profiles, sizeof *o->profiles);
+        for (int i = 0; i < pf.n_profiles; i++) o->profiles[i] = pf.profile_paths[i];
+        o->n_profiles = pf.n_profiles;
+    }
     inputs in = {0};
     load_inputs(o, &in);
     if (strcmp(pf.model_digest, in.model->digest) != 0)
@@ -496,9 +497,10 @@ static int explain(options *o)
     p->samples = pf.samples;
     p->epochs = pf.epochs;
     int *a = hps_malloc((size_t)p->n_layers * sizeof *a);
+    if (pf.n_layers != p->n_layers) usage_error("%s: the plan has another number of layers", pf.name);
     for (int l = 0; l < p->n_layers; l++)
-        if ((a[l] = hps_cluster_find(in.cluster, pf.assign_names[l])) < 0)
-            usage_error("%s: the plan names a type the cluster lacks", pf.assign_names[l]);
+        if ((a[l] = hps_cluster_find(in.cluster, pf.assign[l])) < 0)
+            usage_error("%s: the plan names a type the cluster lacks", pf.assign[l]);
     hps_out *out = hps_out_open(o->output ? o->output : "-", &err);
     if (!out) die(&err);
     plan_explain(hps_out_file(out), p, a);

@@ -11,9 +11,14 @@ int hps_json_loadb(const char *name, const char *buf, size_t len, json_t **root,
 {
     json_error_t je;
     *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
-    if (!*root)
+    if (!*root) {
+        /* jansson quotes the token it stopped at: bytes of a file that may
+         * not be JSON at all (a secret a plan pointed at); the position is enough */
+        char *near = strstr(je.text, " near '");
+        if (near) *near = '\0';
         return hps_fail(err, HPS_EXIT_USAGE, "%s:%d:%d: invalid JSON: %s", name, je.line,
                         je.column, je.text);
+    }
     if (!json_is_object(*root)) {
         json_decref(*root);
         *root = NULL;

@@ -348,15 +348,45 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e,
                       const plan_layout *l, const plan_result *r, const plan_meta *m);
 void plan_print_dot(FILE *f, const plan_problem *p, const plan_eval *e);
 
-/* Reads the parts of a plan file that other tools rely on, checking them. */
+/* ---- reading a plan back: the one reader every tool uses ------------------ */
+
+#define PLAN_MAX_STAGES 64
+#define PLAN_MAX_WORKERS (1 << 20)
+
 typedef struct {
-    json_t *root;
-    const char *model_digest, *cluster_digest, *objective;
-    double min_throughput, samples;
-    int epochs, n_layers;
-    const char **assign_names; /* n_layers type names */
+    char type[HPS_NAME_MAX], kind[8], rows[8]; /* kind "cpu" or "gpu"; rows plan_rows_names */
+    int first, end; /* layers [first, end) */
+    int units, servers;
+    double ms_per_batch; /* 0 when not given */
+} plan_file_stage;
+
+typedef struct {
+    int rank, stage;
+    char type[HPS_NAME_MAX];
+    double share; /* < 0 when not given */
+} plan_file_worker;
+
+/* Every field a tool may need, checked and bounded; what a plan may omit is
+ * 0, NULL or empty, and each tool checks what it needs. */
+typedef struct {
+    char *path, *name;             /* as given, and its last component for messages */
+    char digest[72];               /* of the file's bytes */
+    char *model_path, *cluster_path; /* inputs, resolved against the plan's directory; NULL if absent */
+    int n_profiles;
+    char **profile_paths;
+    char model_digest[72], cluster_digest[72]; /* "" when absent */
+    char objective[16];
+    double min_throughput, samples, network_bytes;
+    int epochs, batch, n_layers; /* 0 when absent */
+    char (*assign)[HPS_NAME_MAX]; /* n_layers type names, or NULL */
+    int n_stages, n_workers, n_servers;
+    plan_file_stage *stages;
+    plan_file_worker *workers;
+    int *server_ranks; /* n_servers, or NULL when the plan lists none */
 } plan_file;
-int plan_file_parse(json_t *root, const char *name, plan_file *pf, hps_error *err);
+
+/* Reads and checks a plan (hps-plan(5)); a file of another kind is refused. */
+int plan_file_load(const char *path, plan_file *pf, hps_error *err);
 void plan_file_free(plan_file *pf);
 
 /* "hps-plan --explain": per layer, what the plan would cost with that layer on

@@ -1,5 +1,5 @@
 /* The plan as JSON (hps-plan(5)), as a table for people, and as a Graphviz
- * drawing; reading a plan back; and --explain. */
+ * drawing; and --explain.  plan_read.c reads it back. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,61 +268,6 @@ void plan_print_dot(FILE *f, const plan_problem *p, const plan_eval *e)
     }
     for (int l = 0; l + 1 < p->n_layers; l++) fprintf(f, "  l%d -> l%d;\n", l, l + 1);
     fprintf(f, "}\n");
-}
-
-/* ---- reading a plan back -------------------------------------------------- */
-
-int plan_file_parse(json_t *root, const char *name, plan_file *pf, hps_error *err)
-{
-    memset(pf, 0, sizeof *pf);
-    const char *format;
-    long long version, epochs, layers;
-    json_t *dg = json_object_get(root, "digests"), *model = json_object_get(root, "model");
-    json_t *assign = json_object_get(root, "assignment");
-    char ctx[300];
-    if (hps_json_str(root, "format", HPS_REQUIRED, &format, name, err)) return -1;
-    if (strcmp(format, "hps-plan") != 0)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: format '%s' is not hps-plan", name, format);
-    if (hps_json_int(root, "version", HPS_REQUIRED, 0, 1000000, &version, name, err)) return -1;
-    if (version != PLAN_VERSION)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: plan version %lld is not known (this hps-plan reads %d)",
-                        name, version, PLAN_VERSION);
-    if (!json_is_object(dg) || !json_is_object(model))
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: missing field 'digests' or 'model'", name);
-    snprintf(ctx, sizeof ctx, "%s: digests", name);
-    if (hps_json_str(dg, "model", HPS_REQUIRED, &pf->model_digest, ctx, err) ||
-        hps_json_str(dg, "cluster", HPS_REQUIRED, &pf->cluster_digest, ctx, err))
-        return -1;
-    snprintf(ctx, sizeof ctx, "%s: model", name);
-    if (hps_json_int(model, "layers", HPS_REQUIRED, 1, HPS_MAX_LAYERS, &layers, ctx, err) ||
-        hps_json_str(root, "objective", HPS_REQUIRED, &pf->objective, name, err) ||
-        hps_json_num(root, "min_throughput", HPS_REQUIRED, 1e-9, 1e15, &pf->min_throughput, name, err) ||
-        hps_json_num(root, "samples", HPS_REQUIRED, 1, 1e18, &pf->samples, name, err) ||
-        hps_json_int(root, "epochs", HPS_REQUIRED, 1, 1000000, &epochs, name, err))
-        return -1;
-    pf->epochs = (int)epochs;
-    pf->n_layers = (int)layers;
-    if (!json_is_array(assign) || (int)json_array_size(assign) != pf->n_layers)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: assignment must name a type for each of %d layers", name,
-                        pf->n_layers);
-    pf->assign_names = hps_calloc((size_t)pf->n_layers, sizeof *pf->assign_names);
-    for (int l = 0; l < pf->n_layers; l++) {
-        json_t *v = json_array_get(assign, (size_t)l);
-        if (!json_is_string(v)) {
-            plan_file_free(pf);
-            return hps_fail(err, HPS_EXIT_USAGE, "%s: assignment %d must be a type name", name, l);
-        }
-        pf->assign_names[l] = json_string_value(v);
-    }
-    pf->root = json_incref(root);
-    return 0;
-}
-
-void plan_file_free(plan_file *pf)
-{
-    free(pf->assign_names);
-    json_decref(pf->root);
-    memset(pf, 0, sizeof *pf);
 }
 
 void plan_explain(FILE *f, const plan_problem *p, const int *assign)
