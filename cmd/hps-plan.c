@@ -333,15 +333,23 @@ static _Noreturn void infeasible(const plan_problem *p, const plan_eval *e)
     exit(HPS_EXIT_RUNTIME);
 }
 
+/* The inputs are recorded relative to the plan file (as given when it goes
+ * to stdout), so that a plan moved with its inputs still finds them;
+ * owned[] holds those paths, n_profiles + 2 of them, for the caller to free. */
 static void fill_meta(const options *o, const inputs *in, plan_meta *m, const char **names,
-                      const char **digests)
+                      const char **digests, char **owned)
 {
+    const char *out = o->output ? o->output : "-";
     int n = hps_profiles_count(in->profiles);
     for (int i = 0; i < n; i++) {
-        names[i] = hps_profiles_name(in->profiles, i);
+        const char *name = hps_profiles_name(in->profiles, i);
+        owned[i] = strcmp(name, "<stdin>") == 0 ? hps_strdup(name) : hps_path_relative(out, name);
+        names[i] = owned[i];
         digests[i] = hps_profiles_digest(in->profiles, i);
     }
-    *m = (plan_meta){.model_path = o->model, .cluster_path = o->cluster,
+    owned[n] = hps_path_relative(out, o->model);
+    owned[n + 1] = hps_path_relative(out, o->cluster);
+    *m = (plan_meta){.model_path = owned[n], .cluster_path = owned[n + 1],
                      .model_digest = in->model->digest, .cluster_digest = in->cluster->digest,
                      .n_profiles = n, .profile_names = names, .profile_digests = digests,
                      .model_name = in->model->name, .algorithm = o->algo, .opts = o->search,
@@ -377,12 +385,13 @@ static int plan_once(const options *o, inputs *in)
     hps_error err;
     const char **names = hps_calloc((size_t)hps_profiles_count(in->profiles), sizeof *names);
     const char **digests = hps_calloc((size_t)hps_profiles_count(in->profiles), sizeof *digests);
+    char **owned = hps_calloc((size_t)hps_profiles_count(in->profiles) + 2, sizeof *owned);
     plan_result_init(&r, p);
     plan_eval_init(&e, p);
     solve(p, in->cluster, o->algo, &o->search, &r);
     plan_evaluate(p, r.assign, &e);
     if (!e.feasible) infeasible(p, &e);
-    fill_meta(o, in, &m, names, digests);
+    fill_meta(o, in, &m, names, digests, owned);
     m.exact_objective = optimum(p, o->algo, &o->search, &r, &e);
     hps_log(3, "hps-plan: %s: %.6g in %.3f s (%ld episodes)\n", o->algo, e.objective, r.seconds, r.episodes);
     if (plan_layout_make(p, in->cluster, &e, &l, &err)) die(&err);
@@ -391,6 +400,8 @@ static int plan_once(const options *o, inputs *in)
     plan_layout_free(&l);
     plan_eval_free(&e);
     plan_result_free(&r);
+    for (int i = 0; i < hps_profiles_count(in->profiles) + 2; i++) free(owned[i]);
+    free(owned);
     free(names);
     free(digests);
     return 0;
