@@ -20,6 +20,11 @@ static int copy_name(char *dst, const char *src, const char *what, const char *c
     if (strlen(src) >= HPS_NAME_MAX)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%.20s...' is longer than %d bytes", ctx,
                         what, src, HPS_NAME_MAX - 1);
+    if (!hps_name_ok(src)) { /* names become rankfile lines and message text */
+        char shown[40];
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be letters, digits, '.', '-' or '_'",
+                        ctx, what, hps_printable(src, shown, sizeof shown));
+    }
     strcpy(dst, src);
     return 0;
 }
@@ -42,7 +47,7 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
     if (hps_cluster_find(c, r->name) >= 0 && hps_cluster_find(c, r->name) < i)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: name appears twice", ctx);
     int kind = 0;
-    long long max_units = 0, threads = 0;
+    long long max_units = 0, threads = 1;
     double mem_gib = 0, host_gib = 0;
     r->power_w = 0;
     if (hps_json_known_keys(o, keys, ctx, err) ||
@@ -57,6 +62,7 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
         hps_json_int(o, "threads", HPS_OPTIONAL, 1, 4096, &threads, ctx, err) ||
         hps_json_num(o, "host_mem_gib", HPS_OPTIONAL, 1.0 / 1024, 1 << 20, &host_gib, ctx, err))
         return -1;
+    r->threads = (int)threads;
     if (r->price_per_hour <= 0)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: price_per_hour must be > 0", ctx);
     if (host_gib > 0 && kind != PLAN_GPU)
@@ -66,7 +72,6 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
     r->max_units = (int)max_units;
     r->mem_bytes = mem_gib * PLAN_GIB;
     r->host_mem_bytes = host_gib * PLAN_GIB;
-    r->threads = (int)threads;
     return 0;
 }
 

@@ -1,5 +1,5 @@
 /* Reading a plan back (hps-plan(5)): the one reader hps-shard, hps-train,
- * its ranks under mpirun and hps-plan --explain use.  Every index is
+ * its ranks under mpirun, hps-plan show and --explain use.  Every index is
  * bounded here, so that no tool indexes past its arrays on a bad plan. */
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +51,7 @@ static int read_inputs(json_t *root, plan_file *pf, hps_error *err)
             return hps_fail(err, HPS_EXIT_USAGE, "%s: profiles[%zu] must be a path", ctx, i);
         if (strcmp(json_string_value(v), "<stdin>") != 0)
             pf->profile_paths[pf->n_profiles++] = resolve(pf->path, json_string_value(v));
+        else pf->stdin_profile = 1;
     }
     return 0;
 }
@@ -224,7 +225,7 @@ int plan_file_load(const char *path, plan_file *pf, hps_error *err)
     char *text;
     size_t len;
     json_t *root = NULL;
-    int rc = hps_read_all(path, &text, &len, err);
+    int rc = hps_json_read(path, &text, &len, err);
     if (rc == 0) {
         hps_sha256_hex(text, len, pf->digest);
         rc = hps_json_loadb(pf->name, text, len, &root, err);
@@ -234,6 +235,7 @@ int plan_file_load(const char *path, plan_file *pf, hps_error *err)
         rc = hps_json_format(root, "hps-plan", PLAN_VERSION, HPS_REQUIRED, NULL, pf->name, err) ||
              read_inputs(root, pf, err) || read_head(root, pf, err) || read_assignment(root, pf, err) ||
              read_stages(root, pf, err) || read_workers(root, pf, err) || read_servers(root, pf, err);
+    if (rc == 0) pf->root = json_incref(root);
     json_decref(root);
     if (rc) plan_file_free(pf);
     return rc ? -1 : 0;
@@ -251,5 +253,6 @@ void plan_file_free(plan_file *pf)
     free(pf->stages);
     free(pf->workers);
     free(pf->server_ranks);
+    json_decref(pf->root);
     memset(pf, 0, sizeof *pf);
 }

@@ -10,7 +10,7 @@
 void hps_train_plan_single(const hps_model *m, hps_train_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
-    snprintf(plan->path, sizeof plan->path, "(no plan)");
+    /* path stays empty: no plan file ("plan": null in the metrics) */
     snprintf(plan->model_digest, sizeof plan->model_digest, "%s", m->digest);
     plan->batch = m->batch;
     plan->n_layers = m->n_layers;
