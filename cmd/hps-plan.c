@@ -322,7 +322,7 @@ static _Noreturn void infeasible(const plan_problem *p, const plan_eval *e)
 
 /* The inputs are recorded relative to the plan file (as given when it goes
  * to stdout), so that a plan moved with its inputs still finds them;
- * owned[] holds those paths, n_profiles + 2 of them, for the caller to free. */
+ * owned[] holds those paths, n_profiles + 3 of them, for the caller to free. */
 static void fill_meta(const options *o, const inputs *in, plan_meta *m, const char **names,
                       const char **digests, char **owned)
 {
@@ -336,7 +336,8 @@ static void fill_meta(const options *o, const inputs *in, plan_meta *m, const ch
     }
     owned[n] = hps_path_relative(out, o->model);
     owned[n + 1] = hps_path_relative(out, o->cluster);
-    *m = (plan_meta){.model_path = owned[n], .cluster_path = owned[n + 1],
+    owned[n + 2] = o->data_stats ? hps_path_relative(out, o->data_stats) : NULL;
+    *m = (plan_meta){.model_path = owned[n], .cluster_path = owned[n + 1], .data_stats_path = owned[n + 2],
                      .model_digest = in->model->digest, .cluster_digest = in->cluster->digest,
                      .n_profiles = n, .profile_names = names, .profile_digests = digests,
                      .model_name = in->model->name, .algorithm = o->algo, .opts = o->search,
@@ -376,7 +377,7 @@ static int plan_once(const options *o, inputs *in)
     hps_error err;
     const char **names = hps_calloc((size_t)hps_profiles_count(in->profiles), sizeof *names);
     const char **digests = hps_calloc((size_t)hps_profiles_count(in->profiles), sizeof *digests);
-    char **owned = hps_calloc((size_t)hps_profiles_count(in->profiles) + 2, sizeof *owned);
+    char **owned = hps_calloc((size_t)hps_profiles_count(in->profiles) + 3, sizeof *owned);
     plan_result_init(&r, p);
     plan_eval_init(&e, p);
     solve(p, in->cluster, o->algo, &o->search, &r);
@@ -391,7 +392,7 @@ static int plan_once(const options *o, inputs *in)
     plan_layout_free(&l);
     plan_eval_free(&e);
     plan_result_free(&r);
-    for (int i = 0; i < hps_profiles_count(in->profiles) + 2; i++) free(owned[i]);
+    for (int i = 0; i < hps_profiles_count(in->profiles) + 3; i++) free(owned[i]);
     free(owned);
     free(names);
     free(digests);
@@ -450,6 +451,8 @@ static void reload(options *o, const char *path, reloaded *rl)
         bad_input("%s: needs assignment, objective, min_throughput, samples and epochs", path);
     if (!o->model) o->model = pf->model_path;
     if (!o->cluster) o->cluster = pf->cluster_path;
+    if (!o->data_stats) o->data_stats = pf->data_stats_path;
+    o->rows_on_servers |= pf->rows_on_servers;
     if (!o->n_profiles && pf->stdin_profile)
         hps_usage_error("%s: its profile was read from stdin; name it with -p PROFILE", hps_path_name(path));
     if (!o->n_profiles && pf->n_profiles) {
@@ -543,7 +546,7 @@ static int show(options *o, int argc, char **argv)
     hps_error err;
     const char **names = hps_calloc((size_t)hps_profiles_count(rl.in.profiles), sizeof *names);
     const char **digests = hps_calloc((size_t)hps_profiles_count(rl.in.profiles), sizeof *digests);
-    char **owned = hps_calloc((size_t)hps_profiles_count(rl.in.profiles) + 2, sizeof *owned);
+    char **owned = hps_calloc((size_t)hps_profiles_count(rl.in.profiles) + 3, sizeof *owned);
     plan_result_init(&r, p);
     plan_eval_init(&e, p);
     memcpy(r.assign, rl.assign, (size_t)p->n_layers * sizeof *r.assign);
@@ -556,7 +559,7 @@ static int show(options *o, int argc, char **argv)
     plan_layout_free(&l);
     plan_eval_free(&e);
     plan_result_free(&r);
-    for (int i = 0; i < hps_profiles_count(rl.in.profiles) + 2; i++) free(owned[i]);
+    for (int i = 0; i < hps_profiles_count(rl.in.profiles) + 3; i++) free(owned[i]);
     free(owned);
     free(names);
     free(digests);

@@ -335,7 +335,7 @@ int plan_rankfile_write(const char *path, const hps_cluster *c, const plan_layou
 
 /* What a plan was made from and how. */
 typedef struct {
-    const char *model_path, *cluster_path;
+    const char *model_path, *cluster_path, *data_stats_path; /* data_stats_path: NULL when not given */
     const char *model_digest, *cluster_digest;
     int n_profiles;
     const char *const *profile_names, *const *profile_digests;
@@ -379,7 +379,8 @@ typedef struct {
     json_t *root;                  /* the document, for what only hps-plan show prints */
     char *path, *name;             /* as given, and its last component for messages */
     char digest[72];               /* of the file's bytes */
-    char *model_path, *cluster_path; /* inputs, resolved against the plan's directory; NULL if absent */
+    char *model_path, *cluster_path, *data_stats_path; /* inputs, resolved against the plan's directory; NULL if absent */
+    int rows_on_servers; /* made with --rows servers */
     int n_profiles, stdin_profile; /* stdin_profile: a profile was read from stdin */
     char **profile_paths;
     char model_digest[72], cluster_digest[72]; /* "" when absent */

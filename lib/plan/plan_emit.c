@@ -139,8 +139,11 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
     json_object_set_new(root, "format", json_string("hps-plan"));
     json_object_set_new(root, "version", json_integer(PLAN_VERSION));
     json_object_set_new(root, "tool", json_string("hps-plan " HPS_VERSION));
-    json_object_set_new(root, "inputs", json_pack("{s:s, s:s, s:o}", "model", m->model_path, "cluster",
-                                                  m->cluster_path, "profiles", str_array(m->n_profiles, m->profile_names)));
+    json_t *inputs = json_pack("{s:s, s:s, s:o}", "model", m->model_path, "cluster", m->cluster_path, "profiles",
+                               str_array(m->n_profiles, m->profile_names));
+    json_object_set_new(inputs, "data_stats", m->data_stats_path ? json_string(m->data_stats_path) : json_null());
+    json_object_set_new(root, "inputs", inputs);
+    json_object_set_new(root, "rows", json_string(p->rows_on_servers ? "servers" : "auto"));
     json_object_set_new(root, "digests", json_pack("{s:s, s:s, s:o}", "model", m->model_digest, "cluster",
                                                    m->cluster_digest, "profiles", str_array(m->n_profiles, m->profile_digests)));
     json_object_set_new(root, "model", json_pack("{s:s, s:i, s:i}", "name", m->model_name, "batch",

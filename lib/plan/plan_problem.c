@@ -7,6 +7,7 @@
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "plan/hps_plan.h"
+#include "profile/hps_profile.h"
 
 const char *const plan_objective_names[] = {"cost", "time", "energy", "edp", NULL};
 
@@ -57,39 +58,23 @@ static json_t *find_device(const hps_profiles *ps, const char *id, int *file)
     return NULL;
 }
 
+/* The profile's own reader (lib/profile) checks the format; here only that
+ * no device id appears in two files. */
 int hps_profiles_add(hps_profiles *ps, const char *name, const char *text, size_t len,
                      hps_error *err)
 {
     json_t *root;
-    const char *format;
-    long long version;
     if (hps_json_loadb(name, text, len, &root, err)) return -1;
     json_t *devs = json_object_get(root, "devices"), *d;
     size_t j;
-    if (hps_json_str(root, "format", HPS_REQUIRED, &format, name, err) ||
-        hps_json_int(root, "version", HPS_REQUIRED, 0, 1000000, &version, name, err))
-        goto fail;
-    if (strcmp(format, "hps-profile") != 0) {
-        hps_fail(err, HPS_EXIT_USAGE, "%s: format '%s' is not hps-profile", name, format);
-        goto fail;
-    }
-    if (version != 1) {
-        hps_fail(err, HPS_EXIT_USAGE, "%s: profile version %lld is not known (this hps-plan reads 1)",
-                 name, version);
-        goto fail;
-    }
-    if (!json_is_array(devs) || json_array_size(devs) == 0) {
+    if (hps_profile_validate(root, name, err)) goto fail;
+    if (json_array_size(devs) == 0) {
         hps_fail(err, HPS_EXIT_USAGE, "%s: devices must be a non-empty array", name);
         goto fail;
     }
     json_array_foreach(devs, j, d) {
-        const char *id;
+        const char *id = json_string_value(json_object_get(d, "id"));
         int other;
-        if (!json_is_object(d)) {
-            hps_fail(err, HPS_EXIT_USAGE, "%s: device %zu must be an object", name, j);
-            goto fail;
-        }
-        if (hps_json_str(d, "id", HPS_REQUIRED, &id, name, err)) goto fail;
         if (find_device(ps, id, &other)) {
             hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' is also in %s", name, id,
                      ps->files[other].name);

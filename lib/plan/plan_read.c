@@ -37,12 +37,14 @@ static int read_inputs(json_t *root, plan_file *pf, hps_error *err)
     char ctx[600];
     snprintf(ctx, sizeof ctx, "%s: inputs", pf->name);
     if (!in) return 0;
-    const char *model = NULL, *cluster = NULL;
+    const char *model = NULL, *cluster = NULL, *stats = NULL;
     if (!json_is_object(in) || hps_json_str(in, "model", HPS_OPTIONAL, &model, ctx, err) ||
-        hps_json_str(in, "cluster", HPS_OPTIONAL, &cluster, ctx, err))
+        hps_json_str(in, "cluster", HPS_OPTIONAL, &cluster, ctx, err) ||
+        hps_json_str(in, "data_stats", HPS_OPTIONAL, &stats, ctx, err))
         return json_is_object(in) ? -1 : hps_fail(err, HPS_EXIT_USAGE, "%s: expected an object", ctx);
     if (model) pf->model_path = resolve(pf->path, model);
     if (cluster) pf->cluster_path = resolve(pf->path, cluster);
+    if (stats) pf->data_stats_path = resolve(pf->path, stats);
     size_t i;
     if (!json_is_array(profs)) return 0;
     pf->profile_paths = hps_calloc(json_array_size(profs) + 1, sizeof *pf->profile_paths);
@@ -71,7 +73,9 @@ static int read_head(json_t *root, plan_file *pf, hps_error *err)
                   hps_json_int(model, "batch", HPS_OPTIONAL, 1, HPS_MAX_BATCH, &batch, ctx, err) ||
                   hps_json_int(model, "layers", HPS_OPTIONAL, 1, HPS_MAX_LAYERS, &layers, ctx, err)))
         return json_is_object(model) ? -1 : hps_fail(err, HPS_EXIT_USAGE, "%s: expected an object", ctx);
-    if (hps_json_str(root, "objective", HPS_OPTIONAL, &objective, pf->name, err) ||
+    static const char *const rows[] = {"auto", "servers", NULL};
+    if (hps_json_enum(root, "rows", HPS_OPTIONAL, rows, &pf->rows_on_servers, pf->name, err) ||
+        hps_json_str(root, "objective", HPS_OPTIONAL, &objective, pf->name, err) ||
         hps_json_num(root, "min_throughput", HPS_OPTIONAL, 1e-9, 1e15, &pf->min_throughput, pf->name, err) ||
         hps_json_num(root, "samples", HPS_OPTIONAL, 1, 1e18, &pf->samples, pf->name, err) ||
         hps_json_int(root, "epochs", HPS_OPTIONAL, 1, 1000000, &epochs, pf->name, err))
@@ -247,6 +251,7 @@ void plan_file_free(plan_file *pf)
     free(pf->name);
     free(pf->model_path);
     free(pf->cluster_path);
+    free(pf->data_stats_path);
     for (int i = 0; i < pf->n_profiles; i++) free(pf->profile_paths[i]);
     free(pf->profile_paths);
     free(pf->assign);
