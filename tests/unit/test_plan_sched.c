@@ -25,30 +25,38 @@ static double objective_of(const plan_problem *p, const int *assign, int *feasib
     return v;
 }
 
+/* Solves p with exact and brute force: both optimal, the same objective;
+ * returns whether the optimum is feasible. */
+static int exact_equals_brute(const plan_problem *p, uint64_t seed, plan_result *exact, plan_result *brute)
+{
+    plan_search_opts o = {.bound_time = 10};
+    hps_error err;
+    plan_result_init(exact, p);
+    plan_result_init(brute, p);
+    assert_int_equal(plan_solve_exact(p, &o, exact), 0);
+    assert_int_equal(plan_solve_brute(p, brute, &err), 0);
+    assert_true(exact->optimal);
+    int fe, fb;
+    double ve = objective_of(p, exact->assign, &fe), vb = objective_of(p, brute->assign, &fb);
+    if (fe != fb || (fb && fabs(ve - vb) > 1e-9 * vb))
+        fail_msg("seed %llu: exact %g (feasible %d), brute %g (feasible %d)", (unsigned long long)seed, ve, fe,
+                 vb, fb);
+    return fb;
+}
+
 /* 600 instances of 2 to 6 layers and 2 or 3 types, loose and tight limits,
  * with and without unit limits, every objective. */
 static void test_exact_equals_brute(void **state)
 {
     (void)state;
     int feasible_count = 0, mixed = 0, unit_phase = 0;
-    plan_search_opts o = {.bound_time = 10};
     for (uint64_t seed = 1; seed <= 600; seed++) {
         int L = 2 + (int)(seed % 5), T = 2 + (int)(seed / 5 % 2);
         double tight = (double[]){0.3, 0.7, 0.95, 1.0, 1.05}[seed / 10 % 5];
         plan_problem *p = plan_problem_random(seed * 7919, L, T, tight, (int)(seed % 3 != 0));
         p->objective = (plan_objective)(seed / 40 % 4);
         plan_result exact, brute;
-        plan_result_init(&exact, p);
-        plan_result_init(&brute, p);
-        hps_error err;
-        assert_int_equal(plan_solve_exact(p, &o, &exact), 0);
-        assert_int_equal(plan_solve_brute(p, &brute, &err), 0);
-        assert_true(exact.optimal);
-        int fe, fb;
-        double ve = objective_of(p, exact.assign, &fe), vb = objective_of(p, brute.assign, &fb);
-        if (fe != fb || (fb && fabs(ve - vb) > 1e-9 * vb))
-            fail_msg("seed %llu: exact %g (feasible %d), brute %g (feasible %d)", (unsigned long long)seed,
-                     ve, fe, vb, fb);
+        int fb = exact_equals_brute(p, seed, &exact, &brute);
         feasible_count += fb;
         unit_phase += exact.unit_phase;
         for (int l = 1; l < L; l++) mixed += fb && brute.assign[l] != brute.assign[0] && l == 1;
@@ -71,7 +79,6 @@ static void test_exact_equals_brute_with_memory(void **state)
 {
     (void)state;
     int feasible_count = 0, unfit = 0, cached = 0, hbm = 0, priced = 0;
-    plan_search_opts o = {.bound_time = 10};
     for (uint64_t seed = 1; seed <= 300; seed++) {
         int L = 2 + (int)(seed % 5), T = 2 + (int)(seed / 5 % 2);
         double tight = (double[]){0.3, 0.7, 0.95}[seed / 10 % 3];
@@ -101,16 +108,7 @@ static void test_exact_equals_brute_with_memory(void **state)
             continue;
         }
         plan_result exact, brute;
-        plan_result_init(&exact, p);
-        plan_result_init(&brute, p);
-        assert_int_equal(plan_solve_exact(p, &o, &exact), 0);
-        assert_int_equal(plan_solve_brute(p, &brute, &err), 0);
-        assert_true(exact.optimal);
-        int fe, fb;
-        double ve = objective_of(p, exact.assign, &fe), vb = objective_of(p, brute.assign, &fb);
-        if (fe != fb || (fb && fabs(ve - vb) > 1e-9 * vb))
-            fail_msg("seed %llu: exact %g (feasible %d), brute %g (feasible %d)", (unsigned long long)seed,
-                     ve, fe, vb, fb);
+        int fb = exact_equals_brute(p, seed, &exact, &brute);
         feasible_count += fb;
         for (int l = 0; l < L; l++)
             for (int t = 0; t < T; t++) unfit += !p->fits[l * T + t];
