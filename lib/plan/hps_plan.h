@@ -39,6 +39,7 @@ typedef struct {
     double nic_gbps;
     double power_w; /* 0 when not given */
     int threads;    /* cores of one unit, pinned together by the rankfile (default 1) */
+    int threads_given; /* the cluster gives threads: a CPU type's profiled times scale to them */
     /* Memory of one unit in bytes: host RAM for a CPU type, HBM for a GPU
      * type (0 when not given: not checked).  A GPU unit also brings host
      * RAM (a g4dn.xlarge: 1 T4 + 4 vCPUs + 16 GiB). */

@@ -63,6 +63,7 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
         hps_json_num(o, "host_mem_gib", HPS_OPTIONAL, 1.0 / 1024, 1 << 20, &host_gib, ctx, err))
         return -1;
     r->threads = (int)threads;
+    r->threads_given = json_object_get(o, "threads") != NULL;
     if (r->price_per_hour <= 0)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: price_per_hour must be > 0", ctx);
     if (host_gib > 0 && kind != PLAN_GPU)

@@ -223,6 +223,28 @@ static int read_layer(json_t *dl, const hps_model *m, int l, double *t1, double 
     return 0;
 }
 
+/* A CPU unit of n threads, profiled on p: each layer's time scales by
+ * Amdahl's law with its fitted parallel fraction a,
+ * ((1 - a) + a / n) / ((1 - a) + a / p).  Where every fraction is 0 (not
+ * measured, or a busy machine) the profiled times stay, and hps-plan says so. */
+static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, json_t *d, const char *file)
+{
+    int T = p->n_types, any = 0;
+    long long measured = json_integer_value(json_object_get(d, "threads"));
+    if (measured <= 0 || measured == r->threads) return;
+    for (int l = 0; l < p->n_layers; l++) {
+        double a = p->par[l * T + t];
+        p->t1_ms[l * T + t] *= ((1 - a) + a / r->threads) / ((1 - a) + a / (double)measured);
+        any |= a > 0;
+    }
+    if (!any)
+        hps_log(2, "hps-plan: %s: device '%s' has no fitted parallel fraction: resource '%s' (%d threads) "
+                   "takes its times on %lld threads as they are\n", file, r->device, r->name, r->threads, measured);
+    else
+        hps_log(3, "hps-plan: resource '%s': times profiled on %lld threads scaled to its %d by each layer's "
+                   "parallel fraction\n", r->name, measured, r->threads);
+}
+
 /* Fills column t of the problem from the profiled device of cluster type t. */
 static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c,
                        const hps_profiles *ps, int t, int *batch, hps_error *err)
@@ -264,6 +286,7 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
         if (read_layer(json_array_get(layers, l), m, l, &p->t1_ms[l * p->n_types + t],
                        &p->par[l * p->n_types + t], ctx, err))
             return -1;
+    if (r->kind == PLAN_CPU && r->threads_given) scale_to_threads(p, t, r, d, file);
     return median_of(d, "overhead_ms", &p->overhead_ms[t], ctx, err);
 }
 

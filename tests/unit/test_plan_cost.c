@@ -430,6 +430,41 @@ static void test_profile_digest_mismatch(void **state)
     hps_model_free(m);
 }
 
+/* A cpu-c5 unit has 16 threads, the profile measured 2: each layer's time
+ * scales by Amdahl's law with its parallel fraction; the lab's cpu gives no
+ * threads and keeps the profiled times. */
+static void test_cpu_units_scale_to_their_threads(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_model *m = hps_model_load("testdata/models/demo-ctr.json", &err);
+    hps_cluster *aws = hps_cluster_load("testdata/clusters/aws.json", &err);
+    hps_cluster *lab = hps_cluster_load("testdata/clusters/lab.json", &err);
+    assert_true(m && aws && lab);
+    hps_profiles *ps = hps_profiles_new();
+    char *text;
+    size_t len;
+    assert_int_equal(hps_read_all("testdata/profiles/demo-ctr.json", &text, &len, &err), 0);
+    assert_int_equal(hps_profiles_add(ps, "demo-ctr.json", text, len, &err), 0);
+    free(text);
+    plan_problem *pa = plan_problem_build(m, aws, ps, &err), *pl = plan_problem_build(m, lab, ps, &err);
+    assert_true(pa && pl);
+    int ta = hps_cluster_find(aws, "cpu-c5"), tl = hps_cluster_find(lab, "cpu");
+    int scaled = 0;
+    for (int l = 0; l < m->n_layers; l++) {
+        double profiled = pl->t1_ms[l * pl->n_types + tl], a = pl->par[l * pl->n_types + tl];
+        NEAR(pa->t1_ms[l * pa->n_types + ta], profiled * ((1 - a) + a / 16) / ((1 - a) + a / 2));
+        scaled += a > 0 && pa->t1_ms[l * pa->n_types + ta] < profiled;
+    }
+    assert_true(scaled >= 5);
+    plan_problem_free(pa);
+    plan_problem_free(pl);
+    hps_profiles_free(ps);
+    hps_cluster_free(aws);
+    hps_cluster_free(lab);
+    hps_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_cluster_errors),
         cmocka_unit_test(test_cluster_files),
         cmocka_unit_test(test_profile_digest_mismatch),
+        cmocka_unit_test(test_cpu_units_scale_to_their_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
