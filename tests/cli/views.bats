@@ -283,3 +283,15 @@ PY
     [ "$status" -eq 2 ]
     [[ "$output" == *"hps-train: error: --export -: not writing safetensors to a terminal; redirect stdout or name a file"* ]]
 }
+
+@test "views: README's pipeline block works pasted into a fresh shell" {
+    # the block after "## A pipeline", with the binaries under test for bin/
+    sed -n '/^## A pipeline/,/^## /p' "$ROOT/README.md" | sed -n '/^```sh$/,/^```$/p' | grep -v '^```' |
+        sed "s|export PATH=\$PWD/bin:|export PATH=$HPS_BIN:|" > "$TMP/block.sh"
+    grep -q 'hps-train --plan plan.json' "$TMP/block.sh"
+    run env -i HOME="$HOME" PATH=/usr/bin:/bin bash -e -c "cd '$ROOT' && . '$TMP/block.sh' && ls"
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    for f in plan.json shards model.safetensors metrics.ndjson plan.svg graph.svg curves.svg; do
+        [[ "$output" == *"$f"* ]]
+    done
+}
