@@ -286,8 +286,8 @@ PY
 
 @test "views: README's pipeline block works pasted into a fresh shell" {
     # the block after "## A pipeline", with the binaries under test for bin/
-    sed -n '/^## A pipeline/,/^## /p' "$ROOT/README.md" | sed -n '/^```sh$/,/^```$/p' | grep -v '^```' |
-        sed "s|export PATH=\$PWD/bin:|export PATH=$HPS_BIN:|" > "$TMP/block.sh"
+    awk '/^## A pipeline/ {on = 1} on && /^```$/ && inside {exit} inside {print} on && /^```sh$/ {inside = 1}' \
+        "$ROOT/README.md" | sed "s|export PATH=\$PWD/bin:|export PATH=$HPS_BIN:|" > "$TMP/block.sh"
     grep -q 'hps-train --plan plan.json' "$TMP/block.sh"
     run env -i HOME="$HOME" PATH=/usr/bin:/bin bash -e -c "cd '$ROOT' && . '$TMP/block.sh' && ls"
     [ "$status" -eq 0 ] || { echo "$output"; false; }
