@@ -295,3 +295,21 @@ PY
         [[ "$output" == *"$f"* ]]
     done
 }
+
+@test "views: -q means errors only in every tool" {
+    run "$HPS_BIN/hps-profile" -q -m $M/tiny.json -d cpu:999 --reps 1 --warmup 0 --no-scaling -o "$TMP/p.json"
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
+    run "$HPS_BIN/hps-profile" -q -m "$TMP/missing.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-profile: error: $TMP/missing.json: cannot open: No such file or directory" ]
+    run "$HPS_BIN/hps-shard" synth 10 -q -o "$TMP/x.tsv"
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
+    # a warning is not an error
+    run "$HPS_BIN/hps-shard" -q --skip-bad -m $M/criteo-small.json -o "$TMP/s" $TESTDATA/data/criteo-bad-fields.tsv
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
+    run "$HPS_BIN/hps-shard" --skip-bad -m $M/criteo-small.json -o "$TMP/s2" $TESTDATA/data/criteo-bad-fields.tsv
+    [[ "$output" == *"warning: skipped"* ]]
+}
