@@ -118,4 +118,12 @@ void hps_manifest_free(hps_manifest *m);
 /* dir/file for shard i (malloc'd). */
 char *hps_manifest_shard_path(const hps_manifest *m, int i);
 
+/* For people (data_view.c): a shard's rows as text again, TSV (keys in hex,
+ * key:weight when weighted) or libsvm; a directory's statistics table from
+ * the manifest (root: its JSON, for the hot-key figures); and every shard
+ * checked against the manifest's rows, bytes and checksum. */
+int hps_shard_cat(const char *path, int libsvm, FILE *out, hps_error *err);
+void hps_manifest_print_stats(FILE *f, const hps_manifest *m, json_t *root);
+int hps_manifest_verify(const hps_manifest *m, hps_error *err);
+
 #endif
