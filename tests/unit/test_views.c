@@ -1,0 +1,188 @@
+/* The pieces behind the views: the nearest-name suggestion of the shared
+ * command line, the SVG writer's escaping, the --pareto sweep, and the dot
+ * drawing's data-flow edges. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_cli.h"
+#include "core/hps_io.h"
+#include "core/hps_svg.h"
+#include "plan/hps_plan.h"
+
+static void test_nearest_name(void **state)
+{
+    (void)state;
+    static const char *const formats[] = {"json", "table", "dot", "svg", NULL};
+    static const char *const opts[] = {"model", "verbose", "version", "min-throughput", NULL};
+    assert_string_equal(hps_cli_nearest("tabel", formats), "table"); /* a swap is one edit */
+    assert_string_equal(hps_cli_nearest("jsno", formats), "json");
+    assert_string_equal(hps_cli_nearest("verbsoe", opts), "verbose");
+    assert_string_equal(hps_cli_nearest("modle", opts), "model");
+    assert_string_equal(hps_cli_nearest("min-througput", opts), "min-throughput");
+    assert_null(hps_cli_nearest("yaml", formats)); /* another word, not a typo */
+    assert_null(hps_cli_nearest("x", formats));
+}
+
+/* What f holds, as a string (f is rewound and closed). */
+static char *slurp(FILE *f)
+{
+    long n = ftell(f);
+    char *s = malloc((size_t)n + 1);
+    rewind(f);
+    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+static void test_svg_escapes_text(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    hps_svg_begin(f, 100, 50, "a<b & \"c\"");
+    hps_svg_text(f, 1, 2, 10, "start", "normal", "#000000", "layer %s", "x<y>\x01z");
+    hps_svg_end(f);
+    char *s = slurp(f);
+    assert_non_null(strstr(s, "<title>a&lt;b &amp; &quot;c&quot;</title>"));
+    assert_non_null(strstr(s, ">layer x&lt;y&gt;z</text>"));
+    assert_null(strchr(s, '\x01'));
+    free(s);
+}
+
+static void test_chart_without_points(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    hps_svg_axes ax = {10, 10, 200, 100, "t", "x", "y", 0};
+    hps_svg_series s = {.name = "none", .color = hps_svg_color(0)};
+    hps_svg_chart(f, &ax, &s, 1);
+    char *text = slurp(f);
+    assert_non_null(strstr(text, ">no data</text>"));
+    assert_null(strstr(text, "nan"));
+    free(text);
+}
+
+typedef struct {
+    hps_model *m;
+    hps_cluster *c;
+    hps_profiles *ps;
+    plan_problem *p;
+} fixture;
+
+static void load(fixture *f, const char *model, const char *cluster, const char *profile, double limit)
+{
+    hps_error err;
+    char *text;
+    size_t len;
+    f->m = hps_model_load(model, &err);
+    f->c = hps_cluster_load(cluster, &err);
+    f->ps = hps_profiles_new();
+    assert_non_null(f->m);
+    assert_non_null(f->c);
+    assert_int_equal(hps_read_all(profile, &text, &len, &err), 0);
+    assert_int_equal(hps_profiles_add(f->ps, profile, text, len, &err), 0);
+    free(text);
+    f->p = plan_problem_build(f->m, f->c, f->ps, &err);
+    if (!f->p) fail_msg("%s", err.msg);
+    f->p->min_throughput = limit;
+}
+
+static void unload(fixture *f)
+{
+    plan_problem_free(f->p);
+    hps_profiles_free(f->ps);
+    hps_cluster_free(f->c);
+    hps_model_free(f->m);
+}
+
+static void test_pareto_frontier(void **state)
+{
+    (void)state;
+    fixture f;
+    load(&f, "testdata/models/demo-ctr.json", "testdata/clusters/aws.json", "testdata/profiles/demo-ctr.json",
+         20000);
+    plan_search_opts o = {.seed = 1, .bound_time = 5};
+    plan_frontier fr;
+    hps_error err;
+    assert_int_equal(plan_pareto(f.p, f.c, "exact", &o, 8, &fr, &err), 0);
+    assert_true(fr.n >= 2);
+    assert_true(f.p->min_throughput == 20000); /* the sweep leaves the problem as it was */
+    assert_true(fr.points[0].min_throughput == 20000); /* the first row: what --min-throughput gives */
+    for (int i = 0; i < fr.n; i++) {
+        const plan_point *pt = &fr.points[i];
+        assert_true(pt->throughput >= pt->min_throughput);
+        assert_true(pt->n_stages >= 1);
+        if (i) { /* more throughput costs more, and each limit is above the last point's */
+            assert_true(pt->throughput > fr.points[i - 1].throughput);
+            assert_true(pt->cost > fr.points[i - 1].cost);
+            assert_true(pt->min_throughput > fr.points[i - 1].throughput);
+        }
+    }
+    json_t *j = plan_frontier_json(f.p, &fr, "exact");
+    assert_int_equal(json_integer_value(json_object_get(j, "version")), 2);
+    json_t *st = json_array_get(json_object_get(json_array_get(json_object_get(j, "points"), 0), "stages"), 0);
+    assert_true(json_is_object(st) && json_is_integer(json_object_get(st, "units")));
+    json_decref(j);
+    assert_int_equal(plan_pareto(f.p, f.c, "fixed:tpu", &o, 4, &fr, &err), -1);
+    assert_string_equal(err.msg, "--algo fixed:TYPE: 'tpu' is no resource of the cluster");
+    plan_frontier_free(&fr);
+    unload(&f);
+}
+
+static void test_dot_follows_the_data_flow(void **state)
+{
+    (void)state;
+    fixture f;
+    load(&f, "testdata/models/dlrm-criteo.json", "testdata/clusters/aws.json", "testdata/profiles/dlrm-criteo.json",
+         2e6);
+    plan_search_opts o = {.seed = 1, .bound_time = 5};
+    plan_result r;
+    plan_eval e;
+    plan_layout l;
+    hps_error err;
+    plan_result_init(&r, f.p);
+    plan_eval_init(&e, f.p);
+    assert_int_equal(plan_solve(f.p, f.c, "exact", &o, &r, &err), 0);
+    plan_evaluate(f.p, r.assign, &e);
+    assert_true(e.feasible && e.n_stages == 2 && e.stages[1].first == 4); /* cut at the merge layer */
+    assert_int_equal(plan_layout_make(f.p, f.c, &e, &l, &err), 0);
+    FILE *out = tmpfile();
+    plan_print_dot(out, f.m, f.p, &e, &l);
+    char *s = slurp(out);
+    /* emb_a, emb_b and the bottom MLP each flow into the interaction, across stages */
+    assert_non_null(strstr(s, "  l0 -> l4 [penwidth=2.5"));
+    assert_non_null(strstr(s, "  l1 -> l4 [penwidth=2.5"));
+    assert_non_null(strstr(s, "  l3 -> l4 [penwidth=2.5"));
+    assert_non_null(strstr(s, "  sparse -> l0;\n"));
+    assert_non_null(strstr(s, "  sparse -> l1;\n"));
+    assert_non_null(strstr(s, "  dense -> l2;\n"));
+    assert_non_null(strstr(s, "  l2 -> l3;\n"));
+    assert_null(strstr(s, "l0 -> l1")); /* not the execution chain */
+    assert_null(strstr(s, "l1 -> l2"));
+    assert_non_null(strstr(s, "subgraph cluster_legend"));
+    assert_non_null(strstr(s, "ps -> l0 [style=dashed"));
+    free(s);
+    plan_layout_free(&l);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    unload(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nearest_name),
+        cmocka_unit_test(test_svg_escapes_text),
+        cmocka_unit_test(test_chart_without_points),
+        cmocka_unit_test(test_pareto_frontier),
+        cmocka_unit_test(test_dot_follows_the_data_flow),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
