@@ -79,7 +79,8 @@ static double tick_step(double span)
 static void tick_label(char *buf, size_t n, double v)
 {
     double a = fabs(v);
-    if (a >= 1e6 || (a > 0 && a < 1e-3)) snprintf(buf, n, "%.3g", v);
+    if (a >= 1e6) snprintf(buf, n, "%.4gM", v / 1e6);
+    else if (a > 0 && a < 1e-3) snprintf(buf, n, "%.3g", v);
     else snprintf(buf, n, "%.10g", round(v * 1e6) / 1e6);
 }
 
@@ -137,13 +138,13 @@ static void draw_series(FILE *f, const hps_svg_axes *ax, range r, const hps_svg_
     double sx = ax->w / (r.x1 - r.x0), sy = ax->h / (r.y1 - r.y0);
     fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", s->color,
             s->dashed ? " stroke-dasharray=\"6,4\"" : "");
-    double prev_y = NAN;
+    double prev_x = NAN;
     for (int i = 0; i < s->n; i++) {
         if (!isfinite(s->x[i]) || !isfinite(s->y[i])) continue;
         double px = ax->x + (s->x[i] - r.x0) * sx, py = ax->y + ax->h - (s->y[i] - r.y0) * sy;
-        if (s->step && isfinite(prev_y)) fprintf(f, "%.1f,%.1f ", px, prev_y);
+        if (s->step && isfinite(prev_x)) fprintf(f, "%.1f,%.1f ", prev_x, py);
         fprintf(f, "%.1f,%.1f ", px, py);
-        prev_y = py;
+        prev_x = px;
     }
     fputs("\"/>\n", f);
     for (int i = 0; s->marks && i < s->n; i++)

@@ -23,8 +23,9 @@ void hps_svg_rect(FILE *f, double x, double y, double w, double h, const char *f
 /* Colours of the charts' series and of plan stages, in order. */
 const char *hps_svg_color(int i);
 
-/* One series of a chart: n points; step draws a staircase (each y holds until
- * the next x), for prices that jump. */
+/* One series of a chart: n points; step draws a staircase that rises at
+ * each point's x to the next point's y (the price of the next point holds
+ * for every x above this one), for prices that jump. */
 typedef struct {
     const char *name, *color;
     int n;
