@@ -295,8 +295,7 @@ PY
 }
 
 @test "train: the progress bar on a terminal follows --steps and shows an ETA" {
-    command -v script > /dev/null || skip "no script(1)"
-    run script -qec "$HPS_BIN/hps-train --model $MODEL --data $DATA/few --steps 5 --threads 1" /dev/null < /dev/null
+    run on_terminal "$HPS_BIN/hps-train --model $MODEL --data $DATA/few --steps 5 --threads 1"
     [ "$status" -eq 0 ] || { echo "$output"; false; }
     [[ "$output" == *"100% epoch 1/1 step 5/5 loss "*" ETA 00:00"* ]]
 }

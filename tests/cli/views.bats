@@ -182,8 +182,7 @@ PY
 }
 
 @test "views: a tool waiting for JSON on a terminal says so and stops" {
-    command -v script > /dev/null || skip "no script(1)"
-    run script -qec "$HPS_BIN/hps-plan -m $M/demo-ctr.json -c $C/aws.json --min-throughput 1" /dev/null < /dev/null
+    run on_terminal "$HPS_BIN/hps-plan -m $M/demo-ctr.json -c $C/aws.json --min-throughput 1"
     [ "$status" -eq 2 ]
     [[ "$output" == *"hps-plan: error: <stdin>: is a terminal; pipe the input in or name a file"* ]]
 }
@@ -278,8 +277,7 @@ PY
 }
 
 @test "views: binary output to a terminal is refused" {
-    command -v script > /dev/null || skip "no script(1)"
-    run script -qec "$HPS_BIN/hps-train --model $M/tiny.json --data $TMP/none --export -" /dev/null < /dev/null
+    run on_terminal "$HPS_BIN/hps-train --model $M/tiny.json --data $TMP/none --export -"
     [ "$status" -eq 2 ]
     [[ "$output" == *"hps-train: error: --export -: not writing safetensors to a terminal; redirect stdout or name a file"* ]]
 }

@@ -130,9 +130,10 @@ static void test_pareto_frontier(void **state)
     json_t *st = json_array_get(json_object_get(json_array_get(json_object_get(j, "points"), 0), "stages"), 0);
     assert_true(json_is_object(st) && json_is_integer(json_object_get(st, "units")));
     json_decref(j);
+    plan_frontier_free(&fr);
     assert_int_equal(plan_pareto(f.p, f.c, "fixed:tpu", &o, 4, &fr, &err), -1);
     assert_string_equal(err.msg, "--algo fixed:TYPE: 'tpu' is no resource of the cluster");
-    plan_frontier_free(&fr);
+    assert_int_equal(fr.n, 0); /* nothing to free after a failure */
     unload(&f);
 }
 
