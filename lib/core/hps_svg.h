@@ -33,11 +33,13 @@ typedef struct {
     int step, dashed, marks;
 } hps_svg_series;
 
-/* A chart's place on the picture and its labels; ymin_zero starts y at 0. */
+/* A chart's place on the picture and its labels; ymin_zero starts y at 0;
+ * logy draws y on a log scale (values <= 0 left out), for rates and times
+ * that differ by orders of magnitude. */
 typedef struct {
     double x, y, w, h;
     const char *title, *xlabel, *ylabel;
-    int ymin_zero;
+    int ymin_zero, logy;
 } hps_svg_axes;
 
 /* Frame, ticks, grid, the series and their legend.  Series with n == 0 are
