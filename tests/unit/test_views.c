@@ -60,7 +60,7 @@ static void test_chart_without_points(void **state)
 {
     (void)state;
     FILE *f = tmpfile();
-    hps_svg_axes ax = {10, 10, 200, 100, "t", "x", "y", 0};
+    hps_svg_axes ax = {.x = 10, .y = 10, .w = 200, .h = 100, .title = "t", .xlabel = "x", .ylabel = "y"};
     hps_svg_series s = {.name = "none", .color = hps_svg_color(0)};
     hps_svg_chart(f, &ax, &s, 1);
     char *text = slurp(f);
