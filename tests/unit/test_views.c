@@ -69,6 +69,28 @@ static void test_chart_without_points(void **state)
     free(text);
 }
 
+static void test_log_chart(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    const double x[] = {1, 2, 3, 4}, y[] = {1.5, 900, 0, -3}; /* 0 and -3 cannot be drawn */
+    hps_svg_axes ax = {.x = 50, .y = 10, .w = 200, .h = 100, .title = "t", .xlabel = "x", .ylabel = "y", .logy = 1};
+    hps_svg_series s = {.name = "ms", .color = hps_svg_color(1), .n = 4, .x = x, .y = y};
+    hps_svg_chart(f, &ax, &s, 1);
+    char *text = slurp(f);
+    /* a tick each decade from 1 to 1000 */
+    for (const char *t = ">1<\0>10<\0>100<\0>1000<\0"; *t; t += strlen(t) + 1) assert_non_null(strstr(text, t));
+    assert_null(strstr(text, ">10000<"));
+    assert_null(strstr(text, "nan"));
+    /* two points drawn: the polyline has exactly two coordinates */
+    const char *pl = strstr(text, "points=\"");
+    assert_non_null(pl);
+    int commas = 0;
+    for (pl += 8; *pl != '"'; pl++) commas += *pl == ',';
+    assert_int_equal(commas, 2);
+    free(text);
+}
+
 typedef struct {
     hps_model *m;
     hps_cluster *c;
@@ -182,6 +204,7 @@ int main(void)
         cmocka_unit_test(test_nearest_name),
         cmocka_unit_test(test_svg_escapes_text),
         cmocka_unit_test(test_chart_without_points),
+        cmocka_unit_test(test_log_chart),
         cmocka_unit_test(test_pareto_frontier),
         cmocka_unit_test(test_dot_follows_the_data_flow),
     };
