@@ -402,7 +402,8 @@ static void reload(options *o, const char *path, reloaded *rl)
     p->min_throughput = pf->min_throughput;
     p->samples = pf->samples;
     p->epochs = pf->epochs;
-    if (pf->n_layers != p->n_layers) bad_input("%s: the plan has %d layers, the model %d", path, pf->n_layers, p->n_layers);
+    if (pf->n_layers != p->n_layers)
+        bad_input("%s: the plan has %d layers, the model %d", path, pf->n_layers, p->n_layers);
     rl->assign = hps_malloc((size_t)p->n_layers * sizeof *rl->assign);
     for (int l = 0; l < p->n_layers; l++)
         if ((rl->assign[l] = hps_cluster_find(rl->in.cluster, pf->assign_names[l])) < 0)

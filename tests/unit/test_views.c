@@ -15,6 +15,7 @@
 #include "core/hps_io.h"
 #include "core/hps_svg.h"
 #include "plan/hps_plan.h"
+#include "plan_fixture.h"
 
 static void test_nearest_name(void **state)
 {
@@ -91,44 +92,12 @@ static void test_log_chart(void **state)
     free(text);
 }
 
-typedef struct {
-    hps_model *m;
-    hps_cluster *c;
-    hps_profiles *ps;
-    plan_problem *p;
-} fixture;
-
-static void load(fixture *f, const char *model, const char *cluster, const char *profile, double limit)
-{
-    hps_error err;
-    char *text;
-    size_t len;
-    f->m = hps_model_load(model, &err);
-    f->c = hps_cluster_load(cluster, &err);
-    f->ps = hps_profiles_new();
-    assert_non_null(f->m);
-    assert_non_null(f->c);
-    assert_int_equal(hps_read_all(profile, &text, &len, &err), 0);
-    assert_int_equal(hps_profiles_add(f->ps, profile, text, len, &err), 0);
-    free(text);
-    f->p = plan_problem_build(f->m, f->c, f->ps, &err);
-    if (!f->p) fail_msg("%s", err.msg);
-    f->p->min_throughput = limit;
-}
-
-static void unload(fixture *f)
-{
-    plan_problem_free(f->p);
-    hps_profiles_free(f->ps);
-    hps_cluster_free(f->c);
-    hps_model_free(f->m);
-}
-
 static void test_pareto_frontier(void **state)
 {
     (void)state;
-    fixture f;
-    load(&f, "testdata/models/demo-ctr.json", "testdata/clusters/aws.json", "testdata/profiles/demo-ctr.json",
+    plan_fixture f;
+    plan_fixture_load(&f, "testdata/models/demo-ctr.json", "testdata/clusters/aws.json",
+                      "testdata/profiles/demo-ctr.json",
          20000);
     plan_search_opts o = {.seed = 1, .bound_time = 5};
     plan_frontier fr;
@@ -156,14 +125,15 @@ static void test_pareto_frontier(void **state)
     assert_int_equal(plan_pareto(f.p, f.c, "fixed:tpu", &o, 4, &fr, &err), -1);
     assert_string_equal(err.msg, "--algo fixed:TYPE: 'tpu' is no resource of the cluster");
     assert_int_equal(fr.n, 0); /* nothing to free after a failure */
-    unload(&f);
+    plan_fixture_free(&f);
 }
 
 static void test_dot_follows_the_data_flow(void **state)
 {
     (void)state;
-    fixture f;
-    load(&f, "testdata/models/dlrm-criteo.json", "testdata/clusters/aws.json", "testdata/profiles/dlrm-criteo.json",
+    plan_fixture f;
+    plan_fixture_load(&f, "testdata/models/dlrm-criteo.json", "testdata/clusters/aws.json",
+                      "testdata/profiles/dlrm-criteo.json",
          2e6);
     plan_search_opts o = {.seed = 1, .bound_time = 5};
     plan_result r;
@@ -195,7 +165,7 @@ static void test_dot_follows_the_data_flow(void **state)
     plan_layout_free(&l);
     plan_eval_free(&e);
     plan_result_free(&r);
-    unload(&f);
+    plan_fixture_free(&f);
 }
 
 int main(void)
