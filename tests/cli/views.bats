@@ -203,6 +203,9 @@ PY
     local want
     want=$(python3 -c "print('%.1f MB (%.1f MB compressed) ->' % ($text / 1e6, $packed / 1e6))")
     [[ "$output" == *"5000 rows in 1 shard, $want"* ]]
+    run "$HPS_BIN/hps-shard" -m $M/criteo-small.json --shuffle -o "$TMP/s2" "$TMP/rows.tsv.zst"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"5000 rows in 1 shard, $want"* ]]
 }
 
 @test "views: the pipeline Makefile redoes a step when its variable changes, and nothing when up to date" {
