@@ -105,6 +105,7 @@ static range data_range(const hps_svg_axes *ax, const hps_svg_series *s, int n_s
             r.x0 = fmin(r.x0, s[k].x[i]), r.x1 = fmax(r.x1, s[k].x[i]);
             r.y0 = fmin(r.y0, y), r.y1 = fmax(r.y1, y);
         }
+    if (ax->xmax > ax->xmin) r.x0 = ax->xmin, r.x1 = ax->xmax;
     if (ax->logy && isfinite(r.y0)) { /* whole decades */
         r.y0 = floor(r.y0), r.y1 = fmax(ceil(r.y1), r.y0 + 1);
         return r;
@@ -136,6 +137,12 @@ static void draw_axes(FILE *f, const hps_svg_axes *ax, range r)
         hps_svg_line(f, ax->x, py, ax->x + ax->w, py, "#e5e5e5", 1, 0);
         tick_label(lab, sizeof lab, ax->logy ? pow(10, v) : v);
         hps_svg_text(f, ax->x - 6, py + 4, 11, "end", "normal", "#333333", "%s", lab);
+        for (int k = 0; ax->logy && r.y1 - r.y0 <= 2 && k < 2 && v + 1 <= r.y1; k++) { /* 2x and 5x */
+            double m = v + log10(k ? 5 : 2), pm = ax->y + ax->h - (m - r.y0) * sy;
+            hps_svg_line(f, ax->x, pm, ax->x + ax->w, pm, "#f0f0f0", 1, 0);
+            tick_label(lab, sizeof lab, pow(10, m));
+            hps_svg_text(f, ax->x - 6, pm + 4, 10, "end", "normal", "#777777", "%s", lab);
+        }
     }
     hps_svg_rect(f, ax->x, ax->y, ax->w, ax->h, "none", "#444444");
     hps_svg_text(f, ax->x + ax->w / 2, ax->y - 10, 14, "middle", "bold", "#000000", "%s", ax->title);

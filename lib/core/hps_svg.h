@@ -40,6 +40,7 @@ typedef struct {
     double x, y, w, h;
     const char *title, *xlabel, *ylabel;
     int ymin_zero, logy;
+    double xmin, xmax; /* the x range when xmax > xmin (charts side by side); else the data's */
 } hps_svg_axes;
 
 /* Frame, ticks, grid, the series and their legend.  Series with n == 0 are
