@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/hps_cli.h"
+#include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "plan/hps_plan.h"
@@ -181,7 +182,7 @@ static void load_inputs(const options *o, inputs *in)
         const char *path = o->n_profiles ? o->profiles[i] : "-";
         char *text;
         size_t len;
-        if (hps_read_all(path, &text, &len, &err) ||
+        if (hps_json_read(path, &text, &len, &err) ||
             hps_profiles_add(in->profiles, hps_path_name(path), text, len, &err))
             die(&err);
         free(text);
@@ -495,6 +496,7 @@ int main(int argc, char **argv)
 {
     static const char *const commands[] = {"show", NULL};
     hps_set_progname("hps-plan");
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
     int is_show = 0;
     if (argc > 1 && argv[1][0] != '-') {
         if (strcmp(argv[1], "show") != 0) hps_cli_unknown_command(argv[1], commands);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "core/hps_cli.h"
+#include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "profile/hps_profile.h"
@@ -186,6 +187,7 @@ int main(int argc, char **argv)
 {
     static const char *const commands[] = {"show", NULL};
     hps_set_progname(argv[0]);
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
     args a = {.devices = "cpu", .output = "-", .opts = hps_profile_opts_default()};
     if (argc > 1 && argv[1][0] != '-') {
         if (strcmp(argv[1], "show") != 0) hps_cli_unknown_command(argv[1], commands);

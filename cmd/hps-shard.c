@@ -1,6 +1,7 @@
 /* hps-shard: raw sparse data to compressed, checksummed shards, split by the
  * plan; and `cat`, `stats`, `synth` to look at shards and make data.
  * Options and I/O only: the work is in lib/data. */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/hps_blas.h"
 #include "core/hps_core.h"
 #include "core/hps_cli.h"
 #include "core/hps_io.h"
@@ -348,6 +350,8 @@ static int cmd_stats(const options *op, int n, char **paths)
         rc = hps_manifest_verify(m, &err);
         if (rc == 0) printf("\nverified: every block and checksum of %d shard%s\n", m->n_shards, m->n_shards == 1 ? "" : "s");
     }
+    if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))
+        rc = hps_fail(&err, HPS_EXIT_RUNTIME, "<stdout>: write failed: %s", strerror(errno));
     json_decref(root);
     hps_manifest_free(m);
     if (rc == 0) return 0;
@@ -365,7 +369,7 @@ static int cmd_synth(const options *op, int n, char **args)
     hps_error err = {{0}, 0};
     hps_synth_result res;
     hps_out *out = hps_out_open(op->output ? op->output : "-", &err);
-    int rc = out ? hps_synth(&so, hps_out_file(out), hps_path_name(op->output ? op->output : "-"), &res, &err) : -1;
+    int rc = out ? hps_synth(&so, hps_out_file(out), hps_out_name(out), &res, &err) : -1;
     if (rc == 0) rc = hps_out_commit(out, &err);
     else if (out) hps_out_abort(out);
     if (rc == 0) {
@@ -390,6 +394,7 @@ int main(int argc, char **argv)
 {
     static const char *const commands[] = {"cat", "stats", "synth", NULL};
     hps_set_progname(argv[0]);
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
     const char *sub = argc > 1 ? argv[1] : "";
     int (*cmd)(const options *, int, char **) = NULL;
     if (!strcmp(sub, "cat")) cmd = cmd_cat;

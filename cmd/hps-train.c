@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/hps_cli.h"
+#include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "dist/hps_dist.h"
@@ -290,6 +291,7 @@ int main(int argc, char **argv)
 {
     static const char *const commands[] = {"show", NULL};
     hps_set_progname(argv[0]);
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
     args a = {.output = "-", .o = hps_train_opts_default(), .dist = {.slow_rank = -1, .rebalance = 1}};
     int show = argc > 1 && argv[1][0] != '-';
     if (show && strcmp(argv[1], "show") != 0) hps_cli_unknown_command(argv[1], commands);

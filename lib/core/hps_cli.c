@@ -1,4 +1,5 @@
 #include "core/hps_cli.h"
+#include "core/hps_blas.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -174,7 +175,8 @@ void hps_cli_version(FILE *out)
             ""
 #endif
     );
-    fprintf(out, "blas: %s\n", openblas_get_config());
+    fprintf(out, "blas: openblas %s\n", hps_blas_corename()); /* the kernel set in use */
+    fprintf(out, "blas-build: %s\n", openblas_get_config());
 #ifdef OMPI_MAJOR_VERSION
     fprintf(out, "mpi: Open MPI %d.%d.%d (MPI %d.%d)\n", OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION,
             OMPI_RELEASE_VERSION, MPI_VERSION, MPI_SUBVERSION);

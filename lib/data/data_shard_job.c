@@ -685,7 +685,7 @@ static int finish(output *out, const hps_hll_set *hll, inputs *in, hps_shard_res
 int hps_shard_run(const hps_shard_opts *o, hps_shard_result *res, hps_error *err)
 {
     memset(res, 0, sizeof *res);
-    hps_tmpdir *tmp = hps_tmpdir_create(o->out_dir, err);
+    hps_tmpdir *tmp = hps_tmpdir_create(o->out_dir, o->force, err);
     if (!tmp) return -1;
     inputs in = {0};
     feeder f = {.in = &in, .seed = o->shuffle_seed};

@@ -81,8 +81,10 @@ int hps_manifest_verify(const hps_manifest *m, hps_error *err)
         hps_shard_info info;
         int rc = hps_shard_verify(p, &info, err);
         const hps_manifest_shard *e = &m->shards[s];
-        if (rc == 0 && (info.rows != e->rows || info.bytes != e->bytes || info.checksum != e->checksum))
-            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: does not match the manifest (rows, bytes or checksum)", p);
+        if (rc == 0) rc = hps_manifest_check_shard(m, s, p, &info, err);
+        if (rc == 0 && info.checksum != e->checksum)
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: checksum crc32c:%08x, the manifest says crc32c:%08x", p,
+                          info.checksum, e->checksum);
         free(p);
         if (rc != 0) return -1;
     }

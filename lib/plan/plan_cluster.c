@@ -20,6 +20,11 @@ static int copy_name(char *dst, const char *src, const char *what, const char *c
     if (strlen(src) >= HPS_NAME_MAX)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%.20s...' is longer than %d bytes", ctx,
                         what, src, HPS_NAME_MAX - 1);
+    if (!hps_name_ok(src)) { /* names become rankfile lines and message text */
+        char shown[40];
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be letters, digits, '.', '-' or '_'",
+                        ctx, what, hps_printable(src, shown, sizeof shown));
+    }
     strcpy(dst, src);
     return 0;
 }

@@ -126,7 +126,6 @@ typedef struct {
     int have_eval;
 } hps_train_summary;
 const hps_train_summary *hps_trainer_summary(const hps_trainer *t);
-hps_net *hps_trainer_net(hps_trainer *t);
 hps_table *hps_trainer_table(hps_trainer *t, int layer);
 
 /* A distributed run (lib/dist, hps-train(1) DISTRIBUTED) hooks into the

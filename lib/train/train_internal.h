@@ -70,6 +70,7 @@ struct hps_trainer {
     hps_train_summary sum;
     double samples_run;            /* samples trained by this process (resumes start at 0) */
     FILE *metrics;
+    int metrics_errno; /* the first failed write: reported at the end */
     double t_start, t_last, t_bar;
     uint64_t step_last;
     double samples_last;

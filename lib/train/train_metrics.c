@@ -1,9 +1,11 @@
 /* Metrics as NDJSON (one object per line, "event" first), and the progress
  * bar that appears only on a terminal. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hps_blas.h"
 #include "core/hps_json.h"
 #include "train/train_internal.h"
 
@@ -14,8 +16,8 @@ static void emit(hps_trainer *t, json_t *o)
         return;
     }
     char *line = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(7));
-    fprintf(t->metrics, "%s\n", line);
-    fflush(t->metrics);
+    if ((fprintf(t->metrics, "%s\n", line) < 0 || fflush(t->metrics) != 0) && !t->metrics_errno)
+        t->metrics_errno = errno ? errno : EIO;
     free(line);
     json_decref(o);
 }
@@ -45,10 +47,10 @@ void train_metrics_start(hps_trainer *t)
                                                                     ? hps_json_real(st->predicted_ms)
                                                                     : json_null()));
     }
-    emit(t, json_pack("{s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:I, s:o}", "event", "start", "model",
+    emit(t, json_pack("{s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:I, s:s, s:o}", "event", "start", "model",
                       t->m->name, "plan", t->plan.path[0] ? json_string(t->plan.path) : json_null(), "batch", t->B, "micro_batches", t->M,
                       "threads_per_stage", t->threads, "epochs", t->o.epochs, "step",
-                      (json_int_t)t->step, "stages", stages));
+                      (json_int_t)t->step, "blas_core", hps_blas_corename(), "stages", stages));
 }
 
 /* Per stage: measured ms per batch since the last record, beside the plan's. */

@@ -57,11 +57,13 @@ print($2)" "$1"
 @test "train: metrics are NDJSON with start, step, eval and summary records" {
     "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --eval "$DATA/few" --threads 1 \
         --metrics "$TMP/m.ndjson" --metrics-interval 0 -q
-    run python3 - "$TMP/m.ndjson" <<'PY'
+    core=$("$HPS_BIN/hps-train" --version | sed -n 's/^blas: openblas //p')
+    run python3 - "$TMP/m.ndjson" "$core" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 events = [r["event"] for r in recs]
 assert events[0] == "start" and events[-1] == "summary" and "eval" in events, events
+assert recs[0]["blas_core"] == sys.argv[2], (recs[0]["blas_core"], sys.argv[2])
 steps = [r for r in recs if r["event"] == "step"]
 assert steps and all(s["stages"][0]["measured_ms"] > 0 for s in steps[1:])
 s = recs[-1]

@@ -176,7 +176,7 @@ PY
         [[ "${lines[1]}" == "commit: "* ]]
         [[ "${lines[1]}" != "commit: unknown" ]]
         [[ "${lines[2]}" == "features: openblas zstd jansson mpi"* ]]
-        [[ "$output" == *"blas: OpenBLAS "* ]]
+        [[ "$output" == *"blas-build: OpenBLAS "* ]]
         [[ "$output" == *"mpi: Open MPI "* ]]
     done
 }
