@@ -169,7 +169,7 @@ PY
     [ "${lines[0]}" = "hps-plan: error: option '--ver' is ambiguous: --verbose, --version" ]
 }
 
-@test "views: --version names the commit, MPI and the BLAS build" {
+@test "views: --version names the commit, MPI, the BLAS kernel set and build" {
     for t in hps-plan hps-profile hps-shard hps-train; do
         run "$HPS_BIN/$t" --version
         [ "$status" -eq 0 ]
@@ -177,6 +177,7 @@ PY
         [[ "${lines[1]}" != "commit: unknown" ]]
         [[ "${lines[2]}" == "features: openblas zstd jansson mpi"* ]]
         [[ "$output" == *"blas-build: OpenBLAS "* ]]
+        printf '%s\n' "$output" | grep -qE '^blas: openblas [A-Za-z0-9]+$' # the kernel set in use
         [[ "$output" == *"mpi: Open MPI "* ]]
     done
 }
