@@ -476,7 +476,8 @@ static void reload(options *o, const char *path, reloaded *rl)
     p->min_throughput = pf->min_throughput;
     p->samples = pf->samples;
     p->epochs = pf->epochs;
-    if (pf->n_layers != p->n_layers) bad_input("%s: the plan has %d layers, the model %d", path, pf->n_layers, p->n_layers);
+    if (pf->n_layers != p->n_layers)
+        bad_input("%s: the plan has %d layers, the model %d", path, pf->n_layers, p->n_layers);
     rl->assign = hps_malloc((size_t)p->n_layers * sizeof *rl->assign);
     for (int l = 0; l < p->n_layers; l++)
         if ((rl->assign[l] = hps_cluster_find(rl->in.cluster, pf->assign[l])) < 0)
@@ -586,7 +587,11 @@ int main(int argc, char **argv)
     else {
         if (optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
         format_of(&o); /* a bad -f fails before any work */
-        if (o.explain) return explain(&o);
+        if (o.explain) {
+            rc = explain(&o);
+            free(o.profiles);
+            return rc;
+        }
         if (!(o.min_throughput > 0)) hps_usage_error("missing --min-throughput N");
         inputs in = {0};
         load_inputs(&o, &in);

@@ -50,7 +50,7 @@ static const char usage[] =
     "      --log-dir DIR           each rank's messages into DIR/worker-R.log or DIR/server-R.log\n"
     "  -o, --output FILE           where --probe or show writes [stdout]\n"
     "  -f, --format FMT            show: svg (the only picture so far) [svg]\n"
-    "  -q, --quiet                 no progress, no summary\n"
+    "  -q, --quiet                 errors only (no progress, summary or warnings)\n"
     "  -v, --verbose               more messages\n"
     "  -h, --help                  show this help, then exit\n"
     "  -V, --version               show the version, then exit\n";

@@ -131,4 +131,12 @@ char *hps_manifest_shard_path(const hps_manifest *m, int i);
 int hps_manifest_check_shard(const hps_manifest *m, int i, const char *path,
                              const hps_shard_info *info, hps_error *err);
 
+/* For people (data_view.c): a shard's rows as text again, TSV (keys in hex,
+ * key:weight when weighted) or libsvm; a directory's statistics table from
+ * the manifest (root: its JSON, for the hot-key figures); and every shard
+ * checked against the manifest's rows, bytes and checksum. */
+int hps_shard_cat(const char *path, int libsvm, FILE *out, hps_error *err);
+void hps_manifest_print_stats(FILE *f, const hps_manifest *m, json_t *root);
+int hps_manifest_verify(const hps_manifest *m, hps_error *err);
+
 #endif

@@ -314,3 +314,9 @@ PY
     [ "$(json_field "$TMP/m.ndjson" 'd["steps"]')" = 5 ]
     [ "$(cat "$TMP/ck/latest")" = "ckpt-000000000005.hpsckpt" ]
 }
+
+@test "train: the progress bar on a terminal follows --steps and shows an ETA" {
+    run on_terminal "$HPS_BIN/hps-train --model $MODEL --data $DATA/few --steps 5 --threads 1"
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    [[ "$output" == *"100% epoch 1/1 step 5/5 loss "*" ETA 00:00"* ]]
+}

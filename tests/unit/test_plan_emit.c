@@ -14,45 +14,14 @@
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "plan/hps_plan.h"
-
-typedef struct {
-    hps_model *m;
-    hps_cluster *c;
-    hps_profiles *ps;
-    plan_problem *p;
-} fixture;
-
-static void load(fixture *f, const char *cluster, double limit)
-{
-    hps_error err;
-    char *text;
-    size_t len;
-    f->m = hps_model_load("testdata/models/demo-ctr.json", &err);
-    f->c = hps_cluster_load(cluster, &err);
-    f->ps = hps_profiles_new();
-    assert_non_null(f->m);
-    assert_non_null(f->c);
-    assert_int_equal(hps_read_all("testdata/profiles/demo-ctr.json", &text, &len, &err), 0);
-    assert_int_equal(hps_profiles_add(f->ps, "demo-ctr.json", text, len, &err), 0);
-    free(text);
-    f->p = plan_problem_build(f->m, f->c, f->ps, &err);
-    if (!f->p) fail_msg("%s", err.msg);
-    f->p->min_throughput = limit;
-}
-
-static void unload(fixture *f)
-{
-    plan_problem_free(f->p);
-    hps_profiles_free(f->ps);
-    hps_cluster_free(f->c);
-    hps_model_free(f->m);
-}
+#include "plan_fixture.h"
 
 static void test_plan_round_trips(void **state)
 {
     (void)state;
-    fixture f;
-    load(&f, "testdata/clusters/lab.json", 700000);
+    plan_fixture f;
+    plan_fixture_load(&f, "testdata/models/demo-ctr.json", "testdata/clusters/lab.json",
+                      "testdata/profiles/demo-ctr.json", 700000);
     plan_search_opts o = {.seed = 3, .bound_time = 5};
     plan_result r;
     plan_eval e;
@@ -112,7 +81,7 @@ static void test_plan_round_trips(void **state)
     plan_layout_free(&l);
     plan_eval_free(&e);
     plan_result_free(&r);
-    unload(&f);
+    plan_fixture_free(&f);
 }
 
 #define PLAN_HEAD "{\"format\": \"hps-plan\", \"version\": 1, "
@@ -159,8 +128,9 @@ static void test_plan_file_errors(void **state)
 static void test_servers_are_not_the_bottleneck(void **state)
 {
     (void)state;
-    fixture f;
-    load(&f, "testdata/clusters/aws.json", 1000000);
+    plan_fixture f;
+    plan_fixture_load(&f, "testdata/models/demo-ctr.json", "testdata/clusters/aws.json",
+                      "testdata/profiles/demo-ctr.json", 1000000);
     plan_result r;
     plan_eval e;
     plan_layout l;
@@ -177,7 +147,7 @@ static void test_servers_are_not_the_bottleneck(void **state)
     plan_layout_free(&l);
     plan_eval_free(&e);
     plan_result_free(&r);
-    unload(&f);
+    plan_fixture_free(&f);
 }
 
 int main(void)
