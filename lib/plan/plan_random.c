@@ -1,4 +1,6 @@
-/* Seeded random instances for the tests and the benchmark (make bench-plan):
+/* Seeded random instances for the rl policy's pre-training (hps-plan
+ * --train-policy, so in the library, not libhps-test.a), the tests and the
+ * benchmark (make bench-plan):
  * a CTR-like chain (embedding layers, then an MLP, then the loss) on one CPU
  * type and GPU types that differ in speed, price, NIC and scaling. */
 #include <math.h>

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "plan/hps_plan.h"
+#include "hps_testlib.h"
 
 enum {
     ALGO_EXACT,
