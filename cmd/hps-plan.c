@@ -491,6 +491,23 @@ static int show(options *o, int argc, char **argv)
     return 0;
 }
 
+/* The plan (or the --pareto frontier) for --min-throughput. */
+static int make_plan(options *o)
+{
+    if (!(o->min_throughput > 0)) hps_usage_error("missing --min-throughput N");
+    inputs in = {0};
+    load_inputs(o, &in);
+    plan_problem *p = in.problem;
+    p->min_throughput = o->min_throughput;
+    p->samples = o->samples;
+    p->epochs = (int)o->epochs;
+    p->objective = o->objective;
+    check_power(p, in.cluster);
+    int rc = o->pareto ? pareto(o, &in) : plan_once(o, &in);
+    free_inputs(&in);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     static const char *const commands[] = {"show", NULL};
@@ -510,18 +527,7 @@ int main(int argc, char **argv)
     else {
         if (optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
         format_of(&o); /* a bad -f fails before any work */
-        if (o.explain) return explain(&o);
-        if (!(o.min_throughput > 0)) hps_usage_error("missing --min-throughput N");
-        inputs in = {0};
-        load_inputs(&o, &in);
-        plan_problem *p = in.problem;
-        p->min_throughput = o.min_throughput;
-        p->samples = o.samples;
-        p->epochs = (int)o.epochs;
-        p->objective = o.objective;
-        check_power(p, in.cluster);
-        rc = o.pareto ? pareto(&o, &in) : plan_once(&o, &in);
-        free_inputs(&in);
+        rc = o.explain ? explain(&o) : make_plan(&o);
     }
     free(o.profiles);
     return rc;
