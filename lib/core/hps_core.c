@@ -64,7 +64,7 @@ void hps_errorf(const char *fmt, ...)
 
 void hps_warnf(const char *fmt, ...)
 {
-    if (hps_display_level < 1) return;
+    if (hps_display_level < 2) return; /* -q: errors only */
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "%s: warning: ", progname);

@@ -34,7 +34,8 @@ void hps_set_progname(const char *name);
 const char *hps_progname(void);
 
 /* Display levels, as in zstd's programs/: 0 silent, 1 errors, 2 normal
- * (default), 3 verbose, 4 debug.  Messages go to stderr. */
+ * (default: warnings too), 3 verbose, 4 debug.  Messages go to stderr.
+ * -q is level 1 and each -v adds one, in every tool (core/hps_cli.h). */
 extern int hps_display_level;
 void hps_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void hps_report(const hps_error *err); /* "PROG: error: MSG" */

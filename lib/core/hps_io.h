@@ -33,6 +33,10 @@ int hps_write_atomic(const char *path, const void *buf, size_t len, hps_error *e
 
 /* Display name of a path for messages: "<stdin>" for "-". */
 const char *hps_path_name(const char *path);
+/* path as seen from the directory of file `from` (malloc'd): what a file
+ * records of another so that both can move together; path itself when
+ * either does not resolve or from is "-". */
+char *hps_path_relative(const char *from, const char *path);
 
 /* SHA-256: the raw 32 bytes, or "sha256:<64 hex>" (out must hold 72 bytes);
  * or over pieces, with a context. */

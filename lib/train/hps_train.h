@@ -15,12 +15,13 @@
 #include <jansson.h>
 
 #include "net/hps_net.h"
+#include "plan/hps_plan.h"
 #include "train/train_pipeline.h"
 #include "train/train_table.h"
 
 /* ---- the plan, as hps-train reads it -------------------------------------- */
 
-#define HPS_TRAIN_MAX_STAGES 64
+#define HPS_TRAIN_MAX_STAGES PLAN_MAX_STAGES
 
 typedef struct {
     char type[HPS_NAME_MAX];
@@ -28,6 +29,7 @@ typedef struct {
     int first, end;      /* layers [first, end) */
     int units;
     double predicted_ms; /* per batch, as planned (0: unknown) */
+    char rows[8];        /* where the plan keeps its embedding rows (plan_rows_names) */
 } hps_train_stage;
 
 typedef struct {

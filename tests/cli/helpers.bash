@@ -23,3 +23,9 @@ check_options_documented() {
     done
     [ -z "$missing" ] || { echo "undocumented:$missing"; return 1; }
 }
+
+# Runs a command line with a terminal for its stdin and stdout (script(1),
+# from Debian's bsdutils).
+on_terminal() {
+    script -qec "$1" /dev/null < /dev/null
+}
