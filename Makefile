@@ -257,7 +257,7 @@ bench-shard bench-train bench-dist: all
 
 # The golden files of tests/cli, rewritten from this build (review the diff).
 golden: all
-	@HPS_UPDATE_GOLDEN=1 HPS_BIN=$(CURDIR)/$(BIN) bats -f 'golden' tests/cli/plan.bats tests/cli/shard.bats
+	@HPS_UPDATE_GOLDEN=1 HPS_BIN=$(CURDIR)/$(BIN) bats tests/cli/plan.bats tests/cli/shard.bats tests/cli/views.bats
 	@git status --short tests/cli/golden
 
 # ---- install ----------------------------------------------------------------
