@@ -586,7 +586,11 @@ int main(int argc, char **argv)
     else {
         if (optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
         format_of(&o); /* a bad -f fails before any work */
-        if (o.explain) return explain(&o);
+        if (o.explain) {
+            rc = explain(&o);
+            free(o.profiles); /* reload may have replaced it */
+            return rc;
+        }
         if (!(o.min_throughput > 0)) hps_usage_error("missing --min-throughput N");
         inputs in = {0};
         load_inputs(&o, &in);
