@@ -589,7 +589,7 @@ int main(int argc, char **argv)
         format_of(&o); /* a bad -f fails before any work */
         if (o.explain) {
             rc = explain(&o);
-            free(o.profiles);
+            free(o.profiles); /* reload may have replaced it */
             return rc;
         }
         if (!(o.min_throughput > 0)) hps_usage_error("missing --min-throughput N");
