@@ -3,6 +3,7 @@
 #include "data/hps_data.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,7 +187,9 @@ static int libsvm_feature_fast(const char *p, size_t n, uint64_t *idx, double *v
     return 1;
 }
 
-/* "idx:val" with idx a decimal integer and val a finite number. */
+/* "idx:val" with idx a decimal integer and val a finite number that a float
+ * holds: 1e39 is finite as a double but inf once stored, and one inf feature
+ * turns every loss into NaN. */
 static int libsvm_feature(const char *p, size_t n, uint64_t *idx, double *val)
 {
     if (libsvm_feature_fast(p, n, idx, val)) return 0;
@@ -202,7 +205,7 @@ static int libsvm_feature(const char *p, size_t n, uint64_t *idx, double *val)
     *idx = strtoull(buf, &e, 10);
     if (errno) return -1;
     *val = strtod(colon + 1, &e);
-    if (errno || e == colon + 1 || *e || !isfinite(*val)) return -1;
+    if (errno || e == colon + 1 || *e || !(fabs(*val) <= FLT_MAX)) return -1;
     return 0;
 }
 
