@@ -42,6 +42,8 @@ static int read_workers(hps_dist *d, json_t *root, int *used, const char *name, 
             return -1;
         dist_role *r = &d->roles[rank];
         *r = (dist_role){.kind = ROLE_WORKER, .stage = (int)stage, .share = share};
+        const char *node = json_string_value(json_object_get(w, "node"));
+        snprintf(d->plan_node[rank], sizeof d->plan_node[rank], "%s", node ? node : "");
         snprintf(r->type, sizeof r->type, "%s", type);
         d->workers++;
     }
@@ -109,6 +111,22 @@ static void number_roles(hps_dist *d)
     }
 }
 
+/* The plan's placement of ranks on nodes (hps-plan(5), placement), if any:
+ * its cross-node bytes are what the run's are measured against. */
+static void read_placement(hps_dist *d, json_t *root)
+{
+    json_t *pl = json_object_get(root, "placement"), *v;
+    json_t *cross = json_object_get(pl, "cross_node_bytes_per_step");
+    size_t i;
+    d->predicted_cross = json_is_number(cross) ? json_number_value(cross) : -1;
+    json_array_foreach(json_object_get(pl, "servers"), i, v) {
+        json_int_t r = json_integer_value(json_object_get(v, "rank"));
+        const char *node = json_string_value(json_object_get(v, "node"));
+        if (node && r >= 0 && r < HPS_DIST_MAX_RANKS)
+            snprintf(d->plan_node[r], sizeof d->plan_node[r], "%s", node);
+    }
+}
+
 int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err)
 {
     json_t *root;
@@ -122,6 +140,7 @@ int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err)
     if (rc == 0 && json_is_object(net))
         rc = hps_json_num(net, "bytes_per_step", HPS_OPTIONAL, 0, 1e18, &bytes, name, err);
     d->predicted_bytes = bytes;
+    if (rc == 0) read_placement(d, root);
     json_decref(root);
     if (rc) return -1;
     number_roles(d);

@@ -114,7 +114,7 @@ rank_pid() {
     grep -q "rank 2" "$TMP/out"
     grep -q "rank 2 server 0" "$TMP/out"          # the lead's role map, said at the start
     # a survivor names the dead rank with its role (dist_watch.c), once
-    [ "$(grep -c "hps-train: error: rank 2 (server 0) stopped responding" "$TMP/out")" -eq 1 ]
+    [ "$(grep -cE "hps-train: error: rank 2 \(server 0\) on host [^ ]+ stopped responding" "$TMP/out")" -eq 1 ]
     step=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' "$TMP/ck/committed")
     for r in 0 1 2; do [ -f "$TMP/ck/rank-$r/ckpt-$(printf %012d "$step").hpsckpt" ]; done
     run mpi 3 "$TRAIN" "${args[@]}" --epochs 3 --resume
@@ -282,7 +282,7 @@ PY
     wait "$job" || status=$?
     cat "$TMP/out"
     [ "$status" -ne 0 ] && [ "$status" -ne 124 ]   # ended, and not by the timeout
-    [ "$(grep -c "hps-train: error: rank 1 (worker 1 of stage 1, cpu) stopped responding" "$TMP/out")" -eq 1 ]
+    [ "$(grep -cE "hps-train: error: rank 1 \(worker 1 of stage 1, cpu\) on host [^ ]+ stopped responding" "$TMP/out")" -eq 1 ]
 }
 
 @test "dist: stages on different ranks resume from the committed step to the same losses" {
