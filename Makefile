@@ -4,6 +4,7 @@
 #   make check      install missing packages, build, run every test
 #   make demo       install missing packages, build, run the pipeline on generated data
 #   make asan       the test suite under AddressSanitizer + UBSan (build-asan/)
+#   make check-cluster  hps-train across 3 test hosts (network namespaces; root)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make CUDA=0     build without the CUDA kernels even where nvcc exists
 
@@ -79,12 +80,14 @@ CONFIG_NOW   := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
 $(shell mkdir -p $(BIN); echo '$(CONFIG_NOW)' | cmp -s - $(CONFIG_STAMP) || echo '$(CONFIG_NOW)' > $(CONFIG_STAMP))
 
 DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenblas-openmp-dev \
-             libopenmpi-dev openmpi-bin libcmocka-dev bats python3 python3-numpy python3-torch time
+             libopenmpi-dev openmpi-bin libcmocka-dev bats python3 python3-numpy python3-torch time \
+             iproute2 util-linux procps
 
 # keep objects that pattern rules built on the way to a binary
 .SECONDARY:
 
-.PHONY: all deps check test asan demo install uninstall clean bench-plan bench-shard bench-train bench-dist
+.PHONY: all deps check test asan demo install uninstall clean bench-plan bench-shard bench-train bench-dist \
+        check-cluster bench-cluster
 all: $(BINS)
 
 $(BUILD)/%.o: %.c
@@ -138,11 +141,17 @@ asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin CUDA=0 OPT="-O1 -g" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
+# Test hosts are network namespaces on this machine (tests/cluster/hosts.bash):
+# root, iproute2 and util-linux's unshare; elsewhere it says "skipped: why".
+check-cluster: deps
+	@$(MAKE) --no-print-directory all
+	@HPS_BIN=$(CURDIR)/$(BIN) tests/cluster/run.sh
+
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@tests/demo.sh $(CURDIR)/$(BIN)
 
-bench-plan bench-shard bench-train bench-dist: all
+bench-plan bench-shard bench-train bench-dist bench-cluster: all
 	@tests/bench/$@.sh $(CURDIR)/$(BIN)
 
 # ---- install ----------------------------------------------------------------

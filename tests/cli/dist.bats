@@ -5,6 +5,7 @@
 # test compares wall-clock time against a threshold.
 
 load helpers
+load dist_helpers
 
 TRAIN=$HPS_BIN/hps-train
 PLAN=$TESTDATA/plans/plan-dist-2w1s.json   # 2 workers (ranks 0, 1), 1 server (rank 2)
@@ -34,20 +35,7 @@ mpi() {
     timeout 120 mpirun --oversubscribe -np "$np" "$@"
 }
 
-# The "step" losses of a metrics file, one per line.
-losses() {
-    python3 -c 'import json,sys
-for l in open(sys.argv[1]):
-    o = json.loads(l)
-    if o["event"] == "step": print(o["loss"])' "$1"
-}
 
-# A field of the "dist" record.
-dist_field() {
-    python3 -c 'import json,sys
-o = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["event"] == "dist"][-1]
-print(eval(sys.argv[2], {}, {"o": o}))' "$1" "$2"
-}
 
 @test "dist: every --help option is in the man page and both completions" {
     check_options_documented hps-train
@@ -141,14 +129,6 @@ rank_pid() {
 # Stages on different ranks (dist_stage.c): stage 0's workers read the data
 # and run layers 0-3, stage 1's run 4-6 on the activations and labels sent to
 # them, and send the gradients back.
-same_losses() {
-    losses "$1" > "$TMP/a"
-    losses "$2" > "$TMP/b"
-    [ "$(wc -l < "$TMP/a")" -ge 12 ]
-    [ "$(wc -l < "$TMP/a")" -eq "$(wc -l < "$TMP/b")" ]
-    paste "$TMP/a" "$TMP/b" | awk '{d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) bad++}
-                                    END {exit bad > 0}'
-}
 
 @test "dist: 2 stages on 2 workers and a server follow the single-process loss trajectory" {
     "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 3 --threads 1 --micro-batches 2 \
@@ -176,22 +156,7 @@ PY
     same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
 }
 
-# The eval records of a metrics file: "logloss auc", one per epoch.
-evals() {
-    python3 -c 'import json,sys
-for l in open(sys.argv[1]):
-    o = json.loads(l)
-    if o["event"] == "eval": print(o["logloss"], o["auc"])' "$1"
-}
 
-same_evals() {
-    evals "$1" > "$TMP/ea"
-    evals "$2" > "$TMP/eb"
-    [ "$(wc -l < "$TMP/ea")" -ge 2 ]
-    [ "$(wc -l < "$TMP/ea")" -eq "$(wc -l < "$TMP/eb")" ]
-    paste "$TMP/ea" "$TMP/eb" | awk '{for (i = 1; i <= 2; i++) {d = $i - $(i + 2); if (d < 0) d = -d;
-                                          if (d > 1e-4 * $i) bad++}} END {exit bad > 0}'
-}
 
 @test "dist: --eval under mpirun gives one process's evaluation (2 workers; 2 stages on 2+1)" {
     # the lead evaluates; rows other workers trained come read-only from the servers
