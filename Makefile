@@ -7,6 +7,7 @@
 #   make check-cluster  hps-train across 3 test hosts (network namespaces; root)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make CUDA=0     build without the CUDA kernels even where nvcc exists
+#   make MPI=0      build without Open MPI: hps-train runs as one process only
 
 VERSION   := 0.1.0
 PREFIX    ?= /usr/local
@@ -28,14 +29,23 @@ HPS_LDLIBS = -ljansson -lzstd -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lope
              $(CUDA_LIBS) $(MPI_LIBS) $(LDLIBS)
 # Open MPI (lib/dist): the same binary runs alone or as one rank under mpirun.
 # mpicc knows the include and library flags; without it the build stops here
-# rather than failing later on a missing mpi.h.
+# rather than failing later on a missing mpi.h.  MPI=0 builds without Open
+# MPI: hps-train then runs as one process only (lib/dist/dist_none.c).
+MPI       ?= 1
 MPICC     ?= mpicc
-MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+ifeq ($(MPI),1)
+MPI_CFLAGS := -DHPS_MPI=1 $(shell $(MPICC) --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
 ifeq ($(strip $(MPI_LIBS)),)
 ifeq ($(filter deps check asan demo clean,$(MAKECMDGOALS)),)
-$(error Open MPI not found ($(MPICC) --showme failed): run 'make deps' or apt-get install libopenmpi-dev openmpi-bin)
+$(error Open MPI not found ($(MPICC) --showme failed): run 'make deps' or apt-get install libopenmpi-dev openmpi-bin, or build without it: make MPI=0)
 endif
+endif
+DIST_OFF  := lib/dist/dist_none.c
+else
+MPI_CFLAGS :=
+MPI_LIBS   :=
+DIST_OFF  := $(filter-out lib/dist/dist_none.c lib/dist/dist_rebalance.c lib/dist/dist_launch.c,$(wildcard lib/dist/*.c))
 endif
 # OpenBLAS built on OpenMP: its threads and the kernels' OpenMP loops then share
 # one pool.  With the pthread build the two pools spin against each other and
@@ -53,7 +63,7 @@ CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
 # Objects of each configuration apart, so that CUDA=0 and CUDA=1 builds never mix.
-BUILD     ?= build$(if $(filter 1,$(CUDA)),,-nocuda)
+BUILD     ?= build$(if $(filter 1,$(CUDA)),,-nocuda)$(if $(filter 1,$(MPI)),,-nompi)
 ifeq ($(CUDA),1)
 CUDA_DEFS := -DHPS_CUDA=1 -I$(CUDA_HOME)/include
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
@@ -65,7 +75,7 @@ CU_SRC    :=
 endif
 
 # ---- sources ----------------------------------------------------------------
-LIB_SRC   := $(wildcard lib/*/*.c)
+LIB_SRC   := $(filter-out $(DIST_OFF),$(wildcard lib/*/*.c))
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 LIBHPS    := $(BUILD)/libhps.a
 TOOLS     := $(patsubst cmd/%.c,%,$(wildcard cmd/hps-*.c))
@@ -76,7 +86,7 @@ MAN_PAGES := $(wildcard man/*.[157])
 
 # Binaries are relinked when the configuration changes (CUDA, sanitizers).
 CONFIG_STAMP := $(BIN)/.config
-CONFIG_NOW   := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT)
+CONFIG_NOW   := CUDA=$(CUDA) MPI=$(MPI) SAN=$(SAN) OPT=$(OPT)
 $(shell mkdir -p $(BIN); echo '$(CONFIG_NOW)' | cmp -s - $(CONFIG_STAMP) || echo '$(CONFIG_NOW)' > $(CONFIG_STAMP))
 
 DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenblas-openmp-dev \
@@ -170,4 +180,4 @@ uninstall:
 	for f in completions/zsh/*; do rm -f $(DESTDIR)$(ZSHCOMPDIR)/$${f##*/}; done
 
 clean:
-	rm -rf build build-nocuda build-asan bin
+	rm -rf build build-nocuda build-nompi build-nocuda-nompi build-asan bin

@@ -234,17 +234,23 @@ static void print_summary(const hps_trainer *t)
 }
 
 /* A rank of an mpirun job: its role's work (hps-train(1), DISTRIBUTED). */
+static int train(const args *a, hps_trainer *t, hps_source *src, hps_error *err);
+
 static int train_rank(const args *a, hps_dist *d, hps_trainer *t, hps_source *src, hps_error *err)
 {
-    if (a->probe || a->export_path)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s is not available under mpirun in this version",
-                        a->probe ? "--probe" : "--export");
+    /* --probe times one host: the lead's, as one process would; the other
+     * ranks have nothing to do */
+    if (a->probe) return hps_dist_is_lead(d) ? train(a, t, src, err) : 0;
     if (hps_dist_is_server(d)) return hps_dist_serve(d, t, err);
     hps_dist_attach(d, t);
     hps_source *eval = NULL;
     if (a->eval && hps_dist_is_lead(d) && !(eval = hps_source_shards(a->eval, 1, err))) return -1;
     int rc = hps_trainer_run(t, src, eval, err);
     if (eval) eval->close(eval);
+    /* the lead holds the whole model once it has the other stages' weights
+     * and the servers' rows */
+    if (rc == 0 && a->export_path) rc = hps_dist_gather_model(d, t, err);
+    if (rc == 0 && a->export_path && hps_dist_is_lead(d)) rc = hps_trainer_export(t, a->export_path, err);
     if (rc == 0) rc = hps_dist_finish(d, t, err);
     if (rc == 0 && hps_dist_is_lead(d)) print_summary(t);
     return rc;

@@ -142,14 +142,21 @@ double hps_now(void)
 
 int hps_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
 
+#ifdef HPS_CUDA
+#define HPS_FEATURE_CUDA " cuda"
+#else
+#define HPS_FEATURE_CUDA ""
+#endif
+#ifdef HPS_MPI
+#define HPS_FEATURE_MPI " mpi"
+#else
+#define HPS_FEATURE_MPI ""
+#endif
+
 void hps_print_version(FILE *out)
 {
     fprintf(out, "%s (hps) %s\n", progname, HPS_VERSION);
-#ifdef HPS_CUDA
-    fprintf(out, "features: openblas zstd jansson cuda\n");
-#else
-    fprintf(out, "features: openblas zstd jansson\n");
-#endif
+    fprintf(out, "features: openblas zstd jansson%s%s\n", HPS_FEATURE_CUDA, HPS_FEATURE_MPI);
 }
 
 int hps_parse_long(const char *s, long min, long max, long *out)

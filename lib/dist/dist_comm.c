@@ -8,14 +8,6 @@
 #include "dist/dist_internal.h"
 
 
-int hps_dist_launched(void)
-{
-    /* Open MPI's launcher sets these; one process alone stays MPI-free, so a
-     * plain hps-train never starts a singleton runtime (slow, and noisy
-     * under the sanitizers). */
-    const char *size = getenv("OMPI_COMM_WORLD_SIZE");
-    return size && atoi(size) > 1;
-}
 
 /* When a rank dies, mpirun stops the others at once and names the dead rank
  * by number only (its SIGKILL leaves no rank time to speak); so the lead

@@ -9,7 +9,8 @@
 
 /* Message tags between workers and servers. */
 /* TAG_PEEK: a fetch during evaluation, which creates no rows */
-enum { TAG_FETCH = 11, TAG_ROWS, TAG_PUSH, TAG_ACK, TAG_SAVE, TAG_DONE, TAG_PEEK };
+/* TAG_DUMP: the lead asks for every row a server holds (--export) */
+enum { TAG_FETCH = 11, TAG_ROWS, TAG_PUSH, TAG_ACK, TAG_SAVE, TAG_DONE, TAG_PEEK, TAG_DUMP };
 
 typedef enum { ROLE_WORKER, ROLE_SERVER } dist_role_kind;
 
@@ -55,6 +56,7 @@ struct hps_dist {
     double share[HPS_DIST_MAX_RANKS], speed[HPS_DIST_MAX_RANKS];
     double last_compute[HPS_DIST_MAX_RANKS];
     int slice_rows;              /* rows of this step's slice */
+    double step_fetch;           /* this step's fetch from the servers, seconds */
     double critical_s, idle_s;   /* sums over steps: slowest worker, others' waits */
     double stage_busy[HPS_DIST_MAX_RANKS]; /* stages across ranks: sums of each one's slowest */
     double xwait;                /* this step's waits for the other stages' ranks */
@@ -91,6 +93,8 @@ int dist_stages_setup(hps_dist *d, const char *plan_name, hps_error *err);
 void dist_stages_place(hps_dist *d);
 void dist_stages_hook(hps_dist *d, hps_train_dist *h);
 void dist_stages_free(hps_dist *d);
+/* The lead gets the weights of the stages it does not train (all workers call it). */
+int dist_stages_gather_weights(hps_dist *d, hps_trainer *t, hps_error *err);
 
 /* dist_comm.c */
 void dist_buf_add(dist_buf *b, const void *p, size_t n);

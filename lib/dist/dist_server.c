@@ -125,6 +125,27 @@ static int apply_step(hps_dist *d, hps_trainer *t, char **pushes, size_t *lens, 
     return rc;
 }
 
+/* Every row this server holds, as (layer, slot, key) then dim floats. */
+static void dump_rows(hps_dist *d, hps_trainer *t, int to)
+{
+    dist_buf b = {0};
+    for (int l = 0; l < t->m->n_layers; l++) {
+        if (!t->tables[l]) continue;
+        int D = t->m->layers[l].dim;
+        const float *w = hps_table_weights(t->tables[l]);
+        for (int64_t r = 0; r < hps_table_rows(t->tables[l]); r++) {
+            int slot;
+            uint64_t key;
+            hps_table_row_key(t->tables[l], r, &slot, &key);
+            dist_entry e = {.layer = l, .slot = slot, .key = key};
+            dist_buf_add(&b, &e, sizeof e);
+            dist_buf_add(&b, w + r * D, (size_t)D * sizeof *w);
+        }
+    }
+    dist_send(d, b.buf, b.len, to, TAG_ROWS);
+    free(b.buf);
+}
+
 typedef struct {
     char *push[HPS_DIST_MAX_RANKS];
     size_t len[HPS_DIST_MAX_RANKS];
@@ -164,6 +185,7 @@ int hps_dist_serve(hps_dist *d, hps_trainer *t, hps_error *err)
         }
         if (tag == TAG_FETCH || tag == TAG_PEEK) rc = serve_rows(d, t, msg, n, from, tag == TAG_PEEK, err);
         else if (tag == TAG_SAVE) rc = dist_save(d, t, err);
+        else if (tag == TAG_DUMP) dump_rows(d, t, from);
         else if (tag == TAG_DONE) s.done++;
         free(msg);
     }

@@ -95,7 +95,8 @@ static int fetch(void *ctx, hps_trainer *t, hps_error *err)
         free(rows);
     }
     MPI_Waitall(n_reqs, reqs, MPI_STATUSES_IGNORE);
-    d->st.fetch_s += hps_now() - t0;
+    d->step_fetch = hps_now() - t0;
+    d->st.fetch_s += d->step_fetch;
     return 0;
 }
 
@@ -130,16 +131,17 @@ static int reduce(void *ctx, hps_trainer *t, double *loss, double compute_s, hps
                                : d->worker_rank[(d->me->index + 1) % W];
     d->st.bytes_sent += ring;
     if (d->node[next] != d->node[d->rank]) d->st.bytes_cross_node += ring;
-    double mine[3] = {*loss, (double)d->slice_rows, compute_s}, all[3 * HPS_DIST_MAX_RANKS];
-    MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, d->wcomm);
+    double mine[4] = {*loss, (double)d->slice_rows, compute_s, d->step_fetch}, all[4 * HPS_DIST_MAX_RANKS];
+    MPI_Allgather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, d->wcomm);
+    d->step_fetch = 0;
     d->st.wait_s += hps_now() - t0;
     d->st.compute_s += compute_s;
     d->st.samples += d->slice_rows;
-    double rows[HPS_DIST_MAX_RANKS], secs[HPS_DIST_MAX_RANKS], slowest = 0;
+    double rows[HPS_DIST_MAX_RANKS], secs[HPS_DIST_MAX_RANKS], fetch[HPS_DIST_MAX_RANKS], slowest = 0;
     *loss = 0;
     for (int w = 0; w < W; w++) {
-        *loss += all[3 * w];
-        rows[w] = all[3 * w + 1], secs[w] = all[3 * w + 2];
+        *loss += all[4 * w];
+        rows[w] = all[4 * w + 1], secs[w] = all[4 * w + 2], fetch[w] = all[4 * w + 3];
         d->last_compute[w] = secs[w];
         slowest = secs[w] > slowest ? secs[w] : slowest;
     }
@@ -151,11 +153,13 @@ static int reduce(void *ctx, hps_trainer *t, double *loss, double compute_s, hps
         d->stage_busy[s] += m;
     }
     if (d->o.rebalance) {
-        /* among the workers that slice the batch */
+        /* among the workers that slice the batch; their fetches count, as
+         * they grow with the rows a worker trains (a slow link shows there) */
         int w[HPS_DIST_MAX_RANKS], nw = slicers(d, w);
         double sh[HPS_DIST_MAX_RANKS], sp[HPS_DIST_MAX_RANKS], r[HPS_DIST_MAX_RANKS], sc[HPS_DIST_MAX_RANKS];
         for (int i = 0; i < nw; i++)
-            sh[i] = d->share[w[i]], sp[i] = d->speed[w[i]], r[i] = rows[w[i]], sc[i] = secs[w[i]];
+            sh[i] = d->share[w[i]], sp[i] = d->speed[w[i]], r[i] = rows[w[i]],
+            sc[i] = secs[w[i]] + fetch[w[i]];
         hps_dist_rebalance(sh, sp, r, sc, nw, 0.5, 0.1 / nw);
         for (int i = 0; i < nw; i++) d->share[w[i]] = sh[i], d->speed[w[i]] = sp[i];
     }
@@ -225,6 +229,41 @@ void hps_dist_attach(hps_dist *d, hps_trainer *t)
                                 .evaluates = hps_dist_is_lead(d)};
     dist_stages_hook(d, &d->hooks);
     hps_trainer_set_dist(t, &d->hooks);
+}
+
+/* One server's rows into the lead's tables (which then hold the model). */
+static int take_rows(hps_trainer *t, const char *msg, size_t n, hps_error *err)
+{
+    for (size_t at = 0; at < n;) {
+        dist_entry e;
+        if (at + sizeof e > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated row dump");
+        memcpy(&e, msg + at, sizeof e);
+        at += sizeof e;
+        if (e.layer < 0 || e.layer >= t->m->n_layers || !t->tables[e.layer])
+            return hps_fail(err, HPS_EXIT_RUNTIME, "a row dump names layer %d", (int)e.layer);
+        int D = t->m->layers[e.layer].dim;
+        if (at + (size_t)D * sizeof(float) > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated row dump");
+        int64_t row = hps_table_lookup(t->tables[e.layer], e.slot, e.key, t->step + 1, err);
+        if (row < 0) return -1;
+        memcpy(hps_table_weights(t->tables[e.layer]) + row * D, msg + at, (size_t)D * sizeof(float));
+        at += (size_t)D * sizeof(float);
+    }
+    return 0;
+}
+
+int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err)
+{
+    if (d->n_stages > 1 && dist_stages_gather_weights(d, t, err)) return -1;
+    if (!hps_dist_is_lead(d)) return 0;
+    for (int s = 0; s < d->servers; s++) {
+        dist_send(d, NULL, 0, d->server_rank[s], TAG_DUMP);
+        size_t n;
+        char *rows = dist_recv(d->server_rank[s], TAG_ROWS, &n, NULL, NULL);
+        int rc = take_rows(t, rows, n, err);
+        free(rows);
+        if (rc) return -1;
+    }
+    return 0;
 }
 
 int hps_dist_finish(hps_dist *d, hps_trainer *t, hps_error *err)

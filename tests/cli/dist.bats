@@ -112,6 +112,25 @@ rank_pid() {
     [[ "$output" == *"12 steps, 12000 samples"* ]]
 }
 
+@test "dist: --export under mpirun writes one process's model (2 workers; 2 stages on 2+1)" {
+    "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 2 --threads 1 --micro-batches 2 \
+        --export "$TMP/one.safetensors" -q
+    mpi 3 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 2 --threads 1 \
+        --export "$TMP/dist.safetensors" -q
+    same_export "$TMP/one.safetensors" "$TMP/dist.safetensors"
+    # stages on different ranks: the lead gets stage 1's weights first
+    mpi 4 "$TRAIN" --plan "$TESTDATA/plans/plan-dist-2s-4r.json" --data "$TMP/shards" --epochs 2 \
+        --threads 1 --export "$TMP/st.safetensors" -q
+    same_export "$TMP/one.safetensors" "$TMP/st.safetensors"
+}
+
+@test "dist: --probe under mpirun times the lead's host and writes one profile" {
+    run mpi 3 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --threads 1 --probe 2 -o "$TMP/p.json"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert d["devices"], d' "$TMP/p.json"
+}
+
 @test "dist: one process does not take a distributed checkpoint for its own" {
     mpi 3 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --threads 1 --steps 2 --checkpoint "$TMP/ck" -q
     [ -f "$TMP/ck/committed" ]

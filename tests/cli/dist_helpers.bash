@@ -44,3 +44,40 @@ same_evals() {
     paste "$TMP/ea" "$TMP/eb" | awk '{for (i = 1; i <= 2; i++) {d = $i - $(i + 2); if (d < 0) d = -d;
                                           if (d > 1e-4 * $i) bad++}} END {exit bad > 0}'
 }
+
+# Two safetensors exports hold the same tensors: dense ones alike, embedding
+# rows alike when matched by key (row order may differ), within 1e-4 + 1e-3
+# relative.
+same_export() {
+    python3 - "$1" "$2" <<'PY'
+import array, json, struct, sys
+def load(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    head = json.loads(b[8:8 + n])
+    head.pop("__metadata__", None)
+    out = {}
+    for k, v in head.items():
+        a = array.array({"F32": "f", "I64": "q"}[v["dtype"]])
+        a.frombytes(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+        cols = v["shape"][1] if len(v["shape"]) == 2 else 1
+        out[k] = [list(a[i:i + cols]) for i in range(0, len(a), cols)]
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+for k in a:
+    if k.endswith(".keys"):
+        continue
+    x, y = a[k], b[k]
+    keys = k[:-len(".weight")] + ".keys"
+    if keys in a:  # embedding rows: matched by key
+        assert sorted(a[keys]) == sorted(b[keys]), k
+        x = [r for _, r in sorted(zip(a[keys], x))]
+        y = [r for _, r in sorted(zip(b[keys], y))]
+    assert len(x) == len(y) > 0, (k, len(x), len(y))
+    for rx, ry in zip(x, y):
+        for u, v in zip(rx, ry):
+            assert abs(u - v) <= 1e-4 + 1e-3 * abs(u), (k, u, v)
+print(len(a), "tensors alike")
+PY
+}
