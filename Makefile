@@ -122,6 +122,24 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIBHPS)
 
 -include $(LIB_OBJ:.o=.d) $(TOOLS:%=$(BUILD)/cmd/%.d)
 
+# Testing aids (--slowdown, HPS_TRAIN_KILL_AT_STEP) exist only in a test build
+# of hps-train, $(TEST_BIN)/hps-train: the files that hold them compiled again
+# with HPS_TEST_HOOKS.  What `make` and `make install` give users has none.
+TEST_BIN  := $(BUILD)/test-bin
+HOOK_SRC  := cmd/hps-train.c lib/train/train_run.c $(if $(filter 1,$(MPI)),lib/dist/dist_worker.c)
+HOOK_OBJ  := $(HOOK_SRC:%.c=$(BUILD)/hooks/%.o)
+
+$(BUILD)/hooks/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(HPS_CFLAGS) -DHPS_TEST_HOOKS -MMD -MP -c $< -o $@
+
+# the hooked objects come first: the archive's own copies are then never pulled in
+$(TEST_BIN)/hps-train: $(HOOK_OBJ) $(LIBHPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(HPS_LDFLAGS) $(HOOK_OBJ) $(LIBHPS) -o $@ $(HPS_LDLIBS)
+
+-include $(HOOK_OBJ:.o=.d)
+
 # ---- packages ---------------------------------------------------------------
 # Installs what is missing (as root), or prints the exact command and fails.
 deps:
@@ -141,8 +159,8 @@ check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test
 
-test: $(BINS) $(UNIT_BINS)
-	@HPS_BIN=$(CURDIR)/$(BIN) tests/run.sh $(UNIT_BINS)
+test: $(BINS) $(UNIT_BINS) $(TEST_BIN)/hps-train
+	@HPS_BIN=$(CURDIR)/$(BIN) HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) tests/run.sh $(UNIT_BINS)
 
 # Sanitizers: CUDA=0 because the CUDA runtime and ASan's shadow memory collide.
 # Under mpirun (tests/cli/dist.bats) Open MPI's own allocations at exit are
@@ -154,15 +172,15 @@ asan: deps
 # Test hosts are network namespaces on this machine (tests/cluster/hosts.bash):
 # root, iproute2 and util-linux's unshare; elsewhere it says "skipped: why".
 check-cluster: deps
-	@$(MAKE) --no-print-directory all
-	@HPS_BIN=$(CURDIR)/$(BIN) tests/cluster/run.sh
+	@$(MAKE) --no-print-directory all $(TEST_BIN)/hps-train
+	@HPS_BIN=$(CURDIR)/$(BIN) HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) tests/cluster/run.sh
 
 demo: deps
 	@$(MAKE) --no-print-directory all
 	@tests/demo.sh $(CURDIR)/$(BIN)
 
-bench-plan bench-shard bench-train bench-dist bench-cluster: all
-	@tests/bench/$@.sh $(CURDIR)/$(BIN)
+bench-plan bench-shard bench-train bench-dist bench-cluster: all $(TEST_BIN)/hps-train
+	@HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) tests/bench/$@.sh $(CURDIR)/$(BIN)
 
 # ---- install ----------------------------------------------------------------
 install: all

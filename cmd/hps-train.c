@@ -39,7 +39,9 @@ static const char usage[] =
     "      --evict                 when a table is full, evict cold rows (else: error)\n"
     "      --cpu-fallback          run stages of GPU types on the CPU\n"
     "      --probe STEPS           time STEPS steps per thread count, print a profile, exit\n"
-    "      --slowdown RANK=FACTOR  testing aid: make rank RANK FACTOR times slower (mpirun)\n"
+#ifdef HPS_TEST_HOOKS
+    "      --slowdown RANK=FACTOR  test build: make rank RANK FACTOR times slower (mpirun)\n"
+#endif
     "      --no-rebalance          keep the plan's worker shares (mpirun)\n"
     "  -o, --output FILE           where --probe writes its profile [stdout]\n"
     "  -q, --quiet                 no progress, no summary\n"
@@ -74,7 +76,9 @@ static const struct option long_options[] = {
     {"evict", no_argument, NULL, OPT_EVICT},
     {"cpu-fallback", no_argument, NULL, OPT_CPU_FALLBACK},
     {"probe", required_argument, NULL, OPT_PROBE},
+#ifdef HPS_TEST_HOOKS
     {"slowdown", required_argument, NULL, OPT_SLOWDOWN},
+#endif
     {"no-rebalance", no_argument, NULL, OPT_NO_REBALANCE},
     {"output", required_argument, NULL, 'o'},
     {"quiet", no_argument, NULL, 'q'},
@@ -114,7 +118,9 @@ static int rate_arg(const char *opt, float *out)
     return 0;
 }
 
-/* --slowdown RANK=FACTOR */
+#ifdef HPS_TEST_HOOKS
+/* --slowdown RANK=FACTOR: the test build's slow rank (make test builds it;
+ * what users run has no such option) */
 static int slowdown_arg(hps_dist_opts *d)
 {
     char *eq = strchr(optarg, '=');
@@ -130,6 +136,7 @@ static int slowdown_arg(hps_dist_opts *d)
     d->slow_factor = f;
     return -1;
 }
+#endif
 
 /* One option; returns -1 to go on, or an exit code. */
 static int parse_one(int c, args *a)
@@ -168,7 +175,9 @@ static int parse_one(int c, args *a)
     case OPT_EVICT: a->o.table_policy = HPS_TABLE_FULL_EVICT; break;
     case OPT_CPU_FALLBACK: a->o.cpu_fallback = 1; break;
     case OPT_PROBE: if (count_arg("--probe", 1, 1000000, &a->probe)) return HPS_EXIT_USAGE; break;
+#ifdef HPS_TEST_HOOKS
     case OPT_SLOWDOWN: return slowdown_arg(&a->dist);
+#endif
     case OPT_NO_REBALANCE: a->dist.rebalance = 0; break;
     case 'o': a->output = optarg; break;
     case 'q': hps_display_level = 0; break;

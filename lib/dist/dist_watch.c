@@ -10,10 +10,11 @@
  *   - every rank sends a heartbeat byte each WATCH_BEAT_S; a connection
  *     silent for WATCH_SILENT_S is a rank that can no longer be reached
  *     (its host or its link is down).
- * On either, the lowest rank still alive in this rank's view writes the
- * line naming the dead rank, its role and its host, tells the others it
- * stops ('X': stop too, quietly) and the process exits; so every survivor
- * stops within WATCH_SILENT_S plus a beat, and the line is said once.
+ * On either, a rank tells the others which rank it lost ('X' and the
+ * rank's number in a byte), the lowest rank still alive in its view writes
+ * the line naming the dead rank, its role and its host, and every rank that
+ * heard of it exits; so every survivor stops within WATCH_SILENT_S and a
+ * beat, and the line is said once.
  *
  * Addresses: each rank listens on its host's address (its host name as
  * resolved there, else its first non-loopback IPv4 address) on a port of
@@ -40,7 +41,7 @@
 #include "dist/dist_internal.h"
 
 #define WATCH_BEAT_S 0.5
-#define WATCH_SILENT_S 5.0
+#define WATCH_SILENT_S 4.0
 #define LINE_MAX_ 256
 
 static int w_size, w_rank;
@@ -48,6 +49,8 @@ static int w_fd[HPS_DIST_MAX_RANKS];            /* -1: this rank, or closed */
 static double w_heard[HPS_DIST_MAX_RANKS];      /* when each peer was last heard */
 static char w_left[HPS_DIST_MAX_RANKS];         /* said 'L' */
 static char w_gone[HPS_DIST_MAX_RANKS];         /* its connection closed */
+static char w_lost[HPS_DIST_MAX_RANKS];         /* gone, as this rank or another one found */
+static char w_next_is_rank[HPS_DIST_MAX_RANKS]; /* its last byte was 'X' */
 static char w_line[HPS_DIST_MAX_RANKS][LINE_MAX_];
 static pthread_t w_thread;
 static int w_running;
@@ -60,32 +63,33 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void say_all(char c)
+static void say_all(const char *msg, size_t n)
 {
     for (int r = 0; r < w_size; r++)
         if (w_fd[r] >= 0 && !w_gone[r]) {
-            ssize_t n = send(w_fd[r], &c, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-            (void)n;
+            ssize_t k = send(w_fd[r], msg, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)k;
         }
 }
 
-/* Rank `dead` is gone: the lowest rank alive in this rank's view says so,
- * every rank stops. */
-static void stop_for(int dead, const char *dead_set)
+/* Rank `dead` is gone (w_lost): the others hear it, the lowest rank alive
+ * in this rank's view says it, and this rank stops. */
+static void stop_for(int dead)
 {
+    char msg[2] = {'X', (char)dead};
     int lowest = 1;
     for (int r = 0; r < w_rank; r++)
-        if (!dead_set[r] && !w_left[r]) lowest = 0;
+        if (!w_lost[r] && !w_left[r]) lowest = 0;
     w_named = 1;
-    say_all('X');
-    if (lowest && dead >= 0) {
+    say_all(msg, sizeof msg);
+    if (lowest) {
         ssize_t n = write(2, w_line[dead], strlen(w_line[dead]));
         (void)n;
     }
     /* mpirun ends the job when the first rank exits, and may drop output
      * still on its way from another host: the rank with the line exits
      * first, the others a moment later */
-    struct timespec ts = {0, lowest && dead >= 0 ? 300000000L : 900000000L};
+    struct timespec ts = {0, lowest ? 200000000L : 600000000L};
     nanosleep(&ts, NULL);
     _exit(HPS_EXIT_RUNTIME);
 }
@@ -102,8 +106,14 @@ static int read_peer(int r)
     }
     w_heard[r] = now_s();
     for (ssize_t i = 0; i < n; i++) {
+        if (w_next_is_rank[r]) { /* another rank lost this one */
+            int dead = (unsigned char)buf[i];
+            w_next_is_rank[r] = 0;
+            if (dead < w_size && dead != w_rank) w_lost[dead] = 1, stop_for(dead);
+            continue;
+        }
         if (buf[i] == 'L') w_left[r] = 1;
-        if (buf[i] == 'X') stop_for(-1, w_left); /* another rank named the dead one */
+        if (buf[i] == 'X') w_next_is_rank[r] = 1;
     }
     return 0;
 }
@@ -120,17 +130,16 @@ static void *watch_loop(void *arg)
             if (w_fd[r] >= 0 && !w_gone[r]) pf[n] = (struct pollfd){.fd = w_fd[r], .events = POLLIN}, who[n++] = r;
         poll(pf, (nfds_t)n, (int)(WATCH_BEAT_S * 1000 / 2));
         if (w_stop) break;
-        char dead[HPS_DIST_MAX_RANKS] = {0};
         int first = -1;
         for (int i = 0; i < n; i++)
-            if (pf[i].revents && read_peer(who[i])) dead[who[i]] = 1;
+            if (pf[i].revents && read_peer(who[i])) w_lost[who[i]] = 1;
         double t = now_s();
         for (int r = 0; r < w_size; r++) {
-            if (r != w_rank && !w_left[r] && t - w_heard[r] > WATCH_SILENT_S) dead[r] = 1;
-            if (dead[r] && first < 0) first = r;
+            if (r != w_rank && !w_left[r] && t - w_heard[r] > WATCH_SILENT_S) w_lost[r] = 1;
+            if (w_lost[r] && first < 0) first = r;
         }
-        if (first >= 0) stop_for(first, dead);
-        if (t - beat >= WATCH_BEAT_S) say_all('H'), beat = t;
+        if (first >= 0) stop_for(first);
+        if (t - beat >= WATCH_BEAT_S) say_all("H", 1), beat = t;
     }
     return NULL;
 }
@@ -243,7 +252,7 @@ int dist_watch(hps_dist *d, hps_error *err)
 
 void dist_watch_leave(void)
 {
-    say_all('L');
+    say_all("L", 1);
 }
 
 void dist_watch_end(void)

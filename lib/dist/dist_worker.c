@@ -100,7 +100,8 @@ static int fetch(void *ctx, hps_trainer *t, hps_error *err)
     return 0;
 }
 
-/* --slowdown: the rank sleeps (FACTOR - 1) times its compute time. */
+/* --slowdown (the test build's, make test): the rank sleeps (FACTOR - 1)
+ * times its compute time.  In what users run slow_rank stays -1. */
 static double slow_down(hps_dist *d, double compute_s)
 {
     if (d->o.slow_rank != d->rank || d->o.slow_factor <= 1) return compute_s;

@@ -22,7 +22,7 @@
 #define HPS_DIST_MAX_RANKS 256
 
 typedef struct {
-    int slow_rank;      /* --slowdown RANK=FACTOR (a testing aid); -1: none */
+    int slow_rank;      /* --slowdown RANK=FACTOR (test builds only); -1: none */
     double slow_factor;
     int rebalance;      /* 0: keep the plan's shares */
 } hps_dist_opts;

@@ -8,6 +8,7 @@ load helpers
 load dist_helpers
 
 TRAIN=$HPS_BIN/hps-train
+TEST_TRAIN=$HPS_TEST_BIN/hps-train   # with --slowdown
 PLAN=$TESTDATA/plans/plan-dist-2w1s.json   # 2 workers (ranks 0, 1), 1 server (rank 2)
 MODEL=$TESTDATA/models/demo-ctr.json
 
@@ -64,9 +65,9 @@ mpi() {
 }
 
 @test "dist: a rank slowed 3x loses share, and the slowest worker's time falls" {
-    mpi 3 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 3 --threads 1 --slowdown 1=3 \
+    mpi 3 "$TEST_TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 3 --threads 1 --slowdown 1=3 \
         --metrics "$TMP/re.ndjson" -q
-    mpi 3 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 3 --threads 1 --slowdown 1=3 \
+    mpi 3 "$TEST_TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 3 --threads 1 --slowdown 1=3 \
         --no-rebalance --metrics "$TMP/static.ndjson" -q
     [ "$(dist_field "$TMP/re.ndjson" 'o["per_rank"][1]["share"] < 0.4')" = True ]
     [ "$(dist_field "$TMP/static.ndjson" 'o["per_rank"][1]["share"]')" = 0.5 ]
@@ -89,7 +90,7 @@ rank_pid() {
 
 @test "dist: killing a rank ends the job, the commit stays whole, resume continues" {
     args=(--plan "$PLAN" --data "$TMP/shards" --threads 1 --checkpoint "$TMP/ck" --checkpoint-every 2)
-    timeout 120 mpirun --oversubscribe -np 3 "$TRAIN" "${args[@]}" --epochs 40 --slowdown 0=4 \
+    timeout 120 mpirun --oversubscribe -np 3 "$TEST_TRAIN" "${args[@]}" --epochs 40 --slowdown 0=4 \
         > "$TMP/out" 2>&1 &
     job=$!
     for _ in $(seq 300); do [ -f "$TMP/ck/committed" ] && break; sleep 0.1; done
@@ -140,9 +141,17 @@ rank_pid() {
 }
 
 @test "dist: --slowdown takes RANK=FACTOR" {
-    run "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --slowdown 1
+    run "$TEST_TRAIN" --plan "$PLAN" --data "$TMP/shards" --slowdown 1
     [ "$status" -eq 2 ]
     [[ "$output" == *"--slowdown: '1' is not RANK=FACTOR"* ]]
+}
+
+@test "dist: what users run has no testing aids (--slowdown, HPS_TRAIN_KILL_AT_STEP)" {
+    run "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --slowdown 1=2
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"unrecognized option '--slowdown"* ]]
+    run env HPS_TRAIN_KILL_AT_STEP=1 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --steps 2 -q
+    [ "$status" -eq 0 ]
 }
 
 # Stages on different ranks (dist_stage.c): stage 0's workers read the data
@@ -256,7 +265,7 @@ PY
 }
 
 @test "dist: a killed stage worker ends the job; a survivor names its rank and role" {
-    timeout 120 mpirun --oversubscribe -np 3 "$TRAIN" --plan "$TESTDATA/plans/plan-dist-2s-3r.json" \
+    timeout 120 mpirun --oversubscribe -np 3 "$TEST_TRAIN" --plan "$TESTDATA/plans/plan-dist-2s-3r.json" \
         --data "$TMP/shards" --threads 1 --epochs 40 --slowdown 0=4 --metrics "$TMP/m.ndjson" \
         --metrics-interval 0 > "$TMP/out" 2>&1 &
     job=$!

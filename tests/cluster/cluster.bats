@@ -105,20 +105,25 @@ PY
 # The pids of this test's ranks: "RANK PID" lines.
 rank_pids() {
     local p e r
-    for p in $(pgrep -f "$TRAIN"); do
+    for p in $(pgrep -f "$HPS_TEST_BIN/hps-train"); do
         e=$(tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null) || continue
         grep -qx "HPS_CLUSTER_JOB=$TMP" <<< "$e" || continue
         r=$(grep -oP '^OMPI_COMM_WORLD_RANK=\K[0-9]+' <<< "$e") && echo "$r $p"
     done
 }
 
-# Seconds until every pid given is gone, or "alive" after 10 s.
+# Seconds until every pid given has stopped (exited: gone, or a zombie its
+# Open MPI daemon has not reaped yet), or "alive" after 10 s.
 all_gone() {
-    local t0=$SECONDS p alive
+    local t0 p alive
+    t0=$(date +%s.%N)
     for _ in $(seq 100); do
         alive=0
-        for p in "$@"; do kill -0 "$p" 2>/dev/null && alive=1; done
-        [ "$alive" = 0 ] && { echo "$((SECONDS - t0))"; return; }
+        for p in "$@"; do
+            [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null || echo gone)" != Z ] &&
+                kill -0 "$p" 2>/dev/null && alive=1
+        done
+        [ "$alive" = 0 ] && { awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN {printf "%.1f\n", a - b}'; return; }
         sleep 0.1
     done
     echo alive
@@ -129,7 +134,7 @@ all_gone() {
 # survivors must stop within 10 s and the job's output name the server.
 fault_on_server() {
     args=(--plan "$PLAN" --data "$TMP/shards" --threads 1 --checkpoint "$TMP/ck" --checkpoint-every 2)
-    mpi_hosts --rankfile "$TMP/one-per-host" "$TRAIN" "${args[@]}" --epochs 40 --slowdown 0=4 \
+    mpi_hosts --rankfile "$TMP/one-per-host" "$HPS_TEST_BIN/hps-train" "${args[@]}" --epochs 40 --slowdown 0=4 \
         > "$TMP/out" 2>&1 &
     job=$!
     for _ in $(seq 300); do [ -f "$TMP/ck/committed" ] && break; sleep 0.1; done
@@ -138,7 +143,7 @@ fault_on_server() {
     [ "$(wc -l < "$TMP/pids")" -eq 3 ]
     "$@" "$(awk '$1 == 2 {print $2}' "$TMP/pids")"
     gone=$(all_gone $(awk '$1 != 2 {print $2}' "$TMP/pids"))
-    echo "survivors stopped after: $gone s"
+    echo "# survivors stopped after: $gone s" >&3
     hosts_link 3 up
     status=0
     wait "$job" || status=$?
