@@ -312,14 +312,16 @@ int main(int argc, char **argv)
         if (a.plan) rc = hps_train_plan_load(a.plan, m, &plan, &err);
         else hps_train_plan_single(m, &plan);
     }
-    if (rc == 0 && !(src = hps_source_shards(a.data, 0, &err))) rc = -1;
-    if (rc == 0 && hps_source_check(src, m, &err)) rc = -1;
+    /* a server rank reads no data: the workers send it rows and gradients */
+    int reads = !(d && hps_dist_is_server(d));
+    if (rc == 0 && reads && !(src = hps_source_shards(a.data, 0, &err))) rc = -1;
+    if (rc == 0 && reads && hps_source_check(src, m, &err)) rc = -1;
     if (rc == 0 && !(t = hps_trainer_create(m, &plan, &a.o, &err))) rc = -1;
     if (rc == 0 && d && hps_dist_check_stages(d, t, a.eval != NULL, &err)) {
         /* every rank found the same mismatch: one says it */
         if (hps_dist_rank(d) == 0) hps_report(&err);
         hps_trainer_free(t);
-        src->close(src);
+        if (src) src->close(src);
         hps_model_free(m);
         free(path);
         hps_dist_end(d);

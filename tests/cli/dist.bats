@@ -53,13 +53,7 @@ mpi() {
         --metrics "$TMP/one.ndjson" --metrics-interval 0 -q
     mpi 3 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 3 --threads 1 \
         --metrics "$TMP/dist.ndjson" --metrics-interval 0 -q
-    losses "$TMP/one.ndjson" > "$TMP/one"
-    losses "$TMP/dist.ndjson" > "$TMP/dist"
-    [ "$(wc -l < "$TMP/one")" -ge 12 ]
-    [ "$(wc -l < "$TMP/one")" -eq "$(wc -l < "$TMP/dist")" ]
-    # tolerance: 1e-4 relative per step (float sums in another order)
-    paste "$TMP/one" "$TMP/dist" | awk '{d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) bad++}
-                                        END {exit bad > 0}'
+    same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
     [ "$(dist_field "$TMP/dist.ndjson" 'o["servers"]')" = 1 ]
     [ "$(dist_field "$TMP/dist.ndjson" 'o["per_rank"][2]["rows_served"] > 0')" = True ]
 }
