@@ -14,6 +14,7 @@ MODEL=$TESTDATA/models/demo-ctr.json
 
 setup() {
     command -v mpirun >/dev/null || skip "mpirun is not installed (make deps: openmpi-bin)"
+    "$TRAIN" --version | grep -qw mpi || skip "hps-train was built without Open MPI (make MPI=0)"
     TMP=$(mktemp -d)
     # root (CI, containers): Open MPI refuses to start without these
     export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
