@@ -16,13 +16,7 @@ setup() {
     command -v mpirun >/dev/null || skip "mpirun is not installed (make deps: openmpi-bin)"
     "$TRAIN" --version | grep -qw mpi || skip "hps-train was built without Open MPI (make MPI=0)"
     TMP=$(mktemp -d)
-    # root (CI, containers): Open MPI refuses to start without these
-    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-    # sanitizer builds (make asan): Open MPI's own allocations at exit are not
-    # ours.  Its components stay loaded and stacks are unwound in full, so that
-    # tests/lsan-mpi.supp can name the libraries they come from.
-    export OMPI_MCA_mca_base_component_disable_dlclose=1
-    export LSAN_OPTIONS="suppressions=$ROOT/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+    mpi_test_env
     "$HPS_BIN/hps-shard" synth 4000 -o "$TMP/x.tsv" 2>/dev/null
     "$HPS_BIN/hps-shard" -m "$MODEL" -n 2 -o "$TMP/shards" "$TMP/x.tsv" 2>/dev/null
 }

@@ -1,6 +1,17 @@
 # Shared by dist.bats and tests/cluster/cluster.bats: reading hps-train's
 # metrics (NDJSON) and comparing runs.  Tests that use them set $TMP.
 
+# What mpirun needs in the tests.
+mpi_test_env() {
+    # root (CI, containers): Open MPI refuses to start without these
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    # sanitizer builds (make asan): Open MPI's own allocations at exit are not
+    # ours.  Its components stay loaded and stacks are unwound in full, so that
+    # tests/lsan-mpi.supp can name the libraries they come from.
+    export OMPI_MCA_mca_base_component_disable_dlclose=1
+    export LSAN_OPTIONS="suppressions=$ROOT/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+}
+
 # The "step" losses of a metrics file, one per line.
 losses() {
     python3 -c 'import json,sys

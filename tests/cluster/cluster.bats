@@ -29,6 +29,7 @@ teardown_file() {
 }
 
 setup() {
+    mpi_test_env
     TMP=$(mktemp -d)
     export HPS_CLUSTER_JOB=$TMP # marks this test's ranks (rank_pids)
     "$HPS_BIN/hps-shard" synth 4000 -o "$TMP/x.tsv" 2>/dev/null

@@ -24,6 +24,7 @@ hosts_unavailable() {
     command -v tc >/dev/null || { echo "tc (iproute2) is not installed"; return; }
     command -v unshare >/dev/null || { echo "unshare (util-linux) is not installed"; return; }
     command -v mpirun >/dev/null || { echo "mpirun is not installed (make deps: openmpi-bin)"; return; }
+    unshare --uts true 2>/dev/null || { echo "UTS namespaces cannot be made here (unshare --uts)"; return; }
     ip netns add hps-probe 2>/dev/null || { echo "network namespaces cannot be made here"; return; }
     ip netns del hps-probe
     ip link add hps-probe type bridge 2>/dev/null || { echo "bridges cannot be made here"; return; }
