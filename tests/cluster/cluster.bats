@@ -112,6 +112,7 @@ rank_pids() {
         grep -qx "HPS_CLUSTER_JOB=$TMP" <<< "$e" || continue
         r=$(grep -oP '^OMPI_COMM_WORLD_RANK=\K[0-9]+' <<< "$e") && echo "$r $p"
     done
+    return 0 # mpirun and its shell match the pattern too, without a rank
 }
 
 # Seconds until every pid given has stopped (exited: gone, or a zombie its
