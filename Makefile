@@ -5,6 +5,8 @@
 #   make demo       install missing packages, build, run the pipeline on generated data
 #   make asan       the test suite under AddressSanitizer + UBSan (build-asan/)
 #   make check-cluster  hps-train across 3 test hosts (network namespaces; root)
+#   make fuzz       libFuzzer targets of every parser (build-fuzz/), run over their
+#                   seeds; FUZZ_SECONDS=N fuzzes each for N seconds
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make CUDA=0     build without the CUDA kernels even where nvcc exists
 #   make MPI=0      build without Open MPI: hps-train runs as one process only
@@ -37,7 +39,7 @@ ifeq ($(MPI),1)
 MPI_CFLAGS := -DHPS_MPI=1 $(shell $(MPICC) --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
 ifeq ($(strip $(MPI_LIBS)),)
-ifeq ($(filter deps check asan demo clean,$(MAKECMDGOALS)),)
+ifeq ($(filter deps check asan fuzz demo clean check-cluster,$(MAKECMDGOALS)),)
 $(error Open MPI not found ($(MPICC) --showme failed): run 'make deps' or apt-get install libopenmpi-dev openmpi-bin, or build without it: make MPI=0)
 endif
 endif
@@ -86,17 +88,20 @@ MAN_PAGES := $(wildcard man/*.[157])
 
 # Binaries are relinked when the configuration changes (CUDA, sanitizers).
 CONFIG_STAMP := $(BIN)/.config
-CONFIG_NOW   := CUDA=$(CUDA) MPI=$(MPI) SAN=$(SAN) OPT=$(OPT)
+# The commit that --version names; hps_cli.o is rebuilt when it changes.
+COMMIT       := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
+CONFIG_NOW   := CUDA=$(CUDA) MPI=$(MPI) SAN=$(SAN) OPT=$(OPT) COMMIT=$(COMMIT)
 $(shell mkdir -p $(BIN); echo '$(CONFIG_NOW)' | cmp -s - $(CONFIG_STAMP) || echo '$(CONFIG_NOW)' > $(CONFIG_STAMP))
 
 DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenblas-openmp-dev \
              libopenmpi-dev openmpi-bin libcmocka-dev bats python3 python3-numpy python3-torch time \
+             clang libclang-rt-14-dev libomp-14-dev librsvg2-bin graphviz \
              iproute2 util-linux procps
 
 # keep objects that pattern rules built on the way to a binary
 .SECONDARY:
 
-.PHONY: all deps check test asan demo install uninstall clean bench-plan bench-shard bench-train bench-dist \
+.PHONY: all deps check test asan fuzz fuzz-targets demo install uninstall clean bench-plan bench-shard bench-train bench-dist \
         check-cluster bench-cluster
 all: $(BINS)
 
@@ -104,9 +109,15 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(HPS_CFLAGS) -MMD -MP -c $< -o $@
 
+# The CPU kernels: sqrtf without errno, so that the optimizer loops vectorize.
+$(BUILD)/lib/kernels/%.o: HPS_CFLAGS += -fno-math-errno
+
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -O2 -std=c++17 -Ilib $(CUDA_DEFS) $(CUDA_ARCH) -Xcompiler -Wall,-Werror -c $< -o $@
+
+$(BUILD)/lib/core/hps_cli.o: HPS_CFLAGS += -DHPS_COMMIT=\"$(COMMIT)\"
+$(BUILD)/lib/core/hps_cli.o: $(CONFIG_STAMP)
 
 $(LIBHPS): $(LIB_OBJ)
 	@rm -f $@
@@ -159,8 +170,12 @@ check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test
 
-test: $(BINS) $(UNIT_BINS) $(TEST_BIN)/hps-train
-	@HPS_BIN=$(CURDIR)/$(BIN) HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) tests/run.sh $(UNIT_BINS)
+# the fuzz targets replayed over their seeds (see "fuzzing" below); defined
+# before the rule, whose prerequisites make expands as it reads them
+FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+REPLAY_BINS  := $(FUZZ_NAMES:%=$(BUILD)/tests/replay_%)
+test: $(BINS) $(UNIT_BINS) $(REPLAY_BINS) $(TEST_BIN)/hps-train
+	@HPS_BIN=$(CURDIR)/$(BIN) HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) tests/run.sh $(UNIT_BINS) $(REPLAY_BINS)
 
 # Sanitizers: CUDA=0 because the CUDA runtime and ASan's shadow memory collide.
 # Under mpirun (tests/cli/dist.bats) Open MPI's own allocations at exit are
@@ -174,6 +189,48 @@ asan: deps
 check-cluster: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN)/hps-train
 	@HPS_BIN=$(CURDIR)/$(BIN) HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) tests/cluster/run.sh
+
+# ---- fuzzing ----------------------------------------------------------------
+# tests/fuzz/fuzz_NAME.c is one parser of untrusted bytes.  `make check` runs
+# each over its seeds and tests/fuzz/regress/NAME (the crashers found so far)
+# with tests/fuzz/replay.c as main; `make fuzz` builds them with clang and
+# libFuzzer under ASan+UBSan and runs them: over the same inputs, or for
+# FUZZ_SECONDS each.  A crash, leak or timeout fails; its input is left in
+# build-fuzz/crashes/ (copy it into tests/fuzz/regress/NAME once fixed).
+FUZZ_SECONDS ?=
+FUZZ_SEEDS_model    := testdata/models testdata/models/bad
+FUZZ_SEEDS_cluster  := testdata/clusters
+FUZZ_SEEDS_profile  := testdata/profiles
+FUZZ_SEEDS_plan     := testdata/plans
+FUZZ_SEEDS_criteo   := testdata/data
+FUZZ_SEEDS_libsvm   := testdata/data
+FUZZ_SEEDS_shard    := tests/fuzz/seeds/shard
+FUZZ_SEEDS_manifest := tests/fuzz/seeds/manifest
+FUZZ_SEEDS_ckpt     := tests/fuzz/seeds/ckpt
+FUZZ_JSON    := model cluster profile plan manifest
+fuzz_inputs   = tests/fuzz/regress/$(1) $(FUZZ_SEEDS_$(1))
+empty :=
+space := $(empty) $(empty)
+FUZZ_DEFS     = -DHPS_TESTDATA=\"$(CURDIR)/testdata\" -Itests/fuzz
+
+$(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(LIBHPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(HPS_CFLAGS) $(FUZZ_DEFS) -DHPS_FUZZ_NAME=\"fuzz_$*\" \
+	  -DHPS_FUZZ_INPUTS=\"$(subst $(space),:,$(addprefix $(CURDIR)/,$(call fuzz_inputs,$*)))\" \
+	  -MMD -MP $< tests/fuzz/replay.c $(LIBHPS) -o $@ $(HPS_LDFLAGS) $(HPS_LDLIBS)
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIBHPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(HPS_CFLAGS) $(FUZZ_DEFS) -fsanitize=fuzzer -MMD -MP $< $(LIBHPS) -o $@ $(HPS_LDFLAGS) $(HPS_LDLIBS)
+
+fuzz-targets: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+
+FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+fuzz: deps
+	@$(MAKE) --no-print-directory BUILD=build-fuzz BIN=build-fuzz/bin CC=clang CUDA=0 OPT="-O1 -g" \
+	  SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" fuzz-targets
+	@$(foreach t,$(FUZZ_NAMES),tests/fuzz/run.sh build-fuzz $(t) "$(FUZZ_SECONDS)" \
+	  $(if $(filter $(t),$(FUZZ_JSON)),tests/fuzz/json.dict,-) $(call fuzz_inputs,$(t)) &&) true
 
 demo: deps
 	@$(MAKE) --no-print-directory all
@@ -198,4 +255,4 @@ uninstall:
 	for f in completions/zsh/*; do rm -f $(DESTDIR)$(ZSHCOMPDIR)/$${f##*/}; done
 
 clean:
-	rm -rf build build-nocuda build-nompi build-nocuda-nompi build-asan bin
+	rm -rf build build-nocuda build-nompi build-nocuda-nompi build-asan build-fuzz bin

@@ -3,32 +3,37 @@
  * This file is options and I/O; the work is in lib/plan. */
 #include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hps_cli.h"
+#include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "plan/hps_plan.h"
 
-enum { FMT_JSON, FMT_TABLE, FMT_DOT };
+enum { FMT_JSON, FMT_TABLE, FMT_DOT, FMT_SVG };
 
 typedef struct {
-    const char *model, *cluster, *output, *rankfile, *explain, *algo;
+    const char *model, *cluster, *output, *rankfile, *explain, *algo, *format_arg;
     const char **profiles;
     int n_profiles;
     double min_throughput, samples;
     long epochs;
-    int objective, format, pareto;
+    int objective, pareto;
     plan_search_opts search;
 } options;
 
 static const char usage_text[] =
     "usage: hps-plan -m MODEL -c CLUSTER [-p PROFILE]... --min-throughput N [options]\n"
-    "       hps-plan --explain PLAN [-m MODEL] [-c CLUSTER] [-p PROFILE]...\n"
+    "       hps-plan show PLAN [-f json|table|dot|svg] [-o FILE] [-m MODEL] [-c CLUSTER] [-p PROFILE]...\n"
+    "       hps-plan --explain PLAN [-f text|json] [-m MODEL] [-c CLUSTER] [-p PROFILE]...\n"
     "\n"
     "Decides which resource type runs each layer of MODEL and how many units each\n"
     "stage gets, so that at least N samples/s are trained at the lowest cost.\n"
-    "With no -p the profile is read from stdin.\n"
+    "With no -p the profile is read from stdin.  'show' renders a plan made\n"
+    "before, from the inputs it records (or those given).\n"
     "\n"
     "  -m, --model FILE         the model (hps-model(5))\n"
     "  -c, --cluster FILE       the resource types (hps-cluster(5))\n"
@@ -43,7 +48,8 @@ static const char usage_text[] =
     "      --time-limit S       seconds rl or genetic may take (default 10)\n"
     "      --bound-time S       seconds for the exact solver, alone or for the gap (default 5)\n"
     "      --no-polish          rl: keep the best sampled plan as it is\n"
-    "  -f, --format FMT         json (default), table or dot\n"
+    "  -f, --format FMT         json (default), table, dot or svg; --pareto: json, table or svg;\n"
+    "                           --explain: text (default) or json\n"
     "  -o, --output FILE        write the plan there (default stdout)\n"
     "      --rankfile FILE      write an Open MPI rankfile for the plan's ranks\n"
     "      --pareto[=N]         sweep the limit up to the fastest plan; N points (default 8)\n"
@@ -88,42 +94,19 @@ static _Noreturn void die(const hps_error *err)
     exit(err->code);
 }
 
-static _Noreturn void usage_error(const char *fmt, const char *arg)
+/* Bad input files (not the command line): the error alone, status 2. */
+static _Noreturn __attribute__((format(printf, 1, 2))) void bad_input(const char *fmt, ...)
 {
-    hps_error err;
-    hps_fail(&err, HPS_EXIT_USAGE, fmt, arg);
-    hps_report(&err);
-    fprintf(stderr, "try 'hps-plan --help'\n");
-    exit(HPS_EXIT_USAGE);
-}
-
-static double positive(const char *opt, const char *s)
-{
-    double v;
-    if (hps_parse_double(s, &v) || !(v > 0) || !isfinite(v))
-        usage_error("%s must be a positive number", opt);
-    return v;
-}
-
-static long count_arg(const char *opt, const char *s, long max)
-{
-    long v;
-    if (hps_parse_long(s, 1, max, &v)) usage_error("%s must be a positive integer", opt);
-    return v;
-}
-
-static int choice(const char *opt, const char *s, const char *const *names)
-{
-    for (int i = 0; names[i]; i++)
-        if (strcmp(s, names[i]) == 0) return i;
-    hps_error err;
-    hps_fail(&err, HPS_EXIT_USAGE, "%s '%s' is not one of the choices (see --help)", opt, s);
+    hps_error err = {.code = HPS_EXIT_USAGE};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err.msg, sizeof err.msg, fmt, ap);
+    va_end(ap);
     die(&err);
 }
 
 static void parse_options(int argc, char **argv, options *o)
 {
-    static const char *const formats[] = {"json", "table", "dot", NULL};
     memset(o, 0, sizeof *o);
     o->samples = 1e8;
     o->epochs = 1;
@@ -132,41 +115,50 @@ static void parse_options(int argc, char **argv, options *o)
                                    .polish = 1};
     o->profiles = hps_calloc((size_t)argc, sizeof *o->profiles);
     int c;
-    while ((c = getopt_long(argc, argv, "m:c:p:t:a:s:f:o:qvhV", long_options, NULL)) != -1) {
+    while ((c = hps_cli_getopt(argc, argv, "m:c:p:t:a:s:f:o:qvhV", long_options)) != -1) {
         switch (c) {
         case 'm': o->model = optarg; break;
         case 'c': o->cluster = optarg; break;
         case 'p': o->profiles[o->n_profiles++] = optarg; break;
-        case 't': o->min_throughput = positive("--min-throughput", optarg); break;
-        case OPT_OBJECTIVE: o->objective = choice("--objective", optarg, plan_objective_names); break;
+        case 't': o->min_throughput = hps_cli_positive("--min-throughput", optarg); break;
+        case OPT_OBJECTIVE: o->objective = hps_cli_choice("--objective", optarg, plan_objective_names); break;
         case 'a': o->algo = optarg; break;
-        case 's': {
-            long v;
-            if (hps_parse_long(optarg, 0, 2147483647L, &v)) usage_error("--seed must be an integer >= 0", optarg);
-            o->search.seed = (uint64_t)v;
-            break;
-        }
-        case OPT_SAMPLES: o->samples = positive("--samples", optarg); break;
-        case OPT_EPOCHS: o->epochs = count_arg("--epochs", optarg, 1000000); break;
-        case OPT_EPISODES: o->search.episodes = count_arg("--episodes", optarg, 100000000); break;
-        case OPT_TIME_LIMIT: o->search.time_limit = positive("--time-limit", optarg); break;
-        case OPT_BOUND_TIME: o->search.bound_time = positive("--bound-time", optarg); break;
+        case 's': o->search.seed = (uint64_t)hps_cli_long("--seed", optarg, 0, 2147483647L); break;
+        case OPT_SAMPLES: o->samples = hps_cli_positive("--samples", optarg); break;
+        case OPT_EPOCHS: o->epochs = hps_cli_long("--epochs", optarg, 1, 1000000); break;
+        case OPT_EPISODES: o->search.episodes = hps_cli_long("--episodes", optarg, 1, 100000000); break;
+        case OPT_TIME_LIMIT: o->search.time_limit = hps_cli_positive("--time-limit", optarg); break;
+        case OPT_BOUND_TIME: o->search.bound_time = hps_cli_positive("--bound-time", optarg); break;
         case OPT_NO_POLISH: o->search.polish = 0; break;
-        case 'f': o->format = choice("--format", optarg, formats); break;
+        case 'f': o->format_arg = optarg; break;
         case 'o': o->output = optarg; break;
         case OPT_RANKFILE: o->rankfile = optarg; break;
-        case OPT_PARETO: o->pareto = optarg ? (int)count_arg("--pareto", optarg, 1000) : 8; break;
+        case OPT_PARETO: o->pareto = optarg ? (int)hps_cli_long("--pareto", optarg, 1, 1000) : 8; break;
         case OPT_EXPLAIN: o->explain = optarg; break;
-        case 'q': hps_display_level = 1; break;
-        case 'v': hps_display_level++; break;
+        case 'q': hps_cli_quiet(); break;
+        case 'v': hps_cli_verbose(); break;
         case 'h': fputs(usage_text, stdout); exit(0);
-        case 'V': hps_print_version(stdout); exit(0);
-        default: fprintf(stderr, "try 'hps-plan --help'\n"); exit(HPS_EXIT_USAGE);
+        case 'V': hps_cli_version(stdout); exit(0);
         }
     }
-    if (optind < argc) usage_error("unexpected argument '%s'", argv[optind]);
-    if (o->pareto > 1 && o->format == FMT_DOT) usage_error("%s", "--pareto prints json or table, not dot");
     o->search.progress = hps_stderr_is_tty() && hps_display_level >= 2;
+}
+
+/* -f: its choices depend on what is printed. */
+static int format_of(const options *o)
+{
+    static const char *const plan_formats[] = {"json", "table", "dot", "svg", NULL};
+    static const char *const pareto_formats[] = {"json", "table", "svg", NULL};
+    static const char *const explain_formats[] = {"text", "json", NULL};
+    if (o->explain) {
+        int f = o->format_arg ? hps_cli_choice("--format", o->format_arg, explain_formats) : 0;
+        return f ? FMT_JSON : FMT_TABLE;
+    }
+    if (o->pareto) {
+        static const int map[] = {FMT_JSON, FMT_TABLE, FMT_SVG};
+        return o->format_arg ? map[hps_cli_choice("--format", o->format_arg, pareto_formats)] : FMT_JSON;
+    }
+    return o->format_arg ? hps_cli_choice("--format", o->format_arg, plan_formats) : FMT_JSON;
 }
 
 /* Inputs: model, cluster and profiles, reduced to a problem. */
@@ -180,8 +172,8 @@ typedef struct {
 static void load_inputs(const options *o, inputs *in)
 {
     hps_error err;
-    if (!o->model) usage_error("%s", "missing -m MODEL");
-    if (!o->cluster) usage_error("%s", "missing -c CLUSTER");
+    if (!o->model) hps_usage_error("missing -m MODEL");
+    if (!o->cluster) hps_usage_error("missing -c CLUSTER");
     if (!(in->model = hps_model_load(o->model, &err))) die(&err);
     if (!(in->cluster = hps_cluster_load(o->cluster, &err))) die(&err);
     in->profiles = hps_profiles_new();
@@ -190,7 +182,7 @@ static void load_inputs(const options *o, inputs *in)
         const char *path = o->n_profiles ? o->profiles[i] : "-";
         char *text;
         size_t len;
-        if (hps_read_all(path, &text, &len, &err) ||
+        if (hps_json_read(path, &text, &len, &err) ||
             hps_profiles_add(in->profiles, hps_path_name(path), text, len, &err))
             die(&err);
         free(text);
@@ -198,35 +190,30 @@ static void load_inputs(const options *o, inputs *in)
     if (!(in->problem = plan_problem_build(in->model, in->cluster, in->profiles, &err))) die(&err);
 }
 
+static void free_inputs(inputs *in)
+{
+    plan_problem_free(in->problem);
+    hps_profiles_free(in->profiles);
+    hps_cluster_free(in->cluster);
+    hps_model_free(in->model);
+}
+
 static void check_power(const plan_problem *p, const hps_cluster *c)
 {
     if (p->objective != PLAN_OBJ_ENERGY && p->objective != PLAN_OBJ_EDP) return;
     for (int t = 0; t < p->n_types; t++)
-        if (p->power[t] <= 0) {
-            hps_error err;
-            hps_fail(&err, HPS_EXIT_USAGE, "%s: resource '%s': power_w is needed for --objective %s",
-                     c->path, p->type_names[t], plan_objective_names[p->objective]);
-            die(&err);
-        }
+        if (p->power[t] <= 0)
+            bad_input("%s: resource '%s': power_w is needed for --objective %s", c->path, p->type_names[t],
+                            plan_objective_names[p->objective]);
 }
 
-/* Runs the scheduler named by --algo. */
-static void solve(const plan_problem *p, const hps_cluster *c, const char *algo,
-                  const plan_search_opts *so, plan_result *r)
+static void solve(const plan_problem *p, const hps_cluster *c, const char *algo, const plan_search_opts *so,
+                  plan_result *r)
 {
     hps_error err;
-    int rc = 0;
-    if (strcmp(algo, "rl") == 0) rc = plan_solve_rl(p, so, r);
-    else if (strcmp(algo, "exact") == 0) rc = plan_solve_exact(p, so, r);
-    else if (strcmp(algo, "greedy") == 0) rc = plan_solve_greedy(p, r);
-    else if (strcmp(algo, "genetic") == 0) rc = plan_solve_genetic(p, so, r);
-    else if (strcmp(algo, "brute") == 0) rc = plan_solve_brute(p, r, &err);
-    else if (strncmp(algo, "fixed:", 6) == 0) {
-        int t = hps_cluster_find(c, algo + 6);
-        if (t < 0) usage_error("--algo fixed:TYPE: '%s' is no resource of the cluster", algo + 6);
-        rc = plan_solve_fixed(p, t, r);
-    } else usage_error("--algo '%s' is not rl, exact, greedy, genetic, brute or fixed:TYPE", algo);
-    if (rc) die(&err);
+    if (plan_solve(p, c, algo, so, r, &err) == 0) return;
+    if (err.code == HPS_EXIT_USAGE) hps_usage_error("%s", err.msg); /* --algo */
+    die(&err);
 }
 
 /* The optimum for the gap, when the exact solver finishes in --bound-time. */
@@ -288,13 +275,15 @@ static void fill_meta(const options *o, const inputs *in, plan_meta *m, const ch
                      .exact_objective = -1};
 }
 
-static void write_output(const options *o, const inputs *in, const plan_eval *e,
-                         const plan_layout *l, const plan_result *r, const plan_meta *m)
+/* A plan in the format -f names; json_doc is the plan as JSON when it is known already. */
+static void write_output(const options *o, const inputs *in, const plan_eval *e, const plan_layout *l,
+                         const plan_result *r, const plan_meta *m, json_t *json_doc)
 {
     hps_error err;
     const char *path = o->output ? o->output : "-";
-    if (o->format == FMT_JSON) {
-        json_t *root = plan_to_json(in->problem, e, l, r, m, in->cluster);
+    int format = format_of(o);
+    if (format == FMT_JSON) {
+        json_t *root = json_doc ? json_incref(json_doc) : plan_to_json(in->problem, e, l, r, m, in->cluster);
         int rc = hps_json_write(path, root, &err);
         json_decref(root);
         if (rc) die(&err);
@@ -302,8 +291,10 @@ static void write_output(const options *o, const inputs *in, const plan_eval *e,
     }
     hps_out *out = hps_out_open(path, &err);
     if (!out) die(&err);
-    if (o->format == FMT_TABLE) plan_print_table(hps_out_file(out), in->problem, e, l, r, m);
-    else plan_print_dot(hps_out_file(out), in->problem, e);
+    FILE *f = hps_out_file(out);
+    if (format == FMT_TABLE) plan_print_table(f, in->problem, e, l, r, m);
+    else if (format == FMT_DOT) plan_print_dot(f, in->model, in->problem, e, l);
+    else plan_draw_svg(f, in->model, in->problem, e);
     if (hps_out_commit(out, &err)) die(&err);
 }
 
@@ -327,7 +318,7 @@ static int plan_once(const options *o, inputs *in)
     hps_log(3, "hps-plan: %s: %.6g in %.3f s (%ld episodes)\n", o->algo, e.objective, r.seconds, r.episodes);
     if (plan_layout_make(p, in->cluster, &e, &l, &err)) die(&err);
     if (o->rankfile && plan_rankfile_write(o->rankfile, in->cluster, &l, &err)) die(&err);
-    write_output(o, in, &e, &l, &r, &m);
+    write_output(o, in, &e, &l, &r, &m, NULL);
     plan_layout_free(&l);
     plan_eval_free(&e);
     plan_result_free(&r);
@@ -336,143 +327,202 @@ static int plan_once(const options *o, inputs *in)
     return 0;
 }
 
-/* --pareto: the limit swept geometrically from --min-throughput up to the
- * fastest plan; the points that no other point beats on both axes. */
 static int pareto(const options *o, inputs *in)
 {
     plan_problem *p = in->problem;
-    int *a = hps_malloc((size_t)p->n_layers * sizeof *a), n = o->pareto;
-    double lo = p->min_throughput, hi = plan_max_throughput(p, a);
-    if (hi < lo) {
+    plan_frontier fr;
+    hps_error err;
+    int *a = hps_malloc((size_t)p->n_layers * sizeof *a);
+    if (plan_max_throughput(p, a) < p->min_throughput) {
         plan_eval e;
         plan_eval_init(&e, p);
         plan_evaluate(p, a, &e);
         infeasible(p, &e);
     }
-    json_t *points = json_array();
-    double last_cost = HUGE_VAL;
-    hps_out *out = NULL;
-    hps_error err;
-    for (int i = n - 1; i >= 0; i--) { /* fastest first, so that dominated points drop out */
-        p->min_throughput = n > 1 ? lo * pow(hi / lo, (double)i / (n - 1)) * (1 - 1e-9) : lo;
-        plan_result r;
-        plan_eval e;
-        plan_result_init(&r, p);
-        plan_eval_init(&e, p);
-        solve(p, in->cluster, o->algo, &o->search, &r);
-        plan_evaluate(p, r.assign, &e);
-        if (e.feasible && e.objective < last_cost) {
-            last_cost = e.objective;
-            char stages[512] = "";
-            for (int s = 0; s < e.n_stages; s++) {
-                size_t len = strlen(stages);
-                snprintf(stages + len, sizeof stages - len, "%s%s x%d", s ? " | " : "",
-                         p->type_names[e.stages[s].type], e.stages[s].units);
-            }
-            json_array_insert_new(points, 0,
-                                  json_pack("{s:o, s:o, s:o, s:o, s:o, s:s}", "min_throughput",
-                                            hps_json_real(p->min_throughput), "throughput",
-                                            hps_json_real(e.throughput), "cost", hps_json_real(e.cost),
-                                            "cost_per_hour", hps_json_real(e.cost_per_hour), "objective",
-                                            hps_json_real(e.objective), "stages", stages));
-        }
-        plan_result_free(&r);
-        plan_eval_free(&e);
-    }
     free(a);
-    const char *path = o->output ? o->output : "-";
-    if (o->format == FMT_JSON) {
-        json_t *root = json_pack("{s:s, s:i, s:s, s:s, s:o}", "format", "hps-pareto", "version", PLAN_VERSION,
-                                 "objective", plan_objective_names[p->objective], "algorithm", o->algo,
-                                 "points", points);
-        int rc = hps_json_write(path, root, &err);
-        json_decref(root);
-        if (rc) die(&err);
-        return 0;
+    if (plan_pareto(p, in->cluster, o->algo, &o->search, o->pareto, &fr, &err)) {
+        if (err.code == HPS_EXIT_USAGE) hps_usage_error("%s", err.msg);
+        die(&err);
     }
-    if (!(out = hps_out_open(path, &err))) die(&err);
-    FILE *f = hps_out_file(out);
-    fprintf(f, "%14s  %14s  %12s  %10s  %s\n", "limit", "samples/s", "cost $", "$/hour", "stages");
-    size_t i;
-    json_t *pt;
-    json_array_foreach(points, i, pt)
-        fprintf(f, "%14.1f  %14.1f  %12.4f  %10.3f  %s\n",
-                json_real_value(json_object_get(pt, "min_throughput")),
-                json_real_value(json_object_get(pt, "throughput")), json_real_value(json_object_get(pt, "cost")),
-                json_real_value(json_object_get(pt, "cost_per_hour")),
-                json_string_value(json_object_get(pt, "stages")));
-    json_decref(points);
-    if (hps_out_commit(out, &err)) die(&err);
+    const char *path = o->output ? o->output : "-";
+    int format = format_of(o), rc = 0;
+    if (format == FMT_JSON) {
+        json_t *root = plan_frontier_json(p, &fr, o->algo);
+        rc = hps_json_write(path, root, &err);
+        json_decref(root);
+    } else {
+        hps_out *out = hps_out_open(path, &err);
+        if (!out) die(&err);
+        if (format == FMT_TABLE) plan_frontier_table(hps_out_file(out), p, &fr);
+        else plan_frontier_svg(hps_out_file(out), p, &fr);
+        rc = hps_out_commit(out, &err);
+    }
+    plan_frontier_free(&fr);
+    if (rc) die(&err);
     return 0;
 }
 
-/* --explain PLAN: inputs default to the paths the plan records; digests must match. */
-static int explain(options *o)
+/* A plan made before: its inputs default to the paths it records, their
+ * digests must match, and its assignment is evaluated again. */
+typedef struct {
+    plan_file pf;
+    inputs in;
+    int *assign;
+} reloaded;
+
+static void reload(options *o, const char *path, reloaded *rl)
 {
     hps_error err;
     json_t *root;
-    plan_file pf;
-    if (hps_json_load(o->explain, &root, &err) || plan_file_parse(root, hps_path_name(o->explain), &pf, &err))
-        die(&err);
+    plan_file *pf = &rl->pf;
+    if (hps_json_load(path, &root, &err) || plan_file_parse(root, hps_path_name(path), pf, &err)) die(&err);
     json_decref(root);
-    json_t *inp = json_object_get(pf.root, "inputs");
+    json_t *inp = json_object_get(pf->root, "inputs");
     if (!o->model) o->model = json_string_value(json_object_get(inp, "model"));
     if (!o->cluster) o->cluster = json_string_value(json_object_get(inp, "cluster"));
     json_t *profs = json_object_get(inp, "profiles");
     if (!o->n_profiles && json_is_array(profs))
         for (size_t i = 0; i < json_array_size(profs); i++) {
             const char *s = json_string_value(json_array_get(profs, i));
-            if (s && strcmp(s, "<stdin>") != 0) o->profiles[o->n_profiles++] = s;
+            if (s && strcmp(s, "<stdin>") == 0)
+                hps_usage_error("%s: its profile was read from stdin; name it with -p PROFILE", hps_path_name(path));
+            if (s) o->profiles[o->n_profiles++] = s;
         }
-    inputs in = {0};
-    load_inputs(o, &in);
-    if (strcmp(pf.model_digest, in.model->digest) != 0)
-        usage_error("%s: the plan was made for another model (digests differ)", o->model);
-    if (strcmp(pf.cluster_digest, in.cluster->digest) != 0)
-        usage_error("%s: the plan was made for another cluster (digests differ)", o->cluster);
-    plan_problem *p = in.problem;
-    p->objective = choice("objective", pf.objective, plan_objective_names);
-    p->min_throughput = pf.min_throughput;
-    p->samples = pf.samples;
-    p->epochs = pf.epochs;
-    int *a = hps_malloc((size_t)p->n_layers * sizeof *a);
+    memset(&rl->in, 0, sizeof rl->in);
+    load_inputs(o, &rl->in);
+    if (strcmp(pf->model_digest, rl->in.model->digest) != 0)
+        bad_input("%s: the plan was made for another model (digests differ)", o->model);
+    if (strcmp(pf->cluster_digest, rl->in.cluster->digest) != 0)
+        bad_input("%s: the plan was made for another cluster (digests differ)", o->cluster);
+    plan_problem *p = rl->in.problem;
+    int obj = -1;
+    for (int i = 0; plan_objective_names[i]; i++)
+        if (strcmp(pf->objective, plan_objective_names[i]) == 0) obj = i;
+    if (obj < 0) bad_input("%s: objective '%s' is not cost, time, energy or edp", path, pf->objective);
+    p->objective = obj;
+    p->min_throughput = pf->min_throughput;
+    p->samples = pf->samples;
+    p->epochs = pf->epochs;
+    if (pf->n_layers != p->n_layers) bad_input("%s: the plan has %d layers, the model %d", path, pf->n_layers, p->n_layers);
+    rl->assign = hps_malloc((size_t)p->n_layers * sizeof *rl->assign);
     for (int l = 0; l < p->n_layers; l++)
-        if ((a[l] = hps_cluster_find(in.cluster, pf.assign_names[l])) < 0)
-            usage_error("%s: the plan names a type the cluster lacks", pf.assign_names[l]);
-    hps_out *out = hps_out_open(o->output ? o->output : "-", &err);
-    if (!out) die(&err);
-    plan_explain(hps_out_file(out), p, a);
-    if (hps_out_commit(out, &err)) die(&err);
-    free(a);
-    plan_file_free(&pf);
-    plan_problem_free(in.problem);
-    hps_profiles_free(in.profiles);
-    hps_cluster_free(in.cluster);
-    hps_model_free(in.model);
-    free(o->profiles);
+        if ((rl->assign[l] = hps_cluster_find(rl->in.cluster, pf->assign_names[l])) < 0)
+            bad_input("%s: the plan names a type the cluster lacks", pf->assign_names[l]);
+}
+
+static void reloaded_free(reloaded *rl)
+{
+    free(rl->assign);
+    plan_file_free(&rl->pf);
+    free_inputs(&rl->in);
+}
+
+/* --explain PLAN: per layer, what the plan would cost with it on each type. */
+static int explain(options *o)
+{
+    hps_error err;
+    reloaded rl;
+    reload(o, o->explain, &rl);
+    const char *path = o->output ? o->output : "-";
+    int rc;
+    if (format_of(o) == FMT_JSON) {
+        json_t *root = plan_explain_json(rl.in.problem, rl.assign);
+        rc = hps_json_write(path, root, &err);
+        json_decref(root);
+    } else {
+        hps_out *out = hps_out_open(path, &err);
+        if (!out) die(&err);
+        plan_explain(hps_out_file(out), rl.in.problem, rl.assign);
+        rc = hps_out_commit(out, &err);
+    }
+    if (rc) die(&err);
+    reloaded_free(&rl);
+    return 0;
+}
+
+/* The search facts the table prints, as the plan recorded them. */
+static void recorded_search(json_t *root, plan_result *r, plan_meta *m)
+{
+    json_t *s = json_object_get(root, "search");
+    const char *algo = json_string_value(json_object_get(s, "algorithm"));
+    json_t *opt = json_object_get(s, "optimum");
+    m->algorithm = algo ? algo : "?";
+    m->opts.seed = (uint64_t)json_integer_value(json_object_get(s, "seed"));
+    m->exact_objective = json_is_number(opt) ? json_number_value(opt) : -1;
+    r->episodes = (long)json_integer_value(json_object_get(s, "episodes"));
+    r->optimal = json_is_true(json_object_get(s, "optimal"));
+    r->timed_out = json_is_true(json_object_get(s, "timed_out"));
+}
+
+/* show PLAN: a plan made before, in any format. */
+static int show(options *o, int argc, char **argv)
+{
+    if (optind >= argc) hps_usage_error("show: missing PLAN");
+    if (optind + 1 < argc) hps_usage_error("show: unexpected argument '%s'", argv[optind + 1]);
+    if (o->pareto || o->explain || o->min_throughput > 0)
+        hps_usage_error("show: --pareto, --explain and --min-throughput make plans; show renders one");
+    const char *path = argv[optind];
+    format_of(o); /* a bad -f fails before any work */
+    reloaded rl;
+    reload(o, path, &rl);
+    plan_problem *p = rl.in.problem;
+    plan_result r;
+    plan_eval e;
+    plan_layout l;
+    plan_meta m;
+    hps_error err;
+    const char **names = hps_calloc((size_t)hps_profiles_count(rl.in.profiles), sizeof *names);
+    const char **digests = hps_calloc((size_t)hps_profiles_count(rl.in.profiles), sizeof *digests);
+    plan_result_init(&r, p);
+    plan_eval_init(&e, p);
+    memcpy(r.assign, rl.assign, (size_t)p->n_layers * sizeof *r.assign);
+    plan_evaluate(p, r.assign, &e);
+    fill_meta(o, &rl.in, &m, names, digests);
+    recorded_search(rl.pf.root, &r, &m);
+    if (plan_layout_make(p, rl.in.cluster, &e, &l, &err)) die(&err);
+    if (o->rankfile && plan_rankfile_write(o->rankfile, rl.in.cluster, &l, &err)) die(&err);
+    write_output(o, &rl.in, &e, &l, &r, &m, rl.pf.root);
+    plan_layout_free(&l);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    free(names);
+    free(digests);
+    reloaded_free(&rl);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
+    static const char *const commands[] = {"show", NULL};
     hps_set_progname("hps-plan");
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
+    int is_show = 0;
+    if (argc > 1 && argv[1][0] != '-') {
+        if (strcmp(argv[1], "show") != 0) hps_cli_unknown_command(argv[1], commands);
+        is_show = 1;
+        argv[1] = argv[0];
+        argv++, argc--;
+    }
     options o;
     parse_options(argc, argv, &o);
-    if (o.explain) return explain(&o);
-    if (!(o.min_throughput > 0)) usage_error("%s", "missing --min-throughput N");
-    inputs in = {0};
-    load_inputs(&o, &in);
-    plan_problem *p = in.problem;
-    p->min_throughput = o.min_throughput;
-    p->samples = o.samples;
-    p->epochs = (int)o.epochs;
-    p->objective = o.objective;
-    check_power(p, in.cluster);
-    int rc = o.pareto ? pareto(&o, &in) : plan_once(&o, &in);
-    plan_problem_free(in.problem);
-    hps_profiles_free(in.profiles);
-    hps_cluster_free(in.cluster);
-    hps_model_free(in.model);
+    int rc;
+    if (is_show) rc = show(&o, argc, argv);
+    else {
+        if (optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
+        format_of(&o); /* a bad -f fails before any work */
+        if (o.explain) return explain(&o);
+        if (!(o.min_throughput > 0)) hps_usage_error("missing --min-throughput N");
+        inputs in = {0};
+        load_inputs(&o, &in);
+        plan_problem *p = in.problem;
+        p->min_throughput = o.min_throughput;
+        p->samples = o.samples;
+        p->epochs = (int)o.epochs;
+        p->objective = o.objective;
+        check_power(p, in.cluster);
+        rc = o.pareto ? pareto(&o, &in) : plan_once(&o, &in);
+        free_inputs(&in);
+    }
     free(o.profiles);
     return rc;
 }

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/hps_cli.h"
+#include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "profile/hps_profile.h"
@@ -16,6 +18,7 @@ static const char usage[] =
     "usage: hps-profile -m MODEL [options]\n"
     "       hps-profile --merge PROFILE... [-o FILE]\n"
     "       hps-profile --list-devices\n"
+    "       hps-profile show PROFILE [-f json|table] [-o FILE]\n"
     "\n"
     "Measures what every layer of MODEL costs on each device and prints a profile\n"
     "(JSON, hps-profile(5)) for hps-plan.\n"
@@ -68,31 +71,22 @@ typedef struct {
     const char *model, *devices, *output;
     hps_profile_opts opts;
     const char *estimates[MAX_ESTIMATES];
-    int n_estimates, merge, list_devices, table;
+    int n_estimates, merge, list_devices, table, show;
 } args;
-
-static int usage_error(const char *fmt, const char *what)
-{
-    fprintf(stderr, "%s: error: ", hps_progname());
-    fprintf(stderr, fmt, what);
-    fprintf(stderr, "\n(see 'hps-profile --help')\n");
-    return HPS_EXIT_USAGE;
-}
 
 static int parse_count(const char *opt, const char *s, long min, long max, long *out)
 {
-    if (hps_parse_long(s, min, max, out) == 0) return 0;
-    fprintf(stderr, "%s: error: %s: '%s' is not an integer in [%ld, %ld]\n", hps_progname(), opt,
-            s, min, max);
-    return -1;
+    *out = hps_cli_long(opt, s, min, max);
+    return 0;
 }
 
 /* Returns -1 to go on, or the exit code. */
 static int parse_args(int argc, char **argv, args *a)
 {
+    static const char *const formats[] = {"json", "table", NULL};
     long v;
     int c;
-    while ((c = getopt_long(argc, argv, "m:d:b:r:w:f:o:qvhV", long_options, NULL)) != -1) {
+    while ((c = hps_cli_getopt(argc, argv, "m:d:b:r:w:f:o:qvhV", long_options)) != -1) {
         switch (c) {
         case 'm': a->model = optarg; break;
         case 'd': a->devices = optarg; break;
@@ -119,28 +113,27 @@ static int parse_args(int argc, char **argv, args *a)
             break;
         case OPT_ENERGY: a->opts.energy = 1; break;
         case OPT_ESTIMATE:
-            if (a->n_estimates == MAX_ESTIMATES) return usage_error("--estimate: at most %s", "32");
+            if (a->n_estimates == MAX_ESTIMATES) hps_usage_error("--estimate: at most %d", MAX_ESTIMATES);
             a->estimates[a->n_estimates++] = optarg;
             break;
         case OPT_MERGE: a->merge = 1; break;
         case OPT_LIST_DEVICES: a->list_devices = 1; break;
-        case 'f':
-            if (strcmp(optarg, "json") && strcmp(optarg, "table"))
-                return usage_error("--format: '%s' is not json or table", optarg);
-            a->table = strcmp(optarg, "table") == 0;
-            break;
+        case 'f': a->table = hps_cli_choice("--format", optarg, formats) == 1; break;
         case 'o': a->output = optarg; break;
-        case 'q': hps_display_level = 0; break;
-        case 'v': hps_display_level++; break;
+        case 'q': hps_cli_quiet(); break;
+        case 'v': hps_cli_verbose(); break;
         case 'h': fputs(usage, stdout); return HPS_EXIT_OK;
-        case 'V': hps_print_version(stdout); return HPS_EXIT_OK;
-        default: fprintf(stderr, "(see 'hps-profile --help')\n"); return HPS_EXIT_USAGE;
+        case 'V': hps_cli_version(stdout); return HPS_EXIT_OK;
         }
     }
-    if (!a->merge && optind < argc) return usage_error("unexpected argument '%s'", argv[optind]);
-    if (a->merge && optind == argc) return usage_error("--merge needs profiles%s", "");
-    if (!a->merge && !a->list_devices && !a->model)
-        return usage_error("no model given (use -m MODEL)%s", "");
+    if (a->show) {
+        if (optind >= argc) hps_usage_error("show: missing PROFILE");
+        if (optind + 1 < argc) hps_usage_error("show: unexpected argument '%s'", argv[optind + 1]);
+        return -1;
+    }
+    if (!a->merge && optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
+    if (a->merge && optind == argc) hps_usage_error("--merge needs profiles");
+    if (!a->merge && !a->list_devices && !a->model) hps_usage_error("no model given (use -m MODEL)");
     return -1;
 }
 
@@ -192,8 +185,15 @@ static json_t *merge_all(char **files, int n, hps_error *err)
 
 int main(int argc, char **argv)
 {
+    static const char *const commands[] = {"show", NULL};
     hps_set_progname(argv[0]);
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
     args a = {.devices = "cpu", .output = "-", .opts = hps_profile_opts_default()};
+    if (argc > 1 && argv[1][0] != '-') {
+        if (strcmp(argv[1], "show") != 0) hps_cli_unknown_command(argv[1], commands);
+        a.show = 1;
+        argv[1] = argv[0], argv++, argc--;
+    }
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
     if (a.list_devices) {
@@ -203,7 +203,8 @@ int main(int argc, char **argv)
     a.opts.progress = hps_display_level >= 2 && hps_stderr_is_tty();
     if (hps_display_level >= 3) a.opts.progress = 1;
     hps_error err = {.code = HPS_EXIT_RUNTIME};
-    json_t *doc = a.merge ? merge_all(argv + optind, argc - optind, &err) : measure_all(&a, &err);
+    /* show: one profile, checked, in the format asked (a merge of one) */
+    json_t *doc = a.merge || a.show ? merge_all(argv + optind, argc - optind, &err) : measure_all(&a, &err);
     for (int i = 0; doc && i < a.n_estimates; i++)
         if (hps_profile_estimate(doc, a.estimates[i], &err)) json_decref(doc), doc = NULL;
     if (doc && emit(doc, &a, &err) == 0) {

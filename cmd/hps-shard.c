@@ -1,6 +1,7 @@
 /* hps-shard: raw sparse data to compressed, checksummed shards, split by the
  * plan; and `cat`, `stats`, `synth` to look at shards and make data.
  * Options and I/O only: the work is in lib/data. */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
@@ -9,7 +10,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/hps_blas.h"
 #include "core/hps_core.h"
+#include "core/hps_cli.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "data/hps_shard_job.h"
@@ -103,31 +106,21 @@ static _Noreturn void die_usage(const char *fmt, const char *arg)
 {
     char msg[512];
     snprintf(msg, sizeof msg, fmt, arg);
-    hps_errorf("%s", msg);
-    fprintf(stderr, "Try '%s --help'.\n", hps_progname());
-    exit(HPS_EXIT_USAGE);
+    hps_usage_error("%s", msg);
 }
 
 static long opt_long(const char *name, const char *arg, long min, long max)
 {
-    long v;
-    if (hps_parse_long(arg, min, max, &v) != 0) {
-        char fmt[128];
-        snprintf(fmt, sizeof fmt, "--%s: expected an integer in [%ld, %ld], got '%%s'", name, min, max);
-        die_usage(fmt, arg);
-    }
-    return v;
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", name);
+    return hps_cli_long(opt, arg, min, max);
 }
 
 static double opt_double(const char *name, const char *arg, double min, double max)
 {
-    double v;
-    if (hps_parse_double(arg, &v) != 0 || v < min || v > max) {
-        char fmt[128];
-        snprintf(fmt, sizeof fmt, "--%s: expected a number in [%g, %g], got '%%s'", name, min, max);
-        die_usage(fmt, arg);
-    }
-    return v;
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", name);
+    return hps_cli_double(opt, arg, min, max);
 }
 
 static void parse_options(int argc, char **argv, options *o)
@@ -137,7 +130,7 @@ static void parse_options(int argc, char **argv, options *o)
                    .threads = cpus > 0 ? cpus : 1, .shuffle_mem = 64, .zipf = 1.1, .scale = 1,
                    .progress = hps_stderr_is_tty()};
     int c;
-    while ((c = getopt_long(argc, argv, "f:m:n:w:p:s:o:l:T:qvhV", long_opts, NULL)) != -1) {
+    while ((c = hps_cli_getopt(argc, argv, "f:m:n:w:p:s:o:l:T:qvhV", long_opts)) != -1) {
         switch (c) {
         case 'f': o->format = optarg; break;
         case 'm': o->model = optarg; break;
@@ -166,13 +159,12 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_ZIPF: o->zipf = opt_double("zipf", optarg, 0.01, 10); break;
         case OPT_SCALE: o->scale = opt_double("scale", optarg, 1e-9, 1000); break;
         case OPT_META: o->meta = optarg; break;
-        case 'q': hps_display_level = 1; break;
-        case 'v': hps_display_level++; break;
+        case 'q': hps_cli_quiet(); break;
+        case 'v': hps_cli_verbose(); break;
         case OPT_PROGRESS: o->progress = 1; break;
         case OPT_NO_PROGRESS: o->progress = 0; break;
         case 'h': usage(stdout); exit(0);
-        case 'V': hps_print_version(stdout); exit(0);
-        default: fprintf(stderr, "Try '%s --help'.\n", hps_progname()); exit(HPS_EXIT_USAGE);
+        case 'V': hps_cli_version(stdout); exit(0);
         }
     }
     if (hps_display_level < 2) o->progress = 0;
@@ -180,11 +172,9 @@ static void parse_options(int argc, char **argv, options *o)
 
 static int choice(const char *name, const char *arg, const char *const *names)
 {
-    for (int i = 0; names[i]; i++)
-        if (strcmp(arg, names[i]) == 0) return i;
-    char fmt[128];
-    snprintf(fmt, sizeof fmt, "--%s: unknown value '%%s'", name);
-    die_usage(fmt, arg);
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", name);
+    return hps_cli_choice(opt, arg, names);
 }
 
 /* ---- shard ------------------------------------------------------------------- */
@@ -282,9 +272,15 @@ static int cmd_shard(const options *op, int n_inputs, char **inputs)
     so.progress = op->progress;
     hps_shard_result res;
     if (hps_shard_run(&so, &res, &err) != 0) goto fail;
-    hps_log(2, "%s: %llu rows in %d shard%s%s, %.1f MB -> %.1f MB in %.2f s (%.0f MB/s, %.0f rows/s)\n",
+    /* compressed input: its decompressed size too, which is what was parsed */
+    char in_size[64];
+    if (res.text_bytes > res.bytes_in)
+        snprintf(in_size, sizeof in_size, "%.1f MB (%.1f MB compressed)", (double)res.text_bytes / 1e6,
+                 (double)res.bytes_in / 1e6);
+    else snprintf(in_size, sizeof in_size, "%.1f MB", (double)res.bytes_in / 1e6);
+    hps_log(2, "%s: %llu rows in %d shard%s%s, %s -> %.1f MB in %.2f s (%.0f MB/s, %.0f rows/s)\n",
             op->output, (unsigned long long)res.rows, so.n_shards, so.n_shards == 1 ? "" : "s",
-            so.holdout > 0 ? " + holdout" : "", (double)res.bytes_in / 1e6, (double)res.bytes_out / 1e6,
+            so.holdout > 0 ? " + holdout" : "", in_size, (double)res.bytes_out / 1e6,
             res.seconds, (double)res.bytes_in / 1e6 / res.seconds, (double)res.rows / res.seconds);
     if (res.skipped) hps_warnf("skipped %llu malformed line%s", (unsigned long long)res.skipped, res.skipped == 1 ? "" : "s");
     goto done;
@@ -410,8 +406,10 @@ static int verify_dir(const hps_manifest *m, hps_error *err)
         hps_shard_info info;
         int rc = hps_shard_verify(p, &info, err);
         const hps_manifest_shard *e = &m->shards[s];
-        if (rc == 0 && (info.rows != e->rows || info.bytes != e->bytes || info.checksum != e->checksum))
-            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: does not match the manifest (rows, bytes or checksum)", p);
+        if (rc == 0) rc = hps_manifest_check_shard(m, s, p, &info, err);
+        if (rc == 0 && info.checksum != e->checksum)
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: checksum crc32c:%08x, the manifest says crc32c:%08x", p,
+                          info.checksum, e->checksum);
         free(p);
         if (rc != 0) return -1;
     }
@@ -462,6 +460,8 @@ static int cmd_stats(const options *op, int n, char **paths)
         rc = verify_dir(m, &err);
         if (rc == 0) printf("\nverified: every block and checksum of %d shard%s\n", m->n_shards, m->n_shards == 1 ? "" : "s");
     }
+    if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))
+        rc = hps_fail(&err, HPS_EXIT_RUNTIME, "<stdout>: write failed: %s", strerror(errno));
     json_decref(root);
     hps_manifest_free(m);
     if (rc == 0) return 0;
@@ -479,7 +479,7 @@ static int cmd_synth(const options *op, int n, char **args)
     hps_error err = {{0}, 0};
     hps_synth_result res;
     hps_out *out = hps_out_open(op->output ? op->output : "-", &err);
-    int rc = out ? hps_synth(&so, hps_out_file(out), hps_path_name(op->output ? op->output : "-"), &res, &err) : -1;
+    int rc = out ? hps_synth(&so, hps_out_file(out), hps_out_name(out), &res, &err) : -1;
     if (rc == 0) rc = hps_out_commit(out, &err);
     else if (out) hps_out_abort(out);
     if (rc == 0) {
@@ -502,13 +502,17 @@ static int cmd_synth(const options *op, int n, char **args)
 
 int main(int argc, char **argv)
 {
+    static const char *const commands[] = {"cat", "stats", "synth", NULL};
     hps_set_progname(argv[0]);
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
     const char *sub = argc > 1 ? argv[1] : "";
     int (*cmd)(const options *, int, char **) = NULL;
     if (!strcmp(sub, "cat")) cmd = cmd_cat;
     else if (!strcmp(sub, "stats")) cmd = cmd_stats;
     else if (!strcmp(sub, "synth")) cmd = cmd_synth;
     if (cmd) argv[1] = argv[0], argv++, argc--;
+    else if (sub[0] && sub[0] != '-' && access(sub, F_OK) != 0) /* not an input file: a mistyped command? */
+        if (hps_cli_nearest(sub, commands)) hps_cli_unknown_command(sub, commands);
     options op;
     parse_options(argc, argv, &op);
     return (cmd ? cmd : cmd_shard)(&op, argc - optind, argv + optind);

@@ -1,10 +1,14 @@
 /* hps-train: train what a plan describes. */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/hps_cli.h"
+#include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "dist/hps_dist.h"
@@ -13,6 +17,7 @@
 static const char usage[] =
     "usage: hps-train --plan PLAN --data SHARDS [options]\n"
     "       hps-train --model MODEL --data SHARDS [options]   (one CPU stage, no plan)\n"
+    "       hps-train show METRICS [-f svg] [-o FILE]       (training curves of a run)\n"
     "\n"
     "Trains the model a plan was made for, on shards written by hps-shard: embedding\n"
     "tables on parameter-server tables, the plan's stages pipelined over micro-batches.\n"
@@ -43,7 +48,9 @@ static const char usage[] =
     "      --slowdown RANK=FACTOR  test build: make rank RANK FACTOR times slower (mpirun)\n"
 #endif
     "      --no-rebalance          keep the plan's worker shares (mpirun)\n"
-    "  -o, --output FILE           where --probe writes its profile [stdout]\n"
+    "      --log-dir DIR           each rank's messages into DIR/worker-R.log or DIR/server-R.log\n"
+    "  -o, --output FILE           where --probe or show writes [stdout]\n"
+    "  -f, --format FMT            show: svg (the only picture so far) [svg]\n"
     "  -q, --quiet                 no progress, no summary\n"
     "  -v, --verbose               more messages\n"
     "  -h, --help                  show this help, then exit\n"
@@ -51,7 +58,7 @@ static const char usage[] =
 
 enum { OPT_STEPS = 256, OPT_EVAL, OPT_CKPT, OPT_CKPT_EVERY, OPT_RESUME, OPT_EXPORT, OPT_METRICS,
        OPT_METRICS_INTERVAL, OPT_SEED, OPT_THREADS, OPT_MICRO, OPT_OPTIMIZER, OPT_LR, OPT_LR_SPARSE,
-       OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE };
+       OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE, OPT_LOG_DIR };
 
 static const struct option long_options[] = {
     {"plan", required_argument, NULL, 'p'},
@@ -80,7 +87,9 @@ static const struct option long_options[] = {
     {"slowdown", required_argument, NULL, OPT_SLOWDOWN},
 #endif
     {"no-rebalance", no_argument, NULL, OPT_NO_REBALANCE},
+    {"log-dir", required_argument, NULL, OPT_LOG_DIR},
     {"output", required_argument, NULL, 'o'},
+    {"format", required_argument, NULL, 'f'},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -89,7 +98,7 @@ static const struct option long_options[] = {
 };
 
 typedef struct {
-    const char *plan, *data, *model, *eval, *export_path, *output;
+    const char *plan, *data, *model, *eval, *export_path, *output, *log_dir;
     long probe;
     hps_train_opts o;
     hps_dist_opts dist;
@@ -97,24 +106,18 @@ typedef struct {
 
 static int bad_value(const char *opt, const char *value, const char *expected)
 {
-    fprintf(stderr, "%s: error: %s: '%s' is not %s\n(see 'hps-train --help')\n", hps_progname(),
-            opt, value, expected);
-    return HPS_EXIT_USAGE;
+    hps_usage_error("%s: '%s' is not %s", opt, value, expected);
 }
 
 static int count_arg(const char *opt, long min, long max, long *out)
 {
-    if (hps_parse_long(optarg, min, max, out) == 0) return 0;
-    char what[64];
-    snprintf(what, sizeof what, "an integer in [%ld, %ld]", min, max);
-    return bad_value(opt, optarg, what);
+    *out = hps_cli_long(opt, optarg, min, max);
+    return 0;
 }
 
 static int rate_arg(const char *opt, float *out)
 {
-    double v;
-    if (hps_parse_double(optarg, &v) || !(v > 0 && v < 1e6)) return bad_value(opt, optarg, "a positive number");
-    *out = (float)v;
+    *out = (float)hps_cli_double(opt, optarg, 1e-12, 1e6);
     return 0;
 }
 
@@ -163,8 +166,8 @@ static int parse_one(int c, args *a)
     case OPT_THREADS: if (count_arg("--threads", 1, 4096, &v)) return HPS_EXIT_USAGE; a->o.threads = (int)v; break;
     case OPT_MICRO: if (count_arg("--micro-batches", 1, 4096, &v)) return HPS_EXIT_USAGE; a->o.micro_batches = (int)v; break;
     case OPT_OPTIMIZER:
-        if (strcmp(optarg, "adam") && strcmp(optarg, "sgd")) return bad_value("--optimizer", optarg, "adam or sgd");
-        a->o.optim.dense = strcmp(optarg, "sgd") == 0 ? HPS_OPTIM_SGD : HPS_OPTIM_ADAM;
+        a->o.optim.dense = hps_cli_choice("--optimizer", optarg, (const char *const[]){"adam", "sgd", NULL})
+                               ? HPS_OPTIM_SGD : HPS_OPTIM_ADAM;
         break;
     case OPT_LR: return rate_arg("--lr", &a->o.optim.lr_dense) ? HPS_EXIT_USAGE : -1;
     case OPT_LR_SPARSE: return rate_arg("--lr-sparse", &a->o.optim.lr_sparse) ? HPS_EXIT_USAGE : -1;
@@ -179,32 +182,34 @@ static int parse_one(int c, args *a)
     case OPT_SLOWDOWN: return slowdown_arg(&a->dist);
 #endif
     case OPT_NO_REBALANCE: a->dist.rebalance = 0; break;
+    case OPT_LOG_DIR: a->log_dir = optarg; break;
     case 'o': a->output = optarg; break;
-    case 'q': hps_display_level = 0; break;
-    case 'v': hps_display_level++; break;
+    case 'f': hps_cli_choice("--format", optarg, (const char *const[]){"svg", NULL}); break;
+    case 'q': hps_cli_quiet(); break;
+    case 'v': hps_cli_verbose(); break;
     case 'h': fputs(usage, stdout); return HPS_EXIT_OK;
-    case 'V': hps_print_version(stdout); return HPS_EXIT_OK;
-    default: fprintf(stderr, "(see 'hps-train --help')\n"); return HPS_EXIT_USAGE;
+    case 'V': hps_cli_version(stdout); return HPS_EXIT_OK;
     }
     return -1;
 }
 
-static int parse_args(int argc, char **argv, args *a)
+static int parse_args(int argc, char **argv, args *a, int show)
 {
     int c, rc;
-    while ((c = getopt_long(argc, argv, "p:d:m:e:o:qvhV", long_options, NULL)) != -1)
+    while ((c = hps_cli_getopt(argc, argv, "p:d:m:e:o:f:qvhV", long_options)) != -1)
         if ((rc = parse_one(c, a)) >= 0) return rc;
-    const char *missing = optind < argc ? NULL : !a->data ? "--data" : !a->plan && !a->model ? "--plan or --model" : NULL;
-    if (optind < argc)
-        fprintf(stderr, "%s: error: unexpected argument '%s'\n", hps_progname(), argv[optind]);
-    else if (missing)
-        fprintf(stderr, "%s: error: %s is required\n", hps_progname(), missing);
-    else if (a->o.resume && !a->o.ckpt_dir)
-        fprintf(stderr, "%s: error: --resume needs --checkpoint DIR\n", hps_progname());
-    else
+    if (show) {
+        if (optind >= argc) hps_usage_error("show: missing METRICS");
+        if (optind + 1 < argc) hps_usage_error("show: unexpected argument '%s'", argv[optind + 1]);
         return -1;
-    fprintf(stderr, "(see 'hps-train --help')\n");
-    return HPS_EXIT_USAGE;
+    }
+    if (optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
+    if (!a->data) hps_usage_error("--data is required");
+    if (!a->plan && !a->model) hps_usage_error("--plan or --model is required");
+    if (a->o.resume && !a->o.ckpt_dir) hps_usage_error("--resume needs --checkpoint DIR");
+    if (a->export_path && hps_out_is_tty(a->export_path))
+        hps_usage_error("--export -: not writing safetensors to a terminal; redirect stdout or name a file");
+    return -1;
 }
 
 /* The model: --model, else the path the plan recorded (as given to hps-plan,
@@ -227,6 +232,21 @@ static char *model_path(const args *a, hps_error *err)
     }
     json_decref(root);
     return path;
+}
+
+/* --log-dir: this rank's stderr into DIR/ROLE-RANK.log, as fleetrun users
+ * expect one log per rank. */
+static int open_log(const char *dir, const hps_dist *d, hps_error *err)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "--log-dir: %s: cannot create: %s", dir, strerror(errno));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s-%d.log", dir, d && hps_dist_is_server(d) ? "server" : "worker",
+             d ? hps_dist_rank(d) : 0);
+    if (!freopen(path, "w", stderr))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "--log-dir: %s: cannot write: %s", path, strerror(errno));
+    setvbuf(stderr, NULL, _IOLBF, 0); /* whole lines, also when a rank dies */
+    return 0;
 }
 
 static void print_summary(const hps_trainer *t)
@@ -284,10 +304,21 @@ static int train(const args *a, hps_trainer *t, hps_source *src, hps_error *err)
 
 int main(int argc, char **argv)
 {
+    static const char *const commands[] = {"show", NULL};
     hps_set_progname(argv[0]);
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
     args a = {.output = "-", .o = hps_train_opts_default(), .dist = {.slow_rank = -1, .rebalance = 1}};
-    int rc = parse_args(argc, argv, &a);
+    int show = argc > 1 && argv[1][0] != '-';
+    if (show && strcmp(argv[1], "show") != 0) hps_cli_unknown_command(argv[1], commands);
+    if (show) argv[1] = argv[0], argv++, argc--;
+    int rc = parse_args(argc, argv, &a, show);
     if (rc >= 0) return rc;
+    if (show) {
+        hps_error err;
+        if (hps_train_curves_svg(argv[optind], a.output, &err) == 0) return HPS_EXIT_OK;
+        hps_report(&err);
+        return err.code;
+    }
     hps_dist *d = NULL;
     hps_error err = {.code = HPS_EXIT_RUNTIME};
     if (hps_dist_launched() && !(d = hps_dist_start(a.plan, &a.dist, &err))) {
@@ -296,9 +327,14 @@ int main(int argc, char **argv)
         hps_dist_end(NULL);
         return err.code;
     }
+    if (a.log_dir && open_log(a.log_dir, d, &err)) {
+        if (d) hps_dist_abort(d, &err); /* says it, and no rank waits for this one */
+        hps_report(&err);
+        return err.code;
+    }
     if (d && !hps_dist_is_lead(d)) {
-        /* only the lead worker reports and writes metrics */
-        hps_display_level = hps_display_level > 1 ? 1 : hps_display_level;
+        /* only the lead worker writes metrics, and reports unless each rank has its log */
+        if (!a.log_dir) hps_display_level = hps_display_level > 1 ? 1 : hps_display_level;
         a.o.metrics_path = NULL;
     }
     a.o.progress = hps_display_level >= 2 && hps_stderr_is_tty() && !a.probe;

@@ -12,16 +12,18 @@ say() { printf '\n== %s\n' "$*" >&2; }
 
 say "data: 200000 synthetic Criteo rows with a planted model (hps-shard synth)"
 [ -s data.tsv ] || "$bin/hps-shard" synth 200000 --seed 1 --scale 0.01 --meta synth.json -o data.tsv
-cp "$root/testdata/models/demo-ctr.json" model.json
-cp "$root/testdata/clusters/lab.json" cluster.json
-cp "$root/testdata/devices/gpu-t4.json" gpu-t4.json
+# copied only when they differ, so that a second `make demo` redoes nothing
+fresh() { cmp -s "$1" "$2" || cp "$1" "$2"; }
+fresh "$root/testdata/models/demo-ctr.json" model.json
+fresh "$root/testdata/clusters/lab.json" cluster.json
+fresh "$root/testdata/devices/gpu-t4.json" gpu-t4.json
 
 say "pipeline: profile -> plan -> shards -> train (testdata/pipeline/Makefile)"
 make --no-print-directory -f "$root/testdata/pipeline/Makefile" HPS="$bin/" \
-    GPUS=gpu-t4.json MIN_THROUGHPUT=20000 TRAIN_FLAGS="--cpu-fallback --threads 2"
+    GPUS=gpu-t4.json MIN_THROUGHPUT=20000 TRAIN_FLAGS="--cpu-fallback --threads 2" all plan.svg curves.svg
 
 say "the profile (this machine measured, the T4 estimated from its spec sheet)"
-"$bin/hps-profile" --merge profile.json --format table
+"$bin/hps-profile" show profile.json --format table
 say "the plan"
 cat plan.txt
 say "training"

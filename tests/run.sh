@@ -7,21 +7,23 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+rcf=$(mktemp)
+trap 'rm -f "$log" "$rcf"' EXIT
 status=0
+# Each line is shown as it comes (sed -u), not after the binary or the bats
+# run ends; the log keeps the bare TAP lines for the counts below.
 for t in "$@"; do
-    out=$(CMOCKA_MESSAGE_OUTPUT=TAP "$t" 2>&1)
-    rc=$?
-    printf '%s\n' "$out" | sed "s|^|$(basename "$t"): |"
-    printf '%s\n' "$out" >> "$log"
-    if [ $rc -ne 0 ] && ! printf '%s\n' "$out" | grep -q '^not ok'; then
-        echo "not ok - $(basename "$t") exited with status $rc" | tee -a "$log"
+    name=$(basename "$t")
+    { CMOCKA_MESSAGE_OUTPUT=TAP "$t" 2>&1; echo $? > "$rcf"; } | tee "$log.one" | sed -u "s|^|$name: |"
+    cat "$log.one" >> "$log"
+    rc=$(cat "$rcf")
+    if [ "$rc" -ne 0 ] && ! grep -q '^not ok' "$log.one"; then
+        echo "not ok - $name exited with status $rc" | tee -a "$log"
     fi
+    rm -f "$log.one"
 done
 if ls "$here"/cli/*.bats >/dev/null 2>&1; then
-    out=$(HPS_BIN="${HPS_BIN:-$here/../bin}" bats --tap "$here"/cli/*.bats 2>&1)
-    printf '%s\n' "$out"
-    printf '%s\n' "$out" >> "$log"
+    HPS_BIN="${HPS_BIN:-$here/../bin}" bats --tap "$here"/cli/*.bats 2>&1 | tee -a "$log"
 fi
 # cmocka reports a skip as "not ok N # SKIP", bats as "ok N # skip"
 skipped=$(grep -Eci '^(not )?ok .*# skip' "$log")

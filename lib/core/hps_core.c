@@ -1,7 +1,10 @@
 #include "core/hps_core.h"
+#include "core/hps_blas.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +14,12 @@
 int hps_display_level = 2;
 static const char *progname = "hps";
 
+/* Every tool calls this first, so the process-wide settings live here too:
+ * past `ulimit -f` a write fails with EFBIG, reported and cleaned up like any
+ * other write error, instead of SIGXFSZ killing the tool mid-file. */
 void hps_set_progname(const char *name)
 {
+    signal(SIGXFSZ, SIG_IGN);
     const char *slash = strrchr(name, '/');
     progname = slash ? slash + 1 : name;
 }
@@ -101,11 +108,20 @@ char *hps_strdup(const char *s)
     return d;
 }
 
-int hps_mul_size(size_t a, size_t b, size_t *out)
+const char *hps_printable(const char *s, char *buf, size_t n)
 {
-    if (a && b > SIZE_MAX / a) return -1;
-    *out = a * b;
-    return 0;
+    size_t len = strlen(s), k = len + 1 <= n ? len : n - 4;
+    for (size_t i = 0; i < k; i++) buf[i] = s[i] >= 32 && s[i] < 127 ? s[i] : '?';
+    strcpy(buf + k, k < len ? "..." : "");
+    return buf;
+}
+
+int hps_name_ok(const char *s)
+{
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && *s != '.' && *s != '-' && *s != '_') return 0;
+    return 1;
 }
 
 int hps_add_size(size_t a, size_t b, size_t *out)
@@ -141,23 +157,6 @@ double hps_now(void)
 }
 
 int hps_stderr_is_tty(void) { return isatty(STDERR_FILENO); }
-
-#ifdef HPS_CUDA
-#define HPS_FEATURE_CUDA " cuda"
-#else
-#define HPS_FEATURE_CUDA ""
-#endif
-#ifdef HPS_MPI
-#define HPS_FEATURE_MPI " mpi"
-#else
-#define HPS_FEATURE_MPI ""
-#endif
-
-void hps_print_version(FILE *out)
-{
-    fprintf(out, "%s (hps) %s\n", progname, HPS_VERSION);
-    fprintf(out, "features: openblas zstd jansson%s%s\n", HPS_FEATURE_CUDA, HPS_FEATURE_MPI);
-}
 
 int hps_parse_long(const char *s, long min, long max, long *out)
 {

@@ -54,8 +54,14 @@ void *hps_realloc_(void *p, size_t n, const char *file, int line);
 #define hps_realloc(p, n) hps_realloc_((p), (n), __FILE__, __LINE__)
 char *hps_strdup(const char *s);
 
-/* Overflow-checked size arithmetic: return 0 on success, -1 on overflow. */
-int hps_mul_size(size_t a, size_t b, size_t *out);
+/* Text from an input, made safe to echo in a one-line message: at most n-4
+ * bytes, anything outside printable ASCII as '?', "..." when cut. */
+const char *hps_printable(const char *s, char *buf, size_t n);
+/* A name that goes into files other tools read (a rankfile's hosts): 1 or
+ * more letters, digits, '.', '-' or '_'.  1 when s is one. */
+int hps_name_ok(const char *s);
+
+/* Overflow-checked size addition: 0 on success, -1 on overflow. */
 int hps_add_size(size_t a, size_t b, size_t *out);
 
 /* Sorts n doubles ascending, in place; the median of n > 0 values (a copy is sorted). */
@@ -67,9 +73,6 @@ double hps_now(void);
 
 /* Is stderr a terminal (progress bars only then)? */
 int hps_stderr_is_tty(void);
-
-/* "--version" text: "PROG (hps) 0.1.0" plus build features. */
-void hps_print_version(FILE *out);
 
 /* Parses a non-negative integer / positive double from an option argument. */
 int hps_parse_long(const char *s, long min, long max, long *out);

@@ -15,23 +15,39 @@ const char *hps_path_name(const char *path)
 
 int hps_read_all(const char *path, char **data, size_t *len, hps_error *err)
 {
+    return hps_read_at_most(path, SIZE_MAX - 1, data, len, err);
+}
+
+int hps_read_at_most(const char *path, size_t max, char **data, size_t *len, hps_error *err)
+{
     int is_stdin = strcmp(path, "-") == 0;
+    /* Waiting on a terminal looks like a hang: say what is missing instead. */
+    if (is_stdin && isatty(STDIN_FILENO))
+        return hps_fail(err, HPS_EXIT_USAGE, "<stdin>: is a terminal; pipe the input in or name a file");
     FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: cannot open: %s", path, strerror(errno));
     size_t cap = 1 << 16, n = 0;
     char *buf = hps_malloc(cap);
+    int too_big = 0;
     for (;;) {
         if (n + 1 >= cap) buf = hps_realloc(buf, cap *= 2);
         size_t got = fread(buf + n, 1, cap - n - 1, f);
         n += got;
         if (got == 0) break;
+        if (n > max) { /* /dev/zero as a model: stop here, not at the OOM killer */
+            too_big = 1;
+            break;
+        }
     }
     int bad = ferror(f);
     int saved = errno;
     if (!is_stdin) fclose(f);
-    if (bad) {
+    if (bad || too_big) {
         free(buf);
+        if (too_big)
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: larger than %zu MiB, the most this input may hold",
+                            hps_path_name(path), max >> 20);
         return hps_fail(err, HPS_EXIT_USAGE, "%s: cannot read: %s", hps_path_name(path),
                         strerror(saved));
     }
@@ -44,7 +60,7 @@ int hps_read_all(const char *path, char **data, size_t *len, hps_error *err)
 /* ---- atomic output ------------------------------------------------------ */
 
 struct hps_out {
-    char *path, *tmp; /* tmp == NULL: stdout */
+    char *path, *tmp; /* tmp == NULL: written in place (stdout, a device, a FIFO) */
     FILE *f;
     struct hps_out *next;
 };
@@ -95,12 +111,28 @@ static void unlink_out(hps_out *o)
         }
 }
 
+/* Only a regular file (or none yet) may be replaced by a rename: renaming
+ * over /dev/null, a FIFO or a terminal would turn it into a plain file. */
+static int replaceable(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) != 0 || S_ISREG(st.st_mode);
+}
+
 hps_out *hps_out_open(const char *path, hps_error *err)
 {
     hps_out *o = hps_calloc(1, sizeof *o);
     o->path = hps_strdup(path);
     if (strcmp(path, "-") == 0) {
         o->f = stdout;
+        return o;
+    }
+    if (!replaceable(path)) {
+        if (!(o->f = fopen(path, "wb"))) {
+            hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot open: %s", path, strerror(errno));
+            free(o->path), free(o);
+            return NULL;
+        }
         return o;
     }
     size_t n = strlen(path) + 32;
@@ -121,7 +153,20 @@ hps_out *hps_out_open(const char *path, hps_error *err)
     return o;
 }
 
+int hps_out_is_tty(const char *path) { return strcmp(path, "-") == 0 && isatty(STDOUT_FILENO); }
+
+hps_out *hps_out_open_binary(const char *path, const char *what, hps_error *err)
+{
+    if (hps_out_is_tty(path)) {
+        hps_fail(err, HPS_EXIT_USAGE, "not writing %s to a terminal; redirect stdout or name a file", what);
+        return NULL;
+    }
+    return hps_out_open(path, err);
+}
+
 FILE *hps_out_file(hps_out *o) { return o->f; }
+
+const char *hps_out_name(const hps_out *o) { return o->f == stdout ? "<stdout>" : o->path; }
 
 static void out_free(hps_out *o)
 {
@@ -135,8 +180,11 @@ int hps_out_commit(hps_out *o, hps_error *err)
 {
     int rc = 0;
     if (!o->tmp) {
-        if (fflush(o->f) != 0)
-            rc = hps_fail(err, HPS_EXIT_RUNTIME, "<stdout>: write failed: %s", strerror(errno));
+        const char *name = hps_out_name(o);
+        if (fflush(o->f) != 0 || ferror(o->f))
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", name, strerror(errno));
+        if (o->f != stdout && fclose(o->f) != 0 && rc == 0)
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", name, strerror(errno));
         out_free(o);
         return rc;
     }
@@ -155,10 +203,8 @@ int hps_out_commit(hps_out *o, hps_error *err)
 void hps_out_abort(hps_out *o)
 {
     if (!o) return;
-    if (o->tmp) {
-        fclose(o->f);
-        unlink(o->tmp);
-    }
+    if (o->f != stdout) fclose(o->f);
+    if (o->tmp) unlink(o->tmp);
     out_free(o);
 }
 
@@ -210,23 +256,51 @@ static void sha256_block(uint32_t h[8], const unsigned char *p)
     h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
+void hps_sha256_init(hps_sha256_ctx *c)
+{
+    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(c->h, h0, sizeof h0);
+    c->n = 0;
+    c->len = 0;
+}
+
+void hps_sha256_update(hps_sha256_ctx *c, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    c->len += len;
+    while (len) {
+        if (c->n == 0 && len >= 64) { /* whole blocks straight from the input */
+            sha256_block(c->h, p);
+            p += 64, len -= 64;
+            continue;
+        }
+        size_t k = 64 - c->n < len ? 64 - c->n : len;
+        memcpy(c->buf + c->n, p, k);
+        c->n += k, p += k, len -= k;
+        if (c->n == 64) sha256_block(c->h, c->buf), c->n = 0;
+    }
+}
+
+void hps_sha256_final(hps_sha256_ctx *c, unsigned char out[32])
+{
+    unsigned char tail[128] = {0};
+    memcpy(tail, c->buf, c->n);
+    tail[c->n] = 0x80;
+    size_t tail_len = c->n + 9 <= 64 ? 64 : 128;
+    uint64_t bits = c->len * 8;
+    for (int i = 0; i < 8; i++) tail[tail_len - 1 - i] = (unsigned char)(bits >> (8 * i));
+    sha256_block(c->h, tail);
+    if (tail_len == 128) sha256_block(c->h, tail + 64);
+    for (int i = 0; i < 32; i++) out[i] = (unsigned char)(c->h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
 void hps_sha256(const void *data, size_t len, unsigned char out[32])
 {
-    uint32_t h[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    const unsigned char *p = data;
-    size_t full = len / 64;
-    for (size_t i = 0; i < full; i++) sha256_block(h, p + 64 * i);
-    unsigned char tail[128] = {0};
-    size_t rest = len - 64 * full;
-    memcpy(tail, p + 64 * full, rest);
-    tail[rest] = 0x80;
-    size_t tail_len = rest + 9 <= 64 ? 64 : 128;
-    uint64_t bits = (uint64_t)len * 8;
-    for (int i = 0; i < 8; i++) tail[tail_len - 1 - i] = (unsigned char)(bits >> (8 * i));
-    sha256_block(h, tail);
-    if (tail_len == 128) sha256_block(h, tail + 64);
-    for (int i = 0; i < 32; i++) out[i] = (unsigned char)(h[i / 4] >> (24 - 8 * (i % 4)));
+    hps_sha256_ctx c;
+    hps_sha256_init(&c);
+    hps_sha256_update(&c, data, len);
+    hps_sha256_final(&c, out);
 }
 
 void hps_sha256_hex(const void *data, size_t len, char out[72])

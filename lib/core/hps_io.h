@@ -3,7 +3,9 @@
  * Outputs are never half-written: hps_out_open() writes to a temporary file
  * beside the target and hps_out_commit() renames it into place; a tool that
  * fails calls hps_out_abort() (or simply exits: the temporary is removed by an
- * atexit handler).  "-" means stdin for reads and stdout for writes.
+ * atexit handler).  "-" means stdin for reads and stdout for writes.  A path
+ * that names something other than a regular file (/dev/null, a FIFO, a
+ * terminal) is written in place: a rename would replace it with a file.
  */
 #ifndef HPS_IO_H
 #define HPS_IO_H
@@ -12,10 +14,17 @@
 
 /* Reads all of path ("-" = stdin) into a NUL-terminated buffer. */
 int hps_read_all(const char *path, char **data, size_t *len, hps_error *err);
+/* The same, failing with a usage error once more than max bytes arrive. */
+int hps_read_at_most(const char *path, size_t max, char **data, size_t *len, hps_error *err);
 
 typedef struct hps_out hps_out;
 hps_out *hps_out_open(const char *path, hps_error *err); /* NULL on error */
+/* The same for binary data (what names it): refused on a terminal, as zstd
+ * does; hps_out_is_tty() tells before any work is done. */
+hps_out *hps_out_open_binary(const char *path, const char *what, hps_error *err);
+int hps_out_is_tty(const char *path);
 FILE *hps_out_file(hps_out *o);
+const char *hps_out_name(const hps_out *o); /* for messages: "<stdout>" or the path */
 int hps_out_commit(hps_out *o, hps_error *err); /* flush, fsync, rename; frees o */
 void hps_out_abort(hps_out *o);                 /* removes the temporary; frees o */
 
@@ -25,8 +34,18 @@ int hps_write_atomic(const char *path, const void *buf, size_t len, hps_error *e
 /* Display name of a path for messages: "<stdin>" for "-". */
 const char *hps_path_name(const char *path);
 
-/* SHA-256: the raw 32 bytes, or "sha256:<64 hex>" (out must hold 72 bytes). */
+/* SHA-256: the raw 32 bytes, or "sha256:<64 hex>" (out must hold 72 bytes);
+ * or over pieces, with a context. */
 void hps_sha256(const void *data, size_t len, unsigned char out[32]);
+typedef struct {
+    uint32_t h[8];
+    unsigned char buf[64];
+    size_t n;    /* bytes in buf */
+    uint64_t len; /* bytes so far */
+} hps_sha256_ctx;
+void hps_sha256_init(hps_sha256_ctx *c);
+void hps_sha256_update(hps_sha256_ctx *c, const void *data, size_t len);
+void hps_sha256_final(hps_sha256_ctx *c, unsigned char out[32]);
 void hps_sha256_hex(const void *data, size_t len, char out[72]);
 
 /* Whole-array binary I/O on FILE streams: true when all n items moved. */

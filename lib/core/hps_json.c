@@ -22,11 +22,16 @@ int hps_json_loadb(const char *name, const char *buf, size_t len, json_t **root,
     return 0;
 }
 
+int hps_json_read(const char *path, char **text, size_t *len, hps_error *err)
+{
+    return hps_read_at_most(path, HPS_JSON_MAX_BYTES, text, len, err);
+}
+
 int hps_json_load(const char *path, json_t **root, hps_error *err)
 {
     char *buf;
     size_t len;
-    if (hps_read_all(path, &buf, &len, err)) return -1;
+    if (hps_json_read(path, &buf, &len, err)) return -1;
     int rc = hps_json_loadb(hps_path_name(path), buf, len, root, err);
     free(buf);
     return rc;
@@ -120,7 +125,9 @@ int hps_json_enum(json_t *obj, const char *key, int required, const char *const 
         size_t n = strlen(list);
         snprintf(list + n, sizeof list - n, "%s%s", i ? "|" : "", choices[i]);
     }
-    return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be one of %s", ctx, key, s, list);
+    char shown[40];
+    return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be one of %s", ctx, key,
+                    hps_printable(s, shown, sizeof shown), list);
 }
 
 int hps_json_known_keys(json_t *obj, const char *const *allowed, const char *ctx,

@@ -14,6 +14,12 @@
 
 enum { HPS_OPTIONAL = 0, HPS_REQUIRED = 1 };
 
+/* The most a JSON input may hold: a model, cluster or plan is kilobytes; a
+ * limit turns `-m /dev/zero` into an error instead of an out-of-memory kill. */
+#define HPS_JSON_MAX_BYTES ((size_t)64 << 20)
+
+/* Reads the text of a JSON input ("-" = stdin), at most HPS_JSON_MAX_BYTES. */
+int hps_json_read(const char *path, char **text, size_t *len, hps_error *err);
 /* Parses path ("-" = stdin); errors name file, line and column. */
 int hps_json_load(const char *path, json_t **root, hps_error *err);
 int hps_json_loadb(const char *name, const char *buf, size_t len, json_t **root,

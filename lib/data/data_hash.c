@@ -14,8 +14,6 @@ const char *const hps_data_format_names[] = {"criteo", "libsvm", NULL};
 const char *const hps_transform_names[] = {"none", "log", NULL};
 const char *const hps_hash_names[] = {"mix64", "none", NULL};
 
-uint64_t hps_key_salt(uint64_t seed, int slot) { return hps_mix64(seed + (uint64_t)slot); }
-
 uint64_t hps_key_of(const hps_parse_opts *o, int slot, uint64_t value)
 {
     return hps_key_inline(o, slot, value);

@@ -137,8 +137,6 @@ hps_lines *hps_lines_open(const char *path, hps_error *err)
     return l;
 }
 
-hps_input *hps_lines_input(hps_lines *l) { return l->in; }
-
 /* Moves the partial line to the front and reads more after it. */
 static int lines_fill(hps_lines *l, hps_error *err)
 {

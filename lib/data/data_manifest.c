@@ -116,6 +116,45 @@ static json_t *servers_json(const hps_shard_opts *o, const uint64_t *server_keys
     return json_pack("{s:i, s:s, s:o}", "count", o->servers, "rule", "mix64-mod", "files", files);
 }
 
+/* ---- the manifest's own digest ----------------------------------------------
+ * Version 2 ends with "sha256": the SHA-256 of the file as written with
+ * those 64 hex digits as zeros.  Readers check it, so a flipped byte anywhere
+ * (the hot-key statistics included, which nothing else reads back) is caught. */
+
+#define ZERO_DIGEST "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+
+/* The digest text holds, found at its value's last occurrence (the key is
+ * written last); 0 when it does not match or is not found. */
+static int digest_matches(char *text, size_t len, const char *value)
+{
+    if (strlen(value) != strlen(ZERO_DIGEST) || strncmp(value, "sha256:", 7) != 0) return 0;
+    char *at = NULL;
+    for (char *p = text; (p = strstr(p, value)); p++) at = p;
+    if (!at) return 0;
+    char saved[sizeof ZERO_DIGEST], sum[72];
+    memcpy(saved, at, sizeof ZERO_DIGEST - 1);
+    memcpy(at, ZERO_DIGEST, sizeof ZERO_DIGEST - 1);
+    hps_sha256_hex(text, len, sum);
+    memcpy(at, saved, sizeof ZERO_DIGEST - 1);
+    return strcmp(sum, value) == 0;
+}
+
+static int write_with_digest(const char *path, json_t *root, hps_error *err)
+{
+    json_object_set_new(root, "sha256", json_string(ZERO_DIGEST));
+    char *s = hps_json_text(root);
+    size_t n = strlen(s);
+    s = hps_realloc(s, n + 2);
+    strcpy(s + n++, "\n");
+    char *at = strstr(s, ZERO_DIGEST), sum[72];
+    HPS_CHECK(at);
+    hps_sha256_hex(s, n, sum);
+    memcpy(at, sum, strlen(sum));
+    int rc = hps_write_atomic(path, s, n, err);
+    free(s);
+    return rc;
+}
+
 int hps_manifest_write(const char *path, const hps_shard_opts *o, const char *const *names,
                        int n_files, const hps_shard_info *infos, const char *const *files,
                        const uint64_t *planned, int n_out, const hps_shard_result *res,
@@ -124,7 +163,7 @@ int hps_manifest_write(const char *path, const hps_shard_opts *o, const char *co
 {
     json_t *in_files = json_array();
     for (int i = 0; i < n_files; i++) json_array_append_new(in_files, json_string(names[i]));
-    json_t *root = json_pack("{s:s, s:i, s:s}", "format", "hps-shards", "version", 1, "tool",
+    json_t *root = json_pack("{s:s, s:i, s:s}", "format", "hps-shards", "version", 2, "tool",
                              "hps-shard " HPS_VERSION);
     json_object_set_new(root, "input", json_pack("{s:s, s:o, s:I, s:I, s:I}", "format",
                                                  hps_data_format_names[o->parse.format], "files", in_files,
@@ -149,7 +188,7 @@ int hps_manifest_write(const char *path, const hps_shard_opts *o, const char *co
     json_object_set_new(root, "shards", shards_json(o, infos, files, planned, n_out));
     json_object_set_new(root, "slots", slots_json(o, hll, hot));
     if (o->servers) json_object_set_new(root, "servers", servers_json(o, server_keys));
-    int rc = hps_json_write(path, root, err);
+    int rc = write_with_digest(path, root, err);
     json_decref(root);
     return rc;
 }
@@ -234,23 +273,29 @@ static int load_schema(hps_manifest *m, json_t *root, const char *ctx0, hps_erro
 hps_manifest *hps_manifest_load(const char *dir, hps_error *err)
 {
     size_t n = strlen(dir) + 32;
-    char *path = hps_malloc(n), *text;
-    size_t len;
+    char *path = hps_malloc(n), *text = NULL;
+    size_t len = 0;
     snprintf(path, n, "%s/manifest.json", dir);
     json_t *root = NULL;
     hps_manifest *m = hps_calloc(1, sizeof *m);
     m->dir = hps_strdup(dir);
-    int rc = hps_read_all(path, &text, &len, err);
+    int rc = hps_json_read(path, &text, &len, err);
     if (rc == 0) {
         hps_sha256_hex(text, len, m->digest);
         rc = hps_json_loadb(path, text, len, &root, err);
-        free(text);
     }
+    const char *sum = NULL;
+    long long version = 0;
+    if (rc == 0 && (hps_json_int(root, "version", HPS_REQUIRED, 1, 2, &version, path, err) != 0 ||
+                    hps_json_str(root, "sha256", version >= 2, &sum, path, err) != 0))
+        rc = -1;
+    if (rc == 0 && sum && !digest_matches(text, len, sum))
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: sha256 mismatch: the manifest is corrupted", path);
+    free(text);
     const char *fmt = NULL, *transform = "none", *hash = "none";
-    long long version = 0, rows = 0, seed = 0, buckets = 0;
+    long long rows = 0, seed = 0, buckets = 0;
     json_t *keys = root ? json_object_get(root, "keys") : NULL, *input = root ? json_object_get(root, "input") : NULL;
-    if (rc == 0 && (hps_json_int(root, "version", HPS_REQUIRED, 1, 1, &version, path, err) != 0 ||
-                    hps_json_str(input, "format", HPS_REQUIRED, &fmt, path, err) != 0 ||
+    if (rc == 0 && (hps_json_str(input, "format", HPS_REQUIRED, &fmt, path, err) != 0 ||
                     hps_json_str(root, "dense_transform", HPS_OPTIONAL, &transform, path, err) != 0 ||
                     hps_json_str(keys, "hash", HPS_OPTIONAL, &hash, path, err) != 0 ||
                     hps_json_int(keys, "seed", HPS_OPTIONAL, 0, INT64_MAX, &seed, path, err) != 0 ||
@@ -298,4 +343,24 @@ char *hps_manifest_shard_path(const hps_manifest *m, int i)
     char *p = hps_malloc(n);
     snprintf(p, n, "%s/%s", m->dir, m->shards[i].file);
     return p;
+}
+
+int hps_manifest_check_shard(const hps_manifest *m, int i, const char *path,
+                             const hps_shard_info *info, hps_error *err)
+{
+    const hps_schema *a = &m->schema, *b = &info->schema;
+    if (a->n_dense != b->n_dense || a->n_slots != b->n_slots || a->classes != b->classes ||
+        a->multiclass != b->multiclass || a->weighted != b->weighted)
+        return hps_fail(err, HPS_EXIT_RUNTIME,
+                        "%s: holds %d dense, %d slots, %d classes%s; the manifest says %d dense, "
+                        "%d slots, %d classes%s",
+                        path, b->n_dense, b->n_slots, b->classes, b->weighted ? ", weighted" : "",
+                        a->n_dense, a->n_slots, a->classes, a->weighted ? ", weighted" : "");
+    const hps_manifest_shard *e = &m->shards[i];
+    if (info->rows != e->rows || info->bytes != e->bytes)
+        return hps_fail(err, HPS_EXIT_RUNTIME,
+                        "%s: holds %llu rows in %llu bytes; the manifest says %llu rows in %llu bytes",
+                        path, (unsigned long long)info->rows, (unsigned long long)info->bytes,
+                        (unsigned long long)e->rows, (unsigned long long)e->bytes);
+    return 0;
 }

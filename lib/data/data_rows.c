@@ -153,6 +153,16 @@ static void reserve_keys(hps_rows *r, int slot, int64_t n)
         r->weights[slot] = hps_realloc(r->weights[slot], (size_t)r->kcap[slot] * sizeof **r->weights);
 }
 
+int hps_rows_bad_label(const hps_rows *r)
+{
+    float top = (float)(r->schema.classes - 1); /* binary: 0 or 1 */
+    for (int i = 0; i < r->rows; i++) {
+        float y = r->labels[i];
+        if (!(y >= 0 && y <= top) || y != (float)(int)y) return i; /* NaN fails both */
+    }
+    return -1;
+}
+
 int hps_rows_decode(hps_rows *r, const uint8_t *in, size_t len, int rows)
 {
     const hps_schema *s = &r->schema;

@@ -684,7 +684,7 @@ static int finish(output *out, const hps_hll_set *hll, inputs *in, hps_shard_res
 int hps_shard_run(const hps_shard_opts *o, hps_shard_result *res, hps_error *err)
 {
     memset(res, 0, sizeof *res);
-    hps_tmpdir *tmp = hps_tmpdir_create(o->out_dir, err);
+    hps_tmpdir *tmp = hps_tmpdir_create(o->out_dir, o->force, err);
     if (!tmp) return -1;
     inputs in = {0};
     feeder f = {.in = &in, .seed = o->shuffle_seed};
@@ -704,6 +704,7 @@ int hps_shard_run(const hps_shard_opts *o, hps_shard_result *res, hps_error *err
     }
     res->lines = in.lines;
     res->bytes_in = in.bytes_in;
+    res->text_bytes = o->shuffle ? 0 : in.text_bytes;
     out.lines_total = in.lines;
     plan_outputs(&out, o, in.lines);
     out.hot = hps_hot_create(o->parse.schema.n_slots);

@@ -43,12 +43,57 @@ static void on_exit_cleanup(void)
     if (active) remove_entries(active);
 }
 
-hps_tmpdir *hps_tmpdir_create(const char *target, hps_error *err)
+static void remove_tree(const char *path);
+
+/* An existing target: refused unless force, and then only a directory (a
+ * file is not what --force means to replace). */
+static int check_target(const char *target, int force, hps_error *err)
+{
+    struct stat st;
+    if (lstat(target, &st) != 0) return 0;
+    if (!force) return hps_fail(err, HPS_EXIT_RUNTIME, "%s: already exists (--force replaces it)", target);
+    if (!S_ISDIR(st.st_mode))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: exists and is not a directory: --force replaces only a directory",
+                        target);
+    return 0;
+}
+
+/* Removes TARGET.tmp.PID.* whose process is gone: a run killed by SIGKILL
+ * could not clean up after itself. */
+static void remove_stale(const char *target)
+{
+    char *dir = hps_strdup(target);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : target;
+    if (slash) *slash = '\0';
+    DIR *d = opendir(slash ? (*dir ? dir : "/") : ".");
+    size_t blen = strlen(base);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        const char *rest = e->d_name + blen;
+        if (strncmp(e->d_name, base, blen) != 0 || strncmp(rest, ".tmp.", 5) != 0) continue;
+        char *end;
+        long pid = strtol(rest + 5, &end, 10);
+        if (end == rest + 5 || *end != '.' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        size_t n = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = hps_malloc(n);
+        snprintf(p, n, "%s/%s", slash ? dir : ".", e->d_name);
+        remove_tree(p);
+        free(p);
+    }
+    if (d) closedir(d);
+    free(dir);
+}
+
+hps_tmpdir *hps_tmpdir_create(const char *target, int force, hps_error *err)
 {
     HPS_CHECK(!active);
-    size_t n = strlen(target) + 16;
+    if (check_target(target, force, err)) return NULL;
+    remove_stale(target);
+    size_t n = strlen(target) + 40;
     char *path = hps_malloc(n);
-    snprintf(path, n, "%s.tmp.XXXXXX", target);
+    snprintf(path, n, "%s.tmp.%ld.XXXXXX", target, (long)getpid());
     if (!mkdtemp(path)) {
         hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot create a directory beside it: %s", target,
                  strerror(errno));
@@ -72,8 +117,6 @@ hps_tmpdir *hps_tmpdir_create(const char *target, hps_error *err)
     }
     return t;
 }
-
-const char *hps_tmpdir_path(const hps_tmpdir *t) { return t->path; }
 
 static char *add_entry(hps_tmpdir *t, const char *name, int dir)
 {
@@ -140,14 +183,15 @@ int hps_tmpdir_commit(hps_tmpdir *t, int force, hps_error *err)
 {
     struct stat st;
     char *old = NULL;
+    if (check_target(t->target, force, err)) return -1; /* made while we worked */
     if (lstat(t->target, &st) == 0) {
-        if (!force)
-            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: already exists (--force replaces it)", t->target);
         size_t n = strlen(t->target) + 16;
         old = hps_malloc(n);
         snprintf(old, n, "%s.old.XXXXXX", t->target);
-        if (!mkdtemp(old) || rename(t->target, old) != 0) {
+        int made = mkdtemp(old) != NULL;
+        if (!made || rename(t->target, old) != 0) { /* a directory renames over the empty one */
             int e = errno;
+            if (made) rmdir(old);
             free(old);
             return hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot move it aside: %s", t->target, strerror(e));
         }

@@ -60,7 +60,6 @@ typedef struct {
  * mix64 form is a bijection of v, so hashing itself never merges two values;
  * only folding into N buckets does.  libsvm feature indices are keys as they
  * are (the index is already the identity of the feature). */
-uint64_t hps_key_salt(uint64_t seed, int slot);
 uint64_t hps_key_of(const hps_parse_opts *o, int slot, uint64_t value);
 
 /* hps_mix64 (splitmix64's finaliser), inline for the parser's hot loop. */
@@ -125,6 +124,8 @@ void hps_rows_encode(const hps_rows *r, uint8_t *out);
 /* Decodes a payload of len bytes holding `rows` samples into r (cleared
  * first); -1 when the bytes do not add up to the schema. */
 int hps_rows_decode(hps_rows *r, const uint8_t *in, size_t len, int rows);
+/* The first row whose label is not a class of the schema (NaN, 1e6, 0.5), or -1. */
+int hps_rows_bad_label(const hps_rows *r);
 
 /* ---- parsing ------------------------------------------------------------
  * Parses one line (without its newline; a trailing '\r' is ignored) and

@@ -27,7 +27,6 @@ hps_lines *hps_lines_open(const char *path, hps_error *err);
 /* 1 with the next line (without '\n', valid until the next call), 0 at the
  * end, -1 on error.  *line_no is 1-based. */
 int hps_lines_next(hps_lines *l, const char **line, size_t *len, uint64_t *line_no, hps_error *err);
-hps_input *hps_lines_input(hps_lines *l);
 void hps_lines_close(hps_lines *l);
 
 #endif

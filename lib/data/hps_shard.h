@@ -117,5 +117,10 @@ hps_manifest *hps_manifest_load(const char *dir, hps_error *err);
 void hps_manifest_free(hps_manifest *m);
 /* dir/file for shard i (malloc'd). */
 char *hps_manifest_shard_path(const hps_manifest *m, int i);
+/* Shard i's file (at path, its header and index read into info) against the
+ * manifest: schema, rows and bytes.  A shard copied in from another
+ * directory would otherwise train silently on labels the model cannot hold. */
+int hps_manifest_check_shard(const hps_manifest *m, int i, const char *path,
+                             const hps_shard_info *info, hps_error *err);
 
 #endif

@@ -78,12 +78,14 @@ void hps_hot_merge(hps_hot_set *h, const hps_hot_block *b, const hps_rows *r);
 int hps_hot_top(hps_hot_set *h, int slot, int k, hps_key_count *out);
 
 /* ---- the temporary output directory ---------------------------------------------
- * Output goes to TARGET.tmp.XXXXXX beside TARGET and is renamed into place
- * at the end.  Every file made inside is registered first, so that an error,
- * exit, SIGINT, SIGTERM or SIGHUP removes them all and the directory. */
+ * Output goes to TARGET.tmp.PID.XXXXXX beside TARGET and is renamed into
+ * place at the end.  Every file made inside is registered first, so that an
+ * error, exit, SIGINT, SIGTERM or SIGHUP removes them all and the directory;
+ * what a SIGKILL left (its PID gone) is removed by the next run.  An existing
+ * TARGET is refused here, before any work, unless force (then it must be a
+ * directory). */
 typedef struct hps_tmpdir hps_tmpdir;
-hps_tmpdir *hps_tmpdir_create(const char *target, hps_error *err);
-const char *hps_tmpdir_path(const hps_tmpdir *t);
+hps_tmpdir *hps_tmpdir_create(const char *target, int force, hps_error *err);
 /* dir/name, registered for removal (malloc'd; the caller frees it). */
 char *hps_tmpdir_file(hps_tmpdir *t, const char *name);
 int hps_tmpdir_mkdir(hps_tmpdir *t, const char *name, hps_error *err);
@@ -121,6 +123,7 @@ typedef struct {
 
 typedef struct {
     uint64_t rows, lines, skipped, bytes_in, bytes_out;
+    uint64_t text_bytes; /* the input decompressed (0 when not counted: --shuffle) */
     double seconds;
 } hps_shard_result;
 

@@ -35,6 +35,7 @@ typedef struct {
     int max_units;
     double nic_gbps;
     double power_w; /* 0 when not given */
+    int threads;    /* cores of one unit, pinned together by the rankfile (default 1) */
 } plan_rtype;
 
 typedef struct {
@@ -210,6 +211,9 @@ int plan_solve_brute(const plan_problem *p, plan_result *r, hps_error *err);
 int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_result *r);
 int plan_solve_genetic(const plan_problem *p, const plan_search_opts *o, plan_result *r);
 int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result *r);
+/* The solver named by --algo (rl, exact, greedy, genetic, brute, fixed:TYPE). */
+int plan_solve(const plan_problem *p, const hps_cluster *c, const char *algo, const plan_search_opts *so,
+               plan_result *r, hps_error *err);
 /* Steepest descent over single-layer and whole-stage type changes. */
 void plan_local_search(const plan_problem *p, int *assign, double deadline);
 /* Local search, then the DP moves (plan_dp_polish) and the local search
@@ -274,7 +278,11 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
                      const plan_result *r, const plan_meta *m, const hps_cluster *c);
 void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e,
                       const plan_layout *l, const plan_result *r, const plan_meta *m);
-void plan_print_dot(FILE *f, const plan_problem *p, const plan_eval *e);
+/* Pictures (plan_draw.c): the model's data-flow graph with the plan's stages,
+ * servers and links as Graphviz dot; the stages as an SVG bar chart. */
+void plan_print_dot(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e,
+                    const plan_layout *l);
+void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e);
 
 /* Reads the parts of a plan file that other tools rely on, checking them. */
 typedef struct {
@@ -290,5 +298,28 @@ void plan_file_free(plan_file *pf);
 /* "hps-plan --explain": per layer, what the plan would cost with that layer on
  * each type, everything else unchanged. */
 void plan_explain(FILE *f, const plan_problem *p, const int *assign);
+json_t *plan_explain_json(const plan_problem *p, const int *assign); /* "format": "hps-explain" */
+
+/* ---- --pareto (plan_pareto.c) ---------------------------------------------- */
+
+#define PLAN_PARETO_VERSION 2 /* 2: stages as objects */
+typedef struct {
+    double min_throughput; /* the limit that produced the point */
+    double throughput, cost, cost_per_hour, objective;
+    int n_stages;
+    plan_stage *stages;
+} plan_point;
+typedef struct {
+    int n;
+    plan_point *points; /* slowest and cheapest first */
+} plan_frontier;
+/* Sweeps the limit geometrically from p->min_throughput up to the fastest
+ * plan in n steps and keeps the points no other point beats on both axes. */
+int plan_pareto(plan_problem *p, const hps_cluster *c, const char *algo, const plan_search_opts *so, int n,
+                plan_frontier *out, hps_error *err);
+void plan_frontier_free(plan_frontier *f);
+json_t *plan_frontier_json(const plan_problem *p, const plan_frontier *f, const char *algo);
+void plan_frontier_table(FILE *f, const plan_problem *p, const plan_frontier *fr);
+void plan_frontier_svg(FILE *f, const plan_problem *p, const plan_frontier *fr);
 
 #endif

@@ -20,6 +20,11 @@ static int copy_name(char *dst, const char *src, const char *what, const char *c
     if (strlen(src) >= HPS_NAME_MAX)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%.20s...' is longer than %d bytes", ctx,
                         what, src, HPS_NAME_MAX - 1);
+    if (!hps_name_ok(src)) { /* names become rankfile lines and message text */
+        char shown[40];
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be letters, digits, '.', '-' or '_'",
+                        ctx, what, hps_printable(src, shown, sizeof shown));
+    }
     strcpy(dst, src);
     return 0;
 }
@@ -27,7 +32,7 @@ static int copy_name(char *dst, const char *src, const char *what, const char *c
 static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hps_error *err)
 {
     static const char *const keys[] = {"name",   "kind",     "device", "price_per_hour",
-                                       "max_units", "nic_gbps", "power_w", "comment", NULL};
+                                       "max_units", "nic_gbps", "power_w", "threads", "comment", NULL};
     static const char *const kinds[] = {"cpu", "gpu", NULL};
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s: resource %d", file, i);
@@ -41,7 +46,7 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
     if (hps_cluster_find(c, r->name) >= 0 && hps_cluster_find(c, r->name) < i)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: name appears twice", ctx);
     int kind = 0;
-    long long max_units = 0;
+    long long max_units = 0, threads = 1;
     r->power_w = 0;
     if (hps_json_known_keys(o, keys, ctx, err) ||
         hps_json_enum(o, "kind", HPS_REQUIRED, kinds, &kind, ctx, err) ||
@@ -50,8 +55,10 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
         hps_json_num(o, "price_per_hour", HPS_REQUIRED, 0, 1e6, &r->price_per_hour, ctx, err) ||
         hps_json_int(o, "max_units", HPS_REQUIRED, 1, 100000, &max_units, ctx, err) ||
         hps_json_num(o, "nic_gbps", HPS_REQUIRED, 1e-3, 1e5, &r->nic_gbps, ctx, err) ||
-        hps_json_num(o, "power_w", HPS_OPTIONAL, 0, 1e6, &r->power_w, ctx, err))
+        hps_json_num(o, "power_w", HPS_OPTIONAL, 0, 1e6, &r->power_w, ctx, err) ||
+        hps_json_int(o, "threads", HPS_OPTIONAL, 1, 4096, &threads, ctx, err))
         return -1;
+    r->threads = (int)threads;
     if (r->price_per_hour <= 0)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: price_per_hour must be > 0", ctx);
     r->kind = kind;

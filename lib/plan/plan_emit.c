@@ -1,5 +1,5 @@
-/* The plan as JSON (hps-plan(5)), as a table for people, and as a Graphviz
- * drawing; reading a plan back; and --explain. */
+/* The plan as JSON (hps-plan(5)) and as a table for people; reading a plan
+ * back; and --explain.  The pictures are in plan_draw.c. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,26 +203,6 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
     else fprintf(f, ", optimum not known\n");
 }
 
-static const char *const palette[] = {"#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462",
-                                      "#b3de69", "#fccde5", "#d9d9d9", "#bc80bd", "#ccebc5", "#ffed6f",
-                                      "#a6cee3", "#b2df8a", "#fb9a99", "#cab2d6"};
-
-void plan_print_dot(FILE *f, const plan_problem *p, const plan_eval *e)
-{
-    fprintf(f, "digraph plan {\n  rankdir=LR;\n  node [shape=box, style=filled];\n");
-    for (int s = 0; s < e->n_stages; s++) {
-        const plan_stage *st = &e->stages[s];
-        fprintf(f, "  subgraph cluster_%d {\n    label=\"stage %d: %s x %d%s\";\n", s, s,
-                p->type_names[st->type], st->units, e->bottleneck == s ? " (bottleneck)" : "");
-        for (int l = st->first; l < st->end; l++)
-            fprintf(f, "    l%d [label=\"%s\", fillcolor=\"%s\"];\n", l, p->layer_names[l],
-                    palette[st->type % 16]);
-        fprintf(f, "  }\n");
-    }
-    for (int l = 0; l + 1 < p->n_layers; l++) fprintf(f, "  l%d -> l%d;\n", l, l + 1);
-    fprintf(f, "}\n");
-}
-
 /* ---- reading a plan back -------------------------------------------------- */
 
 int plan_file_parse(json_t *root, const char *name, plan_file *pf, hps_error *err)
@@ -278,13 +258,31 @@ void plan_file_free(plan_file *pf)
     memset(pf, 0, sizeof *pf);
 }
 
-void plan_explain(FILE *f, const plan_problem *p, const int *assign)
+/* --explain's cells: per layer and type, one unit's ms per batch and the
+ * plan's objective with the layer moved there (NAN: no plan meets the limit). */
+static double *explain_cells(const plan_problem *p, const int *assign, plan_eval *e)
 {
     int L = p->n_layers, T = p->n_types;
     int *a = hps_malloc((size_t)L * sizeof *a);
+    double *v = hps_malloc((size_t)L * T * sizeof *v);
+    for (int l = 0; l < L; l++)
+        for (int t = 0; t < T; t++) {
+            memcpy(a, assign, (size_t)L * sizeof *a);
+            a[l] = t;
+            plan_evaluate(p, a, e);
+            v[l * T + t] = e->feasible ? e->objective : NAN;
+        }
+    plan_evaluate(p, assign, e);
+    free(a);
+    return v;
+}
+
+void plan_explain(FILE *f, const plan_problem *p, const int *assign)
+{
+    int L = p->n_layers, T = p->n_types;
     plan_eval e;
     plan_eval_init(&e, p);
-    plan_evaluate(p, assign, &e);
+    double *v = explain_cells(p, assign, &e);
     const char *what = plan_objective_names[p->objective];
     fprintf(f, "%s of the plan: %.6g%s; each cell: one unit's ms per batch, then the plan's %s with the\n"
                "layer moved there (* the layer's type now, - no plan meets the limit)\n",
@@ -295,17 +293,38 @@ void plan_explain(FILE *f, const plan_problem *p, const int *assign)
     for (int l = 0; l < L; l++) {
         fprintf(f, "%-14s", p->layer_names[l]);
         for (int t = 0; t < T; t++) {
-            memcpy(a, assign, (size_t)L * sizeof *a);
-            a[l] = t;
-            plan_evaluate(p, a, &e);
             char cell[64];
             char value[32] = "-";
-            if (e.feasible) snprintf(value, sizeof value, "%.4g", e.objective);
+            if (isfinite(v[l * T + t])) snprintf(value, sizeof value, "%.4g", v[l * T + t]);
             snprintf(cell, sizeof cell, "%8.3f ms %10s%c", p->t1_ms[l * T + t], value, t == assign[l] ? '*' : ' ');
             fprintf(f, "  %23s", cell);
         }
         fputc('\n', f);
     }
     plan_eval_free(&e);
-    free(a);
+    free(v);
+}
+
+json_t *plan_explain_json(const plan_problem *p, const int *assign)
+{
+    int L = p->n_layers, T = p->n_types;
+    plan_eval e;
+    plan_eval_init(&e, p);
+    double *v = explain_cells(p, assign, &e);
+    json_t *layers = json_array();
+    for (int l = 0; l < L; l++) {
+        json_t *types = json_object();
+        for (int t = 0; t < T; t++)
+            json_object_set_new(types, p->type_names[t],
+                                json_pack("{s:o, s:o}", "ms_per_batch", hps_json_real(p->t1_ms[l * T + t]),
+                                          "objective", hps_json_real(v[l * T + t])));
+        json_array_append_new(layers, json_pack("{s:s, s:s, s:o}", "name", p->layer_names[l], "type",
+                                                p->type_names[assign[l]], "on", types));
+    }
+    json_t *root = json_pack("{s:s, s:i, s:s, s:o, s:b, s:o}", "format", "hps-explain", "version", 1, "objective",
+                             plan_objective_names[p->objective], "value", hps_json_real(e.objective), "feasible",
+                             e.feasible, "layers", layers);
+    plan_eval_free(&e);
+    free(v);
+    return root;
 }

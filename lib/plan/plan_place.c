@@ -216,9 +216,20 @@ int plan_rankfile_write(const char *path, const hps_cluster *c, const plan_layou
     hps_out *o = hps_out_open(path, err);
     if (!o) return -1;
     FILE *f = hps_out_file(o);
-    for (int w = 0; w < l->n_workers; w++)
-        fprintf(f, "rank %d=%s slot=%d\n", l->workers[w].rank, c->nodes[l->workers[w].node].name, l->workers[w].slot);
+    /* Each worker gets its unit's cores, one after the other on its node (the
+     * slots were given out in this order: workers, then servers); a server
+     * gets one core. */
+    int *next = hps_calloc((size_t)c->n_nodes, sizeof *next);
+    for (int w = 0; w < l->n_workers; w++) {
+        const plan_worker *k = &l->workers[w];
+        int first = next[k->node], n = c->types[k->type].threads;
+        next[k->node] += n;
+        if (n > 1) fprintf(f, "rank %d=%s slot=%d-%d\n", k->rank, c->nodes[k->node].name, first, first + n - 1);
+        else fprintf(f, "rank %d=%s slot=%d\n", k->rank, c->nodes[k->node].name, first);
+    }
     for (int v = 0; v < l->n_servers; v++)
-        fprintf(f, "rank %d=%s slot=%d\n", l->servers[v].rank, c->nodes[l->servers[v].node].name, l->servers[v].slot);
+        fprintf(f, "rank %d=%s slot=%d\n", l->servers[v].rank, c->nodes[l->servers[v].node].name,
+                next[l->servers[v].node]++);
+    free(next);
     return hps_out_commit(o, err);
 }

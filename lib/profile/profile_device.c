@@ -23,6 +23,11 @@ int hps_device_parse(const char *list, hps_device_spec *specs, int max, int *n, 
         } else if (strncmp(tok, "cpu:", 4) == 0 && hps_parse_long(tok + 4, 1, 4096, &v) == 0) {
             d.kind = HPS_DEVICE_CPU;
             d.threads = (int)v;
+            long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            /* more threads than cores times contention, not the layer */
+            if (cores > 0 && v > cores)
+                hps_warnf("--devices: '%s' asks for %ld threads on %ld cores; the times will include waiting "
+                          "for cores", tok, v, cores);
         } else if (strncmp(tok, "cuda:", 5) == 0 && hps_parse_long(tok + 5, 0, 255, &v) == 0) {
             d.kind = HPS_DEVICE_CUDA;
             d.ordinal = (int)v;

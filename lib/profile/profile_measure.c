@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/hps_blas.h"
 #include "core/hps_json.h"
 #include "net/hps_net.h"
 #include "profile/hps_profile.h"
@@ -246,11 +247,13 @@ json_t *hps_profile_device_header(const hps_device_spec *dev, int threads, int e
     json_object_set_new(o, "threads", json_integer(dev->kind == HPS_DEVICE_CPU ? threads : 0));
     json_object_set_new(o, "memory_bytes", json_real(mem));
     if (dev->kind == HPS_DEVICE_CPU) { /* GPU rates would need device-side benchmarks */
+        json_object_set_new(o, "blas_core", json_string(hps_blas_corename()));
         json_object_set_new(o, "sgemm_gflops", hps_json_real(hps_bench_sgemm_gflops(1024, 5)));
         json_object_set_new(o, "triad_gbps", hps_json_real(hps_bench_triad_gbps(1 << 24, 5)));
         json_object_set_new(o, "gather_mrows_per_s",
                             hps_json_real(hps_bench_gather_mrows(embed_dim, 1 << 20, 5)));
     } else {
+        json_object_set_new(o, "blas_core", json_null());
         json_object_set_new(o, "sgemm_gflops", json_null());
         json_object_set_new(o, "triad_gbps", json_null());
         json_object_set_new(o, "gather_mrows_per_s", json_null());

@@ -31,7 +31,7 @@ typedef struct {
 } hps_train_stage;
 
 typedef struct {
-    char path[512];
+    char path[512];        /* empty: no plan file (--model alone) */
     char digest[72];       /* of the plan file's bytes */
     char model_digest[72];
     int batch, n_layers;
@@ -126,7 +126,6 @@ typedef struct {
     int have_eval;
 } hps_train_summary;
 const hps_train_summary *hps_trainer_summary(const hps_trainer *t);
-hps_net *hps_trainer_net(hps_trainer *t);
 hps_table *hps_trainer_table(hps_trainer *t, int layer);
 
 /* A distributed run (lib/dist, hps-train(1) DISTRIBUTED) hooks into the
@@ -145,5 +144,10 @@ int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err);
 
 /* AUC of scores against 0/1 labels (ties count half). */
 double hps_auc(const float *score, const float *label, size_t n);
+
+/* Training curves from a metrics file (--metrics) as one SVG picture written
+ * to out_path ("-" = stdout): loss, evaluation, samples/s per stage, measured
+ * against planned ms per batch (train_curves.c). */
+int hps_train_curves_svg(const char *metrics_path, const char *out_path, hps_error *err);
 
 #endif

@@ -1,12 +1,15 @@
 /* Checkpoints (hps-train(1), CHECKPOINTS) and safetensors export.
  *
  * A checkpoint is one file, DIR/ckpt-STEP.hpsckpt:
- *     bytes 0..7    "HPSCKPT1"
+ *     bytes 0..7    "HPSCKPT2"
  *     bytes 8..15   size of the uncompressed payload, little-endian
  *     bytes 16..23  size of the compressed payload
- *     bytes 24..55  SHA-256 of the compressed payload
+ *     bytes 24..55  SHA-256 of the whole file with these 32 bytes zeroed
  *     bytes 56..63  zero
  *     then the payload as one zstd frame (with zstd's own content checksum).
+ * The digest covers the header too, so a flipped size or reserved byte is
+ * caught; since anyone can recompute it, the sizes are still checked against
+ * the frame before anything is allocated.
  * It is written to a temporary file and renamed; then DIR/latest, a one-line
  * file naming it, is replaced the same way, so a kill at any moment leaves
  * the previous checkpoint in force.  The two newest checkpoints are kept.
@@ -17,13 +20,15 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_decompressBound */
 #include <zstd.h>
 
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "train/train_internal.h"
 
-#define CKPT_MAGIC "HPSCKPT1"
+#define CKPT_MAGIC "HPSCKPT2"
+#define CKPT_DIGEST 24 /* offset of the SHA-256 in the header */
 #define CKPT_HEADER 64
 #define CKPT_KEEP 2
 #define PAYLOAD_MAGIC 0x48505331u /* "HPS1": the payload layout's version */
@@ -84,8 +89,8 @@ static void *compress(const void *src, size_t n, size_t *out_len)
     memcpy(dst, CKPT_MAGIC, 8);
     put_u64(dst + 8, n);
     put_u64(dst + 16, got);
-    hps_sha256(dst + CKPT_HEADER, got, dst + 24);
-    memset(dst + 56, 0, 8);
+    memset(dst + CKPT_DIGEST, 0, 40);
+    hps_sha256(dst, CKPT_HEADER + got, dst + CKPT_DIGEST);
     *out_len = CKPT_HEADER + got;
     return dst;
 }
@@ -96,7 +101,9 @@ static int cmp_names(const void *a, const void *b)
 }
 
 /* Removes all but the newest CKPT_KEEP checkpoints (names sort by step),
- * and never `keep`, the one just written. */
+ * and never `keep`, the one just written; and the temporaries of earlier
+ * steps, which only a killed run leaves (ranks of one run save the same step,
+ * so none of theirs is still being written). */
 static void prune(const char *dir, const char *keep)
 {
     DIR *d = opendir(dir);
@@ -104,8 +111,16 @@ static void prune(const char *dir, const char *keep)
     char **names = NULL;
     size_t n = 0;
     struct dirent *e;
+    const size_t step_end = strlen("ckpt-") + 12;
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
+        if (!strncmp(e->d_name, "ckpt-", 5) && strstr(e->d_name, ".hpsckpt.tmp.") &&
+            strncmp(e->d_name, keep, step_end) < 0) {
+            char path[4200];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            unlink(path);
+            continue;
+        }
         if (strncmp(e->d_name, "ckpt-", 5) || len < 8 || strcmp(e->d_name + len - 8, ".hpsckpt"))
             continue;
         names = hps_realloc(names, (n + 1) * sizeof *names);
@@ -170,31 +185,44 @@ static int read_latest(const char *dir, char *path, size_t n, int *found, hps_er
     return 0;
 }
 
+/* Digest of a checkpoint file: the whole of it with the digest's own bytes
+ * read as zeros (file is modified and restored). */
+static int digest_matches(unsigned char *file, size_t n)
+{
+    unsigned char stored[32], sum[32];
+    memcpy(stored, file + CKPT_DIGEST, 32);
+    memset(file + CKPT_DIGEST, 0, 32);
+    hps_sha256(file, n, sum);
+    memcpy(file + CKPT_DIGEST, stored, 32);
+    return memcmp(sum, stored, 32) == 0;
+}
+
 /* Checks the header and the digest, then decompresses. */
 static int unpack(const char *path, char **payload, size_t *len, hps_error *err)
 {
     char *file;
     size_t n;
     if (hps_read_all(path, &file, &n, err)) return -1;
-    const unsigned char *h = (const unsigned char *)file;
-    unsigned char sum[32];
+    unsigned char *h = (unsigned char *)file;
     int rc = 0;
     if (n < CKPT_HEADER || memcmp(h, CKPT_MAGIC, 8) != 0 || get_u64(h + 16) != n - CKPT_HEADER)
         rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: not a checkpoint, or truncated", path);
-    if (rc == 0) {
-        hps_sha256(h + CKPT_HEADER, n - CKPT_HEADER, sum);
-        if (memcmp(sum, h + 24, 32) != 0)
-            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: checksum mismatch: the checkpoint is corrupted",
-                          path);
-    }
-    /* the size in the header is outside the digest: believe the frame's own */
-    if (rc == 0 && ZSTD_getFrameContentSize(h + CKPT_HEADER, n - CKPT_HEADER) != get_u64(h + 8))
+    if (rc == 0 && !digest_matches(h, n))
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: checksum mismatch: the checkpoint is corrupted", path);
+    /* a forged file passes the digest: the size must be the frame's own, and
+     * no more than its blocks can hold, before it is allocated */
+    const void *frame = h + CKPT_HEADER;
+    size_t frame_len = n - CKPT_HEADER;
+    unsigned long long size = rc == 0 ? ZSTD_getFrameContentSize(frame, frame_len) : 0;
+    if (rc == 0 && (size == ZSTD_CONTENTSIZE_UNKNOWN || size == ZSTD_CONTENTSIZE_ERROR ||
+                    size != get_u64(h + 8) || size > ZSTD_decompressBound(frame, frame_len) ||
+                    size >= SIZE_MAX))
         rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: the header's size disagrees with its payload",
                       path);
     if (rc == 0) {
-        *len = get_u64(h + 8);
+        *len = (size_t)size;
         *payload = hps_malloc(*len + 1);
-        size_t got = ZSTD_decompress(*payload, *len, h + CKPT_HEADER, n - CKPT_HEADER);
+        size_t got = ZSTD_decompress(*payload, *len, frame, frame_len);
         if (ZSTD_isError(got) || got != *len) {
             free(*payload);
             rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot decompress: %s", path,
@@ -230,7 +258,7 @@ static int read_payload(hps_trainer *t, FILE *f, const char *path, hps_error *er
         return hps_fail(err, HPS_EXIT_USAGE, "%s: made for model %.19s..., but %s is %.19s...",
                         path, model, t->m->path, t->m->digest);
     if (strcmp(plan, t->plan.digest) != 0)
-        hps_warnf("%s: made under another plan; resuming under %s", path, t->plan.path);
+        hps_warnf("%s: made under another plan; resuming under %s", path, t->plan.path[0] ? t->plan.path : "no plan");
     if (load_dense(t, f))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: truncated dense parameters", path);
     for (int l = 0; l < t->m->n_layers; l++)
@@ -360,6 +388,29 @@ static char *safetensors_header(hps_trainer *t, const tensor *ts, int n, size_t 
     return text;
 }
 
+/* Bytes to the export and to its digest. */
+static int put_hashed(FILE *f, hps_sha256_ctx *c, const void *p, size_t n)
+{
+    hps_sha256_update(c, p, n);
+    return n == 0 || fwrite(p, 1, n, f) == n;
+}
+
+/* PATH.sha256 beside a regular file, in sha256sum(1)'s format, so that
+ * `sha256sum -c PATH.sha256` (run in PATH's directory) catches a corrupted
+ * copy.  Nothing beside stdout, a device or a FIFO. */
+static int write_sidecar(const char *path, const unsigned char sum[32], hps_error *err)
+{
+    struct stat st;
+    if (strcmp(path, "-") == 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    const char *slash = strrchr(path, '/');
+    char line[4200], side[4200];
+    int k = 0;
+    for (int i = 0; i < 32; i++) k += snprintf(line + k, sizeof line - (size_t)k, "%02x", sum[i]);
+    snprintf(line + k, sizeof line - (size_t)k, "  %s\n", slash ? slash + 1 : path);
+    snprintf(side, sizeof side, "%s.sha256", path);
+    return hps_write_atomic(side, line, strlen(line), err);
+}
+
 int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
 {
     tensor *ts = NULL;
@@ -370,16 +421,20 @@ int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
     }
     size_t hlen;
     char *header = safetensors_header(t, ts, n, &hlen);
-    hps_out *o = hps_out_open(path, err);
+    hps_out *o = hps_out_open_binary(path, "safetensors", err);
     int rc = o ? 0 : -1;
     if (o) {
         FILE *f = hps_out_file(o);
-        unsigned char len8[8];
+        unsigned char len8[8], sum[32];
         put_u64(len8, hlen);
-        int ok = HPS_FWRITE(f, len8, 8) && HPS_FWRITE(f, header, hlen);
-        for (int i = 0; i < n && ok; i++) ok = fwrite(ts[i].data, 1, ts[i].bytes, f) == ts[i].bytes;
+        hps_sha256_ctx c;
+        hps_sha256_init(&c);
+        int ok = put_hashed(f, &c, len8, 8) && put_hashed(f, &c, header, hlen);
+        for (int i = 0; i < n && ok; i++) ok = put_hashed(f, &c, ts[i].data, ts[i].bytes);
+        hps_sha256_final(&c, sum);
         if (ok) rc = hps_out_commit(o, err);
-        else hps_out_abort(o), rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed", path);
+        else hps_out_abort(o), rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", path, strerror(errno));
+        if (rc == 0) rc = write_sidecar(path, sum, err);
     }
     for (int i = 0; i < n; i++)
         if (ts[i].owned) free(ts[i].data);

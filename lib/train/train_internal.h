@@ -70,9 +70,12 @@ struct hps_trainer {
     hps_train_summary sum;
     double samples_run;            /* samples trained by this process (resumes start at 0) */
     FILE *metrics;
+    int metrics_errno; /* the first failed write: reported at the end */
     double t_start, t_last, t_bar;
     uint64_t step_last;
     double samples_last;
+    double eval_s_last;
+    double progress_start;         /* run fraction at the first progress line (NAN before) */            /* sum.eval_seconds at the last step record */
     double busy_last[HPS_TRAIN_MAX_STAGES];
     /* distributed runs: the hooks, and the local rows each load touched
      * (per layer, each row once: mark[l][row] == load_id) */

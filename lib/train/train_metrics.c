@@ -1,9 +1,11 @@
 /* Metrics as NDJSON (one object per line, "event" first), and the progress
  * bar that appears only on a terminal. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hps_blas.h"
 #include "core/hps_json.h"
 #include "train/train_internal.h"
 
@@ -14,8 +16,8 @@ static void emit(hps_trainer *t, json_t *o)
         return;
     }
     char *line = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(7));
-    fprintf(t->metrics, "%s\n", line);
-    fflush(t->metrics);
+    if ((fprintf(t->metrics, "%s\n", line) < 0 || fflush(t->metrics) != 0) && !t->metrics_errno)
+        t->metrics_errno = errno ? errno : EIO;
     free(line);
     json_decref(o);
 }
@@ -31,6 +33,7 @@ static double stage_busy(hps_trainer *t, int s)
 void train_metrics_start(hps_trainer *t)
 {
     t->step_last = t->step; /* rates count from here, also after a resume */
+    t->eval_s_last = t->sum.eval_seconds;
     for (int s = 0; s < t->plan.n_stages; s++) t->busy_last[s] = stage_busy(t, s);
     json_t *stages = json_array();
     for (int s = 0; s < t->plan.n_stages; s++) {
@@ -43,10 +46,10 @@ void train_metrics_start(hps_trainer *t)
                                                                     ? hps_json_real(st->predicted_ms)
                                                                     : json_null()));
     }
-    emit(t, json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:I, s:o}", "event", "start", "model",
-                      t->m->name, "plan", t->plan.path, "batch", t->B, "micro_batches", t->M,
+    emit(t, json_pack("{s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:I, s:s, s:o}", "event", "start", "model",
+                      t->m->name, "plan", t->plan.path[0] ? json_string(t->plan.path) : json_null(), "batch", t->B, "micro_batches", t->M,
                       "threads_per_stage", t->threads, "epochs", t->o.epochs, "step",
-                      (json_int_t)t->step, "stages", stages));
+                      (json_int_t)t->step, "blas_core", hps_blas_corename(), "stages", stages));
 }
 
 /* Per stage: measured ms per batch since the last record, beside the plan's. */
@@ -73,9 +76,13 @@ void train_metrics_step(hps_trainer *t, int force)
     double now = hps_now();
     if (!force && now - t->t_last < t->o.metrics_interval) return;
     uint64_t steps = t->step - t->step_last;
-    double rate = now > t->t_last ? (t->samples_run - t->samples_last) / (now - t->t_last) : 0;
+    /* training alone: evaluations since the last record do not count */
+    double busy = now - t->t_last - (t->sum.eval_seconds - t->eval_s_last);
+    double rate = busy > 0 ? (t->samples_run - t->samples_last) / busy : 0;
+    /* the epoch of the last step: after the last epoch, t->epoch is past it */
+    uint64_t epoch = t->epoch < (uint64_t)t->o.epochs ? t->epoch + 1 : t->epoch;
     json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:o}", "event", "step", "step",
-                          (json_int_t)t->step, "epoch", (json_int_t)t->epoch + 1, "samples",
+                          (json_int_t)t->step, "epoch", (json_int_t)epoch, "samples",
                           (json_int_t)t->samples, "loss", hps_json_real(t->sum.last_loss),
                           "samples_per_s", hps_json_real(rate), "elapsed_s",
                           hps_json_real(now - t->t_start));
@@ -85,6 +92,7 @@ void train_metrics_step(hps_trainer *t, int force)
     t->t_last = now;
     t->step_last = t->step;
     t->samples_last = t->samples_run;
+    t->eval_s_last = t->sum.eval_seconds;
 }
 
 static json_t *eval_json(const hps_eval_result *r)
@@ -126,22 +134,48 @@ void train_metrics_summary(hps_trainer *t)
     emit(t, o);
 }
 
+/* How far the whole run is, 0 to 1: by steps under --steps, else by rows
+ * over all epochs. */
+static double run_fraction(const hps_trainer *t, hps_source *src)
+{
+    uint64_t rows = src->rows(src), done = src->tell(src);
+    double epochs = t->o.epochs > 0 ? t->o.epochs : 1;
+    double by_rows = rows ? ((double)t->epoch + (double)done / (double)rows) / epochs : 0;
+    if (t->o.max_steps > 0) {
+        double by_steps = (double)t->step / (double)t->o.max_steps;
+        return fmin(fmax(by_steps, by_rows), 1); /* whichever ends the run first */
+    }
+    return fmin(by_rows, 1);
+}
+
+static void format_eta(char *buf, size_t n, double s)
+{
+    if (!isfinite(s) || s < 0) snprintf(buf, n, "--:--");
+    else if (s >= 3600) snprintf(buf, n, "%d:%02d:%02d", (int)(s / 3600), (int)fmod(s / 60, 60), (int)fmod(s, 60));
+    else snprintf(buf, n, "%02d:%02d", (int)(s / 60), (int)fmod(s, 60));
+}
+
 void train_progress(hps_trainer *t, hps_source *src, int final)
 {
     if (!t->o.progress) return;
     double now = hps_now();
     if (!final && now - t->t_bar < 0.2) return;
     t->t_bar = now;
-    uint64_t rows = src->rows(src), done = src->tell(src);
-    double frac = rows ? (double)done / (double)rows : 0;
-    char bar[31];
+    double frac = final ? 1 : run_fraction(t, src);
+    if (isnan(t->progress_start)) t->progress_start = frac;
+    double start = t->progress_start;
+    char bar[31], eta[32];
     int fill = (int)(frac * 30);
     for (int i = 0; i < 30; i++) bar[i] = i < fill ? '=' : i == fill ? '>' : ' ';
     bar[30] = '\0';
     double rate = now > t->t_start ? t->samples_run / (now - t->t_start) : 0;
-    fprintf(stderr, "\r[%s] epoch %llu/%d step %llu loss %.4f %.0f samples/s", bar,
-            (unsigned long long)(t->epoch + (final ? 0 : 1)), t->o.epochs,
-            (unsigned long long)t->step, t->sum.last_loss, rate);
+    /* the rest at the pace since this run (or resume) began */
+    format_eta(eta, sizeof eta, frac > start ? (now - t->t_start) * (1 - frac) / (frac - start) : NAN);
+    fprintf(stderr, "\r[%s] %3.0f%% epoch %llu/%d step %llu", bar, 100 * frac,
+            (unsigned long long)(t->epoch + (final || t->epoch >= (uint64_t)t->o.epochs ? 0 : 1)), t->o.epochs,
+            (unsigned long long)t->step);
+    if (t->o.max_steps > 0) fprintf(stderr, "/%ld", t->o.max_steps);
+    fprintf(stderr, " loss %.4f %.0f samples/s ETA %s ", t->sum.last_loss, rate, final ? "00:00" : eta);
     if (final) fputc('\n', stderr);
     fflush(stderr);
 }

@@ -10,7 +10,7 @@
 void hps_train_plan_single(const hps_model *m, hps_train_plan *plan)
 {
     memset(plan, 0, sizeof *plan);
-    snprintf(plan->path, sizeof plan->path, "(no plan)");
+    /* path stays empty: no plan file ("plan": null in the metrics) */
     snprintf(plan->model_digest, sizeof plan->model_digest, "%s", m->digest);
     plan->batch = m->batch;
     plan->n_layers = m->n_layers;
@@ -112,7 +112,7 @@ int hps_train_plan_load(const char *path, const hps_model *m, hps_train_plan *pl
     const char *name = hps_path_name(path);
     char *text;
     size_t len;
-    if (hps_read_all(path, &text, &len, err)) return -1;
+    if (hps_json_read(path, &text, &len, err)) return -1;
     json_t *root;
     int rc = hps_json_loadb(name, text, len, &root, err);
     if (rc == 0) {

@@ -362,13 +362,8 @@ static int open_metrics(hps_trainer *t, hps_error *err)
     return 0;
 }
 
-static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
+static int evaluate(hps_trainer *t, hps_source *eval, hps_error *err)
 {
-    t->epoch++;
-    t->epoch_row = 0;
-    t->sum.epochs_done = (int)t->epoch;
-    /* every worker takes part, though only the lead holds the eval source */
-    if (t->dist && t->dist->before_eval && t->dist->before_eval(t->dist->ctx, t, err)) return -1;
     if (!eval || (t->dist && !t->dist->evaluates)) return 0;
     double t0 = hps_now();
     if (hps_trainer_eval(t, eval, &t->sum.eval, err)) return -1;
@@ -376,6 +371,23 @@ static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
     t->sum.have_eval = 1;
     train_metrics_eval(t);
     return 0;
+}
+
+/* The evaluation after a run that --steps stopped inside an epoch. */
+static int final_eval(hps_trainer *t, hps_source *eval, hps_error *err)
+{
+    if (t->dist && t->dist->before_eval && t->dist->before_eval(t->dist->ctx, t, err)) return -1;
+    return evaluate(t, eval, err);
+}
+
+static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
+{
+    t->epoch++;
+    t->epoch_row = 0;
+    t->sum.epochs_done = (int)t->epoch;
+    /* every worker takes part, though only the lead holds the eval source */
+    if (t->dist && t->dist->before_eval && t->dist->before_eval(t->dist->ctx, t, err)) return -1;
+    return evaluate(t, eval, err);
 }
 
 static int train_save(hps_trainer *t, hps_error *err)
@@ -431,8 +443,11 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
         if (src->seek(src, t->epoch_row, err)) return -1;
         int got;
         while ((got = src->read(src, t->batch, t->B, err)) > 0) {
-            if (hps_trainer_step(t, t->batch, &t->sum.last_loss, err) || after_step(t, src, err))
-                return -1;
+            if (hps_trainer_step(t, t->batch, &t->sum.last_loss, err)) return -1;
+            if (!isfinite(t->sum.last_loss)) /* nothing after it can recover */
+                return hps_fail(err, HPS_EXIT_RUNTIME, "step %llu: the loss is %s: training diverged",
+                                (unsigned long long)t->step, isnan(t->sum.last_loss) ? "nan" : "inf");
+            if (after_step(t, src, err)) return -1;
             if (t->o.max_steps && t->step >= (uint64_t)t->o.max_steps) {
                 stop = 1;
                 break;
@@ -441,6 +456,10 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
         if (got < 0) return -1;
         if (!stop && finish_epoch(t, eval, err)) return -1;
     }
+    /* --steps ended the run inside an epoch: evaluate what was trained, as
+     * --eval asks, rather than nothing.  Under mpirun only the lead holds the
+     * eval source, but every worker takes part (before_eval is set then). */
+    if (stop && (eval || (t->dist && t->dist->before_eval)) && final_eval(t, eval, err)) return -1;
     train_progress(t, src, 1);
     t->sum.steps = t->step;
     t->sum.samples = t->samples;
@@ -448,10 +467,13 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
     double training = t->sum.seconds - t->sum.eval_seconds; /* the rate of training alone */
     t->sum.samples_per_s = training > 0 ? t->samples_run / training : 0;
     train_metrics_summary(t);
+    if (t->metrics_errno)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s",
+                        strcmp(t->o.metrics_path, "-") == 0 ? "<stdout>" : t->o.metrics_path,
+                        strerror(t->metrics_errno));
     if (t->o.ckpt_dir && train_save(t, err)) return -1;
     return 0;
 }
 
 const hps_train_summary *hps_trainer_summary(const hps_trainer *t) { return &t->sum; }
-hps_net *hps_trainer_net(hps_trainer *t) { return t->owner; }
 hps_table *hps_trainer_table(hps_trainer *t, int layer) { return t->tables[layer]; }

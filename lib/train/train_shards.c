@@ -27,8 +27,11 @@ static int open_shard(shard_source *s, int i, hps_error *err)
     char *path = hps_manifest_shard_path(s->manifest, s->shards[i]);
     hps_shard_read_opts o = {.ahead = DECODE_AHEAD};
     s->reader = hps_shard_open(path, &o, err);
+    int rc = s->reader ? hps_manifest_check_shard(s->manifest, s->shards[i], path,
+                                                  hps_shard_reader_info(s->reader), err)
+                       : -1;
     free(path);
-    if (!s->reader) return -1;
+    if (rc) return -1;
     s->cur = i;
     return 0;
 }

@@ -224,7 +224,6 @@ int64_t hps_table_zero_row(hps_table *t)
 
 float *hps_table_weights(hps_table *t) { return t->weights; }
 float *hps_table_accum(hps_table *t) { return t->accum; }
-int hps_table_dim(const hps_table *t) { return t->dim; }
 int64_t hps_table_rows(const hps_table *t) { return t->rows; }
 int64_t hps_table_max_rows(const hps_table *t) { return t->max_rows; }
 int64_t hps_table_evictions(const hps_table *t) { return t->evictions; }
@@ -239,6 +238,15 @@ void hps_table_row_key(const hps_table *t, int64_t row, int *slot, uint64_t *key
 
 /* ---- checkpoints ------------------------------------------------------------ */
 
+/* Bytes left in a seekable stream (a checkpoint's payload in memory). */
+static uint64_t bytes_left(FILE *f)
+{
+    long at = ftell(f);
+    if (at < 0 || fseek(f, 0, SEEK_END) != 0) return 0;
+    long end = ftell(f);
+    fseek(f, at, SEEK_SET);
+    return end > at ? (uint64_t)(end - at) : 0;
+}
 
 int hps_table_save(const hps_table *t, FILE *f)
 {
@@ -262,6 +270,12 @@ int hps_table_load(hps_table *t, FILE *f, hps_error *err, const char *name)
         return hps_fail(err, HPS_EXIT_RUNTIME,
                         "%s: embedding layer %d has %lld rows, more than --max-table-mb holds",
                         name, t->layer, (long long)head[1]);
+    /* the rows a payload claims must be there before the table grows to them */
+    uint64_t row_bytes = sizeof *t->key + sizeof *t->slot + sizeof *t->last_step + sizeof *t->ref +
+                         2 * (uint64_t)t->dim * sizeof *t->weights;
+    if ((uint64_t)head[1] > bytes_left(f) / row_bytes)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name,
+                        t->layer);
     while (t->cap_rows < head[1]) grow(t);
     if (t->cap_rows == 0) grow(t);
     size_t d = (size_t)t->dim, n = (size_t)head[1];

@@ -43,7 +43,6 @@ int64_t hps_table_zero_row(hps_table *t);
 
 float *hps_table_weights(hps_table *t);
 float *hps_table_accum(hps_table *t);
-int hps_table_dim(const hps_table *t);
 int64_t hps_table_rows(const hps_table *t);      /* rows in use */
 int64_t hps_table_max_rows(const hps_table *t);  /* under the cap (INT64_MAX: none) */
 int64_t hps_table_evictions(const hps_table *t);

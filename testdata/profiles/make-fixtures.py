@@ -105,3 +105,5 @@ profile("testdata/models/demo-ctr.json", ["gpu-t4", "gpu-v100", "gpu-a100"],
         "testdata/profiles/demo-ctr-gpu.json")
 profile("testdata/models/demo-ctr.json", ["cpu", "gpu-t4", "gpu-v100", "gpu-a100"],
         "testdata/profiles/demo-ctr.json")
+profile("testdata/models/dlrm-criteo.json", ["cpu", "gpu-t4", "gpu-v100", "gpu-a100"],
+        "testdata/profiles/dlrm-criteo.json")

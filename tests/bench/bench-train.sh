@@ -1,47 +1,80 @@
 #!/bin/sh
-# make bench-train: hps-train against PyTorch on the demo CTR model, same rows,
-# same threads.  Prints samples/s of both, their ratio, the held-out logloss of
-# both, and the dense part's GFLOP/s beside the sgemm rate hps-profile measures.
-# ROWS (default 300000) and THREADS (default: all cores) can be set.
+# make bench-train: hps-train against PyTorch on three models, same rows, same
+# threads, same OpenBLAS kernels: demo-ctr and dlrm-criteo on Criteo-like rows
+# (hps-shard synth), and a dense MLP 784-256-128-10 on MNIST-shaped libsvm rows.
+# Per model: samples/s of both (median of REPS runs, hps and PyTorch
+# alternating), their ratio, held-out logloss (and accuracy), and both as a
+# fraction of the sgemm-bound ceiling: the samples/s at which the fc layers'
+# FLOPs alone would take all the time at the sgemm rate measured in this run.
+# ROWS (Criteo rows, default 300000), MLP_ROWS (default 60000), THREADS
+# (default: all cores), REPS (default 3) and MODELS can be set.
 set -eu
 bin=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rows=${ROWS:-300000}
+mlp_rows=${MLP_ROWS:-60000}
 threads=${THREADS:-$(nproc)}
-model=$root/testdata/models/demo-ctr.json
+reps=${REPS:-3}
+models=${MODELS:-demo-ctr dlrm-criteo mlp-784}
 py=/usr/bin/python3
 $py -c 'import torch' 2>/dev/null || { echo "bench-train: needs Debian's python3-torch (make deps)" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# PyTorch loads the same OpenBLAS: give it the kernels hps-train runs with
+core=$("$bin/hps-train" --version | sed -n 's/^blas: openblas //p')
+export OPENBLAS_CORETYPE=$core
 
-"$bin/hps-shard" synth "$rows" --seed 1 -o "$work/rows.tsv" 2>/dev/null
-"$bin/hps-shard" -q -m "$model" --holdout 0.1 -o "$work/shards" "$work/rows.tsv"
-"$bin/hps-shard" cat "$work/shards/shard-00000.hps" > "$work/train.tsv"
-"$bin/hps-shard" cat "$work/shards/holdout.hps" > "$work/holdout.tsv"
+"$bin/hps-shard" synth "$rows" --seed 1 -o "$work/criteo.tsv" 2>/dev/null
+$py "$root/tests/bench/make_dense_libsvm.py" "$mlp_rows" 1 > "$work/mnist.svm"
+echo "bench-train: $threads threads, OpenBLAS $core kernels, $reps runs each; load: $(uptime | sed 's/.*load/load/')" >&2
 
-echo "hps-train: $rows rows, demo-ctr (26 slots x 16, MLP 512-256-128), batch 1024, $threads threads" >&2
-"$bin/hps-train" --model "$model" --data "$work/shards" --eval "$work/shards" --threads "$threads" \
-    -q --metrics "$work/hps.ndjson"
-"$bin/hps-train" --model "$model" --data "$work/shards" --threads "$threads" --probe 20 \
-    -o "$work/probe.json"
-echo "pytorch: the same rows, tensors preloaded" >&2
-$py "$root/tests/bench/bench_train_torch.py" "$model" "$work/train.tsv" "$work/holdout.tsv" \
-    "$threads" > "$work/torch.json"
+for name in $models; do
+    model=$root/testdata/models/$name.json
+    d=$work/$name
+    mkdir "$d"
+    case $name in
+    mlp-*) "$bin/hps-shard" -q -f libsvm --classes 10 --dense 784 --transform none -m "$model" \
+               --holdout 0.1 -o "$d/shards" "$work/mnist.svm" ;;
+    *) "$bin/hps-shard" -q -m "$model" --holdout 0.1 -o "$d/shards" "$work/criteo.tsv" ;;
+    esac
+    "$bin/hps-shard" cat --as tsv "$d/shards/shard-00000.hps" > "$d/train.tsv"
+    "$bin/hps-shard" cat --as tsv "$d/shards/holdout.hps" > "$d/holdout.tsv"
+    "$bin/hps-train" --model "$model" --data "$d/shards" --threads "$threads" --probe 20 -q \
+        -o "$d/probe.json"
+    for r in $(seq "$reps"); do
+        echo "bench-train: $name, run $r of $reps" >&2
+        "$bin/hps-train" --model "$model" --data "$d/shards" --eval "$d/shards" \
+            --threads "$threads" -q --metrics "$d/hps-$r.ndjson"
+        $py "$root/tests/bench/bench_train_torch.py" "$model" "$d/train.tsv" "$d/holdout.tsv" \
+            "$threads" > "$d/torch-$r.json"
+    done
+done
 
-$py - "$work/hps.ndjson" "$work/torch.json" "$work/probe.json" <<'PY'
-import json, sys
-hps = [json.loads(l) for l in open(sys.argv[1]) if '"summary"' in l][-1]
-torch = json.load(open(sys.argv[2]))
-probe = json.load(open(sys.argv[3]))["devices"][-1]
-fc = [l for l in probe["layers"] if l["type"] == "fc"]
-flops = sum(l["flops_forward"] + l["flops_backward"] for l in fc)
-ms = sum(l["forward_ms"]["median"] + l["backward_ms"]["median"] for l in fc)
-dense = flops / ms / 1e6
-print(f"{'':24} {'samples/s':>12} {'held-out logloss':>17}")
-print(f"{'hps-train':24} {hps['samples_per_s']:12.0f} {hps['eval']['logloss']:17.4f}")
-print(f"{'pytorch ' + torch['torch']:24} {torch['samples_per_s']:12.0f} {torch['logloss']:17.4f}")
-print(f"ratio hps/pytorch: {hps['samples_per_s'] / torch['samples_per_s']:.2f}x samples/s; "
-      f"logloss differs by {100 * (hps['eval']['logloss'] / torch['logloss'] - 1):+.2f}%")
-print(f"dense part (fc layers, forward+backward): {dense:.1f} GFLOP/s, "
-      f"{100 * dense / probe['sgemm_gflops']:.0f}% of the {probe['sgemm_gflops']:.1f} GFLOP/s sgemm rate measured in the same run")
+$py - "$work" "$reps" $models <<'PY'
+import json, statistics, sys
+work, reps, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+print(f"{'model':12} {'hps samples/s':>13} {'torch':>9} {'ratio':>6} {'hps quality':>17} "
+      f"{'torch quality':>17} {'hps ceil':>8} {'torch ceil':>10} {'sgemm GF/s':>10} {'fc GF/s':>8}")
+for name in models:
+    d = f"{work}/{name}"
+    hps = [[json.loads(l) for l in open(f"{d}/hps-{r}.ndjson") if '"summary"' in l][-1]
+           for r in range(1, reps + 1)]
+    torch = [json.load(open(f"{d}/torch-{r}.json")) for r in range(1, reps + 1)]
+    probe = json.load(open(f"{d}/probe.json"))
+    dev = probe["devices"][-1]
+    fc = [l for l in dev["layers"] if l["type"] == "fc"]
+    flops = sum(l["flops_forward"] + l["flops_backward"] for l in fc)
+    ms = sum(l["forward_ms"]["median"] + l["backward_ms"]["median"] for l in fc)
+    ceiling = dev["sgemm_gflops"] * 1e9 / (flops / probe["model"]["batch"])
+    hs = statistics.median(h["samples_per_s"] for h in hps)
+    ts = statistics.median(t["samples_per_s"] for t in torch)
+    multi = hps[-1]["eval"]["accuracy"] is not None
+    key = "accuracy" if multi else "logloss"
+    hq = f"{key[:3]} {hps[-1]['eval'][key]:.4f}"
+    tq = f"{key[:3]} {torch[-1][key]:.4f}"
+    print(f"{name:12} {hs:13.0f} {ts:9.0f} {hs / ts:5.2f}x {hq:>17} {tq:>17} "
+          f"{100 * hs / ceiling:7.0f}% {100 * ts / ceiling:9.0f}% {dev['sgemm_gflops']:10.1f} "
+          f"{flops / ms / 1e6:8.1f}")
+print("samples/s: median of the runs; quality: held-out logloss (log) or accuracy (acc) of the "
+      "last run; ceil: share of the sgemm-bound ceiling; fc GF/s: the fc layers alone (probe)")
 PY

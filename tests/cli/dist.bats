@@ -53,6 +53,12 @@ mpi() {
     [ "$(dist_field "$TMP/dist.ndjson" 'o["per_rank"][2]["rows_served"] > 0')" = True ]
 }
 
+@test "dist: --log-dir writes one log per rank, named by its role" {
+    mpi 3 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --steps 4 --threads 1 --log-dir "$TMP/logs"
+    [ "$(ls "$TMP/logs" | sort | tr '\n' ' ')" = "server-2.log worker-0.log worker-1.log " ]
+    grep -q "hps-train: 4 steps" "$TMP/logs/worker-0.log"
+}
+
 @test "dist: a rank slowed 3x loses share, and the slowest worker's time falls" {
     mpi 3 "$TEST_TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 3 --threads 1 --slowdown 1=3 \
         --metrics "$TMP/re.ndjson" -q

@@ -169,9 +169,12 @@ JSON
     run plan -m $M/demo-ctr.json -c "$TMP/nopower.json" -p $P/demo-ctr.json --min-throughput 10 --objective energy
     [ "$status" -eq 2 ]
     [[ "$output" == *"resource 'cpu-c5': power_w is needed for --objective energy"* ]]
-    run demo --format svg
+    run demo --format yaml
     [ "$status" -eq 2 ]
-    [[ "$output" == "hps-plan: error: --format 'svg' is not one of the choices (see --help)" ]]
+    [ "${lines[0]}" = "hps-plan: error: --format: 'yaml' is not one of json, table, dot, svg" ]
+    run demo --pareto --format dot
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "hps-plan: error: --format: 'dot' is not one of json, table, svg" ]
 }
 
 @test "plan: --rankfile places every rank on the cluster's nodes" {

@@ -21,6 +21,43 @@ teardown() {
     [[ "$output" == "hps-profile (hps) "* ]]
 }
 
+# The BLAS kernels (lib/core/hps_blas.c).  OpenBLAS's names for SSE-only kernels:
+SSE_CORES=" Prescott Core2 Penryn Dunnington Nehalem Atom Athlon Opteron Barcelona Bobcat "
+
+cpu_has() { grep -m1 '^flags' /proc/cpuinfo | grep -qw "$1"; }
+
+@test "profile: every tool runs the kernels of this CPU and names them in --version" {
+    cpu_has avx2 && cpu_has fma || skip "no AVX2+FMA on this CPU"
+    for t in hps-profile hps-plan hps-train hps-shard; do
+        run env -u OPENBLAS_CORETYPE "$HPS_BIN/$t" --version
+        [ "$status" -eq 0 ]
+        core=$(printf '%s\n' "$output" | sed -n 's/^blas: openblas //p')
+        echo "$t: $core"
+        [ -n "$core" ] && [[ "$SSE_CORES" != *" $core "* ]]
+        [[ "$output" != *warning* ]]
+    done
+}
+
+@test "profile: OPENBLAS_CORETYPE set by the user is kept" {
+    run env OPENBLAS_CORETYPE=Nehalem "$HPS_BIN/hps-profile" --version
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"blas: openblas Nehalem"* ]]
+    [[ "$output" != *warning* ]]
+}
+
+@test "profile: slower kernels that re-executing did not fix are one warning line" {
+    # as if OpenBLAS had ignored the OPENBLAS_CORETYPE hps set before re-executing
+    HPS_BLAS_REEXEC=SkylakeX OPENBLAS_CORETYPE=Prescott "$HPS_BIN/hps-profile" --version \
+        > "$TMP/out" 2> "$TMP/err"
+    cat "$TMP/err"
+    [ "$(wc -l < "$TMP/err")" -eq 1 ]
+    grep -q '^hps-profile: warning: openblas kept its Prescott kernels with OPENBLAS_CORETYPE=SkylakeX' "$TMP/err"
+    grep -q '^blas: openblas Prescott$' "$TMP/out"
+    # re-executed only for OMP_WAIT_POLICY: the user's kernels, no warning
+    HPS_BLAS_REEXEC= OPENBLAS_CORETYPE=Prescott "$HPS_BIN/hps-profile" --version 2> "$TMP/err"
+    [ ! -s "$TMP/err" ]
+}
+
 @test "profile: every option in --help is in the completions and the man page" {
     check_options_documented hps-profile
 }
@@ -28,13 +65,15 @@ teardown() {
 @test "profile: the demo model's profile is valid JSON with every layer measured" {
     "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" $FAST > "$TMP/p.json"
     python3 -m json.tool "$TMP/p.json" > /dev/null
-    run python3 - "$TMP/p.json" <<'PY'
+    core=$("$HPS_BIN/hps-profile" --version | sed -n 's/^blas: openblas //p')
+    run python3 - "$TMP/p.json" "$core" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 assert p["format"] == "hps-profile" and p["version"] == 1
 assert p["model"]["name"] == "demo-ctr" and p["model"]["batch"] == 1024
 d = p["devices"][0]
 assert d["id"] == "cpu" and d["source"] == "measured" and d["sgemm_gflops"] > 0
+assert d["blas_core"] == sys.argv[2], (d["blas_core"], sys.argv[2])
 assert [l["name"] for l in d["layers"]] == ["emb", "concat", "fc1", "fc2", "fc3", "out", "loss"]
 fc1 = d["layers"][2]
 assert fc1["flops_forward"] == 2 * 1024 * 429 * 512 + 1024 * 512 * 2

@@ -57,11 +57,13 @@ print($2)" "$1"
 @test "train: metrics are NDJSON with start, step, eval and summary records" {
     "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --eval "$DATA/few" --threads 1 \
         --metrics "$TMP/m.ndjson" --metrics-interval 0 -q
-    run python3 - "$TMP/m.ndjson" <<'PY'
+    core=$("$HPS_BIN/hps-train" --version | sed -n 's/^blas: openblas //p')
+    run python3 - "$TMP/m.ndjson" "$core" <<'PY'
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 events = [r["event"] for r in recs]
 assert events[0] == "start" and events[-1] == "summary" and "eval" in events, events
+assert recs[0]["blas_core"] == sys.argv[2], (recs[0]["blas_core"], sys.argv[2])
 steps = [r for r in recs if r["event"] == "step"]
 assert steps and all(s["stages"][0]["measured_ms"] > 0 for s in steps[1:])
 s = recs[-1]
@@ -202,7 +204,53 @@ PY
     [[ "$output" == "hps-train: error: --resume needs --checkpoint DIR"* ]]
     run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --optimizer rmsprop
     [ "$status" -eq 2 ]
-    [[ "$output" == *"--optimizer: 'rmsprop' is not adam or sgd"* ]]
+    [ "${lines[0]}" = "hps-train: error: --optimizer: 'rmsprop' is not one of adam, sgd" ]
+    [ "${lines[1]}" = "try 'hps-train --help'" ]
+}
+
+@test "train: --eval with --steps evaluates at the end; no plan is \"plan\": null" {
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/shards" --eval "$DATA/shards" --steps 20 \
+        --threads 1 -q --metrics "$TMP/m.ndjson"
+    python3 - "$TMP/m.ndjson" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert recs[0]["event"] == "start" and recs[0]["plan"] is None, recs[0]
+evals = [r for r in recs if r["event"] == "eval"]
+assert len(evals) == 1 and evals[0]["step"] == 20 and evals[0]["rows"] > 0, evals
+assert "eval" in recs[-1], recs[-1]
+PY
+}
+
+@test "train: the last step record of a 1-epoch run names epoch 1 and counts training alone" {
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --eval "$DATA/shards" --threads 1 -q \
+        --metrics-interval 1000 --metrics "$TMP/m.ndjson"
+    python3 - "$TMP/m.ndjson" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+steps = [r for r in recs if r["event"] == "step"]
+summary = recs[-1]
+assert summary["event"] == "summary"
+last = steps[-1]
+assert last["epoch"] == 1, last
+# one record for the whole run: its rate is the summary's (training alone,
+# the evaluation after the epoch left out), to a few per cent for timing
+assert abs(last["samples_per_s"] - summary["samples_per_s"]) <= 0.05 * summary["samples_per_s"], (last, summary)
+PY
+}
+
+@test "train: show draws the metrics as training curves that render" {
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --eval "$DATA/shards" --epochs 2 --threads 1 -q \
+        --metrics-interval 0 --metrics "$TMP/m.ndjson"
+    "$HPS_BIN/hps-train" show "$TMP/m.ndjson" -o "$TMP/curves.svg"
+    for title in "training loss" "evaluation" "samples/s per stage" "ms per batch"; do
+        grep -q ">$title" "$TMP/curves.svg"
+    done
+    rsvg-convert "$TMP/curves.svg" -o "$TMP/curves.png"
+    [ "$(head -c 4 "$TMP/curves.png" | od -An -c | tr -d ' ')" = "211PNG" ]
+    echo 'not json' > "$TMP/bad.ndjson"
+    run "$HPS_BIN/hps-train" show "$TMP/bad.ndjson"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-train: error: $TMP/bad.ndjson:1: expected a metrics record (a JSON object with \"event\")" ]
 }
 
 @test "train: more than 256 micro-batches (was a stack overflow)" {

@@ -6,12 +6,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zstd.h>
 
+#include "core/hps_io.h"
 #include "core/hps_rng.h"
 #include "data/hps_data.h"
 #include "data/hps_shard.h"
@@ -32,6 +34,29 @@ static void test_crc32c(void **state)
     assert_int_equal(hps_crc32c(0, "123456789", 9), 0xE3069283u); /* the standard check value */
     uint32_t c = hps_crc32c(0, "1234", 4);
     assert_int_equal(hps_crc32c(c, "56789", 5), 0xE3069283u);
+}
+
+/* SHA-256 over pieces of every size equals the one-shot digest, which
+ * matches FIPS 180-4's "abc" vector. */
+static void test_sha256_pieces(void **state)
+{
+    (void)state;
+    unsigned char one[32], many[32], data[1000];
+    char hex[72];
+    hps_sha256_hex("abc", 3, hex);
+    assert_string_equal(hex, "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    for (size_t i = 0; i < sizeof data; i++) data[i] = (unsigned char)(i * 7 + 3);
+    for (size_t len = 0; len <= sizeof data; len += 37) {
+        hps_sha256(data, len, one);
+        for (size_t piece = 1; piece <= 130; piece += 43) {
+            hps_sha256_ctx c;
+            hps_sha256_init(&c);
+            for (size_t at = 0; at < len; at += piece)
+                hps_sha256_update(&c, data + at, len - at < piece ? len - at : piece);
+            hps_sha256_final(&c, many);
+            assert_memory_equal(one, many, 32);
+        }
+    }
 }
 
 static void test_key_hash(void **state)
@@ -105,6 +130,37 @@ static void test_libsvm_parse(void **state)
     assert_string_equal(msg, "field 2 (feature): expected an index in [1, 4], got '5:1'");
     hps_rows_free(r);
     hps_rows_free(rd);
+}
+
+/* Feature values take a fast path for plain decimals: every form gives what
+ * strtod gives, and every malformed one is still refused. */
+static void test_libsvm_values_as_strtod(void **state)
+{
+    (void)state;
+    hps_schema s = {0, 1, 1, 0, 0};
+    hps_parse_opts o = {HPS_FMT_LIBSVM, s, HPS_TRANSFORM_NONE, HPS_HASH_NONE, 0, 0};
+    hps_rows *r = hps_rows_create(&s, 2);
+    char msg[256], line[128];
+    static const char *const good[] = {
+        "0.5", "1", "-0.094", "+2.25", "1.", ".75", "-0", "0.1", "0.3333333333333333",
+        "123456789.123456789", "1e3", "2.5E-3", "0x10", "12345678901234567890",
+        "9007199254740993", "0.00000000000000000000000123", "3.4028234663852886e38", "007"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        hps_rows_clear(r);
+        snprintf(line, sizeof line, "1 0042:%s", good[i]);
+        if (hps_parse_line(&o, line, strlen(line), r, msg, sizeof msg) != 0) fail_msg("%s: %s", line, msg);
+        assert_true(r->keys[0][0] == 42);
+        if (r->weights[0][0] != (float)strtod(good[i], NULL))
+            fail_msg("%s: %.9g, strtod %.9g", good[i], r->weights[0][0], (float)strtod(good[i], NULL));
+    }
+    static const char *const bad[] = {"", ".", "-", "1e", "--1", "1.2.3", "1,5", "inf", "nan", "0x",
+                                      "1e999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        hps_rows_clear(r);
+        snprintf(line, sizeof line, "1 3:%s", bad[i]);
+        if (hps_parse_line(&o, line, strlen(line), r, msg, sizeof msg) == 0) fail_msg("'%s' accepted", line);
+    }
+    hps_rows_free(r);
 }
 
 static void test_split_exact(void **state)
@@ -337,6 +393,111 @@ static void test_corruption(void **state)
     unlink(path);
 }
 
+static void put_u32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+
+/* Rewrites bytes of a shard, then its header's and index's CRCs, as a forger
+ * would: the checks that remain are the reader's sanity checks. */
+static void forge(const char *path, long off, uint32_t v)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    uint8_t *buf = malloc((size_t)n);
+    fseek(f, 0, SEEK_SET);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    put_u32(buf + off, v);
+    uint64_t index;
+    memcpy(&index, buf + 48, 8);
+    put_u32(buf + 60, hps_crc32c(0, buf, 60));
+    put_u32(buf + n - 8, hps_crc32c(0, buf + index, (size_t)(n - 8 - (long)index)));
+    fseek(f, 0, SEEK_SET);
+    assert_int_equal(fwrite(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    free(buf);
+}
+
+/* Headers and indexes with consistent CRCs but impossible sizes are refused
+ * before anything is allocated (negative counts passed, and a small file
+ * could ask for 256 GiB, before). */
+static void test_hostile_header(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_shard(path, sizeof path);
+    hps_schema s = {3, 4, 0, 0, 2};
+    hps_rows *keep[1];
+    hps_error err;
+    write_shard(path, &s, 1, 8, keep);
+    forge(path, 20, 0xffffffffu); /* n_dense -1 */
+    assert_null(hps_shard_open(path, NULL, &err));
+    assert_non_null(strstr(err.msg, "header: impossible schema or block size"));
+    forge(path, 20, 3);
+    forge(path, 24, 0x80000000u); /* n_slots INT_MIN */
+    assert_null(hps_shard_open(path, NULL, &err));
+    assert_non_null(strstr(err.msg, "header: impossible schema or block size"));
+    forge(path, 24, 4);
+    assert_non_null(keep[0]);
+    hps_shard_reader *r = hps_shard_open(path, NULL, &err);
+    assert_non_null(r);
+    uint64_t index = 0;
+    FILE *f = fopen(path, "rb");
+    fseek(f, 48, SEEK_SET);
+    assert_int_equal(fread(&index, 8, 1, f), 1);
+    fclose(f);
+    hps_shard_close(r);
+    /* 65536 dense features and a block of 2^20 rows, in a file of a few hundred bytes */
+    forge(path, 20, HPS_DATA_MAX_DENSE);
+    forge(path, 32, HPS_SHARD_MAX_BLOCK_ROWS);
+    forge(path, 40, HPS_SHARD_MAX_BLOCK_ROWS);
+    forge(path, (long)index + 16 + 16, HPS_SHARD_MAX_BLOCK_ROWS); /* block 0's rows */
+    assert_null(hps_shard_open(path, NULL, &err));
+    assert_non_null(strstr(err.msg, "index: block 0: impossible entry"));
+    hps_rows_free(keep[0]);
+    unlink(path);
+}
+
+/* Labels outside the schema's classes (NaN, 1e6, 7 of 5) stop the read,
+ * naming the block and row: the softmax read out of bounds on them before. */
+static void test_bad_labels(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_shard(path, sizeof path);
+    const float bad[] = {NAN, 1e6f, 7.0f, -1.0f, 0.5f};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        hps_schema s = {1, 1, 0, 1, 5};
+        hps_error err;
+        hps_shard_writer *w = hps_shard_writer_create(path, &s, 16, &err);
+        assert_non_null(w);
+        hps_rows *rows = hps_rows_create(&s, 16);
+        hps_rng g;
+        hps_rng_seed(&g, 1);
+        fill_random(rows, 16, &g);
+        rows->labels[9] = bad[k];
+        void *cctx = ZSTD_createCCtx();
+        hps_block b = {0};
+        uint8_t *scratch = NULL;
+        size_t scap = 0;
+        hps_block_compress(rows, cctx, 1, &b, &scratch, &scap);
+        assert_int_equal(hps_shard_writer_add(w, &b, &err), 0);
+        hps_shard_info info;
+        assert_int_equal(hps_shard_writer_close(w, &info, &err), 0);
+        hps_block_free(&b);
+        free(scratch);
+        ZSTD_freeCCtx(cctx);
+        hps_shard_reader *r = hps_shard_open(path, NULL, &err);
+        assert_non_null(r);
+        hps_batch *batch = hps_batch_create(16, 1, 1, 16, 0);
+        assert_int_equal(hps_shard_read(r, batch, 16, &err), -1);
+        assert_non_null(strstr(err.msg, ": block 0: row 9: label "));
+        hps_batch_free(batch);
+        hps_shard_close(r);
+        hps_rows_free(rows);
+    }
+    unlink(path);
+}
+
 static void test_format_float(void **state)
 {
     (void)state;
@@ -359,9 +520,12 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c),          cmocka_unit_test(test_key_hash),
         cmocka_unit_test(test_criteo_parse),    cmocka_unit_test(test_libsvm_parse),
+        cmocka_unit_test(test_libsvm_values_as_strtod),
         cmocka_unit_test(test_split_exact),     cmocka_unit_test(test_plan_read),
         cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_seek_and_early_close),
         cmocka_unit_test(test_corruption),      cmocka_unit_test(test_format_float),
+        cmocka_unit_test(test_hostile_header),  cmocka_unit_test(test_bad_labels),
+        cmocka_unit_test(test_sha256_pieces),
     };
     return cmocka_run_group_tests_name("shard", tests, NULL, NULL);
 }

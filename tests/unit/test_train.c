@@ -2,7 +2,9 @@
  * checkpoints and resume, learning on planted data. */
 #include <string.h>
 #include <unistd.h>
+#include <zstd.h>
 
+#include "core/hps_io.h"
 #include "hps_test.h"
 #include "train/train_internal.h"
 
@@ -96,6 +98,31 @@ static void test_table_save_load(void **state)
     for (uint64_t k = 0; k < 300; k++)
         assert_int_equal(hps_table_lookup(b, (int)(k % 3), k * 7919, 2, &err),
                          hps_table_lookup(a, (int)(k % 3), k * 7919, 2, &err));
+    free(buf);
+    hps_table_free(a);
+    hps_table_free(b);
+}
+
+/* A payload that claims 2^40 rows is refused before the table grows to them. */
+static void test_table_load_checks_rows_exist(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_table *a = hps_table_create(0, 3, 0, HPS_TABLE_FULL_ERROR, 9);
+    for (uint64_t k = 0; k < 10; k++) hps_table_lookup(a, 0, k, 1, &err);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(hps_table_save(a, f), 0);
+    fclose(f);
+    int64_t rows = (int64_t)1 << 40;
+    memcpy(buf + sizeof rows, &rows, sizeof rows); /* head[1]: the row count */
+    hps_table *b = hps_table_create(0, 3, 0, HPS_TABLE_FULL_ERROR, 9);
+    f = fmemopen(buf, len, "rb");
+    assert_int_equal(hps_table_load(b, f, &err, "mem"), -1);
+    fclose(f);
+    assert_string_equal(err.msg, "mem: embedding layer 0: truncated table");
+    assert_true(hps_table_bytes(b) < (1u << 20));
     free(buf);
     hps_table_free(a);
     hps_table_free(b);
@@ -333,6 +360,126 @@ static void test_corrupt_checkpoint_is_refused(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* Checkpoint files written by hand: a header, then `frame` as the payload,
+ * with the digest computed as hps-train does (the whole file, digest zeroed). */
+static void write_ckpt(const char *path, uint64_t size, const void *frame, size_t frame_len)
+{
+    size_t n = 64 + frame_len;
+    unsigned char *file = calloc(1, n);
+    memcpy(file, "HPSCKPT2", 8);
+    for (int i = 0; i < 8; i++) file[8 + i] = (unsigned char)(size >> (8 * i));
+    for (int i = 0; i < 8; i++) file[16 + i] = (unsigned char)((uint64_t)frame_len >> (8 * i));
+    memcpy(file + 64, frame, frame_len);
+    hps_sha256(file, n, file + 24);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(file, 1, n, f), n);
+    fclose(f);
+    free(file);
+}
+
+/* A forged checkpoint (its digest recomputed) whose zstd frame carries no
+ * content size and whose header claims 2^64-1 bytes: refused, not a 1-byte
+ * buffer decompressed into (heap overflow under ASan before). */
+static void test_forged_checkpoint_size_is_refused(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/hps-ckpt-XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/ckpt-000000000001.hpsckpt", dir);
+    char payload[4096];
+    memset(payload, 'x', sizeof payload);
+    ZSTD_CCtx *c = ZSTD_createCCtx();
+    ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0);
+    char frame[8192];
+    ZSTD_outBuffer out = {frame, sizeof frame, 0};
+    ZSTD_inBuffer in = {payload, sizeof payload, 0};
+    assert_int_equal(ZSTD_compressStream2(c, &out, &in, ZSTD_e_end), 0);
+    ZSTD_freeCCtx(c);
+    assert_true(ZSTD_getFrameContentSize(frame, out.pos) == ZSTD_CONTENTSIZE_UNKNOWN);
+    write_ckpt(path, UINT64_MAX, frame, out.pos);
+    hps_model *m = load("tiny.json");
+    hps_train_plan p;
+    hps_train_plan_single(m, &p);
+    hps_trainer *t = trainer(m, &p, 1);
+    hps_error err;
+    assert_int_equal(hps_trainer_load_file(t, path, &err), -1);
+    assert_non_null(strstr(err.msg, "the header's size disagrees with its payload"));
+    write_ckpt(path, (uint64_t)1 << 40, frame, out.pos); /* more than the frame can hold */
+    assert_int_equal(hps_trainer_load_file(t, path, &err), -1);
+    assert_non_null(strstr(err.msg, "the header's size disagrees with its payload"));
+    hps_trainer_free(t);
+    hps_model_free(m);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* The digest covers the header: a flipped reserved byte is caught. */
+static void test_checkpoint_header_is_checksummed(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/hps-ckpt-XXXXXX", path[256];
+    assert_non_null(mkdtemp(dir));
+    hps_model *m = load("tiny.json");
+    hps_source *src = hps_source_synth(m, 80, 1, 2);
+    hps_train_plan p;
+    hps_train_plan_single(m, &p);
+    hps_trainer *t = trainer(m, &p, 1);
+    train_steps(t, src, 0, 3);
+    hps_error err;
+    assert_int_equal(hps_trainer_save(t, dir, &err), 0);
+    snprintf(path, sizeof path, "%s/ckpt-000000000003.hpsckpt", dir);
+    for (int at = 56; at < 64; at++) {
+        FILE *f = fopen(path, "r+b");
+        assert_non_null(f);
+        fseek(f, at, SEEK_SET);
+        int c = fgetc(f);
+        fseek(f, at, SEEK_SET);
+        fputc(c ^ 0x01, f);
+        fclose(f);
+        assert_int_equal(hps_trainer_load_file(t, path, &err), -1);
+        assert_non_null(strstr(err.msg, "checksum mismatch"));
+        f = fopen(path, "r+b");
+        fseek(f, at, SEEK_SET);
+        fputc(c, f);
+        fclose(f);
+    }
+    assert_int_equal(hps_trainer_load_file(t, path, &err), 0);
+    hps_trainer_free(t);
+    src->close(src);
+    hps_model_free(m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A run whose loss turns to NaN or inf stops with an error naming the step
+ * (it exited 0 with a NaN loss before). */
+static void test_diverged_run_stops(void **state)
+{
+    (void)state;
+    hps_model *m = load("tiny.json");
+    hps_source *src = hps_source_synth(m, 8 * 200, 1, 4);
+    hps_train_plan p;
+    hps_train_plan_single(m, &p);
+    hps_train_opts o = hps_train_opts_default();
+    o.threads = 1;
+    o.optim.dense = HPS_OPTIM_SGD;
+    o.optim.lr_dense = 3e38f; /* beyond what the CLI accepts: weights overflow in a few steps */
+    hps_error err;
+    hps_trainer *t = hps_trainer_create(m, &p, &o, &err);
+    assert_non_null(t);
+    int rc = hps_trainer_run(t, src, NULL, &err);
+    assert_int_equal(rc, -1);
+    print_message("# %s\n", err.msg);
+    assert_non_null(strstr(err.msg, "training diverged"));
+    assert_true(strncmp(err.msg, "step ", 5) == 0);
+    assert_true(hps_trainer_summary(t)->steps == 0); /* it stopped inside the loop */
+    hps_trainer_free(t);
+    src->close(src);
+    hps_model_free(m);
+}
+
 /* Evaluation reads the tables without adding rows: unseen keys read zeros. */
 static void test_eval_adds_no_rows(void **state)
 {
@@ -362,12 +509,16 @@ int main(void)
         cmocka_unit_test(test_table_rows_are_stable),
         cmocka_unit_test(test_table_cap_error_and_eviction),
         cmocka_unit_test(test_table_save_load),
+        cmocka_unit_test(test_table_load_checks_rows_exist),
         cmocka_unit_test(test_pipeline_matches_single_stage),
         cmocka_unit_test(test_pipeline_gradients),
         cmocka_unit_test(test_learns_planted_model),
         cmocka_unit_test(test_auc),
         cmocka_unit_test(test_checkpoint_resume_is_bitwise),
         cmocka_unit_test(test_corrupt_checkpoint_is_refused),
+        cmocka_unit_test(test_forged_checkpoint_size_is_refused),
+        cmocka_unit_test(test_checkpoint_header_is_checksummed),
+        cmocka_unit_test(test_diverged_run_stops),
         cmocka_unit_test(test_eval_adds_no_rows),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);

@@ -1,0 +1,48 @@
+/* hps_cli: the command-line layer the four tools share, so that they agree on
+ * how a bad option is reported, what -q and -v mean, and what --version says.
+ *
+ * A usage error is two lines on stderr and exit status 2:
+ *   hps-plan: error: --format: 'tabel' is not one of json, table, dot, svg; did you mean 'table'?
+ *   try 'hps-plan --help'
+ * -q means errors only (display level 1); each -v adds one level (3 verbose,
+ * 4 debug).
+ */
+#ifndef HPS_CLI_H
+#define HPS_CLI_H
+
+#include <getopt.h>
+#include <stdio.h>
+
+#include "core/hps_core.h"
+
+/* "PROG: error: MSG" and the "try --help" line, then exit 2. */
+_Noreturn void hps_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* getopt_long that reports unknown options with the nearest known one and
+ * missing values by name, as a usage error; returns like getopt_long. */
+int hps_cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
+
+/* -q and -v: the one meaning of both across the tools. */
+void hps_cli_quiet(void);
+void hps_cli_verbose(void);
+
+/* Value parsers: each exits with a usage error naming OPT and the range. */
+long hps_cli_long(const char *opt, const char *arg, long min, long max);
+double hps_cli_double(const char *opt, const char *arg, double min, double max);
+double hps_cli_positive(const char *opt, const char *arg); /* finite and > 0 */
+/* Index of arg in names (NULL-terminated); otherwise the error lists the
+ * choices and suggests the nearest. */
+int hps_cli_choice(const char *opt, const char *arg, const char *const *names);
+
+/* The name in names (NULL-terminated) nearest to word by edit distance, or
+ * NULL when none is close enough to be a likely typo. */
+const char *hps_cli_nearest(const char *word, const char *const *names);
+
+/* An unknown subcommand: usage error with the nearest of names. */
+_Noreturn void hps_cli_unknown_command(const char *word, const char *const *names);
+
+/* --version: program, version, commit, and the features this binary was
+ * built with (BLAS kernel set, MPI, CUDA). */
+void hps_cli_version(FILE *out);
+
+#endif

@@ -1,0 +1,175 @@
+#include "core/hps_svg.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+static void put_escaped(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default:
+            /* control bytes are not allowed in XML 1.0 text */
+            if ((unsigned char)*s >= 0x20) fputc(*s, f);
+        }
+    }
+}
+
+void hps_svg_begin(FILE *f, int width, int height, const char *title)
+{
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+            "font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n<title>",
+            width, height, width, height);
+    put_escaped(f, title);
+    fprintf(f, "</title>\n<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"white\"/>\n", width, height);
+}
+
+void hps_svg_end(FILE *f) { fputs("</svg>\n", f); }
+
+void hps_svg_text(FILE *f, double x, double y, int size, const char *anchor, const char *weight,
+                  const char *fill, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"%d\" text-anchor=\"%s\" font-weight=\"%s\" fill=\"%s\">",
+            x, y, size, anchor, weight, fill);
+    put_escaped(f, buf);
+    fputs("</text>\n", f);
+}
+
+void hps_svg_line(FILE *f, double x1, double y1, double x2, double y2, const char *stroke, double width,
+                  int dashed)
+{
+    fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"%.1f\"%s/>\n",
+            x1, y1, x2, y2, stroke, width, dashed ? " stroke-dasharray=\"6,4\"" : "");
+}
+
+void hps_svg_rect(FILE *f, double x, double y, double w, double h, const char *fill, const char *stroke)
+{
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" stroke=\"%s\"/>\n", x, y,
+            w, h, fill, stroke);
+}
+
+const char *hps_svg_color(int i)
+{
+    /* Okabe-Ito: told apart also by colour-blind readers */
+    static const char *const colors[] = {"#0072b2", "#d55e00", "#009e73", "#cc79a7",
+                                         "#e69f00", "#56b4e9", "#f0e442", "#000000"};
+    return colors[(i < 0 ? -i : i) % 8];
+}
+
+/* ---- charts ----------------------------------------------------------------- */
+
+/* A tick step of 1, 2 or 5 times a power of ten giving about 5 ticks. */
+static double tick_step(double span)
+{
+    double raw = span / 5, p = pow(10, floor(log10(raw))), m = raw / p;
+    return (m < 1.5 ? 1 : m < 3.5 ? 2 : m < 7.5 ? 5 : 10) * p;
+}
+
+static void tick_label(char *buf, size_t n, double v)
+{
+    double a = fabs(v);
+    if (a >= 1e6 || (a > 0 && a < 1e-3)) snprintf(buf, n, "%.3g", v);
+    else snprintf(buf, n, "%.10g", round(v * 1e6) / 1e6);
+}
+
+typedef struct {
+    double x0, x1, y0, y1;
+} range;
+
+static range data_range(const hps_svg_series *s, int n_series, int ymin_zero)
+{
+    range r = {HUGE_VAL, -HUGE_VAL, HUGE_VAL, -HUGE_VAL};
+    for (int k = 0; k < n_series; k++)
+        for (int i = 0; i < s[k].n; i++) {
+            if (!isfinite(s[k].x[i]) || !isfinite(s[k].y[i])) continue;
+            r.x0 = fmin(r.x0, s[k].x[i]), r.x1 = fmax(r.x1, s[k].x[i]);
+            r.y0 = fmin(r.y0, s[k].y[i]), r.y1 = fmax(r.y1, s[k].y[i]);
+        }
+    if (ymin_zero && r.y0 > 0) r.y0 = 0;
+    if (!(r.x1 > r.x0)) r.x0 -= 0.5, r.x1 += 0.5;
+    if (!(r.y1 > r.y0)) r.y0 -= 0.5 * (fabs(r.y0) + 1), r.y1 += 0.5 * (fabs(r.y1) + 1);
+    double pad = 0.05 * (r.y1 - r.y0);
+    r.y1 += pad;
+    if (!(ymin_zero && r.y0 == 0)) r.y0 -= pad;
+    return r;
+}
+
+static void draw_axes(FILE *f, const hps_svg_axes *ax, range r)
+{
+    double sx = ax->w / (r.x1 - r.x0), sy = ax->h / (r.y1 - r.y0);
+    char lab[64];
+    hps_svg_rect(f, ax->x, ax->y, ax->w, ax->h, "white", "#444444");
+    double st = tick_step(r.x1 - r.x0);
+    for (double v = ceil(r.x0 / st) * st; v <= r.x1 + 1e-9 * st; v += st) {
+        double px = ax->x + (v - r.x0) * sx;
+        hps_svg_line(f, px, ax->y, px, ax->y + ax->h, "#e5e5e5", 1, 0);
+        tick_label(lab, sizeof lab, v);
+        hps_svg_text(f, px, ax->y + ax->h + 16, 11, "middle", "normal", "#333333", "%s", lab);
+    }
+    st = tick_step(r.y1 - r.y0);
+    for (double v = ceil(r.y0 / st) * st; v <= r.y1 + 1e-9 * st; v += st) {
+        double py = ax->y + ax->h - (v - r.y0) * sy;
+        hps_svg_line(f, ax->x, py, ax->x + ax->w, py, "#e5e5e5", 1, 0);
+        tick_label(lab, sizeof lab, v);
+        hps_svg_text(f, ax->x - 6, py + 4, 11, "end", "normal", "#333333", "%s", lab);
+    }
+    hps_svg_rect(f, ax->x, ax->y, ax->w, ax->h, "none", "#444444");
+    hps_svg_text(f, ax->x + ax->w / 2, ax->y - 10, 14, "middle", "bold", "#000000", "%s", ax->title);
+    hps_svg_text(f, ax->x + ax->w / 2, ax->y + ax->h + 34, 12, "middle", "normal", "#000000", "%s", ax->xlabel);
+    fprintf(f, "<g transform=\"translate(%.1f,%.1f) rotate(-90)\">\n", ax->x - 52, ax->y + ax->h / 2);
+    hps_svg_text(f, 0, 0, 12, "middle", "normal", "#000000", "%s", ax->ylabel);
+    fputs("</g>\n", f);
+}
+
+static void draw_series(FILE *f, const hps_svg_axes *ax, range r, const hps_svg_series *s)
+{
+    double sx = ax->w / (r.x1 - r.x0), sy = ax->h / (r.y1 - r.y0);
+    fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", s->color,
+            s->dashed ? " stroke-dasharray=\"6,4\"" : "");
+    double prev_y = NAN;
+    for (int i = 0; i < s->n; i++) {
+        if (!isfinite(s->x[i]) || !isfinite(s->y[i])) continue;
+        double px = ax->x + (s->x[i] - r.x0) * sx, py = ax->y + ax->h - (s->y[i] - r.y0) * sy;
+        if (s->step && isfinite(prev_y)) fprintf(f, "%.1f,%.1f ", px, prev_y);
+        fprintf(f, "%.1f,%.1f ", px, py);
+        prev_y = py;
+    }
+    fputs("\"/>\n", f);
+    for (int i = 0; s->marks && i < s->n; i++)
+        if (isfinite(s->x[i]) && isfinite(s->y[i]))
+            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
+                    ax->x + (s->x[i] - r.x0) * sx, ax->y + ax->h - (s->y[i] - r.y0) * sy, s->color);
+}
+
+static void draw_legend(FILE *f, const hps_svg_axes *ax, const hps_svg_series *s, int n_series)
+{
+    double x = ax->x + 10, y = ax->y + 16;
+    for (int k = 0; k < n_series; k++, y += 16) {
+        hps_svg_line(f, x, y - 4, x + 22, y - 4, s[k].color, 2.5, s[k].dashed);
+        hps_svg_text(f, x + 28, y, 11, "start", "normal", "#000000", "%s", s[k].name);
+    }
+}
+
+void hps_svg_chart(FILE *f, const hps_svg_axes *ax, const hps_svg_series *s, int n_series)
+{
+    int points = 0;
+    for (int k = 0; k < n_series; k++) points += s[k].n;
+    range r = data_range(s, n_series, ax->ymin_zero);
+    if (!points || !isfinite(r.x0) || !isfinite(r.y0)) r = (range){0, 1, 0, 1};
+    draw_axes(f, ax, r);
+    if (!points)
+        hps_svg_text(f, ax->x + ax->w / 2, ax->y + ax->h / 2, 14, "middle", "normal", "#888888", "no data");
+    for (int k = 0; k < n_series; k++) draw_series(f, ax, r, &s[k]);
+    draw_legend(f, ax, s, n_series);
+}

@@ -1,0 +1,165 @@
+/* Training curves: the NDJSON metrics that train_metrics.c writes, read back
+ * and drawn as one SVG picture of four charts (loss, evaluation, samples/s
+ * per stage, each stage's measured ms per batch beside the plan's). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_io.h"
+#include "core/hps_json.h"
+#include "core/hps_svg.h"
+#include "train/hps_train.h"
+
+typedef struct {
+    int n, cap;
+    double *x, *y;
+} curve;
+
+static void curve_add(curve *c, double x, double y)
+{
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        c->x = hps_realloc(c->x, (size_t)c->cap * sizeof *c->x);
+        c->y = hps_realloc(c->y, (size_t)c->cap * sizeof *c->y);
+    }
+    c->x[c->n] = x, c->y[c->n] = y, c->n++;
+}
+
+/* A number field, NAN when absent or null. */
+static double num(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+typedef struct {
+    char model[HPS_NAME_MAX];
+    int n_stages;
+    curve loss, rate, auc, acc, logloss;
+    curve stage_rate[HPS_TRAIN_MAX_STAGES], measured[HPS_TRAIN_MAX_STAGES], predicted[HPS_TRAIN_MAX_STAGES];
+} curves;
+
+static void add_step(curves *c, json_t *o)
+{
+    double step = num(o, "step");
+    curve_add(&c->loss, step, num(o, "loss"));
+    curve_add(&c->rate, step, num(o, "samples_per_s"));
+    json_t *stages = json_object_get(o, "stages"), *st;
+    size_t i;
+    json_array_foreach(stages, i, st) {
+        if (i >= HPS_TRAIN_MAX_STAGES) break;
+        if ((int)i >= c->n_stages) c->n_stages = (int)i + 1;
+        curve_add(&c->stage_rate[i], step, num(st, "samples_per_s"));
+        curve_add(&c->measured[i], step, num(st, "measured_ms"));
+        curve_add(&c->predicted[i], step, num(st, "predicted_ms"));
+    }
+}
+
+static int read_curves(const char *path, curves *c, hps_error *err)
+{
+    char *text;
+    size_t len;
+    if (hps_read_all(path, &text, &len, err)) return -1;
+    int line = 0, rc = 0;
+    for (char *p = text, *next; p && *p && rc == 0; p = next) {
+        next = strchr(p, '\n');
+        if (next) *next++ = '\0';
+        line++;
+        if (!*p) continue;
+        json_error_t je;
+        json_t *o = json_loads(p, 0, &je);
+        const char *event = json_string_value(json_object_get(o, "event"));
+        if (!event) {
+            rc = hps_fail(err, HPS_EXIT_USAGE, "%s:%d: expected a metrics record (a JSON object with \"event\")",
+                          hps_path_name(path), line);
+        } else if (strcmp(event, "start") == 0) {
+            const char *m = json_string_value(json_object_get(o, "model"));
+            snprintf(c->model, sizeof c->model, "%s", m ? m : "?");
+        } else if (strcmp(event, "step") == 0) {
+            add_step(c, o);
+        } else if (strcmp(event, "eval") == 0) {
+            double step = num(o, "step");
+            curve_add(&c->logloss, step, num(o, "logloss"));
+            curve_add(&c->auc, step, num(o, "auc"));
+            curve_add(&c->acc, step, num(o, "accuracy"));
+        }
+        json_decref(o);
+    }
+    free(text);
+    if (rc == 0 && !c->loss.n && !c->logloss.n)
+        rc = hps_fail(err, HPS_EXIT_USAGE, "%s: no step or eval records to draw", hps_path_name(path));
+    return rc;
+}
+
+static hps_svg_series series(const char *name, int color, const curve *c, int dashed)
+{
+    return (hps_svg_series){.name = name, .color = hps_svg_color(color), .n = c->n, .x = c->x, .y = c->y,
+                            .dashed = dashed, .marks = c->n < 40};
+}
+
+static int has_finite(const curve *c)
+{
+    for (int i = 0; i < c->n; i++)
+        if (isfinite(c->y[i])) return 1;
+    return 0;
+}
+
+static void draw(FILE *f, curves *c)
+{
+    const double W = 520, H = 260, X0 = 90, X1 = 90 + W + 110, Y0 = 70, Y1 = 70 + H + 100;
+    hps_svg_begin(f, (int)(X1 + W + 40), (int)(Y1 + H + 60), "hps-train metrics");
+    hps_svg_text(f, 20, 30, 16, "start", "bold", "#000000", "training of %s", c->model);
+    hps_svg_axes a1 = {X0, Y0, W, H, "training loss", "step", "loss", 0};
+    hps_svg_series loss = series("loss of the last batch", 0, &c->loss, 0);
+    hps_svg_chart(f, &a1, &loss, 1);
+
+    int binary = has_finite(&c->auc);
+    hps_svg_axes a2 = {X1, Y0, W, H, "evaluation", "step", binary ? "AUC, logloss" : "accuracy, logloss", 0};
+    hps_svg_series ev[2] = {series(binary ? "AUC" : "accuracy", 2, binary ? &c->auc : &c->acc, 0),
+                            series("logloss", 1, &c->logloss, 1)};
+    ev[0].marks = ev[1].marks = 1;
+    hps_svg_chart(f, &a2, ev, 2);
+
+    char names[2 * HPS_TRAIN_MAX_STAGES][48];
+    hps_svg_series rs[HPS_TRAIN_MAX_STAGES + 1], ms[2 * HPS_TRAIN_MAX_STAGES];
+    static const curve none; /* a stage without a planned time */
+    int n = c->n_stages;
+    rs[0] = series("all stages (pipeline)", 7, &c->rate, 0);
+    for (int s = 0; s < n; s++) {
+        snprintf(names[s], sizeof names[s], "stage %d", s);
+        rs[s + 1] = series(names[s], s, &c->stage_rate[s], 0);
+        snprintf(names[n + s], sizeof names[n + s], "stage %d planned", s);
+        ms[2 * s] = series(names[s], s, &c->measured[s], 0);
+        ms[2 * s + 1] = series(names[n + s], s, has_finite(&c->predicted[s]) ? &c->predicted[s] : &none, 1);
+    }
+    hps_svg_axes a3 = {X0, Y1, W, H, "samples/s per stage", "step", "samples/s", 1};
+    hps_svg_chart(f, &a3, rs, n + 1);
+    hps_svg_axes a4 = {X1, Y1, W, H, "ms per batch: measured (solid), planned (dashed)", "step", "ms", 1};
+    hps_svg_chart(f, &a4, ms, 2 * n);
+    hps_svg_end(f);
+}
+
+static void free_curve(curve *c)
+{
+    free(c->x);
+    free(c->y);
+}
+
+int hps_train_curves_svg(const char *metrics_path, const char *out_path, hps_error *err)
+{
+    curves c;
+    memset(&c, 0, sizeof c);
+    int rc = read_curves(metrics_path, &c, err);
+    if (rc == 0) {
+        hps_out *out = hps_out_open(out_path, err);
+        if (!out) rc = -1;
+        else {
+            draw(hps_out_file(out), &c);
+            rc = hps_out_commit(out, err);
+        }
+    }
+    free_curve(&c.loss), free_curve(&c.rate), free_curve(&c.auc), free_curve(&c.acc), free_curve(&c.logloss);
+    for (int s = 0; s < HPS_TRAIN_MAX_STAGES; s++)
+        free_curve(&c.stage_rate[s]), free_curve(&c.measured[s]), free_curve(&c.predicted[s]);
+    return rc;
+}

@@ -1,0 +1,211 @@
+#!/usr/bin/env bats
+# Hostile and careless inputs: devices as outputs, full disks, forged files.
+
+load helpers
+
+setup() {
+    TMP=$(mktemp -d)
+    MODEL=$TESTDATA/models/criteo-small.json
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+@test "robust: -o onto a symlink to /dev/null or a FIFO writes through it, never replaces it" {
+    ln -s /dev/null "$TMP/null"
+    "$HPS_BIN/hps-shard" synth 10 -o "$TMP/null" 2>/dev/null
+    [ -L "$TMP/null" ]
+    [ -c /dev/null ]
+    mkfifo "$TMP/fifo"
+    cat "$TMP/fifo" > "$TMP/got" &
+    "$HPS_BIN/hps-shard" synth 10 -o "$TMP/fifo" 2>/dev/null
+    wait
+    [ -p "$TMP/fifo" ]
+    [ "$(wc -l < "$TMP/got")" -eq 10 ]
+    [ -z "$(ls "$TMP" | grep tmp)" ]
+}
+
+@test "robust: a write error names the output: a full device, a full stdout" {
+    ln -s /dev/full "$TMP/full" # a link: were it renamed over, /dev/full itself survives
+    run "$HPS_BIN/hps-shard" synth 1000 -o "$TMP/full"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"hps-shard: error: $TMP/full: write failed: No space left on device"* ]]
+    [ -L "$TMP/full" ]
+    run sh -c "'$HPS_BIN/hps-shard' synth 1000 > /dev/full"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"hps-shard: error: <stdout>: write failed: No space left on device"* ]]
+}
+
+@test "robust: stats and --metrics on a full disk fail instead of exiting 0" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+    run sh -c "'$HPS_BIN/hps-shard' stats '$TMP/shards' > /dev/full"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-shard: error: <stdout>: write failed: No space left on device" ]
+    ln -s /dev/full "$TMP/full"
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/shards" --threads 1 -q --metrics "$TMP/full"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-train: error: $TMP/full: write failed: No space left on device" ]
+}
+
+@test "robust: past ulimit -f a tool reports EFBIG and leaves no temporary" {
+    run sh -c "ulimit -f 8; '$HPS_BIN/hps-shard' synth 100000 -o '$TMP/big.tsv'"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"$TMP/big.tsv: write failed: File too large"* ]]
+    [ ! -e "$TMP/big.tsv" ]
+    [ -z "$(ls "$TMP")" ]
+}
+
+@test "robust: a libsvm value beyond a float's range is refused, not trained on as inf" {
+    printf '1 3:1e39 7:1\n0 2:1\n' > "$TMP/inf.svm"
+    run "$HPS_BIN/hps-shard" -f libsvm -o "$TMP/svm" "$TMP/inf.svm"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"inf.svm:1: field 2 (feature): expected idx:value, got '3:1e39'"* ]]
+}
+
+@test "robust: a 10-class shard copied into a 5-class directory is refused by hps-train and stats --verify" {
+    python3 "$BATS_TEST_DIRNAME/make_multiclass.py" 200 5 1 > "$TMP/mc.svm"
+    "$HPS_BIN/hps-shard" -q -f libsvm --classes 5 -o "$TMP/c5" "$TMP/mc.svm"
+    "$HPS_BIN/hps-shard" -q -f libsvm --classes 10 -o "$TMP/c10" "$TMP/mc.svm"
+    cp "$TMP/c10/shard-00000.hps" "$TMP/c5/"
+    run "$HPS_BIN/hps-train" --model "$TESTDATA/models/libsvm-logreg.json" --data "$TMP/c5" --threads 1 -q
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-train: error: $TMP/c5/shard-00000.hps: holds 0 dense, 1 slots, 10 classes, weighted; the manifest says 0 dense, 1 slots, 5 classes, weighted" ]
+    run "$HPS_BIN/hps-shard" stats --verify "$TMP/c5"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"hps-shard: error: $TMP/c5/shard-00000.hps: holds 0 dense, 1 slots, 10 classes"* ]]
+}
+
+@test "robust: a JSON input is capped: -m /dev/zero is an error, not an out-of-memory abort" {
+    # the limit on address space keeps a regression from eating the machine
+    run sh -c "ulimit -v 4000000; '$HPS_BIN/hps-profile' -m /dev/zero"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-profile: error: /dev/zero: larger than 64 MiB, the most this input may hold" ]
+}
+
+@test "robust: a node name with a newline is refused, never written into the rankfile" {
+    python3 - "$TESTDATA/clusters/lab.json" "$TMP/evil.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["resources"] = [r for r in c["resources"] if r["kind"] == "cpu"]
+c["links"] = []
+c["nodes"] = [{"name": "localhost\nrank 9=evil slot=0", "units": {"cpu": 4}}]
+json.dump(c, open(sys.argv[2], "w"))
+PY
+    run "$HPS_BIN/hps-plan" -m "$TESTDATA/models/demo-ctr.json" -c "$TMP/evil.json" \
+        -p "$TESTDATA/profiles/demo-ctr.json" --min-throughput 1000 --rankfile "$TMP/ranks" -o "$TMP/plan.json"
+    [ "$status" -eq 2 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"name 'localhost?rank 9=evil slot=0' must be letters, digits, '.', '-' or '_'" ]]
+    [ ! -e "$TMP/ranks" ]
+}
+
+@test "robust: a layer type with a newline is echoed on one line" {
+    python3 - "$TESTDATA/models/tiny.json" "$TMP/m.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["layers"][2]["type"] = "fc\nhps-train: error: forged"
+json.dump(m, open(sys.argv[2], "w"))
+PY
+    run "$HPS_BIN/hps-profile" -m "$TMP/m.json"
+    [ "$status" -eq 2 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"type 'fc?hps-train: error: forged' must be one of "* ]]
+}
+
+@test "robust: hps-shard refuses an existing output before reading any input" {
+    mkdir "$TMP/out"
+    mkfifo "$TMP/in"
+    sleep 30 > "$TMP/in" & # an input that never ends: only a check up front returns
+    writer=$!
+    run timeout 10 "$HPS_BIN/hps-shard" -m "$MODEL" -o "$TMP/out" "$TMP/in"
+    kill "$writer"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-shard: error: $TMP/out: already exists (--force replaces it)" ]
+}
+
+@test "robust: --force onto a file refuses it and leaves no X.old.* beside it" {
+    "$HPS_BIN/hps-shard" synth 100 -o "$TMP/rows.tsv" 2>/dev/null
+    echo keep > "$TMP/file"
+    run "$HPS_BIN/hps-shard" -q --force -m "$MODEL" -o "$TMP/file" "$TMP/rows.tsv"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-shard: error: $TMP/file: exists and is not a directory: --force replaces only a directory" ]
+    [ "$(cat "$TMP/file")" = keep ]
+    [ "$(ls "$TMP")" = "$(printf 'file\nrows.tsv')" ]
+}
+
+@test "robust: what a SIGKILLed hps-shard left beside its output is removed by the next run" {
+    "$HPS_BIN/hps-shard" synth 100 -o "$TMP/rows.tsv" 2>/dev/null
+    mkfifo "$TMP/in"
+    sleep 30 > "$TMP/in" &
+    writer=$!
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/out" "$TMP/in" &
+    victim=$!
+    for i in $(seq 50); do ls "$TMP" | grep -q '^out\.tmp\.' && break; sleep 0.1; done
+    kill -9 "$victim"
+    wait "$victim" || true
+    kill "$writer"
+    ls "$TMP" | grep -q '^out\.tmp\.' # the leftover
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/out" "$TMP/rows.tsv"
+    [ -f "$TMP/out/manifest.json" ]
+    [ -z "$(ls "$TMP" | grep '^out\.tmp\.')" ]
+}
+
+@test "robust: checkpoint temporaries of earlier steps, left by a kill mid-write, are pruned" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+    mkdir "$TMP/ckpt"
+    echo partial > "$TMP/ckpt/ckpt-000000000001.hpsckpt.tmp.AbC123" # as a SIGKILL mid-write leaves it
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/shards" --threads 1 -q \
+        --checkpoint "$TMP/ckpt" --checkpoint-every 5 --resume
+    [ -z "$(ls "$TMP/ckpt" | grep '\.tmp\.')" ]
+    ls "$TMP/ckpt" | grep -q '\.hpsckpt$'
+}
+
+@test "robust: a flipped byte anywhere in a manifest, hot-key statistics included, is caught" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+    "$HPS_BIN/hps-shard" stats "$TMP/shards" > /dev/null
+    cp "$TMP/shards/manifest.json" "$TMP/good.json"
+    # one bit of each of 40 bytes spread over the hot-key statistics, one at a time
+    python3 - "$TMP/good.json" "$TMP/spots" <<'PY'
+import sys
+t = open(sys.argv[1], "rb").read()
+a = t.index(b'"hot_keys"')
+b = t.find(b'"sha256"') if b'"sha256"' in t else len(t) - 2
+step = (b - a) // 40
+open(sys.argv[2], "w").write("\n".join(str(a + 1 + i * step) for i in range(40)))
+PY
+    caught=0
+    for at in $(cat "$TMP/spots"); do
+        python3 - "$TMP/good.json" "$TMP/shards/manifest.json" "$at" <<'PY'
+import sys
+t = bytearray(open(sys.argv[1], "rb").read())
+t[int(sys.argv[3])] ^= 0x01
+open(sys.argv[2], "wb").write(t)
+PY
+        run "$HPS_BIN/hps-shard" stats "$TMP/shards"
+        [ "$status" -ne 0 ] && caught=$((caught + 1))
+    done
+    echo "# $caught of 40 flips caught" >&3
+    [ "$caught" -eq 40 ]
+    [[ "$output" == "hps-shard: error: $TMP/shards/manifest.json:"* ]]
+}
+
+@test "robust: --export writes FILE.sha256 beside it; sha256sum -c catches a corrupted copy" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/shards" --threads 1 -q --export "$TMP/m.safetensors"
+    [ "$(cut -d' ' -f3 "$TMP/m.safetensors.sha256")" = m.safetensors ]
+    (cd "$TMP" && sha256sum -c m.safetensors.sha256)
+    python3 - "$TMP/m.safetensors" <<'PY'
+import sys
+t = bytearray(open(sys.argv[1], "rb").read())
+t[len(t) // 2] ^= 0x04
+open(sys.argv[1], "wb").write(t)
+PY
+    run sh -c "cd '$TMP' && sha256sum -c m.safetensors.sha256"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"m.safetensors: FAILED"* ]]
+}

@@ -1,0 +1,44 @@
+/* Shared by the fuzz targets (tests/fuzz/fuzz_*.c): each defines
+ * LLVMFuzzerTestOneInput over one parser of untrusted bytes, built with
+ * libFuzzer by `make fuzz` and, with replay.c as main, by `make check`,
+ * which feeds it the seeds and the regression inputs. */
+#ifndef HPS_FUZZ_H
+#define HPS_FUZZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "core/hps_core.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The loaders read paths: the input goes to an in-memory file, named by a
+ * /proc/self/fd path that every open() of it reads from the start. */
+static inline const char *fuzz_path(const uint8_t *data, size_t size)
+{
+    static int fd = -1;
+    static char path[64];
+    if (fd < 0) {
+        fd = memfd_create("hps-fuzz", 0);
+        HPS_CHECK(fd >= 0);
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    }
+    HPS_CHECK(ftruncate(fd, 0) == 0);
+    HPS_CHECK(size == 0 || pwrite(fd, data, size, 0) == (ssize_t)size);
+    return path;
+}
+
+/* testdata/NAME, for the models that plans and checkpoints are checked against. */
+static inline const char *fuzz_testdata(const char *name)
+{
+    static char path[4096];
+    snprintf(path, sizeof path, "%s/%s", HPS_TESTDATA, name);
+    return path;
+}
+
+#endif
