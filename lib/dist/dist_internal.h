@@ -56,7 +56,6 @@ struct hps_dist {
     double share[HPS_DIST_MAX_RANKS], speed[HPS_DIST_MAX_RANKS];
     double last_compute[HPS_DIST_MAX_RANKS];
     int slice_rows;              /* rows of this step's slice */
-    double step_fetch;           /* this step's fetch from the servers, seconds */
     double critical_s, idle_s;   /* sums over steps: slowest worker, others' waits */
     double stage_busy[HPS_DIST_MAX_RANKS]; /* stages across ranks: sums of each one's slowest */
     double xwait;                /* this step's waits for the other stages' ranks */

@@ -95,8 +95,7 @@ static int fetch(void *ctx, hps_trainer *t, hps_error *err)
         free(rows);
     }
     MPI_Waitall(n_reqs, reqs, MPI_STATUSES_IGNORE);
-    d->step_fetch = hps_now() - t0;
-    d->st.fetch_s += d->step_fetch;
+    d->st.fetch_s += hps_now() - t0;
     return 0;
 }
 
@@ -132,17 +131,16 @@ static int reduce(void *ctx, hps_trainer *t, double *loss, double compute_s, hps
                                : d->worker_rank[(d->me->index + 1) % W];
     d->st.bytes_sent += ring;
     if (d->node[next] != d->node[d->rank]) d->st.bytes_cross_node += ring;
-    double mine[4] = {*loss, (double)d->slice_rows, compute_s, d->step_fetch}, all[4 * HPS_DIST_MAX_RANKS];
-    MPI_Allgather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, d->wcomm);
-    d->step_fetch = 0;
+    double mine[3] = {*loss, (double)d->slice_rows, compute_s}, all[3 * HPS_DIST_MAX_RANKS];
+    MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, d->wcomm);
     d->st.wait_s += hps_now() - t0;
     d->st.compute_s += compute_s;
     d->st.samples += d->slice_rows;
-    double rows[HPS_DIST_MAX_RANKS], secs[HPS_DIST_MAX_RANKS], fetch[HPS_DIST_MAX_RANKS], slowest = 0;
+    double rows[HPS_DIST_MAX_RANKS], secs[HPS_DIST_MAX_RANKS], slowest = 0;
     *loss = 0;
     for (int w = 0; w < W; w++) {
-        *loss += all[4 * w];
-        rows[w] = all[4 * w + 1], secs[w] = all[4 * w + 2], fetch[w] = all[4 * w + 3];
+        *loss += all[3 * w];
+        rows[w] = all[3 * w + 1], secs[w] = all[3 * w + 2];
         d->last_compute[w] = secs[w];
         slowest = secs[w] > slowest ? secs[w] : slowest;
     }
@@ -154,13 +152,15 @@ static int reduce(void *ctx, hps_trainer *t, double *loss, double compute_s, hps
         d->stage_busy[s] += m;
     }
     if (d->o.rebalance) {
-        /* among the workers that slice the batch; their fetches count, as
-         * they grow with the rows a worker trains (a slow link shows there) */
+        /* among the workers that slice the batch, from compute alone:
+         * counting fetches too (a slow link shows there) gained nothing in
+         * bench-cluster, where the allreduce is the wait, and added the
+         * servers' queueing noise */
         int w[HPS_DIST_MAX_RANKS], nw = slicers(d, w);
         double sh[HPS_DIST_MAX_RANKS], sp[HPS_DIST_MAX_RANKS], r[HPS_DIST_MAX_RANKS], sc[HPS_DIST_MAX_RANKS];
         for (int i = 0; i < nw; i++)
             sh[i] = d->share[w[i]], sp[i] = d->speed[w[i]], r[i] = rows[w[i]],
-            sc[i] = secs[w[i]] + fetch[w[i]];
+            sc[i] = secs[w[i]];
         hps_dist_rebalance(sh, sp, r, sc, nw, 0.5, 0.1 / nw);
         for (int i = 0; i < nw; i++) d->share[w[i]] = sh[i], d->speed[w[i]] = sp[i];
     }
