@@ -37,7 +37,7 @@ static const char usage[] =
     "      --list-devices      list the devices this machine has, then exit\n"
     "  -f, --format FMT        json or table [json]\n"
     "  -o, --output FILE       write to FILE (atomically) instead of stdout\n"
-    "  -q, --quiet             no progress or warnings\n"
+    "  -q, --quiet             errors only (no progress or warnings)\n"
     "  -v, --verbose           more progress\n"
     "  -h, --help              show this help, then exit\n"
     "  -V, --version           show the version, then exit\n";

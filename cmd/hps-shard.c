@@ -296,69 +296,6 @@ done:
 
 /* ---- cat ------------------------------------------------------------------------ */
 
-static void put_label(FILE *f, float v)
-{
-    if (v == floorf(v)) fprintf(f, "%d", (int)v);
-    else fprintf(f, "%.9g", (double)v);
-}
-
-static void put_float(FILE *f, float v)
-{
-    char buf[32];
-    hps_format_float(buf, sizeof buf, v);
-    fputs(buf, f);
-}
-
-/* TSV: label, dense values, then one field per slot: keys as hex separated
- * by spaces (key:weight when weighted).  For Criteo data this is Criteo. */
-static void cat_tsv(FILE *f, const hps_rows *r)
-{
-    const hps_schema *s = &r->schema;
-    for (int i = 0; i < r->rows; i++) {
-        put_label(f, r->labels[i]);
-        for (int d = 0; d < s->n_dense; d++) fputc('\t', f), put_float(f, r->dense[(size_t)d * r->cap + i]);
-        for (int j = 0; j < s->n_slots; j++) {
-            fputc('\t', f);
-            for (int64_t k = r->offsets[j][i]; k < r->offsets[j][i + 1]; k++) {
-                if (k > r->offsets[j][i]) fputc(' ', f);
-                fprintf(f, "%08llx", (unsigned long long)r->keys[j][k]);
-                if (s->weighted) fputc(':', f), put_float(f, r->weights[j][k]);
-            }
-        }
-        fputc('\n', f);
-    }
-}
-
-/* libsvm: label idx:val, from the weighted slot's keys or the dense values. */
-static void cat_libsvm(FILE *f, const hps_rows *r)
-{
-    const hps_schema *s = &r->schema;
-    for (int i = 0; i < r->rows; i++) {
-        put_label(f, r->labels[i]);
-        for (int d = 0; d < s->n_dense; d++) {
-            float v = r->dense[(size_t)d * r->cap + i];
-            if (v != 0) fprintf(f, " %d:", d + 1), put_float(f, v);
-        }
-        for (int j = 0; j < s->n_slots; j++)
-            for (int64_t k = r->offsets[j][i]; k < r->offsets[j][i + 1]; k++) {
-                fprintf(f, " %llu:", (unsigned long long)r->keys[j][k]);
-                put_float(f, s->weighted ? r->weights[j][k] : 1.0f);
-            }
-        fputc('\n', f);
-    }
-}
-
-static int cat_file(const char *path, int libsvm, FILE *out, hps_error *err)
-{
-    hps_shard_reader *r = hps_shard_open(path, NULL, err);
-    if (!r) return -1;
-    const hps_rows *rows;
-    int rc;
-    while ((rc = hps_shard_next_block(r, &rows, err)) > 0) (libsvm ? cat_libsvm : cat_tsv)(out, rows);
-    hps_shard_close(r);
-    return rc;
-}
-
 static int is_dir(const char *p)
 {
     struct stat st;
@@ -374,7 +311,7 @@ static int cmd_cat(const options *op, int n, char **paths)
     int rc = out ? 0 : -1;
     for (int i = 0; i < n && rc == 0; i++) {
         if (!is_dir(paths[i])) {
-            rc = cat_file(paths[i], as == 1, hps_out_file(out), &err);
+            rc = hps_shard_cat(paths[i], as == 1, hps_out_file(out), &err);
             continue;
         }
         hps_manifest *m = hps_manifest_load(paths[i], &err);
@@ -385,7 +322,7 @@ static int cmd_cat(const options *op, int n, char **paths)
         int libsvm = as >= 0 ? as == 1 : m->format == HPS_FMT_LIBSVM;
         for (int s = 0; s < m->n_shards && rc == 0; s++) {
             char *p = hps_manifest_shard_path(m, s);
-            rc = cat_file(p, libsvm, hps_out_file(out), &err);
+            rc = hps_shard_cat(p, libsvm, hps_out_file(out), &err);
             free(p);
         }
         hps_manifest_free(m);
@@ -399,53 +336,6 @@ static int cmd_cat(const options *op, int n, char **paths)
 
 /* ---- stats ----------------------------------------------------------------------- */
 
-static int verify_dir(const hps_manifest *m, hps_error *err)
-{
-    for (int s = 0; s < m->n_shards; s++) {
-        char *p = hps_manifest_shard_path(m, s);
-        hps_shard_info info;
-        int rc = hps_shard_verify(p, &info, err);
-        const hps_manifest_shard *e = &m->shards[s];
-        if (rc == 0) rc = hps_manifest_check_shard(m, s, p, &info, err);
-        if (rc == 0 && info.checksum != e->checksum)
-            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: checksum crc32c:%08x, the manifest says crc32c:%08x", p,
-                          info.checksum, e->checksum);
-        free(p);
-        if (rc != 0) return -1;
-    }
-    return 0;
-}
-
-static void print_stats(const hps_manifest *m, json_t *root)
-{
-    printf("%s: %llu rows, %s input, %d dense, %d slot%s, %s label (%d classes)\n", m->dir,
-           (unsigned long long)m->rows, hps_data_format_names[m->format], m->schema.n_dense, m->schema.n_slots,
-           m->schema.n_slots == 1 ? "" : "s", m->schema.multiclass ? "multiclass" : "binary", m->schema.classes);
-    printf("\n%-18s %-8s %8s %12s %8s %12s  %s\n", "shard", "role", "share", "rows", "blocks", "bytes", "checksum");
-    uint64_t bytes = 0;
-    for (int s = 0; s < m->n_shards; s++) {
-        const hps_manifest_shard *e = &m->shards[s];
-        printf("%-18s %-8s %8.4f %12llu %8llu %12llu  crc32c:%08x\n", e->file, e->role, e->share,
-               (unsigned long long)e->rows, (unsigned long long)e->blocks, (unsigned long long)e->bytes, e->checksum);
-        bytes += e->bytes;
-    }
-    json_t *in = json_object_get(root, "input");
-    double in_bytes = json_number_value(json_object_get(in, "bytes"));
-    printf("\ninput %.1f MB, shards %.1f MB (ratio %.2f), %lld lines skipped\n", in_bytes / 1e6,
-           (double)bytes / 1e6, bytes ? in_bytes / (double)bytes : 0,
-           (long long)json_integer_value(json_object_get(in, "skipped")));
-    json_t *slots = json_object_get(root, "slots");
-    if (json_array_size(slots)) printf("\n%-12s %14s %14s %9s %9s %9s\n", "slot", "lookups", "distinct~", "top10", "top100", "top1000");
-    for (size_t j = 0; j < json_array_size(slots); j++) {
-        json_t *e = json_array_get(slots, j), *top = json_object_get(e, "top_share");
-        printf("%-12s %14lld %14lld %8.1f%% %8.1f%% %8.1f%%\n", json_string_value(json_object_get(e, "name")),
-               (long long)json_integer_value(json_object_get(e, "lookups")),
-               (long long)json_integer_value(json_object_get(e, "distinct_estimate")),
-               100 * json_number_value(json_object_get(top, "10")), 100 * json_number_value(json_object_get(top, "100")),
-               100 * json_number_value(json_object_get(top, "1000")));
-    }
-}
-
 static int cmd_stats(const options *op, int n, char **paths)
 {
     if (n != 1) die_usage("%s", "stats: give one shard directory");
@@ -455,9 +345,9 @@ static int cmd_stats(const options *op, int n, char **paths)
     char mpath[4096];
     snprintf(mpath, sizeof mpath, "%s/manifest.json", paths[0]);
     int rc = m ? hps_json_load(mpath, &root, &err) : -1;
-    if (rc == 0) print_stats(m, root);
+    if (rc == 0) hps_manifest_print_stats(stdout, m, root);
     if (rc == 0 && op->verify) {
-        rc = verify_dir(m, &err);
+        rc = hps_manifest_verify(m, &err);
         if (rc == 0) printf("\nverified: every block and checksum of %d shard%s\n", m->n_shards, m->n_shards == 1 ? "" : "s");
     }
     if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))

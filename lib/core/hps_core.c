@@ -64,7 +64,7 @@ void hps_errorf(const char *fmt, ...)
 
 void hps_warnf(const char *fmt, ...)
 {
-    if (hps_display_level < 1) return;
+    if (hps_display_level < 2) return; /* -q: errors only */
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "%s: warning: ", progname);
@@ -116,11 +116,11 @@ const char *hps_printable(const char *s, char *buf, size_t n)
     return buf;
 }
 
-int hps_name_ok(const char *s)
+int hps_name_ok(const char *s, const char *extra)
 {
     if (!*s) return 0;
     for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && *s != '.' && *s != '-' && *s != '_') return 0;
+        if (!isalnum((unsigned char)*s) && !strchr("._-", *s) && !strchr(extra, *s)) return 0;
     return 1;
 }
 

@@ -79,29 +79,43 @@ static double tick_step(double span)
 static void tick_label(char *buf, size_t n, double v)
 {
     double a = fabs(v);
-    if (a >= 1e6 || (a > 0 && a < 1e-3)) snprintf(buf, n, "%.3g", v);
+    if (a >= 1e6) snprintf(buf, n, "%.4gM", v / 1e6);
+    else if (a > 0 && a < 1e-3) snprintf(buf, n, "%.3g", v);
     else snprintf(buf, n, "%.10g", round(v * 1e6) / 1e6);
 }
 
 typedef struct {
-    double x0, x1, y0, y1;
+    double x0, x1, y0, y1; /* y in log10 on a log scale */
 } range;
 
-static range data_range(const hps_svg_series *s, int n_series, int ymin_zero)
+/* y as drawn: its log on a log scale, NAN where it cannot be drawn. */
+static double y_of(const hps_svg_axes *ax, double y)
+{
+    if (!isfinite(y)) return NAN;
+    return ax->logy ? (y > 0 ? log10(y) : NAN) : y;
+}
+
+static range data_range(const hps_svg_axes *ax, const hps_svg_series *s, int n_series)
 {
     range r = {HUGE_VAL, -HUGE_VAL, HUGE_VAL, -HUGE_VAL};
     for (int k = 0; k < n_series; k++)
         for (int i = 0; i < s[k].n; i++) {
-            if (!isfinite(s[k].x[i]) || !isfinite(s[k].y[i])) continue;
+            double y = y_of(ax, s[k].y[i]);
+            if (!isfinite(s[k].x[i]) || !isfinite(y)) continue;
             r.x0 = fmin(r.x0, s[k].x[i]), r.x1 = fmax(r.x1, s[k].x[i]);
-            r.y0 = fmin(r.y0, s[k].y[i]), r.y1 = fmax(r.y1, s[k].y[i]);
+            r.y0 = fmin(r.y0, y), r.y1 = fmax(r.y1, y);
         }
-    if (ymin_zero && r.y0 > 0) r.y0 = 0;
+    if (ax->xmax > ax->xmin) r.x0 = ax->xmin, r.x1 = ax->xmax;
+    if (ax->logy && isfinite(r.y0)) { /* whole decades */
+        r.y0 = floor(r.y0), r.y1 = fmax(ceil(r.y1), r.y0 + 1);
+        return r;
+    }
+    if (ax->ymin_zero && r.y0 > 0) r.y0 = 0;
     if (!(r.x1 > r.x0)) r.x0 -= 0.5, r.x1 += 0.5;
     if (!(r.y1 > r.y0)) r.y0 -= 0.5 * (fabs(r.y0) + 1), r.y1 += 0.5 * (fabs(r.y1) + 1);
     double pad = 0.05 * (r.y1 - r.y0);
     r.y1 += pad;
-    if (!(ymin_zero && r.y0 == 0)) r.y0 -= pad;
+    if (!(ax->ymin_zero && r.y0 == 0)) r.y0 -= pad;
     return r;
 }
 
@@ -117,12 +131,18 @@ static void draw_axes(FILE *f, const hps_svg_axes *ax, range r)
         tick_label(lab, sizeof lab, v);
         hps_svg_text(f, px, ax->y + ax->h + 16, 11, "middle", "normal", "#333333", "%s", lab);
     }
-    st = tick_step(r.y1 - r.y0);
+    st = ax->logy ? 1 : tick_step(r.y1 - r.y0); /* log: a tick each decade */
     for (double v = ceil(r.y0 / st) * st; v <= r.y1 + 1e-9 * st; v += st) {
         double py = ax->y + ax->h - (v - r.y0) * sy;
         hps_svg_line(f, ax->x, py, ax->x + ax->w, py, "#e5e5e5", 1, 0);
-        tick_label(lab, sizeof lab, v);
+        tick_label(lab, sizeof lab, ax->logy ? pow(10, v) : v);
         hps_svg_text(f, ax->x - 6, py + 4, 11, "end", "normal", "#333333", "%s", lab);
+        for (int k = 0; ax->logy && r.y1 - r.y0 <= 2 && k < 2 && v + 1 <= r.y1; k++) { /* 2x and 5x */
+            double m = v + log10(k ? 5 : 2), pm = ax->y + ax->h - (m - r.y0) * sy;
+            hps_svg_line(f, ax->x, pm, ax->x + ax->w, pm, "#f0f0f0", 1, 0);
+            tick_label(lab, sizeof lab, pow(10, m));
+            hps_svg_text(f, ax->x - 6, pm + 4, 10, "end", "normal", "#777777", "%s", lab);
+        }
     }
     hps_svg_rect(f, ax->x, ax->y, ax->w, ax->h, "none", "#444444");
     hps_svg_text(f, ax->x + ax->w / 2, ax->y - 10, 14, "middle", "bold", "#000000", "%s", ax->title);
@@ -137,19 +157,20 @@ static void draw_series(FILE *f, const hps_svg_axes *ax, range r, const hps_svg_
     double sx = ax->w / (r.x1 - r.x0), sy = ax->h / (r.y1 - r.y0);
     fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s points=\"", s->color,
             s->dashed ? " stroke-dasharray=\"6,4\"" : "");
-    double prev_y = NAN;
+    double prev_x = NAN;
     for (int i = 0; i < s->n; i++) {
-        if (!isfinite(s->x[i]) || !isfinite(s->y[i])) continue;
-        double px = ax->x + (s->x[i] - r.x0) * sx, py = ax->y + ax->h - (s->y[i] - r.y0) * sy;
-        if (s->step && isfinite(prev_y)) fprintf(f, "%.1f,%.1f ", px, prev_y);
+        double y = y_of(ax, s->y[i]);
+        if (!isfinite(s->x[i]) || !isfinite(y)) continue;
+        double px = ax->x + (s->x[i] - r.x0) * sx, py = ax->y + ax->h - (y - r.y0) * sy;
+        if (s->step && isfinite(prev_x)) fprintf(f, "%.1f,%.1f ", prev_x, py);
         fprintf(f, "%.1f,%.1f ", px, py);
-        prev_y = py;
+        prev_x = px;
     }
     fputs("\"/>\n", f);
     for (int i = 0; s->marks && i < s->n; i++)
-        if (isfinite(s->x[i]) && isfinite(s->y[i]))
+        if (isfinite(s->x[i]) && isfinite(y_of(ax, s->y[i])))
             fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
-                    ax->x + (s->x[i] - r.x0) * sx, ax->y + ax->h - (s->y[i] - r.y0) * sy, s->color);
+                    ax->x + (s->x[i] - r.x0) * sx, ax->y + ax->h - (y_of(ax, s->y[i]) - r.y0) * sy, s->color);
 }
 
 static void draw_legend(FILE *f, const hps_svg_axes *ax, const hps_svg_series *s, int n_series)
@@ -165,7 +186,7 @@ void hps_svg_chart(FILE *f, const hps_svg_axes *ax, const hps_svg_series *s, int
 {
     int points = 0;
     for (int k = 0; k < n_series; k++) points += s[k].n;
-    range r = data_range(s, n_series, ax->ymin_zero);
+    range r = data_range(ax, s, n_series);
     if (!points || !isfinite(r.x0) || !isfinite(r.y0)) r = (range){0, 1, 0, 1};
     draw_axes(f, ax, r);
     if (!points)

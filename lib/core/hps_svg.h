@@ -23,8 +23,9 @@ void hps_svg_rect(FILE *f, double x, double y, double w, double h, const char *f
 /* Colours of the charts' series and of plan stages, in order. */
 const char *hps_svg_color(int i);
 
-/* One series of a chart: n points; step draws a staircase (each y holds until
- * the next x), for prices that jump. */
+/* One series of a chart: n points; step draws a staircase that rises at
+ * each point's x to the next point's y (the price of the next point holds
+ * for every x above this one), for prices that jump. */
 typedef struct {
     const char *name, *color;
     int n;
@@ -32,11 +33,14 @@ typedef struct {
     int step, dashed, marks;
 } hps_svg_series;
 
-/* A chart's place on the picture and its labels; ymin_zero starts y at 0. */
+/* A chart's place on the picture and its labels; ymin_zero starts y at 0;
+ * logy draws y on a log scale (values <= 0 left out), for rates and times
+ * that differ by orders of magnitude. */
 typedef struct {
     double x, y, w, h;
     const char *title, *xlabel, *ylabel;
-    int ymin_zero;
+    int ymin_zero, logy;
+    double xmin, xmax; /* the x range when xmax > xmin (charts side by side); else the data's */
 } hps_svg_axes;
 
 /* Frame, ticks, grid, the series and their legend.  Series with n == 0 are

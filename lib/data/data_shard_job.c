@@ -228,6 +228,7 @@ static int shuffle_scatter(feeder *f, hps_tmpdir *t, size_t bucket_mem, hps_erro
         uint32_t head[4] = {(uint32_t)len, (uint32_t)file, (uint32_t)line_no, (uint32_t)(line_no >> 32)};
         fwrite(head, sizeof head, 1, out[b]);
         fwrite(line, 1, len, out[b]);
+        in->text_bytes += len + 1; /* the decoded size, newline included */
         rc = 0;
     }
     for (int b = 0; b < f->n_buckets; b++)
@@ -704,7 +705,7 @@ int hps_shard_run(const hps_shard_opts *o, hps_shard_result *res, hps_error *err
     }
     res->lines = in.lines;
     res->bytes_in = in.bytes_in;
-    res->text_bytes = o->shuffle ? 0 : in.text_bytes;
+    res->text_bytes = in.text_bytes;
     out.lines_total = in.lines;
     plan_outputs(&out, o, in.lines);
     out.hot = hps_hot_create(o->parse.schema.n_slots);

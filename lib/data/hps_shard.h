@@ -97,6 +97,13 @@ typedef struct {
     uint32_t checksum;
 } hps_manifest_shard;
 
+/* Key statistics of one slot: lookups, distinct keys (estimated), and the
+ * share of the lookups the hottest 1, 10, 100, 1000 keys take. */
+typedef struct {
+    double lookups, distinct;
+    double top_share[4];
+} hps_slot_stats;
+
 typedef struct {
     char *dir;
     int version;
@@ -110,6 +117,7 @@ typedef struct {
     int n_shards;
     hps_manifest_shard *shards;
     int servers; /* 0 when no key lists were written */
+    hps_slot_stats *slot_stats; /* schema.n_slots, or NULL when the manifest has none */
     char digest[72]; /* sha256 of manifest.json as written */
 } hps_manifest;
 
@@ -122,5 +130,13 @@ char *hps_manifest_shard_path(const hps_manifest *m, int i);
  * directory would otherwise train silently on labels the model cannot hold. */
 int hps_manifest_check_shard(const hps_manifest *m, int i, const char *path,
                              const hps_shard_info *info, hps_error *err);
+
+/* For people (data_view.c): a shard's rows as text again, TSV (keys in hex,
+ * key:weight when weighted) or libsvm; a directory's statistics table from
+ * the manifest (root: its JSON, for the hot-key figures); and every shard
+ * checked against the manifest's rows, bytes and checksum. */
+int hps_shard_cat(const char *path, int libsvm, FILE *out, hps_error *err);
+void hps_manifest_print_stats(FILE *f, const hps_manifest *m, json_t *root);
+int hps_manifest_verify(const hps_manifest *m, hps_error *err);
 
 #endif

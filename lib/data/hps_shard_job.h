@@ -123,7 +123,7 @@ typedef struct {
 
 typedef struct {
     uint64_t rows, lines, skipped, bytes_in, bytes_out;
-    uint64_t text_bytes; /* the input decompressed (0 when not counted: --shuffle) */
+    uint64_t text_bytes; /* the input decompressed */
     double seconds;
 } hps_shard_result;
 

@@ -103,10 +103,10 @@ static void dot_servers(FILE *f, const hps_model *m, const plan_problem *p, cons
         table += c.table_bytes;
         for (int i = 0; i < L->n_slots; i++) rows += m->slots[L->slots[i]].rows;
     }
-    if (!rows) return;
+    if (!rows || !l->n_servers) return; /* no servers: every row lives in HBM */
     char b[32];
     fprintf(f, "  ps [shape=cylinder, fillcolor=\"#eeeeee\", label=\"parameter servers x %d\\n%lld rows, %s\"];\n",
-            l->n_servers ? l->n_servers : 1, rows, bytes(table, b, sizeof b));
+            l->n_servers, rows, bytes(table, b, sizeof b));
     for (int k = 0; k < m->n_layers; k++)
         if (m->layers[k].kind == HPS_LAYER_EMBEDDING)
             fprintf(f, "  ps -> l%d [style=dashed, dir=both, label=\"%s/step\"];\n", k,
@@ -148,8 +148,10 @@ void plan_print_dot(FILE *f, const hps_model *m, const plan_problem *p, const pl
             else fprintf(f, "  l%d -> l%d;\n", from[i], k);
         }
     }
-    if (uses_dense) fprintf(f, "  dense [shape=ellipse, fillcolor=white, label=\"dense features (%d)\"];\n", m->n_dense);
-    if (uses_sparse) fprintf(f, "  sparse [shape=ellipse, fillcolor=white, label=\"sparse slots (%d)\"];\n", m->n_slots);
+    if (uses_dense)
+        fprintf(f, "  dense [shape=ellipse, fillcolor=white, label=\"dense features (%d)\"];\n", m->n_dense);
+    if (uses_sparse)
+        fprintf(f, "  sparse [shape=ellipse, fillcolor=white, label=\"sparse slots (%d)\"];\n", m->n_slots);
     dot_servers(f, m, p, l);
     dot_legend(f, p, e);
     fprintf(f, "}\n");
@@ -177,7 +179,8 @@ void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const pla
                  plan_objective_names[p->objective], p->min_throughput);
     hps_svg_text(f, 20, 50, 13, "start", "normal", "#333333", "%.0f samples/s, $%.3f/hour, $%.4f in all", e->throughput,
                  e->cost_per_hour, e->cost);
-    hps_svg_text(f, 250, 84, 12, "start", "normal", "#333333", "samples/s of each stage and link (bar), the limit (dashed)");
+    hps_svg_text(f, 250, 84, 12, "start", "normal", "#333333",
+                 "samples/s of each stage and link (bar), the limit (dashed)");
     double y = 96;
     for (int s = 0; s < e->n_stages; s++) {
         const plan_stage *st = &e->stages[s];
@@ -195,8 +198,8 @@ void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const pla
         hps_svg_text(f, 20, y + 30, 10, "start", "normal", "#555555", "%s .. %s", p->layer_names[st->first],
                      p->layer_names[st->end - 1]);
         svg_bar(f, y, st->throughput / top, hps_svg_color(st->type), b);
-        hps_svg_text(f, 560, y + 16, 12, "start", b ? "bold" : "normal", "#000000", "%.0f samples/s, %.3f ms/batch, $%.3f/h%s",
-                     st->throughput, st->ms, st->units * p->price[st->type], b ? "  bottleneck" : "");
+        hps_svg_text(f, 560, y + 16, 12, "start", b ? "bold" : "normal", "#000000",
+                     "%.0f samples/s, %.3f ms/batch, $%.3f/h%s", st->throughput, st->ms, st->units * p->price[st->type], b ? "  bottleneck" : "");
         y += 34;
     }
     double lx = 250 + 300 * p->min_throughput / top;

@@ -19,7 +19,8 @@ int plan_solve(const plan_problem *p, const hps_cluster *c, const char *algo, co
     if (strcmp(algo, "brute") == 0) return plan_solve_brute(p, r, err);
     if (strncmp(algo, "fixed:", 6) == 0) {
         int t = hps_cluster_find(c, algo + 6);
-        if (t < 0) return hps_fail(err, HPS_EXIT_USAGE, "--algo fixed:TYPE: '%s' is no resource of the cluster", algo + 6);
+        if (t < 0)
+            return hps_fail(err, HPS_EXIT_USAGE, "--algo fixed:TYPE: '%s' is no resource of the cluster", algo + 6);
         return plan_solve_fixed(p, t, r);
     }
     return hps_fail(err, HPS_EXIT_USAGE, "--algo: '%s' is not one of rl, exact, greedy, genetic, brute, fixed:TYPE",

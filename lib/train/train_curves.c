@@ -109,12 +109,16 @@ static void draw(FILE *f, curves *c)
     const double W = 520, H = 260, X0 = 90, X1 = 90 + W + 110, Y0 = 70, Y1 = 70 + H + 100;
     hps_svg_begin(f, (int)(X1 + W + 40), (int)(Y1 + H + 60), "hps-train metrics");
     hps_svg_text(f, 20, 30, 16, "start", "bold", "#000000", "training of %s", c->model);
-    hps_svg_axes a1 = {X0, Y0, W, H, "training loss", "step", "loss", 0};
+    /* every chart over the steps trained, so that they line up */
+    double x0 = c->loss.n ? c->loss.x[0] : 0, x1 = c->loss.n ? c->loss.x[c->loss.n - 1] : 0;
+    for (int i = 0; i < c->logloss.n; i++) x0 = fmin(x0, c->logloss.x[i]), x1 = fmax(x1, c->logloss.x[i]);
+    hps_svg_axes a1 = {X0, Y0, W, H, "training loss", "step", "loss", 0, 0, x0, x1};
     hps_svg_series loss = series("loss of the last batch", 0, &c->loss, 0);
     hps_svg_chart(f, &a1, &loss, 1);
 
     int binary = has_finite(&c->auc);
-    hps_svg_axes a2 = {X1, Y0, W, H, "evaluation", "step", binary ? "AUC, logloss" : "accuracy, logloss", 0};
+    hps_svg_axes a2 = {X1, Y0, W, H, "evaluation", "step", binary ? "AUC, logloss" : "accuracy, logloss", 0, 0,
+                       x0, x1};
     hps_svg_series ev[2] = {series(binary ? "AUC" : "accuracy", 2, binary ? &c->auc : &c->acc, 0),
                             series("logloss", 1, &c->logloss, 1)};
     ev[0].marks = ev[1].marks = 1;
@@ -132,9 +136,11 @@ static void draw(FILE *f, curves *c)
         ms[2 * s] = series(names[s], s, &c->measured[s], 0);
         ms[2 * s + 1] = series(names[n + s], s, has_finite(&c->predicted[s]) ? &c->predicted[s] : &none, 1);
     }
-    hps_svg_axes a3 = {X0, Y1, W, H, "samples/s per stage", "step", "samples/s", 1};
+    hps_svg_axes a3 = {X0, Y1, W, H, "samples/s per stage (log scale)", "step", "samples/s", 0, 1,
+                       x0, x1};
     hps_svg_chart(f, &a3, rs, n + 1);
-    hps_svg_axes a4 = {X1, Y1, W, H, "ms per batch: measured (solid), planned (dashed)", "step", "ms", 1};
+    hps_svg_axes a4 = {X1, Y1, W, H, "ms per batch: measured (solid), planned (dashed), log scale", "step", "ms", 0, 1,
+                       x0, x1};
     hps_svg_chart(f, &a4, ms, 2 * n);
     hps_svg_end(f);
 }

@@ -74,8 +74,8 @@ struct hps_trainer {
     double t_start, t_last, t_bar;
     uint64_t step_last;
     double samples_last;
-    double eval_s_last;
-    double progress_start;         /* run fraction at the first progress line (NAN before) */            /* sum.eval_seconds at the last step record */
+    double eval_s_last;            /* sum.eval_seconds at the last step record */
+    double progress_start;         /* run fraction at the first progress line (NAN before) */
     double busy_last[HPS_TRAIN_MAX_STAGES];
     /* distributed runs: the hooks, and the local rows each load touched
      * (per layer, each row once: mark[l][row] == load_id) */

@@ -34,6 +34,7 @@ void train_metrics_start(hps_trainer *t)
 {
     t->step_last = t->step; /* rates count from here, also after a resume */
     t->eval_s_last = t->sum.eval_seconds;
+    t->progress_start = NAN; /* set at the first progress line */
     for (int s = 0; s < t->plan.n_stages; s++) t->busy_last[s] = stage_busy(t, s);
     json_t *stages = json_array();
     for (int s = 0; s < t->plan.n_stages; s++) {
@@ -172,7 +173,7 @@ void train_progress(hps_trainer *t, hps_source *src, int final)
     /* the rest at the pace since this run (or resume) began */
     format_eta(eta, sizeof eta, frac > start ? (now - t->t_start) * (1 - frac) / (frac - start) : NAN);
     fprintf(stderr, "\r[%s] %3.0f%% epoch %llu/%d step %llu", bar, 100 * frac,
-            (unsigned long long)(t->epoch + (final || t->epoch >= (uint64_t)t->o.epochs ? 0 : 1)), t->o.epochs,
+            (unsigned long long)(t->epoch < (uint64_t)t->o.epochs ? t->epoch + 1 : t->epoch), t->o.epochs,
             (unsigned long long)t->step);
     if (t->o.max_steps > 0) fprintf(stderr, "/%ld", t->o.max_steps);
     fprintf(stderr, " loss %.4f %.0f samples/s ETA %s ", t->sum.last_loss, rate, final ? "00:00" : eta);

@@ -6,6 +6,12 @@ ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 TESTDATA=$ROOT/testdata
 GOLDEN=$BATS_TEST_DIRNAME/golden
 
+# Compares OUT with the golden file GOLD; `make golden` (HPS_UPDATE_GOLDEN=1)
+# writes OUT over GOLD instead, for a change of output that is meant.
+golden_check() {
+    if [ "${HPS_UPDATE_GOLDEN:-}" = 1 ]; then cp "$2" "$1"; else diff -u "$1" "$2"; fi
+}
+
 # Every long option that TOOL --help lists must appear in its completions and man page.
 check_options_documented() {
     local tool=$1 opts missing=""
@@ -18,4 +24,10 @@ check_options_documented() {
         grep -qF -- "\\-\\-${o#--}" "$ROOT/man/$tool.1" || missing="$missing man:$o"
     done
     [ -z "$missing" ] || { echo "undocumented:$missing"; return 1; }
+}
+
+# Runs a command line with a terminal for its stdin and stdout (script(1),
+# from Debian's bsdutils).
+on_terminal() {
+    script -qec "$1" /dev/null < /dev/null
 }

@@ -21,8 +21,10 @@ teardown() {
 plan() { "$HPS_BIN/hps-plan" "$@"; }
 
 # DLRM with two embedding tables and a bottom MLP, cut at the merge layer
+# rows on the servers: the drawing then has servers and two stages
 dlrm_plan() {
-    plan -m $M/dlrm-criteo.json -c $C/aws.json -p $P/dlrm-criteo.json --min-throughput 2000000 -a exact "$@"
+    plan -m $M/dlrm-criteo.json -c $C/aws.json -p $P/dlrm-criteo.json --min-throughput 2000000 -a exact \
+        --rows servers "$@"
 }
 
 # An SVG that librsvg renders to a PNG; of the size it declares when that is
@@ -86,7 +88,7 @@ json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/aws.json"
 
 @test "views: --pareto rows keep the limit that produced them; -f json gives stages as objects" {
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
-        --pareto -f table > "$TMP/table"
+        --rows servers --pareto -f table > "$TMP/table"
     diff -u "$GOLDEN/views/demo-ctr-lab-pareto.table" "$TMP/table"
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
         --pareto > "$TMP/p.json"
@@ -169,7 +171,7 @@ PY
     [ "${lines[0]}" = "hps-plan: error: option '--ver' is ambiguous: --verbose, --version" ]
 }
 
-@test "views: --version names the commit, MPI and the BLAS build" {
+@test "views: --version names the commit, MPI, the BLAS kernel set and build" {
     for t in hps-plan hps-profile hps-shard hps-train; do
         run "$HPS_BIN/$t" --version
         [ "$status" -eq 0 ]
@@ -177,13 +179,13 @@ PY
         [[ "${lines[1]}" != "commit: unknown" ]]
         [[ "${lines[2]}" == "features: openblas zstd jansson mpi"* ]]
         [[ "$output" == *"blas-build: OpenBLAS "* ]]
+        printf '%s\n' "$output" | grep -qE '^blas: openblas [A-Za-z0-9]+$' # the kernel set in use
         [[ "$output" == *"mpi: Open MPI "* ]]
     done
 }
 
 @test "views: a tool waiting for JSON on a terminal says so and stops" {
-    command -v script > /dev/null || skip "no script(1)"
-    run script -qec "$HPS_BIN/hps-plan -m $M/demo-ctr.json -c $C/aws.json --min-throughput 1" /dev/null < /dev/null
+    run on_terminal "$HPS_BIN/hps-plan -m $M/demo-ctr.json -c $C/aws.json --min-throughput 1"
     [ "$status" -eq 2 ]
     [[ "$output" == *"hps-plan: error: <stdin>: is a terminal; pipe the input in or name a file"* ]]
 }
@@ -203,6 +205,9 @@ PY
     [ "$status" -eq 0 ]
     local want
     want=$(python3 -c "print('%.1f MB (%.1f MB compressed) ->' % ($text / 1e6, $packed / 1e6))")
+    [[ "$output" == *"5000 rows in 1 shard, $want"* ]]
+    run "$HPS_BIN/hps-shard" -m $M/criteo-small.json --shuffle -o "$TMP/s2" "$TMP/rows.tsv.zst"
+    [ "$status" -eq 0 ]
     [[ "$output" == *"5000 rows in 1 shard, $want"* ]]
 }
 
@@ -278,8 +283,37 @@ PY
 }
 
 @test "views: binary output to a terminal is refused" {
-    command -v script > /dev/null || skip "no script(1)"
-    run script -qec "$HPS_BIN/hps-train --model $M/tiny.json --data $TMP/none --export -" /dev/null < /dev/null
+    run on_terminal "$HPS_BIN/hps-train --model $M/tiny.json --data $TMP/none --export -"
     [ "$status" -eq 2 ]
     [[ "$output" == *"hps-train: error: --export -: not writing safetensors to a terminal; redirect stdout or name a file"* ]]
+}
+
+@test "views: README's pipeline block works pasted into a fresh shell" {
+    # the block after "## A pipeline", with the binaries under test for bin/
+    awk '/^## A pipeline/ {on = 1} on && /^```$/ && inside {exit} inside {print} on && /^```sh$/ {inside = 1}' \
+        "$ROOT/README.md" | sed "s|export PATH=\$PWD/bin:|export PATH=$HPS_BIN:|" > "$TMP/block.sh"
+    grep -q 'hps-train --plan plan.json' "$TMP/block.sh"
+    run env -i HOME="$HOME" PATH=/usr/bin:/bin bash -e -c "cd '$ROOT' && . '$TMP/block.sh' && ls"
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    for f in plan.json shards model.safetensors metrics.ndjson plan.svg graph.svg curves.svg; do
+        [[ "$output" == *"$f"* ]]
+    done
+}
+
+@test "views: -q means errors only in every tool" {
+    run "$HPS_BIN/hps-profile" -q -m $M/tiny.json -d cpu:999 --reps 1 --warmup 0 --no-scaling -o "$TMP/p.json"
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
+    run "$HPS_BIN/hps-profile" -q -m "$TMP/missing.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-profile: error: $TMP/missing.json: cannot open: No such file or directory" ]
+    run "$HPS_BIN/hps-shard" synth 10 -q -o "$TMP/x.tsv"
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
+    # a warning is not an error
+    run "$HPS_BIN/hps-shard" -q --skip-bad -m $M/criteo-small.json -o "$TMP/s" $TESTDATA/data/criteo-bad-fields.tsv
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
+    run "$HPS_BIN/hps-shard" --skip-bad -m $M/criteo-small.json -o "$TMP/s2" $TESTDATA/data/criteo-bad-fields.tsv
+    [[ "$output" == *"warning: skipped"* ]]
 }

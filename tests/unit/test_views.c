@@ -1,0 +1,186 @@
+/* The pieces behind the views: the nearest-name suggestion of the shared
+ * command line, the SVG writer's escaping, the --pareto sweep, and the dot
+ * drawing's data-flow edges. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_cli.h"
+#include "core/hps_io.h"
+#include "core/hps_svg.h"
+#include "plan/hps_plan.h"
+#include "plan_fixture.h"
+
+static void test_nearest_name(void **state)
+{
+    (void)state;
+    static const char *const formats[] = {"json", "table", "dot", "svg", NULL};
+    static const char *const opts[] = {"model", "verbose", "version", "min-throughput", NULL};
+    assert_string_equal(hps_cli_nearest("tabel", formats), "table"); /* a swap is one edit */
+    assert_string_equal(hps_cli_nearest("jsno", formats), "json");
+    assert_string_equal(hps_cli_nearest("verbsoe", opts), "verbose");
+    assert_string_equal(hps_cli_nearest("modle", opts), "model");
+    assert_string_equal(hps_cli_nearest("min-througput", opts), "min-throughput");
+    assert_null(hps_cli_nearest("yaml", formats)); /* another word, not a typo */
+    assert_null(hps_cli_nearest("x", formats));
+}
+
+/* What f holds, as a string (f is rewound and closed). */
+static char *slurp(FILE *f)
+{
+    long n = ftell(f);
+    char *s = malloc((size_t)n + 1);
+    rewind(f);
+    assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+static void test_svg_escapes_text(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    hps_svg_begin(f, 100, 50, "a<b & \"c\"");
+    hps_svg_text(f, 1, 2, 10, "start", "normal", "#000000", "layer %s", "x<y>\x01z");
+    hps_svg_end(f);
+    char *s = slurp(f);
+    assert_non_null(strstr(s, "<title>a&lt;b &amp; &quot;c&quot;</title>"));
+    assert_non_null(strstr(s, ">layer x&lt;y&gt;z</text>"));
+    assert_null(strchr(s, '\x01'));
+    free(s);
+}
+
+static void test_chart_without_points(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    hps_svg_axes ax = {.x = 10, .y = 10, .w = 200, .h = 100, .title = "t", .xlabel = "x", .ylabel = "y"};
+    hps_svg_series s = {.name = "none", .color = hps_svg_color(0)};
+    hps_svg_chart(f, &ax, &s, 1);
+    char *text = slurp(f);
+    assert_non_null(strstr(text, ">no data</text>"));
+    assert_null(strstr(text, "nan"));
+    free(text);
+}
+
+static void test_log_chart(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    const double x[] = {1, 2, 3, 4}, y[] = {1.5, 900, 0, -3}; /* 0 and -3 cannot be drawn */
+    hps_svg_axes ax = {.x = 50, .y = 10, .w = 200, .h = 100, .title = "t", .xlabel = "x", .ylabel = "y", .logy = 1};
+    hps_svg_series s = {.name = "ms", .color = hps_svg_color(1), .n = 4, .x = x, .y = y};
+    hps_svg_chart(f, &ax, &s, 1);
+    char *text = slurp(f);
+    /* a tick each decade from 1 to 1000 */
+    for (const char *t = ">1<\0>10<\0>100<\0>1000<\0"; *t; t += strlen(t) + 1) assert_non_null(strstr(text, t));
+    assert_null(strstr(text, ">10000<"));
+    assert_null(strstr(text, "nan"));
+    /* two points drawn: the polyline has exactly two coordinates */
+    const char *pl = strstr(text, "points=\"");
+    assert_non_null(pl);
+    int commas = 0;
+    for (pl += 8; *pl != '"'; pl++) commas += *pl == ',';
+    assert_int_equal(commas, 2);
+    free(text);
+}
+
+static void test_pareto_frontier(void **state)
+{
+    (void)state;
+    plan_fixture f;
+    plan_fixture_load(&f, "testdata/models/demo-ctr.json", "testdata/clusters/aws.json",
+                      "testdata/profiles/demo-ctr.json",
+         20000);
+    plan_search_opts o = {.seed = 1, .bound_time = 5};
+    plan_frontier fr;
+    hps_error err;
+    assert_int_equal(plan_pareto(f.p, f.c, "exact", &o, 8, &fr, &err), 0);
+    assert_true(fr.n >= 2);
+    assert_true(f.p->min_throughput == 20000); /* the sweep leaves the problem as it was */
+    assert_true(fr.points[0].min_throughput == 20000); /* the first row: what --min-throughput gives */
+    for (int i = 0; i < fr.n; i++) {
+        const plan_point *pt = &fr.points[i];
+        assert_true(pt->throughput >= pt->min_throughput);
+        assert_true(pt->n_stages >= 1);
+        if (i) { /* more throughput costs more, and each limit is above the last point's */
+            assert_true(pt->throughput > fr.points[i - 1].throughput);
+            assert_true(pt->cost > fr.points[i - 1].cost);
+            assert_true(pt->min_throughput > fr.points[i - 1].throughput);
+        }
+    }
+    json_t *j = plan_frontier_json(f.p, &fr, "exact");
+    assert_int_equal(json_integer_value(json_object_get(j, "version")), 2);
+    json_t *st = json_array_get(json_object_get(json_array_get(json_object_get(j, "points"), 0), "stages"), 0);
+    assert_true(json_is_object(st) && json_is_integer(json_object_get(st, "units")));
+    json_decref(j);
+    plan_frontier_free(&fr);
+    assert_int_equal(plan_pareto(f.p, f.c, "fixed:tpu", &o, 4, &fr, &err), -1);
+    assert_string_equal(err.msg, "--algo fixed:TYPE: 'tpu' is no resource of the cluster");
+    assert_int_equal(fr.n, 0); /* nothing to free after a failure */
+    plan_fixture_free(&f);
+}
+
+static void test_dot_follows_the_data_flow(void **state)
+{
+    (void)state;
+    plan_fixture f;
+    plan_fixture_load(&f, "testdata/models/dlrm-criteo.json", "testdata/clusters/aws.json",
+                      "testdata/profiles/dlrm-criteo.json",
+         2e6);
+    plan_search_opts o = {.seed = 1, .bound_time = 5};
+    plan_result r;
+    plan_eval e;
+    plan_layout l;
+    hps_error err;
+    plan_result_init(&r, f.p);
+    plan_eval_init(&e, f.p);
+    assert_int_equal(plan_solve(f.p, f.c, "exact", &o, &r, &err), 0);
+    /* A cut at the merge layer whatever the cost model prefers: the bottom of
+     * the model on T4s, the interaction and top on V100s (aws.json order). */
+    for (int i = 0; i < f.p->n_layers; i++) r.assign[i] = i < 4 ? 2 : 3;
+    f.p->rows_on_servers = 1; /* --rows servers: the drawing has servers to show */
+    plan_evaluate(f.p, r.assign, &e);
+    assert_true(e.feasible && e.n_stages == 2 && e.stages[1].first == 4);
+    assert_int_equal(plan_layout_make(f.p, f.c, &e, &l, &err), 0);
+    FILE *out = tmpfile();
+    plan_print_dot(out, f.m, f.p, &e, &l);
+    char *s = slurp(out);
+    /* emb_a, emb_b and the bottom MLP each flow into the interaction, across stages */
+    assert_non_null(strstr(s, "  l0 -> l4 [penwidth=2.5"));
+    assert_non_null(strstr(s, "  l1 -> l4 [penwidth=2.5"));
+    assert_non_null(strstr(s, "  l3 -> l4 [penwidth=2.5"));
+    assert_non_null(strstr(s, "  sparse -> l0;\n"));
+    assert_non_null(strstr(s, "  sparse -> l1;\n"));
+    assert_non_null(strstr(s, "  dense -> l2;\n"));
+    assert_non_null(strstr(s, "  l2 -> l3;\n"));
+    assert_null(strstr(s, "l0 -> l1")); /* not the execution chain */
+    assert_null(strstr(s, "l1 -> l2"));
+    assert_non_null(strstr(s, "subgraph cluster_legend"));
+    assert_non_null(strstr(s, "ps -> l0 [style=dashed"));
+    free(s);
+    plan_layout_free(&l);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    plan_fixture_free(&f);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nearest_name),
+        cmocka_unit_test(test_svg_escapes_text),
+        cmocka_unit_test(test_chart_without_points),
+        cmocka_unit_test(test_log_chart),
+        cmocka_unit_test(test_pareto_frontier),
+        cmocka_unit_test(test_dot_follows_the_data_flow),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
