@@ -8,8 +8,9 @@
 #      the hosts' interfaces counted them (kernel tx bytes, all traffic:
 #      MPI, the watch, Open MPI's runtime), the plan's prediction for that
 #      placement, and epoch time.
-#   2. one slowed link (hps-h3 at 100 Mbit/s, the others 1 Gbit/s): 3 workers,
-#      one per host, re-balanced shares against the plan's static ones.
+#   2. one slowed link (hps-h3 at 100 Mbit/s, the others 1 Gbit/s): the
+#      plan's 3 workers and server on the 3 hosts, re-balanced shares against
+#      the plan's static ones.
 # The test hosts share this machine's 2 cores: rankfile slots are folded
 # onto cores 0-1, and epoch times hold CPU contention between 7 ranks.
 set -eu
@@ -25,14 +26,15 @@ trap 'hosts_down; rm -rf "$TMP"' EXIT
 MODEL=$ROOT/testdata/models/demo-ctr.json
 "$BIN/hps-shard" synth "$ROWS" -o "$TMP/x.tsv" 2>/dev/null
 
-# cluster UNITS OUT: nodes hps-h1..3 with UNITS CPU units each
+# cluster UNITS OUT: nodes hps-h1..3 with UNITS CPU units ("2,1,1": per host)
 cluster() {
     python3 - "$ROOT/testdata/clusters/lab.json" "$1" "$2" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c["resources"] = [r for r in c["resources"] if r["kind"] == "cpu"]
 c["links"] = []
-c["nodes"] = [{"name": "hps-h%d" % i, "units": {"cpu": int(sys.argv[2])}} for i in (1, 2, 3)]
+u = [int(x) for x in sys.argv[2].split(",")] * 3
+c["nodes"] = [{"name": "hps-h%d" % i, "units": {"cpu": u[i - 1]}} for i in (1, 2, 3)]
 json.dump(c, open(sys.argv[3], "w"))
 PY
 }
@@ -80,7 +82,7 @@ run rr2 place "$TMP/rr.ranks" --no-rebalance
 # 2. hps-h3's link slowed; 3 workers, one per host
 hosts_up 3 3
 echo "bench-cluster: $HOSTS_SAID" >&2
-plan slow 1 40000
+plan slow 2,1,1 40000
 run static slow "$TMP/slow.ranks" --no-rebalance
 run rebal slow "$TMP/slow.ranks"
 run static2 slow "$TMP/slow.ranks" --no-rebalance
@@ -113,7 +115,7 @@ for label, runs, pred in (("plan's (co-located)", ("planned", "planned2"), plan[
     ep = "; ".join(f'{s["seconds"] / epochs:.2f}' for s, d, tx in res)
     print(f"| {label} | {per} | {pred / 1e6:.2f} MB | {counted} | {measured} | {ep} |")
 print()
-print("| hps-h3 link 100 Mbit/s (others 1 Gbit/s) | final shares h1/h2/h3 | epoch s | slowest worker's compute s/epoch | wait s/epoch per worker |")
+print("| hps-h3 link 100 Mbit/s (others 1 Gbit/s) | final shares of workers 0/1/2 | epoch s | slowest worker's compute s/epoch | wait s/epoch per worker |")
 print("|---|---|---|---|---|")
 for label, runs in (("static shares", ("static", "static2")), ("re-balanced", ("rebal", "rebal2"))):
     res = [load(n) for n in runs]

@@ -70,15 +70,16 @@ mpi_hosts() {
     [ "$(dist_field "$TMP/dist.ndjson" 'o["per_rank"][0]["bytes_cross_node"] > 1e6')" = True ]
 }
 
-# A cluster whose nodes are the test hosts, one CPU unit each (the hosts
-# share this machine's 2 cores: a rankfile slot must be 0 or 1).
+# A cluster whose nodes are the test hosts: 2 CPU units on hps-h1, 1 on the
+# others (the hosts share this machine's 2 cores: a rankfile slot must be 0
+# or 1), so that the plan's workers and server take all three.
 hosts_cluster() {
     python3 - "$TESTDATA/clusters/lab.json" "$1" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c["resources"] = [r for r in c["resources"] if r["kind"] == "cpu"]
 c["links"] = []
-c["nodes"] = [{"name": "hps-h%d" % i, "units": {"cpu": 1}} for i in (1, 2, 3)]
+c["nodes"] = [{"name": "hps-h%d" % i, "units": {"cpu": 2 if i == 1 else 1}} for i in (1, 2, 3)]
 json.dump(c, open(sys.argv[2], "w"))
 PY
 }
@@ -88,7 +89,7 @@ PY
     "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TMP/hosts.json" -p "$TESTDATA/profiles/demo-ctr.json" \
         --min-throughput 40000 --rankfile "$TMP/ranks" -o "$TMP/plan.json"
     cat "$TMP/ranks"
-    # workers on all three hosts
+    # ranks on all three hosts
     [ "$(cut -d= -f2 "$TMP/ranks" | cut -d' ' -f1 | sort -u | wc -l)" -eq 3 ]
     "$HPS_BIN/hps-shard" -m "$MODEL" --plan "$TMP/plan.json" -o "$TMP/ps" "$TMP/x.tsv" 2>/dev/null
     run mpi_hosts --rankfile "$TMP/ranks" "$TRAIN" --plan "$TMP/plan.json" --data "$TMP/ps" \
