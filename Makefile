@@ -8,6 +8,8 @@
 #                   seeds; FUZZ_SECONDS=N fuzzes each for N seconds
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make CUDA=0     build without the CUDA kernels even where nvcc exists
+#   make golden     rewrite the golden files of tests/cli from this build's output
+#   make V=1        show the full command lines
 
 VERSION   := 0.1.0
 PREFIX    ?= /usr/local
@@ -24,7 +26,16 @@ OPT       ?= -O2 -g
 SAN       ?=
 WARN      := -Wall -Wextra -Werror
 HPS_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) $(SAN) -fopenmp -pthread -Ilib \
-             $(CUDA_DEFS) $(MPI_CFLAGS) $(CFLAGS)
+             -DHPS_VERSION=\"$(VERSION)\" $(CUDA_DEFS) $(MPI_CFLAGS) $(CFLAGS)
+
+# Quiet: one short line per step; V=1 for the full commands.
+ifeq ($(V),1)
+Q :=
+say = @true
+else
+Q := @
+say = @printf '  %-6s %s\n' $(1) $(2)
+endif
 HPS_LDLIBS = -ljansson -lzstd -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lm \
              $(CUDA_LIBS) $(MPI_LIBS) $(LDLIBS)
 # Open MPI (lib/dist): the same binary runs alone or as one rank under mpirun.
@@ -53,8 +64,11 @@ endif
 CUDA_HOME ?= $(if $(NVCC),$(patsubst %/bin/nvcc,%,$(NVCC)),/usr/local/cuda)
 CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
              -gencode arch=compute_90,code=compute_90
-# Objects of each configuration apart, so that CUDA=0 and CUDA=1 builds never mix.
-BUILD     ?= build$(if $(filter 1,$(CUDA)),,-nocuda)
+# Objects of each configuration apart, so that CUDA=0 and CUDA=1 builds, or
+# builds of other OPT or SAN flags, never mix: the defaults build in build/,
+# others in a directory named after a digest of their flags.
+CONFIG_TAG := $(if $(filter-out -O2 -g,$(OPT))$(SAN),-$(shell printf '%s' '$(OPT) $(SAN)' | md5sum | cut -c1-8))
+BUILD     ?= build$(if $(filter 1,$(CUDA)),,-nocuda)$(CONFIG_TAG)
 ifeq ($(CUDA),1)
 CUDA_DEFS := -DHPS_CUDA=1 -I$(CUDA_HOME)/include
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
@@ -72,15 +86,38 @@ LIBHPS    := $(BUILD)/libhps.a
 TOOLS     := $(patsubst cmd/%.c,%,$(wildcard cmd/hps-*.c))
 BINS      := $(TOOLS:%=$(BIN)/%)
 UNIT_SRC  := $(wildcard tests/unit/test_*.c)
+# what tests and benchmarks build on and the tools never call
+TESTLIB_SRC := $(wildcard tests/lib/*.c)
+TESTLIB   := $(BUILD)/libhps-test.a
 UNIT_BINS := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 MAN_PAGES := $(wildcard man/*.[157])
 
-# Binaries are relinked when the configuration changes (CUDA, sanitizers).
+# fuzz targets (see fuzzing, below) and their seeds
+FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+REPLAY_BINS  := $(FUZZ_NAMES:%=$(BUILD)/tests/replay_%)
+FUZZ_SECONDS ?=
+FUZZ_SEEDS_model    := testdata/models testdata/models/bad
+FUZZ_SEEDS_cluster  := testdata/clusters
+FUZZ_SEEDS_profile  := testdata/profiles
+FUZZ_SEEDS_plan     := testdata/plans
+FUZZ_SEEDS_criteo   := testdata/data
+FUZZ_SEEDS_libsvm   := testdata/data
+FUZZ_SEEDS_shard    := tests/fuzz/seeds/shard
+FUZZ_SEEDS_manifest := tests/fuzz/seeds/manifest
+FUZZ_SEEDS_ckpt     := tests/fuzz/seeds/ckpt
+FUZZ_SEEDS_safetensors := tests/fuzz/seeds/safetensors
+FUZZ_JSON    := model cluster profile plan manifest
+fuzz_inputs   = tests/fuzz/regress/$(1) $(FUZZ_SEEDS_$(1))
+empty :=
+space := $(empty) $(empty)
+FUZZ_DEFS     = -DHPS_TESTDATA=\"$(CURDIR)/testdata\" -Itests/fuzz
+
+# Binaries are relinked when the configuration changes (CUDA, sanitizers):
+# the stamp is rewritten only when it differs.
 CONFIG_STAMP := $(BIN)/.config
 # The commit that --version names; hps_cli.o is rebuilt when it changes.
 COMMIT       := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
-CONFIG_NOW   := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT) COMMIT=$(COMMIT)
-$(shell mkdir -p $(BIN); echo '$(CONFIG_NOW)' | cmp -s - $(CONFIG_STAMP) || echo '$(CONFIG_NOW)' > $(CONFIG_STAMP))
+CONFIG_NOW   := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT) BUILD=$(BUILD) COMMIT=$(COMMIT)
 
 DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenblas-openmp-dev \
              libopenmpi-dev openmpi-bin libcmocka-dev bats python3 python3-numpy python3-torch time \
@@ -89,36 +126,62 @@ DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenb
 # keep objects that pattern rules built on the way to a binary
 .SECONDARY:
 
-.PHONY: all deps check test asan fuzz fuzz-targets demo install uninstall clean bench-plan bench-shard bench-train bench-dist
+.PHONY: all deps check test asan fuzz fuzz-targets golden demo install uninstall clean FORCE \
+        bench-plan bench-shard bench-train bench-dist
 all: $(BINS)
+
+$(CONFIG_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(CONFIG_NOW)' | cmp -s - $@ || echo '$(CONFIG_NOW)' > $@
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(HPS_CFLAGS) -MMD -MP -c $< -o $@
+	$(call say,CC,$<)
+	$(Q)$(CC) $(HPS_CFLAGS) -MMD -MP -c $< -o $@
 
 # The CPU kernels: sqrtf without errno, so that the optimizer loops vectorize.
 $(BUILD)/lib/kernels/%.o: HPS_CFLAGS += -fno-math-errno
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -O2 -std=c++17 -Ilib $(CUDA_DEFS) $(CUDA_ARCH) -Xcompiler -Wall,-Werror -c $< -o $@
+	$(call say,NVCC,$<)
+	$(Q)$(NVCC) -O2 -std=c++17 -Ilib -DHPS_VERSION=\"$(VERSION)\" $(CUDA_DEFS) $(CUDA_ARCH) \
+	  -Xcompiler -Wall,-Werror -MD -MF $(@:.o=.d) -c $< -o $@
 
 $(BUILD)/lib/core/hps_cli.o: HPS_CFLAGS += -DHPS_COMMIT=\"$(COMMIT)\"
 $(BUILD)/lib/core/hps_cli.o: $(CONFIG_STAMP)
 
 $(LIBHPS): $(LIB_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(call say,AR,$@)
+	$(Q)ar rcs $@ $^
 
 $(BIN)/%: $(BUILD)/cmd/%.o $(LIBHPS) $(CONFIG_STAMP)
 	@mkdir -p $(dir $@)
-	$(CC) $(HPS_LDFLAGS) $(BUILD)/cmd/$*.o $(LIBHPS) -o $@ $(HPS_LDLIBS)
+	$(call say,LINK,$@)
+	$(Q)$(CC) $(HPS_LDFLAGS) $(BUILD)/cmd/$*.o $(LIBHPS) -o $@ $(HPS_LDLIBS)
 
-$(BUILD)/tests/%: tests/unit/%.c $(LIBHPS)
+$(TESTLIB): $(TESTLIB_SRC:%.c=$(BUILD)/%.o)
+	@rm -f $@
+	$(call say,AR,$@)
+	$(Q)ar rcs $@ $^
+
+$(BUILD)/tests/lib/%.o: HPS_CFLAGS += -Itests/lib
+
+$(BUILD)/tests/%: tests/unit/%.c $(TESTLIB) $(LIBHPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(HPS_CFLAGS) -Itests/unit -DHPS_TESTDATA=\"$(CURDIR)/testdata\" $< $(LIBHPS) -o $@ $(HPS_LDFLAGS) $(HPS_LDLIBS) -lcmocka
+	$(call say,CC,$<)
+	$(Q)$(CC) $(HPS_CFLAGS) -Itests/unit -Itests/lib -DHPS_TESTDATA=\"$(CURDIR)/testdata\" -MMD -MP $< \
+	  $(TESTLIB) $(LIBHPS) -o $@ $(HPS_LDFLAGS) $(HPS_LDLIBS) -lcmocka
 
--include $(LIB_OBJ:.o=.d) $(TOOLS:%=$(BUILD)/cmd/%.d)
+# benchmarks (tests/bench/*.c), built here and run by their scripts
+$(BUILD)/bench/%: tests/bench/%.c $(TESTLIB) $(LIBHPS)
+	@mkdir -p $(dir $@)
+	$(call say,CC,$<)
+	$(Q)$(CC) $(HPS_CFLAGS) -Itests/lib -MMD -MP $< $(TESTLIB) $(LIBHPS) -o $@ $(HPS_LDFLAGS) $(HPS_LDLIBS)
+
+-include $(LIB_OBJ:.o=.d) $(TOOLS:%=$(BUILD)/cmd/%.d) $(TESTLIB_SRC:%.c=$(BUILD)/%.d) $(UNIT_BINS:=.d) \
+         $(BUILD)/bench/bench_plan.d $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%.d)
 
 # ---- packages ---------------------------------------------------------------
 # Installs what is missing (as root), or prints the exact command and fails.
@@ -139,10 +202,7 @@ check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test
 
-# the fuzz targets replayed over their seeds (see "fuzzing" below); defined
-# before the rule, whose prerequisites make expands as it reads them
-FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
-REPLAY_BINS  := $(FUZZ_NAMES:%=$(BUILD)/tests/replay_%)
+# REPLAY_BINS: the fuzz targets replayed over their seeds (see "fuzzing")
 test: $(BINS) $(UNIT_BINS) $(REPLAY_BINS)
 	@HPS_BIN=$(CURDIR)/$(BIN) tests/run.sh $(UNIT_BINS) $(REPLAY_BINS)
 
@@ -160,31 +220,18 @@ asan: deps
 # libFuzzer under ASan+UBSan and runs them: over the same inputs, or for
 # FUZZ_SECONDS each.  A crash, leak or timeout fails; its input is left in
 # build-fuzz/crashes/ (copy it into tests/fuzz/regress/NAME once fixed).
-FUZZ_SECONDS ?=
-FUZZ_SEEDS_model    := testdata/models testdata/models/bad
-FUZZ_SEEDS_cluster  := testdata/clusters
-FUZZ_SEEDS_profile  := testdata/profiles
-FUZZ_SEEDS_plan     := testdata/plans
-FUZZ_SEEDS_criteo   := testdata/data
-FUZZ_SEEDS_libsvm   := testdata/data
-FUZZ_SEEDS_shard    := tests/fuzz/seeds/shard
-FUZZ_SEEDS_manifest := tests/fuzz/seeds/manifest
-FUZZ_SEEDS_ckpt     := tests/fuzz/seeds/ckpt
-FUZZ_JSON    := model cluster profile plan manifest
-fuzz_inputs   = tests/fuzz/regress/$(1) $(FUZZ_SEEDS_$(1))
-empty :=
-space := $(empty) $(empty)
-FUZZ_DEFS     = -DHPS_TESTDATA=\"$(CURDIR)/testdata\" -Itests/fuzz
 
-$(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(LIBHPS)
+$(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(LIBHPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(HPS_CFLAGS) $(FUZZ_DEFS) -DHPS_FUZZ_NAME=\"fuzz_$*\" \
+	$(call say,CC,$<)
+	$(Q)$(CC) $(HPS_CFLAGS) $(FUZZ_DEFS) -DHPS_FUZZ_NAME=\"fuzz_$*\" \
 	  -DHPS_FUZZ_INPUTS=\"$(subst $(space),:,$(addprefix $(CURDIR)/,$(call fuzz_inputs,$*)))\" \
-	  -MMD -MP $< tests/fuzz/replay.c $(LIBHPS) -o $@ $(HPS_LDFLAGS) $(HPS_LDLIBS)
+	  $< tests/fuzz/replay.c $(LIBHPS) -o $@ $(HPS_LDFLAGS) $(HPS_LDLIBS)
 
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIBHPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(HPS_CFLAGS) $(FUZZ_DEFS) -fsanitize=fuzzer -MMD -MP $< $(LIBHPS) -o $@ $(HPS_LDFLAGS) $(HPS_LDLIBS)
+	$(call say,CC,$<)
+	$(Q)$(CC) $(HPS_CFLAGS) $(FUZZ_DEFS) -fsanitize=fuzzer -MMD -MP $< $(LIBHPS) -o $@ $(HPS_LDFLAGS) $(HPS_LDLIBS)
 
 fuzz-targets: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 
@@ -199,8 +246,16 @@ demo: deps
 	@$(MAKE) --no-print-directory all
 	@tests/demo.sh $(CURDIR)/$(BIN)
 
-bench-plan bench-shard bench-train bench-dist: all
+bench-plan: all $(BUILD)/bench/bench_plan
+	@HPS_BENCH_PLAN=$(CURDIR)/$(BUILD)/bench/bench_plan tests/bench/$@.sh $(CURDIR)/$(BIN)
+
+bench-shard bench-train bench-dist: all
 	@tests/bench/$@.sh $(CURDIR)/$(BIN)
+
+# The golden files of tests/cli, rewritten from this build (review the diff).
+golden: all
+	@HPS_UPDATE_GOLDEN=1 HPS_BIN=$(CURDIR)/$(BIN) bats -f 'golden' tests/cli/plan.bats tests/cli/shard.bats
+	@git status --short tests/cli/golden
 
 # ---- install ----------------------------------------------------------------
 install: all

@@ -11,17 +11,18 @@
 #include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
+#include "data/hps_shard.h"
 #include "plan/hps_plan.h"
 
 enum { FMT_JSON, FMT_TABLE, FMT_DOT, FMT_SVG };
 
 typedef struct {
-    const char *model, *cluster, *output, *rankfile, *explain, *algo, *format_arg;
+    const char *model, *cluster, *output, *rankfile, *explain, *algo, *format_arg, *data_stats;
     const char **profiles;
     int n_profiles;
     double min_throughput, samples;
     long epochs;
-    int objective, pareto;
+    int objective, pareto, rows_on_servers;
     plan_search_opts search;
 } options;
 
@@ -40,6 +41,9 @@ static const char usage_text[] =
     "  -p, --profile FILE       a profile (hps-profile(5)); repeatable; default stdin\n"
     "  -t, --min-throughput N   samples per second the plan must reach\n"
     "      --objective WHAT     cost (default), time, energy or edp\n"
+    "      --data-stats FILE    hps-shard's manifest.json: key statistics for the\n"
+    "                           hot-row caches and the servers' skew\n"
+    "      --rows WHERE         auto (default: servers, HBM or a hot-row cache) or servers\n"
     "  -a, --algo ALGO          rl (default), exact, greedy, genetic, brute, fixed:TYPE\n"
     "  -s, --seed S             seed of rl and genetic (default 1)\n"
     "      --samples N          samples per epoch (default 100000000)\n"
@@ -60,7 +64,7 @@ static const char usage_text[] =
     "  -V, --version            version and features\n";
 
 enum { OPT_OBJECTIVE = 256, OPT_SAMPLES, OPT_EPOCHS, OPT_EPISODES, OPT_TIME_LIMIT, OPT_BOUND_TIME,
-       OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN };
+       OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN, OPT_DATA_STATS, OPT_ROWS };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -68,6 +72,8 @@ static const struct option long_options[] = {
     {"profile", required_argument, NULL, 'p'},
     {"min-throughput", required_argument, NULL, 't'},
     {"objective", required_argument, NULL, OPT_OBJECTIVE},
+    {"data-stats", required_argument, NULL, OPT_DATA_STATS},
+    {"rows", required_argument, NULL, OPT_ROWS},
     {"algo", required_argument, NULL, 'a'},
     {"seed", required_argument, NULL, 's'},
     {"samples", required_argument, NULL, OPT_SAMPLES},
@@ -107,6 +113,7 @@ static _Noreturn __attribute__((format(printf, 1, 2))) void bad_input(const char
 
 static void parse_options(int argc, char **argv, options *o)
 {
+    static const char *const rows_choices[] = {"auto", "servers", NULL};
     memset(o, 0, sizeof *o);
     o->samples = 1e8;
     o->epochs = 1;
@@ -135,6 +142,8 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_RANKFILE: o->rankfile = optarg; break;
         case OPT_PARETO: o->pareto = optarg ? (int)hps_cli_long("--pareto", optarg, 1, 1000) : 8; break;
         case OPT_EXPLAIN: o->explain = optarg; break;
+        case OPT_DATA_STATS: o->data_stats = optarg; break;
+        case OPT_ROWS: o->rows_on_servers = hps_cli_choice("--rows", optarg, rows_choices); break;
         case 'q': hps_cli_quiet(); break;
         case 'v': hps_cli_verbose(); break;
         case 'h': fputs(usage_text, stdout); exit(0);
@@ -169,6 +178,50 @@ typedef struct {
     plan_problem *problem;
 } inputs;
 
+/* --data-stats: the manifest hps-shard wrote (the file or its directory);
+ * the model's slots take the statistics of the data's slots of the same
+ * name, else of the same position. */
+static void key_stats(const char *path, const hps_model *m, plan_problem *p)
+{
+    hps_error err;
+    size_t n = strlen(path);
+    char *dir = hps_strdup(path);
+    if (n >= 13 && strcmp(path + n - 13, "manifest.json") == 0)
+        snprintf(dir, n + 1, "%.*s", n > 13 ? (int)(n - 14) : 1, n > 13 ? path : ".");
+    hps_manifest *mf = hps_manifest_load(dir, &err);
+    free(dir);
+    if (!mf) die(&err);
+    if (!mf->slot_stats) {
+        hps_fail(&err, HPS_EXIT_USAGE, "%s: holds no key statistics (slots); shard the data again", path);
+        die(&err);
+    }
+    plan_key_stats *ks = hps_calloc((size_t)m->n_slots, sizeof *ks);
+    for (int j = 0; j < m->n_slots; j++) {
+        int d = -1;
+        for (int i = 0; i < mf->schema.n_slots && d < 0; i++)
+            if (strcmp(mf->slot_names[i], m->slots[j].name) == 0) d = i;
+        if (d < 0 && mf->schema.n_slots == m->n_slots) d = j;
+        if (d < 0) {
+            hps_log(2, "hps-plan: %s: no slot '%s': its rows take the default skew\n", path, m->slots[j].name);
+            continue;
+        }
+        const hps_slot_stats *st = &mf->slot_stats[d];
+        static const double top_n[4] = {1, 10, 100, 1000};
+        for (int i = 0; i < 4; i++)
+            if (st->top_share[i] > 0 && top_n[i] < st->distinct) {
+                ks[j].n[ks[j].n_points] = top_n[i];
+                ks[j].share[ks[j].n_points++] = st->top_share[i];
+            }
+        if (st->distinct >= 1) { /* every distinct key cached: every lookup hits */
+            ks[j].n[ks[j].n_points] = st->distinct;
+            ks[j].share[ks[j].n_points++] = 1;
+        }
+    }
+    plan_problem_key_stats(p, m, ks);
+    free(ks);
+    hps_manifest_free(mf);
+}
+
 static void load_inputs(const options *o, inputs *in)
 {
     hps_error err;
@@ -188,6 +241,13 @@ static void load_inputs(const options *o, inputs *in)
         free(text);
     }
     if (!(in->problem = plan_problem_build(in->model, in->cluster, in->profiles, &err))) die(&err);
+    in->problem->rows_on_servers = o->rows_on_servers;
+    if (o->data_stats) key_stats(o->data_stats, in->model, in->problem);
+    for (int t = 0; t < in->cluster->n_types; t++)
+        if (in->cluster->types[t].mem_bytes <= 0)
+            hps_log(2, "hps-plan: %s: resource '%s' gives no mem_gib: its memory is not checked\n",
+                    hps_path_name(o->cluster), in->cluster->types[t].name);
+    if (plan_problem_check_memory(in->problem, &err)) die(&err);
 }
 
 static void free_inputs(inputs *in)
@@ -260,15 +320,24 @@ static _Noreturn void infeasible(const plan_problem *p, const plan_eval *e)
     exit(HPS_EXIT_RUNTIME);
 }
 
+/* The inputs are recorded relative to the plan file (as given when it goes
+ * to stdout), so that a plan moved with its inputs still finds them;
+ * owned[] holds those paths, n_profiles + 3 of them, for the caller to free. */
 static void fill_meta(const options *o, const inputs *in, plan_meta *m, const char **names,
-                      const char **digests)
+                      const char **digests, char **owned)
 {
+    const char *out = o->output ? o->output : "-";
     int n = hps_profiles_count(in->profiles);
     for (int i = 0; i < n; i++) {
-        names[i] = hps_profiles_name(in->profiles, i);
+        const char *name = hps_profiles_name(in->profiles, i);
+        owned[i] = strcmp(name, "<stdin>") == 0 ? hps_strdup(name) : hps_path_relative(out, name);
+        names[i] = owned[i];
         digests[i] = hps_profiles_digest(in->profiles, i);
     }
-    *m = (plan_meta){.model_path = o->model, .cluster_path = o->cluster,
+    owned[n] = hps_path_relative(out, o->model);
+    owned[n + 1] = hps_path_relative(out, o->cluster);
+    owned[n + 2] = o->data_stats ? hps_path_relative(out, o->data_stats) : NULL;
+    *m = (plan_meta){.model_path = owned[n], .cluster_path = owned[n + 1], .data_stats_path = owned[n + 2],
                      .model_digest = in->model->digest, .cluster_digest = in->cluster->digest,
                      .n_profiles = n, .profile_names = names, .profile_digests = digests,
                      .model_name = in->model->name, .algorithm = o->algo, .opts = o->search,
@@ -308,12 +377,13 @@ static int plan_once(const options *o, inputs *in)
     hps_error err;
     const char **names = hps_calloc((size_t)hps_profiles_count(in->profiles), sizeof *names);
     const char **digests = hps_calloc((size_t)hps_profiles_count(in->profiles), sizeof *digests);
+    char **owned = hps_calloc((size_t)hps_profiles_count(in->profiles) + 3, sizeof *owned);
     plan_result_init(&r, p);
     plan_eval_init(&e, p);
     solve(p, in->cluster, o->algo, &o->search, &r);
     plan_evaluate(p, r.assign, &e);
     if (!e.feasible) infeasible(p, &e);
-    fill_meta(o, in, &m, names, digests);
+    fill_meta(o, in, &m, names, digests, owned);
     m.exact_objective = optimum(p, o->algo, &o->search, &r, &e);
     hps_log(3, "hps-plan: %s: %.6g in %.3f s (%ld episodes)\n", o->algo, e.objective, r.seconds, r.episodes);
     if (plan_layout_make(p, in->cluster, &e, &l, &err)) die(&err);
@@ -322,6 +392,8 @@ static int plan_once(const options *o, inputs *in)
     plan_layout_free(&l);
     plan_eval_free(&e);
     plan_result_free(&r);
+    for (int i = 0; i < hps_profiles_count(in->profiles) + 3; i++) free(owned[i]);
+    free(owned);
     free(names);
     free(digests);
     return 0;
@@ -373,21 +445,22 @@ typedef struct {
 static void reload(options *o, const char *path, reloaded *rl)
 {
     hps_error err;
-    json_t *root;
     plan_file *pf = &rl->pf;
-    if (hps_json_load(path, &root, &err) || plan_file_parse(root, hps_path_name(path), pf, &err)) die(&err);
-    json_decref(root);
-    json_t *inp = json_object_get(pf->root, "inputs");
-    if (!o->model) o->model = json_string_value(json_object_get(inp, "model"));
-    if (!o->cluster) o->cluster = json_string_value(json_object_get(inp, "cluster"));
-    json_t *profs = json_object_get(inp, "profiles");
-    if (!o->n_profiles && json_is_array(profs))
-        for (size_t i = 0; i < json_array_size(profs); i++) {
-            const char *s = json_string_value(json_array_get(profs, i));
-            if (s && strcmp(s, "<stdin>") == 0)
-                hps_usage_error("%s: its profile was read from stdin; name it with -p PROFILE", hps_path_name(path));
-            if (s) o->profiles[o->n_profiles++] = s;
-        }
+    if (plan_file_load(path, pf, &err)) die(&err);
+    if (!pf->assign || !pf->objective[0] || !pf->min_throughput || !pf->samples || !pf->epochs)
+        bad_input("%s: needs assignment, objective, min_throughput, samples and epochs", path);
+    if (!o->model) o->model = pf->model_path;
+    if (!o->cluster) o->cluster = pf->cluster_path;
+    if (!o->data_stats) o->data_stats = pf->data_stats_path;
+    o->rows_on_servers |= pf->rows_on_servers;
+    if (!o->n_profiles && pf->stdin_profile)
+        hps_usage_error("%s: its profile was read from stdin; name it with -p PROFILE", hps_path_name(path));
+    if (!o->n_profiles && pf->n_profiles) {
+        free(o->profiles);
+        o->profiles = hps_calloc((size_t)pf->n_profiles, sizeof *o->profiles);
+        for (int i = 0; i < pf->n_profiles; i++) o->profiles[i] = pf->profile_paths[i];
+        o->n_profiles = pf->n_profiles;
+    }
     memset(&rl->in, 0, sizeof rl->in);
     load_inputs(o, &rl->in);
     if (strcmp(pf->model_digest, rl->in.model->digest) != 0)
@@ -407,8 +480,8 @@ static void reload(options *o, const char *path, reloaded *rl)
         bad_input("%s: the plan has %d layers, the model %d", path, pf->n_layers, p->n_layers);
     rl->assign = hps_malloc((size_t)p->n_layers * sizeof *rl->assign);
     for (int l = 0; l < p->n_layers; l++)
-        if ((rl->assign[l] = hps_cluster_find(rl->in.cluster, pf->assign_names[l])) < 0)
-            bad_input("%s: the plan names a type the cluster lacks", pf->assign_names[l]);
+        if ((rl->assign[l] = hps_cluster_find(rl->in.cluster, pf->assign[l])) < 0)
+            bad_input("%s: the plan names a type the cluster lacks", pf->assign[l]);
 }
 
 static void reloaded_free(reloaded *rl)
@@ -474,11 +547,12 @@ static int show(options *o, int argc, char **argv)
     hps_error err;
     const char **names = hps_calloc((size_t)hps_profiles_count(rl.in.profiles), sizeof *names);
     const char **digests = hps_calloc((size_t)hps_profiles_count(rl.in.profiles), sizeof *digests);
+    char **owned = hps_calloc((size_t)hps_profiles_count(rl.in.profiles) + 3, sizeof *owned);
     plan_result_init(&r, p);
     plan_eval_init(&e, p);
     memcpy(r.assign, rl.assign, (size_t)p->n_layers * sizeof *r.assign);
     plan_evaluate(p, r.assign, &e);
-    fill_meta(o, &rl.in, &m, names, digests);
+    fill_meta(o, &rl.in, &m, names, digests, owned);
     recorded_search(rl.pf.root, &r, &m);
     if (plan_layout_make(p, rl.in.cluster, &e, &l, &err)) die(&err);
     if (o->rankfile && plan_rankfile_write(o->rankfile, rl.in.cluster, &l, &err)) die(&err);
@@ -486,6 +560,8 @@ static int show(options *o, int argc, char **argv)
     plan_layout_free(&l);
     plan_eval_free(&e);
     plan_result_free(&r);
+    for (int i = 0; i < hps_profiles_count(rl.in.profiles) + 3; i++) free(owned[i]);
+    free(owned);
     free(names);
     free(digests);
     reloaded_free(&rl);

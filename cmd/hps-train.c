@@ -11,6 +11,7 @@
 #include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
+#include "plan/hps_plan.h"
 #include "dist/hps_dist.h"
 #include "train/hps_train.h"
 
@@ -203,25 +204,16 @@ static int parse_args(int argc, char **argv, args *a, int show)
     return -1;
 }
 
-/* The model: --model, else the path the plan recorded (as given to hps-plan,
- * or beside the plan when that does not exist from here). */
+/* The model: --model, else the path the plan records (relative to the plan). */
 static char *model_path(const args *a, hps_error *err)
 {
     if (a->model) return hps_strdup(a->model);
-    json_t *root;
-    if (hps_json_load(a->plan, &root, err)) return NULL;
-    const char *p = json_string_value(json_object_get(json_object_get(root, "inputs"), "model"));
-    char *path = NULL;
-    if (!p) {
-        hps_fail(err, HPS_EXIT_USAGE, "%s: records no inputs.model; give --model", a->plan);
-    } else if (p[0] == '/' || access(p, R_OK) == 0 || !strchr(a->plan, '/')) {
-        path = hps_strdup(p);
-    } else {
-        size_t dir = (size_t)(strrchr(a->plan, '/') - a->plan);
-        path = hps_malloc(dir + strlen(p) + 2);
-        sprintf(path, "%.*s/%s", (int)dir, a->plan, p);
-    }
-    json_decref(root);
+    plan_file pf;
+    if (plan_file_load(a->plan, &pf, err)) return NULL;
+    char *path = pf.model_path;
+    pf.model_path = NULL;
+    if (!path) hps_fail(err, HPS_EXIT_USAGE, "%s: records no inputs.model; give --model", pf.name);
+    plan_file_free(&pf);
     return path;
 }
 
@@ -333,6 +325,10 @@ int main(int argc, char **argv)
         if (a.plan) rc = hps_train_plan_load(a.plan, m, &plan, &err);
         else hps_train_plan_single(m, &plan);
     }
+    for (int i = 0; rc == 0 && i < plan.n_stages; i++)
+        if (strcmp(plan.stages[i].rows, "hbm") == 0 || strcmp(plan.stages[i].rows, "cache") == 0)
+            hps_log(2, "%s: executed_as: stage %d's rows, planned in %s, live in this process's server tables\n",
+                    hps_progname(), i, plan.stages[i].rows);
     if (rc == 0 && !(src = hps_source_shards(a.data, 0, &err))) rc = -1;
     if (rc == 0 && hps_source_check(src, m, &err)) rc = -1;
     if (rc == 0 && !(t = hps_trainer_create(m, &plan, &a.o, &err))) rc = -1;

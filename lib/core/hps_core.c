@@ -116,11 +116,11 @@ const char *hps_printable(const char *s, char *buf, size_t n)
     return buf;
 }
 
-int hps_name_ok(const char *s)
+int hps_name_ok(const char *s, const char *extra)
 {
     if (!*s) return 0;
     for (; *s; s++)
-        if (!isalnum((unsigned char)*s) && *s != '.' && *s != '-' && *s != '_') return 0;
+        if (!isalnum((unsigned char)*s) && !strchr("._-", *s) && !strchr(extra, *s)) return 0;
     return 1;
 }
 

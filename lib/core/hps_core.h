@@ -12,7 +12,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define HPS_VERSION "0.1.0"
+/* The version is the Makefile's VERSION, passed as -DHPS_VERSION: one string. */
+#ifndef HPS_VERSION
+#error "HPS_VERSION is defined by the Makefile (VERSION)"
+#endif
 
 enum { HPS_EXIT_OK = 0, HPS_EXIT_RUNTIME = 1, HPS_EXIT_USAGE = 2 };
 
@@ -59,8 +62,8 @@ char *hps_strdup(const char *s);
  * bytes, anything outside printable ASCII as '?', "..." when cut. */
 const char *hps_printable(const char *s, char *buf, size_t n);
 /* A name that goes into files other tools read (a rankfile's hosts): 1 or
- * more letters, digits, '.', '-' or '_'.  1 when s is one. */
-int hps_name_ok(const char *s);
+ * more letters, digits, '.', '-', '_' or one of `extra`.  1 when s is one. */
+int hps_name_ok(const char *s, const char *extra);
 
 /* Overflow-checked size addition: 0 on success, -1 on overflow. */
 int hps_add_size(size_t a, size_t b, size_t *out);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -11,6 +12,34 @@
 const char *hps_path_name(const char *path)
 {
     return strcmp(path, "-") == 0 ? "<stdin>" : path;
+}
+
+char *hps_path_relative(const char *from, const char *path)
+{
+    char dir[PATH_MAX], *target = realpath(path, NULL);
+    const char *slash = strrchr(from, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - from) : 1, slash ? from : ".");
+    char *base = strcmp(from, "-") == 0 ? NULL : realpath(slash == from ? "/" : dir, NULL);
+    if (!target || !base) {
+        free(target);
+        free(base);
+        return hps_strdup(path);
+    }
+    /* the longest common prefix ending in '/' of base + "/" and target */
+    size_t nb = strlen(base), common = 0, ups = 0;
+    char *bb = hps_malloc(nb + 2);
+    snprintf(bb, nb + 2, "%s%s", base, strcmp(base, "/") == 0 ? "" : "/");
+    for (size_t j = 0; bb[j] && bb[j] == target[j]; j++)
+        if (bb[j] == '/') common = j;
+    for (const char *c = bb + common + 1; *c; c++) ups += *c == '/';
+    free(bb);
+    size_t n = 3 * ups + strlen(target) + 1;
+    char *rel = hps_malloc(n), *w = rel;
+    for (size_t i = 0; i < ups; i++) w += sprintf(w, "../");
+    snprintf(w, n - (size_t)(w - rel), "%s", target + common + 1);
+    free(target);
+    free(base);
+    return rel;
 }
 
 int hps_read_all(const char *path, char **data, size_t *len, hps_error *err)

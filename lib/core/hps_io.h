@@ -25,14 +25,18 @@ hps_out *hps_out_open_binary(const char *path, const char *what, hps_error *err)
 int hps_out_is_tty(const char *path);
 FILE *hps_out_file(hps_out *o);
 const char *hps_out_name(const hps_out *o); /* for messages: "<stdout>" or the path */
-int hps_out_commit(hps_out *o, hps_error *err); /* flush, fsync, rename; frees o */
-void hps_out_abort(hps_out *o);                 /* removes the temporary; frees o */
+int hps_out_commit(hps_out *o, hps_error *err); /* flush; a temporary: fsync, rename; frees o */
+void hps_out_abort(hps_out *o);                 /* closes, removes a temporary; frees o */
 
 /* Writes buf to path atomically ("-" = stdout). */
 int hps_write_atomic(const char *path, const void *buf, size_t len, hps_error *err);
 
 /* Display name of a path for messages: "<stdin>" for "-". */
 const char *hps_path_name(const char *path);
+/* path as seen from the directory of file `from` (malloc'd): what a file
+ * records of another so that both can move together; path itself when
+ * either does not resolve or from is "-". */
+char *hps_path_relative(const char *from, const char *path);
 
 /* SHA-256: the raw 32 bytes, or "sha256:<64 hex>" (out must hold 72 bytes);
  * or over pieces, with a context. */

@@ -11,9 +11,14 @@ int hps_json_loadb(const char *name, const char *buf, size_t len, json_t **root,
 {
     json_error_t je;
     *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
-    if (!*root)
+    if (!*root) {
+        /* jansson quotes the token it stopped at: bytes of a file that may
+         * not be JSON at all (a secret a plan pointed at); the position is enough */
+        char *near = strstr(je.text, " near '");
+        if (near) *near = '\0';
         return hps_fail(err, HPS_EXIT_USAGE, "%s:%d:%d: invalid JSON: %s", name, je.line,
                         je.column, je.text);
+    }
     if (!json_is_object(*root)) {
         json_decref(*root);
         *root = NULL;
@@ -128,6 +133,23 @@ int hps_json_enum(json_t *obj, const char *key, int required, const char *const 
     char shown[40];
     return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be one of %s", ctx, key,
                     hps_printable(s, shown, sizeof shown), list);
+}
+
+int hps_json_format(json_t *root, const char *format, int version, int required, int *out,
+                    const char *ctx, hps_error *err)
+{
+    const char *f = NULL;
+    long long v = version;
+    if (!json_is_object(root)) return hps_fail(err, HPS_EXIT_USAGE, "%s: expected a JSON object", ctx);
+    if (hps_json_str(root, "format", required, &f, ctx, err)) return -1;
+    if (f && strcmp(f, format) != 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: format is '%s', expected '%s'", ctx, f, format);
+    if (hps_json_int(root, "version", required, 0, 1 << 30, &v, ctx, err)) return -1;
+    if (v < 1 || v > version)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s version %lld, this hps reads versions 1 to %d", ctx,
+                        format, v, version);
+    if (out) *out = (int)v;
+    return 0;
 }
 
 int hps_json_known_keys(json_t *obj, const char *const *allowed, const char *ctx,

@@ -36,6 +36,11 @@ int hps_json_bool(json_t *obj, const char *key, int required, int *out, const ch
 /* A string that must be one of choices (NULL-terminated); *out is its index. */
 int hps_json_enum(json_t *obj, const char *key, int required, const char *const *choices,
                   int *out, const char *ctx, hps_error *err);
+/* The file's kind and version: "format" must be `format` (a file of another
+ * kind is refused as such) and "version" at most `version`; *out gets the
+ * version.  required 0 accepts a file that names neither. */
+int hps_json_format(json_t *root, const char *format, int version, int required, int *out,
+                    const char *ctx, hps_error *err);
 /* Rejects keys of obj not in allowed (NULL-terminated): catches typos. */
 int hps_json_known_keys(json_t *obj, const char *const *allowed, const char *ctx,
                         hps_error *err);

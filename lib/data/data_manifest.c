@@ -270,6 +270,35 @@ static int load_schema(hps_manifest *m, json_t *root, const char *ctx0, hps_erro
     return 0;
 }
 
+/* The slots' key statistics (written by slots_json), when present. */
+static int load_slot_stats(hps_manifest *m, json_t *a, const char *ctx0, hps_error *err)
+{
+    if (!a) return 0;
+    if (!json_is_array(a) || (int)json_array_size(a) != m->schema.n_slots)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: slots: expected one entry per schema slot", ctx0);
+    m->slot_stats = hps_calloc((size_t)m->schema.n_slots + 1, sizeof *m->slot_stats);
+    for (int j = 0; j < m->schema.n_slots; j++) {
+        json_t *e = json_array_get(a, (size_t)j), *top = json_object_get(e, "top_share");
+        json_t *hot = json_array_get(json_object_get(e, "hot_keys"), 0);
+        hps_slot_stats *st = &m->slot_stats[j];
+        char ctx[600];
+        long long lookups = 0, distinct = 0;
+        snprintf(ctx, sizeof ctx, "%s: slots[%d]", ctx0, j);
+        if (!json_is_object(e) || !json_is_object(top))
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: expected an object with top_share", ctx);
+        if (hps_json_int(e, "lookups", HPS_REQUIRED, 0, INT64_MAX, &lookups, ctx, err) ||
+            hps_json_int(e, "distinct_estimate", HPS_REQUIRED, 0, INT64_MAX, &distinct, ctx, err) ||
+            (hot && hps_json_num(hot, "share", HPS_REQUIRED, 0, 1, &st->top_share[0], ctx, err)) ||
+            hps_json_num(top, "10", HPS_REQUIRED, 0, 1, &st->top_share[1], ctx, err) ||
+            hps_json_num(top, "100", HPS_REQUIRED, 0, 1, &st->top_share[2], ctx, err) ||
+            hps_json_num(top, "1000", HPS_REQUIRED, 0, 1, &st->top_share[3], ctx, err))
+            return -1;
+        st->lookups = (double)lookups;
+        st->distinct = (double)distinct;
+    }
+    return 0;
+}
+
 hps_manifest *hps_manifest_load(const char *dir, hps_error *err)
 {
     size_t n = strlen(dir) + 32;
@@ -295,14 +324,16 @@ hps_manifest *hps_manifest_load(const char *dir, hps_error *err)
     const char *fmt = NULL, *transform = "none", *hash = "none";
     long long rows = 0, seed = 0, buckets = 0;
     json_t *keys = root ? json_object_get(root, "keys") : NULL, *input = root ? json_object_get(root, "input") : NULL;
-    if (rc == 0 && (hps_json_str(input, "format", HPS_REQUIRED, &fmt, path, err) != 0 ||
+    if (rc == 0 && (hps_json_format(root, "hps-shards", 2, HPS_REQUIRED, NULL, path, err) != 0 ||
+                    hps_json_str(input, "format", HPS_REQUIRED, &fmt, path, err) != 0 ||
                     hps_json_str(root, "dense_transform", HPS_OPTIONAL, &transform, path, err) != 0 ||
                     hps_json_str(keys, "hash", HPS_OPTIONAL, &hash, path, err) != 0 ||
                     hps_json_int(keys, "seed", HPS_OPTIONAL, 0, INT64_MAX, &seed, path, err) != 0 ||
                     hps_json_int(keys, "buckets", HPS_OPTIONAL, 0, INT64_MAX, &buckets, path, err) != 0 ||
                     hps_json_int(json_object_get(root, "totals"), "rows", HPS_REQUIRED, 0, INT64_MAX, &rows,
                                  path, err) != 0 ||
-                    load_schema(m, root, path, err) != 0 || load_shards(m, json_object_get(root, "shards"), path, err) != 0))
+                    load_schema(m, root, path, err) != 0 || load_shards(m, json_object_get(root, "shards"), path, err) != 0 ||
+                    load_slot_stats(m, json_object_get(root, "slots"), path, err) != 0))
         rc = -1;
     if (rc == 0) {
         m->version = (int)version;
@@ -332,6 +363,7 @@ void hps_manifest_free(hps_manifest *m)
     if (m->slot_names)
         for (int j = 0; j < m->schema.n_slots; j++) free(m->slot_names[j]);
     free(m->slot_names);
+    free(m->slot_stats);
     free(m->shards);
     free(m->dir);
     free(m);

@@ -54,6 +54,7 @@ void hps_rows_free(hps_rows *r)
 void hps_rows_clear(hps_rows *r)
 {
     r->rows = 0;
+    r->tail_zero = 0;
     for (int j = 0; j < r->schema.n_slots; j++) r->nkeys[j] = 0;
 }
 
@@ -67,15 +68,26 @@ static void rows_grow(hps_rows *r, int cap)
         memmove(r->dense + (size_t)d * cap, r->dense + (size_t)d * old, (size_t)r->rows * sizeof *r->dense);
     for (int j = r->schema.n_slots - 1; j > 0; j--)
         memmove(r->counts + (size_t)j * cap, r->counts + (size_t)j * old, (size_t)r->rows * sizeof *r->counts);
+    r->tail_zero = 0;
+}
+
+/* A row's fields are cap apart, column by column: zeroing them one row at a
+ * time touched a page per field (29% of hps-shard's time on 784 dense
+ * features).  The free rows are zeroed column by column instead, once. */
+static void zero_tail(hps_rows *r)
+{
+    size_t from = (size_t)r->rows, n = (size_t)(r->cap - r->rows);
+    for (int d = 0; d < r->schema.n_dense; d++) memset(r->dense + (size_t)d * r->cap + from, 0, n * sizeof *r->dense);
+    for (int j = 0; j < r->schema.n_slots; j++) memset(r->counts + (size_t)j * r->cap + from, 0, n * sizeof *r->counts);
+    r->tail_zero = 1;
 }
 
 int hps_rows_begin(hps_rows *r)
 {
     if (r->rows == r->cap) rows_grow(r, r->cap * 2);
+    if (!r->tail_zero) zero_tail(r);
     int row = r->rows++;
     r->labels[row] = 0;
-    for (int d = 0; d < r->schema.n_dense; d++) r->dense[(size_t)d * r->cap + row] = 0;
-    for (int j = 0; j < r->schema.n_slots; j++) r->counts[(size_t)j * r->cap + row] = 0;
     return row;
 }
 
@@ -97,7 +109,11 @@ void hps_rows_drop_last(hps_rows *r)
 {
     if (r->rows == 0) return;
     int row = --r->rows;
-    for (int j = 0; j < r->schema.n_slots; j++) r->nkeys[j] -= r->counts[(size_t)j * r->cap + row];
+    for (int j = 0; j < r->schema.n_slots; j++) {
+        r->nkeys[j] -= r->counts[(size_t)j * r->cap + row];
+        r->counts[(size_t)j * r->cap + row] = 0;
+    }
+    for (int d = 0; d < r->schema.n_dense; d++) r->dense[(size_t)d * r->cap + row] = 0;
 }
 
 void hps_rows_index(hps_rows *r)
@@ -171,6 +187,7 @@ int hps_rows_decode(hps_rows *r, const uint8_t *in, size_t len, int rows)
     hps_rows_clear(r);
     if (rows > r->cap) rows_alloc_columns(r, rows);
     r->rows = rows;
+    r->tail_zero = 0;
     const uint8_t *p = in;
     memcpy(r->labels, p, R * 4), p += R * 4;
     for (int d = 0; d < s->n_dense; d++) memcpy(r->dense + (size_t)d * r->cap, p, R * 4), p += R * 4;

@@ -102,6 +102,7 @@ typedef struct {
     float **weights;     /* per slot, when weighted */
     int64_t *nkeys, *kcap; /* per slot */
     int64_t **offsets;   /* per slot, rows+1 prefix sums; filled by hps_rows_index */
+    int tail_zero;       /* rows >= rows are zero in every dense and count column */
 } hps_rows;
 
 hps_rows *hps_rows_create(const hps_schema *s, int cap);

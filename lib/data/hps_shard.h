@@ -97,6 +97,13 @@ typedef struct {
     uint32_t checksum;
 } hps_manifest_shard;
 
+/* Key statistics of one slot: lookups, distinct keys (estimated), and the
+ * share of the lookups the hottest 1, 10, 100, 1000 keys take. */
+typedef struct {
+    double lookups, distinct;
+    double top_share[4];
+} hps_slot_stats;
+
 typedef struct {
     char *dir;
     int version;
@@ -110,6 +117,7 @@ typedef struct {
     int n_shards;
     hps_manifest_shard *shards;
     int servers; /* 0 when no key lists were written */
+    hps_slot_stats *slot_stats; /* schema.n_slots, or NULL when the manifest has none */
     char digest[72]; /* sha256 of manifest.json as written */
 } hps_manifest;
 

@@ -6,6 +6,7 @@
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "dist/dist_internal.h"
+#include "plan/hps_plan.h"
 
 static int take_rank(hps_dist *d, long long r, int *used, const char *name, hps_error *err)
 {
@@ -18,59 +19,50 @@ static int take_rank(hps_dist *d, long long r, int *used, const char *name, hps_
     return 0;
 }
 
-static int read_workers(hps_dist *d, json_t *root, int *used, const char *name, hps_error *err)
+static int read_workers(hps_dist *d, const plan_file *pf, int *used, hps_error *err)
 {
-    json_t *ws = json_object_get(root, "workers"), *w;
-    size_t i;
-    if (!json_is_array(ws) || json_array_size(ws) == 0) {
+    if (!pf->n_workers) {
         /* a plan for one machine: one worker on rank 0 */
         d->workers = 1;
         d->roles[0] = (dist_role){.kind = ROLE_WORKER, .share = 1, .type = "cpu"};
-        return take_rank(d, 0, used, name, err);
+        return take_rank(d, 0, used, pf->name, err);
     }
-    json_array_foreach(ws, i, w) {
-        char ctx[600];
-        snprintf(ctx, sizeof ctx, "%s: workers[%zu]", name, i);
-        long long rank = 0, stage = 0;
-        double share = 1;
-        const char *type = "cpu";
-        if (hps_json_int(w, "rank", HPS_REQUIRED, 0, 1 << 20, &rank, ctx, err) ||
-            hps_json_int(w, "stage", HPS_OPTIONAL, 0, HPS_TRAIN_MAX_STAGES, &stage, ctx, err) ||
-            hps_json_str(w, "type", HPS_OPTIONAL, &type, ctx, err) ||
-            hps_json_num(w, "share", HPS_OPTIONAL, 0, 1, &share, ctx, err) ||
-            take_rank(d, rank, used, name, err))
-            return -1;
-        dist_role *r = &d->roles[rank];
-        *r = (dist_role){.kind = ROLE_WORKER, .stage = (int)stage, .share = share};
-        snprintf(r->type, sizeof r->type, "%s", type);
+    for (int i = 0; i < pf->n_workers; i++) {
+        const plan_file_worker *w = &pf->workers[i];
+        if (take_rank(d, w->rank, used, pf->name, err)) return -1;
+        dist_role *r = &d->roles[w->rank];
+        *r = (dist_role){.kind = ROLE_WORKER, .stage = w->stage, .share = w->share < 0 ? 1 : w->share};
+        snprintf(r->type, sizeof r->type, "%s", w->type);
         d->workers++;
     }
     return 0;
 }
 
-/* Servers: the ranks listed, else the lowest ranks no worker has. */
-static int read_servers(hps_dist *d, json_t *root, int *used, const char *name, hps_error *err)
+/* Servers: the ranks listed, else the lowest ranks no worker has; a plan
+ * without servers (every row in HBM) still gets one, which holds the rows:
+ * ranks under mpirun keep every row on servers. */
+static int read_servers(hps_dist *d, const plan_file *pf, int *used, hps_error *err)
 {
-    json_t *sv = json_object_get(root, "servers"), *ranks = json_object_get(sv, "ranks");
-    long long count = 1;
-    if (json_is_object(sv) && hps_json_int(sv, "count", HPS_OPTIONAL, 1, HPS_DIST_MAX_RANKS, &count,
-                                           name, err))
-        return -1;
-    if (json_is_array(ranks) && json_array_size(ranks) != (size_t)count)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: servers.ranks lists %zu ranks for %lld servers",
-                        name, json_array_size(ranks), count);
+    int count = pf->n_servers;
+    for (int i = 0; i < pf->n_stages; i++)
+        if (strcmp(pf->stages[i].rows, "hbm") == 0 || strcmp(pf->stages[i].rows, "cache") == 0)
+            return hps_fail(err, HPS_EXIT_USAGE,
+                            "%s: stage %d keeps its embedding rows in %s; hps-train under mpirun keeps them on "
+                            "parameter servers only: plan with --rows servers, or run it in one process",
+                            pf->name, i, pf->stages[i].rows);
+    if (!count) count = 1;
     for (int s = 0, next = 0; s < count; s++) {
         long long r;
-        if (json_is_array(ranks)) {
-            r = json_integer_value(json_array_get(ranks, (size_t)s));
+        if (pf->server_ranks) {
+            r = pf->server_ranks[s];
         } else {
             while (next < HPS_DIST_MAX_RANKS && used[next]) next++;
             r = next;
         }
-        if (take_rank(d, r, used, name, err)) return -1;
+        if (take_rank(d, r, used, pf->name, err)) return -1;
         d->roles[r] = (dist_role){.kind = ROLE_SERVER, .index = s, .type = "server"};
     }
-    d->servers = (int)count;
+    d->servers = count;
     return 0;
 }
 
@@ -111,18 +103,15 @@ static void number_roles(hps_dist *d)
 
 int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err)
 {
-    json_t *root;
-    if (hps_json_load(plan_path, &root, err)) return -1;
-    const char *name = hps_path_name(plan_path);
+    plan_file pf;
+    if (plan_file_load(plan_path, &pf, err)) return -1;
     int used[HPS_DIST_MAX_RANKS] = {0};
-    int rc = read_workers(d, root, used, name, err) || read_servers(d, root, used, name, err) ||
-             check_ranks(d, used, name, err);
-    json_t *net = json_object_get(root, "network");
-    double bytes = 0;
-    if (rc == 0 && json_is_object(net))
-        rc = hps_json_num(net, "bytes_per_step", HPS_OPTIONAL, 0, 1e18, &bytes, name, err);
-    d->predicted_bytes = bytes;
-    json_decref(root);
+    int rc = read_workers(d, &pf, used, err) || read_servers(d, &pf, used, err) ||
+             check_ranks(d, used, pf.name, err);
+    d->predicted_bytes = pf.network_bytes;
+    char name[512];
+    snprintf(name, sizeof name, "%s", pf.name);
+    plan_file_free(&pf);
     if (rc) return -1;
     number_roles(d);
     return dist_stages_setup(d, name, err);

@@ -22,15 +22,15 @@ int hps_max_threads(void) { return omp_get_num_procs(); }
 
 void fc_forward(float *out, const float *in, const float *w, const float *b, int B, int C, int OC)
 {
-    /* out = in . w^T, then the bias row by row */
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C, 1.0f, in, C, w, C, 0.0f, out, OC);
-    if (!b) return;
+    /* out = bias rows + in . w^T: the GEMM adds onto the bias, which saves
+     * its own pass zeroing out and a second pass adding the bias */
+    float beta = 0.0f;
+    if (b) {
 #pragma omp parallel for if ((int64_t)B * OC > PAR_MIN)
-    for (int r = 0; r < B; r++) {
-        float *o = out + (int64_t)r * OC;
-#pragma omp simd
-        for (int j = 0; j < OC; j++) o[j] += b[j];
+        for (int r = 0; r < B; r++) memcpy(out + (int64_t)r * OC, b, (size_t)OC * sizeof *out);
+        beta = 1.0f;
     }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C, 1.0f, in, C, w, C, beta, out, OC);
 }
 
 void fc_backward(float *din, float *dw, float *db, const float *dout, const float *in,

@@ -20,8 +20,11 @@
 
 #define PLAN_MAX_TYPES 16
 #define PLAN_VERSION 1
+#define PLAN_CLUSTER_VERSION 1
 /* Bandwidth in Gbit/s to bytes per millisecond. */
 #define PLAN_GBPS_TO_BPMS 125000.0
+#define PLAN_GIB 1073741824.0
+#define PLAN_MAX_SERVERS 65536 /* as hps-shard's --servers */
 
 /* ---- cluster (hps-cluster(5)) ------------------------------------------- */
 
@@ -36,6 +39,11 @@ typedef struct {
     double nic_gbps;
     double power_w; /* 0 when not given */
     int threads;    /* cores of one unit, pinned together by the rankfile (default 1) */
+    int threads_given; /* the cluster gives threads: a CPU type's profiled times scale to them */
+    /* Memory of one unit in bytes: host RAM for a CPU type, HBM for a GPU
+     * type (0 when not given: not checked).  A GPU unit also brings host
+     * RAM (a g4dn.xlarge: 1 T4 + 4 vCPUs + 16 GiB). */
+    double mem_bytes, host_mem_bytes;
 } plan_rtype;
 
 typedef struct {
@@ -56,6 +64,7 @@ typedef struct {
     plan_link *links;
     plan_node *nodes;
     double server_gbps; /* NIC of one parameter server */
+    int server_type;    /* the CPU type whose units host the servers; -1 when none */
 } hps_cluster;
 
 hps_cluster *hps_cluster_load(const char *path, hps_error *err);
@@ -78,10 +87,25 @@ typedef struct {
     /* per layer x type, [l * n_types + t] */
     double *t1_ms; /* forward + backward of one batch on one unit */
     double *par;   /* fitted parallel fraction a: t(k) = t1 ((1 - a) + a / k) */
+    unsigned char *fits; /* [l * n_types + t]: 1 when layer l's working set fits one unit of type t */
+    /* memory per layer (hps-plan(1), MEMORY): the working set of one unit
+     * with the rows on servers, and the embedding tables with AdaGrad's
+     * accumulators; hit[l * PLAN_HIT_POINTS + k]: share of the layer's
+     * lookups that a cache of the hottest 10^(k - PLAN_HIT_POINTS + 1) of its
+     * rows serves (k = PLAN_HIT_POINTS - 1: the whole table, 1) */
+    double *work_bytes, *table_bytes, *rows, *hit;
+    double *hot; /* share of layer l's lookups that its hottest key takes */
     /* per type */
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
     int max_units[PLAN_MAX_TYPES];
+    double mem_bytes[PLAN_MAX_TYPES]; /* one unit's memory; 0 = not checked */
+    int is_gpu[PLAN_MAX_TYPES];       /* only GPU types hold rows in HBM or a cache */
+    /* parameter servers: one server's memory (0 = not checked), NIC in bytes
+     * per ms, price and power per hour, and the most there can be */
+    double server_mem, server_bpms, server_price, server_power;
+    int max_servers, server_type; /* server_type: -1 when the servers are no cluster type */
+    int rows_on_servers;          /* --rows servers: no HBM tables, no caches */
     /* links between types: bytes per ms (0 = none listed) and latency in ms */
     double link_bpms[PLAN_MAX_TYPES][PLAN_MAX_TYPES], link_ms[PLAN_MAX_TYPES][PLAN_MAX_TYPES];
     /* what to meet and what to minimise */
@@ -92,18 +116,35 @@ typedef struct {
     /* prefix sums per type over layers, [t * (n_layers + 1) + i] */
     double *pre_serial, *pre_parallel;
     double *pre_param, *pre_sparse; /* [i] */
+    double *pre_work, *pre_table;   /* [i] */
 } plan_problem;
+
+/* Memory (hps-plan(1), MEMORY). */
+#define PLAN_HIT_POINTS 13
+#define PLAN_UNIT_RESERVE (0.5 * PLAN_GIB) /* runtime, CUDA context, kernels' buffers */
+#define PLAN_SERVER_HEADROOM 1.25          /* keys, hash slots, growth */
+/* Without key statistics: the hottest fraction f of a table's rows takes
+ * f^PLAN_DEFAULT_SKEW of its lookups. */
+#define PLAN_DEFAULT_SKEW 0.25
+/* Key statistics of one slot (hps-shard's manifest): the share of its
+ * lookups taken by its hottest n[i] keys, n rising; n_points 0 = none. */
+typedef struct {
+    int n_points;
+    double n[6], share[6];
+} plan_key_stats;
+/* Fills the embedding layers' hit curves from per-slot statistics, in the
+ * model's slot order; slots without statistics take the default. */
+void plan_problem_key_stats(plan_problem *p, const hps_model *m, const plan_key_stats *slots);
+/* Share of layer l's lookups served by a cache of the hottest fraction f of its rows. */
+double plan_hit_rate(const plan_problem *p, int l, double f);
+/* Fills fits[]; 0 when every layer fits some type and every table fits the
+ * servers, else an error naming the layer, the bytes and the capacity. */
+int plan_problem_check_memory(plan_problem *p, hps_error *err);
 
 /* Allocates the per-layer arrays; the caller fills them, then prepares. */
 plan_problem *plan_problem_new(int n_layers, int n_types);
 void plan_problem_prepare(plan_problem *p); /* prefix sums; call after filling */
 void plan_problem_free(plan_problem *p);
-/* A seeded CTR-like instance for tests and the benchmark: the limit is
- * tightness times the largest throughput reachable; unit_limits gives each
- * type 1 to 6 units (else 64). */
-plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, double tightness,
-                                  int unit_limits);
-
 /* The profiles hps-plan reads (hps-profile(5)), merged: one per device id. */
 typedef struct hps_profiles hps_profiles;
 hps_profiles *hps_profiles_new(void);
@@ -130,12 +171,34 @@ typedef struct {
     double boundary_ms; /* activations in and out, and their gradients, on one unit */
     double ps_ms;       /* embedding rows pulled and gradients pushed, on one unit */
     double sync_ms;     /* ring allreduce factor: 2 P / nic, times (k - 1) / k */
+    /* memory: where the stage's embedding rows live, one unit's working set */
+    int rows;           /* plan_rows */
+    int fits;           /* the working set fits one unit */
+    double mem_bytes, hit_rate;
+    double server_table_bytes; /* tables + accumulators the servers hold for the stage */
+    double server_bytes;       /* bytes per batch to and from the servers */
+    double server_hot;         /* share of that traffic on the hottest key */
 } plan_law;
 
+typedef enum { PLAN_ROWS_NONE, PLAN_ROWS_SERVERS, PLAN_ROWS_HBM, PLAN_ROWS_CACHE } plan_rows;
+extern const char *const plan_rows_names[]; /* "none", "servers", "hbm", "cache" */
+
 void plan_stage_law(const plan_problem *p, int first, int end, int type, plan_law *law);
+/* The memory part of the law: where the rows live, the working set. */
+void plan_stage_memory(const plan_problem *p, int first, int end, int type, plan_law *law);
 double plan_law_ms(const plan_law *law, int units);
-/* The fewest units within max_units meeting the limit, or 0 when none does. */
+/* The fewest units within max_units meeting the limit, or 0 when none does
+ * (also when the working set does not fit a unit or no number of servers
+ * carries the stage's rows). */
 int plan_provision(const plan_problem *p, const plan_law *law, int type);
+/* Servers the stage needs for its rows at a throughput: the larger of memory
+ * and traffic (with the hottest key's skew); -1 when none suffice.  A plan
+ * sizes them at the limit. */
+int plan_stage_servers(const plan_problem *p, const plan_law *law, double throughput);
+/* Samples/s that n servers carry for the stage (HUGE_VAL when it pulls no rows). */
+double plan_servers_throughput(const plan_problem *p, const plan_law *law, int n);
+/* A stage's samples/s on k units: its time, or its servers when they are slower. */
+double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers);
 /* Transfer time per batch of the link into a stage starting at layer `first`
  * (activations forward, gradients back), or 0 when no link is listed. */
 double plan_link_ms(const plan_problem *p, int first, int from_type, int to_type);
@@ -147,6 +210,7 @@ typedef struct {
     double link_ms, link_throughput; /* the link into the stage (0 = none) */
     double best_throughput;   /* reachable within max_units */
     int best_units;
+    int servers;              /* parameter servers for the stage's rows */
     int short_of_limit;       /* PLAN_SHORT_STAGE and/or PLAN_SHORT_LINK */
 } plan_stage;
 
@@ -156,6 +220,8 @@ typedef struct {
     int n_stages;
     plan_stage *stages; /* n_layers slots */
     int units[PLAN_MAX_TYPES];
+    int servers; /* summed over stages: the cost stays a sum over stages */
+    double server_cost_per_hour;
     int feasible;
     double violation; /* > 0 when infeasible: how far from feasible */
     double throughput, time_s, cost_per_hour, cost, power_w, energy_j, edp, objective;
@@ -264,7 +330,7 @@ int plan_rankfile_write(const char *path, const hps_cluster *c, const plan_layou
 
 /* What a plan was made from and how. */
 typedef struct {
-    const char *model_path, *cluster_path;
+    const char *model_path, *cluster_path, *data_stats_path; /* data_stats_path: NULL when not given */
     const char *model_digest, *cluster_digest;
     int n_profiles;
     const char *const *profile_names, *const *profile_digests;
@@ -285,15 +351,47 @@ void plan_print_dot(FILE *f, const hps_model *m, const plan_problem *p, const pl
 void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e,
                    const plan_layout *l);
 
-/* Reads the parts of a plan file that other tools rely on, checking them. */
+/* ---- reading a plan back: the one reader every tool uses ------------------ */
+
+#define PLAN_MAX_STAGES 64
+#define PLAN_MAX_WORKERS (1 << 20)
+
 typedef struct {
-    json_t *root;
-    const char *model_digest, *cluster_digest, *objective;
-    double min_throughput, samples;
-    int epochs, n_layers;
-    const char **assign_names; /* n_layers type names */
+    char type[HPS_NAME_MAX], kind[8], rows[8]; /* kind "cpu" or "gpu"; rows plan_rows_names */
+    int first, end; /* layers [first, end) */
+    int units, servers;
+    double ms_per_batch; /* 0 when not given */
+} plan_file_stage;
+
+typedef struct {
+    int rank, stage;
+    char type[HPS_NAME_MAX];
+    double share; /* < 0 when not given */
+} plan_file_worker;
+
+/* Every field a tool may need, checked and bounded; what a plan may omit is
+ * 0, NULL or empty, and each tool checks what it needs. */
+typedef struct {
+    json_t *root;                  /* the document, for what only hps-plan show prints */
+    char *path, *name;             /* as given, and its last component for messages */
+    char digest[72];               /* of the file's bytes */
+    char *model_path, *cluster_path, *data_stats_path; /* inputs, resolved against the plan's directory; NULL if absent */
+    int rows_on_servers; /* made with --rows servers */
+    int n_profiles, stdin_profile; /* stdin_profile: a profile was read from stdin */
+    char **profile_paths;
+    char model_digest[72], cluster_digest[72]; /* "" when absent */
+    char objective[16];
+    double min_throughput, samples, network_bytes;
+    int epochs, batch, n_layers; /* 0 when absent */
+    char (*assign)[HPS_NAME_MAX]; /* n_layers type names, or NULL */
+    int n_stages, n_workers, n_servers;
+    plan_file_stage *stages;
+    plan_file_worker *workers;
+    int *server_ranks; /* n_servers, or NULL when the plan lists none */
 } plan_file;
-int plan_file_parse(json_t *root, const char *name, plan_file *pf, hps_error *err);
+
+/* Reads and checks a plan (hps-plan(5)); a file of another kind is refused. */
+int plan_file_load(const char *path, plan_file *pf, hps_error *err);
 void plan_file_free(plan_file *pf);
 
 /* "hps-plan --explain": per layer, what the plan would cost with that layer on

@@ -14,16 +14,18 @@ int hps_cluster_find(const hps_cluster *c, const char *type_name)
     return -1;
 }
 
-static int copy_name(char *dst, const char *src, const char *what, const char *ctx,
-                     hps_error *err)
+/* Names echo in messages and plans; a node's becomes a rankfile line, so it
+ * takes no ':' (resource and device names do: "cuda:0"). */
+static int copy_name(char *dst, const char *src, const char *what, const char *extra,
+                     const char *ctx, hps_error *err)
 {
     if (strlen(src) >= HPS_NAME_MAX)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%.20s...' is longer than %d bytes", ctx,
                         what, src, HPS_NAME_MAX - 1);
-    if (!hps_name_ok(src)) { /* names become rankfile lines and message text */
+    if (!hps_name_ok(src, extra)) {
         char shown[40];
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be letters, digits, '.', '-' or '_'",
-                        ctx, what, hps_printable(src, shown, sizeof shown));
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be letters, digits or '%s._-'", ctx,
+                        what, hps_printable(src, shown, sizeof shown), extra);
     }
     strcpy(dst, src);
     return 0;
@@ -31,8 +33,9 @@ static int copy_name(char *dst, const char *src, const char *what, const char *c
 
 static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hps_error *err)
 {
-    static const char *const keys[] = {"name",   "kind",     "device", "price_per_hour",
-                                       "max_units", "nic_gbps", "power_w", "threads", "comment", NULL};
+    static const char *const keys[] = {"name",     "kind",    "device",  "price_per_hour",
+                                       "max_units", "nic_gbps", "power_w", "mem_gib",
+                                       "threads",  "host_mem_gib", "comment", NULL};
     static const char *const kinds[] = {"cpu", "gpu", NULL};
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s: resource %d", file, i);
@@ -40,29 +43,38 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
     plan_rtype *r = &c->types[i];
     const char *name, *device = NULL;
     if (hps_json_str(o, "name", HPS_REQUIRED, &name, ctx, err) ||
-        copy_name(r->name, name, "name", ctx, err))
+        copy_name(r->name, name, "name", ":", ctx, err))
         return -1;
     snprintf(ctx, sizeof ctx, "%s: resource '%s'", file, r->name);
     if (hps_cluster_find(c, r->name) >= 0 && hps_cluster_find(c, r->name) < i)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: name appears twice", ctx);
     int kind = 0;
     long long max_units = 0, threads = 1;
+    double mem_gib = 0, host_gib = 0;
     r->power_w = 0;
     if (hps_json_known_keys(o, keys, ctx, err) ||
         hps_json_enum(o, "kind", HPS_REQUIRED, kinds, &kind, ctx, err) ||
         hps_json_str(o, "device", HPS_REQUIRED, &device, ctx, err) ||
-        copy_name(r->device, device, "device", ctx, err) ||
+        copy_name(r->device, device, "device", ":", ctx, err) ||
         hps_json_num(o, "price_per_hour", HPS_REQUIRED, 0, 1e6, &r->price_per_hour, ctx, err) ||
         hps_json_int(o, "max_units", HPS_REQUIRED, 1, 100000, &max_units, ctx, err) ||
         hps_json_num(o, "nic_gbps", HPS_REQUIRED, 1e-3, 1e5, &r->nic_gbps, ctx, err) ||
         hps_json_num(o, "power_w", HPS_OPTIONAL, 0, 1e6, &r->power_w, ctx, err) ||
-        hps_json_int(o, "threads", HPS_OPTIONAL, 1, 4096, &threads, ctx, err))
+        hps_json_num(o, "mem_gib", HPS_OPTIONAL, 1.0 / 1024, 1 << 20, &mem_gib, ctx, err) ||
+        hps_json_int(o, "threads", HPS_OPTIONAL, 1, 4096, &threads, ctx, err) ||
+        hps_json_num(o, "host_mem_gib", HPS_OPTIONAL, 1.0 / 1024, 1 << 20, &host_gib, ctx, err))
         return -1;
     r->threads = (int)threads;
+    r->threads_given = json_object_get(o, "threads") != NULL;
     if (r->price_per_hour <= 0)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: price_per_hour must be > 0", ctx);
+    if (host_gib > 0 && kind != PLAN_GPU)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: host_mem_gib is for gpu resources (a cpu's is mem_gib)",
+                        ctx);
     r->kind = kind;
     r->max_units = (int)max_units;
+    r->mem_bytes = mem_gib * PLAN_GIB;
+    r->host_mem_bytes = host_gib * PLAN_GIB;
     return 0;
 }
 
@@ -108,7 +120,7 @@ static int parse_node(json_t *o, hps_cluster *c, const char *file, int i, hps_er
     if (!json_is_object(o)) return hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object", ctx);
     if (hps_json_known_keys(o, keys, ctx, err) ||
         hps_json_str(o, "name", HPS_REQUIRED, &name, ctx, err) ||
-        copy_name(n->name, name, "name", ctx, err))
+        copy_name(n->name, name, "name", "", ctx, err))
         return -1;
     snprintf(ctx, sizeof ctx, "%s: node '%s'", file, n->name);
     json_t *units = json_object_get(o, "units");
@@ -126,15 +138,48 @@ static int parse_node(json_t *o, hps_cluster *c, const char *file, int i, hps_er
     return 0;
 }
 
-/* With nodes listed, a type cannot have more units than the nodes hold. */
+/* With nodes listed, a type cannot have more units than the nodes hold.
+ * The sum is wide: 100000 nodes of 100000 units overflow an int. */
 static void cap_by_nodes(hps_cluster *c)
 {
     if (!c->n_nodes) return;
     for (int t = 0; t < c->n_types; t++) {
-        int total = 0;
+        long long total = 0;
         for (int n = 0; n < c->n_nodes; n++) total += c->nodes[n].units[t];
-        if (total < c->types[t].max_units) c->types[t].max_units = total;
+        if (total < c->types[t].max_units) c->types[t].max_units = (int)total;
     }
+}
+
+/* Parameter servers are CPU processes on units of a CPU type (by default the
+ * first one): that type's price, memory and NIC size and price them. */
+static int parse_servers(json_t *servers, hps_cluster *c, const char *file, hps_error *err)
+{
+    static const char *const skeys[] = {"type", "gbps", "comment", NULL};
+    char ctx[256];
+    snprintf(ctx, sizeof ctx, "%s: servers", file);
+    c->server_type = -1;
+    for (int t = c->n_types - 1; t >= 0; t--)
+        if (c->types[t].kind == PLAN_CPU) c->server_type = t;
+    c->server_gbps = 0;
+    if (servers) {
+        const char *type = NULL;
+        if (!json_is_object(servers)) return hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object", ctx);
+        if (hps_json_known_keys(servers, skeys, ctx, err) ||
+            hps_json_str(servers, "type", HPS_OPTIONAL, &type, ctx, err) ||
+            hps_json_num(servers, "gbps", HPS_OPTIONAL, 1e-3, 1e5, &c->server_gbps, ctx, err))
+            return -1;
+        if (type && (c->server_type = hps_cluster_find(c, type)) < 0)
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: type: unknown resource '%s'", ctx, type);
+        if (type && c->types[c->server_type].kind != PLAN_CPU)
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: type '%s' must be a cpu resource", ctx, type);
+    }
+    if (c->server_type < 0) {
+        /* no CPU type: servers as fast as the first type's NIC, unpriced */
+        if (!c->server_gbps) c->server_gbps = c->types[0].nic_gbps;
+        return 0;
+    }
+    if (!c->server_gbps) c->server_gbps = c->types[c->server_type].nic_gbps;
+    return 0;
 }
 
 static int parse_array(json_t *root, const char *key, int required, size_t max,
@@ -159,21 +204,15 @@ hps_cluster *hps_cluster_parse(json_t *root, const char *file, hps_error *err)
                                        "links",  "servers", "nodes", "comment", NULL};
     hps_cluster *c = hps_calloc(1, sizeof *c);
     c->path = hps_strdup(file);
-    const char *format = NULL, *name;
-    long long version = PLAN_VERSION;
+    const char *name;
     json_t *res, *links, *nodes, *servers = json_object_get(root, "servers");
-    if (hps_json_known_keys(root, keys, file, err) ||
-        hps_json_str(root, "format", HPS_OPTIONAL, &format, file, err) ||
-        hps_json_int(root, "version", HPS_OPTIONAL, 1, 1, &version, file, err) ||
+    if (hps_json_format(root, "hps-cluster", PLAN_CLUSTER_VERSION, HPS_OPTIONAL, NULL, file, err) ||
+        hps_json_known_keys(root, keys, file, err) ||
         hps_json_str(root, "name", HPS_REQUIRED, &name, file, err) ||
         parse_array(root, "resources", HPS_REQUIRED, PLAN_MAX_TYPES, file, &res, err) ||
         parse_array(root, "links", HPS_OPTIONAL, 1000, file, &links, err) ||
         parse_array(root, "nodes", HPS_OPTIONAL, 100000, file, &nodes, err))
         goto fail;
-    if (format && strcmp(format, "hps-cluster") != 0) {
-        hps_fail(err, HPS_EXIT_USAGE, "%s: format '%s' is not hps-cluster", file, format);
-        goto fail;
-    }
     c->name = hps_strdup(name);
     c->n_types = (int)json_array_size(res);
     for (int i = 0; i < c->n_types; i++)
@@ -187,20 +226,7 @@ hps_cluster *hps_cluster_parse(json_t *root, const char *file, hps_error *err)
     for (int i = 0; i < c->n_nodes; i++)
         if (parse_node(json_array_get(nodes, i), c, file, i, err)) goto fail;
     cap_by_nodes(c);
-    /* Parameter servers are CPU processes: by default as fast as the first CPU type's NIC. */
-    c->server_gbps = c->types[0].nic_gbps;
-    for (int t = c->n_types - 1; t >= 0; t--)
-        if (c->types[t].kind == PLAN_CPU) c->server_gbps = c->types[t].nic_gbps;
-    if (servers) {
-        static const char *const skeys[] = {"gbps", "comment", NULL};
-        char ctx[256];
-        snprintf(ctx, sizeof ctx, "%s: servers", file);
-        if (!json_is_object(servers) || hps_json_known_keys(servers, skeys, ctx, err) ||
-            hps_json_num(servers, "gbps", HPS_REQUIRED, 1e-3, 1e5, &c->server_gbps, ctx, err)) {
-            if (!json_is_object(servers)) hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object", ctx);
-            goto fail;
-        }
-    }
+    if (parse_servers(servers, c, file, err)) goto fail;
     char *canon = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
     HPS_CHECK(canon);
     hps_sha256_hex(canon, strlen(canon), c->digest);

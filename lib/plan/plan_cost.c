@@ -20,9 +20,10 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
     double bytes_in = first > 0 ? p->bytes_out[first - 1] : 0;
     double bytes_out = end < L ? p->bytes_out[end - 1] : 0;
     double nic = p->nic_bpms[t];
+    plan_stage_memory(p, first, end, t, law);
     law->compute_ms = serial + parallel;
     law->boundary_ms = 2 * (bytes_in + bytes_out) / nic;
-    law->ps_ms = 2 * (p->pre_sparse[end] - p->pre_sparse[first]) / nic;
+    law->ps_ms = law->server_bytes / nic; /* what a cache or HBM does not serve */
     law->sync_ms = 2 * (p->pre_param[end] - p->pre_param[first]) / nic;
     law->fixed_ms = serial + law->sync_ms;
     law->scaled_ms = parallel + law->boundary_ms + law->ps_ms - law->sync_ms;
@@ -41,7 +42,7 @@ static double budget_ms(const plan_problem *p)
     return 1000.0 * p->batch / p->min_throughput * (1 + 1e-12);
 }
 
-int plan_provision(const plan_problem *p, const plan_law *law, int t)
+static int fewest_units(const plan_problem *p, const plan_law *law, int t)
 {
     double tau = budget_ms(p);
     int max = p->max_units[t];
@@ -56,15 +57,27 @@ int plan_provision(const plan_problem *p, const plan_law *law, int t)
     return u <= max ? u : 0;
 }
 
+static double throughput_of(const plan_problem *p, double ms)
+{
+    return ms > 0 ? 1000.0 * p->batch / ms : HUGE_VAL;
+}
+
+/* Servers are sized at the limit, as units are: the fewest that carry it. */
+int plan_provision(const plan_problem *p, const plan_law *law, int t)
+{
+    if (!law->fits || plan_stage_servers(p, law, p->min_throughput) < 0) return 0;
+    return fewest_units(p, law, t);
+}
+
+double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers)
+{
+    return fmin(throughput_of(p, plan_law_ms(law, k)), plan_servers_throughput(p, law, servers));
+}
+
 double plan_link_ms(const plan_problem *p, int first, int a, int b)
 {
     if (first <= 0 || p->link_bpms[a][b] <= 0) return 0;
     return 2 * p->bytes_out[first - 1] / p->link_bpms[a][b] + 2 * p->link_ms[a][b];
-}
-
-static double throughput_of(const plan_problem *p, double ms)
-{
-    return ms > 0 ? 1000.0 * p->batch / ms : HUGE_VAL;
 }
 
 double plan_objective_value(const plan_problem *p, double cost_per_hour, double power_w,
@@ -103,16 +116,19 @@ static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type)
     double shortfall = 0;
     plan_stage_law(p, s->first, s->end, s->type, &s->law);
     s->best_units = s->law.scaled_ms > 0 ? p->max_units[s->type] : 1;
-    s->best_throughput = throughput_of(p, plan_law_ms(&s->law, s->best_units));
+    s->best_throughput = plan_stage_throughput(p, &s->law, s->best_units, p->max_servers);
     s->units = plan_provision(p, &s->law, s->type);
     s->short_of_limit = 0;
     if (!s->units) {
         s->short_of_limit |= PLAN_SHORT_STAGE;
         s->units = s->best_units;
-        shortfall += 1 - s->best_throughput / p->min_throughput;
+        shortfall += fmax(0, 1 - s->best_throughput / p->min_throughput);
+        if (!s->law.fits) shortfall += 1 + s->law.mem_bytes / fmax(1, p->mem_bytes[s->type]);
     }
+    s->servers = plan_stage_servers(p, &s->law, p->min_throughput);
+    if (s->servers < 0) s->servers = p->max_servers; /* short of the limit already */
     s->ms = plan_law_ms(&s->law, s->units);
-    s->throughput = throughput_of(p, s->ms);
+    s->throughput = plan_stage_throughput(p, &s->law, s->units, s->servers);
     s->link_ms = prev_type >= 0 ? plan_link_ms(p, s->first, prev_type, s->type) : 0;
     s->link_throughput = s->link_ms > 0 ? throughput_of(p, s->link_ms) : 0;
     if (s->link_ms > 0 && s->link_throughput < p->min_throughput * (1 - 1e-12)) {
@@ -130,6 +146,7 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
     e->throughput = HUGE_VAL;
     e->cost_per_hour = e->power_w = 0;
     e->bottleneck = e->bottleneck_is_link = 0;
+    e->servers = 0;
     memset(e->units, 0, sizeof e->units);
     for (int first = 0; first < L;) {
         int end = first + 1;
@@ -150,6 +167,7 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
             e->bottleneck_is_link = 1;
         }
         e->units[s->type] += s->units;
+        e->servers += s->servers;
         e->n_stages++;
         first = end;
     }
@@ -159,6 +177,9 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
         e->cost_per_hour += e->units[t] * p->price[t];
         e->power_w += e->units[t] * p->power[t];
     }
+    e->server_cost_per_hour = e->servers * p->server_price;
+    e->cost_per_hour += e->server_cost_per_hour;
+    e->power_w += e->servers * p->server_power;
     e->feasible = e->violation == 0;
     e->time_s = p->samples * p->epochs / e->throughput;
     e->cost = e->time_s * e->cost_per_hour / 3600.0;
@@ -181,7 +202,8 @@ double plan_max_throughput(const plan_problem *p, int *assign)
             for (int j = 0; j < i; j++) {
                 plan_law law;
                 plan_stage_law(p, j, i, t, &law);
-                double thr = throughput_of(p, plan_law_ms(&law, law.scaled_ms > 0 ? p->max_units[t] : 1));
+                if (!law.fits) continue;
+                double thr = plan_stage_throughput(p, &law, law.scaled_ms > 0 ? p->max_units[t] : 1, p->max_servers);
                 for (int u = 0; u < T; u++) {
                     if (j > 0 && (u == t || best[j * T + u] < 0)) continue;
                     double v = thr;

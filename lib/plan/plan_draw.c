@@ -103,10 +103,10 @@ static void dot_servers(FILE *f, const hps_model *m, const plan_problem *p, cons
         table += c.table_bytes;
         for (int i = 0; i < L->n_slots; i++) rows += m->slots[L->slots[i]].rows;
     }
-    if (!rows) return;
+    if (!rows || !l->n_servers) return; /* no servers: every row lives in HBM */
     char b[32];
     fprintf(f, "  ps [shape=cylinder, fillcolor=\"#eeeeee\", label=\"parameter servers x %d\\n%lld rows, %s\"];\n",
-            l->n_servers ? l->n_servers : 1, rows, bytes(table, b, sizeof b));
+            l->n_servers, rows, bytes(table, b, sizeof b));
     for (int k = 0; k < m->n_layers; k++)
         if (m->layers[k].kind == HPS_LAYER_EMBEDDING)
             fprintf(f, "  ps -> l%d [style=dashed, dir=both, label=\"%s/step\"];\n", k,

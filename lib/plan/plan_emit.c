@@ -1,5 +1,5 @@
-/* The plan as JSON (hps-plan(5)) and as a table for people; reading a plan
- * back; and --explain.  The pictures are in plan_draw.c. */
+/* The plan as JSON (hps-plan(5)) and as a table for people; and --explain.
+ * The pictures are in plan_draw.c; plan_read.c reads a plan back. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,22 @@ static json_t *str_array(int n, const char *const *s)
     json_t *a = json_array();
     for (int i = 0; i < n; i++) json_array_append_new(a, json_string(s[i]));
     return a;
+}
+
+/* Used and capacity in bytes, and the share (null when the capacity is not given). */
+static json_t *memory_json(double used, double capacity)
+{
+    return json_pack("{s:I, s:o, s:o}", "used_bytes", (json_int_t)llround(used), "capacity_bytes",
+                     capacity > 0 ? json_integer((json_int_t)llround(capacity)) : json_null(), "percent",
+                     capacity > 0 ? hps_json_real(100 * used / capacity) : json_null());
+}
+
+/* Tables and accumulators one server holds (with the headroom), spread by the routing rule. */
+static double server_used(const plan_eval *e)
+{
+    double tables = 0;
+    for (int s = 0; s < e->n_stages; s++) tables += e->stages[s].law.server_table_bytes;
+    return e->servers ? tables * PLAN_SERVER_HEADROOM / e->servers : 0;
 }
 
 static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, const hps_cluster *c)
@@ -37,16 +53,27 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
     json_object_set_new(o, "link_ms", st->link_ms > 0 ? hps_json_real(st->link_ms) : json_null());
     json_object_set_new(o, "cost_per_hour", hps_json_real(st->units * p->price[st->type]));
     json_object_set_new(o, "bottleneck", json_boolean(e->bottleneck == s));
+    json_object_set_new(o, "memory", memory_json(st->law.mem_bytes, p->mem_bytes[st->type]));
+    json_object_set_new(o, "rows", json_string(plan_rows_names[st->law.rows]));
+    json_object_set_new(o, "cache_hit_rate",
+                        st->law.rows == PLAN_ROWS_CACHE ? hps_json_real(st->law.hit_rate) : json_null());
+    json_object_set_new(o, "servers", json_integer(st->servers));
     return o;
 }
 
-static json_t *servers_json(const plan_layout *l, const hps_cluster *c)
+static json_t *servers_json(const plan_problem *p, const plan_eval *e, const plan_layout *l,
+                            const hps_cluster *c)
 {
     json_t *ranks = json_array();
     for (int v = 0; v < l->n_servers; v++) json_array_append_new(ranks, json_integer(l->servers[v].rank));
-    return json_pack("{s:i, s:o, s:o, s:f, s:{s:s, s:s, s:s}}", "count", l->n_servers, "ranks", ranks,
-                     "bytes_per_s", hps_json_real(l->server_bytes_per_s), "gbps_each", c->server_gbps,
-                     "routing", "rule", "mix64-mod", "key", "key", "expr", ROUTING_EXPR);
+    json_t *o = json_pack("{s:i, s:o, s:o, s:f, s:{s:s, s:s, s:s}}", "count", l->n_servers, "ranks", ranks,
+                          "bytes_per_s", hps_json_real(l->server_bytes_per_s), "gbps_each", c->server_gbps,
+                          "routing", "rule", "mix64-mod", "key", "key", "expr", ROUTING_EXPR);
+    json_object_set_new(o, "type", c->server_type >= 0 ? json_string(c->types[c->server_type].name) : json_null());
+    json_object_set_new(o, "price_per_hour", hps_json_real(p->server_price));
+    json_object_set_new(o, "cost_per_hour", hps_json_real(e->server_cost_per_hour));
+    json_object_set_new(o, "memory", memory_json(server_used(e), p->server_mem));
+    return o;
 }
 
 static json_t *workers_json(const plan_problem *p, const plan_layout *l, const hps_cluster *c)
@@ -112,8 +139,11 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
     json_object_set_new(root, "format", json_string("hps-plan"));
     json_object_set_new(root, "version", json_integer(PLAN_VERSION));
     json_object_set_new(root, "tool", json_string("hps-plan " HPS_VERSION));
-    json_object_set_new(root, "inputs", json_pack("{s:s, s:s, s:o}", "model", m->model_path, "cluster",
-                                                  m->cluster_path, "profiles", str_array(m->n_profiles, m->profile_names)));
+    json_t *inputs = json_pack("{s:s, s:s, s:o}", "model", m->model_path, "cluster", m->cluster_path, "profiles",
+                               str_array(m->n_profiles, m->profile_names));
+    json_object_set_new(inputs, "data_stats", m->data_stats_path ? json_string(m->data_stats_path) : json_null());
+    json_object_set_new(root, "inputs", inputs);
+    json_object_set_new(root, "rows", json_string(p->rows_on_servers ? "servers" : "auto"));
     json_object_set_new(root, "digests", json_pack("{s:s, s:s, s:o}", "model", m->model_digest, "cluster",
                                                    m->cluster_digest, "profiles", str_array(m->n_profiles, m->profile_digests)));
     json_object_set_new(root, "model", json_pack("{s:s, s:i, s:i}", "name", m->model_name, "batch",
@@ -133,7 +163,7 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
     for (int t = 0; t < p->n_types; t++)
         if (e->units[t]) json_object_set_new(units, p->type_names[t], json_integer(e->units[t]));
     json_object_set_new(root, "units", units);
-    json_object_set_new(root, "servers", servers_json(l, c));
+    json_object_set_new(root, "servers", servers_json(p, e, l, c));
     json_object_set_new(root, "workers", workers_json(p, l, c));
     json_object_set_new(root, "placement", placement_json(l, c));
     int ek = energy_known(p, e);
@@ -164,24 +194,44 @@ static const char *human_bytes(double b, char *buf, size_t n)
     return buf;
 }
 
+/* "3.2/16.0 GiB 20%", or the use alone when the capacity is not given. */
+static void memory_cell(char *buf, size_t n, double used, double capacity)
+{
+    if (capacity > 0)
+        snprintf(buf, n, "%.1f/%.1f GiB %.0f%%", used / PLAN_GIB, capacity / PLAN_GIB, 100 * used / capacity);
+    else snprintf(buf, n, "%.1f GiB", used / PLAN_GIB);
+}
+
 void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const plan_layout *l,
                       const plan_result *r, const plan_meta *m)
 {
     fprintf(f, "plan for %s: %s at >= %.6g samples/s, %.6g samples x %d epoch%s%s\n", m->model_name,
             plan_objective_names[p->objective], p->min_throughput, p->samples, p->epochs,
             p->epochs == 1 ? "" : "s", e->feasible ? "" : " (NOT FEASIBLE)");
-    fprintf(f, "%-5s  %-12s  %-22s  %5s  %10s  %12s  %9s\n", "stage", "type", "layers", "units",
-            "ms/batch", "samples/s", "$/hour");
+    fprintf(f, "%-5s  %-12s  %-22s  %5s  %10s  %12s  %9s  %-22s  %s\n", "stage", "type", "layers", "units",
+            "ms/batch", "samples/s", "$/hour", "memory/unit", "rows");
     for (int s = 0; s < e->n_stages; s++) {
         const plan_stage *st = &e->stages[s];
-        char span[128];
+        char span[128], mem[64], rows[32];
         layer_span(span, sizeof span, p, st);
+        memory_cell(mem, sizeof mem, st->law.mem_bytes, p->mem_bytes[st->type]);
+        if (st->law.rows == PLAN_ROWS_CACHE)
+            snprintf(rows, sizeof rows, "cache %.0f%%", 100 * st->law.hit_rate);
+        else snprintf(rows, sizeof rows, "%s", st->law.rows == PLAN_ROWS_NONE ? "-" : plan_rows_names[st->law.rows]);
         if (st->link_ms > 0)
             fprintf(f, "%-5s  %-12s  %-22s  %5s  %10.3f  %12.1f  %9s%s\n", "link", "", "", "", st->link_ms,
                     st->link_throughput, "", e->bottleneck == s && e->bottleneck_is_link ? "  <- bottleneck" : "");
-        fprintf(f, "%-5d  %-12s  %-22s  %5d  %10.3f  %12.1f  %9.3f%s\n", s, p->type_names[st->type], span,
-                st->units, st->ms, st->throughput, st->units * p->price[st->type],
-                e->bottleneck == s && !e->bottleneck_is_link ? "  <- bottleneck" : "");
+        int neck = e->bottleneck == s && !e->bottleneck_is_link;
+        fprintf(f, "%-5d  %-12s  %-22s  %5d  %10.3f  %12.1f  %9.3f  %-22s  %-*s%s\n", s, p->type_names[st->type],
+                span, st->units, st->ms, st->throughput, st->units * p->price[st->type], mem, neck ? 12 : 0,
+                rows, neck ? "  <- bottleneck" : "");
+    }
+    if (e->servers) {
+        char mem[64];
+        memory_cell(mem, sizeof mem, server_used(e), p->server_mem);
+        fprintf(f, "%-5s  %-12s  %-22s  %5d  %10s  %12s  %9.3f  %s\n", "ps",
+                p->server_type >= 0 ? p->type_names[p->server_type] : "", "embedding rows",
+                e->servers, "", "", e->server_cost_per_hour, mem);
     }
     int total = 0;
     for (int t = 0; t < p->n_types; t++) total += e->units[t];
@@ -190,8 +240,8 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
     if (energy_known(p, e)) fprintf(f, ", %.4g kWh", e->energy_j / 3.6e6);
     fputc('\n', f);
     if (l->n_servers)
-        fprintf(f, "servers %d (server = hps_mix64(key) %% %d), %.1f MB/s of embedding traffic\n",
-                l->n_servers, l->n_servers, l->server_bytes_per_s / 1e6);
+        fprintf(f, "servers %d (server = hps_mix64(key) %% %d), %.1f MB/s of embedding traffic, $%.3f/hour\n",
+                l->n_servers, l->n_servers, l->server_bytes_per_s / 1e6, e->server_cost_per_hour);
     char b1[32], b2[32];
     if (l->cross_node_bytes >= 0)
         fprintf(f, "placement %s/step across nodes (round robin: %s/step)\n",
@@ -201,61 +251,6 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
     if (r->optimal) fprintf(f, ", optimal\n");
     else if (isfinite(gap)) fprintf(f, ", %.2f%% above the optimum\n", 100 * gap);
     else fprintf(f, ", optimum not known\n");
-}
-
-/* ---- reading a plan back -------------------------------------------------- */
-
-int plan_file_parse(json_t *root, const char *name, plan_file *pf, hps_error *err)
-{
-    memset(pf, 0, sizeof *pf);
-    const char *format;
-    long long version, epochs, layers;
-    json_t *dg = json_object_get(root, "digests"), *model = json_object_get(root, "model");
-    json_t *assign = json_object_get(root, "assignment");
-    char ctx[300];
-    if (hps_json_str(root, "format", HPS_REQUIRED, &format, name, err)) return -1;
-    if (strcmp(format, "hps-plan") != 0)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: format '%s' is not hps-plan", name, format);
-    if (hps_json_int(root, "version", HPS_REQUIRED, 0, 1000000, &version, name, err)) return -1;
-    if (version != PLAN_VERSION)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: plan version %lld is not known (this hps-plan reads %d)",
-                        name, version, PLAN_VERSION);
-    if (!json_is_object(dg) || !json_is_object(model))
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: missing field 'digests' or 'model'", name);
-    snprintf(ctx, sizeof ctx, "%s: digests", name);
-    if (hps_json_str(dg, "model", HPS_REQUIRED, &pf->model_digest, ctx, err) ||
-        hps_json_str(dg, "cluster", HPS_REQUIRED, &pf->cluster_digest, ctx, err))
-        return -1;
-    snprintf(ctx, sizeof ctx, "%s: model", name);
-    if (hps_json_int(model, "layers", HPS_REQUIRED, 1, HPS_MAX_LAYERS, &layers, ctx, err) ||
-        hps_json_str(root, "objective", HPS_REQUIRED, &pf->objective, name, err) ||
-        hps_json_num(root, "min_throughput", HPS_REQUIRED, 1e-9, 1e15, &pf->min_throughput, name, err) ||
-        hps_json_num(root, "samples", HPS_REQUIRED, 1, 1e18, &pf->samples, name, err) ||
-        hps_json_int(root, "epochs", HPS_REQUIRED, 1, 1000000, &epochs, name, err))
-        return -1;
-    pf->epochs = (int)epochs;
-    pf->n_layers = (int)layers;
-    if (!json_is_array(assign) || (int)json_array_size(assign) != pf->n_layers)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: assignment must name a type for each of %d layers", name,
-                        pf->n_layers);
-    pf->assign_names = hps_calloc((size_t)pf->n_layers, sizeof *pf->assign_names);
-    for (int l = 0; l < pf->n_layers; l++) {
-        json_t *v = json_array_get(assign, (size_t)l);
-        if (!json_is_string(v)) {
-            plan_file_free(pf);
-            return hps_fail(err, HPS_EXIT_USAGE, "%s: assignment %d must be a type name", name, l);
-        }
-        pf->assign_names[l] = json_string_value(v);
-    }
-    pf->root = json_incref(root);
-    return 0;
-}
-
-void plan_file_free(plan_file *pf)
-{
-    free(pf->assign_names);
-    json_decref(pf->root);
-    memset(pf, 0, sizeof *pf);
 }
 
 /* --explain's cells: per layer and type, one unit's ms per batch and the

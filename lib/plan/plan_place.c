@@ -8,9 +8,6 @@
 #include "core/hps_io.h"
 #include "plan/hps_plan.h"
 
-/* Bytes per second through one server's NIC. */
-static double server_bps(const hps_cluster *c) { return c->server_gbps * 1.25e8; }
-
 static void make_workers(const plan_problem *p, const plan_eval *e, plan_layout *out)
 {
     out->n_workers = 0;
@@ -35,14 +32,14 @@ static void make_workers(const plan_problem *p, const plan_eval *e, plan_layout 
     (void)p;
 }
 
-static void make_servers(const plan_problem *p, const hps_cluster *c, const plan_eval *e,
-                         plan_layout *out)
+/* The servers the stages' rows need (plan_stage_servers), one pool: the
+ * routing rule spreads every table over all of them. */
+static void make_servers(const plan_problem *p, const plan_eval *e, plan_layout *out)
 {
-    double steps_per_s = e->throughput / p->batch;
-    out->server_bytes_per_s = 2 * p->pre_sparse[p->n_layers] * steps_per_s;
-    out->n_servers = 0;
-    if (p->pre_sparse[p->n_layers] > 0)
-        out->n_servers = (int)fmax(1, ceil(out->server_bytes_per_s / server_bps(c) - 1e-9));
+    double steps_per_s = e->throughput / p->batch, bytes = 0;
+    for (int s = 0; s < e->n_stages; s++) bytes += e->stages[s].law.server_bytes;
+    out->server_bytes_per_s = bytes * steps_per_s;
+    out->n_servers = e->servers;
     out->servers = hps_calloc((size_t)out->n_servers + 1, sizeof *out->servers);
     for (int i = 0; i < out->n_servers; i++) {
         out->servers[i].rank = out->n_workers + i;
@@ -80,6 +77,23 @@ static double cross_bytes(const plan_problem *p, const plan_eval *e, const plan_
     return total;
 }
 
+/* A server takes a unit of the servers' type on node `want`, else on the
+ * next node with one; -1 when none is left.  Clusters without a CPU type
+ * have no such units: servers then share the nodes' slots. */
+static int take_server_unit(const hps_cluster *c, int *free_units, int want)
+{
+    int t = c->server_type;
+    if (t < 0) return want;
+    for (int i = 0; i < c->n_nodes; i++) {
+        int n = (want + i) % c->n_nodes;
+        if (free_units[n * PLAN_MAX_TYPES + t] > 0) {
+            free_units[n * PLAN_MAX_TYPES + t]--;
+            return n;
+        }
+    }
+    return -1;
+}
+
 /* Round robin: each rank on the next node (cyclically) with a free unit of its type. */
 static int place_round_robin(const hps_cluster *c, const plan_layout *l, int *wnode, int *snode)
 {
@@ -96,7 +110,11 @@ static int place_round_robin(const hps_cluster *c, const plan_layout *l, int *wn
             next = (next + 1) % c->n_nodes;
         }
     }
-    for (int v = 0; v < l->n_servers; v++) snode[v] = v % c->n_nodes;
+    for (int v = 0; v < l->n_servers && !rc; v++) {
+        int n = take_server_unit(c, free_units, v % c->n_nodes);
+        if (n < 0) rc = -1;
+        snode[v] = n;
+    }
     free(free_units);
     return rc;
 }
@@ -154,6 +172,8 @@ static int place_colocated(const plan_problem *p, const hps_cluster *c, const pl
         ps[best] = -1;
         snode[placed++] = best;
     }
+    for (int v = 0; v < l->n_servers && !rc; v++)
+        if ((snode[v] = take_server_unit(c, free_units, snode[v])) < 0) rc = -1;
     free(free_units);
     free(near);
     free(ps);
@@ -180,7 +200,7 @@ int plan_layout_make(const plan_problem *p, const hps_cluster *c, const plan_eva
 {
     memset(out, 0, sizeof *out);
     make_workers(p, e, out);
-    make_servers(p, c, e, out);
+    make_servers(p, e, out);
     out->cross_node_bytes = out->round_robin_bytes = -1;
     if (!c->n_nodes) return 0;
     int *wnode = hps_calloc((size_t)out->n_workers + 1, sizeof(int));
@@ -196,7 +216,9 @@ int plan_layout_make(const plan_problem *p, const hps_cluster *c, const plan_eva
     }
     free(wnode);
     free(snode);
-    if (rc) return hps_fail(err, HPS_EXIT_RUNTIME, "%s: the nodes do not hold the plan's units", c->path);
+    if (rc)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: the nodes do not hold the plan's units and %d server%s",
+                        c->path, out->n_servers, out->n_servers == 1 ? "" : "s");
     return 0;
 }
 

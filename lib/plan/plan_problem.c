@@ -7,6 +7,7 @@
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "plan/hps_plan.h"
+#include "profile/hps_profile.h"
 
 const char *const plan_objective_names[] = {"cost", "time", "energy", "edp", NULL};
 
@@ -57,39 +58,23 @@ static json_t *find_device(const hps_profiles *ps, const char *id, int *file)
     return NULL;
 }
 
+/* The profile's own reader (lib/profile) checks the format; here only that
+ * no device id appears in two files. */
 int hps_profiles_add(hps_profiles *ps, const char *name, const char *text, size_t len,
                      hps_error *err)
 {
     json_t *root;
-    const char *format;
-    long long version;
     if (hps_json_loadb(name, text, len, &root, err)) return -1;
     json_t *devs = json_object_get(root, "devices"), *d;
     size_t j;
-    if (hps_json_str(root, "format", HPS_REQUIRED, &format, name, err) ||
-        hps_json_int(root, "version", HPS_REQUIRED, 0, 1000000, &version, name, err))
-        goto fail;
-    if (strcmp(format, "hps-profile") != 0) {
-        hps_fail(err, HPS_EXIT_USAGE, "%s: format '%s' is not hps-profile", name, format);
-        goto fail;
-    }
-    if (version != 1) {
-        hps_fail(err, HPS_EXIT_USAGE, "%s: profile version %lld is not known (this hps-plan reads 1)",
-                 name, version);
-        goto fail;
-    }
-    if (!json_is_array(devs) || json_array_size(devs) == 0) {
+    if (hps_profile_validate(root, name, err)) goto fail;
+    if (json_array_size(devs) == 0) {
         hps_fail(err, HPS_EXIT_USAGE, "%s: devices must be a non-empty array", name);
         goto fail;
     }
     json_array_foreach(devs, j, d) {
-        const char *id;
+        const char *id = json_string_value(json_object_get(d, "id"));
         int other;
-        if (!json_is_object(d)) {
-            hps_fail(err, HPS_EXIT_USAGE, "%s: device %zu must be an object", name, j);
-            goto fail;
-        }
-        if (hps_json_str(d, "id", HPS_REQUIRED, &id, name, err)) goto fail;
         if (find_device(ps, id, &other)) {
             hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' is also in %s", name, id,
                      ps->files[other].name);
@@ -109,6 +94,13 @@ fail:
 
 /* ---- the problem ---------------------------------------------------------- */
 
+/* Without key statistics (plan_problem_key_stats): PLAN_DEFAULT_SKEW. */
+static void default_hits(plan_problem *p, int l)
+{
+    for (int k = 0; k < PLAN_HIT_POINTS; k++)
+        p->hit[(size_t)l * PLAN_HIT_POINTS + k] = pow(10.0, (k - (PLAN_HIT_POINTS - 1)) * PLAN_DEFAULT_SKEW);
+}
+
 plan_problem *plan_problem_new(int n_layers, int n_types)
 {
     HPS_CHECK(n_layers > 0 && n_types > 0 && n_types <= PLAN_MAX_TYPES);
@@ -126,10 +118,24 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->sparse_bytes = hps_calloc(L, sizeof(double));
     p->t1_ms = hps_calloc(LT, sizeof(double));
     p->par = hps_calloc(LT, sizeof(double));
+    p->fits = hps_malloc(LT);
+    memset(p->fits, 1, LT);
+    p->work_bytes = hps_calloc(L, sizeof(double));
+    p->table_bytes = hps_calloc(L, sizeof(double));
+    p->rows = hps_calloc(L, sizeof(double));
+    p->hit = hps_calloc(L * PLAN_HIT_POINTS, sizeof(double));
+    p->hot = hps_calloc(L, sizeof(double));
+    for (int l = 0; l < n_layers; l++) default_hits(p, l);
+    p->server_price = p->server_power = 0;
+    p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
+    p->max_servers = PLAN_MAX_SERVERS;
+    p->server_type = -1;
     p->pre_serial = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->pre_parallel = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->pre_param = hps_calloc(L + 1, sizeof(double));
     p->pre_sparse = hps_calloc(L + 1, sizeof(double));
+    p->pre_work = hps_calloc(L + 1, sizeof(double));
+    p->pre_table = hps_calloc(L + 1, sizeof(double));
     p->epochs = 1;
     p->samples = 1e8;
     return p;
@@ -147,10 +153,12 @@ void plan_problem_prepare(plan_problem *p)
             q[l + 1] = q[l] + t1 * a;
         }
     }
-    p->pre_param[0] = p->pre_sparse[0] = 0;
+    p->pre_param[0] = p->pre_sparse[0] = p->pre_work[0] = p->pre_table[0] = 0;
     for (int l = 0; l < L; l++) {
         p->pre_param[l + 1] = p->pre_param[l] + p->param_bytes[l];
         p->pre_sparse[l + 1] = p->pre_sparse[l] + p->sparse_bytes[l];
+        p->pre_work[l + 1] = p->pre_work[l] + p->work_bytes[l];
+        p->pre_table[l + 1] = p->pre_table[l] + p->table_bytes[l];
     }
 }
 
@@ -167,10 +175,18 @@ void plan_problem_free(plan_problem *p)
     free(p->sparse_bytes);
     free(p->t1_ms);
     free(p->par);
+    free(p->fits);
+    free(p->work_bytes);
+    free(p->table_bytes);
+    free(p->rows);
+    free(p->hit);
+    free(p->hot);
     free(p->pre_serial);
     free(p->pre_parallel);
     free(p->pre_param);
     free(p->pre_sparse);
+    free(p->pre_work);
+    free(p->pre_table);
     free(p);
 }
 
@@ -205,6 +221,28 @@ static int read_layer(json_t *dl, const hps_model *m, int l, double *t1, double 
     if (hps_json_num(sc, "parallel_fraction", HPS_REQUIRED, 0, 1, a, sctx, err)) return -1;
     *t1 = fwd + bwd;
     return 0;
+}
+
+/* A CPU unit of n threads, profiled on p: each layer's time scales by
+ * Amdahl's law with its fitted parallel fraction a,
+ * ((1 - a) + a / n) / ((1 - a) + a / p).  Where every fraction is 0 (not
+ * measured, or a busy machine) the profiled times stay, and hps-plan says so. */
+static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, json_t *d, const char *file)
+{
+    int T = p->n_types, any = 0;
+    long long measured = json_integer_value(json_object_get(d, "threads"));
+    if (measured <= 0 || measured == r->threads) return;
+    for (int l = 0; l < p->n_layers; l++) {
+        double a = p->par[l * T + t];
+        p->t1_ms[l * T + t] *= ((1 - a) + a / r->threads) / ((1 - a) + a / (double)measured);
+        any |= a > 0;
+    }
+    if (!any)
+        hps_log(2, "hps-plan: %s: device '%s' has no fitted parallel fraction: resource '%s' (%d threads) "
+                   "takes its times on %lld threads as they are\n", file, r->device, r->name, r->threads, measured);
+    else
+        hps_log(3, "hps-plan: resource '%s': times profiled on %lld threads scaled to its %d by each layer's "
+                   "parallel fraction\n", r->name, measured, r->threads);
 }
 
 /* Fills column t of the problem from the profiled device of cluster type t. */
@@ -248,6 +286,7 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
         if (read_layer(json_array_get(layers, l), m, l, &p->t1_ms[l * p->n_types + t],
                        &p->par[l * p->n_types + t], ctx, err))
             return -1;
+    if (r->kind == PLAN_CPU && r->threads_given) scale_to_threads(p, t, r, d, file);
     return median_of(d, "overhead_ms", &p->overhead_ms[t], ctx, err);
 }
 
@@ -267,6 +306,17 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->power[t] = r->power_w;
         p->nic_bpms[t] = r->nic_gbps * PLAN_GBPS_TO_BPMS;
         p->max_units[t] = r->max_units;
+        p->mem_bytes[t] = r->mem_bytes;
+        p->is_gpu[t] = r->kind == PLAN_GPU;
+    }
+    p->server_bpms = c->server_gbps * PLAN_GBPS_TO_BPMS;
+    p->server_type = c->server_type;
+    if (c->server_type >= 0) {
+        const plan_rtype *r = &c->types[c->server_type];
+        p->server_mem = r->mem_bytes;
+        p->server_price = r->price_per_hour;
+        p->server_power = r->power_w;
+        p->max_servers = r->max_units < PLAN_MAX_SERVERS ? r->max_units : PLAN_MAX_SERVERS;
     }
     for (int i = 0; i < c->n_links; i++) {
         const plan_link *k = &c->links[i];
@@ -284,7 +334,12 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->bytes_out[l] = lc.bytes_out;
         p->param_bytes[l] = lc.param_bytes;
         p->sparse_bytes[l] = lc.sparse_bytes;
+        /* Adam: weights, gradients and two moments (the model's work_bytes counts three) */
+        p->work_bytes[l] = lc.work_bytes + lc.param_bytes;
+        p->table_bytes[l] = 2 * lc.table_bytes; /* weights and AdaGrad's accumulators */
+        p->rows[l] = lc.table_bytes / (m->layers[l].kind == HPS_LAYER_EMBEDDING ? m->layers[l].dim * 4.0 : 1);
     }
+    plan_problem_key_stats(p, m, NULL);
     plan_problem_prepare(p);
     return p;
 }

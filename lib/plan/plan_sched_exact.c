@@ -98,6 +98,11 @@ static double rate_weight(const plan_problem *p, int t)
     return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->power[t] : p->price[t];
 }
 
+static double server_weight(const plan_problem *p)
+{
+    return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->server_power : p->server_price;
+}
+
 static double objective_of(const plan_problem *p, double c, double thr)
 {
     int power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
@@ -111,8 +116,10 @@ static int stage_at(const plan_problem *p, int j, int i, int t, double *c, doubl
     plan_stage_law(p, j, i, t, &law);
     int k = plan_provision(p, &law, t);
     if (!k) return 0;
-    *c = k * rate_weight(p, t);
-    *thr = 1000.0 * p->batch / plan_law_ms(&law, k);
+    /* the stage's servers are a sum over stages too (plan_evaluate) */
+    int servers = plan_stage_servers(p, &law, p->min_throughput);
+    *thr = plan_stage_throughput(p, &law, k, servers);
+    *c = k * rate_weight(p, t) + servers * server_weight(p);
     return k;
 }
 

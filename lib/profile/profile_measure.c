@@ -285,18 +285,59 @@ static const hps_backend *device_backend(const hps_device_spec *dev, int *thread
     return hps_backend_cpu();
 }
 
+/* Bytes the profiling net allocates with at most cap rows per slot: tables
+ * and accumulators, parameters with gradients and Adam's moments, and the
+ * activations with their gradients. */
+static double net_bytes(const hps_model *m, int batch, int64_t cap, double *fixed)
+{
+    double tables = 0, rest = 4.0 * (double)m->n_params * sizeof(float);
+    for (int l = 0; l < m->n_layers; l++) {
+        const hps_layer *L = &m->layers[l];
+        rest += 2.0 * batch * (L->in_width + L->out_width) * sizeof(float);
+        for (int i = 0; L->kind == HPS_LAYER_EMBEDDING && i < L->n_slots; i++) {
+            double rows = (double)m->slots[L->slots[i]].rows;
+            tables += 2.0 * (rows < (double)cap ? rows : (double)cap) * L->dim * sizeof(float);
+        }
+    }
+    *fixed = rest;
+    return rest + tables;
+}
+
+/* Huge tables are profiled on a sample of their rows: the cap shrinks until
+ * the net fits half of this machine's memory; it says so.  Without room
+ * even for one row per slot, an error instead of the allocator's abort. */
+static int fit_rows(const hps_model *m, int batch, int64_t *cap, const char *id, hps_error *err)
+{
+    double budget = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE) / 2, fixed;
+    int64_t c = *cap;
+    while (c > 1 && net_bytes(m, batch, c, &fixed) > budget) c /= 2;
+    double need = net_bytes(m, batch, c, &fixed);
+    if (need > budget)
+        return hps_fail(err, HPS_EXIT_RUNTIME,
+                        "%s: %s: profiling needs %.1f GiB (parameters, optimizer state, activations of a "
+                        "batch of %d), more than the %.1f GiB it may use (half this machine's memory)",
+                        m->path, id, need / 1073741824.0, batch, budget / 1073741824.0);
+    if (c < *cap)
+        hps_log(2, "%s: %s: tables sampled to %lld rows per slot (%.1f GiB) to fit half this machine's memory\n",
+                hps_progname(), id, (long long)c, need / 1073741824.0);
+    *cap = c;
+    return 0;
+}
+
 json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
                             const hps_profile_opts *o, hps_error *err)
 {
     int threads;
+    const int batch = o->batch ? o->batch : m->batch, L = m->n_layers;
+    int64_t cap = o->table_rows_cap;
+    if (fit_rows(m, batch, &cap, dev->id, err)) return NULL;
     const hps_backend *be = device_backend(dev, &threads, err);
     if (!be) return NULL;
-    const int batch = o->batch ? o->batch : m->batch, L = m->n_layers;
     progress(o, dev->id, "device benchmarks");
     json_t *out = hps_profile_device_header(dev, threads, hps_model_embedding_dim(m));
     char reason[256] = "not requested (use --energy)";
     hps_energy *energy = o->energy ? hps_energy_open(dev, reason, sizeof reason) : NULL;
-    bench b = {.net = hps_net_create(m, be, batch, o->table_rows_cap),
+    bench b = {.net = hps_net_create(m, be, batch, cap),
                .batch = hps_batch_synth(m, batch, o->seed), .opt = hps_optim_default(),
                .energy = energy};
     hps_net_init(b.net, o->seed);

@@ -15,12 +15,13 @@
 #include <jansson.h>
 
 #include "net/hps_net.h"
+#include "plan/hps_plan.h"
 #include "train/train_pipeline.h"
 #include "train/train_table.h"
 
 /* ---- the plan, as hps-train reads it -------------------------------------- */
 
-#define HPS_TRAIN_MAX_STAGES 64
+#define HPS_TRAIN_MAX_STAGES PLAN_MAX_STAGES
 
 typedef struct {
     char type[HPS_NAME_MAX];
@@ -28,6 +29,7 @@ typedef struct {
     int first, end;      /* layers [first, end) */
     int units;
     double predicted_ms; /* per batch, as planned (0: unknown) */
+    char rows[8];        /* where the plan keeps its embedding rows (plan_rows_names) */
 } hps_train_stage;
 
 typedef struct {
@@ -60,11 +62,6 @@ struct hps_source {
     const char *name;
 };
 
-/* Synthetic rows of the model's schema (unit tests): labels from a planted
- * logistic model over the sparse keys and dense features, fixed by `planted`;
- * `rows` rows per epoch drawn with `seed`.  Train and eval sources share the
- * planted seed and differ in the row seed. */
-hps_source *hps_source_synth(const hps_model *m, uint64_t rows, uint64_t planted, uint64_t seed);
 /* A shard directory's training shards, in manifest order (hps-shard(5));
  * with holdout, its holdout shards, or its training shards when it has none
  * (a directory sharded for evaluation). */
@@ -140,7 +137,16 @@ int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err);
 int hps_trainer_load(hps_trainer *t, const char *dir, int *found, hps_error *err);
 /* Loads one checkpoint file (a rank's part of a distributed checkpoint). */
 int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err);
+/* Writes the weights as safetensors and, beside a regular file, PATH.sha256;
+ * then reads the file back with hps_safetensors_verify. */
 int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err);
+/* A safetensors file as hps-train writes it: the header's length, its JSON,
+ * each tensor F32 or I64 of at most 2 dims whose data_offsets hold exactly
+ * its bytes, the tensors back to back up to the end.  *n_tensors when OK. */
+int hps_safetensors_check(const char *name, const unsigned char *buf, size_t len, int *n_tensors,
+                          hps_error *err);
+/* The file at path: its PATH.sha256 when there is one, then the above. */
+int hps_safetensors_verify(const char *path, int *n_tensors, hps_error *err);
 
 /* AUC of scores against 0/1 labels (ties count half). */
 double hps_auc(const float *score, const float *label, size_t n);

@@ -102,8 +102,8 @@ static int cmp_names(const void *a, const void *b)
 
 /* Removes all but the newest CKPT_KEEP checkpoints (names sort by step),
  * and never `keep`, the one just written; and the temporaries of earlier
- * steps, which only a killed run leaves (ranks of one run save the same step,
- * so none of theirs is still being written). */
+ * steps and of `latest`, which only a killed run leaves (each rank saves in
+ * its own directory, so none of them is still being written). */
 static void prune(const char *dir, const char *keep)
 {
     DIR *d = opendir(dir);
@@ -114,8 +114,9 @@ static void prune(const char *dir, const char *keep)
     const size_t step_end = strlen("ckpt-") + 12;
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
-        if (!strncmp(e->d_name, "ckpt-", 5) && strstr(e->d_name, ".hpsckpt.tmp.") &&
-            strncmp(e->d_name, keep, step_end) < 0) {
+        if ((!strncmp(e->d_name, "ckpt-", 5) && strstr(e->d_name, ".hpsckpt.tmp.") &&
+             strncmp(e->d_name, keep, step_end) < 0) ||
+            !strncmp(e->d_name, "latest.tmp.", 11)) { /* ours was renamed before this */
             char path[4200];
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             unlink(path);
@@ -395,13 +396,19 @@ static int put_hashed(FILE *f, hps_sha256_ctx *c, const void *p, size_t n)
     return n == 0 || fwrite(p, 1, n, f) == n;
 }
 
-/* PATH.sha256 beside a regular file, in sha256sum(1)'s format, so that
- * `sha256sum -c PATH.sha256` (run in PATH's directory) catches a corrupted
- * copy.  Nothing beside stdout, a device or a FIFO. */
-static int write_sidecar(const char *path, const unsigned char sum[32], hps_error *err)
+/* Only a regular file gets a sidecar and is read back: not stdout, a
+ * device or a FIFO. */
+static int is_regular(const char *path)
 {
     struct stat st;
-    if (strcmp(path, "-") == 0 || stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    return strcmp(path, "-") != 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* PATH.sha256 beside the export, in sha256sum(1)'s format, so that
+ * `sha256sum -c PATH.sha256` (run in PATH's directory) catches a corrupted
+ * copy. */
+static int write_sidecar(const char *path, const unsigned char sum[32], hps_error *err)
+{
     const char *slash = strrchr(path, '/');
     char line[4200], side[4200];
     int k = 0;
@@ -434,11 +441,123 @@ int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
         hps_sha256_final(&c, sum);
         if (ok) rc = hps_out_commit(o, err);
         else hps_out_abort(o), rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", path, strerror(errno));
-        if (rc == 0) rc = write_sidecar(path, sum, err);
+        if (rc == 0 && is_regular(path)) /* read back: what landed on disk is whole */
+            rc = write_sidecar(path, sum, err) || hps_safetensors_verify(path, NULL, err) ? -1 : 0;
     }
     for (int i = 0; i < n; i++)
         if (ts[i].owned) free(ts[i].data);
     free(ts);
     free(header);
+    return rc;
+}
+
+/* ---- reading an export back --------------------------------------------------- */
+
+/* Bytes of one element of the dtypes hps-train writes; 0 for any other. */
+static uint64_t dtype_size(const char *dtype)
+{
+    return !strcmp(dtype, "F32") ? 4 : !strcmp(dtype, "I64") ? 8 : 0;
+}
+
+typedef struct {
+    uint64_t begin, end;
+} span;
+
+static int cmp_span(const void *a, const void *b)
+{
+    uint64_t x = ((const span *)a)->begin, y = ((const span *)b)->begin;
+    return x < y ? -1 : x > y;
+}
+
+/* One tensor's entry: {"dtype", "shape": up to 2 dims, "data_offsets": [b, e]}
+ * with e - b the bytes its dtype and shape take. */
+static int read_entry(const char *name, const char *key, json_t *e, span *s, hps_error *err)
+{
+    json_t *shape = json_object_get(e, "shape"), *off = json_object_get(e, "data_offsets");
+    const char *dtype = json_string_value(json_object_get(e, "dtype"));
+    char shown[40];
+    hps_printable(key, shown, sizeof shown);
+    if (!json_is_object(e) || !dtype || !dtype_size(dtype) || !json_is_array(shape) ||
+        json_array_size(shape) > 2 || !json_is_array(off) || json_array_size(off) != 2)
+        return hps_fail(err, HPS_EXIT_RUNTIME,
+                        "%s: tensor '%s': expected dtype F32 or I64, a shape of at most 2 dims "
+                        "and data_offsets [begin, end]",
+                        name, shown);
+    uint64_t bytes = dtype_size(dtype);
+    for (size_t d = 0; d < json_array_size(shape); d++) {
+        json_t *v = json_array_get(shape, d);
+        json_int_t dim = json_integer_value(v);
+        if (!json_is_integer(v) || dim < 0 || dim > ((json_int_t)1 << 40) ||
+            (dim && bytes > UINT64_MAX / (uint64_t)dim))
+            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: tensor '%s': impossible shape", name, shown);
+        bytes *= (uint64_t)dim;
+    }
+    json_t *b = json_array_get(off, 0), *x = json_array_get(off, 1);
+    if (!json_is_integer(b) || !json_is_integer(x) || json_integer_value(b) < 0 ||
+        json_integer_value(x) < json_integer_value(b) ||
+        (uint64_t)(json_integer_value(x) - json_integer_value(b)) != bytes)
+        return hps_fail(err, HPS_EXIT_RUNTIME,
+                        "%s: tensor '%s': data_offsets do not hold its dtype and shape", name, shown);
+    s->begin = (uint64_t)json_integer_value(b), s->end = (uint64_t)json_integer_value(x);
+    return 0;
+}
+
+int hps_safetensors_check(const char *name, const unsigned char *buf, size_t len, int *n_tensors,
+                          hps_error *err)
+{
+    uint64_t hlen = len >= 8 ? get_u64(buf) : 0;
+    if (len < 8 || hlen > len - 8 || hlen > HPS_JSON_MAX_BYTES)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: not a safetensors file, or truncated", name);
+    json_t *h;
+    if (hps_json_loadb(name, (const char *)buf + 8, (size_t)hlen, &h, err)) return -1;
+    span *spans = hps_calloc(json_object_size(h) + 1, sizeof *spans);
+    size_t n = 0;
+    int rc = 0;
+    const char *key;
+    json_t *e;
+    json_object_foreach(h, key, e) {
+        if (strcmp(key, "__metadata__") == 0) continue;
+        if ((rc = read_entry(name, key, e, &spans[n++], err))) break;
+    }
+    /* the data: the tensors back to back from 0 to the end of the file */
+    qsort(spans, n, sizeof *spans, cmp_span);
+    uint64_t at = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (spans[i].begin != at)
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: tensors overlap or leave a gap at byte %llu",
+                          name, (unsigned long long)at);
+        at = spans[i].end;
+    }
+    if (rc == 0 && at != len - 8 - hlen)
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: the tensors end at byte %llu of %llu", name,
+                      (unsigned long long)at, (unsigned long long)(len - 8 - hlen));
+    if (rc == 0 && n_tensors) *n_tensors = (int)n;
+    free(spans);
+    json_decref(h);
+    return rc;
+}
+
+/* The first word of PATH.sha256, when there is one, against the file. */
+static int check_sidecar(const char *path, const char *buf, size_t len, hps_error *err)
+{
+    char side[4200], *text;
+    snprintf(side, sizeof side, "%s.sha256", path);
+    if (access(side, F_OK) != 0) return 0;
+    if (hps_read_at_most(side, 4096, &text, NULL, err)) return -1;
+    char hex[72];
+    hps_sha256_hex(buf, len, hex);
+    int ok = strlen(text) >= 64 && strncmp(text, hex + 7, 64) == 0;
+    free(text);
+    return ok ? 0 : hps_fail(err, HPS_EXIT_RUNTIME, "%s: does not match %s: the file is corrupted", path, side);
+}
+
+int hps_safetensors_verify(const char *path, int *n_tensors, hps_error *err)
+{
+    char *buf;
+    size_t len;
+    if (hps_read_all(path, &buf, &len, err)) return -1;
+    int rc = check_sidecar(path, buf, len, err);
+    if (rc == 0) rc = hps_safetensors_check(path, (const unsigned char *)buf, len, n_tensors, err);
+    free(buf);
     return rc;
 }

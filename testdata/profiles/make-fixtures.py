@@ -107,3 +107,6 @@ profile("testdata/models/demo-ctr.json", ["cpu", "gpu-t4", "gpu-v100", "gpu-a100
         "testdata/profiles/demo-ctr.json")
 profile("testdata/models/dlrm-criteo.json", ["cpu", "gpu-t4", "gpu-v100", "gpu-a100"],
         "testdata/profiles/dlrm-criteo.json")
+# 8 slots of 2^30 buckets at dim 16: 550 GB of tables (hps-plan(1), MEMORY)
+profile("testdata/models/big-ctr.json", ["cpu", "gpu-t4", "gpu-v100", "gpu-a100"],
+        "testdata/profiles/big-ctr.json")

@@ -23,10 +23,13 @@ trap 'rm -rf "$work"' EXIT
 # PyTorch loads the same OpenBLAS: give it the kernels hps-train runs with
 core=$("$bin/hps-train" --version | sed -n 's/^blas: openblas //p')
 export OPENBLAS_CORETYPE=$core
+# and the OpenMP waits hps-train sets for itself (hps(7)): spinning threads
+# would measure the machine's other load, not the model
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 
 "$bin/hps-shard" synth "$rows" --seed 1 -o "$work/criteo.tsv" 2>/dev/null
 $py "$root/tests/bench/make_dense_libsvm.py" "$mlp_rows" 1 > "$work/mnist.svm"
-echo "bench-train: $threads threads, OpenBLAS $core kernels, $reps runs each; load: $(uptime | sed 's/.*load/load/')" >&2
+echo "bench-train: $threads threads, OpenBLAS $core kernels, OMP_WAIT_POLICY=$OMP_WAIT_POLICY, $reps runs each; load: $(uptime | sed 's/.*load/load/')" >&2
 
 for name in $models; do
     model=$root/testdata/models/$name.json

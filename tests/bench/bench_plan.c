@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "plan/hps_plan.h"
+#include "hps_testlib.h"
 
 enum { ALGO_EXACT, ALGO_RL, ALGO_GENETIC, ALGO_GREEDY, ALGO_CPU, ALGO_BEST_FIXED, N_ALGOS };
 static const char *const algo_names[N_ALGOS] = {"exact", "rl", "genetic", "greedy", "fixed:cpu", "best fixed"};

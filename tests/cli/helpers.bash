@@ -4,6 +4,12 @@ ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 TESTDATA=$ROOT/testdata
 GOLDEN=$BATS_TEST_DIRNAME/golden
 
+# Compares OUT with the golden file GOLD; `make golden` (HPS_UPDATE_GOLDEN=1)
+# writes OUT over GOLD instead, for a change of output that is meant.
+golden_check() {
+    if [ "${HPS_UPDATE_GOLDEN:-}" = 1 ]; then cp "$2" "$1"; else diff -u "$1" "$2"; fi
+}
+
 # Every long option that TOOL --help lists must appear in its completions and man page.
 check_options_documented() {
     local tool=$1 opts missing=""

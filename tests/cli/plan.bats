@@ -2,6 +2,7 @@
 # hps-plan from the command line: output formats against golden files,
 # the pipe from hps-profile, placement, explain, pareto, and errors.
 
+load helpers
 HPS_BIN=${HPS_BIN:-$BATS_TEST_DIRNAME/../../bin}
 ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 M=$ROOT/testdata/models
@@ -51,18 +52,18 @@ demo() {
 
 @test "plan: the table matches the golden file" {
     demo -a exact -f table > "$TMP/out"
-    diff -u "$GOLDEN/demo-ctr-aws.table" "$TMP/out"
+    golden_check "$GOLDEN/demo-ctr-aws.table" "$TMP/out"
 }
 
 @test "plan: the dot drawing matches the golden file" {
     demo -a exact -f dot > "$TMP/out"
-    diff -u "$GOLDEN/demo-ctr-aws.dot" "$TMP/out"
+    golden_check "$GOLDEN/demo-ctr-aws.dot" "$TMP/out"
 }
 
 @test "plan: the table with placement on nodes matches the golden file" {
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 700000 \
-        -a exact -f table > "$TMP/out"
-    diff -u "$GOLDEN/demo-ctr-lab.table" "$TMP/out"
+        -a exact -f table --rows servers > "$TMP/out"
+    golden_check "$GOLDEN/demo-ctr-lab.table" "$TMP/out"
 }
 
 @test "plan: the JSON plan is complete and consistent" {
@@ -84,14 +85,97 @@ w = p["workers"]
 assert [x["rank"] for x in w] == list(range(len(w)))
 assert len(w) == sum(s["units"] for s in p["stages"])
 assert abs(sum(x["share"] for x in w) - 1) < 1e-9
+for st in p["stages"]:
+    mem = st["memory"]
+    assert 0 < mem["used_bytes"] <= mem["capacity_bytes"] and mem["percent"] <= 100
+    assert st["rows"] in ("none", "servers", "hbm", "cache")
 sv = p["servers"]
-assert sv["count"] >= 1 and sv["ranks"] == list(range(len(w), len(w) + sv["count"]))
+assert sv["ranks"] == list(range(len(w), len(w) + sv["count"]))
+assert sv["count"] == sum(st["servers"] for st in p["stages"])
+assert sv["count"] >= 1 or all(st["rows"] in ("none", "hbm") for st in p["stages"])
+assert abs(sv["cost_per_hour"] - sv["count"] * sv["price_per_hour"]) < 1e-9
+assert sv["type"] == "cpu-r5" and sv["memory"]["capacity_bytes"] == 128 << 30
 assert sv["routing"]["rule"] == "mix64-mod" and sv["routing"]["key"] == "key"
 s = p["search"]
 assert s["algorithm"] == "rl" and s["polished"] and s["gap"] is not None and s["gap"] >= 0
 assert s["optimum"] > 0 and len(s["trace"]) >= 1
 PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+# 8 slots of 2^30 buckets at dim 16: 550 GB of tables, 1.1 TB with AdaGrad's accumulators
+big() {
+    plan -m $M/big-ctr.json -c $C/aws.json -p $P/big-ctr.json --min-throughput 100000 -a exact "$@"
+}
+
+@test "plan: 550 GB of tables never land in a GPU; servers hold them, sized and priced" {
+    big -o "$TMP/plan.json"
+    big -a fixed:gpu-t4 -o "$TMP/t4.json"
+    big --rows servers -o "$TMP/servers.json"
+    run python3 - "$TMP/plan.json" "$TMP/t4.json" "$TMP/servers.json" <<'PY'
+import json, sys
+for f in sys.argv[1:]:
+    p = json.load(open(f))
+    sv = p["servers"]
+    assert sv["count"] >= 10, sv  # 1.1 TB x 1.25 headroom over 128 GiB servers
+    assert sv["memory"]["used_bytes"] <= sv["memory"]["capacity_bytes"]
+    assert abs(p["predicted"]["cost_per_hour"] - sum(s["cost_per_hour"] for s in p["stages"]) - sv["cost_per_hour"]) < 1e-6
+    for st in p["stages"]:
+        assert st["rows"] != "hbm", st
+        assert st["memory"]["used_bytes"] <= st["memory"]["capacity_bytes"]
+        if st["kind"] == "gpu" and st["rows"] == "cache":
+            assert 0 < st["cache_hit_rate"] < 1
+t4 = json.load(open(sys.argv[2]))
+assert t4["stages"][0]["rows"] == "cache" and t4["stages"][0]["memory"]["capacity_bytes"] == 16 << 30
+assert all(st["rows"] == "servers" for st in json.load(open(sys.argv[3]))["stages"] if st["rows"] != "none")
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+@test "plan: the table shows memory per stage and server, and the servers' price" {
+    big -f table > "$TMP/out"
+    diff -u "$GOLDEN/big-ctr-aws.table" "$TMP/out"
+}
+
+@test "plan: tables that fit nowhere are one clear error, status 1, no output" {
+    python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+for r in c["resources"]:
+    if r["name"] == "cpu-r5": r["max_units"] = 4
+json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/small.json"
+    run plan -m $M/big-ctr.json -c "$TMP/small.json" -p $P/big-ctr.json --min-throughput 100000 -o "$TMP/plan.json"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-plan: error: layer 'emb': 1024.0 GiB of tables and optimizer state do not fit 4 servers of 128.0 GiB (with 25% headroom) nor one GPU (largest 40.0 GiB)" ]
+    [ ! -e "$TMP/plan.json" ]
+}
+
+@test "plan: --data-stats takes the hit rate from hps-shard's key statistics" {
+    python3 - "$TMP/manifest.json" <<'PY'
+import json, sys
+slots = []
+for j in range(26):
+    # C3 and friends: the hottest 1000 keys take 90% of the lookups
+    slots.append({"name": "C%d" % (j + 1), "lookups": 1000000, "distinct_estimate": 500000000,
+                  "hot_keys": [{"key": "0x1", "share": 0.05}],
+                  "top_share": {"10": 0.3, "100": 0.6, "1000": 0.9}})
+json.dump({"format": "hps-shards", "version": 1, "input": {"format": "criteo"}, "totals": {"rows": 1},
+           "schema": {"dense": 13, "slots": [{"name": s["name"]} for s in slots],
+                      "label": {"kind": "binary", "classes": 2}},
+           "shards": [], "slots": slots}, open(sys.argv[1], "w"))
+PY
+    big -a fixed:gpu-t4 -o "$TMP/default.json"
+    big -a fixed:gpu-t4 --data-stats "$TMP/manifest.json" -o "$TMP/stats.json"
+    python3 -c '
+import json, sys
+d, s = [json.load(open(f))["stages"][0] for f in sys.argv[1:]]
+assert d["rows"] == s["rows"] == "cache"
+assert s["cache_hit_rate"] > 0.95 > d["cache_hit_rate"], (d["cache_hit_rate"], s["cache_hit_rate"])' \
+        "$TMP/default.json" "$TMP/stats.json"
+    echo '{"format": "hps-cluster", "version": 1}' > "$TMP/manifest.json"
+    run big --data-stats "$TMP/manifest.json"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"manifest.json: format is 'hps-cluster', expected 'hps-shards'" ]]
 }
 
 @test "plan: rl is deterministic for a seed and exact is optimal" {

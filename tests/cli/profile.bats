@@ -201,3 +201,21 @@ PY
     [ "$status" -eq 0 ]
     [[ "${lines[0]}" == cpu* ]]
 }
+
+@test "profile: a model within the limits but beyond this machine's memory is an error, not an abort" {
+    # 8 slots of 2^40 buckets at dim 4096, batch 2^20: a terabyte of activations
+    python3 - "$TMP/huge.json" <<'PY'
+import json, sys
+json.dump({"name": "huge", "batch": 1 << 20,
+           "input": {"dense": 1, "slots": [{"name": "C%d" % i, "buckets": 1 << 40} for i in range(1, 9)],
+                     "label": {"kind": "binary"}},
+           "layers": [{"name": "emb", "type": "embedding", "slots": "all", "dim": 4096, "pooling": "sum"},
+                      {"name": "concat", "type": "concat"},
+                      {"name": "out", "type": "fc", "out": 1, "activation": "none"},
+                      {"name": "loss", "type": "loss", "loss": "logloss"}]}, open(sys.argv[1], "w"))
+PY
+    run "$HPS_BIN/hps-profile" -m "$TMP/huge.json" $FAST -o "$TMP/p.json"
+    [ "$status" -eq 1 ]
+    [[ "$output" == "hps-profile: error: $TMP/huge.json: cpu: profiling needs 1024.0 GiB (parameters, optimizer state, activations of a batch of 1048576), more than the "*" GiB it may use (half this machine's memory)" ]]
+    [ ! -e "$TMP/p.json" ]
+}

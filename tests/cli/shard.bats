@@ -2,6 +2,7 @@
 # hps-shard from the command line: round trips, exact splits, determinism,
 # corruption, malformed inputs, cleanup.
 
+load helpers
 HPS_BIN=${HPS_BIN:-$BATS_TEST_DIRNAME/../../bin}
 ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 DATA=$ROOT/testdata/data
@@ -73,7 +74,7 @@ criteo_parsed() {
 @test "shard: hashed keys and the log transform match the golden output" {
     "$SHARD" -q -o "$TMP/d" --hash-seed 5 "$DATA/criteo-small.tsv"
     "$SHARD" cat "$TMP/d" | head -5 > "$TMP/out"
-    diff -u "$BATS_TEST_DIRNAME/golden/shard/criteo-small-head.cat" "$TMP/out"
+    golden_check "$BATS_TEST_DIRNAME/golden/shard/criteo-small-head.cat" "$TMP/out"
 }
 
 @test "shard: zstd input and stdin give the same shards as the file" {

@@ -171,6 +171,25 @@ PY
     [ "$output" = "hps-train: error: $TMP/svm: rows have 0 dense features, $MODEL expects 13" ]
 }
 
+@test "train: a plan moved with its inputs still finds them; a path that is no JSON leaks nothing" {
+    mkdir -p "$TMP/a"
+    cp "$MODEL" "$TMP/a/model.json"
+    "$HPS_BIN/hps-profile" -m "$TMP/a/model.json" --reps 1 --warmup 0 --no-scaling \
+        --estimate "$TESTDATA/devices/gpu-t4.json" -o "$TMP/a/p.json"
+    "$HPS_BIN/hps-plan" -m "$TMP/a/model.json" -c "$TESTDATA/clusters/lab.json" -p "$TMP/a/p.json" \
+        --min-throughput 10 --algo fixed:cpu -o "$TMP/a/plan.json"
+    [ "$(json_field "$TMP/a/plan.json" 'd["inputs"]["model"]')" = "model.json" ]
+    mv "$TMP/a" "$TMP/b"
+    (cd / && "$HPS_BIN/hps-train" --plan "$TMP/b/plan.json" --data "$DATA/few" --threads 1 --steps 2 -q)
+    # a plan naming a file that is no JSON: the error gives its position, never its bytes
+    printf 'root:x:0:0:SECRET\n' > "$TMP/b/secret"
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["inputs"]["model"]=sys.argv[2]; json.dump(p,open(sys.argv[1],"w"))' \
+        "$TMP/b/plan.json" "$TMP/b/secret"
+    run "$HPS_BIN/hps-train" --plan "$TMP/b/plan.json" --data "$DATA/few"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-train: error: $TMP/b/secret:1:4: invalid JSON: '[' or '{' expected" ]
+}
+
 @test "train: a plan's GPU stage needs a device or --cpu-fallback" {
     "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --warmup 0 --no-scaling \
         --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"

@@ -21,8 +21,10 @@ teardown() {
 plan() { "$HPS_BIN/hps-plan" "$@"; }
 
 # DLRM with two embedding tables and a bottom MLP, cut at the merge layer
+# rows on the servers: the drawing then has servers and two stages
 dlrm_plan() {
-    plan -m $M/dlrm-criteo.json -c $C/aws.json -p $P/dlrm-criteo.json --min-throughput 2000000 -a exact "$@"
+    plan -m $M/dlrm-criteo.json -c $C/aws.json -p $P/dlrm-criteo.json --min-throughput 2000000 -a exact \
+        --rows servers "$@"
 }
 
 # An SVG that librsvg renders to a PNG; of the size it declares when that is
@@ -87,7 +89,7 @@ json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/aws.json"
 
 @test "views: --pareto rows keep the limit that produced them; -f json gives stages as objects" {
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
-        --pareto -f table > "$TMP/table"
+        --rows servers --pareto -f table > "$TMP/table"
     diff -u "$GOLDEN/views/demo-ctr-lab-pareto.table" "$TMP/table"
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
         --pareto > "$TMP/p.json"

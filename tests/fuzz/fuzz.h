@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/hps_core.h"
+#include "data/hps_data.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -31,6 +32,27 @@ static inline const char *fuzz_path(const uint8_t *data, size_t size)
     HPS_CHECK(ftruncate(fd, 0) == 0);
     HPS_CHECK(size == 0 || pwrite(fd, data, size, 0) == (ssize_t)size);
     return path;
+}
+
+/* Every line of the input through parse (hps_criteo_parse, hps_libsvm_parse)
+ * into blocks of 8 rows, as hps-shard's workers do. */
+typedef int (*fuzz_line_parser)(const hps_parse_opts *o, const char *line, size_t len, hps_rows *r,
+                                char *msg, size_t msg_len);
+static inline void fuzz_lines(const uint8_t *data, size_t size, const hps_parse_opts *o,
+                              fuzz_line_parser parse)
+{
+    hps_rows *r = hps_rows_create(&o->schema, 8);
+    const char *p = (const char *)data, *end = p + size;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        char msg[256];
+        if (r->rows == 8) hps_rows_clear(r);
+        parse(o, p, len, r, msg, sizeof msg);
+        p += len + 1;
+    }
+    hps_rows_index(r);
+    hps_rows_free(r);
 }
 
 /* testdata/NAME, for the models that plans and checkpoints are checked against. */

@@ -1,6 +1,6 @@
 /* A plan file (hps-plan(5)): as hps-train reads it against its model (the
  * seeds carry testdata's demo-ctr digest, so mutations get past the check),
- * and as hps-plan reads the parts other tools rely on. */
+ * and as the one reader reads it for every tool. */
 #include "core/hps_json.h"
 #include "fuzz.h"
 #include "model/hps_model.h"
@@ -15,11 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *path = fuzz_path(data, size);
     hps_train_plan plan;
     hps_train_plan_load(path, m, &plan, &err);
-    json_t *root;
-    if (hps_json_load(path, &root, &err) == 0) {
-        plan_file pf;
-        if (plan_file_parse(root, "fuzz", &pf, &err) == 0) plan_file_free(&pf);
-        json_decref(root);
-    }
+    plan_file pf;
+    if (plan_file_load(path, &pf, &err) == 0) plan_file_free(&pf);
     return 0;
 }

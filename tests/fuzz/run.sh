@@ -21,4 +21,4 @@ if ! "$build/fuzz/fuzz_$name" $how $dict -timeout=10 -rss_limit_mb=2048 -print_f
 fi
 runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
 corpus=$(ls "$build/corpus/$name" | wc -l)
-echo "fuzz_$name: ${runs:-0} executions, no crash, leak or timeout (corpus: $corpus new inputs)" >&2
+echo "fuzz_$name: ${runs:-0} executions, no crash, leak or timeout ($corpus inputs in $build/corpus/$name)" >&2

@@ -14,6 +14,7 @@
 #include "core/hps_json.h"
 #include "core/hps_rng.h"
 #include "plan/hps_plan.h"
+#include "hps_testlib.h"
 
 static void near(double a, double b) { assert_true(fabs(a - b) <= 1e-6 * fmax(1, fabs(b))); }
 #define NEAR(a, b) near((a), (b))
@@ -90,6 +91,213 @@ static void test_worked_example(void **state)
     NEAR(e.time_s, 454.666667);
     NEAR(e.cost, 0.757778);
     plan_eval_free(&e);
+    plan_problem_free(p);
+}
+
+/* The worked example's memory (hps-plan(1), MEMORY): 4 GiB per GPU, 16 GiB
+ * per CPU unit and per server ($1/h), emb's tables of 2^28 rows of dim 4
+ * with their accumulators (8 GiB), no key statistics. */
+static void worked_memory(plan_problem *p)
+{
+    p->mem_bytes[0] = 16 * PLAN_GIB, p->mem_bytes[1] = 4 * PLAN_GIB;
+    p->is_gpu[1] = 1;
+    p->work_bytes[0] = 0.25 * PLAN_GIB, p->work_bytes[1] = 0.5 * PLAN_GIB;
+    p->rows[0] = 268435456;
+    p->hot[0] = 1.0 / 128; /* the default skew's hottest row: (2^-28)^0.25 */
+    p->table_bytes[0] = 8 * PLAN_GIB;
+    p->server_mem = 16 * PLAN_GIB, p->server_price = 1, p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
+    p->server_type = 0;
+    plan_problem_prepare(p);
+}
+
+static void test_worked_example_memory(void **state)
+{
+    (void)state;
+    plan_problem *p = worked_example();
+    worked_memory(p);
+    hps_error err;
+    assert_int_equal(plan_problem_check_memory(p, &err), 0);
+    plan_law law;
+    plan_stage_law(p, 0, 1, 0, &law); /* emb on cpu: rows on the servers */
+    assert_int_equal(law.rows, PLAN_ROWS_SERVERS);
+    NEAR(law.mem_bytes, 0.75 * PLAN_GIB);
+    NEAR(law.server_hot, 1.0 / 128);
+    /* 2.5e6 bytes a batch at 219.94 batches/s: one server carries it; memory 10 of 16 GiB */
+    assert_int_equal(plan_stage_servers(p, &law, 219941.35), 1);
+    plan_stage_law(p, 0, 1, 1, &law); /* emb on gpu: 3.25 GiB of cache for 8 GiB of tables */
+    assert_int_equal(law.rows, PLAN_ROWS_CACHE);
+    NEAR(law.hit_rate, pow(3.25 / 8, 0.25));
+    NEAR(law.ps_ms, 2 * 1.25e6 * (1 - pow(3.25 / 8, 0.25)) / 5e6);
+    plan_stage_law(p, 1, 3, 1, &law); /* fc1, loss on gpu: 1 of 4 GiB */
+    NEAR(law.mem_bytes, 1 * PLAN_GIB);
+    assert_int_equal(law.rows, PLAN_ROWS_NONE);
+
+    int assign[3] = {0, 1, 1};
+    plan_eval e;
+    plan_eval_init(&e, p);
+    plan_evaluate(p, assign, &e);
+    assert_true(e.feasible);
+    assert_int_equal(e.servers, 1);
+    NEAR(e.server_cost_per_hour, 1);
+    NEAR(e.cost_per_hour, 7);
+    NEAR(e.cost, 454.666667 * 7 / 3600);
+    plan_eval_free(&e);
+    plan_problem_free(p);
+}
+
+/* One embedding layer of `table` bytes (and its accumulators) and one fc
+ * layer, on a CPU type (64 GiB) and a 16 GiB GPU; servers of 128 GiB. */
+static plan_problem *tables_problem(double table, double hot_key)
+{
+    plan_problem *p = plan_problem_new(2, 2);
+    static const char *layers[] = {"emb", "fc"}, *types[] = {"cpu", "gpu-t4"};
+    memcpy(p->layer_names, layers, sizeof layers);
+    memcpy(p->type_names, types, sizeof types);
+    static const double t1[2][2] = {{2, 0.5}, {8, 0.4}};
+    for (int l = 0; l < 2; l++)
+        for (int t = 0; t < 2; t++) p->t1_ms[l * 2 + t] = t1[l][t], p->par[l * 2 + t] = 0.9;
+    p->kind[0] = HPS_LAYER_EMBEDDING, p->kind[1] = HPS_LAYER_FC;
+    p->batch = 1000;
+    p->sparse_bytes[0] = 26 * 1000 * 16 * 4; /* 26 slots of dim 16 */
+    p->bytes_out[0] = 26 * 16 * 4 * 1000, p->bytes_out[1] = 4000;
+    p->param_bytes[1] = 1e6;
+    p->work_bytes[0] = 1e7, p->work_bytes[1] = 5e7;
+    p->table_bytes[0] = table;
+    p->rows[0] = table / 128;
+    p->hot[0] = hot_key;
+    for (int t = 0; t < 2; t++) {
+        p->price[t] = t ? 0.526 : 0.68;
+        p->nic_bpms[t] = (t ? 25 : 10) * PLAN_GBPS_TO_BPMS;
+        p->overhead_ms[t] = 0.2;
+        p->max_units[t] = 32;
+    }
+    p->mem_bytes[0] = 64 * PLAN_GIB, p->mem_bytes[1] = 16 * PLAN_GIB;
+    p->is_gpu[1] = 1;
+    p->server_mem = 128 * PLAN_GIB, p->server_price = 1.008, p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
+    p->max_servers = 64;
+    p->min_throughput = 200000;
+    plan_problem_prepare(p);
+    return p;
+}
+
+static void solve_exact(const plan_problem *p, plan_eval *e)
+{
+    plan_search_opts o = {.bound_time = 10};
+    plan_result r;
+    plan_result_init(&r, p);
+    assert_int_equal(plan_solve_exact(p, &o, &r), 0);
+    assert_true(r.optimal);
+    plan_eval_init(e, p);
+    plan_evaluate(p, r.assign, e);
+    plan_result_free(&r);
+}
+
+/* 550 GB of tables (with accumulators 1.1 TB) never lands in a 16 GB GPU,
+ * and every stage's working set fits its units. */
+static void test_big_tables_never_in_hbm(void **state)
+{
+    (void)state;
+    plan_problem *p = tables_problem(2 * 8 * 1073741824.0 * 16 * 4, 0);
+    hps_error err;
+    assert_int_equal(plan_problem_check_memory(p, &err), 0);
+    for (int t = 0; t < 2; t++) {
+        plan_law law;
+        plan_stage_law(p, 0, 2, t, &law);
+        assert_true(law.rows != PLAN_ROWS_HBM);
+        assert_true(law.mem_bytes <= p->mem_bytes[t]);
+    }
+    plan_eval e;
+    solve_exact(p, &e);
+    assert_true(e.feasible);
+    for (int s = 0; s < e.n_stages; s++) {
+        assert_true(e.stages[s].law.rows != PLAN_ROWS_HBM);
+        assert_true(e.stages[s].law.mem_bytes <= p->mem_bytes[e.stages[s].type]);
+    }
+    /* 1 TiB x 1.25 on 128 GiB servers: at least 10 */
+    assert_true(e.servers >= 10);
+    NEAR(e.server_cost_per_hour, e.servers * 1.008);
+    plan_eval_free(&e);
+    /* and a table that fits goes to HBM, with no servers */
+    plan_problem *q = tables_problem(4e9, 0);
+    solve_exact(q, &e);
+    assert_int_equal(e.stages[0].law.rows, e.stages[0].type == 1 ? PLAN_ROWS_HBM : PLAN_ROWS_SERVERS);
+    plan_eval_free(&e);
+    plan_problem_free(q);
+    plan_problem_free(p);
+}
+
+static int servers_for(double table, double hot_key, double throughput)
+{
+    plan_problem *p = tables_problem(table, hot_key);
+    plan_law law;
+    plan_stage_law(p, 0, 2, 0, &law); /* on the cpu: every row on the servers */
+    int n = plan_stage_servers(p, &law, throughput);
+    plan_problem_free(p);
+    return n;
+}
+
+static void test_servers_grow_with_tables_and_skew(void **state)
+{
+    (void)state;
+    int last = 0;
+    for (double tb = 1e11; tb <= 4e12; tb *= 2) {
+        int n = servers_for(tb, 0, 1000);
+        assert_true(n >= last);
+        assert_true(n * 128 * PLAN_GIB >= tb * PLAN_SERVER_HEADROOM);
+        last = n;
+    }
+    assert_true(last > servers_for(1e11, 0, 1000));
+    /* traffic: 3.3 GB/s of rows at 1M samples/s through 1.25 GB/s NICs; a
+     * hotter key needs more servers */
+    int even = servers_for(1e10, 0, 1e6), hot = servers_for(1e10, 0.2, 1e6), hotter = servers_for(1e10, 0.3, 1e6);
+    assert_int_equal(even, 3);
+    assert_int_equal(hot, 5);
+    assert_int_equal(hotter, 10);
+    /* a key hotter than one server's NIC: no count of servers carries it */
+    assert_int_equal(servers_for(1e10, 0.5, 1e6), -1);
+}
+
+/* At this limit the rows' traffic is more than the NICs carry when every
+ * row is pulled from the servers; a cache of the hot rows makes it fit. */
+static void test_cache_when_only_a_cache_fits(void **state)
+{
+    (void)state;
+    plan_problem *p = tables_problem(1e11, 0);
+    p->max_servers = 2;
+    p->server_bpms = 1 * PLAN_GBPS_TO_BPMS; /* 2 x 125 MB/s; all rows need 400 MB/s */
+    p->min_throughput = 120000;
+    p->rows_on_servers = 1;
+    plan_eval e;
+    solve_exact(p, &e);
+    assert_false(e.feasible);
+    plan_eval_free(&e);
+    p->rows_on_servers = 0;
+    solve_exact(p, &e);
+    assert_true(e.feasible);
+    assert_int_equal(e.stages[0].type, 1);
+    assert_int_equal(e.stages[0].law.rows, PLAN_ROWS_CACHE);
+    assert_true(e.stages[0].law.hit_rate > 0.5 && e.stages[0].law.hit_rate < 1);
+    plan_eval_free(&e);
+    plan_problem_free(p);
+}
+
+static void test_nothing_fits_is_an_error(void **state)
+{
+    (void)state;
+    hps_error err;
+    plan_problem *p = tables_problem(1e11, 0);
+    p->work_bytes[1] = 100 * PLAN_GIB;
+    plan_problem_prepare(p);
+    assert_int_equal(plan_problem_check_memory(p, &err), -1);
+    assert_int_equal(err.code, HPS_EXIT_RUNTIME);
+    assert_string_equal(err.msg, "layer 'fc': a working set of 100.5 GiB (parameters, optimizer state, "
+                                 "activations) fits no unit; the largest holds 64.0 GiB");
+    plan_problem_free(p);
+    p = tables_problem(2e13, 0);
+    assert_int_equal(plan_problem_check_memory(p, &err), -1);
+    assert_string_equal(err.msg, "layer 'emb': 18626.5 GiB of tables and optimizer state do not fit 64 "
+                                 "servers of 128.0 GiB (with 25% headroom) nor one GPU (largest 16.0 GiB)");
+    assert_int_equal(p->fits[1 * 2 + 1], 1);
     plan_problem_free(p);
 }
 
@@ -223,15 +431,56 @@ static void test_profile_digest_mismatch(void **state)
     hps_model_free(m);
 }
 
+/* A cpu-c5 unit has 16 threads, the profile measured 2: each layer's time
+ * scales by Amdahl's law with its parallel fraction; the lab's cpu gives no
+ * threads and keeps the profiled times. */
+static void test_cpu_units_scale_to_their_threads(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_model *m = hps_model_load("testdata/models/demo-ctr.json", &err);
+    hps_cluster *aws = hps_cluster_load("testdata/clusters/aws.json", &err);
+    hps_cluster *lab = hps_cluster_load("testdata/clusters/lab.json", &err);
+    assert_true(m && aws && lab);
+    hps_profiles *ps = hps_profiles_new();
+    char *text;
+    size_t len;
+    assert_int_equal(hps_read_all("testdata/profiles/demo-ctr.json", &text, &len, &err), 0);
+    assert_int_equal(hps_profiles_add(ps, "demo-ctr.json", text, len, &err), 0);
+    free(text);
+    plan_problem *pa = plan_problem_build(m, aws, ps, &err), *pl = plan_problem_build(m, lab, ps, &err);
+    assert_true(pa && pl);
+    int ta = hps_cluster_find(aws, "cpu-c5"), tl = hps_cluster_find(lab, "cpu");
+    int scaled = 0;
+    for (int l = 0; l < m->n_layers; l++) {
+        double profiled = pl->t1_ms[l * pl->n_types + tl], a = pl->par[l * pl->n_types + tl];
+        NEAR(pa->t1_ms[l * pa->n_types + ta], profiled * ((1 - a) + a / 16) / ((1 - a) + a / 2));
+        scaled += a > 0 && pa->t1_ms[l * pa->n_types + ta] < profiled;
+    }
+    assert_true(scaled >= 5);
+    plan_problem_free(pa);
+    plan_problem_free(pl);
+    hps_profiles_free(ps);
+    hps_cluster_free(aws);
+    hps_cluster_free(lab);
+    hps_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_example),
+        cmocka_unit_test(test_worked_example_memory),
+        cmocka_unit_test(test_big_tables_never_in_hbm),
+        cmocka_unit_test(test_servers_grow_with_tables_and_skew),
+        cmocka_unit_test(test_cache_when_only_a_cache_fits),
+        cmocka_unit_test(test_nothing_fits_is_an_error),
         cmocka_unit_test(test_provisioning_is_minimal),
         cmocka_unit_test(test_infeasible_reports_violation),
         cmocka_unit_test(test_cluster_errors),
         cmocka_unit_test(test_cluster_files),
         cmocka_unit_test(test_profile_digest_mismatch),
+        cmocka_unit_test(test_cpu_units_scale_to_their_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

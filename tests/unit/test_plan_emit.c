@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/hps_io.h"
 #include "core/hps_json.h"
@@ -41,13 +42,27 @@ static void test_plan_round_trips(void **state)
     char *text = hps_json_text(root);
     json_t *back;
     plan_file pf;
+    char path[] = "/tmp/hps-plan-emit-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    assert_int_equal(plan_file_load(path, &pf, &err), 0);
+    unlink(path);
     assert_int_equal(hps_json_loadb("plan.json", text, strlen(text), &back, &err), 0);
-    assert_int_equal(plan_file_parse(back, "plan.json", &pf, &err), 0);
     assert_string_equal(pf.model_digest, f.m->digest);
     assert_string_equal(pf.cluster_digest, f.c->digest);
     assert_string_equal(pf.objective, "cost");
     assert_true(pf.min_throughput == 700000 && pf.epochs == 1 && pf.n_layers == 7);
-    for (int i = 0; i < 7; i++) assert_string_equal(pf.assign_names[i], f.p->type_names[r.assign[i]]);
+    for (int i = 0; i < 7; i++) assert_string_equal(pf.assign[i], f.p->type_names[r.assign[i]]);
+    assert_int_equal(pf.n_stages, e.n_stages);
+    assert_int_equal(pf.n_workers, l.n_workers);
+    assert_int_equal(pf.n_servers, l.n_servers);
+    assert_string_equal(pf.model_path, "/tmp/m.json"); /* beside the plan */
+    for (int s = 0; s < e.n_stages; s++) {
+        assert_int_equal(pf.stages[s].first, e.stages[s].first);
+        assert_int_equal(pf.stages[s].end, e.stages[s].end);
+        assert_string_equal(pf.stages[s].rows, plan_rows_names[e.stages[s].law.rows]);
+    }
     char *again = hps_json_text(back);
     assert_string_equal(text, again); /* the same bytes after a read and a write */
     /* workers: one per unit, shares summing to 1, on nodes with their type */
@@ -69,6 +84,9 @@ static void test_plan_round_trips(void **state)
     plan_fixture_free(&f);
 }
 
+#define PLAN_HEAD "{\"format\": \"hps-plan\", \"version\": 1, "
+
+/* One reader, every index bounded (robustness 17.5, 17.8), a file of another kind refused. */
 static void test_plan_file_errors(void **state)
 {
     (void)state;
@@ -76,18 +94,34 @@ static void test_plan_file_errors(void **state)
     static const struct {
         const char *text, *msg;
     } cases[] = {
-        {"{\"format\": \"hps-profile\"}", "p.json: format 'hps-profile' is not hps-plan"},
-        {"{\"format\": \"hps-plan\", \"version\": 2}", "p.json: plan version 2 is not known (this hps-plan reads 1)"},
-        {"{\"format\": \"hps-plan\", \"version\": 1}", "p.json: missing field 'digests' or 'model'"},
+        {"{\"format\": \"hps-cluster\", \"version\": 1}", "p.json: format is 'hps-cluster', expected 'hps-plan'"},
+        {"{\"format\": \"hps-plan\", \"version\": 2}", "p.json: hps-plan version 2, this hps reads versions 1 to 1"},
+        {"{\"version\": 1}", "p.json: missing field 'format'"},
+        {PLAN_HEAD "\"stages\": [{\"type\": \"cpu\", \"units\": 1, \"layers\": [0, 2147483647]}]}",
+         "p.json: stage 0: layers [0, 2147483647]: expected [0, last] with last < 1024"},
+        {PLAN_HEAD "\"model\": {\"layers\": 3}, \"stages\": [{\"type\": \"cpu\", \"units\": 1, \"layers\": [0, 1]}]}",
+         "p.json: stages end at layer 1 of 3"},
+        {PLAN_HEAD "\"workers\": [{\"rank\": 0, \"stage\": 64}]}",
+         "p.json: workers[0]: stage=64 must be in [0, 63]"},
+        {PLAN_HEAD "\"stages\": [{\"type\": \"cpu\", \"units\": 1, \"layers\": [0, 1]}], "
+                   "\"workers\": [{\"rank\": 0, \"stage\": 1}]}",
+         "p.json: workers[0]: stage=1 must be in [0, 0]"},
+        {PLAN_HEAD "\"servers\": {\"count\": 2, \"ranks\": [1]}}", "p.json: servers.ranks lists 1 ranks for 2 servers"},
     };
+    char dir[] = "/tmp/hps-plan-read-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64];
+    snprintf(path, sizeof path, "%s/p.json", dir);
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        json_t *root;
+        FILE *fp = fopen(path, "w");
+        fputs(cases[k].text, fp);
+        fclose(fp);
         plan_file pf;
-        assert_int_equal(hps_json_loadb("p.json", cases[k].text, strlen(cases[k].text), &root, &err), 0);
-        assert_int_equal(plan_file_parse(root, "p.json", &pf, &err), -1);
-        assert_string_equal(err.msg, cases[k].msg);
-        json_decref(root);
+        assert_int_equal(plan_file_load(path, &pf, &err), -1);
+        assert_string_equal(err.msg + strlen(dir) + 1, cases[k].msg); /* errors name the path */
     }
+    unlink(path);
+    rmdir(dir);
 }
 
 /* Servers carry the embedding traffic at the predicted throughput. */

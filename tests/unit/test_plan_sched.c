@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hps_rng.h"
 #include "plan/hps_plan.h"
+#include "hps_testlib.h"
 
 static double objective_of(const plan_problem *p, const int *assign, int *feasible)
 {
@@ -24,30 +26,38 @@ static double objective_of(const plan_problem *p, const int *assign, int *feasib
     return v;
 }
 
+/* Solves p with exact and brute force: both optimal, the same objective;
+ * returns whether the optimum is feasible. */
+static int exact_equals_brute(const plan_problem *p, uint64_t seed, plan_result *exact, plan_result *brute)
+{
+    plan_search_opts o = {.bound_time = 10};
+    hps_error err;
+    plan_result_init(exact, p);
+    plan_result_init(brute, p);
+    assert_int_equal(plan_solve_exact(p, &o, exact), 0);
+    assert_int_equal(plan_solve_brute(p, brute, &err), 0);
+    assert_true(exact->optimal);
+    int fe, fb;
+    double ve = objective_of(p, exact->assign, &fe), vb = objective_of(p, brute->assign, &fb);
+    if (fe != fb || (fb && fabs(ve - vb) > 1e-9 * vb))
+        fail_msg("seed %llu: exact %g (feasible %d), brute %g (feasible %d)", (unsigned long long)seed, ve, fe,
+                 vb, fb);
+    return fb;
+}
+
 /* 600 instances of 2 to 6 layers and 2 or 3 types, loose and tight limits,
  * with and without unit limits, every objective. */
 static void test_exact_equals_brute(void **state)
 {
     (void)state;
     int feasible_count = 0, mixed = 0, unit_phase = 0;
-    plan_search_opts o = {.bound_time = 10};
     for (uint64_t seed = 1; seed <= 600; seed++) {
         int L = 2 + (int)(seed % 5), T = 2 + (int)(seed / 5 % 2);
         double tight = (double[]){0.3, 0.7, 0.95, 1.0, 1.05}[seed / 10 % 5];
         plan_problem *p = plan_problem_random(seed * 7919, L, T, tight, (int)(seed % 3 != 0));
         p->objective = (plan_objective)(seed / 40 % 4);
         plan_result exact, brute;
-        plan_result_init(&exact, p);
-        plan_result_init(&brute, p);
-        hps_error err;
-        assert_int_equal(plan_solve_exact(p, &o, &exact), 0);
-        assert_int_equal(plan_solve_brute(p, &brute, &err), 0);
-        assert_true(exact.optimal);
-        int fe, fb;
-        double ve = objective_of(p, exact.assign, &fe), vb = objective_of(p, brute.assign, &fb);
-        if (fe != fb || (fb && fabs(ve - vb) > 1e-9 * vb))
-            fail_msg("seed %llu: exact %g (feasible %d), brute %g (feasible %d)", (unsigned long long)seed,
-                     ve, fe, vb, fb);
+        int fb = exact_equals_brute(p, seed, &exact, &brute);
         feasible_count += fb;
         unit_phase += exact.unit_phase;
         for (int l = 1; l < L; l++) mixed += fb && brute.assign[l] != brute.assign[0] && l == 1;
@@ -60,6 +70,66 @@ static void test_exact_equals_brute(void **state)
     assert_true(mixed > 10);
     assert_true(unit_phase > 5); /* and the unit limits across stages */
     print_message("# %d feasible, %d mixed, %d needing the unit phase\n", feasible_count, mixed, unit_phase);
+}
+
+/* Memory that binds: random working sets, tables, unit and server
+ * memories and key skew on the random instances, so that some stages do not
+ * fit some types, some rows live in HBM or behind a cache, and servers are
+ * priced; exact still equals brute force. */
+static void test_exact_equals_brute_with_memory(void **state)
+{
+    (void)state;
+    int feasible_count = 0, unfit = 0, cached = 0, hbm = 0, priced = 0;
+    for (uint64_t seed = 1; seed <= 300; seed++) {
+        int L = 2 + (int)(seed % 5), T = 2 + (int)(seed / 5 % 2);
+        double tight = (double[]){0.3, 0.7, 0.95}[seed / 10 % 3];
+        plan_problem *p = plan_problem_random(seed * 6151, L, T, tight, (int)(seed % 3 != 0));
+        p->objective = (plan_objective)(seed / 30 % 4);
+        uint64_t r = seed * 0x9e3779b97f4a7c15ull;
+        for (int t = 0; t < T; t++) {
+            p->is_gpu[t] = t > 0;
+            p->mem_bytes[t] = (1 + (double)(hps_mix64(r + t) % 8)) * PLAN_GIB;
+        }
+        for (int l = 0; l < L; l++) {
+            p->work_bytes[l] = (double)(hps_mix64(r + 100 + l) % 4) * PLAN_GIB;
+            if (p->sparse_bytes[l] > 0) {
+                p->table_bytes[l] = (double)(hps_mix64(r + 200 + l) % 16 + 1) * PLAN_GIB;
+                p->rows[l] = p->table_bytes[l] / 64;
+                p->hot[l] = (double)(hps_mix64(r + 300 + l) % 30) / 100;
+            }
+        }
+        p->server_mem = 8 * PLAN_GIB;
+        p->server_price = 0.5 + (double)(seed % 4);
+        p->server_power = 100;
+        p->max_servers = 4;
+        plan_problem_prepare(p);
+        hps_error err;
+        if (plan_problem_check_memory(p, &err)) {
+            plan_problem_free(p);
+            continue;
+        }
+        plan_result exact, brute;
+        int fb = exact_equals_brute(p, seed, &exact, &brute);
+        feasible_count += fb;
+        for (int l = 0; l < L; l++)
+            for (int t = 0; t < T; t++) unfit += !p->fits[l * T + t];
+        plan_eval e;
+        plan_eval_init(&e, p);
+        plan_evaluate(p, brute.assign, &e);
+        for (int s = 0; fb && s < e.n_stages; s++) {
+            cached += e.stages[s].law.rows == PLAN_ROWS_CACHE;
+            hbm += e.stages[s].law.rows == PLAN_ROWS_HBM;
+        }
+        priced += fb && e.servers > 0;
+        plan_eval_free(&e);
+        plan_result_free(&exact);
+        plan_result_free(&brute);
+        plan_problem_free(p);
+    }
+    print_message("# %d feasible, %d layer-type pairs that do not fit, %d cached, %d in hbm, %d with servers\n",
+                  feasible_count, unfit, cached, hbm, priced);
+    assert_true(feasible_count > 50);
+    assert_true(unfit > 20 && cached > 5 && hbm > 5 && priced > 20);
 }
 
 /* Limits that bind across stages with many units: the unrestricted optimum
@@ -264,6 +334,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_equals_brute),
         cmocka_unit_test(test_exact_equals_brute_binding_units),
+        cmocka_unit_test(test_exact_equals_brute_with_memory),
         cmocka_unit_test(test_exact_binding_units_128),
         cmocka_unit_test(test_dp_polish),
         cmocka_unit_test(test_brute_refuses_large),

@@ -128,6 +128,14 @@ static void test_libsvm_parse(void **state)
     const char *l4 = "+1 5:1";
     assert_int_equal(hps_parse_line(&od, l4, strlen(l4), rd, msg, sizeof msg), -1);
     assert_string_equal(msg, "field 2 (feature): expected an index in [1, 4], got '5:1'");
+    /* a line refused after some of its features were stored leaves no trace
+     * in the row that takes its place */
+    const char *l5 = "1 1:7 3:9 5:1", *l6 = "0 2:2";
+    assert_int_equal(hps_parse_line(&od, l5, strlen(l5), rd, msg, sizeof msg), -1);
+    assert_int_equal(hps_parse_line(&od, l6, strlen(l6), rd, msg, sizeof msg), 0);
+    assert_int_equal(rd->rows, 2);
+    assert_true(rd->dense[0 * rd->cap + 1] == 0.0f && rd->dense[1 * rd->cap + 1] == 2.0f &&
+                rd->dense[2 * rd->cap + 1] == 0.0f);
     hps_rows_free(r);
     hps_rows_free(rd);
 }

@@ -7,6 +7,7 @@
 #include "core/hps_io.h"
 #include "hps_test.h"
 #include "train/train_internal.h"
+#include "hps_testlib.h"
 
 static hps_model *load(const char *name)
 {
@@ -352,6 +353,25 @@ static void test_corrupt_checkpoint_is_refused(void **state)
     int found;
     assert_int_equal(hps_trainer_load(t, dir, &found, &err), -1);
     assert_non_null(strstr(err.msg, "checksum mismatch: the checkpoint is corrupted"));
+    /* the digest covers the header too: each reserved byte (56..63), flipped
+     * alone, is caught (they went unnoticed before) */
+    f = fopen(path, "r+b");
+    fseek(f, 100, SEEK_SET);
+    fputc(c, f);
+    for (int at = 56; at < 64; at++) {
+        fseek(f, at, SEEK_SET);
+        int r = fgetc(f);
+        fseek(f, at, SEEK_SET);
+        fputc(r ^ 0x01, f);
+        fflush(f);
+        assert_int_equal(hps_trainer_load_file(t, path, &err), -1);
+        assert_non_null(strstr(err.msg, "checksum mismatch"));
+        fseek(f, at, SEEK_SET);
+        fputc(r, f);
+        fflush(f);
+    }
+    fclose(f);
+    assert_int_equal(hps_trainer_load_file(t, path, &err), 0);
     hps_trainer_free(t);
     src->close(src);
     hps_model_free(m);
@@ -414,12 +434,15 @@ static void test_forged_checkpoint_size_is_refused(void **state)
     rmdir(dir);
 }
 
-/* The digest covers the header: a flipped reserved byte is caught. */
-static void test_checkpoint_header_is_checksummed(void **state)
+/* An export reads back whole; a truncated file, an impossible header length,
+ * offsets that leave a gap and a flipped data byte (against FILE.sha256) are
+ * each refused. */
+static void test_export_reads_back(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/hps-ckpt-XXXXXX", path[256];
+    char dir[] = "/tmp/hps-export-XXXXXX", path[256], cmd[300];
     assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
     hps_model *m = load("tiny.json");
     hps_source *src = hps_source_synth(m, 80, 1, 2);
     hps_train_plan p;
@@ -427,28 +450,40 @@ static void test_checkpoint_header_is_checksummed(void **state)
     hps_trainer *t = trainer(m, &p, 1);
     train_steps(t, src, 0, 3);
     hps_error err;
-    assert_int_equal(hps_trainer_save(t, dir, &err), 0);
-    snprintf(path, sizeof path, "%s/ckpt-000000000003.hpsckpt", dir);
-    for (int at = 56; at < 64; at++) {
-        FILE *f = fopen(path, "r+b");
-        assert_non_null(f);
-        fseek(f, at, SEEK_SET);
-        int c = fgetc(f);
-        fseek(f, at, SEEK_SET);
-        fputc(c ^ 0x01, f);
-        fclose(f);
-        assert_int_equal(hps_trainer_load_file(t, path, &err), -1);
-        assert_non_null(strstr(err.msg, "checksum mismatch"));
-        f = fopen(path, "r+b");
-        fseek(f, at, SEEK_SET);
-        fputc(c, f);
-        fclose(f);
-    }
-    assert_int_equal(hps_trainer_load_file(t, path, &err), 0);
+    assert_int_equal(hps_trainer_export(t, path, &err), 0);
+    int n = 0;
+    assert_int_equal(hps_safetensors_verify(path, &n, &err), 0);
+    assert_true(n >= 4); /* two fc layers' weight and bias, and the tables */
+    FILE *f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    size_t len = (size_t)ftell(f);
+    unsigned char *buf = malloc(len);
+    fseek(f, 0, SEEK_SET);
+    assert_int_equal(fread(buf, 1, len, f), len);
+    fclose(f);
+    assert_int_equal(hps_safetensors_check("x", buf, len, &n, &err), 0);
+    assert_int_equal(hps_safetensors_check("x", buf, len - 1, &n, &err), -1);
+    assert_non_null(strstr(err.msg, "the tensors end at byte"));
+    unsigned char h0 = buf[7];
+    buf[7] = 0x40; /* a header of 2^62 bytes */
+    assert_int_equal(hps_safetensors_check("x", buf, len, &n, &err), -1);
+    assert_string_equal(err.msg, "x: not a safetensors file, or truncated");
+    buf[7] = h0;
+    char *off = strstr((char *)buf + 8, "\"data_offsets\":[0,");
+    assert_non_null(off);
+    off[16] = '1'; /* the first tensor starts at byte 1 (the header's JSON keeps its length) */
+    assert_int_equal(hps_safetensors_check("x", buf, len, &n, &err), -1);
+    assert_non_null(strstr(err.msg, "x: tensor"));
+    f = fopen(path, "r+b");
+    fseek(f, (long)len - 2, SEEK_SET);
+    fputc(buf[len - 2] ^ 0x10, f);
+    fclose(f);
+    assert_int_equal(hps_safetensors_verify(path, &n, &err), -1);
+    assert_non_null(strstr(err.msg, "m.safetensors.sha256: the file is corrupted"));
+    free(buf);
     hps_trainer_free(t);
     src->close(src);
     hps_model_free(m);
-    char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
 }
@@ -517,7 +552,7 @@ int main(void)
         cmocka_unit_test(test_checkpoint_resume_is_bitwise),
         cmocka_unit_test(test_corrupt_checkpoint_is_refused),
         cmocka_unit_test(test_forged_checkpoint_size_is_refused),
-        cmocka_unit_test(test_checkpoint_header_is_checksummed),
+        cmocka_unit_test(test_export_reads_back),
         cmocka_unit_test(test_diverged_run_stops),
         cmocka_unit_test(test_eval_adds_no_rows),
     };

@@ -5,7 +5,7 @@
 #include <stdio.h>
 
 #include "core/hps_rng.h"
-#include "plan/hps_plan.h"
+#include "hps_testlib.h"
 
 static double between(hps_rng *r, double lo, double hi) { return lo + (hi - lo) * hps_rng_uniform(r); }
 
