@@ -348,7 +348,8 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e,
  * servers and links as Graphviz dot; the stages as an SVG bar chart. */
 void plan_print_dot(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e,
                     const plan_layout *l);
-void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e);
+void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e,
+                   const plan_layout *l);
 
 /* ---- reading a plan back: the one reader every tool uses ------------------ */
 
