@@ -4,10 +4,12 @@
 #   make check      install missing packages, build, run every test
 #   make demo       install missing packages, build, run the pipeline on generated data
 #   make asan       the test suite under AddressSanitizer + UBSan (build-asan/)
+#   make check-cluster  hps-train across 3 test hosts (network namespaces; root)
 #   make fuzz       libFuzzer targets of every parser (build-fuzz/), run over their
 #                   seeds; FUZZ_SECONDS=N fuzzes each for N seconds
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make CUDA=0     build without the CUDA kernels even where nvcc exists
+#   make MPI=0      build without Open MPI: hps-train runs as one process only
 #   make golden     rewrite the golden files of tests/cli from this build's output
 #   make V=1        show the full command lines
 
@@ -40,14 +42,23 @@ HPS_LDLIBS = -ljansson -lzstd -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lope
              $(CUDA_LIBS) $(MPI_LIBS) $(LDLIBS)
 # Open MPI (lib/dist): the same binary runs alone or as one rank under mpirun.
 # mpicc knows the include and library flags; without it the build stops here
-# rather than failing later on a missing mpi.h.
+# rather than failing later on a missing mpi.h.  MPI=0 builds without Open
+# MPI: hps-train then runs as one process only (lib/dist/dist_none.c).
+MPI       ?= 1
 MPICC     ?= mpicc
-MPI_CFLAGS := $(shell $(MPICC) --showme:compile 2>/dev/null)
+ifeq ($(MPI),1)
+MPI_CFLAGS := -DHPS_MPI=1 $(shell $(MPICC) --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
 ifeq ($(strip $(MPI_LIBS)),)
-ifeq ($(filter deps check asan fuzz demo clean,$(MAKECMDGOALS)),)
-$(error Open MPI not found ($(MPICC) --showme failed): run 'make deps' or apt-get install libopenmpi-dev openmpi-bin)
+ifeq ($(filter deps check asan fuzz demo clean check-cluster,$(MAKECMDGOALS)),)
+$(error Open MPI not found ($(MPICC) --showme failed): run 'make deps' or apt-get install libopenmpi-dev openmpi-bin, or build without it: make MPI=0)
 endif
+endif
+DIST_OFF  := lib/dist/dist_none.c
+else
+MPI_CFLAGS :=
+MPI_LIBS   :=
+DIST_OFF  := $(filter-out lib/dist/dist_none.c lib/dist/dist_rebalance.c lib/dist/dist_launch.c,$(wildcard lib/dist/*.c))
 endif
 # OpenBLAS built on OpenMP: its threads and the kernels' OpenMP loops then share
 # one pool.  With the pthread build the two pools spin against each other and
@@ -68,7 +79,7 @@ CUDA_ARCH ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=s
 # builds of other OPT or SAN flags, never mix: the defaults build in build/,
 # others in a directory named after a digest of their flags.
 CONFIG_TAG := $(if $(filter-out -O2 -g,$(OPT))$(SAN),-$(shell printf '%s' '$(OPT) $(SAN)' | md5sum | cut -c1-8))
-BUILD     ?= build$(if $(filter 1,$(CUDA)),,-nocuda)$(CONFIG_TAG)
+BUILD     ?= build$(if $(filter 1,$(CUDA)),,-nocuda)$(if $(filter 1,$(MPI)),,-nompi)$(CONFIG_TAG)
 ifeq ($(CUDA),1)
 CUDA_DEFS := -DHPS_CUDA=1 -I$(CUDA_HOME)/include
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublas -lcudart -lstdc++
@@ -80,7 +91,7 @@ CU_SRC    :=
 endif
 
 # ---- sources ----------------------------------------------------------------
-LIB_SRC   := $(wildcard lib/*/*.c)
+LIB_SRC   := $(filter-out $(DIST_OFF),$(wildcard lib/*/*.c))
 # The rl policy built into hps-plan (lib/plan/rl-policy.json), as a C string.
 POLICY    := lib/plan/rl-policy.json
 POLICY_C  := $(BUILD)/gen/plan_policy_text.c
@@ -120,17 +131,18 @@ FUZZ_DEFS     = -DHPS_TESTDATA=\"$(CURDIR)/testdata\" -Itests/fuzz
 CONFIG_STAMP := $(BIN)/.config
 # The commit that --version names; hps_cli.o is rebuilt when it changes.
 COMMIT       := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
-CONFIG_NOW   := CUDA=$(CUDA) SAN=$(SAN) OPT=$(OPT) BUILD=$(BUILD) COMMIT=$(COMMIT)
+CONFIG_NOW   := CUDA=$(CUDA) MPI=$(MPI) SAN=$(SAN) OPT=$(OPT) BUILD=$(BUILD) COMMIT=$(COMMIT)
 
 DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenblas-openmp-dev \
              libopenmpi-dev openmpi-bin libcmocka-dev bats python3 python3-numpy python3-torch time \
-             clang libclang-rt-14-dev libomp-14-dev librsvg2-bin graphviz
+             clang libclang-rt-14-dev libomp-14-dev librsvg2-bin graphviz \
+             iproute2 util-linux procps
 
 # keep objects that pattern rules built on the way to a binary
 .SECONDARY:
 
 .PHONY: all deps check test asan fuzz fuzz-targets golden demo install uninstall clean FORCE \
-        bench-plan bench-shard bench-train bench-dist plan-policy
+        bench-plan bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy
 all: $(BINS)
 
 $(CONFIG_STAMP): FORCE
@@ -194,6 +206,24 @@ $(BUILD)/bench/%: tests/bench/%.c $(TESTLIB) $(LIBHPS)
 -include $(LIB_OBJ:.o=.d) $(TOOLS:%=$(BUILD)/cmd/%.d) $(TESTLIB_SRC:%.c=$(BUILD)/%.d) $(UNIT_BINS:=.d) \
          $(BUILD)/bench/bench_plan.d $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%.d)
 
+# Testing aids (--slowdown, HPS_TRAIN_KILL_AT_STEP) exist only in a test build
+# of hps-train, $(TEST_BIN)/hps-train: the files that hold them compiled again
+# with HPS_TEST_HOOKS.  What `make` and `make install` give users has none.
+TEST_BIN  := $(BUILD)/test-bin
+HOOK_SRC  := cmd/hps-train.c lib/train/train_run.c $(if $(filter 1,$(MPI)),lib/dist/dist_worker.c)
+HOOK_OBJ  := $(HOOK_SRC:%.c=$(BUILD)/hooks/%.o)
+
+$(BUILD)/hooks/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(HPS_CFLAGS) -DHPS_TEST_HOOKS -MMD -MP -c $< -o $@
+
+# the hooked objects come first: the archive's own copies are then never pulled in
+$(TEST_BIN)/hps-train: $(HOOK_OBJ) $(LIBHPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(HPS_LDFLAGS) $(HOOK_OBJ) $(LIBHPS) -o $@ $(HPS_LDLIBS)
+
+-include $(HOOK_OBJ:.o=.d)
+
 # ---- packages ---------------------------------------------------------------
 # Installs what is missing (as root), or prints the exact command and fails.
 deps:
@@ -214,8 +244,8 @@ check: deps
 	@$(MAKE) --no-print-directory test
 
 # REPLAY_BINS: the fuzz targets replayed over their seeds (see "fuzzing")
-test: $(BINS) $(UNIT_BINS) $(REPLAY_BINS)
-	@HPS_BIN=$(CURDIR)/$(BIN) tests/run.sh $(UNIT_BINS) $(REPLAY_BINS)
+test: $(BINS) $(UNIT_BINS) $(REPLAY_BINS) $(TEST_BIN)/hps-train
+	@HPS_BIN=$(CURDIR)/$(BIN) HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) tests/run.sh $(UNIT_BINS) $(REPLAY_BINS)
 
 # Sanitizers: CUDA=0 because the CUDA runtime and ASan's shadow memory collide.
 # Under mpirun (tests/cli/dist.bats) Open MPI's own allocations at exit are
@@ -223,6 +253,12 @@ test: $(BINS) $(UNIT_BINS) $(REPLAY_BINS)
 asan: deps
 	@$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin CUDA=0 OPT="-O1 -g" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
+
+# Test hosts are network namespaces on this machine (tests/cluster/hosts.bash):
+# root, iproute2 and util-linux's unshare; elsewhere it says "skipped: why".
+check-cluster: deps
+	@$(MAKE) --no-print-directory all $(TEST_BIN)/hps-train
+	@HPS_BIN=$(CURDIR)/$(BIN) HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) tests/cluster/run.sh
 
 # ---- fuzzing ----------------------------------------------------------------
 # tests/fuzz/fuzz_NAME.c is one parser of untrusted bytes.  `make check` runs
@@ -247,9 +283,12 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(LIBHPS)
 fuzz-targets: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+# clang at -O1 reports the kernels' `omp simd` loops it leaves scalar as
+# warnings (errors under -Werror); the fuzz build is about the parsers
+FUZZ_CLANG := -Wno-pass-failed
 fuzz: deps
 	@$(MAKE) --no-print-directory BUILD=build-fuzz BIN=build-fuzz/bin CC=clang CUDA=0 OPT="-O1 -g" \
-	  SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" fuzz-targets
+	  SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" CFLAGS="$(CFLAGS) $(FUZZ_CLANG)" fuzz-targets
 	@$(foreach t,$(FUZZ_NAMES),tests/fuzz/run.sh build-fuzz $(t) "$(FUZZ_SECONDS)" \
 	  $(if $(filter $(t),$(FUZZ_JSON)),tests/fuzz/json.dict,-) $(call fuzz_inputs,$(t)) &&) true
 
@@ -260,8 +299,12 @@ demo: deps
 bench-plan: all $(BUILD)/bench/bench_plan
 	@HPS_BENCH_PLAN=$(CURDIR)/$(BUILD)/bench/bench_plan tests/bench/$@.sh $(CURDIR)/$(BIN)
 
-bench-shard bench-train bench-dist: all
+bench-shard bench-train: all
 	@tests/bench/$@.sh $(CURDIR)/$(BIN)
+
+# bench-dist slows a rank with the test build's --slowdown
+bench-dist bench-cluster: all $(TEST_BIN)/hps-train
+	@HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) tests/bench/$@.sh $(CURDIR)/$(BIN)
 
 # Re-trains the rl policy built into hps-plan over seeded random instances
 # (hps-plan(1), --train-policy): deterministic, the same file on any machine.
@@ -272,7 +315,7 @@ plan-policy: $(BIN)/hps-plan
 
 # The golden files of tests/cli, rewritten from this build (review the diff).
 golden: all
-	@HPS_UPDATE_GOLDEN=1 HPS_BIN=$(CURDIR)/$(BIN) bats -f 'golden' tests/cli/plan.bats tests/cli/shard.bats
+	@HPS_UPDATE_GOLDEN=1 HPS_BIN=$(CURDIR)/$(BIN) bats tests/cli/plan.bats tests/cli/shard.bats tests/cli/views.bats
 	@git status --short tests/cli/golden
 
 # ---- install ----------------------------------------------------------------
@@ -291,4 +334,4 @@ uninstall:
 	for f in completions/zsh/*; do rm -f $(DESTDIR)$(ZSHCOMPDIR)/$${f##*/}; done
 
 clean:
-	rm -rf build build-nocuda build-asan build-fuzz bin
+	rm -rf build build-nocuda build-nompi build-nocuda-nompi build-asan build-fuzz bin

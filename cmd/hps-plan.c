@@ -384,7 +384,7 @@ static void write_output(const options *o, const inputs *in, const plan_eval *e,
     FILE *f = hps_out_file(out);
     if (format == FMT_TABLE) plan_print_table(f, in->problem, e, l, r, m);
     else if (format == FMT_DOT) plan_print_dot(f, in->model, in->problem, e, l);
-    else plan_draw_svg(f, in->model, in->problem, e);
+    else plan_draw_svg(f, in->model, in->problem, e, l);
     if (hps_out_commit(out, &err)) die(&err);
 }
 
@@ -624,7 +624,7 @@ int main(int argc, char **argv)
         format_of(&o); /* a bad -f fails before any work */
         if (o.explain) {
             rc = explain(&o);
-            free(o.profiles);
+            free(o.profiles); /* reload may have replaced it */
             return rc;
         }
         if (o.train_policy) {

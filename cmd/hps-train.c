@@ -45,7 +45,9 @@ static const char usage[] =
     "      --evict                 when a table is full, evict cold rows (else: error)\n"
     "      --cpu-fallback          run stages of GPU types on the CPU\n"
     "      --probe STEPS           time STEPS steps per thread count, print a profile, exit\n"
-    "      --slowdown RANK=FACTOR  testing aid: make rank RANK FACTOR times slower (mpirun)\n"
+#ifdef HPS_TEST_HOOKS
+    "      --slowdown RANK=FACTOR  test build: make rank RANK FACTOR times slower (mpirun)\n"
+#endif
     "      --no-rebalance          keep the plan's worker shares (mpirun)\n"
     "      --log-dir DIR           each rank's messages into DIR/worker-R.log or DIR/server-R.log\n"
     "  -o, --output FILE           where --probe or show writes [stdout]\n"
@@ -82,7 +84,9 @@ static const struct option long_options[] = {
     {"evict", no_argument, NULL, OPT_EVICT},
     {"cpu-fallback", no_argument, NULL, OPT_CPU_FALLBACK},
     {"probe", required_argument, NULL, OPT_PROBE},
+#ifdef HPS_TEST_HOOKS
     {"slowdown", required_argument, NULL, OPT_SLOWDOWN},
+#endif
     {"no-rebalance", no_argument, NULL, OPT_NO_REBALANCE},
     {"log-dir", required_argument, NULL, OPT_LOG_DIR},
     {"output", required_argument, NULL, 'o'},
@@ -118,7 +122,9 @@ static int rate_arg(const char *opt, float *out)
     return 0;
 }
 
-/* --slowdown RANK=FACTOR */
+#ifdef HPS_TEST_HOOKS
+/* --slowdown RANK=FACTOR: the test build's slow rank (make test builds it;
+ * what users run has no such option) */
 static int slowdown_arg(hps_dist_opts *d)
 {
     char *eq = strchr(optarg, '=');
@@ -134,6 +140,7 @@ static int slowdown_arg(hps_dist_opts *d)
     d->slow_factor = f;
     return -1;
 }
+#endif
 
 /* One option; returns -1 to go on, or an exit code. */
 static int parse_one(int c, args *a)
@@ -172,7 +179,9 @@ static int parse_one(int c, args *a)
     case OPT_EVICT: a->o.table_policy = HPS_TABLE_FULL_EVICT; break;
     case OPT_CPU_FALLBACK: a->o.cpu_fallback = 1; break;
     case OPT_PROBE: if (count_arg("--probe", 1, 1000000, &a->probe)) return HPS_EXIT_USAGE; break;
+#ifdef HPS_TEST_HOOKS
     case OPT_SLOWDOWN: return slowdown_arg(&a->dist);
+#endif
     case OPT_NO_REBALANCE: a->dist.rebalance = 0; break;
     case OPT_LOG_DIR: a->log_dir = optarg; break;
     case 'o': a->output = optarg; break;
@@ -246,17 +255,23 @@ static void print_summary(const hps_trainer *t)
 }
 
 /* A rank of an mpirun job: its role's work (hps-train(1), DISTRIBUTED). */
+static int train(const args *a, hps_trainer *t, hps_source *src, hps_error *err);
+
 static int train_rank(const args *a, hps_dist *d, hps_trainer *t, hps_source *src, hps_error *err)
 {
-    if (a->probe || a->export_path)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s is not available under mpirun in this version",
-                        a->probe ? "--probe" : "--export");
+    /* --probe times one host: the lead's, as one process would; the other
+     * ranks have nothing to do */
+    if (a->probe) return hps_dist_is_lead(d) ? train(a, t, src, err) : 0;
     if (hps_dist_is_server(d)) return hps_dist_serve(d, t, err);
     hps_dist_attach(d, t);
     hps_source *eval = NULL;
     if (a->eval && hps_dist_is_lead(d) && !(eval = hps_source_shards(a->eval, 1, err))) return -1;
     int rc = hps_trainer_run(t, src, eval, err);
     if (eval) eval->close(eval);
+    /* the lead holds the whole model once it has the other stages' weights
+     * and the servers' rows */
+    if (rc == 0 && a->export_path) rc = hps_dist_gather_model(d, t, err);
+    if (rc == 0 && a->export_path && hps_dist_is_lead(d)) rc = hps_trainer_export(t, a->export_path, err);
     if (rc == 0) rc = hps_dist_finish(d, t, err);
     if (rc == 0 && hps_dist_is_lead(d)) print_summary(t);
     return rc;
@@ -329,14 +344,16 @@ int main(int argc, char **argv)
         if (strcmp(plan.stages[i].rows, "hbm") == 0 || strcmp(plan.stages[i].rows, "cache") == 0)
             hps_log(2, "%s: executed_as: stage %d's rows, planned in %s, live in this process's server tables\n",
                     hps_progname(), i, plan.stages[i].rows);
-    if (rc == 0 && !(src = hps_source_shards(a.data, 0, &err))) rc = -1;
-    if (rc == 0 && hps_source_check(src, m, &err)) rc = -1;
+    /* a server rank reads no data: the workers send it rows and gradients */
+    int reads = !(d && hps_dist_is_server(d));
+    if (rc == 0 && reads && !(src = hps_source_shards(a.data, 0, &err))) rc = -1;
+    if (rc == 0 && reads && hps_source_check(src, m, &err)) rc = -1;
     if (rc == 0 && !(t = hps_trainer_create(m, &plan, &a.o, &err))) rc = -1;
     if (rc == 0 && d && hps_dist_check_stages(d, t, a.eval != NULL, &err)) {
         /* every rank found the same mismatch: one says it */
         if (hps_dist_rank(d) == 0) hps_report(&err);
         hps_trainer_free(t);
-        src->close(src);
+        if (src) src->close(src);
         hps_model_free(m);
         free(path);
         hps_dist_end(d);

@@ -3,7 +3,9 @@
 
 #include <cblas.h>
 #include <math.h>
+#ifdef HPS_MPI
 #include <mpi.h>
+#endif
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,7 +170,12 @@ void hps_cli_version(FILE *out)
 {
     fprintf(out, "%s (hps) %s\n", hps_progname(), HPS_VERSION);
     fprintf(out, "commit: %s\n", HPS_COMMIT);
-    fprintf(out, "features: openblas zstd jansson mpi%s\n",
+    fprintf(out, "features: openblas zstd jansson%s%s\n",
+#ifdef HPS_MPI
+            " mpi",
+#else
+            "",
+#endif
 #ifdef HPS_CUDA
             " cuda"
 #else
@@ -177,7 +184,9 @@ void hps_cli_version(FILE *out)
     );
     fprintf(out, "blas: openblas %s\n", hps_blas_corename()); /* the kernel set in use */
     fprintf(out, "blas-build: %s\n", openblas_get_config());
-#ifdef OMPI_MAJOR_VERSION
+#if !defined(HPS_MPI)
+    fprintf(out, "mpi: none (built with MPI=0: one process only)\n");
+#elif defined(OMPI_MAJOR_VERSION)
     fprintf(out, "mpi: Open MPI %d.%d.%d (MPI %d.%d)\n", OMPI_MAJOR_VERSION, OMPI_MINOR_VERSION,
             OMPI_RELEASE_VERSION, MPI_VERSION, MPI_SUBVERSION);
 #else

@@ -8,14 +8,6 @@
 #include "dist/dist_internal.h"
 
 
-int hps_dist_launched(void)
-{
-    /* Open MPI's launcher sets these; one process alone stays MPI-free, so a
-     * plain hps-train never starts a singleton runtime (slow, and noisy
-     * under the sanitizers). */
-    const char *size = getenv("OMPI_COMM_WORLD_SIZE");
-    return size && atoi(size) > 1;
-}
 
 /* When a rank dies, mpirun stops the others at once and names the dead rank
  * by number only (its SIGKILL leaves no rank time to speak); so the lead
@@ -27,30 +19,47 @@ static void say_roles(hps_dist *d)
     size_t n = (size_t)snprintf(d->fail_msg, sizeof d->fail_msg, "%s: %d ranks:", hps_progname(),
                                 d->size);
     for (int r = 0; r < d->size && n < sizeof d->fail_msg - 160; r++)
-        n += (size_t)snprintf(d->fail_msg + n, sizeof d->fail_msg - n, "%s rank %d %s",
-                              r ? ";" : "", r, dist_role_name(d, r, role, sizeof role));
+        n += (size_t)snprintf(d->fail_msg + n, sizeof d->fail_msg - n, "%s rank %d %s on %s",
+                              r ? ";" : "", r, dist_role_name(d, r, role, sizeof role), d->host[r]);
     if (d->rank == d->worker_rank[0]) hps_log(2, "%s\n", d->fail_msg);
 }
 
-/* A number per host name, so that bytes to another node can be counted. */
+/* Each rank's host name, and a number per host, so that bytes to another
+ * host can be counted. */
 static void number_nodes(hps_dist *d)
 {
     char name[MPI_MAX_PROCESSOR_NAME] = {0};
     int len;
     MPI_Get_processor_name(name, &len);
-    char *all = hps_calloc((size_t)d->size, MPI_MAX_PROCESSOR_NAME);
-    MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
+    MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, d->host, MPI_MAX_PROCESSOR_NAME, MPI_CHAR,
                   MPI_COMM_WORLD);
     for (int r = 0; r < d->size; r++) {
+        d->host[r][MPI_MAX_PROCESSOR_NAME - 1] = '\0';
         d->node[r] = r;
         for (int q = 0; q < r; q++)
-            if (strcmp(all + (size_t)q * MPI_MAX_PROCESSOR_NAME,
-                       all + (size_t)r * MPI_MAX_PROCESSOR_NAME) == 0) {
+            if (strcmp(d->host[q], d->host[r]) == 0) {
                 d->node[r] = d->node[q];
                 break;
             }
     }
-    free(all);
+}
+
+/* The one MPI error policy: an MPI call that fails ends the job, naming
+ * this rank, its role and MPI's reason (no call site checks a result). */
+static hps_dist *err_dist;
+
+static void on_mpi_error(MPI_Comm *comm, int *code, ...)
+{
+    char why[MPI_MAX_ERROR_STRING], role[128] = "starting";
+    int len = 0;
+    (void)comm;
+    MPI_Error_string(*code, why, &len);
+    if (err_dist) dist_role_name(err_dist, err_dist->rank, role, sizeof role);
+    fprintf(stderr, "%s: error: rank %d (%s): MPI: %s\n", hps_progname(), hps_dist_rank(err_dist),
+            role, why);
+    fflush(stderr);
+    dist_watch_leave();
+    MPI_Abort(MPI_COMM_WORLD, HPS_EXIT_RUNTIME);
 }
 
 hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_error *err)
@@ -59,8 +68,10 @@ hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_erro
     d->o = *o;
     d->wcomm = d->scomm = MPI_COMM_NULL;
     MPI_Init(NULL, NULL);
-    /* errors come back as codes; a failed rank is handled by mpirun */
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Errhandler eh;
+    MPI_Comm_create_errhandler(on_mpi_error, &eh);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, eh); /* communicators split from it inherit it */
+    MPI_Errhandler_free(&eh);
     MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &d->size);
     if (!plan_path || d->size > HPS_DIST_MAX_RANKS) {
@@ -83,11 +94,15 @@ hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_erro
         return NULL;
     }
     d->me = &d->roles[d->rank];
+    err_dist = d;
     MPI_Comm_split(MPI_COMM_WORLD, d->me->kind == ROLE_WORKER ? 0 : 1, d->rank, &d->wcomm);
     dist_stages_place(d);
     number_nodes(d);
-    dist_watch(d);
     say_roles(d);
+    if (dist_watch(d, err)) {
+        hps_dist_abort(d, err);
+        return NULL;
+    }
     return d;
 }
 
@@ -123,6 +138,7 @@ void hps_dist_end(hps_dist *d)
         MPI_Finalize();
     }
     if (!d) return;
+    err_dist = NULL;
     for (int s = 0; d->req && s < d->servers; s++) {
         free(d->req[s].buf), free(d->push[s].buf), free(d->req_rows[s]);
     }

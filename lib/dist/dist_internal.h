@@ -9,7 +9,8 @@
 
 /* Message tags between workers and servers. */
 /* TAG_PEEK: a fetch during evaluation, which creates no rows */
-enum { TAG_FETCH = 11, TAG_ROWS, TAG_PUSH, TAG_ACK, TAG_SAVE, TAG_DONE, TAG_PEEK };
+/* TAG_DUMP: the lead asks for every row a server holds (--export) */
+enum { TAG_FETCH = 11, TAG_ROWS, TAG_PUSH, TAG_ACK, TAG_SAVE, TAG_DONE, TAG_PEEK, TAG_DUMP };
 
 typedef enum { ROLE_WORKER, ROLE_SERVER } dist_role_kind;
 
@@ -44,7 +45,10 @@ struct hps_dist {
     dist_role roles[HPS_DIST_MAX_RANKS];
     int worker_rank[HPS_DIST_MAX_RANKS], server_rank[HPS_DIST_MAX_RANKS];
     int node[HPS_DIST_MAX_RANKS]; /* a number per host name, for cross-node bytes */
+    char host[HPS_DIST_MAX_RANKS][MPI_MAX_PROCESSOR_NAME]; /* each rank's host name */
     double predicted_bytes;       /* the plan's network.bytes_per_step (0: none) */
+    double predicted_cross;       /* the plan's placement.cross_node_bytes_per_step (-1: none) */
+    char plan_node[HPS_DIST_MAX_RANKS][HPS_NAME_MAX]; /* where the plan places each rank ("": nowhere) */
     MPI_Comm wcomm;               /* the workers */
     const dist_role *me;
     hps_train_dist hooks;
@@ -76,10 +80,11 @@ struct hps_dist {
 int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err);
 const char *dist_role_name(const hps_dist *d, int rank, char *buf, size_t n);
 
-/* dist_watch.c: a SIGTERM from mpirun names the node's dead ranks with their roles */
-void dist_watch(hps_dist *d);
+/* dist_watch.c: a rank that dies or cannot be reached is named with its role
+ * and host, and every rank stops */
+int dist_watch(hps_dist *d, hps_error *err);
 void dist_watch_leave(void); /* this rank leaves on its own: do not name it */
-void dist_watch_end(void);   /* collective: at the end, before MPI_Finalize */
+void dist_watch_end(void);   /* at the end, before MPI_Finalize */
 
 /* dist_stage.c */
 #define HPS_DIST_MAX_MICRO 4096
@@ -87,6 +92,8 @@ int dist_stages_setup(hps_dist *d, const char *plan_name, hps_error *err);
 void dist_stages_place(hps_dist *d);
 void dist_stages_hook(hps_dist *d, hps_train_dist *h);
 void dist_stages_free(hps_dist *d);
+/* The lead gets the weights of the stages it does not train (all workers call it). */
+int dist_stages_gather_weights(hps_dist *d, hps_trainer *t, hps_error *err);
 
 /* dist_comm.c */
 void dist_buf_add(dist_buf *b, const void *p, size_t n);

@@ -33,6 +33,7 @@ static int read_workers(hps_dist *d, const plan_file *pf, int *used, hps_error *
         dist_role *r = &d->roles[w->rank];
         *r = (dist_role){.kind = ROLE_WORKER, .stage = w->stage, .share = w->share < 0 ? 1 : w->share};
         snprintf(r->type, sizeof r->type, "%s", w->type);
+        snprintf(d->plan_node[w->rank], sizeof d->plan_node[w->rank], "%s", w->node);
         d->workers++;
     }
     return 0;
@@ -101,6 +102,17 @@ static void number_roles(hps_dist *d)
     }
 }
 
+/* The plan's placement of ranks on nodes (hps-plan(5), placement), if any:
+ * its cross-node bytes are what the run's are measured against. */
+static void read_placement(hps_dist *d, const plan_file *pf)
+{
+    d->predicted_cross = pf->cross_node_bytes;
+    for (int i = 0; i < pf->n_server_places; i++) {
+        const plan_file_place *p = &pf->server_places[i];
+        if (p->rank < HPS_DIST_MAX_RANKS) snprintf(d->plan_node[p->rank], sizeof d->plan_node[p->rank], "%s", p->node);
+    }
+}
+
 int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err)
 {
     plan_file pf;
@@ -109,6 +121,7 @@ int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err)
     int rc = read_workers(d, &pf, used, err) || read_servers(d, &pf, used, err) ||
              check_ranks(d, used, pf.name, err);
     d->predicted_bytes = pf.network_bytes;
+    if (rc == 0) read_placement(d, &pf);
     char name[512];
     snprintf(name, sizeof name, "%s", pf.name);
     plan_file_free(&pf);

@@ -125,6 +125,27 @@ static int apply_step(hps_dist *d, hps_trainer *t, char **pushes, size_t *lens, 
     return rc;
 }
 
+/* Every row this server holds, as (layer, slot, key) then dim floats. */
+static void dump_rows(hps_dist *d, hps_trainer *t, int to)
+{
+    dist_buf b = {0};
+    for (int l = 0; l < t->m->n_layers; l++) {
+        if (!t->tables[l]) continue;
+        int D = t->m->layers[l].dim;
+        const float *w = hps_table_weights(t->tables[l]);
+        for (int64_t r = 0; r < hps_table_rows(t->tables[l]); r++) {
+            int slot;
+            uint64_t key;
+            hps_table_row_key(t->tables[l], r, &slot, &key);
+            dist_entry e = {.layer = l, .slot = slot, .key = key};
+            dist_buf_add(&b, &e, sizeof e);
+            dist_buf_add(&b, w + r * D, (size_t)D * sizeof *w);
+        }
+    }
+    dist_send(d, b.buf, b.len, to, TAG_ROWS);
+    free(b.buf);
+}
+
 typedef struct {
     char *push[HPS_DIST_MAX_RANKS];
     size_t len[HPS_DIST_MAX_RANKS];
@@ -164,6 +185,7 @@ int hps_dist_serve(hps_dist *d, hps_trainer *t, hps_error *err)
         }
         if (tag == TAG_FETCH || tag == TAG_PEEK) rc = serve_rows(d, t, msg, n, from, tag == TAG_PEEK, err);
         else if (tag == TAG_SAVE) rc = dist_save(d, t, err);
+        else if (tag == TAG_DUMP) dump_rows(d, t, from);
         else if (tag == TAG_DONE) s.done++;
         free(msg);
     }
@@ -179,9 +201,9 @@ static json_t *rank_json(hps_dist *d, int r, const double *st, double seconds)
     char role[128];
     const dist_role *ro = &d->roles[r];
     double steps = st[3] > 0 ? st[3] : 1;
-    json_t *o = json_pack("{s:i, s:s, s:s, s:o, s:o, s:o}", "rank", r, "role",
+    json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:o}", "rank", r, "role",
                           ro->kind == ROLE_SERVER ? "server" : "worker", "name",
-                          dist_role_name(d, r, role, sizeof role), "bytes_sent",
+                          dist_role_name(d, r, role, sizeof role), "host", d->host[r], "bytes_sent",
                           hps_json_real(st[0]), "bytes_cross_node", hps_json_real(st[1]),
                           "bytes_per_step", hps_json_real(st[0] / steps));
     if (ro->kind == ROLE_SERVER) {
@@ -197,15 +219,38 @@ static json_t *rank_json(hps_dist *d, int r, const double *st, double seconds)
     return o;
 }
 
+/* 1 when every rank runs on the node the plan placed it on. */
+static int placed_as_planned(const hps_dist *d)
+{
+    for (int r = 0; r < d->size; r++)
+        if (strcmp(d->plan_node[r], d->host[r]) != 0) return 0;
+    return 1;
+}
+
+/* Bytes sent to other hosts, measured per rank, beside the plan's figure. */
+static void report_cross(const hps_dist *d, const double *all, double steps, double cross)
+{
+    char pred[96] = "the plan predicts none (no placement: cluster without nodes)";
+    if (d->predicted_cross >= 0)
+        snprintf(pred, sizeof pred, "the plan predicts %.0f%s", d->predicted_cross,
+                 placed_as_planned(d) ? "" : " for its own placement, not this one");
+    hps_log(2, "%s: bytes/step to other hosts: %.0f measured, %s\n", hps_progname(), cross, pred);
+    for (int r = 0; r < d->size; r++)
+        hps_log(2, "%s:   rank %d on %s: %.0f\n", hps_progname(), r, d->host[r],
+                all[DIST_STATS_N * r + 1] / (steps > 0 ? steps : 1));
+}
+
 static void report(hps_dist *d, hps_trainer *t, const double *all)
 {
-    double seconds = hps_now() - t->t_start, total = 0, steps = all[DIST_STATS_N * d->rank + 3];
+    double seconds = hps_now() - t->t_start, total = 0, cross = 0, steps = all[DIST_STATS_N * d->rank + 3];
     json_t *ranks = json_array();
     for (int r = 0; r < d->size; r++) {
         json_array_append_new(ranks, rank_json(d, r, all + DIST_STATS_N * r, seconds));
         total += all[DIST_STATS_N * r];
+        cross += all[DIST_STATS_N * r + 1];
     }
     double per_step = steps > 0 ? total / steps : 0;
+    cross = steps > 0 ? cross / steps : 0;
     json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o}", "event", "dist",
                           "ranks", d->size, "workers", d->workers, "servers", d->servers,
                           "bytes_per_step", hps_json_real(per_step), "predicted_bytes_per_step",
@@ -213,6 +258,10 @@ static void report(hps_dist *d, hps_trainer *t, const double *all)
                           "critical_s", hps_json_real(d->critical_s), "idle_s",
                           hps_json_real(d->idle_s), "rebalance", json_boolean(d->o.rebalance),
                           "per_rank", ranks);
+    json_object_set_new(o, "cross_host_bytes_per_step", hps_json_real(cross));
+    json_object_set_new(o, "predicted_cross_host_bytes_per_step",
+                        d->predicted_cross >= 0 ? hps_json_real(d->predicted_cross) : json_null());
+    json_object_set_new(o, "placed_as_planned", json_boolean(placed_as_planned(d)));
     if (t->metrics) {
         char *line = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(7));
         fprintf(t->metrics, "%s\n", line);
@@ -222,6 +271,7 @@ static void report(hps_dist *d, hps_trainer *t, const double *all)
     json_decref(o);
     hps_log(2, "%s: %d ranks: %.0f bytes/step between ranks; slowest worker's compute %.3f s, "
                "others idle %.3f s\n", hps_progname(), d->size, per_step, d->critical_s, d->idle_s);
+    report_cross(d, all, steps, cross);
     for (int w = 0; w < d->workers; w++)
         hps_log(2, "%s: worker %d (rank %d): share %.3f\n", hps_progname(), w, d->worker_rank[w],
                 d->share[w]);

@@ -341,7 +341,11 @@ static void param_range(const hps_model *m, int first, int end, size_t *lo, size
  * trains). */
 static int gather_weights(void *ctx, hps_trainer *t, hps_error *err)
 {
-    hps_dist *d = ctx;
+    return dist_stages_gather_weights(ctx, t, err);
+}
+
+int dist_stages_gather_weights(hps_dist *d, hps_trainer *t, hps_error *err)
+{
     const hps_train_plan *p = &t->plan;
     int lead = d->worker_rank[0], lead_stage = d->roles[lead].stage;
     size_t lo, hi;

@@ -22,7 +22,7 @@
 #define HPS_DIST_MAX_RANKS 256
 
 typedef struct {
-    int slow_rank;      /* --slowdown RANK=FACTOR (a testing aid); -1: none */
+    int slow_rank;      /* --slowdown RANK=FACTOR (test builds only); -1: none */
     double slow_factor;
     int rebalance;      /* 0: keep the plan's shares */
 } hps_dist_opts;
@@ -54,6 +54,9 @@ void hps_dist_attach(hps_dist *d, hps_trainer *t);
 /* A worker after training: tells the servers it is done, then the job's
  * statistics are gathered and the lead writes them to the metrics. */
 int hps_dist_finish(hps_dist *d, hps_trainer *t, hps_error *err);
+/* A worker after training, with --export: the lead gets the whole model,
+ * every stage's weights and every server's rows (all workers call it). */
+int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err);
 /* A server: serves rows and applies updates until every worker is done. */
 int hps_dist_serve(hps_dist *d, hps_trainer *t, hps_error *err);
 

@@ -393,7 +393,8 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e,
  * servers and links as Graphviz dot; the stages as an SVG bar chart. */
 void plan_print_dot(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e,
                     const plan_layout *l);
-void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e);
+void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e,
+                   const plan_layout *l);
 
 /* ---- reading a plan back: the one reader every tool uses ------------------ */
 
@@ -411,7 +412,13 @@ typedef struct {
     int rank, stage;
     char type[HPS_NAME_MAX];
     double share; /* < 0 when not given */
+    char node[HPS_NAME_MAX]; /* where the plan placed it; "" when the cluster lists no nodes */
 } plan_file_worker;
+
+typedef struct {
+    int rank;
+    char node[HPS_NAME_MAX];
+} plan_file_place; /* placement.servers[] */
 
 /* Every field a tool may need, checked and bounded; what a plan may omit is
  * 0, NULL or empty, and each tool checks what it needs. */
@@ -432,6 +439,11 @@ typedef struct {
     plan_file_stage *stages;
     plan_file_worker *workers;
     int *server_ranks; /* n_servers, or NULL when the plan lists none */
+    /* placement (a cluster with nodes): servers' nodes and the cross-node
+     * bytes per step predicted for it; -1 when absent */
+    int n_server_places;
+    plan_file_place *server_places;
+    double cross_node_bytes;
 } plan_file;
 
 /* Reads and checks a plan (hps-plan(5)); a file of another kind is refused. */

@@ -184,6 +184,10 @@ static int read_workers(json_t *root, plan_file *pf, hps_error *err)
             copy_str(k->type, sizeof k->type, type, "type", ctx, err) ||
             hps_json_num(w, "share", HPS_OPTIONAL, 0, 1, &k->share, ctx, err))
             return -1;
+        const char *node = NULL;
+        if (hps_json_str(w, "node", HPS_OPTIONAL, &node, ctx, err) ||
+            (node && copy_str(k->node, sizeof k->node, node, "node", ctx, err)))
+            return -1;
         k->rank = (int)rank, k->stage = (int)stage;
         pf->n_workers++;
     }
@@ -221,6 +225,36 @@ static int read_servers(json_t *root, plan_file *pf, hps_error *err)
     return 0;
 }
 
+/* placement: where the servers run, and the cross-node bytes predicted */
+static int read_placement(json_t *root, plan_file *pf, hps_error *err)
+{
+    json_t *pl = json_object_get(root, "placement"), *ss, *v;
+    char ctx[600];
+    size_t i;
+    pf->cross_node_bytes = -1;
+    if (!json_is_object(pl)) return 0;
+    snprintf(ctx, sizeof ctx, "%s: placement", pf->name);
+    if (hps_json_num(pl, "cross_node_bytes_per_step", HPS_OPTIONAL, 0, 1e18, &pf->cross_node_bytes, ctx, err))
+        return -1;
+    ss = json_object_get(pl, "servers");
+    if (!json_is_array(ss)) return 0;
+    pf->server_places = hps_calloc(json_array_size(ss) + 1, sizeof *pf->server_places);
+    json_array_foreach(ss, i, v) {
+        plan_file_place *p = &pf->server_places[i];
+        long long rank = 0;
+        const char *node = "";
+        snprintf(ctx, sizeof ctx, "%s: placement.servers[%zu]", pf->name, i);
+        if (!json_is_object(v)) return hps_fail(err, HPS_EXIT_USAGE, "%s: expected an object", ctx);
+        if (hps_json_int(v, "rank", HPS_REQUIRED, 0, PLAN_MAX_WORKERS + PLAN_MAX_SERVERS, &rank, ctx, err) ||
+            hps_json_str(v, "node", HPS_REQUIRED, &node, ctx, err) ||
+            copy_str(p->node, sizeof p->node, node, "node", ctx, err))
+            return -1;
+        p->rank = (int)rank;
+        pf->n_server_places++;
+    }
+    return 0;
+}
+
 int plan_file_load(const char *path, plan_file *pf, hps_error *err)
 {
     memset(pf, 0, sizeof *pf);
@@ -238,7 +272,8 @@ int plan_file_load(const char *path, plan_file *pf, hps_error *err)
     if (rc == 0)
         rc = hps_json_format(root, "hps-plan", PLAN_VERSION, HPS_REQUIRED, NULL, pf->name, err) ||
              read_inputs(root, pf, err) || read_head(root, pf, err) || read_assignment(root, pf, err) ||
-             read_stages(root, pf, err) || read_workers(root, pf, err) || read_servers(root, pf, err);
+             read_stages(root, pf, err) || read_workers(root, pf, err) || read_servers(root, pf, err) ||
+             read_placement(root, pf, err);
     if (rc == 0) pf->root = json_incref(root);
     json_decref(root);
     if (rc) plan_file_free(pf);
@@ -258,6 +293,7 @@ void plan_file_free(plan_file *pf)
     free(pf->stages);
     free(pf->workers);
     free(pf->server_ranks);
+    free(pf->server_places);
     json_decref(pf->root);
     memset(pf, 0, sizeof *pf);
 }

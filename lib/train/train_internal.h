@@ -62,7 +62,7 @@ struct hps_trainer {
     hps_batch *batch;
     /* where training stands: what a checkpoint saves */
     uint64_t step, epoch, epoch_row, samples;
-    uint64_t kill_at_step;         /* HPS_TRAIN_KILL_AT_STEP: SIGKILL itself there (tests) */
+    uint64_t kill_at_step;         /* test build: HPS_TRAIN_KILL_AT_STEP: SIGKILL itself there */
     /* lookups that failed inside the row map */
     hps_error map_err;
     int map_failed;

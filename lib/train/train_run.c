@@ -136,8 +136,10 @@ hps_trainer *hps_trainer_create(const hps_model *m, const hps_train_plan *plan,
     for (int s = 0; s < S; s++) ranges[s] = (hps_stage_range){plan->stages[s].first, plan->stages[s].end};
     t->pipe = hps_pipeline_create(t->nets, t->M, ranges, S, t->threads);
     t->batch = hps_batch_create(t->B, m->n_dense, m->n_slots, (int64_t)t->B * (m->n_slots + 1), 1);
+#ifdef HPS_TEST_HOOKS
     const char *kill = getenv("HPS_TRAIN_KILL_AT_STEP");
     t->kill_at_step = kill ? strtoull(kill, NULL, 10) : 0;
+#endif
     return t;
 }
 
@@ -399,7 +401,8 @@ static int after_step(hps_trainer *t, hps_source *src, hps_error *err)
     t->epoch_row = src->tell(src);
     train_metrics_step(t, 0);
     train_progress(t, src, 0);
-    if (t->kill_at_step && t->step == t->kill_at_step) raise(SIGKILL); /* a testing aid */
+    /* the test build's (make test) kill at a step; 0 in what users run */
+    if (t->kill_at_step && t->step == t->kill_at_step) raise(SIGKILL);
     if (t->o.ckpt_dir && t->o.ckpt_every > 0 && t->step % (uint64_t)t->o.ckpt_every == 0)
         return train_save(t, err);
     return 0;

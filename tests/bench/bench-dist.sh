@@ -17,6 +17,8 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 command -v mpirun >/dev/null || { echo "bench-dist: mpirun is not installed (make deps)" >&2; exit 1; }
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+# the test build of hps-train (make bench-dist passes it): it has --slowdown
+TRAIN=${HPS_TEST_BIN:?run it as make bench-dist (the test build has --slowdown)}/hps-train
 MODEL=$ROOT/testdata/models/demo-ctr.json
 PLAN2=$ROOT/testdata/plans/plan-dist-2w1s.json
 "$BIN/hps-shard" synth "$ROWS" -o "$TMP/x.tsv" 2>/dev/null
@@ -34,7 +36,7 @@ PY
 run() { # NAME NP PLAN ARGS...
     name=$1 np=$2 plan=$3
     shift 3
-    timeout 600 mpirun --oversubscribe -np "$np" "$BIN/hps-train" --plan "$plan" --model "$MODEL" \
+    timeout 600 mpirun --oversubscribe -np "$np" "$TRAIN" --plan "$plan" --model "$MODEL" \
         --data "$TMP/shards" --epochs "$EPOCHS" --threads 1 --metrics "$TMP/$name.ndjson" -q "$@"
 }
 

@@ -1,5 +1,7 @@
 # Shared by the bats files: where the binaries and the test data are.
 HPS_BIN=${HPS_BIN:-$BATS_TEST_DIRNAME/../../bin}
+# hps-train with the testing aids (--slowdown, HPS_TRAIN_KILL_AT_STEP): make test builds it
+HPS_TEST_BIN=${HPS_TEST_BIN:-$BATS_TEST_DIRNAME/../../build/test-bin}
 ROOT=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 TESTDATA=$ROOT/testdata
 GOLDEN=$BATS_TEST_DIRNAME/golden

@@ -135,7 +135,7 @@ PY
 
 @test "plan: the table shows memory per stage and server, and the servers' price" {
     big -f table > "$TMP/out"
-    diff -u "$GOLDEN/big-ctr-aws.table" "$TMP/out"
+    golden_check "$GOLDEN/big-ctr-aws.table" "$TMP/out"
 }
 
 @test "plan: tables that fit nowhere are one clear error, status 1, no output" {

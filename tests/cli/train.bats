@@ -88,7 +88,7 @@ PY
 @test "train: killed with SIGKILL and resumed, it ends with the same weights bit for bit" {
     args=(--model "$MODEL" --data "$DATA/few" --epochs 2 --threads 1)
     "$HPS_BIN/hps-train" "${args[@]}" -q --export "$TMP/straight.safetensors"
-    run env HPS_TRAIN_KILL_AT_STEP=97 "$HPS_BIN/hps-train" "${args[@]}" -q \
+    run env HPS_TRAIN_KILL_AT_STEP=97 "$HPS_TEST_BIN/hps-train" "${args[@]}" -q \
         --checkpoint "$TMP/ckpt" --checkpoint-every 20
     [ "$status" -eq 137 ]   # killed by SIGKILL, mid-epoch 2
     [ "$(cat "$TMP/ckpt/latest")" = "ckpt-000000000080.hpsckpt" ]

@@ -1,0 +1,40 @@
+/* hps-train built without Open MPI (make MPI=0): one process only.  Under
+ * mpirun every rank stops at the start saying so; the other entry points
+ * are never reached without a started job. */
+#include <stdlib.h>
+
+#include "dist/hps_dist.h"
+
+hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_error *err)
+{
+    (void)plan_path, (void)o;
+    hps_fail(err, HPS_EXIT_USAGE, "this hps-train was built without Open MPI (make MPI=0): it "
+                                  "cannot run as a rank of an mpirun job");
+    return NULL;
+}
+
+/* The rank mpirun gave this process: only rank 0 reports the refusal. */
+int hps_dist_rank(const hps_dist *d)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    (void)d;
+    return r ? atoi(r) : 0;
+}
+
+void hps_dist_end(hps_dist *d) { (void)d; }
+
+/* Unreachable: hps_dist_start never returns a job. */
+static void no_job(void) { abort(); }
+int hps_dist_is_server(const hps_dist *d) { (void)d, no_job(); return 0; }
+int hps_dist_is_lead(const hps_dist *d) { (void)d, no_job(); return 0; }
+int hps_dist_stages(const hps_dist *d) { (void)d, no_job(); return 1; }
+int hps_dist_check_stages(hps_dist *d, const hps_trainer *t, int eval, hps_error *err)
+{
+    (void)d, (void)t, (void)eval, (void)err, no_job();
+    return -1;
+}
+void hps_dist_attach(hps_dist *d, hps_trainer *t) { (void)d, (void)t, no_job(); }
+int hps_dist_finish(hps_dist *d, hps_trainer *t, hps_error *err) { (void)d, (void)t, (void)err, no_job(); return -1; }
+int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err) { (void)d, (void)t, (void)err, no_job(); return -1; }
+int hps_dist_serve(hps_dist *d, hps_trainer *t, hps_error *err) { (void)d, (void)t, (void)err, no_job(); return -1; }
+void hps_dist_abort(hps_dist *d, const hps_error *err) { (void)d, (void)err, no_job(); }

@@ -1,0 +1,94 @@
+# Shared by dist.bats and tests/cluster/cluster.bats: reading hps-train's
+# metrics (NDJSON) and comparing runs.  Tests that use them set $TMP.
+
+# What mpirun needs in the tests.
+mpi_test_env() {
+    # root (CI, containers): Open MPI refuses to start without these
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    # sanitizer builds (make asan): Open MPI's own allocations at exit are not
+    # ours.  Its components stay loaded and stacks are unwound in full, so that
+    # tests/lsan-mpi.supp can name the libraries they come from.
+    export OMPI_MCA_mca_base_component_disable_dlclose=1
+    export LSAN_OPTIONS="suppressions=$ROOT/tests/lsan-mpi.supp:print_suppressions=0:fast_unwind_on_malloc=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+}
+
+# The "step" losses of a metrics file, one per line.
+losses() {
+    python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    o = json.loads(l)
+    if o["event"] == "step": print(o["loss"])' "$1"
+}
+
+# A field of the "dist" record.
+dist_field() {
+    python3 -c 'import json,sys
+o = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["event"] == "dist"][-1]
+print(eval(sys.argv[2], {}, {"o": o}))' "$1" "$2"
+}
+
+# The step losses of two metrics files agree within 1e-4 relative (float sums in
+# another order).
+same_losses() {
+    losses "$1" > "$TMP/a"
+    losses "$2" > "$TMP/b"
+    [ "$(wc -l < "$TMP/a")" -ge 12 ]
+    [ "$(wc -l < "$TMP/a")" -eq "$(wc -l < "$TMP/b")" ]
+    paste "$TMP/a" "$TMP/b" | awk '{d = $1 - $2; if (d < 0) d = -d; if (d > 1e-4 * $1) bad++}
+                                    END {exit bad > 0}'
+}
+
+# The eval records of a metrics file: "logloss auc", one per epoch.
+evals() {
+    python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    o = json.loads(l)
+    if o["event"] == "eval": print(o["logloss"], o["auc"])' "$1"
+}
+
+# Their eval records agree within 1e-4 relative.
+same_evals() {
+    evals "$1" > "$TMP/ea"
+    evals "$2" > "$TMP/eb"
+    [ "$(wc -l < "$TMP/ea")" -ge 2 ]
+    [ "$(wc -l < "$TMP/ea")" -eq "$(wc -l < "$TMP/eb")" ]
+    paste "$TMP/ea" "$TMP/eb" | awk '{for (i = 1; i <= 2; i++) {d = $i - $(i + 2); if (d < 0) d = -d;
+                                          if (d > 1e-4 * $i) bad++}} END {exit bad > 0}'
+}
+
+# Two safetensors exports hold the same tensors: dense ones alike, embedding
+# rows alike when matched by key (row order may differ), within 1e-4 + 1e-3
+# relative.
+same_export() {
+    python3 - "$1" "$2" <<'PY'
+import array, json, struct, sys
+def load(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    head = json.loads(b[8:8 + n])
+    head.pop("__metadata__", None)
+    out = {}
+    for k, v in head.items():
+        a = array.array({"F32": "f", "I64": "q"}[v["dtype"]])
+        a.frombytes(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+        cols = v["shape"][1] if len(v["shape"]) == 2 else 1
+        out[k] = [list(a[i:i + cols]) for i in range(0, len(a), cols)]
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+for k in a:
+    if k.endswith(".keys"):
+        continue
+    x, y = a[k], b[k]
+    keys = k[:-len(".weight")] + ".keys"
+    if keys in a:  # embedding rows: matched by key
+        assert sorted(a[keys]) == sorted(b[keys]), k
+        x = [r for _, r in sorted(zip(a[keys], x))]
+        y = [r for _, r in sorted(zip(b[keys], y))]
+    assert len(x) == len(y) > 0, (k, len(x), len(y))
+    for rx, ry in zip(x, y):
+        for u, v in zip(rx, ry):
+            assert abs(u - v) <= 1e-4 + 1e-3 * abs(u), (k, u, v)
+print(len(a), "tensors alike")
+PY
+}
