@@ -17,12 +17,13 @@
 enum { FMT_JSON, FMT_TABLE, FMT_DOT, FMT_SVG };
 
 typedef struct {
-    const char *model, *cluster, *output, *rankfile, *explain, *algo, *format_arg, *data_stats;
+    const char *model, *cluster, *output, *rankfile, *explain, *algo, *format_arg, *data_stats, *policy, *train_policy;
     const char **profiles;
     int n_profiles;
     double min_throughput, samples;
     long epochs;
     int objective, pareto, rows_on_servers;
+    long instances;
     plan_search_opts search;
 } options;
 
@@ -30,6 +31,7 @@ static const char usage_text[] =
     "usage: hps-plan -m MODEL -c CLUSTER [-p PROFILE]... --min-throughput N [options]\n"
     "       hps-plan show PLAN [-f json|table|dot|svg] [-o FILE] [-m MODEL] [-c CLUSTER] [-p PROFILE]...\n"
     "       hps-plan --explain PLAN [-f text|json] [-m MODEL] [-c CLUSTER] [-p PROFILE]...\n"
+    "       hps-plan --train-policy FILE [--instances N] [--episodes N] [-s S]\n"
     "\n"
     "Decides which resource type runs each layer of MODEL and how many units each\n"
     "stage gets, so that at least N samples/s are trained at the lowest cost.\n"
@@ -44,14 +46,18 @@ static const char usage_text[] =
     "      --data-stats FILE    hps-shard's manifest.json: key statistics for the\n"
     "                           hot-row caches and the servers' skew\n"
     "      --rows WHERE         auto (default: servers, HBM or a hot-row cache) or servers\n"
-    "  -a, --algo ALGO          rl (default), exact, greedy, genetic, brute, fixed:TYPE\n"
-    "  -s, --seed S             seed of rl and genetic (default 1)\n"
+    "  -a, --algo ALGO          rl (default), exact, greedy, genetic, polish, brute, fixed:TYPE\n"
+    "  -s, --seed S             seed of rl, genetic and polish (default 1)\n"
     "      --samples N          samples per epoch (default 100000000)\n"
     "      --epochs E           epochs (default 1)\n"
-    "      --episodes N         plans rl samples, or genetic evaluates (default 2048)\n"
-    "      --time-limit S       seconds rl or genetic may take (default 10)\n"
+    "      --episodes N         plans rl's policy samples (default 2048)\n"
+    "      --evaluations N      cost-model evaluations rl, genetic or polish may make (default 1000000)\n"
+    "      --time-limit S       safety cap in seconds on rl, genetic and polish (default 60)\n"
     "      --bound-time S       seconds for the exact solver, alone or for the gap (default 5)\n"
     "      --no-polish          rl: keep the best sampled plan as it is\n"
+    "      --policy FILE        rl: start from this policy instead of the built-in one\n"
+    "      --train-policy FILE  pre-train an rl policy over random instances, write it to FILE\n"
+    "      --instances N        --train-policy: instances to train over (default 512)\n"
     "  -f, --format FMT         json (default), table, dot or svg; --pareto: json, table or svg;\n"
     "                           --explain: text (default) or json\n"
     "  -o, --output FILE        write the plan there (default stdout)\n"
@@ -64,7 +70,8 @@ static const char usage_text[] =
     "  -V, --version            version and features\n";
 
 enum { OPT_OBJECTIVE = 256, OPT_SAMPLES, OPT_EPOCHS, OPT_EPISODES, OPT_TIME_LIMIT, OPT_BOUND_TIME,
-       OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN, OPT_DATA_STATS, OPT_ROWS };
+       OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN, OPT_DATA_STATS, OPT_ROWS, OPT_EVALUATIONS,
+       OPT_POLICY, OPT_TRAIN_POLICY, OPT_INSTANCES };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -82,6 +89,10 @@ static const struct option long_options[] = {
     {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
     {"bound-time", required_argument, NULL, OPT_BOUND_TIME},
     {"no-polish", no_argument, NULL, OPT_NO_POLISH},
+    {"evaluations", required_argument, NULL, OPT_EVALUATIONS},
+    {"policy", required_argument, NULL, OPT_POLICY},
+    {"train-policy", required_argument, NULL, OPT_TRAIN_POLICY},
+    {"instances", required_argument, NULL, OPT_INSTANCES},
     {"format", required_argument, NULL, 'f'},
     {"output", required_argument, NULL, 'o'},
     {"rankfile", required_argument, NULL, OPT_RANKFILE},
@@ -118,8 +129,9 @@ static void parse_options(int argc, char **argv, options *o)
     o->samples = 1e8;
     o->epochs = 1;
     o->algo = "rl";
-    o->search = (plan_search_opts){.seed = 1, .episodes = 2048, .time_limit = 10, .bound_time = 5,
-                                   .polish = 1};
+    o->search = (plan_search_opts){.seed = 1, .episodes = 2048, .evaluations = 1000000, .time_limit = 60,
+                                   .bound_time = 5, .polish = 1};
+    o->instances = 512;
     o->profiles = hps_calloc((size_t)argc, sizeof *o->profiles);
     int c;
     while ((c = hps_cli_getopt(argc, argv, "m:c:p:t:a:s:f:o:qvhV", long_options)) != -1) {
@@ -137,6 +149,10 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_TIME_LIMIT: o->search.time_limit = hps_cli_positive("--time-limit", optarg); break;
         case OPT_BOUND_TIME: o->search.bound_time = hps_cli_positive("--bound-time", optarg); break;
         case OPT_NO_POLISH: o->search.polish = 0; break;
+        case OPT_EVALUATIONS: o->search.evaluations = hps_cli_long("--evaluations", optarg, 1, 1000000000); break;
+        case OPT_POLICY: o->policy = optarg; break;
+        case OPT_TRAIN_POLICY: o->train_policy = optarg; break;
+        case OPT_INSTANCES: o->instances = hps_cli_long("--instances", optarg, 1, 1000000); break;
         case 'f': o->format_arg = optarg; break;
         case 'o': o->output = optarg; break;
         case OPT_RANKFILE: o->rankfile = optarg; break;
@@ -271,7 +287,12 @@ static void solve(const plan_problem *p, const hps_cluster *c, const char *algo,
                   plan_result *r)
 {
     hps_error err;
-    if (plan_solve(p, c, algo, so, r, &err) == 0) return;
+    if (plan_solve(p, c, algo, so, r, &err) == 0) {
+        if (r->timed_out && strcmp(algo, "exact") != 0)
+            hps_warnf("--time-limit %g s cut the %s search after %ld evaluations; the plan depends on this "
+                      "machine's speed", so->time_limit, algo, r->episodes);
+        return;
+    }
     if (err.code == HPS_EXIT_USAGE) hps_usage_error("%s", err.msg); /* --algo */
     die(&err);
 }
@@ -363,7 +384,7 @@ static void write_output(const options *o, const inputs *in, const plan_eval *e,
     FILE *f = hps_out_file(out);
     if (format == FMT_TABLE) plan_print_table(f, in->problem, e, l, r, m);
     else if (format == FMT_DOT) plan_print_dot(f, in->model, in->problem, e, l);
-    else plan_draw_svg(f, in->model, in->problem, e);
+    else plan_draw_svg(f, in->model, in->problem, e, l);
     if (hps_out_commit(out, &err)) die(&err);
 }
 
@@ -568,6 +589,19 @@ static int show(options *o, int argc, char **argv)
     return 0;
 }
 
+/* --train-policy FILE: the rl policy pre-trained over seeded random
+ * instances (make plan-policy regenerates the built-in one this way). */
+static int train_policy(const options *o)
+{
+    hps_error err;
+    plan_policy *pol = plan_policy_pretrain(o->search.seed, (int)o->instances, o->search.episodes,
+                                            hps_stderr_is_tty() && hps_display_level >= 2);
+    int rc = plan_policy_save(pol, o->train_policy, &err);
+    plan_policy_free(pol);
+    if (rc) die(&err);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const char *const commands[] = {"show", NULL};
@@ -583,6 +617,7 @@ int main(int argc, char **argv)
     options o;
     parse_options(argc, argv, &o);
     int rc;
+    plan_policy *policy = NULL;
     if (is_show) rc = show(&o, argc, argv);
     else {
         if (optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
@@ -591,6 +626,16 @@ int main(int argc, char **argv)
             rc = explain(&o);
             free(o.profiles); /* reload may have replaced it */
             return rc;
+        }
+        if (o.train_policy) {
+            rc = train_policy(&o);
+            free(o.profiles);
+            return rc;
+        }
+        if (o.policy) {
+            hps_error err;
+            if (!(policy = plan_policy_load(o.policy, &err))) die(&err);
+            o.search.policy = policy;
         }
         if (!(o.min_throughput > 0)) hps_usage_error("missing --min-throughput N");
         inputs in = {0};
@@ -604,6 +649,7 @@ int main(int argc, char **argv)
         rc = o.pareto ? pareto(&o, &in) : plan_once(&o, &in);
         free_inputs(&in);
     }
+    plan_policy_free(policy);
     free(o.profiles);
     return rc;
 }

@@ -145,6 +145,11 @@ int plan_problem_check_memory(plan_problem *p, hps_error *err);
 plan_problem *plan_problem_new(int n_layers, int n_types);
 void plan_problem_prepare(plan_problem *p); /* prefix sums; call after filling */
 void plan_problem_free(plan_problem *p);
+/* A seeded CTR-like instance for the rl policy's pre-training, the tests and
+ * the benchmark: the limit is tightness times the largest throughput
+ * reachable; unit_limits gives each type 1 to 6 units (else 64). */
+plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, double tightness,
+                                  int unit_limits);
 /* The profiles hps-plan reads (hps-profile(5)), merged: one per device id. */
 typedef struct hps_profiles hps_profiles;
 hps_profiles *hps_profiles_new(void);
@@ -241,17 +246,43 @@ double plan_score(const plan_eval *e);
 
 /* ---- solvers -------------------------------------------------------------- */
 
+typedef struct plan_policy plan_policy; /* the rl policy's weights */
+
 typedef struct {
     uint64_t seed;
-    long episodes;      /* rl: sampled plans; genetic: evaluations */
-    double time_limit;  /* seconds; rl and genetic stop there */
+    long episodes;      /* rl: plans the policy samples */
+    long evaluations;   /* rl, genetic, polish: cost-model evaluations in all */
+    double time_limit;  /* seconds; a safety cap on rl, genetic and polish */
     double bound_time;  /* seconds for the exact solver */
     int progress;       /* progress bar on stderr */
     int polish;         /* rl: local search on the best samples (default on) */
+    int start;          /* rl: PLAN_START_* */
+    const plan_policy *policy; /* rl, PLAN_START_TRAINED: these weights (NULL: the shipped ones) */
+    int frozen;         /* rl: sample without learning (learning rate 0) */
 } plan_search_opts;
 
+/* Where the rl policy starts: pre-trained weights, random weights (the
+ * untrained policy), or all zero (uniform over the actions: random search). */
+enum { PLAN_START_TRAINED, PLAN_START_RANDOM, PLAN_START_UNIFORM };
+
+/* What a search may spend: evaluations of the cost model, counted so that a
+ * seed gives one plan on a busy machine and a quiet one, and a wall-clock
+ * cap (--time-limit) that only guards against the pathological; cut says
+ * that the cap, not the count, ended the search. */
 typedef struct {
-    double episode, objective; /* best feasible objective after that many episodes */
+    long evals, max_evals;
+    double deadline;
+    int cut;
+} plan_budget;
+
+void plan_budget_init(plan_budget *b, long max_evals, double seconds);
+/* 1 while evaluations and time are left (sets cut when the time is not). */
+int plan_budget_left(plan_budget *b);
+/* plan_evaluate, counted. */
+void plan_budget_evaluate(plan_budget *b, const plan_problem *p, const int *assign, plan_eval *e);
+
+typedef struct {
+    double episode, objective; /* best feasible objective after that many evaluations */
 } plan_trace_point;
 
 typedef struct {
@@ -264,7 +295,8 @@ typedef struct {
     double seconds;
     int n_trace;
     plan_trace_point trace[64];
-    double mean_first, mean_last; /* rl: mean sampled score, first and last updates */
+    double mean_first, mean_last; /* rl: mean sampled reward, first and last updates */
+    const char *found_by; /* which part found the plan: "policy", "polish", ... */
 } plan_result;
 
 void plan_result_init(plan_result *r, const plan_problem *p);
@@ -277,24 +309,37 @@ int plan_solve_brute(const plan_problem *p, plan_result *r, hps_error *err);
 int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_result *r);
 int plan_solve_genetic(const plan_problem *p, const plan_search_opts *o, plan_result *r);
 int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result *r);
-/* The solver named by --algo (rl, exact, greedy, genetic, brute, fixed:TYPE). */
+/* The rl polish alone, from the fastest plan: plan_iterated_search within
+ * o->evaluations. */
+int plan_solve_polish(const plan_problem *p, const plan_search_opts *o, plan_result *r);
+/* The solver named by --algo (rl, exact, greedy, genetic, polish, brute, fixed:TYPE). */
 int plan_solve(const plan_problem *p, const hps_cluster *c, const char *algo, const plan_search_opts *so,
                plan_result *r, hps_error *err);
 /* Steepest descent over single-layer and whole-stage type changes. */
-void plan_local_search(const plan_problem *p, int *assign, double deadline);
-/* Local search, then the DP moves (plan_dp_polish) and the local search
- * again while the DP moves improve the plan. */
+void plan_local_search(const plan_problem *p, int *assign, plan_budget *b);
+/* The DP moves (plan_dp_polish), the local search, and both again while the
+ * DP moves improve the plan. */
 #define PLAN_POLISH_WINDOW 12
-void plan_descend(const plan_problem *p, int *assign, double deadline);
-/* plan_descend, then `rounds` times: move a random run to a random type,
- * descend, keep the better plan. */
-void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, int rounds,
-                          double deadline);
+void plan_descend(const plan_problem *p, int *assign, plan_budget *b);
+/* plan_descend, then until the budget is spent or PLAN_ILS_PATIENCE rounds
+ * in a row gain nothing: move a random run to a random type, descend, keep
+ * the better plan. */
+#define PLAN_ILS_PATIENCE 200
+void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, plan_budget *b);
 /* The rl polish's DP moves (plan_polish.c): re-choose the cut points of the
  * plan's stage sequence (also after retyping one stage), and the types of
  * windows of `window` layers, at a few throughput floors; keeps what the
  * cost model scores better.  Returns 1 when the plan improved. */
-int plan_dp_polish(const plan_problem *p, int *assign, int window, double deadline);
+int plan_dp_polish(const plan_problem *p, int *assign, int window, plan_budget *b);
+
+/* The rl policy (plan_sched_rl.c): its file (hps-plan --train-policy) and
+ * its pre-training over seeded random instances. */
+plan_policy *plan_policy_load(const char *path, hps_error *err);
+plan_policy *plan_policy_parse(json_t *root, const char *name, hps_error *err);
+plan_policy *plan_policy_shipped(void); /* the one built in (lib/plan/rl-policy.json) */
+int plan_policy_save(const plan_policy *pol, const char *path, hps_error *err);
+void plan_policy_free(plan_policy *pol);
+plan_policy *plan_policy_pretrain(uint64_t seed, int instances, long episodes, int progress);
 /* Largest throughput any plan reaches (units shared by stages of one type are
  * not counted against each other, so this is an upper bound); assign gets it. */
 double plan_max_throughput(const plan_problem *p, int *assign);
@@ -348,7 +393,8 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e,
  * servers and links as Graphviz dot; the stages as an SVG bar chart. */
 void plan_print_dot(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e,
                     const plan_layout *l);
-void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e);
+void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e,
+                   const plan_layout *l);
 
 /* ---- reading a plan back: the one reader every tool uses ------------------ */
 

@@ -127,6 +127,7 @@ static json_t *search_json(const plan_eval *e, const plan_result *r, const plan_
                           hps_json_real(r->seconds), "trace", trace, "optimal", r->optimal, "timed_out",
                           r->timed_out);
     json_object_set_new(o, "polished", json_boolean(strcmp(m->algorithm, "rl") == 0 && m->opts.polish));
+    json_object_set_new(o, "found_by", r->found_by ? json_string(r->found_by) : json_null());
     json_object_set_new(o, "optimum", m->exact_objective >= 0 ? hps_json_real(m->exact_objective) : json_null());
     json_object_set_new(o, "gap", hps_json_real(gap_of(e, m)));
     return o;
@@ -247,6 +248,7 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
         fprintf(f, "placement %s/step across nodes (round robin: %s/step)\n",
                 human_bytes(l->cross_node_bytes, b1, sizeof b1), human_bytes(l->round_robin_bytes, b2, sizeof b2));
     fprintf(f, "search %s, seed %llu, %ld episodes", m->algorithm, (unsigned long long)m->opts.seed, r->episodes);
+    if (r->found_by) fprintf(f, ", found by the %s", r->found_by);
     double gap = gap_of(e, m);
     if (r->optimal) fprintf(f, ", optimal\n");
     else if (isfinite(gap)) fprintf(f, ", %.2f%% above the optimum\n", 100 * gap);

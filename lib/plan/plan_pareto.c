@@ -16,6 +16,7 @@ int plan_solve(const plan_problem *p, const hps_cluster *c, const char *algo, co
     if (strcmp(algo, "exact") == 0) return plan_solve_exact(p, so, r);
     if (strcmp(algo, "greedy") == 0) return plan_solve_greedy(p, r);
     if (strcmp(algo, "genetic") == 0) return plan_solve_genetic(p, so, r);
+    if (strcmp(algo, "polish") == 0) return plan_solve_polish(p, so, r);
     if (strcmp(algo, "brute") == 0) return plan_solve_brute(p, r, err);
     if (strncmp(algo, "fixed:", 6) == 0) {
         int t = hps_cluster_find(c, algo + 6);
@@ -23,7 +24,7 @@ int plan_solve(const plan_problem *p, const hps_cluster *c, const char *algo, co
             return hps_fail(err, HPS_EXIT_USAGE, "--algo fixed:TYPE: '%s' is no resource of the cluster", algo + 6);
         return plan_solve_fixed(p, t, r);
     }
-    return hps_fail(err, HPS_EXIT_USAGE, "--algo: '%s' is not one of rl, exact, greedy, genetic, brute, fixed:TYPE",
+    return hps_fail(err, HPS_EXIT_USAGE, "--algo: '%s' is not one of rl, exact, greedy, genetic, polish, brute, fixed:TYPE",
                     algo);
 }
 

@@ -76,9 +76,10 @@ static val link_val(const plan_problem *p, int i, int a, int b, double theta)
 }
 
 /* Replaces assign by cand when cand scores better; returns 1 then. */
-static int accept(const plan_problem *p, int *assign, const int *cand, plan_eval *e, double *score)
+static int accept(const plan_problem *p, int *assign, const int *cand, plan_eval *e, double *score,
+                  plan_budget *b)
 {
-    plan_evaluate(p, cand, e);
+    plan_budget_evaluate(b, p, cand, e);
     double s = plan_score(e);
     if (!(s < *score * (1 - 1e-12))) return 0;
     *score = s;
@@ -205,19 +206,19 @@ static int floors(const plan_problem *p, const plan_eval *e, double *theta)
     return n;
 }
 
-int plan_dp_polish(const plan_problem *p, int *assign, int window, double deadline)
+int plan_dp_polish(const plan_problem *p, int *assign, int window, plan_budget *b)
 {
     int L = p->n_layers, T = p->n_types, improved = 0;
     int *cand = hps_malloc((size_t)L * sizeof *cand), *ty = hps_malloc((size_t)L * sizeof *ty);
     int *cut = hps_malloc((size_t)(L + 1) * sizeof *cut);
     plan_eval e;
     plan_eval_init(&e, p);
-    plan_evaluate(p, assign, &e);
+    plan_budget_evaluate(b, p, assign, &e);
     double score = plan_score(&e), theta[8], w[PLAN_MAX_TYPES], wmax = 0;
     for (int t = 0; t < T; t++) wmax = fmax(wmax, weight(p, t));
-    for (int round = 0, again = 1; again && round < 8 && hps_now() < deadline; round++) {
+    for (int round = 0, again = 1; again && round < 8 && plan_budget_left(b); round++) {
         again = 0;
-        plan_evaluate(p, assign, &e);
+        plan_budget_evaluate(b, p, assign, &e);
         int nt = floors(p, &e, theta);
         /* a type over its unit limit is priced up, so the DPs move units
          * off it (even rounds price every type plainly) */
@@ -235,25 +236,25 @@ int plan_dp_polish(const plan_problem *p, int *assign, int window, double deadli
         cut[m] = L;
         /* retyping tries m T sequences: only for short ones */
         int tries = m <= PLAN_RETYPE_STAGES ? m * T : 0;
-        for (int z = -1; z < tries && hps_now() < deadline; z++) {
+        for (int z = -1; z < tries && plan_budget_left(b); z++) {
             int k = z < 0 ? 0 : z / T, u = z < 0 ? ty[0] : z % T, old = ty[k];
             if (z >= 0 && (u == old || (k > 0 && ty[k - 1] == u) || (k + 1 < m && ty[k + 1] == u))) continue;
             ty[k] = u;
             for (int q = 0; q < nt; q++)
-                if (boundaries_dp(w, p, ty, cut, m, band, theta[q], cand) && accept(p, assign, cand, &e, &score)) again = 1;
+                if (boundaries_dp(w, p, ty, cut, m, band, theta[q], cand) && accept(p, assign, cand, &e, &score, b)) again = 1;
             ty[k] = old;
             if (again) break; /* the stages changed */
         }
         /* windows, overlapping by half */
         int ww = window < L ? window : L, step = ww / 2 > 0 ? ww / 2 : 1;
-        for (int a = 0; a < L && hps_now() < deadline; a += step) {
-            int b = a + ww < L ? a + ww : L;
+        for (int a = 0; a < L && plan_budget_left(b); a += step) {
+            int end = a + ww < L ? a + ww : L;
             for (int q = 0; q < nt; q++)
-                if (window_dp(w, p, assign, a, b, theta[q], cand) && accept(p, assign, cand, &e, &score)) again = 1;
-            if (b == L) break;
+                if (window_dp(w, p, assign, a, end, theta[q], cand) && accept(p, assign, cand, &e, &score, b)) again = 1;
+            if (end == L) break;
         }
         improved |= again;
-        plan_evaluate(p, assign, &e);
+        plan_budget_evaluate(b, p, assign, &e);
         if (!again && round % 2 == 0 && !e.feasible) again = 1; /* the priced-up round */
     }
     plan_eval_free(&e);

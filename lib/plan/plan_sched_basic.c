@@ -92,13 +92,35 @@ int plan_solve_brute(const plan_problem *p, plan_result *r, hps_error *err)
     return 0;
 }
 
+void plan_budget_init(plan_budget *b, long max_evals, double seconds)
+{
+    b->evals = 0;
+    b->max_evals = max_evals > 0 ? max_evals : 1;
+    b->deadline = hps_now() + (seconds > 0 ? seconds : 1e9);
+    b->cut = 0;
+}
+
+int plan_budget_left(plan_budget *b)
+{
+    if (b->evals >= b->max_evals) return 0;
+    if (hps_now() < b->deadline) return 1;
+    b->cut = 1;
+    return 0;
+}
+
+void plan_budget_evaluate(plan_budget *b, const plan_problem *p, const int *assign, plan_eval *e)
+{
+    b->evals++;
+    plan_evaluate(p, assign, e);
+}
+
 /* Tries assign[lo, hi) = t; keeps it when the score improves. */
 static int try_move(const plan_problem *p, int *assign, int *scratch, int lo, int hi, int t,
-                    plan_eval *e, double *score)
+                    plan_eval *e, double *score, plan_budget *b)
 {
     memcpy(scratch, assign, (size_t)p->n_layers * sizeof *assign);
     for (int l = lo; l < hi; l++) scratch[l] = t;
-    plan_evaluate(p, scratch, e);
+    plan_budget_evaluate(b, p, scratch, e);
     double s = plan_score(e);
     if (!(s < *score * (1 - 1e-12))) return 0;
     *score = s;
@@ -110,43 +132,46 @@ static int try_move(const plan_problem *p, int *assign, int *scratch, int lo, in
  * Runs of any length, not only single layers or whole stages, let a plan
  * move a stage boundary far or carve a new stage out of an old one in one
  * step; the cost is O(L^2 T) evaluations per sweep. */
-void plan_local_search(const plan_problem *p, int *assign, double deadline)
+void plan_local_search(const plan_problem *p, int *assign, plan_budget *b)
 {
     int L = p->n_layers, T = p->n_types;
     int *scratch = hps_malloc((size_t)L * sizeof *scratch);
     plan_eval e;
     plan_eval_init(&e, p);
-    plan_evaluate(p, assign, &e);
+    plan_budget_evaluate(b, p, assign, &e);
     double score = plan_score(&e);
-    for (int improved = 1; improved && hps_now() < deadline;) {
+    for (int improved = 1; improved && plan_budget_left(b);) {
         improved = 0;
-        for (int len = 1; len <= L && hps_now() < deadline; len++)
-            for (int lo = 0; lo + len <= L; lo++)
+        for (int len = 1; len <= L && plan_budget_left(b); len++)
+            for (int lo = 0; lo + len <= L && plan_budget_left(b); lo++)
                 for (int t = 0; t < T; t++) {
                     int same = 1;
                     for (int l = lo; l < lo + len && same; l++) same = assign[l] == t;
-                    if (!same) improved |= try_move(p, assign, scratch, lo, lo + len, t, &e, &score);
+                    if (!same) improved |= try_move(p, assign, scratch, lo, lo + len, t, &e, &score, b);
                 }
     }
     plan_eval_free(&e);
     free(scratch);
 }
 
-void plan_descend(const plan_problem *p, int *assign, double deadline)
+/* The DP moves first: a few hundred evaluations move cuts and retype stages,
+ * where one sweep of the local search costs O(L^2 T). */
+void plan_descend(const plan_problem *p, int *assign, plan_budget *b)
 {
-    plan_local_search(p, assign, deadline);
-    for (int k = 0; k < 4 && hps_now() < deadline; k++) {
-        if (!plan_dp_polish(p, assign, PLAN_POLISH_WINDOW, deadline)) break;
-        plan_local_search(p, assign, deadline);
+    plan_dp_polish(p, assign, PLAN_POLISH_WINDOW, b);
+    plan_local_search(p, assign, b);
+    for (int k = 0; k < 4 && plan_budget_left(b); k++) {
+        if (!plan_dp_polish(p, assign, PLAN_POLISH_WINDOW, b)) break;
+        plan_local_search(p, assign, b);
     }
 }
 
 /* Iterated local search: from the best plan, move a random run of layers to
  * a random type and descend again (plan_descend); keep the result when it is
- * better.  The rounds are counted, not timed, so a seed gives one plan (the
- * deadline only guards against a pathological instance). */
-void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, int rounds,
-                          double deadline)
+ * better; stop when the budget is spent or PLAN_ILS_PATIENCE rounds in a row
+ * found nothing better.  The budget counts evaluations, so a seed gives one
+ * plan (the deadline only guards against a pathological instance). */
+void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, plan_budget *b)
 {
     int L = p->n_layers;
     int *trial = hps_malloc((size_t)L * sizeof *trial);
@@ -154,10 +179,10 @@ void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, int
     plan_eval_init(&e, p);
     hps_rng rng;
     hps_rng_seed(&rng, seed);
-    plan_descend(p, assign, deadline);
-    plan_evaluate(p, assign, &e);
+    plan_descend(p, assign, b);
+    plan_budget_evaluate(b, p, assign, &e);
     double best = plan_score(&e);
-    for (int k = 0; k < rounds && hps_now() < deadline; k++) {
+    for (int idle = 0; idle < PLAN_ILS_PATIENCE && plan_budget_left(b); idle++) {
         memcpy(trial, assign, (size_t)L * sizeof *trial);
         for (int kick = 0; kick < 2; kick++) { /* two runs: a boundary moves as a new one appears */
             int lo = (int)hps_rng_below(&rng, (uint64_t)L), span = L / 8 > 4 ? L / 8 : 4;
@@ -165,13 +190,29 @@ void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, int
             int t = (int)hps_rng_below(&rng, (uint64_t)p->n_types);
             for (int l = lo; l < lo + len; l++) trial[l] = t;
         }
-        plan_descend(p, trial, deadline);
-        plan_evaluate(p, trial, &e);
+        plan_descend(p, trial, b);
+        plan_budget_evaluate(b, p, trial, &e);
         if (plan_score(&e) < best * (1 - 1e-12)) {
             best = plan_score(&e);
             memcpy(assign, trial, (size_t)L * sizeof *trial);
+            idle = -1;
         }
     }
     plan_eval_free(&e);
     free(trial);
+}
+
+int plan_solve_polish(const plan_problem *p, const plan_search_opts *o, plan_result *r)
+{
+    double t0 = hps_now();
+    plan_budget b;
+    plan_budget_init(&b, o->evaluations, o->time_limit);
+    plan_max_throughput(p, r->assign);
+    plan_iterated_search(p, r->assign, o->seed, &b);
+    r->found = 1;
+    r->found_by = "polish";
+    r->episodes = b.evals;
+    r->timed_out = b.cut;
+    r->seconds = hps_now() - t0;
+    return 0;
 }

@@ -28,6 +28,7 @@
  * type tables of the cheapest and fastest suffix within r units of that type
  * add the limits one type at a time, exactly.  Every bound is a relaxation,
  * so the optimum stays proven. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -435,7 +436,9 @@ static double starting_plan(const plan_problem *p, int *assign, plan_eval *e)
         }
     }
     plan_result_free(&r);
-    plan_local_search(p, assign, hps_now() + 0.1);
+    plan_budget b; /* an incumbent only: time-bound, the proof does not depend on it */
+    plan_budget_init(&b, LONG_MAX, 0.1);
+    plan_local_search(p, assign, &b);
     plan_evaluate(p, assign, e);
     return e->feasible ? e->objective : HUGE_VAL;
 }
@@ -545,7 +548,9 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
         if (!track_violations(&s, &e)) break;
         root = dual_bounds(&s);
         /* a feasible plan near the relaxed optimum may tighten the bound */
-        plan_local_search(p, relaxed, hps_now() + 0.05);
+        plan_budget b;
+        plan_budget_init(&b, LONG_MAX, 0.05);
+        plan_local_search(p, relaxed, &b);
         plan_evaluate(p, relaxed, &e);
         if (e.feasible && e.objective < upper) {
             upper = e.objective;

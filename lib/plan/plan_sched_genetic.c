@@ -64,8 +64,9 @@ static void sort_population(int *pop, double *score, int L)
 int plan_solve_genetic(const plan_problem *p, const plan_search_opts *o, plan_result *r)
 {
     int L = p->n_layers, T = p->n_types;
-    double t0 = hps_now(), deadline = t0 + (o->time_limit > 0 ? o->time_limit : 1e9);
-    long total = o->episodes > 0 ? o->episodes : 2048, ep = 0;
+    double t0 = hps_now();
+    plan_budget b;
+    plan_budget_init(&b, o->evaluations > 0 ? o->evaluations : 1000000, o->time_limit);
     hps_rng rng;
     hps_rng_seed(&rng, o->seed);
     int *pop = hps_malloc((size_t)GA_POP * L * sizeof *pop), *next = hps_malloc((size_t)GA_POP * L * sizeof *next);
@@ -75,14 +76,14 @@ int plan_solve_genetic(const plan_problem *p, const plan_search_opts *o, plan_re
     /* Start from the single-type plans and random runs. */
     for (int i = 0; i < GA_POP; i++)
         for (int l = 0; l < L; l++) pop[(size_t)i * L + l] = i < T ? i : (int)hps_rng_below(&rng, (uint64_t)T);
-    for (int gen = 0; ep < total && (gen == 0 || hps_now() < deadline); gen++) {
-        for (int i = 0; i < GA_POP; i++, ep++) {
-            plan_evaluate(p, pop + (size_t)i * L, &e);
+    for (int gen = 0; gen == 0 || plan_budget_left(&b); gen++) {
+        for (int i = 0; i < GA_POP; i++) {
+            plan_budget_evaluate(&b, p, pop + (size_t)i * L, &e);
             score[i] = plan_score(&e);
             if (score[i] < best) {
                 best = score[i];
                 memcpy(r->assign, pop + (size_t)i * L, (size_t)L * sizeof *pop);
-                if (e.feasible) plan_trace_add(r, (double)ep + 1, e.objective);
+                if (e.feasible) plan_trace_add(r, (double)b.evals, e.objective);
             }
         }
         sort_population(pop, score, L);
@@ -98,7 +99,9 @@ int plan_solve_genetic(const plan_problem *p, const plan_search_opts *o, plan_re
         next = swap;
     }
     r->found = 1;
-    r->episodes = ep;
+    r->found_by = "genetic";
+    r->episodes = b.evals;
+    r->timed_out = b.cut;
     r->seconds = hps_now() - t0;
     plan_eval_free(&e);
     free(pop);

@@ -1,401 +1,701 @@
-/* The rl scheduler, as in HeterPS: a recurrent policy reads the layers in
- * order and emits one resource type per layer; REINFORCE with a moving-average
- * baseline and Adam trains it on the objective of the plans it samples.
+/* The rl scheduler.  HeterPS trains a recurrent policy that emits a type per
+ * layer; measured, such a policy learned nothing in 2048 episodes (the polish
+ * did the work), because a per-layer chain of 128 choices is a needle in a
+ * haystack of T^128 plans.  This policy acts at the level of stages:
  *
- * The policy is a GRU (PyTorch's gate layout r, z, n) over the layer chain.
- * Its input at layer l is the layer's features (kind, FLOPs, bytes, profiled
- * time and unit cost on each type) and the type chosen for layer l - 1, so it
- * can learn to keep a stage going or to cut it.  A batch of episodes runs side
- * by side as the rows of one matrix, so every step is a few cblas_sgemm calls.
+ *   state   the first layer i still to place, the previous stage's type,
+ *           the units each type already runs
+ *   action  a stage: a type t and an end e, the layers [i, e) on t; types
+ *           that cannot hold a layer of the run (the problem's fits mask)
+ *           and the previous type are masked out
+ *   policy  a softmax over the actions of a small MLP's score of each
+ *           action's features: what the stage costs at its fewest units
+ *           against a reference plan, per layer and with the rest of the
+ *           chain on one type, its headroom, its link, the unit limits,
+ *           and the same costs relative to the state's best action (so
+ *           the weights carry over from one instance to another)
+ *   reward  -log(objective / reference plan's), or a penalty growing with
+ *           the violation when infeasible; advantages normalised over a
+ *           batch of samples; PPO's clipped ratio over a few epochs per
+ *           batch, an entropy bonus that decays, Adam.
  *
- * Everything is seeded from --seed and runs on one BLAS thread: the same seed
- * gives the same plan (unless --time-limit cuts a run short).  The best plan
- * sampled is kept; at the end the best few, and the fastest plan, are
- * polished by plan_descend (the local search alternating with the DP moves
- * of plan_polish.c) and the best of those by an iterated local search
- * (hps-plan(1) says so, and the plan's search section says polished). */
-#include <cblas.h>
+ * The weights start from a policy pre-trained over seeded random instances
+ * (plan_policy_pretrain, hps-plan --train-policy; the shipped file is
+ * lib/plan/rl-policy.json, built in) and go on learning on the instance.
+ * Every step is counted in cost-model evaluations, not seconds, and runs on
+ * one thread: the same seed gives the same plan on any machine (unless
+ * --time-limit cuts the run, which hps-plan then says).  The rest of the
+ * budget goes to the polish (plan_iterated_search), from the best plans the
+ * policy sampled; the plan's search record says which part found it. */
+#include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hps_io.h"
+#include "core/hps_json.h"
 #include "core/hps_rng.h"
 #include "plan/hps_plan.h"
 
-#define RL_HIDDEN 32
+#define RL_F 16 /* features per action */
+#define RL_H 8 /* hidden units of the scorer */
+#define RL_NP (RL_H * RL_F + RL_H + RL_H + RL_F)
 #define RL_BATCH 16
-#define RL_LR 0.02f
-#define RL_ENTROPY 0.01f
-#define RL_BASELINE_DECAY 0.9
-#define RL_POLISH 16
-#define RL_KICKS 200 /* rounds of the iterated local search on the best plan */
-#define RL_STATIC 11 /* kind one-hot (5), five log sizes, position */
+#define RL_EPOCHS 2
+#define RL_CLIP 0.2f
+#define RL_LR 0.01f
+/* Exploration: a sample follows the softmax with probability 1 - RL_EPS and
+ * is uniform over the unmasked actions otherwise (the policy is that
+ * mixture, in the updates too), and the softmax's entropy earns a bonus that
+ * decays linearly to a tenth.  A policy pre-trained without them collapsed
+ * onto one plan per instance and sampled worse than random search. */
+#define RL_EPS 0.25f
+#define RL_ENTROPY0 0.2f
+#define RL_ELITE 4        /* best sampled plans the polish starts from */
+
+struct plan_policy {
+    float w[RL_NP]; /* w1 [RL_H][RL_F], b1 [RL_H], w2 [RL_H], v [RL_F] */
+    uint64_t seed;
+    long instances, episodes; /* of its pre-training; 0 when untrained */
+};
+
+static float *w1(float *w) { return w; }
+static float *b1(float *w) { return w + RL_H * RL_F; }
+static float *w2(float *w) { return w + RL_H * RL_F + RL_H; }
+static float *v(float *w) { return w + RL_H * RL_F + 2 * RL_H; }
+
+/* ---- one instance, as the policy sees it ---------------------------------- */
 
 typedef struct {
-    int L, T, D, H, N;
-    /* parameters, gradients and Adam's moments share one layout */
-    size_t n_params;
-    float *params, *grads, *m, *v;
-    float *wx, *wh, *bx, *bh, *wo, *bo, *stick; /* views into params */
-    float *gwx, *gwh, *gbx, *gbh, *gwo, *gbo, *gstick;
-    long adam_t;
-    /* per layer features, [L x (D - T - 1)] */
-    float *feat;
-    /* activations of one batch, per step */
-    float *x, *gx, *gh, *h, *r, *z, *n, *probs; /* [L][N][...] */
-    int *actions;                               /* [N][L] */
-} rl_policy;
+    const plan_problem *p;
+    int L, T;
+    double w[PLAN_MAX_TYPES], wmin; /* a unit's rate: price, or power for energy and EDP */
+    double ref_rate, ref_objective;  /* the reference plan's */
+    double *rest;                    /* [e * T + t]: rate of [e, L) as one stage on t; HUGE_VAL when none */
+    int *rest_units;                 /* [e * T + t]: its units (0 when none meets the limit) */
+    int *misfit;                     /* [t * (L + 1) + i]: layers before i that do not fit t */
+} rl_instance;
 
-static void policy_layout(rl_policy *P)
+/* The stage [first, end) on t at its fewest units (all it may have when no
+ * number meets the limit: then *units is 0). */
+static double stage_rate(const rl_instance *in, int first, int end, int t, int *units, double *thr)
 {
-    int D = P->D, H = P->H, T = P->T;
-    size_t sizes[7] = {(size_t)D * 3 * H, (size_t)H * 3 * H, 3 * (size_t)H, 3 * (size_t)H,
-                       (size_t)H * T, (size_t)T, 1};
-    P->n_params = 0;
-    for (int i = 0; i < 7; i++) P->n_params += sizes[i];
-    P->params = hps_calloc(P->n_params, sizeof(float));
-    P->grads = hps_calloc(P->n_params, sizeof(float));
-    P->m = hps_calloc(P->n_params, sizeof(float));
-    P->v = hps_calloc(P->n_params, sizeof(float));
-    float **views[7] = {&P->wx, &P->wh, &P->bx, &P->bh, &P->wo, &P->bo, &P->stick};
-    float **gviews[7] = {&P->gwx, &P->gwh, &P->gbx, &P->gbh, &P->gwo, &P->gbo, &P->gstick};
-    size_t off = 0;
-    for (int i = 0; i < 7; i++) {
-        *views[i] = P->params + off;
-        *gviews[i] = P->grads + off;
-        off += sizes[i];
+    const plan_problem *p = in->p;
+    plan_law law;
+    plan_stage_law(p, first, end, t, &law);
+    int k = plan_provision(p, &law, t), kk = k ? k : p->max_units[t];
+    *units = k;
+    *thr = 1000.0 * p->batch / plan_law_ms(&law, kk);
+    return kk * in->w[t];
+}
+
+/* The reference for rewards and features: the best single-type plan, else
+ * the fastest plan. */
+static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b)
+{
+    int L = p->n_layers, T = p->n_types;
+    memset(in, 0, sizeof *in);
+    in->p = p;
+    in->L = L;
+    in->T = T;
+    in->wmin = HUGE_VAL;
+    int by_power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
+    for (int t = 0; t < T; t++) {
+        in->w[t] = by_power ? p->power[t] : p->price[t];
+        if (!(in->w[t] > 0)) in->w[t] = 1e-9;
+        in->wmin = fmin(in->wmin, in->w[t]);
+    }
+    int *a = hps_malloc((size_t)L * sizeof *a);
+    plan_eval e;
+    plan_eval_init(&e, p);
+    double best = HUGE_VAL, rate = 0;
+    for (int t = 0; t < T; t++) {
+        for (int l = 0; l < L; l++) a[l] = t;
+        plan_budget_evaluate(b, p, a, &e);
+        if (e.feasible && e.objective < best) best = e.objective, rate = by_power ? e.power_w : e.cost_per_hour;
+    }
+    if (!(best < HUGE_VAL)) {
+        plan_max_throughput(p, a);
+        plan_budget_evaluate(b, p, a, &e);
+        best = e.feasible ? e.objective : 1;
+        rate = 0;
+        for (int s = 0; s < e.n_stages; s++) rate += e.stages[s].units * in->w[e.stages[s].type];
+    }
+    in->ref_objective = best > 0 ? best : 1;
+    in->ref_rate = rate > 0 ? rate : 1;
+    in->rest = hps_malloc((size_t)(L + 1) * T * sizeof *in->rest);
+    in->rest_units = hps_calloc((size_t)(L + 1) * T, sizeof *in->rest_units);
+    for (int s = 0; s < L; s++)
+        for (int t = 0; t < T; t++) {
+            double thr, r = stage_rate(in, s, L, t, &in->rest_units[s * T + t], &thr);
+            in->rest[s * T + t] = in->rest_units[s * T + t] ? r : HUGE_VAL;
+        }
+    in->misfit = hps_calloc((size_t)T * (L + 1), sizeof *in->misfit);
+    for (int t = 0; t < T; t++)
+        for (int l = 0; l < L; l++)
+            in->misfit[t * (L + 1) + l + 1] = in->misfit[t * (L + 1) + l] + (p->fits && !p->fits[l * T + t]);
+    plan_eval_free(&e);
+    free(a);
+}
+
+static void instance_free(rl_instance *in)
+{
+    free(in->rest);
+    free(in->rest_units);
+    free(in->misfit);
+}
+
+static double reward_of(const rl_instance *in, const plan_eval *e)
+{
+    if (e->feasible) return -log(e->objective / in->ref_objective);
+    return -2 - log1p(e->violation);
+}
+
+/* ---- actions and their features ------------------------------------------- */
+
+typedef struct {
+    int type, end;
+    float f[RL_F];
+} rl_action;
+
+static float clampf(double x, double lo, double hi) { return (float)(x < lo ? lo : x > hi ? hi : x); }
+
+/* The actions of state (i, prev, used) into out (room for T (L - i));
+ * returns how many.  Masked out, as long as anything is left: stages that
+ * cannot meet the limit, that take a type past its units, or whose link in
+ * is too slow (mask 0); then types a layer does not fit and the previous
+ * type (mask 1).  Mask 2 keeps the chain going whatever it costs. */
+static int actions_of(const rl_instance *in, int i, int prev, const int *used, rl_action *out)
+{
+    const plan_problem *p = in->p;
+    int L = in->L, T = in->T, n = 0;
+    for (int mask = 0; mask < 3 && n == 0; mask++)
+        for (int t = 0; t < T; t++) {
+            if (t == prev && mask < 2) continue;
+            double lm = prev >= 0 ? plan_link_ms(p, i, prev, t) : 0;
+            int slow_link = lm > 0 && 1000.0 * p->batch / lm < p->min_throughput;
+            if (slow_link && mask == 0) continue;
+            for (int e = i + 1; e <= L; e++) {
+                if (mask < 2 && in->misfit[t * (L + 1) + e] > in->misfit[t * (L + 1) + i]) break;
+                int k;
+                double thr, rate = stage_rate(in, i, e, t, &k, &thr);
+                int kk = k ? k : p->max_units[t];
+                if (mask == 0 && (!k || used[t] + k > p->max_units[t])) continue;
+                /* the rest of the chain as one stage on another type, within
+                 * the units left if it can be (wide: else) */
+                double rest = e < L ? HUGE_VAL : 0, wide = rest;
+                for (int u = 0; e < L && u < T; u++) {
+                    if (u == t) continue;
+                    double r = in->rest[e * T + u];
+                    wide = fmin(wide, r);
+                    if (used[u] + in->rest_units[e * T + u] <= p->max_units[u]) rest = fmin(rest, r);
+                }
+                double share = rate / in->ref_rate;
+                double whole = share + (rest < HUGE_VAL ? rest : wide) / in->ref_rate;
+                rl_action *a = &out[n++];
+                float *f = a->f;
+                a->type = t;
+                a->end = e;
+                f[0] = 1;
+                f[1] = k > 0;
+                f[2] = clampf(share, 0, 4);
+                f[3] = clampf(log(share * L / (e - i)) / 3, -3, 3);
+                f[4] = (float)(e - i) / L;
+                f[5] = e == L;
+                f[6] = clampf(log(thr / p->min_throughput), -2, 2);
+                f[7] = lm > 0 ? (slow_link ? -1 : 1) : 0;
+                f[8] = used[t] + kk > p->max_units[t];
+                f[9] = clampf((double)(used[t] + kk) / p->max_units[t], 0, 2);
+                f[10] = (float)i / L;
+                f[11] = clampf(log(in->w[t] / in->wmin) / 3, 0, 3);
+                f[12] = clampf(whole, 0, 8);
+                f[13] = rest < HUGE_VAL;
+                f[14] = clampf(log(share * L / (e - i)), -10, 10); /* made relative below */
+                f[15] = clampf(log(whole), -10, 10);
+            }
+        }
+    /* per-layer and whole-plan cost against the state's best */
+    float best14 = 10, best15 = 10;
+    for (int c = 0; c < n; c++)
+        if (out[c].f[1] > 0) {
+            best14 = fminf(best14, out[c].f[14]);
+            best15 = fminf(best15, out[c].f[15]);
+        }
+    for (int c = 0; c < n; c++) {
+        out[c].f[14] = fminf(out[c].f[14] - best14, 4);
+        out[c].f[15] = fminf(out[c].f[15] - best15, 4);
+    }
+    return n;
+}
+
+/* Scores of n actions, v.f + w2.tanh(w1 f + b1): the linear part learns
+ * from any start (even all zero, where the hidden layer has no gradient).
+ * h gets the hidden layer when not NULL ([n][RL_H]). */
+static void score(const float *w, const rl_action *a, int n, float *s, float *h)
+{
+    float hb[RL_H];
+    const float *lin = w + RL_H * RL_F + 2 * RL_H;
+    for (int c = 0; c < n; c++) {
+        float *hc = h ? h + (size_t)c * RL_H : hb, acc = 0;
+        for (int k = 0; k < RL_F; k++) acc += lin[k] * a[c].f[k];
+        for (int j = 0; j < RL_H; j++) {
+            float z = w[RL_H * RL_F + j];
+            for (int k = 0; k < RL_F; k++) z += w[j * RL_F + k] * a[c].f[k];
+            hc[j] = tanhf(z);
+            acc += w[RL_H * RL_F + RL_H + j] * hc[j];
+        }
+        s[c] = acc;
     }
 }
 
-static void init_weights(float *w, int fan_in, size_t n, hps_rng *rng)
+/* Softmax of s in place; returns the entropy. */
+static float softmax(float *s, int n)
 {
-    float s = 1.0f / sqrtf((float)fan_in);
-    for (size_t i = 0; i < n; i++) w[i] = hps_rng_range(rng, -s, s);
+    float mx = s[0], sum = 0, ent = 0;
+    for (int c = 1; c < n; c++) mx = fmaxf(mx, s[c]);
+    for (int c = 0; c < n; c++) sum += s[c] = expf(s[c] - mx);
+    for (int c = 0; c < n; c++) {
+        s[c] /= sum;
+        if (s[c] > 0) ent -= s[c] * logf(s[c]);
+    }
+    return ent;
 }
 
-static float lg(double x) { return (float)(log1p(x > 0 ? x : 0) / 25.0); }
+/* ---- episodes -------------------------------------------------------------- */
 
-/* Per-layer features: what the layer is and how each type would serve it. */
-static void layer_features(rl_policy *P, const plan_problem *p)
+/* The steps of a batch of episodes, kept for the updates: each step's
+ * actions, the one taken and its probability when sampled. */
+typedef struct {
+    rl_action *act;
+    size_t n_act, cap_act;
+    int *first, *taken, *episode; /* per step: its actions start at first */
+    float *logp;
+    int n_steps, cap_steps;
+    float *s, *h; /* scratch for one step's scores and hidden layers */
+    int cap_scratch;
+} rl_steps;
+
+static void steps_reserve(rl_steps *st, int L, int T)
 {
-    int F = P->D - P->T - 1;
-    for (int l = 0; l < P->L; l++) {
-        float *f = P->feat + (size_t)l * F;
-        if (p->kind[l] >= 0 && p->kind[l] < 5) f[p->kind[l]] = 1;
-        f[5] = lg(p->flops[l]);
-        f[6] = lg(p->bytes_in[l]);
-        f[7] = lg(p->bytes_out[l]);
-        f[8] = lg(p->param_bytes[l]);
-        f[9] = lg(p->sparse_bytes[l]);
-        f[10] = P->L > 1 ? (float)l / (P->L - 1) : 0;
-        double tmin = HUGE_VAL, cmin = HUGE_VAL;
-        for (int t = 0; t < P->T; t++) {
-            double t1 = p->t1_ms[l * P->T + t] + 1e-9;
-            tmin = fmin(tmin, t1);
-            cmin = fmin(cmin, t1 * p->price[t]);
-        }
-        for (int t = 0; t < P->T; t++) {
-            double t1 = p->t1_ms[l * P->T + t] + 1e-9;
-            f[RL_STATIC + t] = (float)(log(t1 / tmin) / 5);
-            f[RL_STATIC + P->T + t] = (float)(log(t1 * p->price[t] / cmin) / 5);
-        }
+    size_t need = st->n_act + (size_t)L * T;
+    if (need > st->cap_act) {
+        st->cap_act = need * 2;
+        st->act = hps_realloc(st->act, st->cap_act * sizeof *st->act);
+    }
+    if (st->n_steps + 1 >= st->cap_steps) {
+        st->cap_steps = st->cap_steps ? 2 * st->cap_steps : 256;
+        st->first = hps_realloc(st->first, (size_t)(st->cap_steps + 1) * sizeof *st->first);
+        st->taken = hps_realloc(st->taken, (size_t)st->cap_steps * sizeof *st->taken);
+        st->episode = hps_realloc(st->episode, (size_t)st->cap_steps * sizeof *st->episode);
+        st->logp = hps_realloc(st->logp, (size_t)st->cap_steps * sizeof *st->logp);
+    }
+    if (L * T > st->cap_scratch) {
+        st->cap_scratch = L * T;
+        st->s = hps_realloc(st->s, (size_t)L * T * sizeof *st->s);
+        st->h = hps_realloc(st->h, (size_t)L * T * RL_H * sizeof *st->h);
     }
 }
 
-static void policy_init(rl_policy *P, const plan_problem *p, hps_rng *rng)
+static void steps_free(rl_steps *st)
 {
-    memset(P, 0, sizeof *P);
-    P->L = p->n_layers;
-    P->T = p->n_types;
-    P->H = RL_HIDDEN;
-    P->N = RL_BATCH;
-    P->D = RL_STATIC + 2 * P->T + P->T + 1;
-    policy_layout(P);
-    init_weights(P->wx, P->D, (size_t)P->D * 3 * P->H, rng);
-    init_weights(P->wh, P->H, (size_t)P->H * 3 * P->H, rng);
-    init_weights(P->wo, P->H, (size_t)P->H * P->T, rng);
-    /* Stages are runs, so the policy starts out keeping the previous layer's
-     * type with odds that make runs of about a third of the chain. */
-    P->stick[0] = 1.0f + logf((float)P->L);
-    size_t LN = (size_t)P->L * P->N;
-    P->feat = hps_calloc((size_t)P->L * (P->D - P->T - 1), sizeof(float));
-    P->x = hps_calloc(LN * P->D, sizeof(float));
-    P->gx = hps_calloc(LN * 3 * P->H, sizeof(float));
-    P->gh = hps_calloc(LN * 3 * P->H, sizeof(float));
-    P->h = hps_calloc(LN * P->H, sizeof(float));
-    P->r = hps_calloc(LN * P->H, sizeof(float));
-    P->z = hps_calloc(LN * P->H, sizeof(float));
-    P->n = hps_calloc(LN * P->H, sizeof(float));
-    P->probs = hps_calloc(LN * P->T, sizeof(float));
-    P->actions = hps_calloc(LN, sizeof(int));
-    layer_features(P, p);
+    free(st->act);
+    free(st->first);
+    free(st->taken);
+    free(st->episode);
+    free(st->logp);
+    free(st->s);
+    free(st->h);
 }
 
-static void policy_free(rl_policy *P)
+/* One plan from the policy into assign (greedy: the likeliest action at
+ * every step); its steps are appended to st when st is not NULL. */
+static void episode(const rl_instance *in, const float *w, hps_rng *rng, int greedy, int *assign,
+                    rl_steps *st, int id, rl_action *scratch, float *s)
 {
-    float *bufs[] = {P->params, P->grads, P->m, P->v, P->feat, P->x, P->gx,
-                     P->gh,     P->h,     P->r, P->z, P->n,    P->probs};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
-    free(P->actions);
-}
-
-static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
-/* Samples a batch of N plans (greedy: the most likely type at every step). */
-static void policy_sample(rl_policy *P, hps_rng *rng, int greedy)
-{
-    int N = P->N, H = P->H, T = P->T, D = P->D, F = D - T - 1;
-    for (int l = 0; l < P->L; l++) {
-        float *x = P->x + (size_t)l * N * D, *gx = P->gx + (size_t)l * N * 3 * H;
-        float *gh = P->gh + (size_t)l * N * 3 * H, *h = P->h + (size_t)l * N * H;
-        float *hp = l ? P->h + (size_t)(l - 1) * N * H : NULL;
-        float *r = P->r + (size_t)l * N * H, *z = P->z + (size_t)l * N * H, *nn = P->n + (size_t)l * N * H;
-        float *probs = P->probs + (size_t)l * N * T;
-        for (int b = 0; b < N; b++) {
-            float *xb = x + (size_t)b * D;
-            memcpy(xb, P->feat + (size_t)l * F, F * sizeof(float));
-            memset(xb + F, 0, (T + 1) * sizeof(float));
-            if (l) xb[F + P->actions[b * P->L + l - 1]] = 1;
-            else xb[F + T] = 1;
+    int used[PLAN_MAX_TYPES] = {0}, prev = -1;
+    for (int i = 0; i < in->L;) {
+        rl_action *a = scratch;
+        if (st) {
+            steps_reserve(st, in->L, in->T);
+            a = st->act + st->n_act;
+            s = st->s;
         }
-        for (int b = 0; b < N; b++) {
-            memcpy(gx + (size_t)b * 3 * H, P->bx, 3 * H * sizeof(float));
-            memcpy(gh + (size_t)b * 3 * H, P->bh, 3 * H * sizeof(float));
+        int n = actions_of(in, i, prev, used, a);
+        score(w, a, n, s, NULL);
+        softmax(s, n);
+        for (int k = 0; k < n; k++) s[k] = (1 - RL_EPS) * s[k] + RL_EPS / n;
+        int c = 0;
+        if (greedy) {
+            for (int k = 1; k < n; k++)
+                if (s[k] > s[c]) c = k;
+        } else {
+            double u = hps_rng_uniform(rng), acc = 0;
+            for (c = 0; c < n - 1; c++)
+                if (u < (acc += s[c])) break;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, 3 * H, D, 1, x, D, P->wx, 3 * H, 1, gx, 3 * H);
-        if (hp) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, 3 * H, H, 1, hp, H, P->wh, 3 * H, 1, gh, 3 * H);
-        for (int b = 0; b < N; b++)
-            for (int j = 0; j < H; j++) {
-                size_t g = (size_t)b * 3 * H, k = (size_t)b * H + j;
-                r[k] = sigmoidf(gx[g + j] + gh[g + j]);
-                z[k] = sigmoidf(gx[g + H + j] + gh[g + H + j]);
-                nn[k] = tanhf(gx[g + 2 * H + j] + r[k] * gh[g + 2 * H + j]);
-                h[k] = (1 - z[k]) * nn[k] + z[k] * (hp ? hp[k] : 0);
-            }
-        for (int b = 0; b < N; b++) memcpy(probs + (size_t)b * T, P->bo, T * sizeof(float));
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, T, H, 1, h, H, P->wo, T, 1, probs, T);
-        for (int b = 0; l && b < N; b++) probs[(size_t)b * T + P->actions[b * P->L + l - 1]] += P->stick[0];
-        for (int b = 0; b < N; b++) {
-            float *pb = probs + (size_t)b * T, mx = pb[0], sum = 0;
-            for (int t = 1; t < T; t++) mx = fmaxf(mx, pb[t]);
-            for (int t = 0; t < T; t++) sum += pb[t] = expf(pb[t] - mx);
-            int a = greedy ? 0 : T - 1;
-            if (greedy) {
-                for (int t = 1; t < T; t++)
-                    if (pb[t] > pb[a]) a = t;
-            } else {
-                double u = hps_rng_uniform(rng) * sum, acc = 0;
-                for (int t = 0; t < T; t++)
-                    if (u < (acc += pb[t])) {
-                        a = t;
-                        break;
-                    }
-            }
-            for (int t = 0; t < T; t++) pb[t] /= sum;
-            P->actions[b * P->L + l] = a;
+        if (st) {
+            st->first[st->n_steps] = (int)st->n_act;
+            st->taken[st->n_steps] = c;
+            st->episode[st->n_steps] = id;
+            st->logp[st->n_steps] = logf(s[c] + 1e-30f);
+            st->n_steps++;
+            st->n_act += (size_t)n;
+            st->first[st->n_steps] = (int)st->n_act;
         }
+        int t = a[c].type, e = a[c].end, k;
+        double thr;
+        stage_rate(in, i, e, t, &k, &thr);
+        used[t] += k ? k : in->p->max_units[t];
+        for (int l = i; l < e; l++) assign[l] = t;
+        prev = t;
+        i = e;
     }
 }
 
-/* Gradient of -mean(adv * log pi(actions)) - entropy bonus, by BPTT. */
-static void policy_backward(rl_policy *P, const float *adv)
-{
-    int N = P->N, H = P->H, T = P->T, D = P->D;
-    float *dlog = hps_malloc((size_t)N * T * sizeof(float));
-    float *dh = hps_calloc((size_t)N * H, sizeof(float));
-    float *dgx = hps_malloc((size_t)N * 3 * H * sizeof(float));
-    float *dgh = hps_malloc((size_t)N * 3 * H * sizeof(float));
-    memset(P->grads, 0, P->n_params * sizeof(float));
-    for (int l = P->L - 1; l >= 0; l--) {
-        float *x = P->x + (size_t)l * N * D, *gh = P->gh + (size_t)l * N * 3 * H;
-        float *h = P->h + (size_t)l * N * H, *hp = l ? P->h + (size_t)(l - 1) * N * H : NULL;
-        float *r = P->r + (size_t)l * N * H, *z = P->z + (size_t)l * N * H, *nn = P->n + (size_t)l * N * H;
-        float *probs = P->probs + (size_t)l * N * T;
-        for (int b = 0; b < N; b++) {
-            float *pb = probs + (size_t)b * T, ent = 0;
-            for (int t = 0; t < T; t++) ent -= pb[t] * logf(pb[t] + 1e-12f);
-            for (int t = 0; t < T; t++) {
-                float onehot = t == P->actions[b * P->L + l];
-                dlog[b * T + t] = (adv[b] * (pb[t] - onehot) +
-                                   RL_ENTROPY * pb[t] * (logf(pb[t] + 1e-12f) + ent)) / N;
-            }
-        }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, H, T, N, 1, h, H, dlog, T, 1, P->gwo, T);
-        for (int b = 0; b < N; b++)
-            for (int t = 0; t < T; t++) P->gbo[t] += dlog[b * T + t];
-        for (int b = 0; l && b < N; b++) P->gstick[0] += dlog[b * T + P->actions[b * P->L + l - 1]];
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, H, T, 1, dlog, T, P->wo, T, 1, dh, H);
-        for (int b = 0; b < N; b++)
-            for (int j = 0; j < H; j++) {
-                size_t k = (size_t)b * H + j, g = (size_t)b * 3 * H;
-                float hprev = hp ? hp[k] : 0;
-                float dn = dh[k] * (1 - z[k]) * (1 - nn[k] * nn[k]);
-                float dz = dh[k] * (hprev - nn[k]) * z[k] * (1 - z[k]);
-                float dr = dn * gh[g + 2 * H + j] * r[k] * (1 - r[k]);
-                dgx[g + j] = dgh[g + j] = dr;
-                dgx[g + H + j] = dgh[g + H + j] = dz;
-                dgx[g + 2 * H + j] = dn;
-                dgh[g + 2 * H + j] = dn * r[k];
-                dh[k] *= z[k]; /* the direct path to h_{l-1} */
-            }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, D, 3 * H, N, 1, x, D, dgx, 3 * H, 1, P->gwx, 3 * H);
-        for (int b = 0; b < N; b++)
-            for (int j = 0; j < 3 * H; j++) {
-                P->gbx[j] += dgx[(size_t)b * 3 * H + j];
-                P->gbh[j] += dgh[(size_t)b * 3 * H + j];
-            }
-        if (hp) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, H, 3 * H, N, 1, hp, H, dgh, 3 * H, 1, P->gwh, 3 * H);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, H, 3 * H, 1, dgh, 3 * H, P->wh, 3 * H, 1, dh, H);
-        }
-    }
-    free(dlog);
-    free(dh);
-    free(dgx);
-    free(dgh);
-}
+/* ---- learning -------------------------------------------------------------- */
 
-static void adam_step(rl_policy *P)
+typedef struct {
+    float m[RL_NP], v[RL_NP];
+    long t;
+} rl_adam;
+
+static void adam_step(float *w, const float *g, rl_adam *ad)
 {
     double norm = 0;
-    for (size_t i = 0; i < P->n_params; i++) norm += (double)P->grads[i] * P->grads[i];
-    float clip = norm > 25.0 ? (float)(5.0 / sqrt(norm)) : 1.0f; /* global norm <= 5 */
-    P->adam_t++;
-    float c1 = 1 - powf(0.9f, (float)P->adam_t), c2 = 1 - powf(0.999f, (float)P->adam_t);
-    for (size_t i = 0; i < P->n_params; i++) {
-        float g = P->grads[i] * clip;
-        P->m[i] = 0.9f * P->m[i] + 0.1f * g;
-        P->v[i] = 0.999f * P->v[i] + 0.001f * g * g;
-        P->params[i] -= RL_LR * (P->m[i] / c1) / (sqrtf(P->v[i] / c2) + 1e-8f);
+    for (int i = 0; i < RL_NP; i++) norm += (double)g[i] * g[i];
+    float clip = norm > 1.0 ? (float)(1.0 / sqrt(norm)) : 1.0f; /* global norm <= 1 */
+    ad->t++;
+    float c1 = 1 - powf(0.9f, (float)ad->t), c2 = 1 - powf(0.999f, (float)ad->t);
+    for (int i = 0; i < RL_NP; i++) {
+        float gi = g[i] * clip;
+        ad->m[i] = 0.9f * ad->m[i] + 0.1f * gi;
+        ad->v[i] = 0.999f * ad->v[i] + 0.001f * gi * gi;
+        w[i] -= RL_LR * (ad->m[i] / c1) / (sqrtf(ad->v[i] / c2) + 1e-8f);
     }
 }
 
-/* Normalises objectives by the best single-type plan, so that rewards are
- * near -1 whatever the units of the objective. */
-static double reward_scale(const plan_problem *p, plan_eval *e, int *assign)
+/* PPO: RL_EPOCHS passes over the batch, each one Adam step on the clipped
+ * surrogate -min(ratio adv, clip(ratio) adv) minus the entropy bonus. */
+static void update(float *w, rl_adam *ad, rl_steps *st, const float *adv, int n_episodes, float entropy)
 {
-    double ref = HUGE_VAL;
-    for (int t = 0; t < p->n_types; t++) {
-        for (int l = 0; l < p->n_layers; l++) assign[l] = t;
-        plan_evaluate(p, assign, e);
-        if (e->feasible) ref = fmin(ref, e->objective);
+    float g[RL_NP];
+    for (int epoch = 0; epoch < RL_EPOCHS; epoch++) {
+        memset(g, 0, sizeof g);
+        for (int k = 0; k < st->n_steps; k++) {
+            const rl_action *a = st->act + st->first[k];
+            int n = st->first[k + 1] - st->first[k], c = st->taken[k];
+            float A = adv[st->episode[k]], *s = st->s, *h = st->h;
+            score(w, a, n, s, h);
+            float ent = softmax(s, n), mixed = (1 - RL_EPS) * s[c] + RL_EPS / n;
+            float ratio = expf(logf(mixed + 1e-30f) - st->logp[k]);
+            /* outside the clip range on the side the advantage pushes, the
+             * surrogate is flat: only the entropy term remains */
+            int flat = (A > 0 && ratio > 1 + RL_CLIP) || (A < 0 && ratio < 1 - RL_CLIP);
+            /* d log mixed / d s[q] = (1 - eps) s[c] (1[q = c] - s[q]) / mixed */
+            float dlogp = flat ? 0 : -A * ratio / n_episodes * (1 - RL_EPS) * s[c] / mixed;
+            for (int q = 0; q < n; q++) {
+                float ds = dlogp * ((q == c) - s[q]);
+                if (s[q] > 0) ds += entropy * s[q] * (logf(s[q]) + ent) / n_episodes;
+                if (ds == 0) continue;
+                const float *hq = h + (size_t)q * RL_H;
+                for (int f = 0; f < RL_F; f++) v(g)[f] += ds * a[q].f[f];
+                for (int j = 0; j < RL_H; j++) {
+                    w2(g)[j] += ds * hq[j];
+                    float dz = ds * w2(w)[j] * (1 - hq[j] * hq[j]);
+                    b1(g)[j] += dz;
+                    for (int f = 0; f < RL_F; f++) w1(g)[j * RL_F + f] += dz * a[q].f[f];
+                }
+            }
+        }
+        adam_step(w, g, ad);
     }
-    if (ref == HUGE_VAL) {
-        plan_max_throughput(p, assign);
-        plan_evaluate(p, assign, e);
-        if (e->feasible) ref = e->objective;
-    }
-    return ref < HUGE_VAL && ref > 0 ? ref : 1;
 }
 
-static double reward_of(const plan_eval *e, double ref)
-{
-    return e->feasible ? -e->objective / ref : -fmin(2 + e->violation, 10);
-}
-
-/* The RL_POLISH best distinct plans sampled, best first. */
+/* The best distinct plans sampled, best first. */
 typedef struct {
     int n;
-    double score[RL_POLISH];
-    int *assign[RL_POLISH];
+    double score[RL_ELITE];
+    int *assign[RL_ELITE];
 } elite;
 
-static void elite_offer(elite *el, const int *a, int L, double score)
+static void elite_offer(elite *el, const int *a, int L, double s)
 {
     for (int i = 0; i < el->n; i++)
         if (memcmp(el->assign[i], a, (size_t)L * sizeof *a) == 0) return;
     int i;
-    if (el->n < RL_POLISH) i = el->n++;
-    else if (score < el->score[RL_POLISH - 1]) i = RL_POLISH - 1;
+    if (el->n < RL_ELITE) i = el->n++;
+    else if (s < el->score[RL_ELITE - 1]) i = RL_ELITE - 1;
     else return;
-    for (; i > 0 && el->score[i - 1] > score; i--) {
+    for (; i > 0 && el->score[i - 1] > s; i--) {
         el->score[i] = el->score[i - 1];
         memcpy(el->assign[i], el->assign[i - 1], (size_t)L * sizeof *a);
     }
-    el->score[i] = score;
+    el->score[i] = s;
     memcpy(el->assign[i], a, (size_t)L * sizeof *a);
 }
 
-static void progress(const plan_search_opts *o, long ep, long total, double best)
+/* What one run of the policy on an instance keeps. */
+typedef struct {
+    elite el;
+    double best; /* plan_score of the best plan sampled */
+    double mean_first, mean_last;
+} rl_run;
+
+static void progress(int on, const char *what, long ep, long total, double best)
 {
-    if (!o->progress) return;
-    fprintf(stderr, "\rrl: episode %ld/%ld  best %.6g   ", ep, total, best);
+    if (!on) return;
+    fprintf(stderr, "\rrl: %s %ld/%ld  best %.6g   ", what, ep, total, best);
     if (ep >= total) fputc('\n', stderr);
+}
+
+/* Samples `episodes` plans in batches, learning from each batch unless
+ * frozen; offers every plan to run->el and traces the best into r. */
+static void train(const rl_instance *in, float *w, rl_adam *ad, long episodes, int frozen, hps_rng *rng,
+                  plan_budget *b, rl_run *run, plan_result *r, int show)
+{
+    const plan_problem *p = in->p;
+    int L = in->L;
+    rl_steps st = {0};
+    plan_eval e;
+    plan_eval_init(&e, p);
+    int *assign = hps_malloc((size_t)L * sizeof *assign);
+    float adv[RL_BATCH];
+    double rew[RL_BATCH];
+    long ep = 0, updates = (episodes + RL_BATCH - 1) / RL_BATCH;
+    for (long u = 0; ep < episodes && plan_budget_left(b); u++) {
+        int n = episodes - ep < RL_BATCH ? (int)(episodes - ep) : RL_BATCH;
+        st.n_act = 0;
+        st.n_steps = 0;
+        double mean = 0, var = 0;
+        for (int k = 0; k < n; k++) {
+            episode(in, w, rng, 0, assign, &st, k, NULL, NULL);
+            plan_budget_evaluate(b, p, assign, &e);
+            rew[k] = reward_of(in, &e);
+            mean += rew[k] / n;
+            elite_offer(&run->el, assign, L, plan_score(&e));
+            if (plan_score(&e) < run->best) {
+                run->best = plan_score(&e);
+                if (e.feasible && r) plan_trace_add(r, (double)b->evals, e.objective);
+            }
+        }
+        for (int k = 0; k < n; k++) var += (rew[k] - mean) * (rew[k] - mean) / n;
+        for (int k = 0; k < n; k++) adv[k] = (float)((rew[k] - mean) / (sqrt(var) + 1e-6));
+        if (u == 0) run->mean_first = mean;
+        run->mean_last = mean;
+        float entropy = RL_ENTROPY0 * (1 - 0.9f * (float)u / (float)(updates > 1 ? updates - 1 : 1));
+        if (!frozen && var > 1e-12) update(w, ad, &st, adv, n, entropy);
+        ep += n;
+        progress(show, "episode", ep, episodes, run->best < 1e30 ? run->best : NAN);
+    }
+    free(assign);
+    plan_eval_free(&e);
+    steps_free(&st);
+}
+
+/* The policy's likeliest plan. */
+static void greedy_plan(const rl_instance *in, const float *w, int *assign)
+{
+    rl_action *a = hps_malloc((size_t)in->L * in->T * sizeof *a);
+    float *s = hps_malloc((size_t)in->L * in->T * sizeof *s);
+    episode(in, w, NULL, 1, assign, NULL, 0, a, s);
+    free(a);
+    free(s);
+}
+
+static void init_random(float *w, hps_rng *rng)
+{
+    float s1 = 1.0f / sqrtf((float)RL_F), s2 = 1.0f / sqrtf((float)RL_H);
+    for (int i = 0; i < RL_H * RL_F; i++) w1(w)[i] = hps_rng_range(rng, -s1, s1);
+    for (int i = 0; i < RL_H; i++) {
+        b1(w)[i] = 0;
+        w2(w)[i] = hps_rng_range(rng, -s2, s2);
+    }
+    for (int i = 0; i < RL_F; i++) v(w)[i] = hps_rng_range(rng, -s1, s1);
 }
 
 int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result *r)
 {
     int L = p->n_layers;
-    /* training takes at most 70% of the time limit, the polish the rest but
-     * 1%, left for the wrap-up so that the whole run keeps within the limit */
-    double t0 = hps_now(), limit = o->time_limit > 0 ? o->time_limit : 1e9;
-    double deadline = t0 + 0.7 * limit, polish_deadline = t0 + 0.99 * limit;
-    long total = o->episodes > 0 ? o->episodes : 2048;
+    double t0 = hps_now();
+    long total = o->evaluations > 0 ? o->evaluations : 1000000;
+    long episodes = o->episodes > 0 ? o->episodes : 2048;
+    plan_budget b;
+    plan_budget_init(&b, total, o->time_limit);
     hps_rng rng;
     hps_rng_seed(&rng, o->seed);
-    openblas_set_num_threads(1);
-    rl_policy P;
-    policy_init(&P, p, &rng);
+    float w[RL_NP];
+    if (o->start == PLAN_START_RANDOM) init_random(w, &rng);
+    else if (o->start == PLAN_START_UNIFORM) memset(w, 0, sizeof w);
+    else {
+        plan_policy *shipped = o->policy ? NULL : plan_policy_shipped();
+        memcpy(w, (o->policy ? o->policy : shipped)->w, sizeof w);
+        plan_policy_free(shipped);
+    }
+    rl_instance in;
+    instance_init(&in, p, &b);
+    rl_adam ad = {0};
+    rl_run run = {.best = HUGE_VAL};
+    for (int i = 0; i < RL_ELITE; i++) run.el.assign[i] = hps_malloc((size_t)L * sizeof(int));
+    /* the policy keeps at most what the polish needs to start from */
+    long own = o->polish ? total / 2 : total;
+    train(&in, w, &ad, episodes < own ? episodes : own, o->frozen || o->start == PLAN_START_UNIFORM, &rng, &b,
+          &run, r, o->progress);
     plan_eval e;
     plan_eval_init(&e, p);
-    elite el = {0};
-    for (int i = 0; i < RL_POLISH; i++) el.assign[i] = hps_malloc((size_t)L * sizeof(int));
-    double ref = reward_scale(p, &e, r->assign), baseline = 0, best = HUGE_VAL;
-    float adv[RL_BATCH];
-    long ep = 0;
-    int updates = 0;
-    while (ep < total && (ep == 0 || hps_now() < deadline)) {
-        policy_sample(&P, &rng, 0);
-        double mean = 0, rewards[RL_BATCH];
-        for (int b = 0; b < P.N; b++) {
-            const int *a = P.actions + (size_t)b * L;
-            plan_evaluate(p, a, &e);
-            rewards[b] = reward_of(&e, ref);
-            mean += rewards[b] / P.N;
-            elite_offer(&el, a, L, plan_score(&e));
+    int *a = hps_malloc((size_t)L * sizeof *a);
+    greedy_plan(&in, w, a);
+    plan_budget_evaluate(&b, p, a, &e);
+    elite_offer(&run.el, a, L, plan_score(&e));
+    memcpy(r->assign, run.el.assign[0], (size_t)L * sizeof *a);
+    double policy_best = run.el.score[0];
+    if (policy_best < run.best && e.feasible) plan_trace_add(r, (double)b.evals, e.objective);
+    r->found_by = "policy";
+    if (o->polish) {
+        /* each of the best samples descends; the best of them goes on with
+         * the iterated search until the budget is spent */
+        double best = HUGE_VAL;
+        for (int i = 0; i < run.el.n && plan_budget_left(&b); i++) {
+            plan_descend(p, run.el.assign[i], &b);
+            plan_budget_evaluate(&b, p, run.el.assign[i], &e);
             if (plan_score(&e) < best) {
                 best = plan_score(&e);
-                if (e.feasible) plan_trace_add(r, (double)(ep + b + 1), e.objective);
+                memcpy(a, run.el.assign[i], (size_t)L * sizeof *a);
             }
         }
-        baseline = updates ? RL_BASELINE_DECAY * baseline + (1 - RL_BASELINE_DECAY) * mean : mean;
-        for (int b = 0; b < P.N; b++) adv[b] = (float)(rewards[b] - baseline);
-        if (updates == 0) r->mean_first = mean;
-        r->mean_last = mean;
-        policy_backward(&P, adv);
-        adam_step(&P);
-        ep += P.N;
-        updates++;
-        progress(o, ep < total ? ep : total, total, best < 1e30 ? best : NAN);
-    }
-    /* The policy's most likely plan is a candidate too, and for the polish
-     * the fastest plan (the one the reward scale falls back on). */
-    policy_sample(&P, &rng, 1);
-    plan_evaluate(p, P.actions, &e);
-    elite_offer(&el, P.actions, L, plan_score(&e));
-    double best_polished = HUGE_VAL;
-    int *fast = hps_malloc((size_t)L * sizeof *fast);
-    plan_max_throughput(p, fast);
-    for (int i = 0; i <= el.n; i++) {
-        int *a = i < el.n ? el.assign[i] : fast;
-        if (i == el.n && !o->polish) break;
-        if (o->polish) plan_descend(p, a, polish_deadline);
-        plan_evaluate(p, a, &e);
-        if (plan_score(&e) < best_polished) {
-            best_polished = plan_score(&e);
-            memcpy(r->assign, a, (size_t)L * sizeof(int));
+        if (best < HUGE_VAL) {
+            plan_iterated_search(p, a, o->seed, &b);
+            plan_budget_evaluate(&b, p, a, &e);
+            if (plan_score(&e) < policy_best * (1 - 1e-12)) {
+                memcpy(r->assign, a, (size_t)L * sizeof *a);
+                r->found_by = "polish";
+                if (e.feasible) plan_trace_add(r, (double)b.evals, e.objective);
+            }
         }
     }
-    free(fast);
-    if (o->polish) plan_iterated_search(p, r->assign, o->seed, RL_KICKS, polish_deadline);
-    plan_evaluate(p, r->assign, &e);
-    best_polished = plan_score(&e);
-    if (best_polished < best && best_polished < 1e30) plan_trace_add(r, (double)ep, best_polished);
     r->found = 1;
-    r->episodes = ep;
+    r->episodes = b.evals;
+    r->timed_out = b.cut;
+    r->mean_first = run.mean_first;
+    r->mean_last = run.mean_last;
     r->seconds = hps_now() - t0;
-    for (int i = 0; i < RL_POLISH; i++) free(el.assign[i]);
+    free(a);
     plan_eval_free(&e);
-    policy_free(&P);
+    for (int i = 0; i < RL_ELITE; i++) free(run.el.assign[i]);
+    instance_free(&in);
     return 0;
+}
+
+/* ---- pre-training and the policy file ------------------------------------- */
+
+plan_policy *plan_policy_pretrain(uint64_t seed, int instances, long episodes, int show)
+{
+    static const int layers[] = {4, 8, 12, 16, 24, 32, 48, 64};
+    plan_policy *pol = hps_calloc(1, sizeof *pol);
+    hps_rng rng;
+    hps_rng_seed(&rng, seed);
+    init_random(pol->w, &rng);
+    pol->seed = seed;
+    pol->instances = instances;
+    pol->episodes = episodes;
+    rl_adam ad = {0};
+    for (int k = 0; k < instances; k++) {
+        /* instances apart from bench-plan's seeds: hps_mix64 of the count */
+        int L = layers[hps_rng_below(&rng, sizeof layers / sizeof *layers)];
+        int T = 2 + (int)hps_rng_below(&rng, 7);
+        double tight = 0.2 + 0.75 * hps_rng_uniform(&rng);
+        int limits = (int)hps_rng_below(&rng, 2);
+        plan_problem *p = plan_problem_random(hps_mix64(seed * 1000003u + (uint64_t)k), L, T, tight, limits);
+        plan_budget b;
+        plan_budget_init(&b, LONG_MAX, 0);
+        rl_instance in;
+        instance_init(&in, p, &b);
+        rl_run run = {.best = HUGE_VAL};
+        for (int i = 0; i < RL_ELITE; i++) run.el.assign[i] = hps_malloc((size_t)L * sizeof(int));
+        train(&in, pol->w, &ad, episodes, 0, &rng, &b, &run, NULL, 0);
+        for (int i = 0; i < RL_ELITE; i++) free(run.el.assign[i]);
+        instance_free(&in);
+        plan_problem_free(p);
+        progress(show, "instance", k + 1, instances, run.best < 1e30 ? run.best : NAN);
+    }
+    return pol;
+}
+
+void plan_policy_free(plan_policy *pol) { free(pol); }
+
+static const char *const policy_keys[] = {"hps_plan_policy", "features", "hidden", "weights", "trained", NULL};
+
+plan_policy *plan_policy_parse(json_t *root, const char *name, hps_error *err)
+{
+    long long version, nf, nh;
+    if (!json_is_object(root)) {
+        hps_fail(err, HPS_EXIT_RUNTIME, "%s: expected an object (an rl policy)", name);
+        return NULL;
+    }
+    if (hps_json_known_keys(root, policy_keys, name, err) ||
+        hps_json_int(root, "hps_plan_policy", HPS_REQUIRED, 1, 1, &version, name, err) ||
+        hps_json_int(root, "features", HPS_REQUIRED, RL_F, RL_F, &nf, name, err) ||
+        hps_json_int(root, "hidden", HPS_REQUIRED, RL_H, RL_H, &nh, name, err))
+        return NULL;
+    json_t *ws = json_object_get(root, "weights");
+    if (!json_is_array(ws) || json_array_size(ws) != RL_NP) {
+        hps_fail(err, HPS_EXIT_RUNTIME, "%s: weights must be an array of %d numbers", name, RL_NP);
+        return NULL;
+    }
+    plan_policy *pol = hps_calloc(1, sizeof *pol);
+    for (size_t i = 0; i < RL_NP; i++) {
+        json_t *v = json_array_get(ws, i);
+        if (!json_is_number(v) || !isfinite(json_number_value(v))) {
+            hps_fail(err, HPS_EXIT_RUNTIME, "%s: weights[%zu] must be a finite number", name, i);
+            free(pol);
+            return NULL;
+        }
+        pol->w[i] = (float)json_number_value(v);
+    }
+    json_t *tr = json_object_get(root, "trained");
+    if (json_is_object(tr)) {
+        pol->seed = (uint64_t)json_integer_value(json_object_get(tr, "seed"));
+        pol->instances = (long)json_integer_value(json_object_get(tr, "instances"));
+        pol->episodes = (long)json_integer_value(json_object_get(tr, "episodes"));
+    }
+    return pol;
+}
+
+plan_policy *plan_policy_load(const char *path, hps_error *err)
+{
+    json_t *root;
+    if (hps_json_load(path, &root, err)) return NULL;
+    plan_policy *pol = plan_policy_parse(root, hps_path_name(path), err);
+    json_decref(root);
+    return pol;
+}
+
+int plan_policy_save(const plan_policy *pol, const char *path, hps_error *err)
+{
+    json_t *ws = json_array();
+    for (int i = 0; i < RL_NP; i++) json_array_append_new(ws, json_real(pol->w[i]));
+    json_t *root = json_pack("{s:i, s:i, s:i, s:o, s:{s:I, s:I, s:I}}", "hps_plan_policy", 1, "features", RL_F,
+                             "hidden", RL_H, "weights", ws, "trained", "seed", (json_int_t)pol->seed,
+                             "instances", (json_int_t)pol->instances, "episodes", (json_int_t)pol->episodes);
+    int rc = hps_json_write(path, root, err);
+    json_decref(root);
+    return rc;
+}
+
+extern const char plan_policy_text[]; /* lib/plan/rl-policy.json, built in by the Makefile */
+
+plan_policy *plan_policy_shipped(void)
+{
+    hps_error err;
+    json_t *root;
+    plan_policy *pol = NULL;
+    if (!hps_json_loadb("rl-policy.json", plan_policy_text, strlen(plan_policy_text), &root, &err)) {
+        pol = plan_policy_parse(root, "rl-policy.json", &err);
+        json_decref(root);
+    }
+    if (!pol) { /* a build error, not the user's: the file is built in */
+        hps_report(&err);
+        abort();
+    }
+    return pol;
 }

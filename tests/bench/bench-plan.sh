@@ -2,8 +2,9 @@
 # make bench-plan: runs the scheduler benchmark, tests/bench/bench_plan.c as make
 # built it (HPS_BENCH_PLAN; not part of make check).  $1: the bin dir (unused:
 # the benchmark calls the library directly, so the times are planning times).
-# Pass --quick as $2 for one seed per cell instead of two.
+# Options after the bin dir go to the benchmark (--quick, --small, --evals N).
 set -eu
 # the benchmark binary is built by make: run it as `make bench-plan`
 [ -n "${HPS_BENCH_PLAN:-}" ] || { echo "bench-plan.sh: run it as: make bench-plan" >&2; exit 2; }
-exec "$HPS_BENCH_PLAN" ${2:-}
+shift
+exec "$HPS_BENCH_PLAN" "$@"

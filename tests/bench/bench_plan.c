@@ -1,8 +1,15 @@
-/* bench-plan: every scheduler on a fixed suite of seeded instances (4 to 128
- * layers, 2 to 8 types, tight and loose limits, with and without unit limits),
- * against the exact optimum.  Prints per algorithm the median gap, the share
- * of instances within 1% of the optimum, the share where a feasible plan was
- * found, and the planning time.  Built and run by tests/bench/bench-plan.sh. */
+/* bench-plan: the schedulers, and the rl scheduler's parts apart, at equal
+ * budgets of cost-model evaluations, on a fixed suite of seeded instances
+ * (4 to 128 layers, 2 to 8 types, tight and loose limits, with and without
+ * unit limits), against the exact optimum; then instances the exact solver
+ * does not finish within its bound (many types, large unit limits), against
+ * the best plan any algorithm found.  Per row: the share of instances within
+ * 1% of the optimum, the share feasible, median and worst gap, evaluations,
+ * seconds.  Built and run by tests/bench/bench-plan.sh.
+ *
+ *   --quick      one seed per cell instead of two
+ *   --small      instances up to 32 layers only (for a quick look)
+ *   --evals N    the budget of the rows at equal budgets (default 4096) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,11 +17,28 @@
 #include "plan/hps_plan.h"
 #include "hps_testlib.h"
 
-enum { ALGO_EXACT, ALGO_RL, ALGO_GENETIC, ALGO_GREEDY, ALGO_CPU, ALGO_BEST_FIXED, N_ALGOS };
-static const char *const algo_names[N_ALGOS] = {"exact", "rl", "genetic", "greedy", "fixed:cpu", "best fixed"};
+enum {
+    ALGO_EXACT,
+    ALGO_RL,
+    ALGO_POLICY,
+    ALGO_POLISH,
+    ALGO_UNTRAINED,
+    ALGO_RANDOM,
+    ALGO_GENETIC,
+    ALGO_GREEDY,
+    ALGO_RL_DEFAULT,
+    ALGO_POLISH_DEFAULT,
+    N_ALGOS
+};
+static const char *const algo_names[N_ALGOS] = {
+    "exact", "rl (policy + polish)", "policy alone", "polish alone", "untrained policy",
+    "random search", "genetic", "greedy", "rl, defaults", "polish alone, 1M"};
+#define DEFAULT_EVALS 1000000 /* hps-plan's --evaluations */
+
+#define MAX_INSTANCES 512
 
 typedef struct {
-    double gap[2048], seconds[2048]; /* gap: on instances with a feasible plan */
+    double gap[MAX_INSTANCES], seconds[MAX_INSTANCES], evals[MAX_INSTANCES];
     int n, solvable, feasible, within;
 } stats;
 
@@ -38,99 +62,178 @@ static double maximum(const double *v, int n)
     return m;
 }
 
-/* Runs one algorithm; returns its objective (inf when infeasible). */
-static double run(const plan_problem *p, int algo, const plan_search_opts *o, double *seconds)
+/* Runs one algorithm at budget `evals`; returns its objective (inf when
+ * infeasible); *exact_done says whether exact proved its plan optimal. */
+static double run(const plan_problem *p, int algo, long evals, double bound, double *seconds, double *used,
+                  int *exact_done)
 {
+    plan_search_opts o = {.seed = 1, .episodes = evals, .evaluations = evals, .time_limit = 600,
+                          .bound_time = bound, .polish = 0};
     plan_result r;
     plan_eval e;
     plan_result_init(&r, p);
     plan_eval_init(&e, p);
-    double t0 = hps_now(), best = HUGE_VAL;
+    double t0 = hps_now();
     switch (algo) {
-    case ALGO_EXACT: plan_solve_exact(p, o, &r); break;
-    case ALGO_RL: plan_solve_rl(p, o, &r); break;
-    case ALGO_GENETIC: plan_solve_genetic(p, o, &r); break;
+    case ALGO_EXACT: plan_solve_exact(p, &o, &r); break;
+    case ALGO_RL:
+        o.polish = 1;
+        o.episodes = evals / 2;
+        plan_solve_rl(p, &o, &r);
+        break;
+    case ALGO_POLICY: plan_solve_rl(p, &o, &r); break;
+    case ALGO_POLISH: plan_solve_polish(p, &o, &r); break;
+    case ALGO_UNTRAINED:
+        o.start = PLAN_START_RANDOM;
+        o.frozen = 1;
+        plan_solve_rl(p, &o, &r);
+        break;
+    case ALGO_RANDOM:
+        o.start = PLAN_START_UNIFORM;
+        plan_solve_rl(p, &o, &r);
+        break;
+    case ALGO_GENETIC: plan_solve_genetic(p, &o, &r); break;
     case ALGO_GREEDY: plan_solve_greedy(p, &r); break;
-    case ALGO_CPU: plan_solve_fixed(p, 0, &r); break;
-    case ALGO_BEST_FIXED:
-        for (int t = 0; t < p->n_types; t++) {
-            plan_solve_fixed(p, t, &r);
-            plan_evaluate(p, r.assign, &e);
-            if (e.feasible) best = fmin(best, e.objective);
-        }
+    case ALGO_RL_DEFAULT:
+        o.polish = 1;
+        o.episodes = 2048;
+        o.evaluations = DEFAULT_EVALS;
+        plan_solve_rl(p, &o, &r);
+        break;
+    case ALGO_POLISH_DEFAULT:
+        o.evaluations = DEFAULT_EVALS;
+        plan_solve_polish(p, &o, &r);
         break;
     }
     *seconds = hps_now() - t0;
-    if (algo != ALGO_BEST_FIXED) {
-        plan_evaluate(p, r.assign, &e);
-        best = e.feasible ? e.objective : HUGE_VAL;
-    }
-    if (algo == ALGO_EXACT && !r.optimal) fprintf(stderr, "bench-plan: exact did not finish\n");
+    *used = (double)r.episodes;
+    plan_evaluate(p, r.assign, &e);
+    double v = e.feasible ? e.objective : HUGE_VAL;
+    if (algo == ALGO_EXACT) *exact_done = r.optimal;
     plan_eval_free(&e);
     plan_result_free(&r);
-    return best;
+    return v;
+}
+
+static void record(stats *x, double v, double opt, double sec, double used)
+{
+    x->seconds[x->n] = sec;
+    x->evals[x->n] = used;
+    if (isfinite(opt)) {
+        double gap = isfinite(v) ? v / opt - 1 : HUGE_VAL;
+        x->gap[x->solvable++] = gap;
+        x->feasible += isfinite(v);
+        x->within += gap <= 0.01;
+    }
+    x->n++;
+}
+
+static void print_table(const char *title, stats *st, int n_algos_from, int instances, int solvable)
+{
+    printf("%s\n\n", title);
+    printf("%-22s  %9s  %9s  %10s  %10s  %8s  %9s  %9s\n", "algorithm", "within 1%", "feasible", "median gap",
+           "worst gap", "evals", "median s", "max s");
+    for (int a = n_algos_from; a < N_ALGOS; a++) {
+        stats *x = &st[a];
+        double med = median(x->gap, x->solvable), worst = maximum(x->gap, x->solvable);
+        char gm[32] = "none", gw[32] = "none";
+        if (isfinite(med)) snprintf(gm, sizeof gm, "%.3f%%", 100 * med);
+        if (isfinite(worst)) snprintf(gw, sizeof gw, "%.3f%%", 100 * worst);
+        else if (x->solvable) snprintf(gw, sizeof gw, "infeasible");
+        printf("%-22s  %8.1f%%  %8.1f%%  %10s  %10s  %8.0f  %9.4f  %9.4f\n", algo_names[a],
+               100.0 * x->within / (solvable ? solvable : 1), 100.0 * x->feasible / (solvable ? solvable : 1), gm,
+               gw, median(x->evals, x->n), median(x->seconds, x->n), maximum(x->seconds, x->n));
+    }
+    printf("(%d instances, %d with a feasible plan)\n\n", instances, solvable);
 }
 
 int main(int argc, char **argv)
 {
-    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int quick = 0, small = 0;
+    long evals = 4096;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--quick") == 0) quick = 1;
+        else if (strcmp(argv[i], "--small") == 0) small = 1;
+        else if (strcmp(argv[i], "--evals") == 0 && i + 1 < argc) evals = atol(argv[++i]);
+    }
     static const int layers[] = {4, 8, 16, 32, 64, 128}, types[] = {2, 4, 8};
     static const double tight[] = {0.3, 0.9};
-    int seeds = quick ? 1 : 2;
-    plan_search_opts o = {.seed = 1, .episodes = 2048, .time_limit = 10, .bound_time = 60, .polish = 1};
-    static stats st[N_ALGOS];
-    double exact_128x8 = 0;
-    int instances = 0, infeasible = 0;
-    for (size_t li = 0; li < sizeof layers / sizeof *layers; li++)
+    int seeds = quick ? 1 : 2, n_layers = small ? 4 : 6;
+    static stats st[N_ALGOS], hard[N_ALGOS];
+    double exact_128x8 = 0, rl_128x8 = 0;
+    int instances = 0, infeasible = 0, unfinished = 0;
+    for (int li = 0; li < n_layers; li++)
         for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
             for (int tg = 0; tg < 2; tg++)
                 for (int ul = 0; ul < 2; ul++)
                     for (int s = 0; s < seeds; s++) {
-                        uint64_t seed = 1000003ull * (li * 97 + ti * 13 + tg * 5 + ul * 3 + s + 1);
+                        uint64_t seed = 1000003ull * ((uint64_t)li * 97 + ti * 13 + tg * 5 + ul * 3 + s + 1);
                         plan_problem *p = plan_problem_random(seed, layers[li], types[ti], tight[tg], ul);
                         double opt = 0;
+                        int done = 1;
                         instances++;
                         for (int a = 0; a < N_ALGOS; a++) {
-                            double sec, v = run(p, a, &o, &sec);
+                            double sec, used, v = run(p, a, evals, 60, &sec, &used, &done);
                             if (a == ALGO_EXACT) {
                                 opt = v;
-                                if (layers[li] == 128 && types[ti] == 8) exact_128x8 = fmax(exact_128x8, sec);
+                                if (!done) unfinished++;
                                 if (!isfinite(opt)) infeasible++;
                             }
-                            stats *x = &st[a];
-                            x->seconds[x->n] = sec;
-                            if (isfinite(opt)) {
-                                double gap = isfinite(v) ? v / opt - 1 : HUGE_VAL;
-                                x->gap[x->solvable++] = gap;
-                                x->feasible += isfinite(v);
-                                x->within += gap <= 0.01;
+                            if (layers[li] == 128 && types[ti] == 8) {
+                                if (a == ALGO_EXACT) exact_128x8 = fmax(exact_128x8, sec);
+                                if (a == ALGO_RL_DEFAULT) rl_128x8 = fmax(rl_128x8, sec);
                             }
-                            x->n++;
+                            record(&st[a], v, opt, sec, used);
                         }
                         plan_problem_free(p);
                         fprintf(stderr, "\rbench-plan: %d instances", instances);
                     }
     fprintf(stderr, "\n");
-    int solvable = instances - infeasible;
-    printf("%d instances (%d with no feasible plan, left out of the gaps); layers 4..128, types 2..8,\n"
-           "limits at 0.3 and 0.9 of the fastest plan, with and without unit limits; rl: %ld episodes\n\n",
-           instances, infeasible, o.episodes);
-    printf("%-11s  %10s  %9s  %9s  %10s  %10s\n", "algorithm", "median gap", "within 1%", "feasible",
-           "median s", "max s");
-    for (int a = 0; a < N_ALGOS; a++) {
-        stats *x = &st[a];
-        double med = median(x->gap, x->solvable);
-        char gap[32] = "none";
-        if (isfinite(med)) snprintf(gap, sizeof gap, "%.3f%%", 100 * med);
-        printf("%-11s  %10s  %8.1f%%  %8.1f%%  %10.4f  %10.4f\n", algo_names[a], gap,
-               100.0 * x->within / solvable, 100.0 * x->feasible / solvable, median(x->seconds, x->n),
-               maximum(x->seconds, x->n));
+    char title[512];
+    snprintf(title, sizeof title,
+             "%d instances: layers 4..%d, types 2..8, limits at 0.3 and 0.9 of the fastest plan, with and\n"
+             "without unit limits (exact finished on %d); the rows down to genetic at %ld evaluations each,\n"
+             "the last two at hps-plan's default budget (rl: 2048 episodes, 1000000 evaluations in all)",
+             instances, layers[n_layers - 1], instances - unfinished, evals);
+    print_table(title, st, 0, instances, instances - infeasible);
+    fflush(stdout);
+    /* Beyond the exact solver's bound: 12 and 16 types, up to 128 layers, 64
+     * units a type; gaps against the best plan any algorithm found. */
+    static const int hard_layers[] = {64, 128}, hard_types[] = {12, 16};
+    int hard_n = 0, hard_solvable = 0, hard_unfinished = 0;
+    for (int li = 0; !small && li < 2; li++)
+        for (int ti = 0; ti < 2; ti++)
+            for (int tg = 0; tg < 2; tg++)
+                for (int s = 0; s < 1; s++) { /* one seed: 8 instances */
+                    uint64_t seed = 7000003ull * ((uint64_t)li * 31 + ti * 7 + tg * 3 + s + 1);
+                    plan_problem *p = plan_problem_random(seed, hard_layers[li], hard_types[ti], tight[tg], 0);
+                    double v[N_ALGOS], sec[N_ALGOS], used[N_ALGOS], best = HUGE_VAL;
+                    int done = 1;
+                    for (int a = 0; a < N_ALGOS; a++) {
+                        v[a] = run(p, a, evals, 10, &sec[a], &used[a], &done);
+                        best = fmin(best, v[a]);
+                        if (a == ALGO_EXACT && !done) hard_unfinished++;
+                    }
+                    for (int a = 0; a < N_ALGOS; a++) record(&hard[a], v[a], best, sec[a], used[a]);
+                    hard_n++;
+                    hard_solvable += isfinite(best);
+                    plan_problem_free(p);
+                    fprintf(stderr, "\rbench-plan: %d instances beyond exact", hard_n);
+                }
+    fprintf(stderr, "\n");
+    if (hard_n) {
+        snprintf(title, sizeof title,
+                 "%d larger instances: 64 and 128 layers, 12 and 16 types, 64 units a type; exact bounded at 10 s\n"
+                 "(it finished on %d); gaps against the best plan of any row",
+                 hard_n, hard_n - hard_unfinished);
+        print_table(title, hard, 0, hard_n, hard_solvable);
     }
-    printf("\ngap: objective / exact optimum - 1 on instances with a feasible plan (none: no feasible\n"
-           "plan found on at least half); within 1%%: share of those instances where the plan is\n"
-           "feasible and at most 1%% above the optimum; rl includes its polish (local search and\n"
-           "DP moves on the best samples, then %s); times are planning seconds on this machine\n",
-           "an iterated local search on the best");
-    printf("exact at 128 layers x 8 types: at most %.3f s\n", exact_128x8);
+    printf("gap: objective / optimum - 1 where a feasible plan exists; within 1%%: feasible and at most\n"
+           "1%% above; evals: median cost-model evaluations (exact and greedy count none); seconds:\n"
+           "planning time on this machine.  rl: half the budget for the policy's samples, the rest\n"
+           "for the polish; policy alone: the best plan the policy sampled; polish alone: the\n"
+           "iterated search from the fastest plan; untrained policy: random weights, no learning;\n"
+           "random search: uniform over the policy's actions (stages)\n");
+    printf("at 128 layers x 8 types: exact at most %.3f s, rl at most %.3f s\n", exact_128x8, rl_128x8);
     return 0;
 }

@@ -98,6 +98,7 @@ assert sv["type"] == "cpu-r5" and sv["memory"]["capacity_bytes"] == 128 << 30
 assert sv["routing"]["rule"] == "mix64-mod" and sv["routing"]["key"] == "key"
 s = p["search"]
 assert s["algorithm"] == "rl" and s["polished"] and s["gap"] is not None and s["gap"] >= 0
+assert s["found_by"] in ("policy", "polish") and not s["timed_out"]
 assert s["optimum"] > 0 and len(s["trace"]) >= 1
 PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
@@ -134,7 +135,7 @@ PY
 
 @test "plan: the table shows memory per stage and server, and the servers' price" {
     big -f table > "$TMP/out"
-    diff -u "$GOLDEN/big-ctr-aws.table" "$TMP/out"
+    golden_check "$GOLDEN/big-ctr-aws.table" "$TMP/out"
 }
 
 @test "plan: tables that fit nowhere are one clear error, status 1, no output" {
@@ -187,6 +188,53 @@ assert s["cache_hit_rate"] > 0.95 > d["cache_hit_rate"], (d["cache_hit_rate"], s
     python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["search"]; assert s["optimal"] and s["gap"]==0' "$TMP/e.json"
 }
 
+@test "plan: the same seed gives the same plan under load" {
+    demo --seed 7 -o "$TMP/quiet.json"
+    # a second process spinning on the CPU while the same search runs twice
+    sh -c 'while :; do :; done' &
+    local spin=$!
+    demo --seed 7 -o "$TMP/busy1.json"
+    demo --seed 7 -o "$TMP/busy2.json"
+    kill "$spin"
+    python3 - "$TMP/quiet.json" "$TMP/busy1.json" "$TMP/busy2.json" <<'PY'
+import json, sys
+runs = [json.load(open(f)) for f in sys.argv[1:]]
+for r in runs[1:]:
+    assert r["assignment"] == runs[0]["assignment"]
+    assert r["search"]["episodes"] == runs[0]["search"]["episodes"]
+    assert r["search"]["trace"] == runs[0]["search"]["trace"]
+    assert not r["search"]["timed_out"]
+PY
+}
+
+@test "plan: --time-limit cuts a search and says so" {
+    run demo --time-limit 0.000001 -o "$TMP/p.json"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"hps-plan: warning: --time-limit 1e-06 s cut the rl search after "*" evaluations; the plan depends on this machine's speed"* ]]
+    python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["search"]; assert s["timed_out"]' "$TMP/p.json"
+}
+
+@test "plan: --train-policy writes the same policy twice, and --policy reads it" {
+    plan --train-policy "$TMP/a.json" --instances 3 --episodes 32 --seed 4
+    plan --train-policy "$TMP/b.json" --instances 3 --episodes 32 --seed 4
+    cmp "$TMP/a.json" "$TMP/b.json"
+    demo --policy "$TMP/a.json" --no-polish -o "$TMP/p.json"
+    python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["search"]; assert s["found_by"] == "policy"' "$TMP/p.json"
+    echo '{"hps_plan_policy": 1, "features": 16, "hidden": 8, "weights": [0.5]}' > "$TMP/bad.json"
+    run demo --policy "$TMP/bad.json"
+    [ "$status" -eq 1 ]
+    [[ "$output" == "hps-plan: error: "*"bad.json: weights must be an array of 160 numbers" ]]
+}
+
+@test "plan: the built-in policy is the one make plan-policy writes" {
+    # the Makefile's training command, at its settings, gives lib/plan/rl-policy.json
+    local args
+    args=$(sed -n 's/^PLAN_POLICY_TRAIN := //p' Makefile)
+    [ -n "$args" ]
+    plan --train-policy "$TMP/p.json" $args
+    cmp "$TMP/p.json" lib/plan/rl-policy.json
+}
+
 @test "plan: the profile comes from stdin, or from several files" {
     demo -a exact -f table > "$TMP/one"
     plan -m $M/demo-ctr.json -c $C/aws.json --min-throughput 1000000 -a exact -f table \
@@ -209,7 +257,7 @@ JSON
 }
 
 @test "plan: every scheduler gives a plan, with its gap" {
-    for a in rl exact greedy genetic fixed:gpu-a100; do
+    for a in rl exact greedy genetic polish fixed:gpu-a100; do
         demo -a $a --episodes 256 --min-throughput 500000 -o "$TMP/p.json"
         python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["search"]; assert s["gap"] >= 0, s' "$TMP/p.json"
     done

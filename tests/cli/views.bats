@@ -65,7 +65,7 @@ json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/aws.json"
 
 @test "views: the dot drawing is the model's data flow with stages, servers, links and a legend" {
     dlrm_plan -f dot > "$TMP/dlrm.dot"
-    diff -u "$GOLDEN/views/dlrm-criteo-aws.dot" "$TMP/dlrm.dot"
+    golden_check "$GOLDEN/views/dlrm-criteo-aws.dot" "$TMP/dlrm.dot"
     # both tables and the bottom MLP flow into the interaction layer
     grep -q 'l0 -> l4 \[penwidth' "$TMP/dlrm.dot"
     grep -q 'l1 -> l4 \[penwidth' "$TMP/dlrm.dot"
@@ -80,6 +80,7 @@ json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/aws.json"
     plan show "$TMP/plan.json" -f svg -o "$TMP/plan.svg"
     renders "$TMP/plan.svg"
     grep -q 'stage 1: gpu-v100 x 1' "$TMP/plan.svg"
+    grep -q 'parameter servers: 3, ' "$TMP/plan.svg"
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
         --pareto -f svg -o "$TMP/pareto.svg"
     renders "$TMP/pareto.svg"
@@ -89,7 +90,7 @@ json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/aws.json"
 @test "views: --pareto rows keep the limit that produced them; -f json gives stages as objects" {
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
         --rows servers --pareto -f table > "$TMP/table"
-    diff -u "$GOLDEN/views/demo-ctr-lab-pareto.table" "$TMP/table"
+    golden_check "$GOLDEN/views/demo-ctr-lab-pareto.table" "$TMP/table"
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
         --pareto > "$TMP/p.json"
     python3 - "$TMP/p.json" <<'PY'

@@ -12,10 +12,6 @@
  * and differ in the row seed. */
 hps_source *hps_source_synth(const hps_model *m, uint64_t rows, uint64_t planted, uint64_t seed);
 
-/* A seeded CTR-like instance for tests and the benchmark: the limit is
- * tightness times the largest throughput reachable; unit_limits gives each
- * type 1 to 6 units (else 64). */
-plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, double tightness,
-                                  int unit_limits);
+/* plan_problem_random is in the library (hps_plan.h): --train-policy uses it. */
 
 #endif

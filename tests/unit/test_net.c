@@ -198,12 +198,38 @@ static void test_host_tables_match(void **state)
     hps_model_free(m);
 }
 
+/* The first fc after the merge computes an input gradient only when
+ * something before the merge takes it: not in a dense-only MLP. */
+static void test_input_gradient_only_when_taken(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *model;
+        int fc, wants;
+    } cases[] = {{"/models/mlp-784.json", 1, 0}, {"/models/demo-ctr.json", 2, 1}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[512];
+        hps_error err;
+        snprintf(path, sizeof path, "%s%s", HPS_TESTDATA, cases[i].model);
+        hps_model *m = hps_model_load(path, &err);
+        assert_non_null(m);
+        assert_int_equal(m->layers[cases[i].fc].kind, HPS_LAYER_FC);
+        hps_net *net = hps_net_create(m, hps_backend_cpu(), 4, 64);
+        if ((net->layers[cases[i].fc].din != NULL) != cases[i].wants)
+            fail_msg("%s: input gradient of layer %d %s", cases[i].model, cases[i].fc,
+                     cases[i].wants ? "missing" : "computed for nothing");
+        hps_net_free(net);
+        hps_model_free(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_model_gradients),
         cmocka_unit_test(test_training_lowers_loss),
         cmocka_unit_test(test_host_tables_match),
+        cmocka_unit_test(test_input_gradient_only_when_taken),
     };
     return cmocka_run_group_tests_name("net", tests, NULL, NULL);
 }

@@ -1,11 +1,13 @@
-/* Seeded random instances for the tests and the benchmark (make bench-plan):
+/* Seeded random instances for the rl policy's pre-training (hps-plan
+ * --train-policy, so in the library, not libhps-test.a), the tests and the
+ * benchmark (make bench-plan):
  * a CTR-like chain (embedding layers, then an MLP, then the loss) on one CPU
  * type and GPU types that differ in speed, price, NIC and scaling. */
 #include <math.h>
 #include <stdio.h>
 
 #include "core/hps_rng.h"
-#include "hps_testlib.h"
+#include "plan/hps_plan.h"
 
 static double between(hps_rng *r, double lo, double hi) { return lo + (hi - lo) * hps_rng_uniform(r); }
 
