@@ -2,7 +2,7 @@
 # make bench-cluster: hps-train across 3 test hosts (tests/cluster/hosts.bash:
 # network namespaces on this machine, links shaped by tc; root).  Not in
 # make check.
-#   1. placement: one plan (6 workers, 1 server; nodes of 2 CPU units each)
+#   1. placement: one plan (6 workers, 1 server; nodes of 3, 2 and 2 CPU units)
 #      run with the plan's rankfile and with round robin (rank r on host
 #      r mod 3); per step: bytes to other hosts as hps-train counts them, as
 #      the hosts' interfaces counted them (kernel tx bytes, all traffic:
@@ -70,7 +70,7 @@ run() { # NAME PLAN RANKFILE ARGS...
 # 1. placement, links all alike
 hosts_up 3
 echo "bench-cluster: $HOSTS_SAID" >&2
-plan place 2 70000
+plan place 3,2,2 70000
 n=$(wc -l < "$TMP/place.ranks")
 awk -v n="$n" 'BEGIN {for (r = 0; r < n; r++) printf "rank %d=hps-h%d slot=%d\n", r, r % 3 + 1, int(r / 3) % 2}' \
     > "$TMP/rr.ranks"
