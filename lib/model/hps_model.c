@@ -357,13 +357,17 @@ static void layout_params(hps_model *m)
 
 hps_model *hps_model_parse(json_t *root, const char *file, hps_error *err)
 {
-    static const char *const keys[] = {"name", "batch", "input", "layers", "comment", NULL};
+    static const char *const keys[] = {"format", "version", "name",    "batch",
+                                       "input",  "layers",  "comment", NULL};
     hps_model *m = hps_calloc(1, sizeof *m);
     m->path = hps_strdup(file);
     m->merge_layer = -1;
     const char *name;
     long long batch = 0;
-    if (hps_json_known_keys(root, keys, file, err) ||
+    /* format and version are optional, so models written before them still
+     * load; a file of another kind (a plan given as -m) is refused as such. */
+    if (hps_json_format(root, "hps-model", HPS_MODEL_VERSION, 0, NULL, file, err) ||
+        hps_json_known_keys(root, keys, file, err) ||
         hps_json_str(root, "name", HPS_REQUIRED, &name, file, err) ||
         hps_json_int(root, "batch", HPS_REQUIRED, 1, HPS_MAX_BATCH, &batch, file, err))
         goto fail;
@@ -371,7 +375,14 @@ hps_model *hps_model_parse(json_t *root, const char *file, hps_error *err)
     m->batch = (int)batch;
     if (parse_input(root, m, file, err) || parse_layers(root, m, file, err)) goto fail;
     layout_params(m);
-    char *canon = json_dumps(root, JSON_COMPACT | JSON_SORT_KEYS);
+    /* The digest is of the model, not of its label: naming the format keeps
+     * the digest that profiles and plans recorded. */
+    json_t *body = json_copy(root);
+    HPS_CHECK(body);
+    json_object_del(body, "format");
+    json_object_del(body, "version");
+    char *canon = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(body);
     HPS_CHECK(canon);
     hps_sha256_hex(canon, strlen(canon), m->digest);
     free(canon);

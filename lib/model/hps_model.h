@@ -13,6 +13,8 @@
 
 #define HPS_NAME_MAX 64
 #define HPS_MAX_BATCH (1 << 20)
+/* The model file format this hps reads ("format": "hps-model", "version": 1). */
+#define HPS_MODEL_VERSION 1
 #define HPS_MAX_DIM 4096
 #define HPS_MAX_WIDTH (1 << 20)
 #define HPS_MAX_SLOTS 4096

@@ -91,4 +91,13 @@ json_t *hps_profile_device_header(const hps_device_spec *dev, int threads, int e
 /* Fits a in t(k) = t1 ((1 - a) + a / k) by least squares, clamped to [0, 1]. */
 double hps_fit_parallel_fraction(const int *units, const double *ms, int n);
 
+/* Whether a matrix-product layer's thread scaling looks like noise from a busy
+ * machine: *no_gain when its times at 1..units threads (ms) fit a fraction of
+ * 0, *spread when its forward times (seconds, reps of them) have a MAD above
+ * HPS_SCALING_SPREAD_BOUND of their median.  Such a product always gains
+ * from a second thread on an idle machine. */
+#define HPS_SCALING_SPREAD_BOUND 0.2
+void hps_scaling_suspect(const double *ms, int units, const double *fwd_sec, int reps,
+                         int *no_gain, int *spread);
+
 #endif

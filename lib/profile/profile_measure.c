@@ -184,6 +184,42 @@ json_t *hps_profile_scaling_json(const double *ms, int threads, int is_gpu)
                      hps_json_real(a));
 }
 
+void hps_scaling_suspect(const double *ms, int units, const double *fwd_sec, int reps,
+                         int *no_gain, int *spread)
+{
+    int *u = hps_malloc((size_t)units * sizeof *u);
+    double *dev = hps_malloc((size_t)reps * sizeof *dev);
+    for (int k = 0; k < units; k++) u[k] = k + 1;
+    *no_gain = hps_fit_parallel_fraction(u, ms, units) <= 0;
+    double med = hps_median(fwd_sec, reps);
+    for (int i = 0; i < reps; i++) dev[i] = fwd_sec[i] > med ? fwd_sec[i] - med : med - fwd_sec[i];
+    *spread = med > 0 && hps_median(dev, reps) / med > HPS_SCALING_SPREAD_BOUND;
+    free(dev);
+    free(u);
+}
+
+/* One warning when the fc layers' scaling looks like noise (embeddings and
+ * concat are memory-bound and may truly not scale; layers under 0.05 ms are
+ * overhead, not parallel work): the planner would scale units of other
+ * thread counts on it. */
+static void warn_unreliable_scaling(const hps_model *m, const char *id, const samples *s,
+                                    const double *scale, int units)
+{
+    int zero = 0, spread = 0, fc = 0;
+    for (int l = 0; l < s->n_layers; l++) {
+        const double *ms = scale + (size_t)l * units;
+        if (m->layers[l].kind != HPS_LAYER_FC || ms[0] < 0.05) continue;
+        int z, w;
+        hps_scaling_suspect(ms, units, s->fwd + (size_t)l * s->reps, s->reps, &z, &w);
+        fc++, zero += z, spread += w;
+    }
+    if (zero || spread)
+        hps_log(2, "%s: warning: %s: thread scaling unreliable: %d of %d fc layers gain nothing from "
+                   "more threads, %d spread over %.0f%% (a busy machine?); hps-plan scales CPU "
+                   "units by these fractions\n",
+                hps_progname(), id, zero, fc, spread, HPS_SCALING_SPREAD_BOUND * 100);
+}
+
 /* ---- JSON -------------------------------------------------------------------- */
 
 json_t *hps_profile_layer_json(const hps_model *m, int l, int batch, const double *fwd_sec,
@@ -347,6 +383,7 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
     progress(o, dev->id, "scaling");
     double *scale = units > 1 ? scaling_ms(&b, units, o) : NULL;
     hps_set_threads(threads);
+    if (scale) warn_unreliable_scaling(m, dev->id, s, scale, units);
     json_t *layers = json_array();
     for (int l = 0; l < L; l++) {
         double one[1] = {(hps_median(s->fwd + l * s->reps, s->reps) +

@@ -219,3 +219,24 @@ PY
     [[ "$output" == "hps-profile: error: $TMP/huge.json: cpu: profiling needs 1024.0 GiB (parameters, optimizer state, activations of a batch of 1048576), more than the "*" GiB it may use (half this machine's memory)" ]]
     [ ! -e "$TMP/p.json" ]
 }
+
+@test "profile: a model names its format; a file of another kind given as -m is refused as such" {
+    # naming the format keeps the digest profiles and plans recorded
+    python3 - "$TESTDATA/models/tiny.json" "$TMP/bare.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m.pop("format") == "hps-model" and m.pop("version") == 1
+json.dump(m, open(sys.argv[2], "w"))
+PY
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" $FAST > "$TMP/a.json"
+    "$HPS_BIN/hps-profile" -m "$TMP/bare.json" $FAST > "$TMP/b.json"
+    python3 -c 'import json,sys; a,b=(json.load(open(f))["model"]["digest"] for f in sys.argv[1:]); assert a==b, (a,b)' \
+        "$TMP/a.json" "$TMP/b.json"
+    run "$HPS_BIN/hps-profile" -m "$TESTDATA/clusters/lab.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-profile: error: $TESTDATA/clusters/lab.json: format is 'hps-cluster', expected 'hps-model'" ]
+    sed 's/"version": 1/"version": 2/' "$TESTDATA/models/tiny.json" > "$TMP/v2.json"
+    run "$HPS_BIN/hps-profile" -m "$TMP/v2.json"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"v2.json: hps-model version 2, this hps reads versions 1 to 1" ]]
+}

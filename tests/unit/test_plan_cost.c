@@ -14,6 +14,7 @@
 #include "core/hps_json.h"
 #include "core/hps_rng.h"
 #include "plan/hps_plan.h"
+#include "profile/hps_profile.h"
 #include "hps_testlib.h"
 
 static void near(double a, double b) { assert_true(fabs(a - b) <= 1e-6 * fmax(1, fabs(b))); }
@@ -466,10 +467,28 @@ static void test_cpu_units_scale_to_their_threads(void **state)
     hps_model_free(m);
 }
 
+/* The scaling figures hps-plan scales CPU units by are flagged when they look
+ * like a busy machine's: no gain from a second thread, or a wide spread. */
+static void test_scaling_suspect(void **state)
+{
+    (void)state;
+    const double scales[] = {10.0, 6.0}, flat[] = {10.0, 10.5};
+    const double steady[] = {1e-3, 1.01e-3, 0.99e-3, 1e-3, 1.02e-3};
+    const double noisy[] = {1e-3, 1.6e-3, 0.6e-3, 1.5e-3, 0.7e-3};
+    int no_gain, spread;
+    hps_scaling_suspect(scales, 2, steady, 5, &no_gain, &spread);
+    assert_int_equal(no_gain, 0), assert_int_equal(spread, 0);
+    hps_scaling_suspect(flat, 2, steady, 5, &no_gain, &spread);
+    assert_int_equal(no_gain, 1), assert_int_equal(spread, 0);
+    hps_scaling_suspect(scales, 2, noisy, 5, &no_gain, &spread);
+    assert_int_equal(no_gain, 0), assert_int_equal(spread, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_example),
+        cmocka_unit_test(test_scaling_suspect),
         cmocka_unit_test(test_worked_example_memory),
         cmocka_unit_test(test_big_tables_never_in_hbm),
         cmocka_unit_test(test_servers_grow_with_tables_and_skew),
