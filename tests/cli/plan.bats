@@ -72,6 +72,7 @@ demo() {
 import json, sys, hashlib
 p = json.load(open(sys.argv[1]))
 m = json.load(open(sys.argv[2]))
+m.pop("format"), m.pop("version")  # the model's label is not part of its digest
 canon = json.dumps(m, sort_keys=True, separators=(",", ":")).encode()
 assert p["format"] == "hps-plan" and p["version"] == 1
 assert p["digests"]["model"] == "sha256:" + hashlib.sha256(canon).hexdigest()
@@ -89,6 +90,7 @@ for st in p["stages"]:
     mem = st["memory"]
     assert 0 < mem["used_bytes"] <= mem["capacity_bytes"] and mem["percent"] <= 100
     assert st["rows"] in ("none", "servers", "hbm", "cache")
+    assert st["executed_as"] == ("none" if st["rows"] == "none" else "servers"), st
 sv = p["servers"]
 assert sv["ranks"] == list(range(len(w), len(w) + sv["count"]))
 assert sv["count"] == sum(st["servers"] for st in p["stages"])
