@@ -449,6 +449,23 @@ void hps_layer_costs(const hps_model *m, int li, int batch, hps_layer_cost *c)
     c->work_bytes = 2 * (c->bytes_in + c->bytes_out) + 3 * c->param_bytes + 2 * c->sparse_bytes;
 }
 
+void hps_model_cut_widths(const hps_model *m, int c, int *act, int *grad)
+{
+    if (m->merge_layer < c) {
+        *act = *grad = m->layers[c - 1].out_width;
+        return;
+    }
+    int pooled = 0, dense = m->n_dense, ddense = 0;
+    for (int l = 0; l < c; l++) {
+        const hps_layer *L = &m->layers[l];
+        if (L->kind == HPS_LAYER_FC && L->on_dense) dense = ddense = L->out_width;
+    }
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING) pooled += m->layers[l].out_width;
+    *act = pooled + dense;
+    *grad = pooled + ddense;
+}
+
 int hps_model_embedding_dim(const hps_model *m)
 {
     for (int l = 0; l < m->n_layers; l++)

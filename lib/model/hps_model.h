@@ -101,6 +101,14 @@ typedef struct {
 
 void hps_layer_costs(const hps_model *m, int layer, int batch, hps_layer_cost *c);
 
+/* Floats per sample that hps-train sends across the cut before layer c
+ * (0 < c < n_layers): *act forward, *grad back; the label (one float a
+ * sample) goes forward besides.  After the merge layer: layer c-1's output
+ * both ways.  At or before it: every pooled embedding and the dense stream at
+ * c (the last bottom fc's output, or the raw dense features, which have no
+ * gradient), hps-model(5). */
+void hps_model_cut_widths(const hps_model *m, int c, int *act, int *grad);
+
 /* The dim of the model's first embedding layer (16 when it has none). */
 int hps_model_embedding_dim(const hps_model *m);
 

@@ -84,6 +84,9 @@ typedef struct {
     /* per layer */
     int *kind;                   /* hps_layer_kind */
     double *flops, *bytes_in, *bytes_out, *param_bytes, *sparse_bytes;
+    /* per cut, [c] for the cut before layer c (0 and n_layers: none): bytes a
+     * batch sends across it, both ways (hps-plan(1), COST MODEL) */
+    double *cut_bytes;
     /* per layer x type, [l * n_types + t] */
     double *t1_ms; /* forward + backward of one batch on one unit */
     double *par;   /* fitted parallel fraction a: t(k) = t1 ((1 - a) + a / k) */
@@ -144,6 +147,9 @@ int plan_problem_check_memory(plan_problem *p, hps_error *err);
 /* Allocates the per-layer arrays; the caller fills them, then prepares. */
 plan_problem *plan_problem_new(int n_layers, int n_types);
 void plan_problem_prepare(plan_problem *p); /* prefix sums; call after filling */
+/* cut_bytes of a chain without a model (synthetic and hand-made problems):
+ * each layer's output forward and its gradient back. */
+void plan_problem_chain_cuts(plan_problem *p);
 void plan_problem_free(plan_problem *p);
 /* A seeded CTR-like instance for the rl policy's pre-training, the tests and
  * the benchmark: the limit is tightness times the largest throughput

@@ -3,9 +3,10 @@
  *
  * A stage runs layers [first, end) data-parallel on k units of one type.  Its
  * time per batch is fixed_ms + scaled_ms / k: compute follows the profile's
- * law t1 ((1 - a) + a / k); activations, their gradients and the embedding
- * traffic are split over the k units' NICs; the ring allreduce of the dense
- * gradients sends 2 (k - 1) / k P bytes through each NIC. */
+ * law t1 ((1 - a) + a / k); the bytes sent at its cuts (activations and
+ * labels forward, gradients back) and the embedding traffic are split over
+ * the k units' NICs; the ring allreduce of the dense gradients sends
+ * 2 (k - 1) / k P bytes through each NIC. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,12 +18,11 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
     int L = p->n_layers;
     const double *s = p->pre_serial + (size_t)t * (L + 1), *q = p->pre_parallel + (size_t)t * (L + 1);
     double serial = p->overhead_ms[t] + s[end] - s[first], parallel = q[end] - q[first];
-    double bytes_in = first > 0 ? p->bytes_out[first - 1] : 0;
-    double bytes_out = end < L ? p->bytes_out[end - 1] : 0;
+    double cuts = (first > 0 ? p->cut_bytes[first] : 0) + (end < L ? p->cut_bytes[end] : 0);
     double nic = p->nic_bpms[t];
     plan_stage_memory(p, first, end, t, law);
     law->compute_ms = serial + parallel;
-    law->boundary_ms = 2 * (bytes_in + bytes_out) / nic;
+    law->boundary_ms = cuts / nic;
     law->ps_ms = law->server_bytes / nic; /* what a cache or HBM does not serve */
     law->sync_ms = 2 * (p->pre_param[end] - p->pre_param[first]) / nic;
     law->fixed_ms = serial + law->sync_ms;
@@ -77,7 +77,7 @@ double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, 
 double plan_link_ms(const plan_problem *p, int first, int a, int b)
 {
     if (first <= 0 || p->link_bpms[a][b] <= 0) return 0;
-    return 2 * p->bytes_out[first - 1] / p->link_bpms[a][b] + 2 * p->link_ms[a][b];
+    return p->cut_bytes[first] / p->link_bpms[a][b] + 2 * p->link_ms[a][b];
 }
 
 double plan_objective_value(const plan_problem *p, double cost_per_hour, double power_w,

@@ -61,7 +61,7 @@ static double cross_bytes(const plan_problem *p, const plan_eval *e, const plan_
             int k2 = e->stages[s + 1].units, split = 0;
             for (int a = 0; a < k; a++)
                 for (int b = 0; b < k2; b++) split += wnode[base + a] != wnode[base + k + b];
-            total += 2 * p->bytes_out[st->end - 1] * split / ((double)k * k2);
+            total += p->cut_bytes[st->end] * split / ((double)k * k2);
         }
         /* ring allreduce: each worker sends 2 (k - 1) / k P to the next */
         double P = p->pre_param[st->end] - p->pre_param[st->first];

@@ -114,6 +114,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->flops = hps_calloc(L, sizeof(double));
     p->bytes_in = hps_calloc(L, sizeof(double));
     p->bytes_out = hps_calloc(L, sizeof(double));
+    p->cut_bytes = hps_calloc(L + 1, sizeof(double));
     p->param_bytes = hps_calloc(L, sizeof(double));
     p->sparse_bytes = hps_calloc(L, sizeof(double));
     p->t1_ms = hps_calloc(LT, sizeof(double));
@@ -162,6 +163,22 @@ void plan_problem_prepare(plan_problem *p)
     }
 }
 
+void plan_problem_chain_cuts(plan_problem *p)
+{
+    for (int c = 1; c < p->n_layers; c++) p->cut_bytes[c] = 2 * p->bytes_out[c - 1];
+}
+
+/* What hps-train sends at each cut: the activations and the labels forward,
+ * the gradients back. */
+static void model_cuts(plan_problem *p, const hps_model *m)
+{
+    for (int c = 1; c < m->n_layers; c++) {
+        int act, grad;
+        hps_model_cut_widths(m, c, &act, &grad);
+        p->cut_bytes[c] = p->batch * (act + 1 + grad) * sizeof(float);
+    }
+}
+
 void plan_problem_free(plan_problem *p)
 {
     if (!p) return;
@@ -171,6 +188,7 @@ void plan_problem_free(plan_problem *p)
     free(p->flops);
     free(p->bytes_in);
     free(p->bytes_out);
+    free(p->cut_bytes);
     free(p->param_bytes);
     free(p->sparse_bytes);
     free(p->t1_ms);
@@ -339,6 +357,7 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->table_bytes[l] = 2 * lc.table_bytes; /* weights and AdaGrad's accumulators */
         p->rows[l] = lc.table_bytes / (m->layers[l].kind == HPS_LAYER_EMBEDDING ? m->layers[l].dim * 4.0 : 1);
     }
+    model_cuts(p, m);
     plan_problem_key_stats(p, m, NULL);
     plan_problem_prepare(p);
     return p;

@@ -74,6 +74,7 @@ plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, doub
     }
     random_types(p, &r, unit_limits);
     random_layers(p, &r, fc_speed, emb_speed);
+    plan_problem_chain_cuts(p);
     plan_problem_prepare(p);
     int *a = hps_malloc((size_t)n_layers * sizeof *a);
     p->min_throughput = 1; /* the law does not depend on it */

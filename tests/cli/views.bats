@@ -23,7 +23,7 @@ plan() { "$HPS_BIN/hps-plan" "$@"; }
 # DLRM with two embedding tables and a bottom MLP, cut at the merge layer
 # rows on the servers: the drawing then has servers and two stages
 dlrm_plan() {
-    plan -m $M/dlrm-criteo.json -c $C/aws.json -p $P/dlrm-criteo.json --min-throughput 2000000 -a exact \
+    plan -m $M/dlrm-criteo.json -c $C/aws.json -p $P/dlrm-criteo.json --min-throughput 2200000 -a exact \
         --rows servers "$@"
 }
 
@@ -79,8 +79,8 @@ json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/aws.json"
     dlrm_plan -o "$TMP/plan.json"
     plan show "$TMP/plan.json" -f svg -o "$TMP/plan.svg"
     renders "$TMP/plan.svg"
-    grep -q 'stage 1: gpu-v100 x 1' "$TMP/plan.svg"
-    grep -q 'parameter servers: 3, ' "$TMP/plan.svg"
+    grep -q 'stage 1: gpu-a100 x 2' "$TMP/plan.svg"
+    grep -q 'parameter servers: 4, ' "$TMP/plan.svg"
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
         --pareto -f svg -o "$TMP/pareto.svg"
     renders "$TMP/pareto.svg"

@@ -41,6 +41,7 @@ static plan_problem *worked_example(void)
     p->bytes_out[0] = 4e5;
     p->bytes_out[1] = 256000;
     p->bytes_out[2] = 4000;
+    plan_problem_chain_cuts(p); /* 800000 bytes after emb: 400000 each way */
     p->batch = 1000;
     p->price[0] = 1, p->price[1] = 3;
     p->nic_bpms[0] = 10 * PLAN_GBPS_TO_BPMS, p->nic_bpms[1] = 40 * PLAN_GBPS_TO_BPMS;
@@ -161,6 +162,7 @@ static plan_problem *tables_problem(double table, double hot_key)
     p->batch = 1000;
     p->sparse_bytes[0] = 26 * 1000 * 16 * 4; /* 26 slots of dim 16 */
     p->bytes_out[0] = 26 * 16 * 4 * 1000, p->bytes_out[1] = 4000;
+    plan_problem_chain_cuts(p);
     p->param_bytes[1] = 1e6;
     p->work_bytes[0] = 1e7, p->work_bytes[1] = 5e7;
     p->table_bytes[0] = table;
@@ -484,6 +486,59 @@ static void test_scaling_suspect(void **state)
     assert_int_equal(no_gain, 0), assert_int_equal(spread, 1);
 }
 
+/* The planner charges a cut what hps-train sends there (dist_stage.c): the
+ * activations and the labels forward, the gradients back.  boundary_ms of a
+ * stage that ends at cut c is cut_bytes / nic; in floats per sample, with
+ * the model's batch. */
+static double cut_floats(const char *model, const char *profile, int c)
+{
+    hps_error err;
+    hps_model *m = hps_model_load(model, &err);
+    hps_cluster *cl = hps_cluster_load("testdata/clusters/lab.json", &err);
+    assert_true(m && cl);
+    hps_profiles *ps = hps_profiles_new();
+    char *text;
+    size_t len;
+    assert_int_equal(hps_read_all(profile, &text, &len, &err), 0);
+    assert_int_equal(hps_profiles_add(ps, profile, text, len, &err), 0);
+    free(text);
+    plan_problem *p = plan_problem_build(m, cl, ps, &err);
+    if (!p) fail_msg("%s", err.msg);
+    plan_law law;
+    plan_stage_law(p, 0, c, 0, &law);
+    double floats = law.boundary_ms * p->nic_bpms[0] / p->batch / sizeof(float);
+    /* a link between two stages carries the same bytes */
+    p->link_bpms[0][1] = p->nic_bpms[0], p->link_ms[0][1] = 0;
+    NEAR(plan_link_ms(p, c, 0, 1), law.boundary_ms);
+    plan_problem_free(p);
+    hps_profiles_free(ps);
+    hps_cluster_free(cl);
+    hps_model_free(m);
+    return floats;
+}
+
+static void test_cut_charges_what_is_sent(void **state)
+{
+    (void)state;
+    const char *dlrm = "testdata/models/dlrm-criteo.json", *dlrm_p = "testdata/profiles/dlrm-criteo.json";
+    const char *demo = "testdata/models/demo-ctr.json", *demo_p = "testdata/profiles/demo-ctr.json";
+    /* dlrm-criteo after bottom1: 26 x 8 pooled + bottom1's 16 and the label
+     * forward, 224 gradients back */
+    NEAR(cut_floats(dlrm, dlrm_p, 3), 224 + 1 + 224);
+    /* between the embeddings: both tables' 208 and the raw dense 13 forward,
+     * which have no gradient */
+    NEAR(cut_floats(dlrm, dlrm_p, 1), 208 + 13 + 1 + 208);
+    NEAR(cut_floats(dlrm, dlrm_p, 2), 208 + 13 + 1 + 208);
+    /* before the merge, after bottom2 */
+    NEAR(cut_floats(dlrm, dlrm_p, 4), 208 + 8 + 1 + 216);
+    /* after the merge: the one stream */
+    NEAR(cut_floats(dlrm, dlrm_p, 6), 32 + 1 + 32);
+    /* demo-ctr between emb and concat: 26 x 16 pooled + 13 dense, label */
+    NEAR(cut_floats(demo, demo_p, 1), 416 + 13 + 1 + 416);
+    /* after concat: its 429 both ways */
+    NEAR(cut_floats(demo, demo_p, 2), 429 + 1 + 429);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -500,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_cluster_files),
         cmocka_unit_test(test_profile_digest_mismatch),
         cmocka_unit_test(test_cpu_units_scale_to_their_threads),
+        cmocka_unit_test(test_cut_charges_what_is_sent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
