@@ -112,18 +112,12 @@ typedef struct {
     cut_part part[2];
 } cut;
 
-static int before_merge(const hps_model *m, int c)
-{
-    for (int l = c; l < m->n_layers; l++)
-        if (m->layers[l].kind == HPS_LAYER_CONCAT || m->layers[l].kind == HPS_LAYER_DOT) return 1;
-    return 0;
-}
-
 static cut cut_at(hps_net *net, int c)
 {
     const hps_model *m = net->model;
     cut k = {0};
-    if (!before_merge(m, c)) {
+    /* the model's rule (hps_model_cut_widths), which hps-plan charges */
+    if (m->merge_layer < c) {
         hps_net_layer *N = &net->layers[c - 1];
         k.part[k.n++] = (cut_part){N->out, N->dout, (size_t)m->layers[c - 1].out_width, net->be};
         return k;
