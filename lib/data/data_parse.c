@@ -33,13 +33,12 @@ static int bad_field(char *msg, size_t n, int field, const char *name, const cha
     return -1;
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
+/* Hex digit values plus one; 0 for any other byte. */
+static const uint8_t hex_plus1[256] = {
+    ['0'] = 1,  ['1'] = 2,  ['2'] = 3,  ['3'] = 4,  ['4'] = 5,  ['5'] = 6,  ['6'] = 7,  ['7'] = 8,
+    ['8'] = 9,  ['9'] = 10, ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
+    ['A'] = 11, ['B'] = 12, ['C'] = 13, ['D'] = 14, ['E'] = 15, ['F'] = 16,
+};
 
 /* ---- Criteo ---------------------------------------------------------------
  * 40 tab-separated fields: label (0 or 1), I1..I13 (integers, may be negative
@@ -66,18 +65,65 @@ static int criteo_hex(const char *p, size_t n, uint64_t *out)
     if (n == 0 || n > 16) return -1;
     uint64_t v = 0;
     for (size_t i = 0; i < n; i++) {
-        int d = hexval((unsigned char)p[i]);
-        if (d < 0) return -1;
-        v = v << 4 | (uint64_t)d;
+        unsigned d = hex_plus1[(unsigned char)p[i]];
+        if (!d) return -1;
+        v = v << 4 | (d - 1);
     }
     *out = v;
     return 0;
 }
 
-int hps_criteo_parse(const hps_parse_opts *o, const char *line, size_t len, hps_rows *r,
-                     char *msg, size_t msg_len)
+/* A Criteo line's fields, scanned before anything is stored. */
+typedef struct {
+    float label;
+    int has_int[HPS_CRITEO_DENSE];
+    int64_t ints[HPS_CRITEO_DENSE];
+    uint32_t has_hex; /* bit s: C(s+1) is present */
+    uint64_t hex[HPS_CRITEO_SLOTS];
+} criteo_fields;
+
+/* The well-formed line, in one pass over its bytes: 1 when every field is
+ * what criteo_parse_careful accepts, 0 for anything else, which is then left
+ * to it (it names the field).  Scanning a field by hand instead of memchr
+ * per field took hps_criteo_parse from 36% of hps-shard's time to ...%. */
+static int criteo_scan(const char *p, const char *end, criteo_fields *f)
 {
-    if (len && line[len - 1] == '\r') len--;
+    if (end - p < 2 || (p[0] != '0' && p[0] != '1') || p[1] != '\t') return 0;
+    f->label = (float)(p[0] - '0');
+    p += 2;
+    for (int i = 0; i < HPS_CRITEO_DENSE; i++) {
+        int neg = 0, sign = p < end && (*p == '-' || *p == '+');
+        if (sign) neg = *p++ == '-';
+        const char *s = p;
+        uint64_t v = 0; /* unsigned: a 30-digit field wraps, then fails the length check */
+        for (unsigned d; p < end && (d = (unsigned)(*p - '0')) <= 9; p++) v = v * 10 + d;
+        size_t n = (size_t)(p - s);
+        if (p == end || *p != '\t' || n > 18 || (sign && n == 0)) return 0;
+        f->has_int[i] = n > 0;
+        f->ints[i] = neg ? -(int64_t)v : (int64_t)v;
+        p++;
+    }
+    f->has_hex = 0;
+    for (int s = 0; s < HPS_CRITEO_SLOTS; s++) {
+        const char *b = p;
+        uint64_t v = 0;
+        for (unsigned d; p < end && (d = hex_plus1[(unsigned char)*p]); p++) v = v << 4 | (d - 1);
+        size_t n = (size_t)(p - b);
+        if (n > 16) return 0;
+        int last = s == HPS_CRITEO_SLOTS - 1;
+        if (last ? p != end : (p == end || *p != '\t')) return 0;
+        p += !last;
+        f->hex[s] = v;
+        f->has_hex |= (uint32_t)(n > 0) << s;
+    }
+    return 1;
+}
+
+/* Field by field with a check at each, so that a bad line's message names
+ * the field and what it holds. */
+static int criteo_parse_careful(const hps_parse_opts *o, const char *line, size_t len, hps_rows *r,
+                                char *msg, size_t msg_len)
+{
     const char *p = line, *end = line + len;
     int row = hps_rows_begin(r);
     char name[16];
@@ -126,6 +172,21 @@ int hps_criteo_parse(const hps_parse_opts *o, const char *line, size_t len, hps_
 bad:
     hps_rows_drop_last(r);
     return -1;
+}
+
+int hps_criteo_parse(const hps_parse_opts *o, const char *line, size_t len, hps_rows *r,
+                     char *msg, size_t msg_len)
+{
+    if (len && line[len - 1] == '\r') len--;
+    criteo_fields f;
+    if (!criteo_scan(line, line + len, &f)) return criteo_parse_careful(o, line, len, r, msg, msg_len);
+    int row = hps_rows_begin(r);
+    r->labels[row] = f.label;
+    for (int i = 0; i < HPS_CRITEO_DENSE; i++)
+        r->dense[(size_t)i * r->cap + row] = f.has_int[i] ? hps_dense_transform(o->transform, (double)f.ints[i]) : 0.0f;
+    for (int s = 0; s < HPS_CRITEO_SLOTS; s++)
+        if (f.has_hex >> s & 1) hps_rows_add_key(r, s, hps_key_inline(o, s, f.hex[s]), 1.0f);
+    return 0;
 }
 
 /* ---- libsvm ---------------------------------------------------------------

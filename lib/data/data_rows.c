@@ -91,18 +91,13 @@ int hps_rows_begin(hps_rows *r)
     return row;
 }
 
-void hps_rows_add_key(hps_rows *r, int slot, uint64_t key, float weight)
+void hps_rows_reserve_keys(hps_rows *r, int slot, int64_t n)
 {
-    if (r->nkeys[slot] == r->kcap[slot]) {
-        r->kcap[slot] *= 2;
-        r->keys[slot] = hps_realloc(r->keys[slot], (size_t)r->kcap[slot] * sizeof **r->keys);
-        if (r->schema.weighted)
-            r->weights[slot] = hps_realloc(r->weights[slot], (size_t)r->kcap[slot] * sizeof **r->weights);
-    }
-    int64_t k = r->nkeys[slot]++;
-    r->keys[slot][k] = key;
-    if (r->schema.weighted) r->weights[slot][k] = weight;
-    r->counts[(size_t)slot * r->cap + r->rows - 1]++;
+    if (n <= r->kcap[slot]) return;
+    while (r->kcap[slot] < n) r->kcap[slot] *= 2;
+    r->keys[slot] = hps_realloc(r->keys[slot], (size_t)r->kcap[slot] * sizeof **r->keys);
+    if (r->schema.weighted)
+        r->weights[slot] = hps_realloc(r->weights[slot], (size_t)r->kcap[slot] * sizeof **r->weights);
 }
 
 void hps_rows_drop_last(hps_rows *r)
@@ -160,15 +155,6 @@ void hps_rows_encode(const hps_rows *r, uint8_t *out)
         for (int j = 0; j < s->n_slots; j++) out = put(out, r->weights[j], (size_t)r->nkeys[j] * 4);
 }
 
-static void reserve_keys(hps_rows *r, int slot, int64_t n)
-{
-    if (n <= r->kcap[slot]) return;
-    while (r->kcap[slot] < n) r->kcap[slot] *= 2;
-    r->keys[slot] = hps_realloc(r->keys[slot], (size_t)r->kcap[slot] * sizeof **r->keys);
-    if (r->schema.weighted)
-        r->weights[slot] = hps_realloc(r->weights[slot], (size_t)r->kcap[slot] * sizeof **r->weights);
-}
-
 int hps_rows_bad_label(const hps_rows *r)
 {
     float top = (float)(r->schema.classes - 1); /* binary: 0 or 1 */
@@ -202,7 +188,7 @@ int hps_rows_decode(hps_rows *r, const uint8_t *in, size_t len, int rows)
     }
     if (len != fixed + nnz * (s->weighted ? 12 : 8)) return -1;
     for (int j = 0; j < s->n_slots; j++) {
-        reserve_keys(r, j, r->nkeys[j]);
+        hps_rows_reserve_keys(r, j, r->nkeys[j]);
         memcpy(r->keys[j], p, (size_t)r->nkeys[j] * 8), p += (size_t)r->nkeys[j] * 8;
     }
     if (s->weighted)

@@ -110,7 +110,17 @@ void hps_rows_free(hps_rows *r);
 void hps_rows_clear(hps_rows *r);
 /* Starts a new sample (dense zeroed, bags empty); returns its row index. */
 int hps_rows_begin(hps_rows *r);
-void hps_rows_add_key(hps_rows *r, int slot, uint64_t key, float weight);
+/* Room for n keys in a slot, kept (grown by doubling). */
+void hps_rows_reserve_keys(hps_rows *r, int slot, int64_t n);
+/* Appends a key to the sample begun last (inline: the parsers' inner loop). */
+static inline void hps_rows_add_key(hps_rows *r, int slot, uint64_t key, float weight)
+{
+    if (r->nkeys[slot] == r->kcap[slot]) hps_rows_reserve_keys(r, slot, r->nkeys[slot] + 1);
+    int64_t k = r->nkeys[slot]++;
+    r->keys[slot][k] = key;
+    if (r->schema.weighted) r->weights[slot][k] = weight;
+    r->counts[(size_t)slot * r->cap + r->rows - 1]++;
+}
 /* Drops the sample begun last (a bad line skipped with --skip-bad). */
 void hps_rows_drop_last(hps_rows *r);
 /* Builds per-slot row offsets (needed before hps_rows_key_range). */

@@ -103,6 +103,74 @@ static void test_criteo_parse(void **state)
     hps_rows_free(r);
 }
 
+/* A Criteo line with field f (0-based, 0..39) replaced by text. */
+static void criteo_line(char *buf, size_t n, int f, const char *text)
+{
+    size_t k = 0;
+    for (int i = 0; i < 40; i++) {
+        const char *v = i == f ? text : i == 0 ? "1" : i <= 13 ? "7" : "a1";
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? "\t" : "", v);
+    }
+}
+
+/* The one-pass scanner takes exactly what the field-by-field parser takes,
+ * with the same values; anything else gets the field-by-field message. */
+static void test_criteo_parse_edges(void **state)
+{
+    (void)state;
+    hps_parse_opts o = criteo_opts();
+    hps_rows *r = hps_rows_create(&criteo, 4);
+    char line[1024], msg[256];
+    const struct {
+        int field;
+        const char *text, *msg; /* msg NULL: accepted */
+        float i1;               /* accepted: I1 */
+        uint64_t c1;            /* and C1's key */
+        int nnz;
+    } cases[] = {
+        {1, "999999999999999999", NULL, 999999999999999999.0f, 0xa1, 26},
+        {1, "1000000000000000000", "field 2 (I1): expected an integer, got '1000000000000000000'", 0, 0, 0},
+        {1, "123456789012345678901234567890", "field 2 (I1): expected an integer, got '123456789012345678901234567890'", 0, 0, 0},
+        {1, "+5", NULL, 5, 0xa1, 26},
+        {1, "-0", NULL, 0, 0xa1, 26},
+        {1, "-", "field 2 (I1): expected an integer, got '-'", 0, 0, 0},
+        {1, "+-5", "field 2 (I1): expected an integer, got '+-5'", 0, 0, 0},
+        {1, "5 ", "field 2 (I1): expected an integer, got '5 '", 0, 0, 0},
+        {1, "", NULL, 0, 0xa1, 26},
+        {14, "FFFFFFFFFFFFFFFF", NULL, 7, UINT64_MAX, 26},
+        {14, "1ffffffffffffffff", "field 15 (C1): expected 1 to 16 hex digits, got '1ffffffffffffffff'", 0, 0, 0},
+        {14, "", NULL, 7, 0, 25},
+        {14, "0x1", "field 15 (C1): expected 1 to 16 hex digits, got '0x1'", 0, 0, 0},
+        {39, "", NULL, 7, 0xa1, 25},
+        {39, "g", "field 40 (C26): expected 1 to 16 hex digits, got 'g'", 0, 0, 0},
+        {39, "a1\t", "expected 40 tab-separated fields, got 41", 0, 0, 0},
+        {0, "2", "field 1 (label): expected 0 or 1, got '2'", 0, 0, 0},
+        {0, "", "field 1 (label): expected 0 or 1, got ''", 0, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        criteo_line(line, sizeof line, cases[i].field, cases[i].text);
+        hps_rows_clear(r);
+        int rc = hps_parse_line(&o, line, strlen(line), r, msg, sizeof msg);
+        if (cases[i].msg) {
+            assert_int_equal(rc, -1);
+            assert_string_equal(msg, cases[i].msg);
+            assert_int_equal(r->rows, 0);
+            assert_int_equal(hps_rows_nnz(r), 0);
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        assert_int_equal(r->rows, 1);
+        assert_true(r->dense[0] == cases[i].i1);
+        assert_int_equal(hps_rows_nnz(r), cases[i].nnz);
+        if (r->nkeys[0]) assert_true(r->keys[0][0] == cases[i].c1);
+    }
+    criteo_line(line, sizeof line, -1, "");
+    line[strlen(line) - 3] = '\0'; /* C26 and its tab gone: 39 fields */
+    assert_int_equal(hps_parse_line(&o, line, strlen(line), r, msg, sizeof msg), -1);
+    assert_string_equal(msg, "expected 40 tab-separated fields, got 39");
+    hps_rows_free(r);
+}
+
 static void test_libsvm_parse(void **state)
 {
     (void)state;
@@ -527,7 +595,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c),          cmocka_unit_test(test_key_hash),
-        cmocka_unit_test(test_criteo_parse),    cmocka_unit_test(test_libsvm_parse),
+        cmocka_unit_test(test_criteo_parse),    cmocka_unit_test(test_criteo_parse_edges),
+        cmocka_unit_test(test_libsvm_parse),
         cmocka_unit_test(test_libsvm_values_as_strtod),
         cmocka_unit_test(test_split_exact),     cmocka_unit_test(test_plan_read),
         cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_seek_and_early_close),
