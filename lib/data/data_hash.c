@@ -38,6 +38,21 @@ float hps_dense_transform(hps_transform t, double x)
     return x < 0 ? -y : y;
 }
 
+void hps_dense_transform_ints(hps_transform t, const int64_t *x, const int *present, float *out, int n)
+{
+    if (t != HPS_TRANSFORM_LOG) {
+        for (int i = 0; i < n; i++) out[i] = present[i] ? (float)x[i] : 0.0f;
+        return;
+    }
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, log_table_init);
+    for (int i = 0; i < n; i++) {
+        int64_t a = x[i] < 0 ? -x[i] : x[i];
+        float y = a < LOG_TABLE ? log_table[a] : (float)log1p((double)a);
+        out[i] = !present[i] ? 0.0f : x[i] < 0 ? -y : y;
+    }
+}
+
 int hps_format_float(char *buf, size_t n, float v)
 {
     /* %.9g always reads back exactly; try shorter first so 0.1f prints "0.1". */

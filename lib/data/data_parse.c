@@ -82,10 +82,74 @@ typedef struct {
     uint64_t hex[HPS_CRITEO_SLOTS];
 } criteo_fields;
 
+/* ---- the common line, eight bytes at a time ------------------------------------ */
+
+#define ONES 0x0101010101010101ULL
+
+static uint64_t load8(const char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+    return w; /* little-endian: p[0] is the low byte */
+}
+
+/* Where the first tab of w is, 8 when it has none.  (x - ONES) & ~x marks
+ * the zero bytes of x; a borrow can only mark bytes after the first. */
+static unsigned first_tab(uint64_t w)
+{
+    uint64_t x = w ^ (ONES * '\t'), z = (x - ONES) & ~x & (ONES * 0x80);
+    return z ? (unsigned)__builtin_ctzll(z) / 8 : 8;
+}
+
+/* A decimal field of at most 7 digits ending in a tab within w: 1 with its
+ * value and length, 0 for anything else (left to the byte loop).  The
+ * digits are right-aligned, then combined in pairs, fours and eights. */
+static int swar_decimal(uint64_t w, uint64_t *v, unsigned *n)
+{
+    unsigned k = first_tab(w);
+    if (k == 8) return 0;
+    *n = k;
+    if (k == 0) return *v = 0, 1;
+    uint64_t mask = (1ULL << (8 * k)) - 1, x = w & mask;
+    /* every byte 0x30..0x39: high nibble 3, and adding 6 does not carry out of the low one */
+    if ((x & (ONES * 0xF0 & mask)) != (ONES * 0x30 & mask)) return 0;
+    x -= ONES * '0' & mask;
+    if ((x + (ONES * 6 & mask)) & (ONES * 0xF0)) return 0;
+    x <<= 8 * (8 - k); /* leading zeros in the low bytes */
+    x = x * 10 + (x >> 8);
+    x = ((x & 0x000000FF000000FFULL) * (100 + (1000000ULL << 32)) +
+         ((x >> 16) & 0x000000FF000000FFULL) * (1 + (10000ULL << 32))) >> 32;
+    *v = x;
+    return 1;
+}
+
+/* Bytes of w (high bits clear) in [lo, hi]: 0x80 in each such byte. */
+static uint64_t in_range(uint64_t w, unsigned lo, unsigned hi)
+{
+    return (w + ONES * (0x80 - lo)) & ~(w + ONES * (0x7F - hi)) & (ONES * 0x80);
+}
+
+/* An 8-digit hex field (Criteo's own, and 9 in 10 of its fields): 1 with
+ * its value, 0 when one of the bytes is not a hex digit.  Each byte's value
+ * is its low nibble, plus 9 for a letter; then nibbles pair up into bytes,
+ * bytes into 16 and 32 bits, the first digit the most significant. */
+static int hex8(uint64_t w, uint64_t *v)
+{
+    if (w & (ONES * 0x80)) return 0;
+    uint64_t letter = in_range(w | (ONES * 0x20), 'a', 'f');
+    if ((in_range(w, '0', '9') | letter) != ONES * 0x80) return 0;
+    uint64_t x = (w & (ONES * 0x0F)) + (letter >> 7) * 9;
+    x = (x & 0x000F000F000F000FULL) << 4 | (x >> 8 & 0x000F000F000F000FULL);
+    x = (x & 0x000000FF000000FFULL) << 8 | (x >> 16 & 0x000000FF000000FFULL);
+    *v = (x & 0xFFFF) << 16 | (x >> 32 & 0xFFFF);
+    return 1;
+}
+
 /* The well-formed line, in one pass over its bytes: 1 when every field is
  * what criteo_parse_careful accepts, 0 for anything else, which is then left
- * to it (it names the field).  Scanning a field by hand instead of memchr
- * per field took hps_criteo_parse from 36% of hps-shard's time to ...%. */
+ * to it (it names the field).  Fields are found eight bytes at a time, so
+ * their varying lengths cost no mispredicted branch; memchr per field and a
+ * check per byte made hps_criteo_parse 36% of hps-shard's time. */
 static int criteo_scan(const char *p, const char *end, criteo_fields *f)
 {
     if (end - p < 2 || (p[0] != '0' && p[0] != '1') || p[1] != '\t') return 0;
@@ -94,10 +158,16 @@ static int criteo_scan(const char *p, const char *end, criteo_fields *f)
     for (int i = 0; i < HPS_CRITEO_DENSE; i++) {
         int neg = 0, sign = p < end && (*p == '-' || *p == '+');
         if (sign) neg = *p++ == '-';
-        const char *s = p;
         uint64_t v = 0; /* unsigned: a 30-digit field wraps, then fails the length check */
-        for (unsigned d; p < end && (d = (unsigned)(*p - '0')) <= 9; p++) v = v * 10 + d;
-        size_t n = (size_t)(p - s);
+        unsigned k;
+        size_t n;
+        if (end - p >= 8 && swar_decimal(load8(p), &v, &k)) {
+            p += k, n = k;
+        } else {
+            const char *s = p;
+            for (unsigned d; p < end && (d = (unsigned)(*p - '0')) <= 9; p++) v = v * 10 + d;
+            n = (size_t)(p - s);
+        }
         if (p == end || *p != '\t' || n > 18 || (sign && n == 0)) return 0;
         f->has_int[i] = n > 0;
         f->ints[i] = neg ? -(int64_t)v : (int64_t)v;
@@ -107,7 +177,11 @@ static int criteo_scan(const char *p, const char *end, criteo_fields *f)
     for (int s = 0; s < HPS_CRITEO_SLOTS; s++) {
         const char *b = p;
         uint64_t v = 0;
-        for (unsigned d; p < end && (d = hex_plus1[(unsigned char)*p]); p++) v = v << 4 | (d - 1);
+        if (end - p >= 8 && (end - p == 8 || p[8] == '\t') && hex8(load8(p), &v)) {
+            p += 8;
+        } else {
+            for (unsigned d; p < end && (d = hex_plus1[(unsigned char)*p]); p++) v = v << 4 | (d - 1);
+        }
         size_t n = (size_t)(p - b);
         if (n > 16) return 0;
         int last = s == HPS_CRITEO_SLOTS - 1;
@@ -182,8 +256,9 @@ int hps_criteo_parse(const hps_parse_opts *o, const char *line, size_t len, hps_
     if (!criteo_scan(line, line + len, &f)) return criteo_parse_careful(o, line, len, r, msg, msg_len);
     int row = hps_rows_begin(r);
     r->labels[row] = f.label;
-    for (int i = 0; i < HPS_CRITEO_DENSE; i++)
-        r->dense[(size_t)i * r->cap + row] = f.has_int[i] ? hps_dense_transform(o->transform, (double)f.ints[i]) : 0.0f;
+    float dense[HPS_CRITEO_DENSE];
+    hps_dense_transform_ints(o->transform, f.ints, f.has_int, dense, HPS_CRITEO_DENSE);
+    for (int i = 0; i < HPS_CRITEO_DENSE; i++) r->dense[(size_t)i * r->cap + row] = dense[i];
     for (int s = 0; s < HPS_CRITEO_SLOTS; s++)
         if (f.has_hex >> s & 1) hps_rows_add_key(r, s, hps_key_inline(o, s, f.hex[s]), 1.0f);
     return 0;

@@ -41,6 +41,7 @@ struct hps_shard_reader {
     char *path;
     int fd;
     hps_shard_info info;
+    int version;        /* of the file: how its payloads are laid out */
     block_entry *index;
     int ahead;          /* 0: no thread */
     int n_slots;
@@ -84,8 +85,9 @@ static int read_header(hps_shard_reader *r, uint64_t file_size, uint64_t *index_
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: header: bad magic (not an hps shard)", r->path);
     if (get32(h + 60) != hps_crc32c(0, h, 60))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: header: checksum mismatch", r->path);
-    if (get32(h + 8) != HPS_SHARD_VERSION)
-        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: header: version %u, this reader knows %d",
+    r->version = (int)get32(h + 8);
+    if (r->version < 1 || r->version > HPS_SHARD_VERSION)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: header: version %u, this reader knows 1 to %d",
                         r->path, get32(h + 8), HPS_SHARD_VERSION);
     hps_shard_info *i = &r->info;
     uint32_t flags = get32(h + 16);
@@ -114,13 +116,6 @@ static int read_header(hps_shard_reader *r, uint64_t file_size, uint64_t *index_
     return 0;
 }
 
-/* A row's label, dense values and key counts: the least a block's payload
- * holds per row, so an index cannot claim rows its bytes do not carry. */
-static uint64_t min_row_bytes(const hps_schema *s)
-{
-    return 4 * (1 + (uint64_t)s->n_dense + (uint64_t)s->n_slots);
-}
-
 static int read_index(hps_shard_reader *r, uint64_t index_offset, hps_error *err)
 {
     hps_shard_info *i = &r->info;
@@ -141,7 +136,8 @@ static int read_index(hps_shard_reader *r, uint64_t index_offset, hps_error *err
         block_entry *e = &r->index[b];
         *e = (block_entry){get64(p), row, get32(p + 8), get32(p + 12), get32(p + 16), get32(p + 20), get32(p + 24)};
         if (e->offset != off || e->csize == 0 || e->csize > MAX_BLOCK_BYTES || e->usize > MAX_BLOCK_BYTES ||
-            e->rows == 0 || e->rows > i->block_rows || e->usize < e->rows * min_row_bytes(&i->schema))
+            e->rows == 0 || e->rows > i->block_rows ||
+            e->usize < hps_payload_least(&i->schema, e->rows, r->version))
             rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: index: block %u: impossible entry", r->path, b);
         off += e->csize;
         row += e->rows;
@@ -227,7 +223,7 @@ static void decode_block(const hps_shard_reader *r, decoder *d, uint32_t b, slot
                  ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong size");
         return;
     }
-    if (hps_rows_decode(s->rows, d->ubuf, n, (int)e->rows) != 0 ||
+    if (hps_rows_decode(s->rows, d->ubuf, n, (int)e->rows, r->version) != 0 ||
         hps_rows_nnz(s->rows) != (int64_t)e->nnz) {
         hps_fail(err, HPS_EXIT_RUNTIME, "%s: block %u: payload does not match the schema", r->path, b);
         return;

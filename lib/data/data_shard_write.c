@@ -11,16 +11,16 @@
 void hps_block_compress(const hps_rows *r, void *cctx, int level, hps_block *out,
                         uint8_t **scratch, size_t *scratch_cap)
 {
-    size_t usize = hps_rows_payload_size(r);
-    HPS_CHECK(usize <= UINT32_MAX && hps_rows_nnz(r) <= UINT32_MAX);
-    if (usize > *scratch_cap) {
-        *scratch_cap = usize + usize / 4;
+    size_t bound = hps_rows_payload_bound(r);
+    HPS_CHECK(bound <= UINT32_MAX && hps_rows_nnz(r) <= UINT32_MAX);
+    if (bound > *scratch_cap) {
+        *scratch_cap = bound + bound / 4;
         *scratch = hps_realloc(*scratch, *scratch_cap);
     }
-    hps_rows_encode(r, *scratch);
-    size_t bound = ZSTD_compressBound(usize);
-    if (bound > out->cap) {
-        out->cap = bound + bound / 4;
+    size_t usize = hps_rows_encode(r, *scratch);
+    size_t zbound = ZSTD_compressBound(usize);
+    if (zbound > out->cap) {
+        out->cap = zbound + zbound / 4;
         out->data = hps_realloc(out->data, out->cap);
     }
     ZSTD_CCtx *c = cctx;

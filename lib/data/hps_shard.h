@@ -28,7 +28,7 @@
 
 #define HPS_SHARD_MAGIC "HPSSHARD"
 #define HPS_SHARD_INDEX_MAGIC "HPSINDEX"
-#define HPS_SHARD_VERSION 1
+#define HPS_SHARD_VERSION 2 /* written; version 1 is still read */
 #define HPS_SHARD_HEADER_SIZE 64
 #define HPS_SHARD_ENTRY_SIZE 32
 #define HPS_SHARD_MAX_BLOCK_ROWS (1 << 20)
