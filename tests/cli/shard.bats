@@ -144,6 +144,19 @@ PY
     [ "$(awk -F'\t' 'NF != 40' "$TMP/s.tsv" | wc -l)" -eq 0 ]
 }
 
+@test "shard: version 1 shards (hps 0.1.0) still read, verify and cat as the same text shards again" {
+    old=$ROOT/testdata/shards-v1
+    "$SHARD" stats --verify "$old/libsvm-dense" > /dev/null
+    "$SHARD" stats --verify "$old/criteo-small" > /dev/null
+    "$SHARD" -q -o "$TMP/svm" -f libsvm --classes 3 --dense 5 --transform none --block-rows 4 "$DATA/libsvm-dense.svm"
+    "$SHARD" -q -o "$TMP/tsv" --block-rows 7 "$DATA/criteo-small.tsv"
+    [ "$(od -An -tu4 -j8 -N4 "$TMP/svm/shard-00000.hps" | tr -d ' ')" = 2 ]
+    [ "$(od -An -tu4 -j8 -N4 "$old/libsvm-dense/shard-00000.hps" | tr -d ' ')" = 1 ]
+    diff <("$SHARD" cat "$old/libsvm-dense") <("$SHARD" cat "$TMP/svm")
+    diff <("$SHARD" cat "$old/criteo-small") <("$SHARD" cat "$TMP/tsv")
+    "$SHARD" cat "$old/libsvm-dense" | grep -qx '2 1:1.4013e-45 2:-1.5 4:65504 5:-0.125'
+}
+
 @test "shard: a flipped byte is caught, naming shard and block" {
     "$SHARD" -q -o "$TMP/d" --block-rows 10 "$DATA/criteo-small.tsv"
     "$SHARD" stats --verify "$TMP/d" > /dev/null

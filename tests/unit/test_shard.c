@@ -389,6 +389,146 @@ static void test_round_trip(void **state)
     unlink(path);
 }
 
+/* Two blocks hold the same samples, bit for bit (-0.0 is not 0.0 here). */
+static void assert_rows_identical(const hps_rows *a, const hps_rows *b)
+{
+    const hps_schema *s = &a->schema;
+    assert_int_equal(a->rows, b->rows);
+    size_t R = (size_t)a->rows;
+    assert_memory_equal(a->labels, b->labels, R * 4);
+    for (int d = 0; d < s->n_dense; d++)
+        assert_memory_equal(a->dense + (size_t)d * a->cap, b->dense + (size_t)d * b->cap, R * 4);
+    for (int j = 0; j < s->n_slots; j++) {
+        assert_memory_equal(a->counts + (size_t)j * a->cap, b->counts + (size_t)j * b->cap, R * 4);
+        assert_int_equal(a->nkeys[j], b->nkeys[j]);
+        if (a->nkeys[j]) assert_memory_equal(a->keys[j], b->keys[j], (size_t)a->nkeys[j] * 8);
+        if (s->weighted && a->nkeys[j]) assert_memory_equal(a->weights[j], b->weights[j], (size_t)a->nkeys[j] * 4);
+    }
+}
+
+/* A block's columns copied as they are (the reader reuses its own). */
+static hps_rows *copy_block(const hps_rows *src)
+{
+    const hps_schema *s = &src->schema;
+    hps_rows *r = hps_rows_create(s, src->rows);
+    size_t R = (size_t)src->rows;
+    r->rows = src->rows;
+    memcpy(r->labels, src->labels, R * 4);
+    for (int d = 0; d < s->n_dense; d++) memcpy(r->dense + (size_t)d * r->cap, src->dense + (size_t)d * src->cap, R * 4);
+    for (int j = 0; j < s->n_slots; j++) {
+        memcpy(r->counts + (size_t)j * r->cap, src->counts + (size_t)j * src->cap, R * 4);
+        hps_rows_reserve_keys(r, j, src->nkeys[j]);
+        r->nkeys[j] = src->nkeys[j];
+        memcpy(r->keys[j], src->keys[j], (size_t)src->nkeys[j] * 8);
+        if (s->weighted) memcpy(r->weights[j], src->weights[j], (size_t)src->nkeys[j] * 4);
+    }
+    hps_rows_index(r);
+    return r;
+}
+
+/* Every block of a shard, decoded (the caller frees each). */
+static int read_blocks(const char *path, hps_rows **out, int max, hps_schema *schema)
+{
+    hps_error err;
+    hps_shard_reader *r = hps_shard_open(path, NULL, &err);
+    assert_non_null(r);
+    *schema = hps_shard_reader_info(r)->schema;
+    const hps_rows *rows;
+    int n = 0, rc;
+    while ((rc = hps_shard_next_block(r, &rows, &err)) > 0) {
+        assert_true(n < max);
+        out[n++] = copy_block(rows);
+    }
+    assert_int_equal(rc, 0);
+    hps_shard_close(r);
+    return n;
+}
+
+static void write_blocks(const char *path, const hps_schema *s, hps_rows **blocks, int n)
+{
+    hps_error err;
+    hps_shard_writer *w = hps_shard_writer_create(path, s, HPS_SHARD_MAX_BLOCK_ROWS, &err);
+    assert_non_null(w);
+    void *cctx = ZSTD_createCCtx();
+    hps_block b = {0};
+    uint8_t *scratch = NULL;
+    size_t scap = 0;
+    for (int i = 0; i < n; i++) {
+        hps_block_compress(blocks[i], cctx, 1, &b, &scratch, &scap);
+        assert_int_equal(hps_shard_writer_add(w, &b, &err), 0);
+    }
+    assert_int_equal(hps_shard_writer_close(w, NULL, &err), 0);
+    hps_block_free(&b);
+    free(scratch);
+    ZSTD_freeCCtx(cctx);
+}
+
+/* Shards written by hps-shard 0.1.0's version 1 (testdata/shards-v1: -0.0,
+ * a denormal, FLT_MAX, blocks of 4 and 7 rows) still read, and the same
+ * samples written as version 2 read back bit for bit. */
+static void test_version_1_and_2_decode_alike(void **state)
+{
+    (void)state;
+    const char *v1[] = {"testdata/shards-v1/libsvm-dense/shard-00000.hps",
+                        "testdata/shards-v1/criteo-small/shard-00000.hps"};
+    char path[128];
+    tmp_shard(path, sizeof path);
+    for (int t = 0; t < 2; t++) {
+        hps_rows *old[16], *now[16];
+        hps_schema s, s2;
+        int n = read_blocks(v1[t], old, 16, &s);
+        assert_true(n >= 2);
+        write_blocks(path, &s, old, n);
+        FILE *f = fopen(path, "rb");
+        uint8_t head[12];
+        assert_int_equal(fread(head, 1, 12, f), 12);
+        fclose(f);
+        assert_int_equal(head[8], 2); /* the version written */
+        assert_int_equal(read_blocks(path, now, 16, &s2), n);
+        for (int i = 0; i < n; i++) {
+            assert_rows_identical(old[i], now[i]);
+            hps_rows_free(old[i]), hps_rows_free(now[i]);
+        }
+    }
+    unlink(path);
+}
+
+/* Version 2 payloads: every bit pattern of a dense value comes back (zeros
+ * of both signs, NaNs, denormals), at row counts that leave the bitmap's
+ * last byte part empty; a payload whose bitmap or values do not add up is
+ * refused. */
+static void test_payload_version_2(void **state)
+{
+    (void)state;
+    hps_schema s = {5, 2, 1, 0, 2};
+    const uint32_t bits[] = {0, 0x80000000u, 0x7fc00001u, 0xffffffffu, 1, 0x3f800000u, 0, 0};
+    hps_rng g;
+    hps_rng_seed(&g, 9);
+    for (int rows = 1; rows <= 19; rows++) {
+        hps_rows *a = hps_rows_create(&s, rows), *b = hps_rows_create(&s, 4);
+        fill_random(a, rows, &g);
+        for (int i = 0; i < rows; i++)
+            for (int d = 0; d < s.n_dense; d++)
+                memcpy(a->dense + (size_t)d * a->cap + i, &bits[hps_rng_below(&g, 8)], 4);
+        size_t bound = hps_rows_payload_bound(a);
+        uint8_t *buf = malloc(bound);
+        size_t len = hps_rows_encode(a, buf);
+        assert_true(len <= bound);
+        assert_true(len >= hps_payload_least(&s, (uint64_t)rows, 2));
+        assert_int_equal(hps_rows_decode(b, buf, len, rows, 2), 0);
+        assert_rows_identical(a, b);
+        assert_int_equal(hps_rows_decode(b, buf, len - 1, rows, 2), -1);
+        assert_int_equal(hps_rows_decode(b, buf, len, rows, 1), -1); /* read as the other layout */
+        if (rows % 8) { /* a bit for a row past the end */
+            uint8_t *last = buf + 4 * (size_t)rows + (size_t)(rows + 7) / 8 - 1;
+            *last |= 0x80;
+            assert_int_equal(hps_rows_decode(b, buf, len, rows, 2), -1);
+        }
+        free(buf);
+        hps_rows_free(a), hps_rows_free(b);
+    }
+}
+
 static void test_seek_and_early_close(void **state)
 {
     (void)state;
@@ -600,6 +740,7 @@ int main(void)
         cmocka_unit_test(test_libsvm_values_as_strtod),
         cmocka_unit_test(test_split_exact),     cmocka_unit_test(test_plan_read),
         cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_seek_and_early_close),
+        cmocka_unit_test(test_version_1_and_2_decode_alike), cmocka_unit_test(test_payload_version_2),
         cmocka_unit_test(test_corruption),      cmocka_unit_test(test_format_float),
         cmocka_unit_test(test_hostile_header),  cmocka_unit_test(test_bad_labels),
         cmocka_unit_test(test_sha256_pieces),
