@@ -33,7 +33,7 @@ void hps_hll_add_rows(hps_hll_set *h, const hps_rows *r)
         uint8_t *reg = h->hll + (size_t)j * HLL_M;
         const uint64_t *k = r->keys[j];
         for (int64_t i = 0; i < r->nkeys[j]; i++) {
-            uint64_t x = hps_mix64(k[i]); /* keys may be raw indices: mix them */
+            uint64_t x = hps_data_mix64(k[i]); /* keys may be raw indices: mix them */
             uint32_t idx = (uint32_t)(x >> (64 - HPS_HLL_BITS));
             uint64_t w = x << HPS_HLL_BITS;
             uint8_t rank = w ? (uint8_t)(__builtin_clzll(w) + 1) : (uint8_t)(64 - HPS_HLL_BITS + 1);
@@ -99,14 +99,17 @@ static int cmp_hot(const void *a, const void *b)
 /* The HPS_HOT_PER_BLOCK hottest entries of a block's count table, in O(n):
  * a histogram of the counts finds the threshold; entries at the threshold
  * are taken in table order, which is fixed by the block's content. */
-static void block_top(const uint64_t *t, size_t cap, hps_key_count *top, int *n)
+static void block_top(const uint64_t *t, size_t cap, uint64_t most, hps_key_count *top, int *n)
 {
     enum { MAXC = 4096 };
     static _Thread_local uint32_t hist[MAXC + 1];
-    memset(hist, 0, sizeof hist);
+    /* no count exceeds `most`: clearing all of hist for every slot of
+     * every block cost more than the counting */
+    uint64_t top_c = most < MAXC ? most : MAXC;
+    memset(hist, 0, (top_c + 1) * sizeof *hist);
     for (size_t p = 0; p < cap; p++)
         if (t[2 * p + 1]) hist[t[2 * p + 1] < MAXC ? t[2 * p + 1] : MAXC]++;
-    uint64_t above = 0, c = MAXC;
+    uint64_t above = 0, c = top_c;
     for (; c > 0 && above + hist[c] <= HPS_HOT_PER_BLOCK; c--) above += hist[c];
     /* every entry with count > c fits; room is left for some of count c */
     int room = HPS_HOT_PER_BLOCK - (int)above;
@@ -131,14 +134,14 @@ void hps_hot_block_count(hps_hot_block *h, const hps_rows *r)
         memset(t, 0, cap * 2 * sizeof *t);
         for (int64_t i = 0; i < nk; i += 4) {
             uint64_t key = r->keys[j][i];
-            size_t p = hps_mix64(key) & (cap - 1);
+            size_t p = hps_data_mix64(key) & (cap - 1);
             while (t[2 * p + 1] && t[2 * p] != key) p = (p + 1) & (cap - 1);
             t[2 * p] = key;
             t[2 * p + 1]++;
         }
         h->sampled[j] = (uint64_t)samples;
         h->n[j] = 0;
-        block_top(t, cap, h->top + (size_t)j * HPS_HOT_PER_BLOCK, &h->n[j]);
+        block_top(t, cap, (uint64_t)samples, h->top + (size_t)j * HPS_HOT_PER_BLOCK, &h->n[j]);
     }
 }
 
@@ -165,7 +168,7 @@ void hps_hot_free(hps_hot_set *h)
 
 static void cand_add(hps_key_count *t, int *n, hps_key_count c)
 {
-    size_t p = hps_mix64(c.key) & (CAND_CAP - 1);
+    size_t p = hps_data_mix64(c.key) & (CAND_CAP - 1);
     while (t[p].count && t[p].key != c.key) p = (p + 1) & (CAND_CAP - 1);
     if (!t[p].count) t[p].key = c.key, (*n)++;
     t[p].count += c.count;
