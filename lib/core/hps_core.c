@@ -108,12 +108,17 @@ char *hps_strdup(const char *s)
     return d;
 }
 
-const char *hps_printable(const char *s, char *buf, size_t n)
+const char *hps_printable_n(const char *s, size_t len, char *buf, size_t n)
 {
-    size_t len = strlen(s), k = len + 1 <= n ? len : n - 4;
+    size_t k = len + 1 <= n ? len : n - 4;
     for (size_t i = 0; i < k; i++) buf[i] = s[i] >= 32 && s[i] < 127 ? s[i] : '?';
     strcpy(buf + k, k < len ? "..." : "");
     return buf;
+}
+
+const char *hps_printable(const char *s, char *buf, size_t n)
+{
+    return hps_printable_n(s, strlen(s), buf, n);
 }
 
 int hps_name_ok(const char *s, const char *extra)

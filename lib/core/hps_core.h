@@ -61,6 +61,8 @@ char *hps_strdup(const char *s);
 /* Text from an input, made safe to echo in a one-line message: at most n-4
  * bytes, anything outside printable ASCII as '?', "..." when cut. */
 const char *hps_printable(const char *s, char *buf, size_t n);
+/* The same for the len bytes at s (a field inside a line). */
+const char *hps_printable_n(const char *s, size_t len, char *buf, size_t n);
 /* A name that goes into files other tools read (a rankfile's hosts): 1 or
  * more letters, digits, '.', '-', '_' or one of `extra`.  1 when s is one. */
 int hps_name_ok(const char *s, const char *extra);

@@ -16,20 +16,11 @@ const char *hps_slot_name(hps_data_format f, int slot, char *buf)
     return buf;
 }
 
-/* The offending text for a message: at most 32 bytes, unprintables as '?'. */
-static const char *quote(const char *p, size_t n, char *buf)
-{
-    size_t k = n < 32 ? n : 32;
-    for (size_t i = 0; i < k; i++) buf[i] = (p[i] >= 32 && p[i] < 127) ? p[i] : '?';
-    strcpy(buf + k, n > 32 ? "..." : "");
-    return buf;
-}
-
 static int bad_field(char *msg, size_t n, int field, const char *name, const char *what,
                      const char *p, size_t len)
 {
-    char q[40];
-    snprintf(msg, n, "field %d (%s): expected %s, got '%s'", field, name, what, quote(p, len, q));
+    char q[36]; /* a longer field shows its first 32 bytes and "..." */
+    snprintf(msg, n, "field %d (%s): expected %s, got '%s'", field, name, what, hps_printable_n(p, len, q, sizeof q));
     return -1;
 }
 

@@ -145,6 +145,8 @@ static void test_criteo_parse_edges(void **state)
         {39, "g", "field 40 (C26): expected 1 to 16 hex digits, got 'g'", 0, 0, 0},
         {39, "a1\t", "expected 40 tab-separated fields, got 41", 0, 0, 0},
         {0, "2", "field 1 (label): expected 0 or 1, got '2'", 0, 0, 0},
+        {14, "0123456789abcdef0123456789abcdef0123", "field 15 (C1): expected 1 to 16 hex digits, got '0123456789abcdef0123456789abcdef...'", 0, 0, 0},
+        {14, "a\001\177", "field 15 (C1): expected 1 to 16 hex digits, got 'a?" "?'", 0, 0, 0},
         {0, "", "field 1 (label): expected 0 or 1, got ''", 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
