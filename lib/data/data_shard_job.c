@@ -318,6 +318,7 @@ typedef struct {
     size_t len, cap;
     int n_lines, lines_cap;
     int *file;
+    uint32_t *line_len; /* the main thread found each line: no second search */
     uint64_t *line_no;
     /* results */
     hps_rows *rows;
@@ -366,9 +367,11 @@ static void job_add_line(job *j, const char *line, size_t len, int file, uint64_
     if (j->n_lines == j->lines_cap) {
         j->lines_cap *= 2;
         j->file = hps_realloc(j->file, (size_t)j->lines_cap * sizeof *j->file);
+        j->line_len = hps_realloc(j->line_len, (size_t)j->lines_cap * sizeof *j->line_len);
         j->line_no = hps_realloc(j->line_no, (size_t)j->lines_cap * sizeof *j->line_no);
     }
     j->file[j->n_lines] = file;
+    j->line_len[j->n_lines] = (uint32_t)len;
     j->line_no[j->n_lines++] = line_no;
 }
 
@@ -382,8 +385,7 @@ static void job_run(pipeline *p, worker *w, job *j)
     j->skipped = 0;
     const char *line = j->text;
     for (int i = 0; i < j->n_lines; i++) {
-        const char *nl = memchr(line, '\n', (size_t)(j->text + j->len - line));
-        if (hps_parse_line(&o->parse, line, (size_t)(nl - line), j->rows, msg, sizeof msg) != 0) {
+        if (hps_parse_line(&o->parse, line, j->line_len[i], j->rows, msg, sizeof msg) != 0) {
             const char *name = p->in->names[j->file[i]];
             unsigned long long ln = (unsigned long long)j->line_no[i];
             if (!o->skip_bad) {
@@ -393,7 +395,7 @@ static void job_run(pipeline *p, worker *w, job *j)
             }
             if (j->skipped++ == 0) snprintf(j->first_skip, sizeof j->first_skip, "%s:%llu: %s", name, ln, msg);
         }
-        line = nl + 1;
+        line += j->line_len[i] + 1;
     }
     if (j->rows->rows == 0) return;
     hps_hll_add_rows(w->hll, j->rows);
@@ -438,6 +440,7 @@ static void pipeline_init(pipeline *p, const hps_shard_opts *o, const inputs *in
         j->text = hps_malloc(j->cap);
         j->lines_cap = 1024;
         j->file = hps_malloc((size_t)j->lines_cap * sizeof *j->file);
+        j->line_len = hps_malloc((size_t)j->lines_cap * sizeof *j->line_len);
         j->line_no = hps_malloc((size_t)j->lines_cap * sizeof *j->line_no);
         j->rows = hps_rows_create(&o->parse.schema, o->block_rows);
         j->hot = hps_hot_block_create(o->parse.schema.n_slots);
@@ -472,7 +475,7 @@ static void pipeline_free(pipeline *p)
     }
     for (int i = 0; i < p->n_jobs; i++) {
         job *j = &p->jobs[i];
-        free(j->text), free(j->file), free(j->line_no), free(j->scratch);
+        free(j->text), free(j->file), free(j->line_len), free(j->line_no), free(j->scratch);
         hps_rows_free(j->rows);
         hps_block_free(&j->block);
         hps_hot_block_free(j->hot);
