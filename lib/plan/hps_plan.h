@@ -210,6 +210,20 @@ int plan_stage_servers(const plan_problem *p, const plan_law *law, double throug
 double plan_servers_throughput(const plan_problem *p, const plan_law *law, int n);
 /* A stage's samples/s on k units: its time, or its servers when they are slower. */
 double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers);
+/* One way to provision a stage: the fewest units and servers that carry a
+ * level of samples/s (hps-plan(1), COST MODEL, provisioning), and the
+ * samples/s they carry, at least the level. */
+typedef struct {
+    int units, servers;
+    double throughput;
+} plan_option;
+/* The fewest units (within max_units) and servers carrying `level`; 0 when
+ * none do (or the working set does not fit a unit). */
+int plan_stage_at_level(const plan_problem *p, const plan_law *law, int type, double level, plan_option *o);
+/* The next provisioning above cur: the fewest units and servers that carry
+ * more than cur does; 0 when none does. */
+int plan_stage_next(const plan_problem *p, const plan_law *law, int type, const plan_option *cur,
+                    plan_option *next);
 /* Transfer time per batch of the link into a stage starting at layer `first`
  * (activations forward, gradients back), or 0 when no link is listed. */
 double plan_link_ms(const plan_problem *p, int first, int from_type, int to_type);
@@ -237,11 +251,14 @@ typedef struct {
     double violation; /* > 0 when infeasible: how far from feasible */
     double throughput, time_s, cost_per_hour, cost, power_w, energy_j, edp, objective;
     int bottleneck, bottleneck_is_link;
+    plan_option *scratch; /* 2 n_layers: the provisioning search's current and best */
 } plan_eval;
 
 void plan_eval_init(plan_eval *e, const plan_problem *p);
 void plan_eval_free(plan_eval *e);
-/* Splits the assignment into stages, provisions them, and fills e. */
+/* Splits the assignment into stages, provisions them for the objective (the
+ * bottleneck level at or above the limit that scores best, each stage at the
+ * fewest units and servers carrying it), and fills e. */
 void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e);
 /* Objective from the summed rates and the pipeline throughput. */
 double plan_objective_value(const plan_problem *p, double cost_per_hour, double power_w,

@@ -34,17 +34,17 @@ double plan_law_ms(const plan_law *law, int units)
     return law->fixed_ms + law->scaled_ms / units;
 }
 
-/* ms per batch that meets the limit; the slack of 1e-12 keeps a plan that
- * meets it exactly (a limit set to a plan's own throughput) from failing on
- * the last bit of a division. */
-static double budget_ms(const plan_problem *p)
+/* ms per batch that carries a level of samples/s; the slack of 1e-12 keeps
+ * a plan that meets the limit exactly (a limit set to a plan's own
+ * throughput) from failing on the last bit of a division. */
+static double budget_ms(const plan_problem *p, double level)
 {
-    return 1000.0 * p->batch / p->min_throughput * (1 + 1e-12);
+    return 1000.0 * p->batch / level * (1 + 1e-12);
 }
 
-static int fewest_units(const plan_problem *p, const plan_law *law, int t)
+static int fewest_units(const plan_problem *p, const plan_law *law, int t, double level)
 {
-    double tau = budget_ms(p);
+    double tau = budget_ms(p, level);
     int max = p->max_units[t];
     if (plan_law_ms(law, 1) <= tau) return 1;
     /* More units only help when the scaled part is positive, and never below fixed_ms. */
@@ -66,7 +66,30 @@ static double throughput_of(const plan_problem *p, double ms)
 int plan_provision(const plan_problem *p, const plan_law *law, int t)
 {
     if (!law->fits || plan_stage_servers(p, law, p->min_throughput) < 0) return 0;
-    return fewest_units(p, law, t);
+    return fewest_units(p, law, t, p->min_throughput);
+}
+
+int plan_stage_at_level(const plan_problem *p, const plan_law *law, int t, double level, plan_option *o)
+{
+    if (!law->fits) return 0;
+    o->servers = plan_stage_servers(p, law, level);
+    o->units = o->servers < 0 ? 0 : fewest_units(p, law, t, level);
+    if (!o->units) return 0;
+    o->throughput = plan_stage_throughput(p, law, o->units, o->servers);
+    return 1;
+}
+
+/* Just above cur's throughput, the unit or server at the bottleneck must
+ * grow; the step widens when rounding keeps the same provisioning. */
+int plan_stage_next(const plan_problem *p, const plan_law *law, int t, const plan_option *cur, plan_option *next)
+{
+    plan_option was = *cur; /* next may be cur */
+    if (!isfinite(was.throughput)) return 0;
+    for (double step = 1e-9; step < 1e-3; step *= 10) {
+        if (!plan_stage_at_level(p, law, t, was.throughput * (1 + step), next)) return 0;
+        if (next->units != was.units || next->servers != was.servers) return 1;
+    }
+    return 0;
 }
 
 double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers)
@@ -102,12 +125,15 @@ void plan_eval_init(plan_eval *e, const plan_problem *p)
 {
     memset(e, 0, sizeof *e);
     e->stages = hps_calloc((size_t)p->n_layers, sizeof *e->stages);
+    e->scratch = hps_calloc(2 * (size_t)p->n_layers, sizeof *e->scratch);
 }
 
 void plan_eval_free(plan_eval *e)
 {
     free(e->stages);
+    free(e->scratch);
     e->stages = NULL;
+    e->scratch = NULL;
 }
 
 /* Provisions one stage; returns its shortfall (0 when it meets the limit). */
@@ -138,6 +164,57 @@ static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type)
     return shortfall;
 }
 
+/* The provisioning that scores best, for a plan every stage of which meets
+ * the limit at its fewest units: raising the bottleneck level step by step
+ * (each stage at the fewest units and servers carrying it) from the limit
+ * until a unit limit, a link or the stages' best stop it, or no level above
+ * can score better (rate and power only grow with the level).  Any other
+ * provisioning at the same bottleneck costs more, so this is optimal. */
+static void provision_for_objective(const plan_problem *p, plan_eval *e)
+{
+    int S = e->n_stages, T = p->n_types;
+    plan_option *cur = e->scratch, *best = e->scratch + S;
+    double cap = HUGE_VAL, top, best_v = HUGE_VAL;
+    for (int s = 0; s < S; s++) {
+        plan_stage *st = &e->stages[s];
+        cur[s] = (plan_option){st->units, st->servers, st->throughput};
+        if (st->link_ms > 0) cap = fmin(cap, st->link_throughput);
+    }
+    top = cap;
+    for (int s = 0; s < S; s++) top = fmin(top, e->stages[s].best_throughput);
+    for (;;) {
+        int units[PLAN_MAX_TYPES] = {0};
+        double thr = cap, rate = 0, power = 0;
+        for (int s = 0; s < S; s++) {
+            int t = e->stages[s].type;
+            thr = fmin(thr, cur[s].throughput);
+            units[t] += cur[s].units;
+            rate += cur[s].units * p->price[t] + cur[s].servers * p->server_price;
+            power += cur[s].units * p->power[t] + cur[s].servers * p->server_power;
+        }
+        for (int t = 0; t < T; t++)
+            if (units[t] > p->max_units[t]) goto done;
+        double v = plan_objective_value(p, rate, power, thr);
+        if (v < best_v * (1 - 1e-12)) {
+            best_v = v;
+            memcpy(best, cur, (size_t)S * sizeof *cur);
+        }
+        if (thr >= cap || !(plan_objective_value(p, rate, power, top) < best_v * (1 - 1e-12))) break;
+        for (int s = 0; s < S; s++)
+            if (cur[s].throughput <= thr &&
+                !plan_stage_next(p, &e->stages[s].law, e->stages[s].type, &cur[s], &cur[s]))
+                goto done;
+    }
+done:
+    for (int s = 0; s < S; s++) {
+        plan_stage *st = &e->stages[s];
+        st->units = best[s].units;
+        st->servers = best[s].servers;
+        st->ms = plan_law_ms(&st->law, st->units);
+        st->throughput = best[s].throughput;
+    }
+}
+
 void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
 {
     int L = p->n_layers, T = p->n_types;
@@ -156,24 +233,31 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
         s->end = end;
         s->type = assign[first];
         e->violation += stage_fill(p, s, e->n_stages ? e->stages[e->n_stages - 1].type : -1);
+        e->units[s->type] += s->units;
+        e->n_stages++;
+        first = end;
+    }
+    for (int t = 0; t < T; t++)
+        if (e->units[t] > p->max_units[t])
+            e->violation += (double)(e->units[t] - p->max_units[t]) / p->max_units[t];
+    if (e->violation == 0) provision_for_objective(p, e);
+    memset(e->units, 0, sizeof e->units);
+    for (int i = 0; i < e->n_stages; i++) {
+        const plan_stage *s = &e->stages[i];
         if (s->throughput < e->throughput) {
             e->throughput = s->throughput;
-            e->bottleneck = e->n_stages;
+            e->bottleneck = i;
             e->bottleneck_is_link = 0;
         }
         if (s->link_ms > 0 && s->link_throughput < e->throughput) {
             e->throughput = s->link_throughput;
-            e->bottleneck = e->n_stages;
+            e->bottleneck = i;
             e->bottleneck_is_link = 1;
         }
         e->units[s->type] += s->units;
         e->servers += s->servers;
-        e->n_stages++;
-        first = end;
     }
     for (int t = 0; t < T; t++) {
-        if (e->units[t] > p->max_units[t])
-            e->violation += (double)(e->units[t] - p->max_units[t]) / p->max_units[t];
         e->cost_per_hour += e->units[t] * p->price[t];
         e->power_w += e->units[t] * p->power[t];
     }
