@@ -218,26 +218,29 @@ static void build_family(exact_state *s, family *fm, const double *lambda)
                     sfront_insert(&own, &x);
                 }
                 sfront_cap(&own, EXACT_FRONT_CAP); /* merged entries only weaken the bound */
-                for (int o = 0; o < own.n; o++) {
-                    const sentry *x = &own.e[o];
-                    if (e == L) {
-                        sfront_insert(dst, x);
-                        continue;
-                    }
-                    for (int u = 0; u < T; u++) {
-                        if (u == t) continue;
-                        double lt = link_thr(p, e, t, u);
-                        if (lt < floor_thr) continue;
-                        const sfront *nx = &fm->at[e * T + u];
-                        for (int q = 0; q < nx->n; q++) {
+                if (e == L) {
+                    for (int o = 0; o < own.n; o++) sfront_insert(dst, &own.e[o]);
+                    continue;
+                }
+                for (int u = 0; u < T; u++) {
+                    if (u == t) continue;
+                    double lt = link_thr(p, e, t, u);
+                    if (lt < floor_thr) continue;
+                    const sfront *nx = &fm->at[e * T + u];
+                    for (int q = 0; q < nx->n; q++) {
+                        double above = fmin(nx->e[q].thr, lt);
+                        /* past the first entry at or above the rest's bottleneck, only the rate grows */
+                        for (int o = 0; o < own.n; o++) {
+                            const sentry *x = &own.e[o];
                             sentry y = nx->e[q];
                             y.c += x->c;
-                            y.thr = fmin(fmin(y.thr, x->thr), lt);
+                            y.thr = fmin(above, x->thr);
                             if (s->tracked[t]) y.u[t] = (unsigned short)(y.u[t] + x->u[t]);
                             sfront_insert(dst, &y);
+                            if (x->thr >= above) break;
                         }
-                        if (dst->n > 4 * EXACT_FRONT_CAP) sfront_cap(dst, EXACT_FRONT_CAP);
                     }
+                    if (dst->n > 4 * EXACT_FRONT_CAP) sfront_cap(dst, EXACT_FRONT_CAP);
                 }
             }
             sfront_cap(dst, EXACT_FRONT_CAP);
