@@ -6,7 +6,10 @@
  * law t1 ((1 - a) + a / k); the bytes sent at its cuts (activations and
  * labels forward, gradients back) and the embedding traffic are split over
  * the k units' NICs; the ring allreduce of the dense gradients sends
- * 2 (k - 1) / k P bytes through each NIC. */
+ * 2 (k - 1) / k P bytes through each NIC.  The pipeline reaches M / (M + S - 1)
+ * of its slowest stage's rate (the bubble of a synchronous step of M
+ * micro-batches), and each plan is provisioned at the bottleneck level that
+ * scores best. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,6 +106,18 @@ double plan_link_ms(const plan_problem *p, int first, int a, int b)
     return p->cut_bytes[first] / p->link_bpms[a][b] + 2 * p->link_ms[a][b];
 }
 
+int plan_micro_batches(const plan_problem *p, int n_stages)
+{
+    return p->micro_batches > 0 ? p->micro_batches : n_stages;
+}
+
+double plan_bubble(const plan_problem *p, int n_stages)
+{
+    if (p->micro_batches == PLAN_NO_BUBBLE) return 1;
+    double m = plan_micro_batches(p, n_stages);
+    return m / (m + n_stages - 1);
+}
+
 double plan_objective_value(const plan_problem *p, double cost_per_hour, double power_w,
                             double throughput)
 {
@@ -137,29 +152,32 @@ void plan_eval_free(plan_eval *e)
 }
 
 /* Provisions one stage; returns its shortfall (0 when it meets the limit). */
-static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type)
+static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type, double level)
 {
     double shortfall = 0;
     plan_stage_law(p, s->first, s->end, s->type, &s->law);
     s->best_units = s->law.scaled_ms > 0 ? p->max_units[s->type] : 1;
     s->best_throughput = plan_stage_throughput(p, &s->law, s->best_units, p->max_servers);
-    s->units = plan_provision(p, &s->law, s->type);
+    plan_option o;
     s->short_of_limit = 0;
-    if (!s->units) {
+    if (plan_stage_at_level(p, &s->law, s->type, level, &o)) {
+        s->units = o.units;
+        s->servers = o.servers;
+    } else {
         s->short_of_limit |= PLAN_SHORT_STAGE;
         s->units = s->best_units;
-        shortfall += fmax(0, 1 - s->best_throughput / p->min_throughput);
+        shortfall += fmax(0, 1 - s->best_throughput / level);
         if (!s->law.fits) shortfall += 1 + s->law.mem_bytes / fmax(1, p->mem_bytes[s->type]);
+        s->servers = plan_stage_servers(p, &s->law, level);
+        if (s->servers < 0) s->servers = p->max_servers; /* short of the limit already */
     }
-    s->servers = plan_stage_servers(p, &s->law, p->min_throughput);
-    if (s->servers < 0) s->servers = p->max_servers; /* short of the limit already */
     s->ms = plan_law_ms(&s->law, s->units);
     s->throughput = plan_stage_throughput(p, &s->law, s->units, s->servers);
     s->link_ms = prev_type >= 0 ? plan_link_ms(p, s->first, prev_type, s->type) : 0;
     s->link_throughput = s->link_ms > 0 ? throughput_of(p, s->link_ms) : 0;
-    if (s->link_ms > 0 && s->link_throughput < p->min_throughput * (1 - 1e-12)) {
+    if (s->link_ms > 0 && s->link_throughput < level * (1 - 1e-12)) {
         s->short_of_limit |= PLAN_SHORT_LINK;
-        shortfall += 1 - s->link_throughput / p->min_throughput;
+        shortfall += 1 - s->link_throughput / level;
     }
     return shortfall;
 }
@@ -173,6 +191,7 @@ static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type)
 static void provision_for_objective(const plan_problem *p, plan_eval *e)
 {
     int S = e->n_stages, T = p->n_types;
+    double bubble = plan_bubble(p, S);
     plan_option *cur = e->scratch, *best = e->scratch + S;
     double cap = HUGE_VAL, top, best_v = HUGE_VAL;
     for (int s = 0; s < S; s++) {
@@ -194,12 +213,12 @@ static void provision_for_objective(const plan_problem *p, plan_eval *e)
         }
         for (int t = 0; t < T; t++)
             if (units[t] > p->max_units[t]) goto done;
-        double v = plan_objective_value(p, rate, power, thr);
+        double v = plan_objective_value(p, rate, power, thr * bubble);
         if (v < best_v * (1 - 1e-12)) {
             best_v = v;
             memcpy(best, cur, (size_t)S * sizeof *cur);
         }
-        if (thr >= cap || !(plan_objective_value(p, rate, power, top) < best_v * (1 - 1e-12))) break;
+        if (thr >= cap || !(plan_objective_value(p, rate, power, top * bubble) < best_v * (1 - 1e-12))) break;
         for (int s = 0; s < S; s++)
             if (cur[s].throughput <= thr &&
                 !plan_stage_next(p, &e->stages[s].law, e->stages[s].type, &cur[s], &cur[s]))
@@ -228,14 +247,20 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
     for (int first = 0; first < L;) {
         int end = first + 1;
         while (end < L && assign[end] == assign[first]) end++;
-        plan_stage *s = &e->stages[e->n_stages];
+        plan_stage *s = &e->stages[e->n_stages++];
         s->first = first;
         s->end = end;
         s->type = assign[first];
-        e->violation += stage_fill(p, s, e->n_stages ? e->stages[e->n_stages - 1].type : -1);
-        e->units[s->type] += s->units;
-        e->n_stages++;
         first = end;
+    }
+    /* the stages must carry the limit through the pipeline's bubble */
+    e->micro_batches = plan_micro_batches(p, e->n_stages);
+    e->bubble = plan_bubble(p, e->n_stages);
+    double level = p->min_throughput / e->bubble;
+    for (int i = 0; i < e->n_stages; i++) {
+        plan_stage *s = &e->stages[i];
+        e->violation += stage_fill(p, s, i ? e->stages[i - 1].type : -1, level);
+        e->units[s->type] += s->units;
     }
     for (int t = 0; t < T; t++)
         if (e->units[t] > p->max_units[t])
@@ -264,6 +289,7 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
     e->server_cost_per_hour = e->servers * p->server_price;
     e->cost_per_hour += e->server_cost_per_hour;
     e->power_w += e->servers * p->server_power;
+    e->throughput *= e->bubble;
     e->feasible = e->violation == 0;
     e->time_s = p->samples * p->epochs / e->throughput;
     e->cost = e->time_s * e->cost_per_hour / 3600.0;

@@ -43,6 +43,7 @@ typedef struct {
     int prev;        /* the partial plan this one extends, or -1 */
     int first, end;  /* its last stage: layers [first, end) */
     int type, units; /* its last stage's type and units */
+    int n_stages;    /* the pipeline's bubble grows with them */
 } label;
 
 typedef struct {
@@ -112,10 +113,13 @@ static double server_weight(const plan_problem *p)
     return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->server_power : p->server_price;
 }
 
-static double objective_of(const plan_problem *p, double c, double thr)
+/* The objective of a plan of n stages (at least 1) whose slowest stage or
+ * link carries thr; for a partial plan of n stages a lower bound, as more
+ * stages only widen the bubble. */
+static double objective_of(const plan_problem *p, double c, double thr, int n)
 {
     int power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
-    return plan_objective_value(p, power ? 0 : c, power ? c : 0, thr);
+    return plan_objective_value(p, power ? 0 : c, power ? c : 0, thr * plan_bubble(p, n > 1 ? n : 1));
 }
 
 /* The provisionings of stage [j, i) on t that can be part of an optimum:
@@ -261,10 +265,10 @@ static void free_family(family *fm, int L, int T)
  * completion within the room has rate at least its priced rate less
  * sum lambda x room (weak duality), and at least 0. */
 static double family_bound(const exact_state *s, const family *fm, int i, int last, double c,
-                           double thr, const int *left, sentry *arg)
+                           double thr, int n, const int *left, sentry *arg)
 {
     const plan_problem *p = s->p;
-    if (i == p->n_layers) return objective_of(p, c, thr);
+    if (i == p->n_layers) return objective_of(p, c, thr, n);
     double k = 0, best = HUGE_VAL;
     for (int t = 0; t < p->n_types; t++) k += fm->lambda[t] * left[t];
     for (int t = 0; t < p->n_types; t++) {
@@ -272,7 +276,7 @@ static double family_bound(const exact_state *s, const family *fm, int i, int la
         double th = last >= 0 ? fmin(thr, link_thr(p, i, last, t)) : thr;
         const sfront *f = &fm->at[i * p->n_types + t];
         for (int q = 0; q < f->n; q++) {
-            double v = objective_of(p, c + fmax(0, f->e[q].c - k), fmin(th, f->e[q].thr));
+            double v = objective_of(p, c + fmax(0, f->e[q].c - k), fmin(th, f->e[q].thr), n);
             if (v < best) {
                 best = v;
                 if (arg) *arg = f->e[q];
@@ -313,7 +317,7 @@ static void suffix_bounds_limited(exact_state *s, int t)
 
 /* A lower bound on the objective of any completion of a partial plan that
  * ends at layer i with rate c, bottleneck thr and the given units used. */
-static double completion_bound(const exact_state *s, int i, int last, double c, double thr,
+static double completion_bound(const exact_state *s, int i, int last, double c, double thr, int n,
                                const unsigned short *units)
 {
     const plan_problem *p = s->p;
@@ -326,16 +330,16 @@ static double completion_bound(const exact_state *s, int i, int last, double c, 
         tm = fmin(tm, s->thrmax_t[t][i * R + r]);
     }
     if (!(cm < HUGE_VAL) || tm < 0) return HUGE_VAL; /* no completion fits */
-    double b = objective_of(p, c + cm, fmin(thr, tm));
+    double b = objective_of(p, c + cm, fmin(thr, tm), n);
     for (int f = 0; f < s->n_fam && b <= s->upper * (1 + 1e-12); f++)
-        b = fmax(b, family_bound(s, &s->fam[f], i, last, c, thr, left, NULL));
+        b = fmax(b, family_bound(s, &s->fam[f], i, last, c, thr, n, left, NULL));
     return b;
 }
 
 static int dominates(const exact_state *s, int a, const label *b, const unsigned short *bu)
 {
     const label *x = &s->labels[a];
-    if (x->c > b->c || x->thr < b->thr) return 0;
+    if (x->c > b->c || x->thr < b->thr || x->n_stages > b->n_stages) return 0;
     if (!s->with_units) return 1;
     const unsigned short *xu = s->units + (size_t)a * s->p->n_types;
     for (int t = 0; t < s->p->n_types; t++)
@@ -376,7 +380,7 @@ static void extend(exact_state *s, int j, int u, int i, int t, const struct stag
     int T = p->n_types;
     front *dst = &s->fronts[i * T + t];
     unsigned short units[PLAN_MAX_TYPES] = {0};
-    label l = {.prev = -1, .end = i, .type = t, .first = j};
+    label l = {.prev = -1, .end = i, .type = t, .first = j, .n_stages = 1};
     int n = j == 0 ? 1 : s->fronts[j * T + u].n;
     double link_thr = HUGE_VAL, prev_c = 0, prev_thr = HUGE_VAL;
     if (j > 0) {
@@ -389,6 +393,7 @@ static void extend(exact_state *s, int j, int u, int i, int t, const struct stag
             int id = s->fronts[j * T + u].ids[q];
             const label *prev = &s->labels[id];
             l.prev = id;
+            l.n_stages = prev->n_stages + 1;
             prev_c = prev->c;
             prev_thr = prev->thr;
             if (s->with_units) memcpy(units, s->units + (size_t)id * T, T * sizeof *units);
@@ -401,8 +406,9 @@ static void extend(exact_state *s, int j, int u, int i, int t, const struct stag
             l.units = k;
             l.c = prev_c + so->c[o];
             l.thr = fmin(above, so->thr[o]);
+            if (l.thr * plan_bubble(p, l.n_stages) < p->min_throughput * (1 - 1e-12)) continue;
             if (count) units[t] = (unsigned short)(units[t] + k);
-            double b = completion_bound(s, i, t, l.c, l.thr, units);
+            double b = completion_bound(s, i, t, l.c, l.thr, l.n_stages, units);
             if (b < HUGE_VAL && !(b <= s->upper * (1 + 1e-12))) s->cut = 1;
             if (b < HUGE_VAL && b <= s->upper * (1 + 1e-12))
                 front_insert(s, dst, &l, units);
@@ -446,7 +452,9 @@ static int label_pass(exact_state *s)
         for (int t = 0; t < T; t++)
             for (int q = 0; q < s->fronts[L * T + t].n; q++) {
                 int id = s->fronts[L * T + t].ids[q];
-                double f = objective_of(p, s->labels[id].c, s->labels[id].thr);
+                const label *x = &s->labels[id];
+                if (x->thr * plan_bubble(p, x->n_stages) < p->min_throughput * (1 - 1e-12)) continue;
+                double f = objective_of(p, x->c, x->thr, x->n_stages);
                 if (f < s->upper) {
                     s->upper = f;
                     s->best = id;
@@ -506,7 +514,7 @@ static double dual_bounds(exact_state *s)
     build_family(s, &s->fam[0], lambda);
     s->n_fam = 1;
     sentry arg;
-    double best = family_bound(s, &s->fam[0], 0, -1, 0, HUGE_VAL, room, &arg), mu = 1;
+    double best = family_bound(s, &s->fam[0], 0, -1, 0, HUGE_VAL, 0, room, &arg), mu = 1;
     if (!any || !(best < HUGE_VAL)) return best;
     family scratch = {0};
     for (int round = 0; round < EXACT_DUAL_ROUNDS && mu > 1e-3 && hps_now() < s->deadline; round++) {
@@ -519,7 +527,7 @@ static double dual_bounds(exact_state *s)
         }
         if (!moved) break;
         build_family(s, &scratch, lambda);
-        double lb = family_bound(s, &scratch, 0, -1, 0, HUGE_VAL, room, &arg);
+        double lb = family_bound(s, &scratch, 0, -1, 0, HUGE_VAL, 0, room, &arg);
         if (lb > best * (1 + 1e-9)) {
             best = lb;
             family old = s->fam[EXACT_FAMILIES - 1];
@@ -586,7 +594,7 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
             continue;
         }
         if (id < 0) break; /* none better than the plan in hand */
-        lower = objective_of(p, s.labels[id].c, s.labels[id].thr);
+        lower = objective_of(p, s.labels[id].c, s.labels[id].thr, s.labels[id].n_stages);
         slack = 0.01;
         int used[PLAN_MAX_TYPES], over = 0;
         trace_back(&s, id, relaxed, used);

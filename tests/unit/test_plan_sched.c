@@ -214,7 +214,7 @@ typedef struct {
     double link_thr; /* the slowest link between the stages */
     int units[PLAN_MAX_TYPES];
     double rate, power, thr, best, best_thr;
-    int best_feasible;
+    int best_feasible, best_n;
 } any_units;
 
 static double law_thr(const plan_problem *p, const plan_law *law, int k)
@@ -226,14 +226,16 @@ static double law_thr(const plan_problem *p, const plan_law *law, int k)
 static void any_units_stage(any_units *a, int s)
 {
     const plan_problem *p = a->p;
-    if (s == a->n) {
-        double thr = fmin(a->thr, a->link_thr);
+    if (s == a->n) { /* a synchronous step of M micro-batches idles S - 1 of M + S - 1 slots */
+        double m = p->micro_batches > 0 ? p->micro_batches : a->n;
+        double thr = fmin(a->thr, a->link_thr) * (p->micro_batches == PLAN_NO_BUBBLE ? 1 : m / (m + a->n - 1));
         int ok = thr >= p->min_throughput * (1 - 1e-12);
         double v = plan_objective_value(p, a->rate, a->power, thr);
         if ((ok && !a->best_feasible) || (ok == a->best_feasible && v < a->best)) {
             a->best = v;
             a->best_thr = thr;
             a->best_feasible = ok;
+            a->best_n = a->n;
         }
         return;
     }
@@ -258,7 +260,7 @@ static void any_units_stage(any_units *a, int s)
 
 /* The best objective over every assignment and provisioning; *feasible says
  * whether it meets the limit, *thr gives its throughput. */
-static double brute_any_units(const plan_problem *p, int *feasible, double *thr)
+static double brute_any_units(const plan_problem *p, int *feasible, double *thr, int *n_stages)
 {
     int L = p->n_layers, T = p->n_types, assign[8] = {0};
     any_units a = {.p = p, .best = HUGE_VAL};
@@ -287,20 +289,21 @@ static double brute_any_units(const plan_problem *p, int *feasible, double *thr)
     }
     *feasible = a.best_feasible;
     *thr = a.best_thr;
+    *n_stages = a.best_n;
     return a.best;
 }
 
 /* hps-plan(1) COST MODEL: --algo exact is the optimum of the documented
  * model, also where extra units on a cheap bottleneck stage, or fewer
  * servers, beat the fewest units that meet the limit; every objective, with
- * and without priced servers, links and memory. */
+ * and without priced servers, links, memory and the pipeline's bubble. */
 static void test_exact_is_optimal_over_any_units(void **state)
 {
     (void)state;
     plan_search_opts o = {.bound_time = 10};
-    int feasible_count = 0, beyond = 0;
-    for (uint64_t seed = 1; seed <= 160; seed++) {
-        int L = 2 + (int)(seed % 3), T = 2 + (int)(seed / 3 % 2);
+    int feasible_count = 0, beyond = 0, piped = 0;
+    for (uint64_t seed = 1; seed <= 240; seed++) {
+        int L = 2 + (int)(seed % 4), T = 2 + (int)(seed / 3 % 2);
         double tight = (double[]){0.2, 0.5, 0.8, 0.95}[seed / 6 % 4];
         plan_problem *p = plan_problem_random(seed * 4099, L, T, tight, 1);
         p->objective = (plan_objective)(seed / 24 % 4);
@@ -308,6 +311,7 @@ static void test_exact_is_optimal_over_any_units(void **state)
             if (p->max_units[t] > 4) p->max_units[t] = 4;
         uint64_t r = seed * 0x9e3779b97f4a7c15ull;
         p->max_servers = 3;
+        if (seed % 4 != 3) p->micro_batches = (int[]){0, 4, 16}[seed % 4]; /* 0: one per stage */
         if (seed % 2) { /* priced servers with memory, and a slow link */
             p->server_price = 0.2 + (double)(hps_mix64(r) % 4) / 2;
             p->server_power = 80;
@@ -323,18 +327,26 @@ static void test_exact_is_optimal_over_any_units(void **state)
         plan_result_init(&exact, p);
         assert_int_equal(plan_solve_exact(p, &o, &exact), 0);
         assert_true(exact.optimal);
-        int fe, fb;
-        double thr, ve = objective_of(p, exact.assign, &fe), vb = brute_any_units(p, &fb, &thr);
+        int fe, fb, n;
+        double thr, ve = objective_of(p, exact.assign, &fe), vb = brute_any_units(p, &fb, &thr, &n);
         if (fe != fb || (fb && fabs(ve - vb) > 1e-9 * vb))
             fail_msg("seed %llu (%s): exact %.9g (feasible %d), any units %.9g (feasible %d)",
                      (unsigned long long)seed, plan_objective_names[p->objective], ve, fe, vb, fb);
         feasible_count += fb;
         beyond += fb && thr > p->min_throughput * 1.2;
+        if (fb && p->micro_batches != PLAN_NO_BUBBLE) { /* where the bubble changed the optimum */
+            int m = p->micro_batches, f0, n0;
+            double t0;
+            p->micro_batches = PLAN_NO_BUBBLE;
+            piped += fabs(brute_any_units(p, &f0, &t0, &n0) - vb) > 1e-9 * vb;
+            p->micro_batches = m;
+        }
         plan_result_free(&exact);
         plan_problem_free(p);
     }
-    print_message("# %d feasible, %d whose optimum runs 20%% above the limit\n", feasible_count, beyond);
-    assert_true(feasible_count > 60 && beyond > 10);
+    print_message("# %d feasible, %d whose optimum runs 20%% above the limit, %d moved by the bubble\n",
+                  feasible_count, beyond, piped);
+    assert_true(feasible_count > 60 && beyond > 10 && piped > 3);
 }
 
 /* --objective time is the fastest plan that meets the limit: no point of
