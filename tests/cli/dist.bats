@@ -59,19 +59,17 @@ mpi() {
     grep -q "hps-train: 4 steps" "$TMP/logs/worker-0.log"
 }
 
-@test "dist: a rank slowed 3x loses share, and the slowest worker's time falls" {
+@test "dist: a rank slowed 3x loses share and trains fewer rows; static shares stay even" {
     mpi 3 "$TEST_TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 3 --threads 1 --slowdown 1=3 \
         --metrics "$TMP/re.ndjson" -q
     mpi 3 "$TEST_TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 3 --threads 1 --slowdown 1=3 \
         --no-rebalance --metrics "$TMP/static.ndjson" -q
+    # the shares, and the rows each worker trained by them (behaviour, not
+    # time: no two timed runs are compared)
     [ "$(dist_field "$TMP/re.ndjson" 'o["per_rank"][1]["share"] < 0.4')" = True ]
+    [ "$(dist_field "$TMP/re.ndjson" 'o["per_rank"][1]["samples"] < 0.8 * o["per_rank"][0]["samples"]')" = True ]
     [ "$(dist_field "$TMP/static.ndjson" 'o["per_rank"][1]["share"]')" = 0.5 ]
-    # both as the tool measured them: the sum over steps of the slowest
-    # worker's compute (what a synchronous epoch waits for)
-    re=$(dist_field "$TMP/re.ndjson" 'o["critical_s"]')
-    st=$(dist_field "$TMP/static.ndjson" 'o["critical_s"]')
-    echo "critical: rebalanced $re s, static $st s"
-    python3 -c "import sys; sys.exit(not $re < $st)"
+    [ "$(dist_field "$TMP/static.ndjson" 'o["per_rank"][1]["samples"] == o["per_rank"][0]["samples"]')" = True ]
 }
 
 # The pids of mpirun's ranks (children of the mpirun under `timeout` $1).
