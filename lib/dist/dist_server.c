@@ -1,6 +1,7 @@
 /* A server rank: owns the embedding rows routed to it (hps_dist_route),
  * answers fetches with their current values, and applies a step's sparse
- * AdaGrad update once every worker pushed its gradients for it. */
+ * AdaGrad update once every worker pushed its gradients for it.  It builds
+ * its tables and nothing else of the model: no net, no pipeline, no data. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,7 @@ typedef struct {
 
 /* A peek (evaluation) reads without creating: zeros for a key never trained,
  * as one process evaluates. */
-static int64_t server_row(hps_trainer *t, const dist_entry *e, int peek, hps_error *err)
+static int64_t server_row(dist_server *t, const dist_entry *e, int peek, hps_error *err)
 {
     if (e->layer < 0 || e->layer >= t->m->n_layers || !t->tables[e->layer])
         return hps_fail(err, HPS_EXIT_RUNTIME, "a request names layer %d, not an embedding layer",
@@ -28,7 +29,7 @@ static int64_t server_row(hps_trainer *t, const dist_entry *e, int peek, hps_err
     return r >= 0 ? r : hps_table_zero_row(tab);
 }
 
-static int serve_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, int to, int peek,
+static int serve_rows(hps_dist *d, dist_server *t, const char *msg, size_t n, int to, int peek,
                       hps_error *err)
 {
     size_t count = n / sizeof(dist_entry);
@@ -72,7 +73,7 @@ static void part_add(part *p, int64_t row, const float *g, int D)
 }
 
 /* One push: (layer, slot, key) then dim floats, entry after entry. */
-static int parse_push(hps_trainer *t, const char *msg, size_t n, part *parts, hps_error *err)
+static int parse_push(dist_server *t, const char *msg, size_t n, part *parts, hps_error *err)
 {
     for (size_t at = 0; at < n;) {
         dist_entry e;
@@ -94,7 +95,7 @@ static int parse_push(hps_trainer *t, const char *msg, size_t n, part *parts, hp
 
 /* The step: each layer's gradients summed in worker order (as the
  * micro-batches of one process are), then one AdaGrad update. */
-static int apply_step(hps_dist *d, hps_trainer *t, char **pushes, size_t *lens, hps_error *err)
+static int apply_step(hps_dist *d, dist_server *t, char **pushes, size_t *lens, hps_error *err)
 {
     int W = d->workers, L = t->m->n_layers, rc = 0;
     part *parts = hps_calloc((size_t)W * L, sizeof *parts);
@@ -126,7 +127,7 @@ static int apply_step(hps_dist *d, hps_trainer *t, char **pushes, size_t *lens, 
 }
 
 /* Every row this server holds, as (layer, slot, key) then dim floats. */
-static void dump_rows(hps_dist *d, hps_trainer *t, int to)
+static void dump_rows(hps_dist *d, dist_server *t, int to)
 {
     dist_buf b = {0};
     for (int l = 0; l < t->m->n_layers; l++) {
@@ -152,7 +153,7 @@ typedef struct {
     int pushed, done;
 } server_state;
 
-static int on_push(hps_dist *d, hps_trainer *t, server_state *s, int w, char *msg, size_t n,
+static int on_push(hps_dist *d, dist_server *t, server_state *s, int w, char *msg, size_t n,
                    hps_error *err)
 {
     if (s->push[w]) {
@@ -168,10 +169,33 @@ static int on_push(hps_dist *d, hps_trainer *t, server_state *s, int w, char *ms
     return rc;
 }
 
-int hps_dist_serve(hps_dist *d, hps_trainer *t, hps_error *err)
+/* The server's tables: one per embedding layer, as one process has them. */
+static void server_create(dist_server *t, const hps_model *m, const hps_train_plan *plan,
+                          const hps_train_opts *o)
+{
+    *t = (dist_server){.m = m, .o = *o};
+    snprintf(t->plan_digest, sizeof t->plan_digest, "%s", plan->digest);
+    t->tables = hps_calloc((size_t)m->n_layers, sizeof *t->tables);
+    t->merged = hps_calloc((size_t)m->n_layers, sizeof *t->merged);
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING)
+            t->tables[l] = hps_table_create(l, m->layers[l].dim, o->max_table_bytes, o->table_policy,
+                                            o->seed);
+}
+
+static void server_free(dist_server *t)
+{
+    for (int l = 0; l < t->m->n_layers; l++) {
+        hps_table_free(t->tables[l]);
+        hps_sparse_grad_free(t->merged[l]);
+    }
+    free(t->tables), free(t->merged);
+}
+
+static int serve(hps_dist *d, dist_server *t, hps_error *err)
 {
     int found = 0;
-    if (t->o.resume && t->o.ckpt_dir && dist_resume(d, t, &found, err)) return -1;
+    if (t->o.resume && t->o.ckpt_dir && dist_resume_server(d, t, &found, err)) return -1;
     server_state s = {0};
     int rc = 0;
     while (rc == 0 && s.done < d->workers) {
@@ -184,13 +208,23 @@ int hps_dist_serve(hps_dist *d, hps_trainer *t, hps_error *err)
             continue;
         }
         if (tag == TAG_FETCH || tag == TAG_PEEK) rc = serve_rows(d, t, msg, n, from, tag == TAG_PEEK, err);
-        else if (tag == TAG_SAVE) rc = dist_save(d, t, err);
+        else if (tag == TAG_SAVE) rc = dist_save_server(d, t, err);
         else if (tag == TAG_DUMP) dump_rows(d, t, from);
         else if (tag == TAG_DONE) s.done++;
         free(msg);
     }
     for (int i = 0; i < d->workers; i++) free(s.push[i]);
-    if (rc == 0) dist_gather_stats(d, t);
+    if (rc == 0) dist_gather_stats(d, NULL);
+    return rc;
+}
+
+int hps_dist_serve(hps_dist *d, const hps_model *m, const hps_train_plan *plan,
+                   const hps_train_opts *o, hps_error *err)
+{
+    dist_server t;
+    server_create(&t, m, plan, o);
+    int rc = serve(d, &t, err);
+    server_free(&t);
     return rc;
 }
 
@@ -242,7 +276,7 @@ static void report_cross(const hps_dist *d, const double *all, double steps, dou
 
 static void report(hps_dist *d, hps_trainer *t, const double *all)
 {
-    double seconds = hps_now() - t->t_start, total = 0, cross = 0, steps = all[DIST_STATS_N * d->rank + 3];
+    double seconds = hps_now() - d->t_start, total = 0, cross = 0, steps = all[DIST_STATS_N * d->rank + 3];
     json_t *ranks = json_array();
     for (int r = 0; r < d->size; r++) {
         json_array_append_new(ranks, rank_json(d, r, all + DIST_STATS_N * r, seconds));
@@ -262,13 +296,7 @@ static void report(hps_dist *d, hps_trainer *t, const double *all)
     json_object_set_new(o, "predicted_cross_host_bytes_per_step",
                         d->predicted_cross >= 0 ? hps_json_real(d->predicted_cross) : json_null());
     json_object_set_new(o, "placed_as_planned", json_boolean(placed_as_planned(d)));
-    if (t->metrics) {
-        char *line = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(7));
-        fprintf(t->metrics, "%s\n", line);
-        fflush(t->metrics);
-        free(line);
-    }
-    json_decref(o);
+    hps_trainer_record(t, o);
     hps_log(2, "%s: %d ranks: %.0f bytes/step between ranks; slowest worker's compute %.3f s, "
                "others idle %.3f s\n", hps_progname(), d->size, per_step, d->critical_s, d->idle_s);
     report_cross(d, all, steps, cross);

@@ -48,17 +48,20 @@ int hps_dist_stages(const hps_dist *d);
 /* With stages on different ranks: the plan's layer ranges fit the workers'
  * stages and every embedding layer is in stage 0; every rank finds the same
  * answer.  eval: the lead evaluates after each epoch (--eval). */
-int hps_dist_check_stages(hps_dist *d, const hps_trainer *t, int eval, hps_error *err);
+int hps_dist_check_stages(hps_dist *d, const hps_model *m, const hps_train_plan *p, int eval,
+                          hps_error *err);
 /* A worker: hooks the trainer's steps, loads and checkpoints. */
-void hps_dist_attach(hps_dist *d, hps_trainer *t);
+void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_train_opts *o);
 /* A worker after training: tells the servers it is done, then the job's
  * statistics are gathered and the lead writes them to the metrics. */
 int hps_dist_finish(hps_dist *d, hps_trainer *t, hps_error *err);
 /* A worker after training, with --export: the lead gets the whole model,
  * every stage's weights and every server's rows (all workers call it). */
 int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err);
-/* A server: serves rows and applies updates until every worker is done. */
-int hps_dist_serve(hps_dist *d, hps_trainer *t, hps_error *err);
+/* A server: builds its tables (and nothing else of the model), serves rows
+ * and applies updates until every worker is done. */
+int hps_dist_serve(hps_dist *d, const hps_model *m, const hps_train_plan *plan,
+                   const hps_train_opts *o, hps_error *err);
 
 /* Ends the job on an error: the message, then MPI_Abort so no rank waits. */
 void hps_dist_abort(hps_dist *d, const hps_error *err);
