@@ -65,7 +65,6 @@ struct hps_dist {
     int slice_rows;              /* rows of this step's slice */
     double critical_s, idle_s;   /* sums over steps: slowest worker, others' waits */
     double stage_busy[HPS_DIST_MAX_RANKS]; /* stages across ranks: sums of each one's slowest */
-    double xwait;                /* this step's waits for the other stages' ranks */
     dist_buf *req, *push;
     int64_t **req_rows;          /* per server: where each request entry's values go */
     int64_t *n_req_rows, *cap_req_rows;

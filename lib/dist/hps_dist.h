@@ -6,11 +6,15 @@
  *            the other workers (MPI_Allreduce) and fetches/pushes the
  *            embedding rows it touches from/to the servers; when the plan's
  *            workers name several stages, a worker runs its stage's layers
- *            only, exchanging boundary activations and their gradients with
- *            the next and previous stages' workers (dist_stage.c)
+ *            only: the trainer's pipeline, whose boundary activations and
+ *            their gradients go to the next and previous stages' workers
+ *            through this module's link (dist_stage.c)
  *   server   owns the embedding rows routed to it, server = mix64(key) %
  *            servers, and applies the summed sparse AdaGrad updates once all
- *            workers pushed a step (synchronous training)
+ *            workers pushed a step (synchronous training); it builds its
+ *            tables and nothing else of the model
+ * A worker reaches the job only through hps_train_dist (hps_train.h); this
+ * module calls the trainer only through hps_train.h.
  * Workers' shares of a batch are re-balanced from measured compute times
  * (dist_rebalance.c).  Checkpoints are per rank, committed together.
  */
