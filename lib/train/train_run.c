@@ -175,6 +175,16 @@ void hps_trainer_set_dist(hps_trainer *t, const hps_train_dist *d)
     t->cap_mark = hps_calloc((size_t)L, sizeof *t->cap_mark);
 }
 
+/* The servers' names of n rows of layer l's local table, into keys. */
+static void row_keys(const hps_trainer *t, int l, const int64_t *rows, int64_t n, hps_row_key *keys)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int slot;
+        hps_table_row_key(t->tables[l], rows[i], &slot, &keys[i].key);
+        keys[i].layer = l, keys[i].slot = slot;
+    }
+}
+
 /* The rows this load touched get their current values from the servers:
  * the local tables only map keys to rows and stage one step's values. */
 static int fetch_rows(hps_trainer *t, hps_error *err)
@@ -184,12 +194,12 @@ static int fetch_rows(hps_trainer *t, hps_error *err)
         if (t->tables[l]) n += t->n_touched[l], floats += t->n_touched[l] * t->m->layers[l].dim;
     hps_row_key *keys = hps_malloc((size_t)(n + 1) * sizeof *keys);
     float *out = hps_malloc((size_t)(floats + 1) * sizeof *out);
-    for (int l = 0, i = 0; l < t->m->n_layers; l++)
-        for (int64_t r = 0; t->tables[l] && r < t->n_touched[l]; r++, i++) {
-            int slot;
-            hps_table_row_key(t->tables[l], t->touched[l][r], &slot, &keys[i].key);
-            keys[i].layer = l, keys[i].slot = slot;
-        }
+    int64_t i = 0;
+    for (int l = 0; l < t->m->n_layers; l++) {
+        if (!t->tables[l]) continue;
+        row_keys(t, l, t->touched[l], t->n_touched[l], keys + i);
+        i += t->n_touched[l];
+    }
     int rc = t->dist->fetch(t->dist->ctx, keys, n, out, t->evaluating, err);
     const float *at = out;
     for (int l = 0; rc == 0 && l < t->m->n_layers; l++) {
@@ -239,11 +249,7 @@ static int apply_sparse(hps_trainer *t, int l, const hps_sparse_grad *g, hps_err
         return 0;
     }
     hps_row_key *keys = hps_malloc((size_t)(g->n + 1) * sizeof *keys);
-    for (int64_t i = 0; i < g->n; i++) {
-        int slot;
-        hps_table_row_key(t->tables[l], g->rows[i], &slot, &keys[i].key);
-        keys[i].layer = l, keys[i].slot = slot;
-    }
+    row_keys(t, l, g->rows, g->n, keys);
     int rc = t->dist->push(t->dist->ctx, keys, g->n, g->grad, g->D, err);
     free(keys);
     return rc;
