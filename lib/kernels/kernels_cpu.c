@@ -111,10 +111,14 @@ static float bag_scale(const hps_bags *bags, int64_t lo, int64_t hi, hps_pool po
     return total != 0.0f ? 1.0f / total : 0.0f;
 }
 
+/* Rows a gather starts loading ahead of the one it adds: the table is far
+ * larger than the caches, and each row is a miss of its own. */
+#define ROW_PREFETCH 16
+
 void embedding_bag_forward(float *out, int ld, const float *table, const hps_bags *bags, int D,
                            hps_pool pool)
 {
-    const int64_t n_bags = (int64_t)bags->B * bags->S;
+    const int64_t n_bags = (int64_t)bags->B * bags->S, nnz = bags->offsets[n_bags];
 #pragma omp parallel for schedule(static) if (n_bags * D > PAR_MIN)
     for (int64_t bag = 0; bag < n_bags; bag++) {
         float *o = out + (bag / bags->S) * ld + (bag % bags->S) * D;
@@ -122,6 +126,7 @@ void embedding_bag_forward(float *out, int ld, const float *table, const hps_bag
         int64_t lo = bags->offsets[bag], hi = bags->offsets[bag + 1];
         float scale = bag_scale(bags, lo, hi, pool);
         for (int64_t k = lo; k < hi; k++) {
+            if (k + ROW_PREFETCH < nnz) __builtin_prefetch(table + bags->rows[k + ROW_PREFETCH] * D);
             const float *row = table + bags->rows[k] * D;
             float w = scale * (bags->weights ? bags->weights[k] : 1.0f);
             for (int d = 0; d < D; d++) o[d] += w * row[d];
@@ -228,6 +233,10 @@ void sparse_adagrad(float *table, float *accum, const hps_sparse_grad *g, float 
     const int D = g->D;
 #pragma omp parallel for if (g->n * D > PAR_MIN)
     for (int64_t i = 0; i < g->n; i++) {
+        if (i + ROW_PREFETCH < g->n) {
+            __builtin_prefetch(table + g->rows[i + ROW_PREFETCH] * D, 1);
+            __builtin_prefetch(accum + g->rows[i + ROW_PREFETCH] * D, 1);
+        }
         float *w = table + g->rows[i] * D, *a = accum + g->rows[i] * D;
         const float *gr = g->grad + i * D;
 #pragma omp simd

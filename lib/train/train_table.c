@@ -230,6 +230,11 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
     return r;
 }
 
+void hps_table_prefetch(const hps_table *t, int slot, uint64_t key)
+{
+    if (t->ht) __builtin_prefetch(&t->ht[slot_hash(slot, key) & (uint64_t)t->ht_mask]);
+}
+
 int64_t hps_table_find(const hps_table *t, int slot, uint64_t key)
 {
     int64_t at;
