@@ -362,17 +362,19 @@ static void copy_rows(hps_batch *b, const slot *blk, int from, int n)
                (size_t)n * s->n_dense * sizeof *b->dense);
     else
         copy_dense(b, src, from, n);
+    int64_t keys = 0; /* all the range's keys reserved at once */
+    for (int j = 0; j < S; j++) keys += src->offsets[j][from + n] - src->offsets[j][from];
+    hps_batch_reserve_keys(b, b->nnz + keys);
     for (int i = 0; i < n; i++) {
         int row = from + i, out = b->B + i;
         b->labels[out] = src->labels[row];
         for (int j = 0; j < S; j++) {
+            /* mostly one key: a loop, not a call to memcpy */
             int64_t lo = src->offsets[j][row], k = src->offsets[j][row + 1] - lo;
-            hps_batch_reserve_keys(b, b->nnz + k);
-            memcpy(b->keys + b->nnz, src->keys[j] + lo, (size_t)k * sizeof *b->keys);
-            if (b->weights) {
-                if (s->weighted) memcpy(b->weights + b->nnz, src->weights[j] + lo, (size_t)k * sizeof *b->weights);
-                else for (int64_t q = 0; q < k; q++) b->weights[b->nnz + q] = 1.0f;
-            }
+            for (int64_t q = 0; q < k; q++) b->keys[b->nnz + q] = src->keys[j][lo + q];
+            if (b->weights)
+                for (int64_t q = 0; q < k; q++)
+                    b->weights[b->nnz + q] = s->weighted ? src->weights[j][lo + q] : 1.0f;
             b->nnz += k;
             b->offsets[(size_t)out * S + j + 1] = b->nnz;
         }
