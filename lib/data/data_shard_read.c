@@ -205,22 +205,31 @@ static void grow(uint8_t **buf, size_t *cap, size_t n)
     *buf = hps_realloc(*buf, n);
 }
 
-/* The dense columns of a block as rows, 16 rows at a time: a column's 16
- * values are one cache line, and the 16 rows written stay in cache.  Done by
- * the decoding thread, it leaves the trainer one memcpy a batch. */
+/* Rows [from, from+n) of a block's dense columns (cap apart) as rows at
+ * out, 16 rows at a time: a column's 16 values are one cache line, and the
+ * 16 rows written stay in cache.  Row by row, 784 dense features touched 784
+ * pages a row and took 15% of a step. */
+static void dense_columns_to_rows(float *out, const hps_rows *src, int from, int n)
+{
+    const int D = src->schema.n_dense, TILE = 16;
+    for (int i0 = 0; i0 < n; i0 += TILE) {
+        int m = n - i0 < TILE ? n - i0 : TILE;
+        float *o = out + (size_t)i0 * D;
+        for (int d = 0; d < D; d++) {
+            const float *col = src->dense + (size_t)d * src->cap + from + i0;
+            for (int i = 0; i < m; i++) o[(size_t)i * D + d] = col[i];
+        }
+    }
+}
+
+/* The whole block's dense rows, by the decoding thread: the trainer then
+ * copies a batch's with one memcpy. */
 static void dense_to_rows(slot *s)
 {
     const hps_rows *src = s->rows;
-    const int D = src->schema.n_dense, n = src->rows, TILE = 16;
-    if (!s->dense_rows) s->dense_rows = hps_malloc((size_t)src->cap * D * sizeof *s->dense_rows);
-    for (int i0 = 0; i0 < n; i0 += TILE) {
-        int m = n - i0 < TILE ? n - i0 : TILE;
-        float *out = s->dense_rows + (size_t)i0 * D;
-        for (int d = 0; d < D; d++) {
-            const float *col = src->dense + (size_t)d * src->cap + i0;
-            for (int i = 0; i < m; i++) out[(size_t)i * D + d] = col[i];
-        }
-    }
+    if (!s->dense_rows)
+        s->dense_rows = hps_malloc((size_t)src->cap * src->schema.n_dense * sizeof *s->dense_rows);
+    dense_columns_to_rows(s->dense_rows, src, 0, src->rows);
     s->has_dense_rows = 1;
 }
 
@@ -335,33 +344,18 @@ int hps_shard_next_block(hps_shard_reader *r, const hps_rows **rows, hps_error *
     return 1;
 }
 
-/* Dense columns (cap apart) to batch rows, for a block decoded before the
- * reader knew it would be batched: 16 rows at a time, as dense_to_rows.  Row
- * by row, 784 dense features touched 784 pages a row and took 15% of a step. */
-static void copy_dense(hps_batch *b, const hps_rows *src, int from, int n)
-{
-    const int D = src->schema.n_dense, TILE = 16;
-    for (int i0 = 0; i0 < n; i0 += TILE) {
-        int m = n - i0 < TILE ? n - i0 : TILE;
-        float *out = b->dense + (size_t)(b->B + i0) * D;
-        for (int d = 0; d < D; d++) {
-            const float *col = src->dense + (size_t)d * src->cap + from + i0;
-            for (int i = 0; i < m; i++) out[(size_t)i * D + d] = col[i];
-        }
-    }
-}
-
 /* Appends rows [from, from+n) of a decoded block to batch b. */
 static void copy_rows(hps_batch *b, const slot *blk, int from, int n)
 {
     const hps_rows *src = blk->rows;
     const hps_schema *s = &src->schema;
     int S = s->n_slots;
+    float *dense = b->dense + (size_t)b->B * s->n_dense;
     if (blk->has_dense_rows)
-        memcpy(b->dense + (size_t)b->B * s->n_dense, blk->dense_rows + (size_t)from * s->n_dense,
-               (size_t)n * s->n_dense * sizeof *b->dense);
-    else
-        copy_dense(b, src, from, n);
+        memcpy(dense, blk->dense_rows + (size_t)from * s->n_dense,
+               (size_t)n * s->n_dense * sizeof *dense);
+    else /* decoded before the reader knew it would be batched */
+        dense_columns_to_rows(dense, src, from, n);
     int64_t keys = 0; /* all the range's keys reserved at once */
     for (int j = 0; j < S; j++) keys += src->offsets[j][from + n] - src->offsets[j][from];
     hps_batch_reserve_keys(b, b->nnz + keys);
