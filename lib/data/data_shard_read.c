@@ -24,6 +24,8 @@ typedef struct {
 /* A decoded block, or the error met decoding it. */
 typedef struct {
     hps_rows *rows;
+    float *dense_rows;  /* the dense columns as rows (rows x n_dense), when batched */
+    int has_dense_rows;
     int ready;
     int failed;
     hps_error err;
@@ -53,6 +55,7 @@ struct hps_shard_reader {
     pthread_cond_t cv;
     int stop;           /* under mu */
     uint32_t produce;   /* next block to decode, under mu */
+    int batches;        /* hps_shard_read was called: decode dense rows too, under mu */
     uint32_t consume;   /* next block the caller takes */
     slot *cur;          /* block being consumed */
     uint32_t cur_block;
@@ -198,9 +201,39 @@ static void grow(uint8_t **buf, size_t *cap, size_t n)
     *buf = hps_realloc(*buf, n);
 }
 
-/* Reads, checks and decodes block b into s (any thread; d is that thread's). */
-static void decode_block(const hps_shard_reader *r, decoder *d, uint32_t b, slot *s)
+/* Rows [from, from+n) of a block's dense columns (cap apart) as rows at
+ * out, 16 rows at a time: a column's 16 values are one cache line, and the
+ * 16 rows written stay in cache.  Row by row, 784 dense features touched 784
+ * pages a row and took 15% of a step. */
+static void dense_columns_to_rows(float *out, const hps_rows *src, int from, int n)
 {
+    const int D = src->schema.n_dense, TILE = 16;
+    for (int i0 = 0; i0 < n; i0 += TILE) {
+        int m = n - i0 < TILE ? n - i0 : TILE;
+        float *o = out + (size_t)i0 * D;
+        for (int d = 0; d < D; d++) {
+            const float *col = src->dense + (size_t)d * src->cap + from + i0;
+            for (int i = 0; i < m; i++) o[(size_t)i * D + d] = col[i];
+        }
+    }
+}
+
+/* The whole block's dense rows, by the decoding thread: the trainer then
+ * copies a batch's with one memcpy. */
+static void dense_to_rows(slot *s)
+{
+    const hps_rows *src = s->rows;
+    if (!s->dense_rows)
+        s->dense_rows = hps_malloc((size_t)src->cap * src->schema.n_dense * sizeof *s->dense_rows);
+    dense_columns_to_rows(s->dense_rows, src, 0, src->rows);
+    s->has_dense_rows = 1;
+}
+
+/* Reads, checks and decodes block b into s (any thread; d is that thread's);
+ * with_rows: the dense columns as rows too. */
+static void decode_block(const hps_shard_reader *r, decoder *d, uint32_t b, slot *s, int with_rows)
+{
+    s->has_dense_rows = 0;
     const block_entry *e = &r->index[b];
     hps_error *err = &s->err;
     s->failed = 1;
@@ -234,6 +267,7 @@ static void decode_block(const hps_shard_reader *r, decoder *d, uint32_t b, slot
                  r->path, b, bad, (double)s->rows->labels[bad], s->rows->schema.classes);
         return;
     }
+    if (with_rows && s->rows->schema.n_dense) dense_to_rows(s);
     s->failed = 0;
 }
 
@@ -248,8 +282,9 @@ static void *producer(void *arg)
         if (r->stop || r->produce >= r->info.blocks) break;
         uint32_t b = r->produce++;
         slot *s = &r->slots[b % r->n_slots];
+        int with_rows = r->batches;
         pthread_mutex_unlock(&r->mu);
-        decode_block(r, &r->dec, b, s); /* s is ours until it is marked ready */
+        decode_block(r, &r->dec, b, s, with_rows); /* s is ours until it is marked ready */
         pthread_mutex_lock(&r->mu);
         s->ready = 1;
         pthread_cond_broadcast(&r->cv);
@@ -280,7 +315,7 @@ static int take_block(hps_shard_reader *r, hps_error *err)
         while (!s->ready) pthread_cond_wait(&r->cv, &r->mu);
         pthread_mutex_unlock(&r->mu);
     } else {
-        decode_block(r, &r->dec, b, s);
+        decode_block(r, &r->dec, b, s, r->batches);
         s->ready = 1;
     }
     if (s->failed) {
@@ -306,38 +341,30 @@ int hps_shard_next_block(hps_shard_reader *r, const hps_rows **rows, hps_error *
 }
 
 /* Appends rows [from, from+n) of a decoded block to batch b. */
-/* Dense columns (cap apart) to batch rows, 16 rows at a time: a column's 16
- * values are one cache line, and the 16 rows written stay in cache.  Row by
- * row, 784 dense features touched 784 pages a row and took 15% of a step. */
-static void copy_dense(hps_batch *b, const hps_rows *src, int from, int n)
+static void copy_rows(hps_batch *b, const slot *blk, int from, int n)
 {
-    const int D = src->schema.n_dense, TILE = 16;
-    for (int i0 = 0; i0 < n; i0 += TILE) {
-        int m = n - i0 < TILE ? n - i0 : TILE;
-        float *out = b->dense + (size_t)(b->B + i0) * D;
-        for (int d = 0; d < D; d++) {
-            const float *col = src->dense + (size_t)d * src->cap + from + i0;
-            for (int i = 0; i < m; i++) out[(size_t)i * D + d] = col[i];
-        }
-    }
-}
-
-static void copy_rows(hps_batch *b, const hps_rows *src, int from, int n)
-{
+    const hps_rows *src = blk->rows;
     const hps_schema *s = &src->schema;
     int S = s->n_slots;
-    copy_dense(b, src, from, n);
+    float *dense = b->dense + (size_t)b->B * s->n_dense;
+    if (blk->has_dense_rows)
+        memcpy(dense, blk->dense_rows + (size_t)from * s->n_dense,
+               (size_t)n * s->n_dense * sizeof *dense);
+    else /* decoded before the reader knew it would be batched */
+        dense_columns_to_rows(dense, src, from, n);
+    int64_t keys = 0; /* all the range's keys reserved at once */
+    for (int j = 0; j < S; j++) keys += src->offsets[j][from + n] - src->offsets[j][from];
+    hps_batch_reserve_keys(b, b->nnz + keys);
     for (int i = 0; i < n; i++) {
         int row = from + i, out = b->B + i;
         b->labels[out] = src->labels[row];
         for (int j = 0; j < S; j++) {
+            /* mostly one key: a loop, not a call to memcpy */
             int64_t lo = src->offsets[j][row], k = src->offsets[j][row + 1] - lo;
-            hps_batch_reserve_keys(b, b->nnz + k);
-            memcpy(b->keys + b->nnz, src->keys[j] + lo, (size_t)k * sizeof *b->keys);
-            if (b->weights) {
-                if (s->weighted) memcpy(b->weights + b->nnz, src->weights[j] + lo, (size_t)k * sizeof *b->weights);
-                else for (int64_t q = 0; q < k; q++) b->weights[b->nnz + q] = 1.0f;
-            }
+            for (int64_t q = 0; q < k; q++) b->keys[b->nnz + q] = src->keys[j][lo + q];
+            if (b->weights)
+                for (int64_t q = 0; q < k; q++)
+                    b->weights[b->nnz + q] = s->weighted ? src->weights[j][lo + q] : 1.0f;
             b->nnz += k;
             b->offsets[(size_t)out * S + j + 1] = b->nnz;
         }
@@ -352,6 +379,11 @@ int hps_shard_read(hps_shard_reader *r, hps_batch *b, int max, hps_error *err)
         return hps_fail(err, HPS_EXIT_USAGE,
                         "%s: batch of %d dense and %d slots does not fit shard of %d dense and %d slots",
                         r->path, b->n_dense, b->n_slots, s->n_dense, s->n_slots);
+    if (!r->batches) { /* blocks decoded from now on come with their dense rows */
+        pthread_mutex_lock(&r->mu);
+        r->batches = 1;
+        pthread_mutex_unlock(&r->mu);
+    }
     b->B = 0;
     b->nnz = 0;
     b->offsets[0] = 0;
@@ -363,7 +395,7 @@ int hps_shard_read(hps_shard_reader *r, hps_batch *b, int max, hps_error *err)
         }
         int n = r->cur->rows->rows - r->cur_row;
         if (n > max - b->B) n = max - b->B;
-        copy_rows(b, r->cur->rows, r->cur_row, n);
+        copy_rows(b, r->cur, r->cur_row, n);
         r->cur_row += n;
         r->pos += (uint64_t)n;
     }
@@ -416,7 +448,10 @@ void hps_shard_close(hps_shard_reader *r)
     if (r->slots) {
         pthread_mutex_destroy(&r->mu);
         pthread_cond_destroy(&r->cv);
-        for (int s = 0; s < r->n_slots; s++) hps_rows_free(r->slots[s].rows);
+        for (int s = 0; s < r->n_slots; s++) {
+            hps_rows_free(r->slots[s].rows);
+            free(r->slots[s].dense_rows);
+        }
     }
     free(r->slots);
     ZSTD_freeDCtx(r->dec.dctx);

@@ -111,10 +111,14 @@ static float bag_scale(const hps_bags *bags, int64_t lo, int64_t hi, hps_pool po
     return total != 0.0f ? 1.0f / total : 0.0f;
 }
 
+/* Rows a gather starts loading ahead of the one it adds: the table is far
+ * larger than the caches, and each row is a miss of its own. */
+#define ROW_PREFETCH 16
+
 void embedding_bag_forward(float *out, int ld, const float *table, const hps_bags *bags, int D,
                            hps_pool pool)
 {
-    const int64_t n_bags = (int64_t)bags->B * bags->S;
+    const int64_t n_bags = (int64_t)bags->B * bags->S, nnz = bags->offsets[n_bags];
 #pragma omp parallel for schedule(static) if (n_bags * D > PAR_MIN)
     for (int64_t bag = 0; bag < n_bags; bag++) {
         float *o = out + (bag / bags->S) * ld + (bag % bags->S) * D;
@@ -122,6 +126,7 @@ void embedding_bag_forward(float *out, int ld, const float *table, const hps_bag
         int64_t lo = bags->offsets[bag], hi = bags->offsets[bag + 1];
         float scale = bag_scale(bags, lo, hi, pool);
         for (int64_t k = lo; k < hi; k++) {
+            if (k + ROW_PREFETCH < nnz) __builtin_prefetch(table + bags->rows[k + ROW_PREFETCH] * D);
             const float *row = table + bags->rows[k] * D;
             float w = scale * (bags->weights ? bags->weights[k] : 1.0f);
             for (int d = 0; d < D; d++) o[d] += w * row[d];
@@ -228,6 +233,10 @@ void sparse_adagrad(float *table, float *accum, const hps_sparse_grad *g, float 
     const int D = g->D;
 #pragma omp parallel for if (g->n * D > PAR_MIN)
     for (int64_t i = 0; i < g->n; i++) {
+        if (i + ROW_PREFETCH < g->n) {
+            __builtin_prefetch(table + g->rows[i + ROW_PREFETCH] * D, 1);
+            __builtin_prefetch(accum + g->rows[i + ROW_PREFETCH] * D, 1);
+        }
         float *w = table + g->rows[i] * D, *a = accum + g->rows[i] * D;
         const float *gr = g->grad + i * D;
 #pragma omp simd
@@ -260,42 +269,72 @@ void concat_backward(float *demb, float *ddense, const float *dout, int B, int E
 
 /* ---- dot interaction ------------------------------------------------------- */
 
-/* Vector i of sample b: the dense part first when W > 0. */
-static const float *dot_vec(const float *emb, const float *dense, int b, int i, int V, int D,
-                            int W)
+/* Sample b's n vectors side by side: v[i] points at vector i, the dense part
+ * first when W > 0 (then W == D). */
+static void dot_vectors(const float **v, const float *emb, const float *dense, int b, int V,
+                        int D, int W)
 {
-    if (W) {
-        if (i == 0) return dense + (int64_t)b * W;
-        i -= 1;
-    }
-    return emb + ((int64_t)b * V + i) * D;
+    int i = 0;
+    if (W) v[i++] = dense + (int64_t)b * W;
+    for (int e = 0; e < V; e++) v[i++] = emb + ((int64_t)b * V + e) * D;
 }
 
-static float *dot_dvec(float *demb, float *ddense, int b, int i, int V, int D, int W)
-{
-    if (W) {
-        if (i == 0) return ddense ? ddense + (int64_t)b * W : NULL;
-        i -= 1;
-    }
-    return demb ? demb + ((int64_t)b * V + i) * D : NULL;
-}
+/* Lanes of the dot interaction's register blocks: 8 floats, which the
+ * compiler keeps in vector registers across the loop that fills them. */
+#define DOT_LANES 8
 
 void dot_forward(float *out, const float *emb, const float *dense, int B, int V, int D, int W)
 {
     const int n = V + (W ? 1 : 0), width = W + n * (n - 1) / 2;
-#pragma omp parallel for if ((int64_t)B * width * D > PAR_MIN)
-    for (int b = 0; b < B; b++) {
-        float *o = out + (int64_t)b * width;
-        if (W) memcpy(o, dense + (int64_t)b * W, (size_t)W * sizeof *o);
-        int k = W;
-        for (int i = 1; i < n; i++)
-            for (int j = 0; j < i; j++) {
-                const float *vi = dot_vec(emb, dense, b, i, V, D, W);
-                const float *vj = dot_vec(emb, dense, b, j, V, D, W);
-                float s = 0.0f;
-                for (int d = 0; d < D; d++) s += vi[d] * vj[d];
-                o[k++] = s;
+    const int np = (n + DOT_LANES - 1) / DOT_LANES * DOT_LANES;
+#pragma omp parallel if ((int64_t)B * width * D > PAR_MIN)
+    {
+        /* the vectors transposed, t[d*np + j], zero past n: the dots of
+         * vector i with DOT_LANES vectors j at once are then a block of
+         * registers that every d adds v_i[d] * t[d][j..] into */
+        const float **v = hps_malloc((size_t)n * sizeof *v);
+        float *t = hps_calloc((size_t)np * D, sizeof *t);
+#pragma omp for schedule(static)
+        for (int b = 0; b < B; b++) {
+            float *o = out + (int64_t)b * width;
+            dot_vectors(v, emb, dense, b, V, D, W);
+            for (int j = 0; j < n; j++)
+                for (int d = 0; d < D; d++) t[(int64_t)d * np + j] = v[j][d];
+            if (W) memcpy(o, v[0], (size_t)W * sizeof *o);
+            for (int i = 1; i < n; i++) {
+                float *z = o + W + i * (i - 1) / 2; /* pairs (i, 0..i-1) */
+                for (int j0 = 0; j0 < i; j0 += DOT_LANES) {
+                    float acc[DOT_LANES] = {0};
+                    for (int d = 0; d < D; d++) {
+                        const float a = v[i][d], *td = t + (int64_t)d * np + j0;
+                        for (int k = 0; k < DOT_LANES; k++) acc[k] += a * td[k];
+                    }
+                    int w = i - j0 < DOT_LANES ? i - j0 : DOT_LANES;
+                    memcpy(z + j0, acc, (size_t)w * sizeof *z);
+                }
             }
+        }
+        free(t);
+        free(v);
+    }
+}
+
+/* dv[0..D) = sum over j of G[j] v[j]: DOT_LANES columns at a time in registers. */
+static void dot_gather_rows(float *dv, const float *G, const float **v, int n, int D)
+{
+    int d0 = 0;
+    for (; d0 + DOT_LANES <= D; d0 += DOT_LANES) {
+        float acc[DOT_LANES] = {0};
+        for (int j = 0; j < n; j++) {
+            const float a = G[j], *vj = v[j] + d0;
+            for (int k = 0; k < DOT_LANES; k++) acc[k] += a * vj[k];
+        }
+        memcpy(dv + d0, acc, sizeof acc);
+    }
+    for (; d0 < D; d0++) {
+        float s = 0.0f;
+        for (int j = 0; j < n; j++) s += G[j] * v[j][d0];
+        dv[d0] = s;
     }
 }
 
@@ -303,23 +342,33 @@ void dot_backward(float *demb, float *ddense, const float *dout, const float *em
                   const float *dense, int B, int V, int D, int W)
 {
     const int n = V + (W ? 1 : 0), width = W + n * (n - 1) / 2;
-#pragma omp parallel for if ((int64_t)B * width * D > PAR_MIN)
-    for (int b = 0; b < B; b++) {
-        const float *g = dout + (int64_t)b * width;
-        if (demb) memset(demb + (int64_t)b * V * D, 0, (size_t)V * D * sizeof *demb);
-        if (ddense && W) memcpy(ddense + (int64_t)b * W, g, (size_t)W * sizeof *g);
-        int k = W;
-        for (int i = 1; i < n; i++)
-            for (int j = 0; j < i; j++, k++) {
-                const float *vi = dot_vec(emb, dense, b, i, V, D, W);
-                const float *vj = dot_vec(emb, dense, b, j, V, D, W);
-                float *di = dot_dvec(demb, ddense, b, i, V, D, W);
-                float *dj = dot_dvec(demb, ddense, b, j, V, D, W);
-                for (int d = 0; d < D; d++) {
-                    if (di) di[d] += g[k] * vj[d];
-                    if (dj) dj[d] += g[k] * vi[d];
-                }
+#pragma omp parallel if ((int64_t)B * width * D > PAR_MIN)
+    {
+        /* dv_i = sum over j != i of g(i,j) v_j: the pair gradients spread
+         * into a symmetric n x n matrix G with a zero diagonal, then dV = G V */
+        const float **v = hps_malloc((size_t)n * sizeof *v);
+        float *G = hps_malloc((size_t)n * n * sizeof *G);
+#pragma omp for schedule(static)
+        for (int b = 0; b < B; b++) {
+            const float *g = dout + (int64_t)b * width;
+            dot_vectors(v, emb, dense, b, V, D, W);
+            for (int i = 0; i < n; i++) G[(int64_t)i * n + i] = 0.0f;
+            for (int i = 1; i < n; i++) {
+                const float *gi = g + W + i * (i - 1) / 2;
+                for (int j = 0; j < i; j++) G[(int64_t)i * n + j] = G[(int64_t)j * n + i] = gi[j];
             }
+            if (W && ddense) { /* the dense vector also passes straight through */
+                float *dv = ddense + (int64_t)b * W;
+                dot_gather_rows(dv, G, v, n, D);
+                for (int d = 0; d < D; d++) dv[d] += g[d];
+            }
+            if (demb)
+                for (int i = W ? 1 : 0; i < n; i++)
+                    dot_gather_rows(demb + ((int64_t)b * V + i - (W ? 1 : 0)) * D,
+                                    G + (int64_t)i * n, v, n, D);
+        }
+        free(G);
+        free(v);
     }
 }
 

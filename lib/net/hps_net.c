@@ -176,7 +176,8 @@ hps_net *hps_net_create_shared(hps_net *owner, int cap)
     hps_net *net = hps_calloc(1, sizeof *net);
     *net = (hps_net){.model = m, .be = owner->be, .emb_be = owner->emb_be,
                      .host_embeddings = owner->host_embeddings, .shared = 1, .shared_tables = 1,
-                     .row_map = owner->row_map, .row_map_ctx = owner->row_map_ctx, .cap = cap,
+                     .row_map = owner->row_map, .row_prefetch = owner->row_prefetch,
+                     .row_map_ctx = owner->row_map_ctx, .cap = cap,
                      .loss_scale = 1.0f, .E = owner->E, .params = owner->params,
                      .grads = owner->grads, .adam_m = owner->adam_m, .adam_v = owner->adam_v};
     net->layers = hps_calloc((size_t)m->n_layers, sizeof *net->layers);
@@ -203,6 +204,11 @@ void hps_net_set_row_map(hps_net *net, hps_row_map map, void *ctx)
 {
     net->row_map = map;
     net->row_map_ctx = ctx;
+}
+
+void hps_net_set_row_prefetch(hps_net *net, hps_row_prefetch prefetch)
+{
+    net->row_prefetch = prefetch;
 }
 
 void hps_net_set_table(hps_net *net, int layer, float *table, float *accum)
@@ -241,6 +247,8 @@ void hps_net_free(hps_net *net)
     free(net->h_offsets);
     free(net->h_rows);
     free(net->h_weights);
+    free(net->h_keys);
+    free(net->h_slot);
     free(net);
 }
 
@@ -289,6 +297,8 @@ static void stage_reserve(hps_net *net, int64_t nnz)
     net->h_offsets = hps_realloc(net->h_offsets, (size_t)need * sizeof *net->h_offsets);
     net->h_rows = hps_realloc(net->h_rows, (size_t)need * sizeof *net->h_rows);
     net->h_weights = hps_realloc(net->h_weights, (size_t)need * sizeof *net->h_weights);
+    net->h_keys = hps_realloc(net->h_keys, (size_t)need * sizeof *net->h_keys);
+    net->h_slot = hps_realloc(net->h_slot, (size_t)need * sizeof *net->h_slot);
 }
 
 /* Picks the layer's slots of samples [first, first+n) out of the batch CSR and
@@ -304,15 +314,21 @@ static int load_embedding(hps_net *net, int l, const hps_batch *b, int first, in
         for (int j = 0; j < L->n_slots; j++) {
             const int64_t *at = b->offsets + (size_t)(first + i) * S + L->slots[j];
             for (int64_t e = at[0]; e < at[1]; e++, k++) {
-                int64_t row = net->row_map
-                                  ? net->row_map(net->row_map_ctx, l, j, b->keys[e])
-                                  : N->slot_base[j] + (int64_t)(b->keys[e] % (uint64_t)N->slot_rows[j]);
-                if (row < 0) return -1;
-                net->h_rows[k] = row;
+                net->h_keys[k] = b->keys[e];
+                net->h_slot[k] = j;
                 net->h_weights[k] = b->weights ? b->weights[e] : 1.0f;
+                if (net->row_prefetch) net->row_prefetch(net->row_map_ctx, l, j, b->keys[e]);
             }
             net->h_offsets[(size_t)i * L->n_slots + j + 1] = k;
         }
+    for (int64_t e = 0; e < k; e++) {
+        int j = net->h_slot[e];
+        int64_t row = net->row_map
+                          ? net->row_map(net->row_map_ctx, l, j, net->h_keys[e])
+                          : N->slot_base[j] + (int64_t)(net->h_keys[e] % (uint64_t)N->slot_rows[j]);
+        if (row < 0) return -1;
+        net->h_rows[e] = row;
+    }
     embedding_reserve(net, l, k);
     const hps_backend *be = net->emb_be;
     be->upload(N->bag_offsets, net->h_offsets, ((size_t)n * L->n_slots + 1) * sizeof(int64_t));

@@ -34,6 +34,10 @@ typedef struct {
 /* Maps a key of the layer's j-th slot to a table row; -1 fails the load
  * (the map keeps its own error). hps-train's parameter-server tables use it. */
 typedef int64_t (*hps_row_map)(void *ctx, int layer, int slot_in_layer, uint64_t key);
+/* Optional: starts fetching what the map will read for that key.  A load
+ * calls it for all of a layer's keys before it maps the first, so that the
+ * map's cache misses overlap rather than come one after another. */
+typedef void (*hps_row_prefetch)(void *ctx, int layer, int slot_in_layer, uint64_t key);
 
 typedef struct {
     const hps_model *model;
@@ -43,6 +47,7 @@ typedef struct {
     int shared;             /* parameters belong to another net */
     int shared_tables;      /* embedding tables belong to another net or to the caller */
     hps_row_map row_map;    /* NULL: key mod rows into the net's own tables */
+    hps_row_prefetch row_prefetch; /* NULL: none */
     void *row_map_ctx;
     int cap, B;             /* samples allocated, samples in the current batch */
     float loss_scale;       /* the loss gradient is multiplied by it (micro-batches) */
@@ -57,6 +62,8 @@ typedef struct {
     /* host staging for bags */
     int64_t *h_offsets, *h_rows;
     float *h_weights;
+    uint64_t *h_keys; /* a layer's keys and their slot in the layer, before mapping */
+    int *h_slot;
     int64_t h_cap;
 } hps_net;
 
@@ -88,6 +95,7 @@ hps_net *hps_net_create(const hps_model *m, const hps_backend *be, int cap,
  * tables, with activations of its own: one per micro-batch in flight. */
 hps_net *hps_net_create_shared(hps_net *owner, int cap);
 void hps_net_set_row_map(hps_net *net, hps_row_map map, void *ctx);
+void hps_net_set_row_prefetch(hps_net *net, hps_row_prefetch prefetch);
 /* Points an embedding layer at an external table and its AdaGrad accumulators. */
 void hps_net_set_table(hps_net *net, int layer, float *table, float *accum);
 void hps_net_free(hps_net *net);

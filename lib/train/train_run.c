@@ -54,6 +54,12 @@ static int64_t table_row(void *ctx, int layer, int j, uint64_t key)
     return r;
 }
 
+static void table_prefetch(void *ctx, int layer, int j, uint64_t key)
+{
+    hps_trainer *t = ctx;
+    hps_table_prefetch(t->tables[layer], t->m->layers[layer].slots[j], key);
+}
+
 /* Tables may move while a batch's keys are looked up: point every net at them after. */
 static void refresh_tables(hps_trainer *t)
 {
@@ -100,6 +106,7 @@ static void create_nets(hps_trainer *t)
                               t->be == hps_backend_cpu() ? HPS_NET_EXTERNAL_TABLES
                                                          : HPS_NET_HOST_TABLES);
     hps_net_set_row_map(t->owner, table_row, t);
+    hps_net_set_row_prefetch(t->owner, table_prefetch);
     hps_net_init(t->owner, t->o.seed);
     t->nets = hps_calloc((size_t)t->M, sizeof *t->nets);
     t->nets[0] = t->owner;

@@ -8,6 +8,24 @@
 
 #define INIT_BOUND 0.05f /* as hps_net_init: rows start uniform in +-0.05 */
 
+/* A hash slot holds the key beside its slot and row, so that a probe reads
+ * one cache line, not the key and slot arrays of every row it passes: tag is
+ * slot << ROW_BITS | (row + 1), 0 when empty. */
+#define ROW_BITS 40
+#define ROW_MASK ((UINT64_C(1) << ROW_BITS) - 1)
+
+typedef struct {
+    uint64_t key, tag;
+} hash_entry;
+
+static uint64_t entry_tag(int slot, int64_t row)
+{
+    return (uint64_t)slot << ROW_BITS | (uint64_t)(row + 1);
+}
+
+static int64_t entry_row(hash_entry e) { return (int64_t)(e.tag & ROW_MASK) - 1; }
+static int entry_slot(hash_entry e) { return (int)(e.tag >> ROW_BITS); }
+
 struct hps_table {
     int layer, dim;
     hps_table_policy policy;
@@ -19,7 +37,7 @@ struct hps_table {
     uint64_t *last_step;              /* per row: the step that last touched it */
     uint8_t *ref;                     /* per row: the clock's reference bit */
     int64_t hand, evictions;
-    int64_t *ht;                      /* open addressing: row + 1, 0 = empty */
+    hash_entry *ht;                   /* open addressing, linear probing */
     int64_t ht_mask;
 };
 
@@ -27,7 +45,7 @@ struct hps_table {
 size_t hps_table_row_bytes(int dim)
 {
     return 2 * (size_t)dim * sizeof(float) + sizeof(uint64_t) + sizeof(int32_t) +
-           sizeof(uint64_t) + 1 + 2 * sizeof(int64_t);
+           sizeof(uint64_t) + 1 + 2 * sizeof(hash_entry);
 }
 
 static uint64_t slot_hash(int slot, uint64_t key)
@@ -46,9 +64,9 @@ static int64_t hash_slots(int64_t cap)
 /* What a full slab of n rows costs: slabs, per-row bookkeeping and the hash. */
 static size_t slab_bytes(int dim, int64_t n)
 {
-    return (size_t)n * (hps_table_row_bytes(dim) - 2 * sizeof(int64_t)) +
+    return (size_t)n * (hps_table_row_bytes(dim) - 2 * sizeof(hash_entry)) +
            2 * (size_t)dim * sizeof(float) + /* the zero row */
-           (size_t)hash_slots(n) * sizeof(int64_t);
+           (size_t)hash_slots(n) * sizeof(hash_entry);
 }
 
 /* The most rows whose slab, hash rounded up to a power of two, fits max_bytes. */
@@ -86,8 +104,8 @@ static void rehash(hps_table *t, int64_t slots)
     t->ht_mask = slots - 1;
     for (int64_t r = 0; r < t->rows; r++) {
         int64_t h = (int64_t)(slot_hash(t->slot[r], t->key[r]) & (uint64_t)t->ht_mask);
-        while (t->ht[h]) h = (h + 1) & t->ht_mask;
-        t->ht[h] = r + 1;
+        while (t->ht[h].tag) h = (h + 1) & t->ht_mask;
+        t->ht[h] = (hash_entry){t->key[r], entry_tag(t->slot[r], r)};
     }
 }
 
@@ -96,6 +114,7 @@ static void grow(hps_table *t)
 {
     int64_t cap = t->cap_rows ? 2 * t->cap_rows : 1024;
     if (cap > t->max_rows) cap = t->max_rows;
+    HPS_CHECK(cap < (int64_t)ROW_MASK); /* a hash slot's row field */
     size_t d = (size_t)t->dim;
     /* one row more than cap: the zero row that unseen keys read in evaluation */
     t->weights = hps_realloc(t->weights, (size_t)(cap + 1) * d * sizeof *t->weights);
@@ -113,12 +132,13 @@ static void grow(hps_table *t)
 
 static int64_t find(const hps_table *t, int slot, uint64_t key, int64_t *at)
 {
+    const uint64_t want = (uint64_t)slot << ROW_BITS;
     int64_t h = (int64_t)(slot_hash(slot, key) & (uint64_t)t->ht_mask);
     for (;; h = (h + 1) & t->ht_mask) {
-        int64_t v = t->ht[h];
-        if (v == 0 || (t->key[v - 1] == key && t->slot[v - 1] == slot)) {
+        hash_entry e = t->ht[h];
+        if (e.tag == 0 || (e.key == key && (e.tag & ~ROW_MASK) == want)) {
             *at = h;
-            return v - 1;
+            return entry_row(e);
         }
     }
 }
@@ -129,12 +149,12 @@ static void unhash(hps_table *t, int64_t h)
 {
     int64_t j = h;
     for (;;) {
-        t->ht[h] = 0;
+        t->ht[h] = (hash_entry){0, 0};
         for (;;) {
             j = (j + 1) & t->ht_mask;
-            if (t->ht[j] == 0) return;
-            int64_t r = t->ht[j] - 1;
-            int64_t home = (int64_t)(slot_hash(t->slot[r], t->key[r]) & (uint64_t)t->ht_mask);
+            if (t->ht[j].tag == 0) return;
+            int64_t home = (int64_t)(slot_hash(entry_slot(t->ht[j]), t->ht[j].key) &
+                                     (uint64_t)t->ht_mask);
             /* keep j where it is if its home lies cyclically in (h, j] */
             if (h <= j ? (h < home && home <= j) : (h < home || home <= j)) continue;
             break;
@@ -203,11 +223,16 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
         if (r < 0) return -1;
         init_row(t, r, slot, key);
         find(t, slot, key, &at); /* the slot may have moved with a grow or an eviction */
-        t->ht[at] = r + 1;
+        t->ht[at] = (hash_entry){key, entry_tag(slot, r)};
     }
     t->last_step[r] = step;
     t->ref[r] = 1;
     return r;
+}
+
+void hps_table_prefetch(const hps_table *t, int slot, uint64_t key)
+{
+    if (t->ht) __builtin_prefetch(&t->ht[slot_hash(slot, key) & (uint64_t)t->ht_mask]);
 }
 
 int64_t hps_table_find(const hps_table *t, int slot, uint64_t key)

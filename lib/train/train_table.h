@@ -35,6 +35,8 @@ size_t hps_table_row_bytes(int dim);
  * step stamps the row as in use (never evicted during that step).  The slab
  * may move: fetch hps_table_weights() after the last lookup of a batch. */
 int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hps_error *err);
+/* Starts loading the hash slot where a lookup of (slot, key) begins. */
+void hps_table_prefetch(const hps_table *t, int slot, uint64_t key);
 
 /* Evaluation reads without inserting: the row of (slot, key) or -1, and a
  * row of zeros for keys training never saw (valid until the table grows). */

@@ -3,9 +3,12 @@
 # threads, same OpenBLAS kernels: demo-ctr and dlrm-criteo on Criteo-like rows
 # (hps-shard synth), and a dense MLP 784-256-128-10 on MNIST-shaped libsvm rows.
 # Per model: samples/s of both (median of REPS runs, hps and PyTorch
-# alternating), their ratio, held-out logloss (and accuracy), and both as a
-# fraction of the sgemm-bound ceiling: the samples/s at which the fc layers'
-# FLOPs alone would take all the time at the sgemm rate measured in this run.
+# alternating), their ratio, held-out logloss (or accuracy), and both as a
+# fraction of the sgemm-bound ceiling: the samples/s at which the dense
+# layers' FLOPs (fc and the dot interaction) alone would take all the time at
+# the sgemm rate measured in this run.  Run r seeds both sides with r and the
+# quality is the mean over the runs: on dlrm-criteo one seed's held-out
+# logloss spreads over +-0.5% on either side, more than the gap measured.
 # ROWS (Criteo rows, default 300000), MLP_ROWS (default 60000), THREADS
 # (default: all cores), REPS (default 3) and MODELS can be set.
 set -eu
@@ -47,17 +50,24 @@ for name in $models; do
     for r in $(seq "$reps"); do
         echo "bench-train: $name, run $r of $reps" >&2
         "$bin/hps-train" --model "$model" --data "$d/shards" --eval "$d/shards" \
-            --threads "$threads" -q --metrics "$d/hps-$r.ndjson"
+            --threads "$threads" --seed "$r" -q --metrics "$d/hps-$r.ndjson"
         $py "$root/tests/bench/bench_train_torch.py" "$model" "$d/train.tsv" "$d/holdout.tsv" \
-            "$threads" > "$d/torch-$r.json"
+            "$threads" "$r" > "$d/torch-$r.json"
     done
 done
 
 $py - "$work" "$reps" $models <<'PY'
 import json, statistics, sys
 work, reps, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-print(f"{'model':12} {'hps samples/s':>13} {'torch':>9} {'ratio':>6} {'hps quality':>17} "
-      f"{'torch quality':>17} {'hps ceil':>8} {'torch ceil':>10} {'sgemm GF/s':>10} {'fc GF/s':>8}")
+
+
+def quality(key, xs):
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return f"{key[:3]} {statistics.mean(xs):.4f}+-{sd:.4f}"
+
+
+print(f"{'model':12} {'hps samples/s':>13} {'torch':>9} {'ratio':>6} {'hps quality':>19} "
+      f"{'torch quality':>19} {'hps ceil':>8} {'torch ceil':>10} {'sgemm GF/s':>10} {'fc GF/s':>8}")
 for name in models:
     d = f"{work}/{name}"
     hps = [[json.loads(l) for l in open(f"{d}/hps-{r}.ndjson") if '"summary"' in l][-1]
@@ -66,18 +76,21 @@ for name in models:
     probe = json.load(open(f"{d}/probe.json"))
     dev = probe["devices"][-1]
     fc = [l for l in dev["layers"] if l["type"] == "fc"]
-    flops = sum(l["flops_forward"] + l["flops_backward"] for l in fc)
+    dense = fc + [l for l in dev["layers"] if l["type"] == "dot_interaction"]
+    flops = sum(l["flops_forward"] + l["flops_backward"] for l in dense)
+    fc_flops = sum(l["flops_forward"] + l["flops_backward"] for l in fc)
     ms = sum(l["forward_ms"]["median"] + l["backward_ms"]["median"] for l in fc)
     ceiling = dev["sgemm_gflops"] * 1e9 / (flops / probe["model"]["batch"])
     hs = statistics.median(h["samples_per_s"] for h in hps)
     ts = statistics.median(t["samples_per_s"] for t in torch)
     multi = hps[-1]["eval"]["accuracy"] is not None
     key = "accuracy" if multi else "logloss"
-    hq = f"{key[:3]} {hps[-1]['eval'][key]:.4f}"
-    tq = f"{key[:3]} {torch[-1][key]:.4f}"
-    print(f"{name:12} {hs:13.0f} {ts:9.0f} {hs / ts:5.2f}x {hq:>17} {tq:>17} "
+    hq = quality(key, [h["eval"][key] for h in hps])
+    tq = quality(key, [t[key] for t in torch])
+    print(f"{name:12} {hs:13.0f} {ts:9.0f} {hs / ts:5.2f}x {hq:>19} {tq:>19} "
           f"{100 * hs / ceiling:7.0f}% {100 * ts / ceiling:9.0f}% {dev['sgemm_gflops']:10.1f} "
-          f"{flops / ms / 1e6:8.1f}")
-print("samples/s: median of the runs; quality: held-out logloss (log) or accuracy (acc) of the "
-      "last run; ceil: share of the sgemm-bound ceiling; fc GF/s: the fc layers alone (probe)")
+          f"{fc_flops / ms / 1e6:8.1f}")
+print("samples/s: median of the runs; quality: held-out logloss (log) or accuracy (acc), mean "
+      "+- sd over the runs' seeds; ceil: share of the sgemm-bound ceiling (fc and dot FLOPs); "
+      "fc GF/s: the fc layers alone (probe)")
 PY

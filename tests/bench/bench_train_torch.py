@@ -4,9 +4,10 @@ from torch layers (EmbeddingBag for the embedding layers, Linear + activation
 for fc, concat or DLRM's pairwise dots for the merge, BCE or cross-entropy),
 AdaGrad for the embeddings and Adam for the dense layers, trained on the very
 rows hps-train trained on (decoded by `hps-shard cat --as tsv`), tensors
-preloaded.
+preloaded.  Keys first seen in the held-out rows read zeros, as in hps-train's
+evaluation.
 
-usage: bench_train_torch.py MODEL.json TRAIN.tsv HOLDOUT.tsv THREADS
+usage: bench_train_torch.py MODEL.json TRAIN.tsv HOLDOUT.tsv THREADS [SEED]
 prints one JSON line: samples_per_s, logloss and accuracy (held out), seconds."""
 import json
 import sys
@@ -98,15 +99,19 @@ def batches(data, lengths, n_slots, batch):
 def main():
     model_path, train_path, holdout_path, threads = sys.argv[1:5]
     torch.set_num_threads(int(threads))
-    torch.manual_seed(1)
+    torch.manual_seed(int(sys.argv[5]) if len(sys.argv) > 5 else 1)
     spec = json.load(open(model_path))
     n_dense, n_slots = spec["input"]["dense"], len(spec["input"]["slots"])
     softmax = spec["input"]["label"]["kind"] == "multiclass"
     batch = spec["batch"]
     vocab = {}
     *train, train_len = load(train_path, n_dense, n_slots, vocab)
+    trained = len(vocab)
     *hold, hold_len = load(holdout_path, n_dense, n_slots, vocab)
     net = Net(spec, max(len(vocab), 1))
+    if net.emb is not None:
+        with torch.no_grad():
+            net.emb.weight[trained:] = 0
     sparse = torch.optim.Adagrad(net.emb.parameters(), lr=0.05) if net.emb is not None else None
     dense_params = [p for name, p in net.named_parameters() if not name.startswith("emb.")]
     dense_opt = torch.optim.Adam(dense_params, lr=1e-3)

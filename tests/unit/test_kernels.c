@@ -286,30 +286,51 @@ static double dot_ref(void *vctx, const double *x)
     return L;
 }
 
+/* A gradient taken alone (the other pointer NULL) equals the one taken together. */
+static void check_dot_alone(const merge_ctx *c, const float *xf, const float *rf,
+                            const float *grad)
+{
+    size_t ne = (size_t)c->B * c->V * c->D, nd = (size_t)c->B * c->W;
+    float *alone = malloc((ne + nd + 1) * sizeof *alone);
+    const float *dense = xf + ne;
+    dot_backward(alone, NULL, rf, xf, dense, c->B, c->V, c->D, c->W);
+    assert_memory_equal(alone, grad, ne * sizeof *alone);
+    if (c->W) {
+        dot_backward(NULL, alone + ne, rf, xf, dense, c->B, c->V, c->D, c->W);
+        assert_memory_equal(alone + ne, grad + ne, nd * sizeof *alone);
+    }
+    free(alone);
+}
+
 static void test_dot_interaction(void **state)
 {
     (void)state;
     hps_rng rng;
     hps_rng_seed(&rng, 5);
-    for (int with_dense = 0; with_dense <= 1; with_dense++) {
-        merge_ctx c = {.B = 3, .V = 4, .D = 3, .W = with_dense ? 3 : 0};
-        int n = c.V + with_dense, width = c.W + n * (n - 1) / 2;
-        size_t nx = (size_t)c.B * c.V * c.D + (size_t)c.B * c.W, nout = (size_t)c.B * width;
-        double *x = malloc(nx * sizeof *x), *r = malloc(nout * sizeof *r);
-        float *xf = malloc(nx * sizeof *xf), *rf = malloc(nout * sizeof *rf);
-        float *out = malloc(nout * sizeof *out), *grad = malloc(nx * sizeof *grad);
-        c.r = r;
-        fill_random(&rng, xf, x, nx);
-        fill_random(&rng, rf, r, nout);
-        float *dense = xf + c.B * c.V * c.D;
-        dot_forward(out, xf, dense, c.B, c.V, c.D, c.W);
-        double L = 0;
-        for (size_t i = 0; i < nout; i++) L += out[i] * r[i];
-        assert_close(L, dot_ref(&c, x), TOL, "dot forward", with_dense);
-        dot_backward(grad, grad + c.B * c.V * c.D, rf, xf, dense, c.B, c.V, c.D, c.W);
-        check_grad(dot_ref, &c, x, grad, nx, "dot grad");
-        free(x), free(r), free(xf), free(rf), free(out), free(grad);
-    }
+    /* a small case, and dlrm-criteo's shape: 26 vectors of 8 and the dense one */
+    const int shapes[][3] = {{3, 4, 3}, {2, 26, 8}};
+    for (int s = 0; s < 2; s++)
+        for (int with_dense = 0; with_dense <= 1; with_dense++) {
+            merge_ctx c = {.B = shapes[s][0], .V = shapes[s][1], .D = shapes[s][2]};
+            c.W = with_dense ? c.D : 0;
+            int n = c.V + with_dense, width = c.W + n * (n - 1) / 2;
+            size_t nx = (size_t)c.B * c.V * c.D + (size_t)c.B * c.W, nout = (size_t)c.B * width;
+            double *x = malloc(nx * sizeof *x), *r = malloc(nout * sizeof *r);
+            float *xf = malloc(nx * sizeof *xf), *rf = malloc(nout * sizeof *rf);
+            float *out = malloc(nout * sizeof *out), *grad = malloc(nx * sizeof *grad);
+            c.r = r;
+            fill_random(&rng, xf, x, nx);
+            fill_random(&rng, rf, r, nout);
+            float *dense = xf + c.B * c.V * c.D;
+            dot_forward(out, xf, dense, c.B, c.V, c.D, c.W);
+            double L = 0;
+            for (size_t i = 0; i < nout; i++) L += out[i] * r[i];
+            assert_close(L, dot_ref(&c, x), TOL, "dot forward", 2 * s + with_dense);
+            dot_backward(grad, grad + c.B * c.V * c.D, rf, xf, dense, c.B, c.V, c.D, c.W);
+            check_grad(dot_ref, &c, x, grad, nx, "dot grad");
+            check_dot_alone(&c, xf, rf, grad);
+            free(x), free(r), free(xf), free(rf), free(out), free(grad);
+        }
 }
 
 /* ---- losses -------------------------------------------------------------------------------- */
