@@ -153,9 +153,13 @@ void plan_problem_chain_cuts(plan_problem *p);
 void plan_problem_free(plan_problem *p);
 /* A seeded CTR-like instance for the rl policy's pre-training, the tests and
  * the benchmark: the limit is tightness times the largest throughput
- * reachable; unit_limits gives each type 1 to 6 units (else 64). */
+ * reachable; unit_limits 1 gives each type 1 to 6 units, 2 gives 8 to 40
+ * (else 64). */
 plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, double tightness,
                                   int unit_limits);
+/* Seeded unit and server memories, working sets, tables and key skew on a
+ * random instance; then plan_problem_check_memory says whether it is valid. */
+void plan_problem_random_memory(plan_problem *p, uint64_t seed);
 /* The profiles hps-plan reads (hps-profile(5)), merged: one per device id. */
 typedef struct hps_profiles hps_profiles;
 hps_profiles *hps_profiles_new(void);
