@@ -53,6 +53,8 @@
 #define RL_EPS 0.25f
 #define RL_ENTROPY0 0.2f
 #define RL_ELITE 4        /* best sampled plans the polish starts from */
+#define RL_PRUNE 0.7f     /* log of the relaxed cost, against the state's best, past which a stage is left out */
+#define RL_FLOORS 12      /* throughput floors of the cost to go, from the limit to the fastest plan */
 
 struct plan_policy {
     float w[RL_NP]; /* w1 [RL_H][RL_F], b1 [RL_H], w2 [RL_H], v [RL_F] */
@@ -68,26 +70,137 @@ static float *v(float *w) { return w + RL_H * RL_F + 2 * RL_H; }
 /* ---- one instance, as the policy sees it ---------------------------------- */
 
 typedef struct {
+    double rate, thr;
+    int units;
+} rl_stage;
+
+typedef struct {
     const plan_problem *p;
     int L, T;
     double w[PLAN_MAX_TYPES], wmin; /* a unit's rate: price, or power for energy and EDP */
+    double server_w;                 /* a server's */
     double ref_rate, ref_objective;  /* the reference plan's */
     double *rest;                    /* [e * T + t]: rate of [e, L) as one stage on t; HUGE_VAL when none */
     int *rest_units;                 /* [e * T + t]: its units (0 when none meets the limit) */
     int *misfit;                     /* [t * (L + 1) + i]: layers before i that do not fit t */
+    /* Every stage's rate, units and throughput, [(row[first] + end - first - 1) * T + t]:
+     * the episodes ask for each many times (NULL when L is too large to keep them) */
+    rl_stage *stages;
+    long *row;
+    /* [(j * (L + 1) + i) * (T + 1) + prev]: the least rate of layers [i, L)
+     * after a stage on prev (T: none), each stage at its fewest units and
+     * every stage and link at least floor[j] fast, the unit limits across
+     * stages left out: the relaxation the exact solver starts from, at a
+     * few throughput floors, as the actions' cost to go; HUGE_VAL when none */
+    double floor[RL_FLOORS];
+    double *togo, *togo_thr;
 } rl_instance;
+
+/* Stages kept per instance at most (24 bytes each). */
+#define RL_MAX_STAGES (1L << 22)
 
 /* The stage [first, end) on t at its fewest units (all it may have when no
  * number meets the limit: then *units is 0). */
-static double stage_rate(const rl_instance *in, int first, int end, int t, int *units, double *thr)
+static double stage_rate_of(const rl_instance *in, int first, int end, int t, int *units, double *thr)
 {
     const plan_problem *p = in->p;
     plan_law law;
     plan_stage_law(p, first, end, t, &law);
     int k = plan_provision(p, &law, t), kk = k ? k : p->max_units[t];
+    int servers = plan_stage_servers(p, &law, p->min_throughput);
+    servers = servers > 0 ? servers : 0;
     *units = k;
-    *thr = 1000.0 * p->batch / plan_law_ms(&law, kk);
-    return kk * in->w[t];
+    *thr = plan_stage_throughput(p, &law, kk, servers);
+    return kk * in->w[t] + servers * in->server_w;
+}
+
+static double stage_rate(const rl_instance *in, int first, int end, int t, int *units, double *thr)
+{
+    if (!in->stages) return stage_rate_of(in, first, end, t, units, thr);
+    const rl_stage *s = &in->stages[(in->row[first] + end - first - 1) * in->T + t];
+    *units = s->units;
+    *thr = s->thr;
+    return s->rate;
+}
+
+static void stages_init(rl_instance *in)
+{
+    int L = in->L, T = in->T;
+    if ((long)L * (L + 1) / 2 * T > RL_MAX_STAGES) return;
+    in->row = hps_malloc((size_t)(L + 1) * sizeof *in->row);
+    in->stages = hps_malloc((size_t)L * (L + 1) / 2 * T * sizeof *in->stages);
+    for (int i = 0, n = 0; i <= L; n += L - i, i++) in->row[i] = n;
+    for (int i = 0; i < L; i++)
+        for (int e = i + 1; e <= L; e++)
+            for (int t = 0; t < T; t++) {
+                rl_stage *s = &in->stages[(in->row[i] + e - i - 1) * T + t];
+                s->rate = stage_rate_of(in, i, e, t, &s->units, &s->thr);
+            }
+}
+
+/* The cost to go (togo above) at each floor, from the last layer back;
+ * among completions of one rate the fastest (togo_thr: its bottleneck). */
+static void togo_init(rl_instance *in, double fastest)
+{
+    const plan_problem *p = in->p;
+    int L = in->L, T = in->T;
+    double via[PLAN_MAX_TYPES], via_thr[PLAN_MAX_TYPES], lo = p->min_throughput, hi = fmax(fastest, lo);
+    size_t n = (size_t)RL_FLOORS * (L + 1) * (T + 1);
+    in->togo = hps_malloc(n * sizeof *in->togo);
+    in->togo_thr = hps_malloc(n * sizeof *in->togo_thr);
+    for (int j = 0; j < RL_FLOORS; j++) {
+        double theta = lo * pow(hi / lo, (double)j / (RL_FLOORS - 1)) * (1 - 1e-12);
+        double *go = in->togo + (size_t)j * (L + 1) * (T + 1), *gt = in->togo_thr + (go - in->togo);
+        in->floor[j] = theta;
+        for (int u = 0; u <= T; u++) {
+            go[L * (T + 1) + u] = 0;
+            gt[L * (T + 1) + u] = HUGE_VAL;
+        }
+        for (int i = L - 1; i >= 0; i--) {
+            for (int t = 0; t < T; t++) { /* the best rest that starts with a stage on t */
+                via[t] = HUGE_VAL;
+                via_thr[t] = 0;
+                for (int e = i + 1; e <= L; e++) {
+                    int k;
+                    double thr, r = stage_rate(in, i, e, t, &k, &thr);
+                    if (!k || thr < theta) continue;
+                    double c = r + go[e * (T + 1) + t], ct = fmin(thr, gt[e * (T + 1) + t]);
+                    if (c < via[t] * (1 - 1e-12) || (c <= via[t] * (1 + 1e-12) && ct > via_thr[t])) {
+                        via[t] = c;
+                        via_thr[t] = ct;
+                    }
+                }
+            }
+            for (int u = 0; u <= T; u++) {
+                double best = HUGE_VAL, best_thr = 0;
+                for (int t = 0; t < T; t++) {
+                    double lm = u < T ? plan_link_ms(p, i, u, t) : 0, lt = lm > 0 ? 1000.0 * p->batch / lm : HUGE_VAL;
+                    if (t == u || lt < theta || !(via[t] < HUGE_VAL)) continue;
+                    if (via[t] < best * (1 - 1e-12) || (via[t] <= best * (1 + 1e-12) && fmin(via_thr[t], lt) > best_thr)) {
+                        best = via[t];
+                        best_thr = fmin(via_thr[t], lt);
+                    }
+                }
+                go[i * (T + 1) + u] = best;
+                gt[i * (T + 1) + u] = best_thr;
+            }
+        }
+    }
+}
+
+/* The action's best estimate of the plan through it: over the floors the
+ * stage reaches, the objective of the relaxation's plan at the floor. */
+static double togo_objective(const rl_instance *in, int e, int t, double rate, double thr)
+{
+    int L = in->L, T = in->T;
+    double best = HUGE_VAL;
+    for (int j = 0; j < RL_FLOORS && thr >= in->floor[j]; j++) {
+        size_t at = ((size_t)j * (L + 1) + e) * (T + 1) + t;
+        double go = in->togo[at];
+        if (go < HUGE_VAL)
+            best = fmin(best, plan_objective_value(in->p, rate + go, rate + go, fmin(thr, in->togo_thr[at])));
+    }
+    return best;
 }
 
 /* The reference for rewards and features: the best single-type plan, else
@@ -106,6 +219,7 @@ static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b
         if (!(in->w[t] > 0)) in->w[t] = 1e-9;
         in->wmin = fmin(in->wmin, in->w[t]);
     }
+    in->server_w = by_power ? p->server_power : p->server_price;
     int *a = hps_malloc((size_t)L * sizeof *a);
     plan_eval e;
     plan_eval_init(&e, p);
@@ -124,6 +238,8 @@ static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b
     }
     in->ref_objective = best > 0 ? best : 1;
     in->ref_rate = rate > 0 ? rate : 1;
+    stages_init(in);
+    togo_init(in, plan_max_throughput(p, a));
     in->rest = hps_malloc((size_t)(L + 1) * T * sizeof *in->rest);
     in->rest_units = hps_calloc((size_t)(L + 1) * T, sizeof *in->rest_units);
     for (int s = 0; s < L; s++)
@@ -144,6 +260,10 @@ static void instance_free(rl_instance *in)
     free(in->rest);
     free(in->rest_units);
     free(in->misfit);
+    free(in->stages);
+    free(in->row);
+    free(in->togo);
+    free(in->togo_thr);
 }
 
 static double reward_of(const rl_instance *in, const plan_eval *e)
@@ -170,7 +290,9 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, r
 {
     const plan_problem *p = in->p;
     int L = in->L, T = in->T, n = 0;
-    for (int mask = 0; mask < 3 && n == 0; mask++)
+    int level = 0;
+    for (int mask = 0; mask < 3 && n == 0; mask++) {
+        level = mask;
         for (int t = 0; t < T; t++) {
             if (t == prev && mask < 2) continue;
             double lm = prev >= 0 ? plan_link_ms(p, i, prev, t) : 0;
@@ -212,9 +334,12 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, r
                 f[12] = clampf(whole, 0, 8);
                 f[13] = rest < HUGE_VAL;
                 f[14] = clampf(log(share * L / (e - i)), -10, 10); /* made relative below */
-                f[15] = clampf(log(whole), -10, 10);
+                /* the relaxed optimum's cost of the plan through this stage */
+                double go = k ? togo_objective(in, e, t, rate, thr) : HUGE_VAL;
+                f[15] = clampf(go < HUGE_VAL ? log(go / in->ref_objective) : log(whole) + 5, -10, 10);
             }
         }
+    }
     /* per-layer and whole-plan cost against the state's best */
     float best14 = 10, best15 = 10;
     for (int c = 0; c < n; c++)
@@ -222,11 +347,24 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, r
             best14 = fminf(best14, out[c].f[14]);
             best15 = fminf(best15, out[c].f[15]);
         }
+    int kept = 0;
     for (int c = 0; c < n; c++) {
         out[c].f[14] = fminf(out[c].f[14] - best14, 4);
         out[c].f[15] = fminf(out[c].f[15] - best15, 4);
+        /* among the stages that can be had (mask 0), those whose plan
+         * through them is RL_PRUNE times the best's by the relaxation are
+         * left out: scoring them is most of a sample's time, and neither
+         * the policy nor its exploration gains by them */
+        if (level > 0 || out[c].f[15] <= RL_PRUNE) out[kept++] = out[c];
     }
-    return n;
+    return kept;
+}
+
+/* tanh by one expf: libm's tanhf was 40% of a sample's time. */
+static float fast_tanh(float z)
+{
+    float t = expf(-2 * fabsf(z)), y = (1 - t) / (1 + t);
+    return z < 0 ? -y : y;
 }
 
 /* Scores of n actions, v.f + w2.tanh(w1 f + b1): the linear part learns
@@ -242,7 +380,7 @@ static void score(const float *w, const rl_action *a, int n, float *s, float *h)
         for (int j = 0; j < RL_H; j++) {
             float z = w[RL_H * RL_F + j];
             for (int k = 0; k < RL_F; k++) z += w[j * RL_F + k] * a[c].f[k];
-            hc[j] = tanhf(z);
+            hc[j] = fast_tanh(z);
             acc += w[RL_H * RL_F + RL_H + j] * hc[j];
         }
         s[c] = acc;
