@@ -690,25 +690,35 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
     if (policy_best < run.best && e.feasible) plan_trace_add(r, (double)b.evals, e.objective);
     r->found_by = "policy";
     if (o->polish) {
-        /* each of the best samples descends; the best of them goes on with
-         * the iterated search until the budget is spent */
-        double best = HUGE_VAL;
+        /* each of the best samples descends; then, best first, each goes on
+         * with the iterated search while evaluations are left (one whose
+         * search stalls leaves the budget to the next start) */
+        double sc[RL_ELITE], best = HUGE_VAL;
+        int order[RL_ELITE], n = 0;
+        int *trial = hps_malloc((size_t)L * sizeof *trial);
         for (int i = 0; i < run.el.n && plan_budget_left(&b); i++) {
             plan_descend(p, run.el.assign[i], &b);
             plan_budget_evaluate(&b, p, run.el.assign[i], &e);
+            sc[i] = plan_score(&e);
+            int k = n++;
+            for (; k > 0 && sc[order[k - 1]] > sc[i]; k--) order[k] = order[k - 1];
+            order[k] = i;
+        }
+        for (int k = 0; k < n && plan_budget_left(&b); k++) {
+            memcpy(trial, run.el.assign[order[k]], (size_t)L * sizeof *trial);
+            plan_iterated_search(p, trial, o->seed + (uint64_t)k, &b);
+            plan_budget_evaluate(&b, p, trial, &e);
             if (plan_score(&e) < best) {
                 best = plan_score(&e);
-                memcpy(a, run.el.assign[i], (size_t)L * sizeof *a);
+                memcpy(a, trial, (size_t)L * sizeof *a);
             }
         }
-        if (best < HUGE_VAL) {
-            plan_iterated_search(p, a, o->seed, &b);
+        free(trial);
+        if (best < policy_best * (1 - 1e-12)) {
             plan_budget_evaluate(&b, p, a, &e);
-            if (plan_score(&e) < policy_best * (1 - 1e-12)) {
-                memcpy(r->assign, a, (size_t)L * sizeof *a);
-                r->found_by = "polish";
-                if (e.feasible) plan_trace_add(r, (double)b.evals, e.objective);
-            }
+            memcpy(r->assign, a, (size_t)L * sizeof *a);
+            r->found_by = "polish";
+            if (e.feasible) plan_trace_add(r, (double)b.evals, e.objective);
         }
     }
     r->found = 1;
