@@ -160,6 +160,10 @@ plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, doub
 /* Seeded unit and server memories, working sets, tables and key skew on a
  * random instance; then plan_problem_check_memory says whether it is valid. */
 void plan_problem_random_memory(plan_problem *p, uint64_t seed);
+/* plan_problem_random with that memory, the limit at tightness times the
+ * fastest plan that fits; NULL when a layer, the tables or every plan fit nowhere. */
+plan_problem *plan_problem_random_with_memory(uint64_t seed, int n_layers, int n_types, double tightness,
+                                              int unit_limits);
 /* The profiles hps-plan reads (hps-profile(5)), merged: one per device id. */
 typedef struct hps_profiles hps_profiles;
 hps_profiles *hps_profiles_new(void);
@@ -351,7 +355,8 @@ int plan_policy_save(const plan_policy *pol, const char *path, hps_error *err);
 void plan_policy_free(plan_policy *pol);
 plan_policy *plan_policy_pretrain(uint64_t seed, int instances, long episodes, int progress);
 /* Largest throughput any plan reaches (units shared by stages of one type are
- * not counted against each other, so this is an upper bound); assign gets it. */
+ * not counted against each other, so this is an upper bound); assign gets it.
+ * 0 when no plan's stages fit their units. */
 double plan_max_throughput(const plan_problem *p, int *assign);
 
 /* ---- the plan (hps-plan(5)) ----------------------------------------------- */

@@ -5,6 +5,7 @@
  * type and GPU types that differ in speed, price, NIC and scaling. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/hps_rng.h"
 #include "plan/hps_plan.h"
@@ -81,6 +82,10 @@ plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, doub
     p->min_throughput = 1; /* the law does not depend on it */
     p->min_throughput = tightness * plan_max_throughput(p, a);
     free(a);
+    if (!(p->min_throughput > 0)) { /* each layer fits, no chain of stages does */
+        plan_problem_free(p);
+        return NULL;
+    }
     return p;
 }
 
@@ -112,4 +117,25 @@ void plan_problem_random_memory(plan_problem *p, uint64_t seed)
     p->server_power = 100;
     p->max_servers = 4 * (tables > 1 ? tables : 1);
     plan_problem_prepare(p);
+}
+
+plan_problem *plan_problem_random_with_memory(uint64_t seed, int n_layers, int n_types, double tightness,
+                                              int unit_limits)
+{
+    plan_problem *p = plan_problem_random(seed, n_layers, n_types, tightness, unit_limits);
+    hps_error err;
+    plan_problem_random_memory(p, seed);
+    if (plan_problem_check_memory(p, &err)) {
+        plan_problem_free(p);
+        return NULL;
+    }
+    int *a = hps_malloc((size_t)n_layers * sizeof *a);
+    p->min_throughput = 1; /* the law does not depend on it */
+    p->min_throughput = tightness * plan_max_throughput(p, a);
+    free(a);
+    if (!(p->min_throughput > 0)) { /* each layer fits, no chain of stages does */
+        plan_problem_free(p);
+        return NULL;
+    }
+    return p;
 }

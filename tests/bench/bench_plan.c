@@ -238,21 +238,16 @@ int main(int argc, char **argv)
             for (int tg = 0; tg < 2; tg++)
                 for (int ul = 0; ul < 2; ul++) {
                     uint64_t seed = 5000011ull * ((uint64_t)li * 31 + ti * 7 + tg * 3 + ul + 1);
-                    plan_problem *p = plan_problem_random(seed, mem_layers[li], mem_types[ti], tight[tg], ul);
-                    plan_problem_random_memory(p, seed);
-                    hps_error err;
-                    int *a = hps_malloc((size_t)p->n_layers * sizeof *a);
-                    if (plan_problem_check_memory(p, &err)) {
+                    plan_problem *p =
+                        plan_problem_random_with_memory(seed, mem_layers[li], mem_types[ti], tight[tg], ul);
+                    if (!p) {
                         mem_invalid++; /* a layer fits no type, or the tables no servers */
-                    } else {
-                        p->min_throughput = 1;
-                        p->min_throughput = tight[tg] * plan_max_throughput(p, a);
-                        snprintf(name, sizeof name, "memory %dx%d tight %.1f limits %d", mem_layers[li],
-                                 mem_types[ti], tight[tg], ul);
-                        mem_unfinished += instance(p, name, evals, 60, mem, verbose, sink, sink);
-                        mem_n++;
+                        continue;
                     }
-                    free(a);
+                    snprintf(name, sizeof name, "memory %dx%d tight %.1f limits %d", mem_layers[li],
+                             mem_types[ti], tight[tg], ul);
+                    mem_unfinished += instance(p, name, evals, 60, mem, verbose, sink, sink);
+                    mem_n++;
                     plan_problem_free(p);
                     fprintf(stderr, "\rbench-plan: %d instances with memory", mem_n);
                 }
