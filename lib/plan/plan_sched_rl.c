@@ -54,6 +54,7 @@
 #define RL_ENTROPY0 0.2f
 #define RL_ELITE 4        /* best sampled plans the polish starts from */
 #define RL_PRUNE 0.7f     /* log of the relaxed cost, against the state's best, past which a stage is left out */
+#define RL_PRICE_ROUNDS 24
 #define RL_FLOORS 12      /* throughput floors of the cost to go, from the limit to the fastest plan */
 
 struct plan_policy {
@@ -92,7 +93,7 @@ typedef struct {
      * every stage and link at least floor[j] fast, the unit limits across
      * stages left out: the relaxation the exact solver starts from, at a
      * few throughput floors, as the actions' cost to go; HUGE_VAL when none */
-    double floor[RL_FLOORS];
+    double floor[RL_FLOORS], lam[RL_FLOORS][PLAN_MAX_TYPES]; /* lam: unit_prices at each floor */
     double *togo, *togo_thr;
 } rl_instance;
 
@@ -138,65 +139,116 @@ static void stages_init(rl_instance *in)
             }
 }
 
-/* The cost to go (togo above) at each floor, from the last layer back;
- * among completions of one rate the fastest (togo_thr: its bottleneck). */
+/* One floor of the cost to go, from the last layer back, into go and gt
+ * ((L + 1) (T + 1) each); among completions of one rate the fastest (gt: its
+ * bottleneck).  A unit of t costs lam[t] more (the unit limits' prices);
+ * pick, when not NULL, gets each state's stage, t (L + 1) + end. */
+static void togo_floor(const rl_instance *in, double theta, const double *lam, double *go, double *gt, int *pick)
+{
+    const plan_problem *p = in->p;
+    int L = in->L, T = in->T, via_pick[PLAN_MAX_TYPES];
+    double via[PLAN_MAX_TYPES], via_thr[PLAN_MAX_TYPES];
+    for (int u = 0; u <= T; u++) {
+        go[L * (T + 1) + u] = 0;
+        gt[L * (T + 1) + u] = HUGE_VAL;
+    }
+    for (int i = L - 1; i >= 0; i--) {
+        for (int t = 0; t < T; t++) { /* the best rest that starts with a stage on t */
+            via[t] = HUGE_VAL;
+            via_thr[t] = 0;
+            via_pick[t] = -1;
+            for (int e = i + 1; e <= L; e++) {
+                int k;
+                double thr, r = stage_rate(in, i, e, t, &k, &thr);
+                if (!k || thr < theta) continue;
+                double c = r + k * lam[t] + go[e * (T + 1) + t], ct = fmin(thr, gt[e * (T + 1) + t]);
+                if (c < via[t] * (1 - 1e-12) || (c <= via[t] * (1 + 1e-12) && ct > via_thr[t])) {
+                    via[t] = c;
+                    via_thr[t] = ct;
+                    via_pick[t] = t * (L + 1) + e;
+                }
+            }
+        }
+        for (int u = 0; u <= T; u++) {
+            double best = HUGE_VAL, best_thr = 0;
+            int best_pick = -1;
+            for (int t = 0; t < T; t++) {
+                double lm = u < T ? plan_link_ms(p, i, u, t) : 0, lt = lm > 0 ? 1000.0 * p->batch / lm : HUGE_VAL;
+                if (t == u || lt < theta || !(via[t] < HUGE_VAL)) continue;
+                if (via[t] < best * (1 - 1e-12) || (via[t] <= best * (1 + 1e-12) && fmin(via_thr[t], lt) > best_thr)) {
+                    best = via[t];
+                    best_thr = fmin(via_thr[t], lt);
+                    best_pick = via_pick[t];
+                }
+            }
+            go[i * (T + 1) + u] = best;
+            gt[i * (T + 1) + u] = best_thr;
+            if (pick) pick[i * (T + 1) + u] = best_pick;
+        }
+    }
+}
+
+/* Prices for the unit limits across stages, which the relaxation leaves
+ * out: a few subgradient steps at a floor raise the price of a
+ * type whose units the relaxation's plan takes past its limit (the exact
+ * solver's Lagrangian bound, used here only to steer). */
+static void unit_prices(const rl_instance *in, double theta, double *go, double *gt, double *lam)
+{
+    const plan_problem *p = in->p;
+    int L = in->L, T = in->T;
+    int *pick = hps_malloc((size_t)(L + 1) * (T + 1) * sizeof *pick);
+    double wmax = 0;
+    for (int t = 0; t < T; t++) wmax = fmax(wmax, in->w[t]);
+    for (int round = 0; round < RL_PRICE_ROUNDS; round++) {
+        togo_floor(in, theta, lam, go, gt, pick);
+        int units[PLAN_MAX_TYPES] = {0}, over = 0;
+        for (int i = 0, u = T; i < L && pick[i * (T + 1) + u] >= 0;) {
+            int t = pick[i * (T + 1) + u] / (L + 1), e = pick[i * (T + 1) + u] % (L + 1), k;
+            double thr;
+            stage_rate(in, i, e, t, &k, &thr);
+            units[t] += k;
+            i = e;
+            u = t;
+        }
+        double step = wmax * pow(0.9, round);
+        for (int t = 0; t < T; t++)
+            if (units[t] > p->max_units[t]) {
+                lam[t] += step * fmax((double)(units[t] - p->max_units[t]) / p->max_units[t], 0.25);
+                over = 1;
+            }
+        if (!over) break;
+    }
+    free(pick);
+}
+
+/* The cost to go at every floor, with the unit limits priced. */
 static void togo_init(rl_instance *in, double fastest)
 {
     const plan_problem *p = in->p;
     int L = in->L, T = in->T;
-    double via[PLAN_MAX_TYPES], via_thr[PLAN_MAX_TYPES], lo = p->min_throughput, hi = fmax(fastest, lo);
+    double lo = p->min_throughput, hi = fmax(fastest, lo);
     size_t n = (size_t)RL_FLOORS * (L + 1) * (T + 1);
     in->togo = hps_malloc(n * sizeof *in->togo);
     in->togo_thr = hps_malloc(n * sizeof *in->togo_thr);
     for (int j = 0; j < RL_FLOORS; j++) {
-        double theta = lo * pow(hi / lo, (double)j / (RL_FLOORS - 1)) * (1 - 1e-12);
-        double *go = in->togo + (size_t)j * (L + 1) * (T + 1), *gt = in->togo_thr + (go - in->togo);
-        in->floor[j] = theta;
-        for (int u = 0; u <= T; u++) {
-            go[L * (T + 1) + u] = 0;
-            gt[L * (T + 1) + u] = HUGE_VAL;
-        }
-        for (int i = L - 1; i >= 0; i--) {
-            for (int t = 0; t < T; t++) { /* the best rest that starts with a stage on t */
-                via[t] = HUGE_VAL;
-                via_thr[t] = 0;
-                for (int e = i + 1; e <= L; e++) {
-                    int k;
-                    double thr, r = stage_rate(in, i, e, t, &k, &thr);
-                    if (!k || thr < theta) continue;
-                    double c = r + go[e * (T + 1) + t], ct = fmin(thr, gt[e * (T + 1) + t]);
-                    if (c < via[t] * (1 - 1e-12) || (c <= via[t] * (1 + 1e-12) && ct > via_thr[t])) {
-                        via[t] = c;
-                        via_thr[t] = ct;
-                    }
-                }
-            }
-            for (int u = 0; u <= T; u++) {
-                double best = HUGE_VAL, best_thr = 0;
-                for (int t = 0; t < T; t++) {
-                    double lm = u < T ? plan_link_ms(p, i, u, t) : 0, lt = lm > 0 ? 1000.0 * p->batch / lm : HUGE_VAL;
-                    if (t == u || lt < theta || !(via[t] < HUGE_VAL)) continue;
-                    if (via[t] < best * (1 - 1e-12) || (via[t] <= best * (1 + 1e-12) && fmin(via_thr[t], lt) > best_thr)) {
-                        best = via[t];
-                        best_thr = fmin(via_thr[t], lt);
-                    }
-                }
-                go[i * (T + 1) + u] = best;
-                gt[i * (T + 1) + u] = best_thr;
-            }
-        }
+        size_t at = (size_t)j * (L + 1) * (T + 1);
+        double *lam = in->lam[j];
+        in->floor[j] = lo * pow(hi / lo, (double)j / (RL_FLOORS - 1)) * (1 - 1e-12);
+        for (int t = 0; t < T; t++) lam[t] = 0;
+        unit_prices(in, in->floor[j], in->togo + at, in->togo_thr + at, lam);
+        togo_floor(in, in->floor[j], lam, in->togo + at, in->togo_thr + at, NULL);
     }
 }
 
 /* The action's best estimate of the plan through it: over the floors the
  * stage reaches, the objective of the relaxation's plan at the floor. */
-static double togo_objective(const rl_instance *in, int e, int t, double rate, double thr)
+static double togo_objective(const rl_instance *in, int e, int t, double rate, int k, double thr)
 {
     int L = in->L, T = in->T;
     double best = HUGE_VAL;
     for (int j = 0; j < RL_FLOORS && thr >= in->floor[j]; j++) {
         size_t at = ((size_t)j * (L + 1) + e) * (T + 1) + t;
-        double go = in->togo[at];
+        double go = in->togo[at] + k * in->lam[j][t];
         if (go < HUGE_VAL)
             best = fmin(best, plan_objective_value(in->p, rate + go, rate + go, fmin(thr, in->togo_thr[at])));
     }
@@ -335,7 +387,7 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, r
                 f[13] = rest < HUGE_VAL;
                 f[14] = clampf(log(share * L / (e - i)), -10, 10); /* made relative below */
                 /* the relaxed optimum's cost of the plan through this stage */
-                double go = k ? togo_objective(in, e, t, rate, thr) : HUGE_VAL;
+                double go = k ? togo_objective(in, e, t, rate, k, thr) : HUGE_VAL;
                 f[15] = clampf(go < HUGE_VAL ? log(go / in->ref_objective) : log(whole) + 5, -10, 10);
             }
         }
@@ -748,7 +800,8 @@ plan_policy *plan_policy_pretrain(uint64_t seed, int instances, long episodes, i
     pol->episodes = episodes;
     rl_adam ad = {0};
     for (int k = 0; k < instances; k++) {
-        /* instances apart from bench-plan's seeds: hps_mix64 of the count */
+        /* not bench-plan's instances: seeds through hps_mix64, limits drawn
+         * from an interval */
         int L = layers[hps_rng_below(&rng, sizeof layers / sizeof *layers)];
         int T = 2 + (int)hps_rng_below(&rng, 7);
         double tight = 0.2 + 0.75 * hps_rng_uniform(&rng);
