@@ -85,6 +85,13 @@ static int read_head(json_t *root, plan_file *pf, hps_error *err)
         (objective && copy_str(pf->objective, sizeof pf->objective, objective, "objective", pf->name, err)))
         return -1;
     pf->epochs = (int)epochs, pf->batch = (int)batch, pf->n_layers = (int)layers;
+    json_t *pipe = json_object_get(root, "pipeline");
+    long long micro = 0;
+    snprintf(ctx, sizeof ctx, "%s: pipeline", pf->name);
+    if (pipe && (!json_is_object(pipe) ||
+                 hps_json_int(pipe, "micro_batches", HPS_OPTIONAL, 1, HPS_MAX_MICRO_BATCHES, &micro, ctx, err)))
+        return json_is_object(pipe) ? -1 : hps_fail(err, HPS_EXIT_USAGE, "%s: expected an object", ctx);
+    pf->micro_batches = (int)micro;
     json_t *net = json_object_get(root, "network");
     return json_is_object(net) ? hps_json_num(net, "bytes_per_step", HPS_OPTIONAL, 0, 1e18, &pf->network_bytes,
                                               pf->name, err)

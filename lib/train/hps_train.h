@@ -37,6 +37,7 @@ typedef struct {
     char digest[72];       /* of the plan file's bytes */
     char model_digest[72];
     int batch, n_layers;
+    int micro_batches; /* as planned (the plan's pipeline); 0: one per stage */
     int n_stages;
     hps_train_stage stages[HPS_TRAIN_MAX_STAGES];
     int servers;
@@ -76,7 +77,7 @@ typedef struct {
     long max_steps;          /* stop after this many steps in all (0: no limit) */
     uint64_t seed;
     int threads;             /* kernel threads per stage (0: all cores / stages) */
-    int micro_batches;       /* 0: one per stage */
+    int micro_batches;       /* 0: the plan's, else one per stage */
     size_t max_table_bytes;  /* per embedding layer; 0: no cap */
     hps_table_policy table_policy;
     int cpu_fallback;        /* run GPU stages on the CPU where no device exists */
