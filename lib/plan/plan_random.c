@@ -62,6 +62,16 @@ static void random_layers(plan_problem *p, hps_rng *r, double *fc_speed, double 
     }
 }
 
+/* The limit at tightness times the fastest plan; returns it (0: no plan fits). */
+static double set_limit(plan_problem *p, double tightness)
+{
+    int *a = hps_malloc((size_t)p->n_layers * sizeof *a);
+    p->min_throughput = 1; /* the law does not depend on it */
+    p->min_throughput = tightness * plan_max_throughput(p, a);
+    free(a);
+    return p->min_throughput;
+}
+
 plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, double tightness,
                                   int unit_limits)
 {
@@ -79,14 +89,7 @@ plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, doub
     random_layers(p, &r, fc_speed, emb_speed);
     plan_problem_chain_cuts(p);
     plan_problem_prepare(p);
-    int *a = hps_malloc((size_t)n_layers * sizeof *a);
-    p->min_throughput = 1; /* the law does not depend on it */
-    p->min_throughput = tightness * plan_max_throughput(p, a);
-    free(a);
-    if (!(p->min_throughput > 0)) { /* each layer fits, no chain of stages does */
-        plan_problem_free(p);
-        return NULL;
-    }
+    set_limit(p, tightness);
     return p;
 }
 
@@ -130,11 +133,7 @@ plan_problem *plan_problem_random_with_memory(uint64_t seed, int n_layers, int n
         plan_problem_free(p);
         return NULL;
     }
-    int *a = hps_malloc((size_t)n_layers * sizeof *a);
-    p->min_throughput = 1; /* the law does not depend on it */
-    p->min_throughput = tightness * plan_max_throughput(p, a);
-    free(a);
-    if (!(p->min_throughput > 0)) { /* each layer fits, no chain of stages does */
+    if (!set_limit(p, tightness)) { /* each layer fits, no chain of stages does */
         plan_problem_free(p);
         return NULL;
     }
