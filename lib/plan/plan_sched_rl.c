@@ -84,58 +84,86 @@ typedef struct {
     double *rest;                    /* [e * T + t]: rate of [e, L) as one stage on t; HUGE_VAL when none */
     int *rest_units;                 /* [e * T + t]: its units (0 when none meets the limit) */
     int *misfit;                     /* [t * (L + 1) + i]: layers before i that do not fit t */
-    /* Every stage's rate, units and throughput, [(row[first] + end - first - 1) * T + t]:
-     * the episodes ask for each many times (NULL when L is too large to keep them) */
+    /* Every stage's rate, units and throughput at every floor,
+     * [(j row[L] + row[first] + end - first - 1) T + t]: the episodes ask for
+     * each many times (NULL when L is too large to keep them) */
     rl_stage *stages;
     long *row;
     /* [(j * (L + 1) + i) * (T + 1) + prev]: the least rate of layers [i, L)
-     * after a stage on prev (T: none), each stage at its fewest units and
-     * every stage and link at least floor[j] fast, the unit limits across
-     * stages left out: the relaxation the exact solver starts from, at a
+     * after a stage on prev (T: none), each stage on the fewest units and
+     * servers carrying floor[j] and every link as fast, the unit limits
+     * across stages priced, not enforced (unit_prices): a relaxation, at a
      * few throughput floors, as the actions' cost to go; HUGE_VAL when none */
     double floor[RL_FLOORS], lam[RL_FLOORS][PLAN_MAX_TYPES]; /* lam: unit_prices at each floor */
     double *togo, *togo_thr;
 } rl_instance;
 
-/* Stages kept per instance at most (24 bytes each). */
+/* Stages kept per instance at most, over all floors (24 bytes each). */
 #define RL_MAX_STAGES (1L << 22)
 
-/* The stage [first, end) on t at its fewest units (all it may have when no
- * number meets the limit: then *units is 0). */
-static double stage_rate_of(const rl_instance *in, int first, int end, int t, int *units, double *thr)
+/* The stage [first, end) on t provisioned for floor j: at j = 0 its fewest
+ * units for the limit (all it may have when no number meets it: then
+ * *units is 0), above the fewest units and servers carrying floor[j] (as
+ * plan_evaluate provisions a plan whose bottleneck is there; *units 0 and
+ * HUGE_VAL when none do). */
+static double stage_level_of(const rl_instance *in, const plan_law *law, int t, int j, int *units, double *thr)
 {
     const plan_problem *p = in->p;
-    plan_law law;
-    plan_stage_law(p, first, end, t, &law);
-    int k = plan_provision(p, &law, t), kk = k ? k : p->max_units[t];
-    int servers = plan_stage_servers(p, &law, p->min_throughput);
+    if (j > 0) {
+        plan_option o;
+        if (!plan_stage_at_level(p, law, t, in->floor[j], &o)) {
+            *units = 0;
+            *thr = 0;
+            return HUGE_VAL;
+        }
+        *units = o.units;
+        *thr = o.throughput;
+        return o.units * in->w[t] + o.servers * in->server_w;
+    }
+    int k = plan_provision(p, law, t), kk = k ? k : p->max_units[t];
+    int servers = plan_stage_servers(p, law, p->min_throughput);
     servers = servers > 0 ? servers : 0;
     *units = k;
-    *thr = plan_stage_throughput(p, &law, kk, servers);
+    *thr = plan_stage_throughput(p, law, kk, servers);
     return kk * in->w[t] + servers * in->server_w;
 }
 
-static double stage_rate(const rl_instance *in, int first, int end, int t, int *units, double *thr)
+static double stage_at(const rl_instance *in, int j, int first, int end, int t, int *units, double *thr)
 {
-    if (!in->stages) return stage_rate_of(in, first, end, t, units, thr);
-    const rl_stage *s = &in->stages[(in->row[first] + end - first - 1) * in->T + t];
+    if (!in->stages) {
+        plan_law law;
+        plan_stage_law(in->p, first, end, t, &law);
+        return stage_level_of(in, &law, t, j, units, thr);
+    }
+    const rl_stage *s = &in->stages[((size_t)j * in->row[in->L] + in->row[first] + end - first - 1) * in->T + t];
     *units = s->units;
     *thr = s->thr;
     return s->rate;
 }
 
+/* The stage at the limit (floor 0). */
+static double stage_rate(const rl_instance *in, int first, int end, int t, int *units, double *thr)
+{
+    return stage_at(in, 0, first, end, t, units, thr);
+}
+
 static void stages_init(rl_instance *in)
 {
     int L = in->L, T = in->T;
-    if ((long)L * (L + 1) / 2 * T > RL_MAX_STAGES) return;
+    long n = (long)L * (L + 1) / 2;
+    if (n * T * RL_FLOORS > RL_MAX_STAGES) return;
     in->row = hps_malloc((size_t)(L + 1) * sizeof *in->row);
-    in->stages = hps_malloc((size_t)L * (L + 1) / 2 * T * sizeof *in->stages);
-    for (int i = 0, n = 0; i <= L; n += L - i, i++) in->row[i] = n;
+    in->stages = hps_malloc((size_t)n * T * RL_FLOORS * sizeof *in->stages);
+    for (int i = 0, k = 0; i <= L; k += L - i, i++) in->row[i] = k;
     for (int i = 0; i < L; i++)
         for (int e = i + 1; e <= L; e++)
             for (int t = 0; t < T; t++) {
-                rl_stage *s = &in->stages[(in->row[i] + e - i - 1) * T + t];
-                s->rate = stage_rate_of(in, i, e, t, &s->units, &s->thr);
+                plan_law law;
+                plan_stage_law(in->p, i, e, t, &law);
+                for (int j = 0; j < RL_FLOORS; j++) {
+                    rl_stage *s = &in->stages[((size_t)j * n + in->row[i] + e - i - 1) * T + t];
+                    s->rate = stage_level_of(in, &law, t, j, &s->units, &s->thr);
+                }
             }
 }
 
@@ -143,8 +171,9 @@ static void stages_init(rl_instance *in)
  * ((L + 1) (T + 1) each); among completions of one rate the fastest (gt: its
  * bottleneck).  A unit of t costs lam[t] more (the unit limits' prices);
  * pick, when not NULL, gets each state's stage, t (L + 1) + end. */
-static void togo_floor(const rl_instance *in, double theta, const double *lam, double *go, double *gt, int *pick)
+static void togo_floor(const rl_instance *in, int j, const double *lam, double *go, double *gt, int *pick)
 {
+    double theta = in->floor[j];
     const plan_problem *p = in->p;
     int L = in->L, T = in->T, via_pick[PLAN_MAX_TYPES];
     double via[PLAN_MAX_TYPES], via_thr[PLAN_MAX_TYPES];
@@ -159,7 +188,7 @@ static void togo_floor(const rl_instance *in, double theta, const double *lam, d
             via_pick[t] = -1;
             for (int e = i + 1; e <= L; e++) {
                 int k;
-                double thr, r = stage_rate(in, i, e, t, &k, &thr);
+                double thr, r = stage_at(in, j, i, e, t, &k, &thr);
                 if (!k || thr < theta) continue;
                 double c = r + k * lam[t] + go[e * (T + 1) + t], ct = fmin(thr, gt[e * (T + 1) + t]);
                 if (c < via[t] * (1 - 1e-12) || (c <= via[t] * (1 + 1e-12) && ct > via_thr[t])) {
@@ -192,7 +221,7 @@ static void togo_floor(const rl_instance *in, double theta, const double *lam, d
  * out: a few subgradient steps at a floor raise the price of a
  * type whose units the relaxation's plan takes past its limit (the exact
  * solver's Lagrangian bound, used here only to steer). */
-static void unit_prices(const rl_instance *in, double theta, double *go, double *gt, double *lam)
+static void unit_prices(const rl_instance *in, int j, double *go, double *gt, double *lam)
 {
     const plan_problem *p = in->p;
     int L = in->L, T = in->T;
@@ -200,12 +229,12 @@ static void unit_prices(const rl_instance *in, double theta, double *go, double 
     double wmax = 0;
     for (int t = 0; t < T; t++) wmax = fmax(wmax, in->w[t]);
     for (int round = 0; round < RL_PRICE_ROUNDS; round++) {
-        togo_floor(in, theta, lam, go, gt, pick);
+        togo_floor(in, j, lam, go, gt, pick);
         int units[PLAN_MAX_TYPES] = {0}, over = 0;
         for (int i = 0, u = T; i < L && pick[i * (T + 1) + u] >= 0;) {
             int t = pick[i * (T + 1) + u] / (L + 1), e = pick[i * (T + 1) + u] % (L + 1), k;
             double thr;
-            stage_rate(in, i, e, t, &k, &thr);
+            stage_at(in, j, i, e, t, &k, &thr);
             units[t] += k;
             i = e;
             u = t;
@@ -221,36 +250,42 @@ static void unit_prices(const rl_instance *in, double theta, double *go, double 
     free(pick);
 }
 
-/* The cost to go at every floor, with the unit limits priced. */
-static void togo_init(rl_instance *in, double fastest)
+/* The floors, from the limit to the fastest plan. */
+static void floors_init(rl_instance *in, double fastest)
 {
-    const plan_problem *p = in->p;
+    double lo = in->p->min_throughput, hi = fmax(fastest, lo);
+    for (int j = 0; j < RL_FLOORS; j++) in->floor[j] = lo * pow(hi / lo, (double)j / (RL_FLOORS - 1)) * (1 - 1e-12);
+}
+
+/* The cost to go at every floor, with the unit limits priced. */
+static void togo_init(rl_instance *in)
+{
     int L = in->L, T = in->T;
-    double lo = p->min_throughput, hi = fmax(fastest, lo);
     size_t n = (size_t)RL_FLOORS * (L + 1) * (T + 1);
     in->togo = hps_malloc(n * sizeof *in->togo);
     in->togo_thr = hps_malloc(n * sizeof *in->togo_thr);
     for (int j = 0; j < RL_FLOORS; j++) {
         size_t at = (size_t)j * (L + 1) * (T + 1);
         double *lam = in->lam[j];
-        in->floor[j] = lo * pow(hi / lo, (double)j / (RL_FLOORS - 1)) * (1 - 1e-12);
         for (int t = 0; t < T; t++) lam[t] = 0;
-        unit_prices(in, in->floor[j], in->togo + at, in->togo_thr + at, lam);
-        togo_floor(in, in->floor[j], lam, in->togo + at, in->togo_thr + at, NULL);
+        unit_prices(in, j, in->togo + at, in->togo_thr + at, lam);
+        togo_floor(in, j, lam, in->togo + at, in->togo_thr + at, NULL);
     }
 }
 
 /* The action's best estimate of the plan through it: over the floors the
- * stage reaches, the objective of the relaxation's plan at the floor. */
-static double togo_objective(const rl_instance *in, int e, int t, double rate, int k, double thr)
+ * stage [i, e) on t carries, the objective of the relaxation's plan there. */
+static double togo_objective(const rl_instance *in, int i, int e, int t)
 {
     int L = in->L, T = in->T;
     double best = HUGE_VAL;
-    for (int j = 0; j < RL_FLOORS && thr >= in->floor[j]; j++) {
+    for (int j = 0; j < RL_FLOORS; j++) {
+        int k;
+        double thr, rate = stage_at(in, j, i, e, t, &k, &thr);
         size_t at = ((size_t)j * (L + 1) + e) * (T + 1) + t;
-        double go = in->togo[at] + k * in->lam[j][t];
-        if (go < HUGE_VAL)
-            best = fmin(best, plan_objective_value(in->p, rate + go, rate + go, fmin(thr, in->togo_thr[at])));
+        if (!k || thr < in->floor[j] || !(in->togo[at] < HUGE_VAL)) continue;
+        double c = rate + in->togo[at] + k * in->lam[j][t];
+        best = fmin(best, plan_objective_value(in->p, c, c, fmin(thr, in->togo_thr[at])));
     }
     return best;
 }
@@ -290,8 +325,9 @@ static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b
     }
     in->ref_objective = best > 0 ? best : 1;
     in->ref_rate = rate > 0 ? rate : 1;
+    floors_init(in, plan_max_throughput(p, a));
     stages_init(in);
-    togo_init(in, plan_max_throughput(p, a));
+    togo_init(in);
     in->rest = hps_malloc((size_t)(L + 1) * T * sizeof *in->rest);
     in->rest_units = hps_calloc((size_t)(L + 1) * T, sizeof *in->rest_units);
     for (int s = 0; s < L; s++)
@@ -387,7 +423,7 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, r
                 f[13] = rest < HUGE_VAL;
                 f[14] = clampf(log(share * L / (e - i)), -10, 10); /* made relative below */
                 /* the relaxed optimum's cost of the plan through this stage */
-                double go = k ? togo_objective(in, e, t, rate, k, thr) : HUGE_VAL;
+                double go = k ? togo_objective(in, i, e, t) : HUGE_VAL;
                 f[15] = clampf(go < HUGE_VAL ? log(go / in->ref_objective) : log(whole) + 5, -10, 10);
             }
         }
