@@ -157,9 +157,17 @@ void plan_problem_chain_cuts(plan_problem *p);
 void plan_problem_free(plan_problem *p);
 /* A seeded CTR-like instance for the rl policy's pre-training, the tests and
  * the benchmark: the limit is tightness times the largest throughput
- * reachable; unit_limits gives each type 1 to 6 units (else 64). */
+ * reachable; unit_limits 1 gives each type 1 to 6 units, 2 gives 8 to 40
+ * (else 64). */
 plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, double tightness,
                                   int unit_limits);
+/* Seeded unit and server memories, working sets, tables and key skew on a
+ * random instance; then plan_problem_check_memory says whether it is valid. */
+void plan_problem_random_memory(plan_problem *p, uint64_t seed);
+/* plan_problem_random with that memory, the limit at tightness times the
+ * fastest plan that fits; NULL when a layer, the tables or every plan fit nowhere. */
+plan_problem *plan_problem_random_with_memory(uint64_t seed, int n_layers, int n_types, double tightness,
+                                              int unit_limits);
 /* The profiles hps-plan reads (hps-profile(5)), merged: one per device id. */
 typedef struct hps_profiles hps_profiles;
 hps_profiles *hps_profiles_new(void);
@@ -377,7 +385,8 @@ int plan_policy_save(const plan_policy *pol, const char *path, hps_error *err);
 void plan_policy_free(plan_policy *pol);
 plan_policy *plan_policy_pretrain(uint64_t seed, int instances, long episodes, int progress);
 /* Largest throughput any plan reaches (units shared by stages of one type are
- * not counted against each other, so this is an upper bound); assign gets it. */
+ * not counted against each other, so this is an upper bound); assign gets it.
+ * 0 when no plan's stages fit their units. */
 double plan_max_throughput(const plan_problem *p, int *assign);
 
 /* ---- the plan (hps-plan(5)) ----------------------------------------------- */

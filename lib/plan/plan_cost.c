@@ -299,7 +299,8 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
 }
 
 /* The largest bottleneck throughput over all assignments, every stage on the
- * units that make it fastest: a DP over (end of prefix, type of its last stage). */
+ * units that make it fastest: a DP over (end of prefix, type of its last
+ * stage); 0 when no assignment's stages fit their units. */
 double plan_max_throughput(const plan_problem *p, int *assign)
 {
     int L = p->n_layers, T = p->n_types;
@@ -335,7 +336,12 @@ double plan_max_throughput(const plan_problem *p, int *assign)
     for (int u = 1; u < T; u++)
         if (best[L * T + u] > best[L * T + t]) t = u;
     double v = best[L * T + t];
-    for (int i = L; i > 0;) {
+    if (v < 0) { /* every layer fits some type, but no chain of stages fits */
+        for (int l = 0; l < L; l++) assign[l] = 0;
+        v = 0;
+        t = -1;
+    }
+    for (int i = L; i > 0 && t >= 0;) {
         int j = from[(i * T + t) * 2], u = from[(i * T + t) * 2 + 1];
         for (int l = j; l < i; l++) assign[l] = t;
         i = j;

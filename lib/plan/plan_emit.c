@@ -117,10 +117,14 @@ static int energy_known(const plan_problem *p, const plan_eval *e)
     return 1;
 }
 
+/* A plan of another assignment can come out a rounding error below the
+ * optimum (the exact solver's tolerance is 1e-12): that is no gap, and no
+ * "-0.00%". */
 static double gap_of(const plan_eval *e, const plan_meta *m)
 {
     if (m->exact_objective < 0 || !e->feasible) return NAN;
-    return m->exact_objective > 0 ? e->objective / m->exact_objective - 1 : 0;
+    double gap = m->exact_objective > 0 ? e->objective / m->exact_objective - 1 : 0;
+    return fabs(gap) < 1e-9 ? 0 : gap;
 }
 
 static json_t *search_json(const plan_eval *e, const plan_result *r, const plan_meta *m)

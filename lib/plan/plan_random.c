@@ -5,6 +5,7 @@
  * type and GPU types that differ in speed, price, NIC and scaling. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "core/hps_rng.h"
 #include "plan/hps_plan.h"
@@ -26,7 +27,8 @@ static void random_types(plan_problem *p, hps_rng *r, int unit_limits)
         p->power[t] = gpu ? between(r, 100, 450) : between(r, 120, 250);
         p->nic_bpms[t] = between(r, gpu ? 10 : 5, gpu ? 100 : 25) * PLAN_GBPS_TO_BPMS;
         p->overhead_ms[t] = gpu ? between(r, 0.05, 0.3) : between(r, 0.2, 1.0);
-        p->max_units[t] = unit_limits ? 1 + (int)hps_rng_below(r, 6) : 64;
+        p->max_units[t] = unit_limits == 2 ? 8 + (int)hps_rng_below(r, 33)
+                          : unit_limits ? 1 + (int)hps_rng_below(r, 6) : 64;
     }
 }
 
@@ -60,6 +62,16 @@ static void random_layers(plan_problem *p, hps_rng *r, double *fc_speed, double 
     }
 }
 
+/* The limit at tightness times the fastest plan; returns it (0: no plan fits). */
+static double set_limit(plan_problem *p, double tightness)
+{
+    int *a = hps_malloc((size_t)p->n_layers * sizeof *a);
+    p->min_throughput = 1; /* the law does not depend on it */
+    p->min_throughput = tightness * plan_max_throughput(p, a);
+    free(a);
+    return p->min_throughput;
+}
+
 plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, double tightness,
                                   int unit_limits)
 {
@@ -77,9 +89,53 @@ plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, doub
     random_layers(p, &r, fc_speed, emb_speed);
     plan_problem_chain_cuts(p);
     plan_problem_prepare(p);
-    int *a = hps_malloc((size_t)n_layers * sizeof *a);
-    p->min_throughput = 1; /* the law does not depend on it */
-    p->min_throughput = tightness * plan_max_throughput(p, a);
-    free(a);
+    set_limit(p, tightness);
+    return p;
+}
+
+/* Memory that binds (hps-plan(1), MEMORY): per type 1 to 8 GiB a unit, the
+ * first type a CPU (its rows stay on the servers); per layer a working set
+ * of 0 to 3 GiB, per embedding table 1 to 16 GiB with a random skew; servers
+ * of 8 GiB, four per embedding layer, priced by the seed.  So some layers fit
+ * only some types, some tables fit only on the servers, some rows go to HBM
+ * or behind a cache.  Prepares p again; the limit is left as it was. */
+void plan_problem_random_memory(plan_problem *p, uint64_t seed)
+{
+    int L = p->n_layers, T = p->n_types, tables = 0;
+    uint64_t r = seed * 0x9e3779b97f4a7c15ull;
+    for (int t = 0; t < T; t++) {
+        p->is_gpu[t] = t > 0;
+        p->mem_bytes[t] = (1 + (double)(hps_mix64(r + t) % 8)) * PLAN_GIB;
+    }
+    for (int l = 0; l < L; l++) {
+        p->work_bytes[l] = (double)(hps_mix64(r + 100 + l) % 4) * PLAN_GIB;
+        if (p->sparse_bytes[l] > 0) {
+            p->table_bytes[l] = (double)(hps_mix64(r + 200 + l) % 16 + 1) * PLAN_GIB;
+            p->rows[l] = p->table_bytes[l] / 64;
+            p->hot[l] = (double)(hps_mix64(r + 300 + l) % 30) / 100;
+            tables++;
+        }
+    }
+    p->server_mem = 8 * PLAN_GIB;
+    p->server_price = 0.5 + (double)(seed % 4);
+    p->server_power = 100;
+    p->max_servers = 4 * (tables > 1 ? tables : 1);
+    plan_problem_prepare(p);
+}
+
+plan_problem *plan_problem_random_with_memory(uint64_t seed, int n_layers, int n_types, double tightness,
+                                              int unit_limits)
+{
+    plan_problem *p = plan_problem_random(seed, n_layers, n_types, tightness, unit_limits);
+    hps_error err;
+    plan_problem_random_memory(p, seed);
+    if (plan_problem_check_memory(p, &err)) {
+        plan_problem_free(p);
+        return NULL;
+    }
+    if (!set_limit(p, tightness)) { /* each layer fits, no chain of stages does */
+        plan_problem_free(p);
+        return NULL;
+    }
     return p;
 }

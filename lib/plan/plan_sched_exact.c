@@ -64,6 +64,10 @@ typedef struct {
 #define EXACT_FAMILIES 3
 #define EXACT_DUAL_ROUNDS 16
 #define EXACT_FRONT_CAP 12
+/* Evaluations the local search may spend on an incumbent (the proof does not
+ * depend on it, only the time it takes): a count, so that a plan exact does
+ * not finish within its bound is the same on any machine; the bound caps it. */
+#define EXACT_INCUMBENT_EVALS 20000
 
 /* Suffix fronts for one multiplier vector: at[i] is the Pareto front, in
  * (rate + sum of lambda x units, throughput), of the plans of layers [i, L)
@@ -475,7 +479,7 @@ static void trace_back(const exact_state *s, int id, int *assign, int *units)
 }
 
 /* A good plan to start from: the best of the fixed plans and greedy, polished. */
-static double starting_plan(const plan_problem *p, int *assign, plan_eval *e)
+static double starting_plan(const plan_problem *p, int *assign, plan_eval *e, double deadline)
 {
     plan_result r;
     plan_result_init(&r, p);
@@ -490,8 +494,8 @@ static double starting_plan(const plan_problem *p, int *assign, plan_eval *e)
         }
     }
     plan_result_free(&r);
-    plan_budget b; /* an incumbent only: time-bound, the proof does not depend on it */
-    plan_budget_init(&b, LONG_MAX, 0.1);
+    plan_budget b;
+    plan_budget_init(&b, EXACT_INCUMBENT_EVALS, fmax(deadline - hps_now(), 1e-6));
     plan_local_search(p, assign, &b);
     plan_evaluate(p, assign, e);
     return e->feasible ? e->objective : HUGE_VAL;
@@ -574,7 +578,7 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
     for (size_t k = 0; k < n_opts; k++) s.opts[k].n = -1;
     plan_eval e;
     plan_eval_init(&e, p);
-    double upper = starting_plan(p, r->assign, &e); /* feasible, or infinite */
+    double upper = starting_plan(p, r->assign, &e, s.deadline); /* feasible, or infinite */
     double root = dual_bounds(&s);
     int *relaxed = hps_malloc((size_t)L * sizeof *relaxed);
     long labels = 0;
@@ -608,7 +612,7 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
         root = dual_bounds(&s);
         /* a feasible plan near the relaxed optimum may tighten the bound */
         plan_budget b;
-        plan_budget_init(&b, LONG_MAX, 0.05);
+        plan_budget_init(&b, EXACT_INCUMBENT_EVALS / 2, fmax(s.deadline - hps_now(), 1e-6));
         plan_local_search(p, relaxed, &b);
         plan_evaluate(p, relaxed, &e);
         if (e.feasible && e.objective < upper) {

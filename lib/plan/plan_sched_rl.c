@@ -53,6 +53,9 @@
 #define RL_EPS 0.25f
 #define RL_ENTROPY0 0.2f
 #define RL_ELITE 4        /* best sampled plans the polish starts from */
+#define RL_PRUNE 0.7f     /* log of the relaxed cost, against the state's best, past which a stage is left out */
+#define RL_PRICE_ROUNDS 24
+#define RL_FLOORS 12      /* throughput floors of the cost to go, from the limit to the fastest plan */
 
 struct plan_policy {
     float w[RL_NP]; /* w1 [RL_H][RL_F], b1 [RL_H], w2 [RL_H], v [RL_F] */
@@ -68,26 +71,223 @@ static float *v(float *w) { return w + RL_H * RL_F + 2 * RL_H; }
 /* ---- one instance, as the policy sees it ---------------------------------- */
 
 typedef struct {
+    double rate, thr;
+    int units;
+} rl_stage;
+
+typedef struct {
     const plan_problem *p;
     int L, T;
     double w[PLAN_MAX_TYPES], wmin; /* a unit's rate: price, or power for energy and EDP */
+    double server_w;                 /* a server's */
     double ref_rate, ref_objective;  /* the reference plan's */
     double *rest;                    /* [e * T + t]: rate of [e, L) as one stage on t; HUGE_VAL when none */
     int *rest_units;                 /* [e * T + t]: its units (0 when none meets the limit) */
     int *misfit;                     /* [t * (L + 1) + i]: layers before i that do not fit t */
+    /* Every stage's rate, units and throughput at every floor,
+     * [(j row[L] + row[first] + end - first - 1) T + t]: the episodes ask for
+     * each many times (NULL when L is too large to keep them) */
+    rl_stage *stages;
+    long *row;
+    /* [(j * (L + 1) + i) * (T + 1) + prev]: the least rate of layers [i, L)
+     * after a stage on prev (T: none), each stage on the fewest units and
+     * servers carrying floor[j] and every link as fast, the unit limits
+     * across stages priced, not enforced (unit_prices): a relaxation, at a
+     * few throughput floors, as the actions' cost to go; HUGE_VAL when none */
+    double floor[RL_FLOORS], lam[RL_FLOORS][PLAN_MAX_TYPES]; /* lam: unit_prices at each floor */
+    double *togo, *togo_thr;
 } rl_instance;
 
-/* The stage [first, end) on t at its fewest units (all it may have when no
- * number meets the limit: then *units is 0). */
-static double stage_rate(const rl_instance *in, int first, int end, int t, int *units, double *thr)
+/* Stages kept per instance at most, over all floors (24 bytes each). */
+#define RL_MAX_STAGES (1L << 22)
+
+/* The stage [first, end) on t provisioned for floor j: at j = 0 its fewest
+ * units for the limit (all it may have when no number meets it: then
+ * *units is 0), above the fewest units and servers carrying floor[j] (as
+ * plan_evaluate provisions a plan whose bottleneck is there; *units 0 and
+ * HUGE_VAL when none do). */
+static double stage_level_of(const rl_instance *in, const plan_law *law, int t, int j, int *units, double *thr)
 {
     const plan_problem *p = in->p;
-    plan_law law;
-    plan_stage_law(p, first, end, t, &law);
-    int k = plan_provision(p, &law, t), kk = k ? k : p->max_units[t];
+    if (j > 0) {
+        plan_option o;
+        if (!plan_stage_at_level(p, law, t, in->floor[j], &o)) {
+            *units = 0;
+            *thr = 0;
+            return HUGE_VAL;
+        }
+        *units = o.units;
+        *thr = o.throughput;
+        return o.units * in->w[t] + o.servers * in->server_w;
+    }
+    int k = plan_provision(p, law, t), kk = k ? k : p->max_units[t];
+    int servers = plan_stage_servers(p, law, p->min_throughput);
+    servers = servers > 0 ? servers : 0;
     *units = k;
-    *thr = 1000.0 * p->batch / plan_law_ms(&law, kk);
-    return kk * in->w[t];
+    *thr = plan_stage_throughput(p, law, kk, servers);
+    return kk * in->w[t] + servers * in->server_w;
+}
+
+static double stage_at(const rl_instance *in, int j, int first, int end, int t, int *units, double *thr)
+{
+    if (!in->stages) {
+        plan_law law;
+        plan_stage_law(in->p, first, end, t, &law);
+        return stage_level_of(in, &law, t, j, units, thr);
+    }
+    const rl_stage *s = &in->stages[((size_t)j * in->row[in->L] + in->row[first] + end - first - 1) * in->T + t];
+    *units = s->units;
+    *thr = s->thr;
+    return s->rate;
+}
+
+/* The stage at the limit (floor 0). */
+static double stage_rate(const rl_instance *in, int first, int end, int t, int *units, double *thr)
+{
+    return stage_at(in, 0, first, end, t, units, thr);
+}
+
+static void stages_init(rl_instance *in)
+{
+    int L = in->L, T = in->T;
+    long n = (long)L * (L + 1) / 2;
+    if (n * T * RL_FLOORS > RL_MAX_STAGES) return;
+    in->row = hps_malloc((size_t)(L + 1) * sizeof *in->row);
+    in->stages = hps_malloc((size_t)n * T * RL_FLOORS * sizeof *in->stages);
+    for (int i = 0, k = 0; i <= L; k += L - i, i++) in->row[i] = k;
+    for (int i = 0; i < L; i++)
+        for (int e = i + 1; e <= L; e++)
+            for (int t = 0; t < T; t++) {
+                plan_law law;
+                plan_stage_law(in->p, i, e, t, &law);
+                for (int j = 0; j < RL_FLOORS; j++) {
+                    rl_stage *s = &in->stages[((size_t)j * n + in->row[i] + e - i - 1) * T + t];
+                    s->rate = stage_level_of(in, &law, t, j, &s->units, &s->thr);
+                }
+            }
+}
+
+/* One floor of the cost to go, from the last layer back, into go and gt
+ * ((L + 1) (T + 1) each); among completions of one rate the fastest (gt: its
+ * bottleneck).  A unit of t costs lam[t] more (the unit limits' prices);
+ * pick, when not NULL, gets each state's stage, t (L + 1) + end. */
+static void togo_floor(const rl_instance *in, int j, const double *lam, double *go, double *gt, int *pick)
+{
+    double theta = in->floor[j];
+    const plan_problem *p = in->p;
+    int L = in->L, T = in->T, via_pick[PLAN_MAX_TYPES];
+    double via[PLAN_MAX_TYPES], via_thr[PLAN_MAX_TYPES];
+    for (int u = 0; u <= T; u++) {
+        go[L * (T + 1) + u] = 0;
+        gt[L * (T + 1) + u] = HUGE_VAL;
+    }
+    for (int i = L - 1; i >= 0; i--) {
+        for (int t = 0; t < T; t++) { /* the best rest that starts with a stage on t */
+            via[t] = HUGE_VAL;
+            via_thr[t] = 0;
+            via_pick[t] = -1;
+            for (int e = i + 1; e <= L; e++) {
+                int k;
+                double thr, r = stage_at(in, j, i, e, t, &k, &thr);
+                if (!k || thr < theta) continue;
+                double c = r + k * lam[t] + go[e * (T + 1) + t], ct = fmin(thr, gt[e * (T + 1) + t]);
+                if (c < via[t] * (1 - 1e-12) || (c <= via[t] * (1 + 1e-12) && ct > via_thr[t])) {
+                    via[t] = c;
+                    via_thr[t] = ct;
+                    via_pick[t] = t * (L + 1) + e;
+                }
+            }
+        }
+        for (int u = 0; u <= T; u++) {
+            double best = HUGE_VAL, best_thr = 0;
+            int best_pick = -1;
+            for (int t = 0; t < T; t++) {
+                double lm = u < T ? plan_link_ms(p, i, u, t) : 0, lt = lm > 0 ? 1000.0 * p->batch / lm : HUGE_VAL;
+                if (t == u || lt < theta || !(via[t] < HUGE_VAL)) continue;
+                if (via[t] < best * (1 - 1e-12) || (via[t] <= best * (1 + 1e-12) && fmin(via_thr[t], lt) > best_thr)) {
+                    best = via[t];
+                    best_thr = fmin(via_thr[t], lt);
+                    best_pick = via_pick[t];
+                }
+            }
+            go[i * (T + 1) + u] = best;
+            gt[i * (T + 1) + u] = best_thr;
+            if (pick) pick[i * (T + 1) + u] = best_pick;
+        }
+    }
+}
+
+/* Prices for the unit limits across stages, which the relaxation leaves
+ * out: a few subgradient steps at a floor raise the price of a
+ * type whose units the relaxation's plan takes past its limit (the exact
+ * solver's Lagrangian bound, used here only to steer). */
+static void unit_prices(const rl_instance *in, int j, double *go, double *gt, double *lam)
+{
+    const plan_problem *p = in->p;
+    int L = in->L, T = in->T;
+    int *pick = hps_malloc((size_t)(L + 1) * (T + 1) * sizeof *pick);
+    double wmax = 0;
+    for (int t = 0; t < T; t++) wmax = fmax(wmax, in->w[t]);
+    for (int round = 0; round < RL_PRICE_ROUNDS; round++) {
+        togo_floor(in, j, lam, go, gt, pick);
+        int units[PLAN_MAX_TYPES] = {0}, over = 0;
+        for (int i = 0, u = T; i < L && pick[i * (T + 1) + u] >= 0;) {
+            int t = pick[i * (T + 1) + u] / (L + 1), e = pick[i * (T + 1) + u] % (L + 1), k;
+            double thr;
+            stage_at(in, j, i, e, t, &k, &thr);
+            units[t] += k;
+            i = e;
+            u = t;
+        }
+        double step = wmax * pow(0.9, round);
+        for (int t = 0; t < T; t++)
+            if (units[t] > p->max_units[t]) {
+                lam[t] += step * fmax((double)(units[t] - p->max_units[t]) / p->max_units[t], 0.25);
+                over = 1;
+            }
+        if (!over) break;
+    }
+    free(pick);
+}
+
+/* The floors, from the limit to the fastest plan. */
+static void floors_init(rl_instance *in, double fastest)
+{
+    double lo = in->p->min_throughput, hi = fmax(fastest, lo);
+    for (int j = 0; j < RL_FLOORS; j++) in->floor[j] = lo * pow(hi / lo, (double)j / (RL_FLOORS - 1)) * (1 - 1e-12);
+}
+
+/* The cost to go at every floor, with the unit limits priced. */
+static void togo_init(rl_instance *in)
+{
+    int L = in->L, T = in->T;
+    size_t n = (size_t)RL_FLOORS * (L + 1) * (T + 1);
+    in->togo = hps_malloc(n * sizeof *in->togo);
+    in->togo_thr = hps_malloc(n * sizeof *in->togo_thr);
+    for (int j = 0; j < RL_FLOORS; j++) {
+        size_t at = (size_t)j * (L + 1) * (T + 1);
+        double *lam = in->lam[j];
+        for (int t = 0; t < T; t++) lam[t] = 0;
+        unit_prices(in, j, in->togo + at, in->togo_thr + at, lam);
+        togo_floor(in, j, lam, in->togo + at, in->togo_thr + at, NULL);
+    }
+}
+
+/* The action's best estimate of the plan through it: over the floors the
+ * stage [i, e) on t carries, the objective of the relaxation's plan there. */
+static double togo_objective(const rl_instance *in, int i, int e, int t)
+{
+    int L = in->L, T = in->T;
+    double best = HUGE_VAL;
+    for (int j = 0; j < RL_FLOORS; j++) {
+        int k;
+        double thr, rate = stage_at(in, j, i, e, t, &k, &thr);
+        size_t at = ((size_t)j * (L + 1) + e) * (T + 1) + t;
+        if (!k || thr < in->floor[j] || !(in->togo[at] < HUGE_VAL)) continue;
+        double c = rate + in->togo[at] + k * in->lam[j][t];
+        best = fmin(best, plan_objective_value(in->p, c, c, fmin(thr, in->togo_thr[at])));
+    }
+    return best;
 }
 
 /* The reference for rewards and features: the best single-type plan, else
@@ -106,6 +306,7 @@ static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b
         if (!(in->w[t] > 0)) in->w[t] = 1e-9;
         in->wmin = fmin(in->wmin, in->w[t]);
     }
+    in->server_w = by_power ? p->server_power : p->server_price;
     int *a = hps_malloc((size_t)L * sizeof *a);
     plan_eval e;
     plan_eval_init(&e, p);
@@ -124,6 +325,9 @@ static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b
     }
     in->ref_objective = best > 0 ? best : 1;
     in->ref_rate = rate > 0 ? rate : 1;
+    floors_init(in, plan_max_throughput(p, a));
+    stages_init(in);
+    togo_init(in);
     in->rest = hps_malloc((size_t)(L + 1) * T * sizeof *in->rest);
     in->rest_units = hps_calloc((size_t)(L + 1) * T, sizeof *in->rest_units);
     for (int s = 0; s < L; s++)
@@ -144,6 +348,10 @@ static void instance_free(rl_instance *in)
     free(in->rest);
     free(in->rest_units);
     free(in->misfit);
+    free(in->stages);
+    free(in->row);
+    free(in->togo);
+    free(in->togo_thr);
 }
 
 static double reward_of(const rl_instance *in, const plan_eval *e)
@@ -170,7 +378,9 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, r
 {
     const plan_problem *p = in->p;
     int L = in->L, T = in->T, n = 0;
-    for (int mask = 0; mask < 3 && n == 0; mask++)
+    int level = 0;
+    for (int mask = 0; mask < 3 && n == 0; mask++) {
+        level = mask;
         for (int t = 0; t < T; t++) {
             if (t == prev && mask < 2) continue;
             double lm = prev >= 0 ? plan_link_ms(p, i, prev, t) : 0;
@@ -212,9 +422,12 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, r
                 f[12] = clampf(whole, 0, 8);
                 f[13] = rest < HUGE_VAL;
                 f[14] = clampf(log(share * L / (e - i)), -10, 10); /* made relative below */
-                f[15] = clampf(log(whole), -10, 10);
+                /* the relaxed optimum's cost of the plan through this stage */
+                double go = k ? togo_objective(in, i, e, t) : HUGE_VAL;
+                f[15] = clampf(go < HUGE_VAL ? log(go / in->ref_objective) : log(whole) + 5, -10, 10);
             }
         }
+    }
     /* per-layer and whole-plan cost against the state's best */
     float best14 = 10, best15 = 10;
     for (int c = 0; c < n; c++)
@@ -222,11 +435,24 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, r
             best14 = fminf(best14, out[c].f[14]);
             best15 = fminf(best15, out[c].f[15]);
         }
+    int kept = 0;
     for (int c = 0; c < n; c++) {
         out[c].f[14] = fminf(out[c].f[14] - best14, 4);
         out[c].f[15] = fminf(out[c].f[15] - best15, 4);
+        /* among the stages that can be had (mask 0), those whose plan
+         * through them is RL_PRUNE times the best's by the relaxation are
+         * left out: scoring them is most of a sample's time, and neither
+         * the policy nor its exploration gains by them */
+        if (level > 0 || out[c].f[15] <= RL_PRUNE) out[kept++] = out[c];
     }
-    return n;
+    return kept;
+}
+
+/* tanh by one expf: libm's tanhf was 40% of a sample's time. */
+static float fast_tanh(float z)
+{
+    float t = expf(-2 * fabsf(z)), y = (1 - t) / (1 + t);
+    return z < 0 ? -y : y;
 }
 
 /* Scores of n actions, v.f + w2.tanh(w1 f + b1): the linear part learns
@@ -242,7 +468,7 @@ static void score(const float *w, const rl_action *a, int n, float *s, float *h)
         for (int j = 0; j < RL_H; j++) {
             float z = w[RL_H * RL_F + j];
             for (int k = 0; k < RL_F; k++) z += w[j * RL_F + k] * a[c].f[k];
-            hc[j] = tanhf(z);
+            hc[j] = fast_tanh(z);
             acc += w[RL_H * RL_F + RL_H + j] * hc[j];
         }
         s[c] = acc;
@@ -552,25 +778,35 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
     if (policy_best < run.best && e.feasible) plan_trace_add(r, (double)b.evals, e.objective);
     r->found_by = "policy";
     if (o->polish) {
-        /* each of the best samples descends; the best of them goes on with
-         * the iterated search until the budget is spent */
-        double best = HUGE_VAL;
+        /* each of the best samples descends; then, best first, each goes on
+         * with the iterated search while evaluations are left (one whose
+         * search stalls leaves the budget to the next start) */
+        double sc[RL_ELITE], best = HUGE_VAL;
+        int order[RL_ELITE], n = 0;
+        int *trial = hps_malloc((size_t)L * sizeof *trial);
         for (int i = 0; i < run.el.n && plan_budget_left(&b); i++) {
             plan_descend(p, run.el.assign[i], &b);
             plan_budget_evaluate(&b, p, run.el.assign[i], &e);
+            sc[i] = plan_score(&e);
+            int k = n++;
+            for (; k > 0 && sc[order[k - 1]] > sc[i]; k--) order[k] = order[k - 1];
+            order[k] = i;
+        }
+        for (int k = 0; k < n && plan_budget_left(&b); k++) {
+            memcpy(trial, run.el.assign[order[k]], (size_t)L * sizeof *trial);
+            plan_iterated_search(p, trial, o->seed + (uint64_t)k, &b);
+            plan_budget_evaluate(&b, p, trial, &e);
             if (plan_score(&e) < best) {
                 best = plan_score(&e);
-                memcpy(a, run.el.assign[i], (size_t)L * sizeof *a);
+                memcpy(a, trial, (size_t)L * sizeof *a);
             }
         }
-        if (best < HUGE_VAL) {
-            plan_iterated_search(p, a, o->seed, &b);
+        free(trial);
+        if (best < policy_best * (1 - 1e-12)) {
             plan_budget_evaluate(&b, p, a, &e);
-            if (plan_score(&e) < policy_best * (1 - 1e-12)) {
-                memcpy(r->assign, a, (size_t)L * sizeof *a);
-                r->found_by = "polish";
-                if (e.feasible) plan_trace_add(r, (double)b.evals, e.objective);
-            }
+            memcpy(r->assign, a, (size_t)L * sizeof *a);
+            r->found_by = "polish";
+            if (e.feasible) plan_trace_add(r, (double)b.evals, e.objective);
         }
     }
     r->found = 1;
@@ -600,7 +836,8 @@ plan_policy *plan_policy_pretrain(uint64_t seed, int instances, long episodes, i
     pol->episodes = episodes;
     rl_adam ad = {0};
     for (int k = 0; k < instances; k++) {
-        /* instances apart from bench-plan's seeds: hps_mix64 of the count */
+        /* not bench-plan's instances: seeds through hps_mix64, limits drawn
+         * from an interval */
         int L = layers[hps_rng_below(&rng, sizeof layers / sizeof *layers)];
         int T = 2 + (int)hps_rng_below(&rng, 7);
         double tight = 0.2 + 0.75 * hps_rng_uniform(&rng);

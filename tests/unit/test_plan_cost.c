@@ -322,6 +322,24 @@ static void test_nothing_fits_is_an_error(void **state)
     plan_problem_free(p);
 }
 
+/* Every layer fits some type, but two that only one type holds do not fit
+ * it together: the fastest plan is none (it read an unset path before), and
+ * such a random instance is refused. */
+static void test_fastest_plan_when_none_fits(void **state)
+{
+    (void)state;
+    uint64_t seed = 8866038586535680828ull;
+    plan_problem *p = plan_problem_random(seed, 4, 5, 0.42156769220143853, 2);
+    hps_error err;
+    int a[4];
+    plan_problem_random_memory(p, seed);
+    assert_int_equal(plan_problem_check_memory(p, &err), 0);
+    assert_true(plan_max_throughput(p, a) == 0);
+    for (int l = 0; l < 4; l++) assert_true(a[l] >= 0 && a[l] < 5);
+    plan_problem_free(p);
+    assert_null(plan_problem_random_with_memory(seed, 4, 5, 0.42156769220143853, 2));
+}
+
 /* The fewest units: k meets the limit and k - 1 does not. */
 static void test_provisioning_is_minimal(void **state)
 {
@@ -567,6 +585,7 @@ int main(void)
         cmocka_unit_test(test_servers_grow_with_tables_and_skew),
         cmocka_unit_test(test_cache_when_only_a_cache_fits),
         cmocka_unit_test(test_nothing_fits_is_an_error),
+        cmocka_unit_test(test_fastest_plan_when_none_fits),
         cmocka_unit_test(test_provisioning_is_minimal),
         cmocka_unit_test(test_infeasible_reports_violation),
         cmocka_unit_test(test_cluster_errors),

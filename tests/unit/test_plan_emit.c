@@ -124,26 +124,65 @@ static void test_plan_file_errors(void **state)
     rmdir(dir);
 }
 
+/* demo-ctr's exact plan on a cluster at a limit, evaluated and laid out. */
+static void exact_plan(plan_fixture *f, const char *cluster, double limit, plan_result *r, plan_eval *e,
+                       plan_layout *l)
+{
+    hps_error err;
+    plan_fixture_load(f, "testdata/models/demo-ctr.json", cluster, "testdata/profiles/demo-ctr.json", limit);
+    plan_result_init(r, f->p);
+    plan_eval_init(e, f->p);
+    plan_solve_exact(f->p, &(plan_search_opts){.bound_time = 5}, r);
+    plan_evaluate(f->p, r->assign, e);
+    assert_int_equal(plan_layout_make(f->p, f->c, e, l, &err), 0);
+}
+
 /* Servers carry the embedding traffic at the predicted throughput. */
 static void test_servers_are_not_the_bottleneck(void **state)
 {
     (void)state;
     plan_fixture f;
-    plan_fixture_load(&f, "testdata/models/demo-ctr.json", "testdata/clusters/aws.json",
-                      "testdata/profiles/demo-ctr.json", 1000000);
     plan_result r;
     plan_eval e;
     plan_layout l;
-    hps_error err;
-    plan_result_init(&r, f.p);
-    plan_eval_init(&e, f.p);
-    plan_solve_exact(f.p, &(plan_search_opts){.bound_time = 5}, &r);
-    plan_evaluate(f.p, r.assign, &e);
-    assert_int_equal(plan_layout_make(f.p, f.c, &e, &l, &err), 0);
+    exact_plan(&f, "testdata/clusters/aws.json", 1000000, &r, &e, &l);
     double per_server = f.c->server_gbps * 1.25e8;
     assert_true(l.server_bytes_per_s <= l.n_servers * per_server);
     assert_true(l.server_bytes_per_s > (l.n_servers - 1) * per_server);
     assert_true(l.cross_node_bytes < 0); /* no nodes: no placement */
+    plan_layout_free(&l);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    plan_fixture_free(&f);
+}
+
+/* A plan a rounding error below the optimum (another assignment of the
+ * same cost) has no gap: 0 in the file, "0.00% above" in the table, never
+ * "-0.00%". */
+static void test_gap_of_a_tie(void **state)
+{
+    (void)state;
+    plan_fixture f;
+    plan_result r;
+    plan_eval e;
+    plan_layout l;
+    exact_plan(&f, "testdata/clusters/lab.json", 700000, &r, &e, &l);
+    r.optimal = 0; /* as rl's plan */
+    plan_meta meta = {.model_path = "m.json", .cluster_path = "c.json", .model_digest = f.m->digest,
+                      .cluster_digest = f.c->digest, .model_name = f.m->name, .algorithm = "rl",
+                      .exact_objective = nextafter(e.objective, HUGE_VAL)};
+    json_t *root = plan_to_json(f.p, &e, &l, &r, &meta, f.c);
+    json_t *gap = json_object_get(json_object_get(root, "search"), "gap");
+    assert_true(json_is_number(gap) && json_number_value(gap) == 0);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    plan_print_table(mem, f.p, &e, &l, &r, &meta);
+    fclose(mem);
+    assert_null(strstr(text, "-0.00%"));
+    assert_non_null(strstr(text, ", 0.00% above the optimum"));
+    free(text);
+    json_decref(root);
     plan_layout_free(&l);
     plan_eval_free(&e);
     plan_result_free(&r);
@@ -156,6 +195,7 @@ int main(void)
         cmocka_unit_test(test_plan_round_trips),
         cmocka_unit_test(test_plan_file_errors),
         cmocka_unit_test(test_servers_are_not_the_bottleneck),
+        cmocka_unit_test(test_gap_of_a_tie),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -88,24 +88,7 @@ static void test_exact_equals_brute_with_memory(void **state)
         double tight = (double[]){0.3, 0.7, 0.95}[seed / 10 % 3];
         plan_problem *p = plan_problem_random(seed * 6151, L, T, tight, (int)(seed % 3 != 0));
         p->objective = (plan_objective)(seed / 30 % 4);
-        uint64_t r = seed * 0x9e3779b97f4a7c15ull;
-        for (int t = 0; t < T; t++) {
-            p->is_gpu[t] = t > 0;
-            p->mem_bytes[t] = (1 + (double)(hps_mix64(r + t) % 8)) * PLAN_GIB;
-        }
-        for (int l = 0; l < L; l++) {
-            p->work_bytes[l] = (double)(hps_mix64(r + 100 + l) % 4) * PLAN_GIB;
-            if (p->sparse_bytes[l] > 0) {
-                p->table_bytes[l] = (double)(hps_mix64(r + 200 + l) % 16 + 1) * PLAN_GIB;
-                p->rows[l] = p->table_bytes[l] / 64;
-                p->hot[l] = (double)(hps_mix64(r + 300 + l) % 30) / 100;
-            }
-        }
-        p->server_mem = 8 * PLAN_GIB;
-        p->server_price = 0.5 + (double)(seed % 4);
-        p->server_power = 100;
-        p->max_servers = 4;
-        plan_problem_prepare(p);
+        plan_problem_random_memory(p, seed);
         hps_error err;
         if (plan_problem_check_memory(p, &err)) {
             plan_problem_free(p);
