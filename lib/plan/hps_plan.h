@@ -439,6 +439,7 @@ typedef struct {
     char model_digest[72], cluster_digest[72]; /* "" when absent */
     char objective[16];
     double min_throughput, samples, network_bytes;
+    double predicted_throughput; /* predicted.throughput, samples/s; 0 when absent */
     int epochs, batch, n_layers; /* 0 when absent */
     char (*assign)[HPS_NAME_MAX]; /* n_layers type names, or NULL */
     int n_stages, n_workers, n_servers;

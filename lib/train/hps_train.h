@@ -40,6 +40,7 @@ typedef struct {
     int n_stages;
     hps_train_stage stages[HPS_TRAIN_MAX_STAGES];
     int servers;
+    double predicted_samples_per_s; /* the plan's predicted.throughput (0: unknown) */
 } hps_train_plan;
 
 /* Reads a plan (hps-plan(5)) and checks it against the model. */
@@ -121,6 +122,11 @@ typedef struct {
     double eval_seconds;
     hps_eval_result eval;
     int have_eval;
+    /* fidelity: the plan's figures beside this run's (predicted 0: unknown);
+     * stage_ms: each stage's computing per batch over the whole run */
+    double predicted_samples_per_s;
+    int n_stages;
+    double stage_ms[HPS_TRAIN_MAX_STAGES], stage_predicted_ms[HPS_TRAIN_MAX_STAGES];
 } hps_train_summary;
 const hps_train_summary *hps_trainer_summary(const hps_trainer *t);
 hps_table *hps_trainer_table(hps_trainer *t, int layer);
