@@ -157,6 +157,30 @@ int hps_safetensors_verify(const char *path, int *n_tensors, hps_error *err);
 /* AUC of scores against 0/1 labels (ties count half). */
 double hps_auc(const float *score, const float *label, size_t n);
 
+/* ---- metrics files, read back (train_metrics_read.c) ----------------------- */
+
+/* Calls fn on each record of a metrics file (--metrics) in order; a line that
+ * is no record is an error naming it; fn's nonzero return stops the walk. */
+typedef int (*hps_metrics_record_fn)(void *ctx, const char *event, json_t *record, int line,
+                                     hps_error *err);
+int hps_train_metrics_each(const char *path, hps_metrics_record_fn fn, void *ctx, hps_error *err);
+
+/* What a finished run measured: its start record's stages and its summary. */
+typedef struct {
+    char type[HPS_NAME_MAX];
+    int first, end, units; /* layers [first, end) */
+    double measured_ms;    /* computing per batch over the run */
+} hps_train_run_stage;
+typedef struct {
+    char model[HPS_NAME_MAX];
+    int batch, micro_batches, n_stages;
+    hps_train_run_stage stages[HPS_TRAIN_MAX_STAGES];
+    uint64_t steps;
+    double samples_per_s; /* training alone */
+    int have_summary;
+} hps_train_run;
+int hps_train_run_load(const char *path, hps_train_run *r, hps_error *err);
+
 /* Training curves from a metrics file (--metrics) as one SVG picture written
  * to out_path ("-" = stdout): loss, evaluation, samples/s per stage, measured
  * against planned ms per batch (train_curves.c). */
