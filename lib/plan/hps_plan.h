@@ -402,6 +402,25 @@ void plan_print_dot(FILE *f, const hps_model *m, const plan_problem *p, const pl
 void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e,
                    const plan_layout *l);
 
+/* ---- --calibrate (plan_calibrate.c) ----------------------------------------- */
+
+/* One stage of a run, as hps-train measured it: layers [first, end) on a
+ * type and units; measured_ms its computing per batch.  target_ms is what the
+ * cost model's time of the stage should become (plan_calib_targets), and
+ * plan_calibrate fills the rest. */
+typedef struct {
+    int type, first, end, units;
+    double measured_ms, target_ms;
+    double before_ms, after_ms; /* the model's time of the stage, before and after */
+    double factor;              /* on the t1 of the stage's layers on its type */
+    int clamped;                /* the factor would be below PLAN_CALIB_MIN_FACTOR */
+} plan_calib_stage;
+#define PLAN_CALIB_MIN_FACTOR 0.01
+/* target_ms of each stage from its measured_ms and the run's whole step. */
+void plan_calib_targets(plan_calib_stage *st, int n, double step_ms);
+/* Scales the t1 of each stage's layers on its type in p (and prepares p). */
+void plan_calibrate(plan_problem *p, plan_calib_stage *st, int n);
+
 /* ---- reading a plan back: the one reader every tool uses ------------------ */
 
 #define PLAN_MAX_STAGES 64

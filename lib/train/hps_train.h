@@ -178,6 +178,7 @@ typedef struct {
     uint64_t steps;
     double samples_per_s; /* training alone */
     int have_summary;
+    int ranks;            /* under mpirun (its dist record); 0: one process */
 } hps_train_run;
 int hps_train_run_load(const char *path, hps_train_run *r, hps_error *err);
 

@@ -114,6 +114,7 @@ static int on_record(void *ctx, const char *event, json_t *o, int line, hps_erro
     run_reader *rr = ctx;
     if (strcmp(event, "start") == 0) return read_start(rr, o, line, err);
     if (strcmp(event, "summary") == 0) return read_summary(rr, o, line, err);
+    if (strcmp(event, "dist") == 0) rr->run->ranks = (int)json_integer_value(json_object_get(o, "ranks"));
     return 0;
 }
 
