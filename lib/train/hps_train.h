@@ -67,6 +67,9 @@ struct hps_source {
  * with holdout, its holdout shards, or its training shards when it has none
  * (a directory sharded for evaluation). */
 hps_source *hps_source_shards(const char *dir, int holdout, hps_error *err);
+/* Endless synthetic batches of the model's schema (hps_batch_synth, seeds
+ * seed, seed + 1, ...): what hps-profile times the engine on. */
+hps_source *hps_source_synth(const hps_model *m, uint64_t seed);
 /* Checks that the source carries the model's schema; names what differs. */
 int hps_source_check(const hps_source *s, const hps_model *m, hps_error *err);
 
