@@ -47,8 +47,10 @@ def cluster(path, types, max_units):
     return path
 
 
-# 1 thread at $1/h, 2 threads at $1.8/h: a second core is worth it only when it gains 80%
+# 1 thread at $1/h, 2 threads at $1.8/h: a second core is worth it only when it
+# gains 80%; a and b: two 1-thread types, for plans of two stages
 ONE, TWO = ("t1", "cpu:1", 1, 1.0), ("t2", "cpu:2", 2, 1.8)
+A, B = ("a", "cpu:1", 1, 1.0), ("b", "cpu:1", 1, 1.05)
 
 
 def data(name):
@@ -89,19 +91,20 @@ def layout(p):
 RUNS = {}
 
 
-def train(name, d, plan_path, p, micro):
-    """Runs a plan; one process when it has one unit a stage, else under mpirun."""
-    key = (name, layout(p), micro)
+def train(name, d, plan_path, p, micro, mpi=False):
+    """Runs a plan: under mpirun when a stage has several units (or mpi), else
+    in one process, its stages as threads."""
+    key = (name, layout(p), micro, mpi)
     if key in RUNS:
         return RUNS[key]
-    threads = {t[0]: t[2] for t in (ONE, TWO)}[p["stages"][0]["type"]]
+    threads = {t[0]: t[2] for t in (ONE, TWO, A, B)}[p["stages"][0]["type"]]
     metrics = f"{plan_path}.m{micro}.ndjson"
     args = [f"{BIN}/hps-train", "-q", "--plan", plan_path, "--data", f"{d}/shards", "--epochs", "1000",
             "--steps", str(STEPS), "--threads", str(threads), "--micro-batches", str(micro),
             "--metrics", metrics]
     # data-parallel units are ranks; stages of one unit each run as threads of one process
     ranks = len(p["workers"]) + p["servers"]["count"]
-    distributed = any(s["units"] > 1 for s in p["stages"])
+    distributed = mpi or any(s["units"] > 1 for s in p["stages"])
     if distributed:
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         args = ["timeout", str(MPI_TIMEOUT), "mpirun", "--oversubscribe", "-np", str(ranks)] + args
@@ -137,16 +140,20 @@ def main():
         call = cluster(f"{d}/c-all.json", [ONE, TWO], 2)
         base = plan(name, d, c1, 1, "exact", f"{d}/one.json")
         tp1 = base["predicted"]["throughput"]
-        configs = [("one", c1, 1, [1]), ("two", c2, 1, [1])]
+        cab = cluster(f"{d}/c-ab.json", [A, B], 1)
+        configs = [("one", c1, 1, [1], False), ("two", c2, 1, [1], False)]
         # just above what one unit of t1 reaches: two workers, or two stages
-        configs.append(("wide", cw, 1.02 * tp1, [1, 2]))
-        for tag, cl, limit, micros in configs:
+        configs.append(("wide", cw, 1.02 * tp1, [1, 2], True))
+        configs.append(("stages", cab, 1.02 * tp1, [2, 4], False))
+        if MPI:
+            configs.append(("stages", cab, 1.02 * tp1, [2], True))
+        for tag, cl, limit, micros, mpi in configs:
             p = plan(name, d, cl, limit, "exact", f"{d}/{tag}.json")
             if not p:
                 print(f"  {name}: {tag}: no plan at {limit:.0f} samples/s", flush=True)
                 continue
             for micro in micros:
-                res = train(name, d, f"{d}/{tag}.json", p, micro)
+                res = train(name, d, f"{d}/{tag}.json", p, micro, mpi)
                 err = res["measured"] / res["predicted"] - 1
                 rows.append((name, describe(p, micro, res), res, err))
                 print(f"  {name:12} {describe(p, micro, res)} predicted {res['predicted']:9.0f} measured "
