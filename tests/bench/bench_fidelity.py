@@ -168,12 +168,15 @@ def main():
                 if p:
                     cands[tag] = p
             pick = plan(name, d, call, limit, "exact", f"{d}/pick-{factor}.json")
+            if pick and not any(layout(p) == layout(pick) for p in cands.values()):
+                cands["pick"] = pick  # a layout none of the others has: run it too
             if not pick or len(cands) < 2:
                 print(f"  {name}: ranking at {limit:.0f}: fewer than 2 candidates, skipped", flush=True)
                 continue
             measured = {}
             for tag, p in cands.items():
-                res = train(name, d, f"{d}/cand-{tag}-{factor}.json", p, 1)
+                path = f"{d}/pick-{factor}.json" if tag == "pick" else f"{d}/cand-{tag}-{factor}.json"
+                res = train(name, d, path, p, p.get("micro_batches", len(p["stages"])))
                 measured[tag] = (res["measured"], p["predicted"]["cost_per_hour"])
             ok = {t: cph / tp for t, (tp, cph) in measured.items() if tp >= limit}
             best = min(ok, key=ok.get) if ok else None
