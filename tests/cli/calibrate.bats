@@ -28,17 +28,6 @@ teardown() {
     rm -rf "$TMP"
 }
 
-field() { # FILE EXPR over d, the JSON document or NDJSON's last record
-    python3 -c "
-import json, sys
-text = open(sys.argv[1]).read()
-try:
-    d = json.loads(text)
-except ValueError:
-    d = json.loads(text.strip().splitlines()[-1])
-print($2)" "$1"
-}
-
 @test "calibrate: the re-plan from the calibrated profile predicts the run it came from, to 0.1%" {
     "$HPS_BIN/hps-plan" -q -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json" -t 1 -a exact -o "$TMP/plan.json"
     "$HPS_BIN/hps-train" -q --plan "$TMP/plan.json" --data "$DATA/shards" --threads 1 --steps 8 \
@@ -77,8 +66,8 @@ PY
     run "$HPS_BIN/hps-plan" --calibrate "$TMP/cut.ndjson" -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json"
     [ "$status" -eq 2 ]
     [ "$output" = "hps-plan: error: $TMP/cut.ndjson: no summary record: the run did not finish" ]
-    batch=$(field "$TMP/p.json" 'd["model"]["batch"]')
-    layers=$(field "$TMP/p.json" 'd["model"]["layers"] - 1')
+    batch=$(json_field "$TMP/p.json" 'd["model"]["batch"]')
+    layers=$(json_field "$TMP/p.json" 'd["model"]["layers"] - 1')
     printf '{"event":"start","model":"criteo-small","batch":%s,"micro_batches":1,"stages":[{"index":0,"type":"gpu","layers":[0,%s],"units":1}]}\n' \
         "$batch" "$layers" > "$TMP/gpu.ndjson"
     printf '{"event":"summary","steps":3,"samples_per_s":100,"stages":[{"index":0,"measured_ms":1}]}\n' >> "$TMP/gpu.ndjson"

@@ -25,17 +25,6 @@ teardown() {
     rm -rf "$TMP"
 }
 
-json_field() { # FILE EXPR: a python expression over d, a JSON document or NDJSON's last record
-    python3 -c "
-import json, sys
-text = open(sys.argv[1]).read()
-try:
-    d = json.loads(text)
-except ValueError:
-    d = json.loads(text.strip().splitlines()[-1])
-print($2)" "$1"
-}
-
 @test "train: --help, --version, and every option documented" {
     run "$HPS_BIN/hps-train" --help
     [ "$status" -eq 0 ]
