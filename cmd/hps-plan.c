@@ -24,7 +24,7 @@ typedef struct {
     const char **profiles;
     int n_profiles;
     double min_throughput, samples;
-    long epochs;
+    long epochs, micro_batches;
     int objective, pareto, rows_on_servers;
     long instances;
     plan_search_opts search;
@@ -50,6 +50,7 @@ static const char usage_text[] =
     "      --data-stats FILE    hps-shard's manifest.json: key statistics for the\n"
     "                           hot-row caches and the servers' skew\n"
     "      --rows WHERE         auto (default: servers, HBM or a hot-row cache) or servers\n"
+    "      --micro-batches N    micro-batches hps-train pipelines a batch in (default one per stage)\n"
     "  -a, --algo ALGO          rl (default), exact, greedy, genetic, polish, brute, fixed:TYPE\n"
     "  -s, --seed S             seed of rl, genetic and polish (default 1)\n"
     "      --samples N          samples per epoch (default 100000000)\n"
@@ -77,7 +78,7 @@ static const char usage_text[] =
 
 enum { OPT_OBJECTIVE = 256, OPT_SAMPLES, OPT_EPOCHS, OPT_EPISODES, OPT_TIME_LIMIT, OPT_BOUND_TIME,
        OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN, OPT_CALIBRATE, OPT_DATA_STATS, OPT_ROWS, OPT_EVALUATIONS,
-       OPT_POLICY, OPT_TRAIN_POLICY, OPT_INSTANCES };
+       OPT_POLICY, OPT_TRAIN_POLICY, OPT_INSTANCES, OPT_MICRO };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -91,6 +92,7 @@ static const struct option long_options[] = {
     {"seed", required_argument, NULL, 's'},
     {"samples", required_argument, NULL, OPT_SAMPLES},
     {"epochs", required_argument, NULL, OPT_EPOCHS},
+    {"micro-batches", required_argument, NULL, OPT_MICRO},
     {"episodes", required_argument, NULL, OPT_EPISODES},
     {"time-limit", required_argument, NULL, OPT_TIME_LIMIT},
     {"bound-time", required_argument, NULL, OPT_BOUND_TIME},
@@ -152,6 +154,7 @@ static void parse_options(int argc, char **argv, options *o)
         case 's': o->search.seed = (uint64_t)hps_cli_long("--seed", optarg, 0, 2147483647L); break;
         case OPT_SAMPLES: o->samples = hps_cli_positive("--samples", optarg); break;
         case OPT_EPOCHS: o->epochs = hps_cli_long("--epochs", optarg, 1, 1000000); break;
+        case OPT_MICRO: o->micro_batches = hps_cli_long("--micro-batches", optarg, 1, HPS_MAX_MICRO_BATCHES); break;
         case OPT_EPISODES: o->search.episodes = hps_cli_long("--episodes", optarg, 1, 100000000); break;
         case OPT_TIME_LIMIT: o->search.time_limit = hps_cli_positive("--time-limit", optarg); break;
         case OPT_BOUND_TIME: o->search.bound_time = hps_cli_positive("--bound-time", optarg); break;
@@ -505,6 +508,7 @@ static void reload(options *o, const char *path, reloaded *rl)
     p->min_throughput = pf->min_throughput;
     p->samples = pf->samples;
     p->epochs = pf->epochs;
+    p->micro_batches = pf->micro_batches;
     if (pf->n_layers != p->n_layers)
         bad_input("%s: the plan has %d layers, the model %d", path, pf->n_layers, p->n_layers);
     rl->assign = hps_malloc((size_t)p->n_layers * sizeof *rl->assign);
@@ -647,7 +651,8 @@ static int calibrate(const options *o)
     plan_calib_stage st[HPS_TRAIN_MAX_STAGES];
     int n = calib_stages(o, &in, &run, st);
     double step_ms = 1000.0 * run.batch / run.samples_per_s;
-    plan_calib_targets(st, n, step_ms);
+    in.problem->micro_batches = run.micro_batches; /* the bubble the run had */
+    plan_calib_targets(st, n, step_ms, plan_bubble(in.problem, n));
     plan_calibrate(in.problem, st, n);
     json_t *doc = profiles_doc(o);
     const char *name = hps_path_name(o->calibrate);
@@ -730,6 +735,7 @@ int main(int argc, char **argv)
         p->min_throughput = o.min_throughput;
         p->samples = o.samples;
         p->epochs = (int)o.epochs;
+        p->micro_batches = (int)o.micro_batches;
         p->objective = o.objective;
         check_power(p, in.cluster);
         rc = o.pareto ? pareto(&o, &in) : plan_once(&o, &in);

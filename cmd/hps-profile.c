@@ -163,7 +163,7 @@ static int engine_overhead(const hps_model *m, json_t *dev, const hps_profile_op
     to.seed = o->seed;
     hps_trainer *t = hps_trainer_create(m, &plan, &to, err);
     if (!t) return -1;
-    hps_source *src = hps_source_synth(m, o->seed);
+    hps_source *src = hps_source_profile_batches(m, o->seed);
     json_t *probe = hps_trainer_probe(t, src, o->reps + o->warmup, err);
     src->close(src);
     hps_trainer_free(t);

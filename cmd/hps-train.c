@@ -37,7 +37,7 @@ static const char usage[] =
     "      --metrics-interval SEC  seconds between step records [10]\n"
     "      --seed S                initial weights and rows [1]\n"
     "      --threads N             kernel threads per stage [cores / stages]\n"
-    "      --micro-batches N       micro-batches per batch [one per stage]\n"
+    "      --micro-batches N       micro-batches per batch [the plan's, else one per stage]\n"
     "      --optimizer NAME        adam or sgd for dense layers [adam]\n"
     "      --lr X                  dense learning rate [0.001]\n"
     "      --lr-sparse X           embedding (AdaGrad) learning rate [0.05]\n"
@@ -165,7 +165,7 @@ static int parse_one(int c, args *a)
         break;
     case OPT_SEED: if (count_arg("--seed", 0, LONG_MAX, &v)) return HPS_EXIT_USAGE; a->o.seed = (uint64_t)v; break;
     case OPT_THREADS: if (count_arg("--threads", 1, 4096, &v)) return HPS_EXIT_USAGE; a->o.threads = (int)v; break;
-    case OPT_MICRO: if (count_arg("--micro-batches", 1, 4096, &v)) return HPS_EXIT_USAGE; a->o.micro_batches = (int)v; break;
+    case OPT_MICRO: if (count_arg("--micro-batches", 1, HPS_MAX_MICRO_BATCHES, &v)) return HPS_EXIT_USAGE; a->o.micro_batches = (int)v; break;
     case OPT_OPTIMIZER:
         a->o.optim.dense = hps_cli_choice("--optimizer", optarg, (const char *const[]){"adam", "sgd", NULL})
                                ? HPS_OPTIM_SGD : HPS_OPTIM_ADAM;

@@ -87,7 +87,7 @@ void dist_watch_leave(void); /* this rank leaves on its own: do not name it */
 void dist_watch_end(void);   /* at the end, before MPI_Finalize */
 
 /* dist_stage.c */
-#define HPS_DIST_MAX_MICRO 4096
+#define HPS_DIST_MAX_MICRO HPS_MAX_MICRO_BATCHES
 int dist_stages_setup(hps_dist *d, const char *plan_name, hps_error *err);
 void dist_stages_place(hps_dist *d);
 void dist_stages_hook(hps_dist *d, hps_train_dist *h);

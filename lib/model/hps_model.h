@@ -13,6 +13,7 @@
 
 #define HPS_NAME_MAX 64
 #define HPS_MAX_BATCH (1 << 20)
+#define HPS_MAX_MICRO_BATCHES 4096 /* per batch, as hps-train and hps-plan take them */
 /* The model file format this hps reads ("format": "hps-model", "version": 1). */
 #define HPS_MODEL_VERSION 1
 #define HPS_MAX_DIM 4096

@@ -6,7 +6,7 @@
  *   problem   model + cluster + profiles reduced to numbers: per layer and
  *             type the time of a batch on one unit, per type price and limits
  *   eval      the cost model: an assignment (a type per layer) becomes stages,
- *             each provisioned with the fewest units that meet the limit
+ *             provisioned at the bottleneck level that suits the objective
  *   solvers   rl (the default), exact, greedy, genetic, brute, fixed:TYPE
  *   plan      the result with servers, workers and placement (hps-plan(5))
  */
@@ -113,6 +113,10 @@ typedef struct {
     double link_bpms[PLAN_MAX_TYPES][PLAN_MAX_TYPES], link_ms[PLAN_MAX_TYPES][PLAN_MAX_TYPES];
     /* what to meet and what to minimise */
     double min_throughput; /* samples per second */
+    /* micro-batches per batch, as hps-train pipelines them: 0 one per stage
+     * (hps-train's default); PLAN_NO_BUBBLE for the seeded instances of the
+     * solvers' tests and benchmarks, an ideal pipeline */
+    int micro_batches;
     double samples;        /* per epoch */
     int epochs;
     plan_objective objective;
@@ -210,6 +214,20 @@ int plan_stage_servers(const plan_problem *p, const plan_law *law, double throug
 double plan_servers_throughput(const plan_problem *p, const plan_law *law, int n);
 /* A stage's samples/s on k units: its time, or its servers when they are slower. */
 double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers);
+/* One way to provision a stage: the fewest units and servers that carry a
+ * level of samples/s (hps-plan(1), COST MODEL, provisioning), and the
+ * samples/s they carry, at least the level. */
+typedef struct {
+    int units, servers;
+    double throughput;
+} plan_option;
+/* The fewest units (within max_units) and servers carrying `level`; 0 when
+ * none do (or the working set does not fit a unit). */
+int plan_stage_at_level(const plan_problem *p, const plan_law *law, int type, double level, plan_option *o);
+/* The next provisioning above cur: the fewest units and servers that carry
+ * more than cur does; 0 when none does. */
+int plan_stage_next(const plan_problem *p, const plan_law *law, int type, const plan_option *cur,
+                    plan_option *next);
 /* Transfer time per batch of the link into a stage starting at layer `first`
  * (activations forward, gradients back), or 0 when no link is listed. */
 double plan_link_ms(const plan_problem *p, int first, int from_type, int to_type);
@@ -236,12 +254,24 @@ typedef struct {
     int feasible;
     double violation; /* > 0 when infeasible: how far from feasible */
     double throughput, time_s, cost_per_hour, cost, power_w, energy_j, edp, objective;
+    int micro_batches;
+    double bubble; /* throughput = bubble x the slowest stage's or link's */
     int bottleneck, bottleneck_is_link;
+    plan_option *scratch; /* 2 n_layers: the provisioning search's current and best */
 } plan_eval;
+
+/* Micro-batches M a plan of S stages runs with, and the share of the
+ * bottleneck's rate its pipeline reaches: M / (M + S - 1), the bubble of
+ * a synchronous step (hps-plan(1), COST MODEL). */
+#define PLAN_NO_BUBBLE (-1)
+int plan_micro_batches(const plan_problem *p, int n_stages);
+double plan_bubble(const plan_problem *p, int n_stages);
 
 void plan_eval_init(plan_eval *e, const plan_problem *p);
 void plan_eval_free(plan_eval *e);
-/* Splits the assignment into stages, provisions them, and fills e. */
+/* Splits the assignment into stages, provisions them for the objective (the
+ * bottleneck level at or above the limit that scores best, each stage at the
+ * fewest units and servers carrying it), and fills e. */
 void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e);
 /* Objective from the summed rates and the pipeline throughput. */
 double plan_objective_value(const plan_problem *p, double cost_per_hour, double power_w,
@@ -416,8 +446,9 @@ typedef struct {
     int clamped;                /* the factor would be below PLAN_CALIB_MIN_FACTOR */
 } plan_calib_stage;
 #define PLAN_CALIB_MIN_FACTOR 0.01
-/* target_ms of each stage from its measured_ms and the run's whole step. */
-void plan_calib_targets(plan_calib_stage *st, int n, double step_ms);
+/* target_ms of each stage from its measured_ms, the run's whole step and
+ * the bubble of its micro-batches (plan_bubble). */
+void plan_calib_targets(plan_calib_stage *st, int n, double step_ms, double bubble);
 /* Scales the t1 of each stage's layers on its type in p (and prepares p). */
 void plan_calibrate(plan_problem *p, plan_calib_stage *st, int n);
 
@@ -460,6 +491,7 @@ typedef struct {
     double min_throughput, samples, network_bytes;
     double predicted_throughput; /* predicted.throughput, samples/s; 0 when absent */
     int epochs, batch, n_layers; /* 0 when absent */
+    int micro_batches;           /* pipeline.micro_batches; 0 when absent */
     char (*assign)[HPS_NAME_MAX]; /* n_layers type names, or NULL */
     int n_stages, n_workers, n_servers;
     plan_file_stage *stages;

@@ -6,16 +6,17 @@
 
 #include "plan/hps_plan.h"
 
-/* The part of a step that no stage computes (reading, lookups, optimizer
- * steps, the pipeline's wait) is charged to every stage, as the model charges
- * its per-step overhead to every stage: the slowest stage then takes the
- * whole measured step. */
-void plan_calib_targets(plan_calib_stage *st, int n, double step_ms)
+/* The model's pipeline runs at the bubble's share of its slowest stage's
+ * rate, so that stage's time must be the step times the bubble; the rest of
+ * that (reading, lookups, optimizer steps: what no stage computes) is charged
+ * to every stage, as the model charges its per-step overhead to every stage.
+ * A stage measured slower than that keeps a hundredth of its own time. */
+void plan_calib_targets(plan_calib_stage *st, int n, double step_ms, double bubble)
 {
     double slowest = 0;
     for (int s = 0; s < n; s++) slowest = fmax(slowest, st[s].measured_ms);
-    double rest = step_ms > slowest ? step_ms - slowest : 0;
-    for (int s = 0; s < n; s++) st[s].target_ms = st[s].measured_ms + rest;
+    double rest = step_ms * bubble - slowest;
+    for (int s = 0; s < n; s++) st[s].target_ms = fmax(st[s].measured_ms + rest, 0.01 * st[s].measured_ms);
 }
 
 static double stage_ms(const plan_problem *p, const plan_calib_stage *st)

@@ -6,7 +6,10 @@
  * law t1 ((1 - a) + a / k); the bytes sent at its cuts (activations and
  * labels forward, gradients back) and the embedding traffic are split over
  * the k units' NICs; the ring allreduce of the dense gradients sends
- * 2 (k - 1) / k P bytes through each NIC. */
+ * 2 (k - 1) / k P bytes through each NIC.  The pipeline reaches M / (M + S - 1)
+ * of its slowest stage's rate (the bubble of a synchronous step of M
+ * micro-batches), and each plan is provisioned at the bottleneck level that
+ * scores best. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,17 +37,17 @@ double plan_law_ms(const plan_law *law, int units)
     return law->fixed_ms + law->scaled_ms / units;
 }
 
-/* ms per batch that meets the limit; the slack of 1e-12 keeps a plan that
- * meets it exactly (a limit set to a plan's own throughput) from failing on
- * the last bit of a division. */
-static double budget_ms(const plan_problem *p)
+/* ms per batch that carries a level of samples/s; the slack of 1e-12 keeps
+ * a plan that meets the limit exactly (a limit set to a plan's own
+ * throughput) from failing on the last bit of a division. */
+static double budget_ms(const plan_problem *p, double level)
 {
-    return 1000.0 * p->batch / p->min_throughput * (1 + 1e-12);
+    return 1000.0 * p->batch / level * (1 + 1e-12);
 }
 
-static int fewest_units(const plan_problem *p, const plan_law *law, int t)
+static int fewest_units(const plan_problem *p, const plan_law *law, int t, double level)
 {
-    double tau = budget_ms(p);
+    double tau = budget_ms(p, level);
     int max = p->max_units[t];
     if (plan_law_ms(law, 1) <= tau) return 1;
     /* More units only help when the scaled part is positive, and never below fixed_ms. */
@@ -66,7 +69,30 @@ static double throughput_of(const plan_problem *p, double ms)
 int plan_provision(const plan_problem *p, const plan_law *law, int t)
 {
     if (!law->fits || plan_stage_servers(p, law, p->min_throughput) < 0) return 0;
-    return fewest_units(p, law, t);
+    return fewest_units(p, law, t, p->min_throughput);
+}
+
+int plan_stage_at_level(const plan_problem *p, const plan_law *law, int t, double level, plan_option *o)
+{
+    if (!law->fits) return 0;
+    o->servers = plan_stage_servers(p, law, level);
+    o->units = o->servers < 0 ? 0 : fewest_units(p, law, t, level);
+    if (!o->units) return 0;
+    o->throughput = plan_stage_throughput(p, law, o->units, o->servers);
+    return 1;
+}
+
+/* Just above cur's throughput, the unit or server at the bottleneck must
+ * grow; the step widens when rounding keeps the same provisioning. */
+int plan_stage_next(const plan_problem *p, const plan_law *law, int t, const plan_option *cur, plan_option *next)
+{
+    plan_option was = *cur; /* next may be cur */
+    if (!isfinite(was.throughput)) return 0;
+    for (double step = 1e-9; step < 1e-3; step *= 10) {
+        if (!plan_stage_at_level(p, law, t, was.throughput * (1 + step), next)) return 0;
+        if (next->units != was.units || next->servers != was.servers) return 1;
+    }
+    return 0;
 }
 
 double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers)
@@ -78,6 +104,18 @@ double plan_link_ms(const plan_problem *p, int first, int a, int b)
 {
     if (first <= 0 || p->link_bpms[a][b] <= 0) return 0;
     return p->cut_bytes[first] / p->link_bpms[a][b] + 2 * p->link_ms[a][b];
+}
+
+int plan_micro_batches(const plan_problem *p, int n_stages)
+{
+    return p->micro_batches > 0 ? p->micro_batches : n_stages;
+}
+
+double plan_bubble(const plan_problem *p, int n_stages)
+{
+    if (p->micro_batches == PLAN_NO_BUBBLE) return 1;
+    double m = plan_micro_batches(p, n_stages);
+    return m / (m + n_stages - 1);
 }
 
 double plan_objective_value(const plan_problem *p, double cost_per_hour, double power_w,
@@ -102,40 +140,98 @@ void plan_eval_init(plan_eval *e, const plan_problem *p)
 {
     memset(e, 0, sizeof *e);
     e->stages = hps_calloc((size_t)p->n_layers, sizeof *e->stages);
+    e->scratch = hps_calloc(2 * (size_t)p->n_layers, sizeof *e->scratch);
 }
 
 void plan_eval_free(plan_eval *e)
 {
     free(e->stages);
+    free(e->scratch);
     e->stages = NULL;
+    e->scratch = NULL;
 }
 
 /* Provisions one stage; returns its shortfall (0 when it meets the limit). */
-static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type)
+static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type, double level)
 {
     double shortfall = 0;
     plan_stage_law(p, s->first, s->end, s->type, &s->law);
     s->best_units = s->law.scaled_ms > 0 ? p->max_units[s->type] : 1;
     s->best_throughput = plan_stage_throughput(p, &s->law, s->best_units, p->max_servers);
-    s->units = plan_provision(p, &s->law, s->type);
+    plan_option o;
     s->short_of_limit = 0;
-    if (!s->units) {
+    if (plan_stage_at_level(p, &s->law, s->type, level, &o)) {
+        s->units = o.units;
+        s->servers = o.servers;
+    } else {
         s->short_of_limit |= PLAN_SHORT_STAGE;
         s->units = s->best_units;
-        shortfall += fmax(0, 1 - s->best_throughput / p->min_throughput);
+        shortfall += fmax(0, 1 - s->best_throughput / level);
         if (!s->law.fits) shortfall += 1 + s->law.mem_bytes / fmax(1, p->mem_bytes[s->type]);
+        s->servers = plan_stage_servers(p, &s->law, level);
+        if (s->servers < 0) s->servers = p->max_servers; /* short of the limit already */
     }
-    s->servers = plan_stage_servers(p, &s->law, p->min_throughput);
-    if (s->servers < 0) s->servers = p->max_servers; /* short of the limit already */
     s->ms = plan_law_ms(&s->law, s->units);
     s->throughput = plan_stage_throughput(p, &s->law, s->units, s->servers);
     s->link_ms = prev_type >= 0 ? plan_link_ms(p, s->first, prev_type, s->type) : 0;
     s->link_throughput = s->link_ms > 0 ? throughput_of(p, s->link_ms) : 0;
-    if (s->link_ms > 0 && s->link_throughput < p->min_throughput * (1 - 1e-12)) {
+    if (s->link_ms > 0 && s->link_throughput < level * (1 - 1e-12)) {
         s->short_of_limit |= PLAN_SHORT_LINK;
-        shortfall += 1 - s->link_throughput / p->min_throughput;
+        shortfall += 1 - s->link_throughput / level;
     }
     return shortfall;
+}
+
+/* The provisioning that scores best, for a plan every stage of which meets
+ * the limit at its fewest units: raising the bottleneck level step by step
+ * (each stage at the fewest units and servers carrying it) from the limit
+ * until a unit limit, a link or the stages' best stop it, or no level above
+ * can score better (rate and power only grow with the level).  Any other
+ * provisioning at the same bottleneck costs more, so this is optimal. */
+static void provision_for_objective(const plan_problem *p, plan_eval *e)
+{
+    int S = e->n_stages, T = p->n_types;
+    double bubble = plan_bubble(p, S);
+    plan_option *cur = e->scratch, *best = e->scratch + S;
+    double cap = HUGE_VAL, top, best_v = HUGE_VAL;
+    for (int s = 0; s < S; s++) {
+        plan_stage *st = &e->stages[s];
+        cur[s] = (plan_option){st->units, st->servers, st->throughput};
+        if (st->link_ms > 0) cap = fmin(cap, st->link_throughput);
+    }
+    top = cap;
+    for (int s = 0; s < S; s++) top = fmin(top, e->stages[s].best_throughput);
+    for (;;) {
+        int units[PLAN_MAX_TYPES] = {0};
+        double thr = cap, rate = 0, power = 0;
+        for (int s = 0; s < S; s++) {
+            int t = e->stages[s].type;
+            thr = fmin(thr, cur[s].throughput);
+            units[t] += cur[s].units;
+            rate += cur[s].units * p->price[t] + cur[s].servers * p->server_price;
+            power += cur[s].units * p->power[t] + cur[s].servers * p->server_power;
+        }
+        for (int t = 0; t < T; t++)
+            if (units[t] > p->max_units[t]) goto done;
+        double v = plan_objective_value(p, rate, power, thr * bubble);
+        if (v < best_v * (1 - 1e-12)) {
+            best_v = v;
+            memcpy(best, cur, (size_t)S * sizeof *cur);
+        }
+        if (thr >= cap || !(plan_objective_value(p, rate, power, top * bubble) < best_v * (1 - 1e-12))) break;
+        for (int s = 0; s < S; s++)
+            if (cur[s].throughput <= thr &&
+                !plan_stage_next(p, &e->stages[s].law, e->stages[s].type, &cur[s], &cur[s]))
+                goto done;
+    }
+done:
+    for (int s = 0; s < S; s++) {
+        plan_stage *st = &e->stages[s];
+        st->units = best[s].units;
+        st->servers = best[s].servers;
+        st->ms = plan_law_ms(&st->law, st->units);
+        st->throughput = best[s].throughput;
+    }
 }
 
 void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
@@ -151,35 +247,49 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
     for (int first = 0; first < L;) {
         int end = first + 1;
         while (end < L && assign[end] == assign[first]) end++;
-        plan_stage *s = &e->stages[e->n_stages];
+        plan_stage *s = &e->stages[e->n_stages++];
         s->first = first;
         s->end = end;
         s->type = assign[first];
-        e->violation += stage_fill(p, s, e->n_stages ? e->stages[e->n_stages - 1].type : -1);
+        first = end;
+    }
+    /* the stages must carry the limit through the pipeline's bubble */
+    e->micro_batches = plan_micro_batches(p, e->n_stages);
+    e->bubble = plan_bubble(p, e->n_stages);
+    double level = p->min_throughput / e->bubble;
+    for (int i = 0; i < e->n_stages; i++) {
+        plan_stage *s = &e->stages[i];
+        e->violation += stage_fill(p, s, i ? e->stages[i - 1].type : -1, level);
+        e->units[s->type] += s->units;
+    }
+    for (int t = 0; t < T; t++)
+        if (e->units[t] > p->max_units[t])
+            e->violation += (double)(e->units[t] - p->max_units[t]) / p->max_units[t];
+    if (e->violation == 0) provision_for_objective(p, e);
+    memset(e->units, 0, sizeof e->units);
+    for (int i = 0; i < e->n_stages; i++) {
+        const plan_stage *s = &e->stages[i];
         if (s->throughput < e->throughput) {
             e->throughput = s->throughput;
-            e->bottleneck = e->n_stages;
+            e->bottleneck = i;
             e->bottleneck_is_link = 0;
         }
         if (s->link_ms > 0 && s->link_throughput < e->throughput) {
             e->throughput = s->link_throughput;
-            e->bottleneck = e->n_stages;
+            e->bottleneck = i;
             e->bottleneck_is_link = 1;
         }
         e->units[s->type] += s->units;
         e->servers += s->servers;
-        e->n_stages++;
-        first = end;
     }
     for (int t = 0; t < T; t++) {
-        if (e->units[t] > p->max_units[t])
-            e->violation += (double)(e->units[t] - p->max_units[t]) / p->max_units[t];
         e->cost_per_hour += e->units[t] * p->price[t];
         e->power_w += e->units[t] * p->power[t];
     }
     e->server_cost_per_hour = e->servers * p->server_price;
     e->cost_per_hour += e->server_cost_per_hour;
     e->power_w += e->servers * p->server_power;
+    e->throughput *= e->bubble;
     e->feasible = e->violation == 0;
     e->time_s = p->samples * p->epochs / e->throughput;
     e->cost = e->time_s * e->cost_per_hour / 3600.0;

@@ -123,7 +123,7 @@ static void dot_legend(FILE *f, const plan_problem *p, const plan_eval *e)
             fprintf(f, "\", fillcolor=\"%s\"];\n", palette[t % 16]);
         }
     fprintf(f, "    legend_b [label=\"bottleneck\", fillcolor=white, color=\"#d62728\", penwidth=3];\n"
-               "    legend_link [label=\"link between stages:\\nbytes per step\", fillcolor=white];\n"
+               "    legend_link [label=\"cut between stages:\\nbytes per batch, both ways\", fillcolor=white];\n"
                "    legend_ps [label=\"dashed: embedding rows\\npulled and pushed\", fillcolor=white];\n  }\n");
 }
 
@@ -134,6 +134,9 @@ void plan_print_dot(FILE *f, const hps_model *m, const plan_problem *p, const pl
     dot_name(f, m->name);
     fprintf(f, ": %.0f samples/s, $%.3f/hour\"; labelloc=t;\n", e->throughput, e->cost_per_hour);
     int uses_dense = 0, uses_sparse = 0;
+    /* a cut's bytes (every stream hps-train sends there, both ways) label
+     * the first edge into the stage after it */
+    unsigned char labelled[HPS_MAX_LAYERS] = {0};
     for (int s = 0; s < e->n_stages; s++) dot_stage(f, m, p, e, s);
     for (int k = 0; k < m->n_layers; k++) {
         int from[HPS_MAX_LAYERS + 1];
@@ -142,9 +145,11 @@ void plan_print_dot(FILE *f, const hps_model *m, const plan_problem *p, const pl
             char b[32];
             if (from[i] == -1) fprintf(f, "  dense -> l%d;\n", k), uses_dense = 1;
             else if (from[i] == -2) fprintf(f, "  sparse -> l%d;\n", k), uses_sparse = 1;
-            else if (stage_of(e, from[i]) != stage_of(e, k)) /* a link between stages */
-                fprintf(f, "  l%d -> l%d [penwidth=2.5, label=\"%s/step\"];\n", from[i], k,
-                        bytes(p->bytes_out[from[i]], b, sizeof b));
+            else if (stage_of(e, from[i]) != stage_of(e, k)) { /* a link between stages */
+                int s = stage_of(e, k), first = !labelled[s]++;
+                fprintf(f, "  l%d -> l%d [penwidth=2.5, label=\"%s%s\"];\n", from[i], k,
+                        first ? bytes(p->cut_bytes[e->stages[s].first], b, sizeof b) : "", first ? "/batch" : "");
+            }
             else fprintf(f, "  l%d -> l%d;\n", from[i], k);
         }
     }

@@ -48,8 +48,9 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
     json_object_set_new(o, "units", json_integer(st->units));
     json_object_set_new(o, "ms_per_batch", hps_json_real(st->ms));
     json_object_set_new(o, "throughput", hps_json_real(st->throughput));
-    json_object_set_new(o, "bytes_in", hps_json_real(st->first ? p->bytes_out[st->first - 1] : 0));
-    json_object_set_new(o, "bytes_out", hps_json_real(st->end < p->n_layers ? p->bytes_out[st->end - 1] : 0));
+    /* what hps-train sends across the stage's cuts a batch, both ways */
+    json_object_set_new(o, "bytes_in", hps_json_real(st->first ? p->cut_bytes[st->first] : 0));
+    json_object_set_new(o, "bytes_out", hps_json_real(st->end < p->n_layers ? p->cut_bytes[st->end] : 0));
     json_object_set_new(o, "link_ms", st->link_ms > 0 ? hps_json_real(st->link_ms) : json_null());
     json_object_set_new(o, "cost_per_hour", hps_json_real(st->units * p->price[st->type]));
     json_object_set_new(o, "bottleneck", json_boolean(e->bottleneck == s));
@@ -129,7 +130,7 @@ static json_t *search_json(const plan_eval *e, const plan_result *r, const plan_
         json_array_append_new(trace, json_pack("[fo]", r->trace[i].episode, hps_json_real(r->trace[i].objective)));
     json_t *o = json_pack("{s:s, s:I, s:I, s:o, s:o, s:b, s:b}", "algorithm", m->algorithm, "seed",
                           (json_int_t)m->opts.seed, "episodes", (json_int_t)r->episodes, "seconds",
-                          hps_json_real(r->seconds), "trace", trace, "optimal", r->optimal, "timed_out",
+                          hps_json_real(r->seconds), "trace", trace, "optimal", r->optimal && e->feasible, "timed_out",
                           r->timed_out);
     json_object_set_new(o, "polished", json_boolean(strcmp(m->algorithm, "rl") == 0 && m->opts.polish));
     json_object_set_new(o, "found_by", r->found_by ? json_string(r->found_by) : json_null());
@@ -166,6 +167,9 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
     json_object_set_new(root, "stages", stages);
     json_object_set_new(root, "bottleneck", json_pack("{s:i, s:s}", "stage", e->bottleneck, "what",
                                                       e->bottleneck_is_link ? "link" : "stage"));
+    /* hps-train runs the step with this many micro-batches (hps-plan(1), COST MODEL) */
+    json_object_set_new(root, "pipeline", json_pack("{s:i, s:o}", "micro_batches", e->micro_batches, "bubble",
+                                                    hps_json_real(e->bubble)));
     for (int t = 0; t < p->n_types; t++)
         if (e->units[t]) json_object_set_new(units, p->type_names[t], json_integer(e->units[t]));
     json_object_set_new(root, "units", units);
@@ -255,7 +259,7 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
     fprintf(f, "search %s, seed %llu, %ld episodes", m->algorithm, (unsigned long long)m->opts.seed, r->episodes);
     if (r->found_by) fprintf(f, ", found by the %s", r->found_by);
     double gap = gap_of(e, m);
-    if (r->optimal) fprintf(f, ", optimal\n");
+    if (r->optimal && e->feasible) fprintf(f, ", optimal\n");
     else if (isfinite(gap)) fprintf(f, ", %.2f%% above the optimum\n", 100 * gap);
     else fprintf(f, ", optimum not known\n");
 }

@@ -68,6 +68,7 @@ plan_problem *plan_problem_random(uint64_t seed, int n_layers, int n_types, doub
     plan_problem *p = plan_problem_new(n_layers, n_types);
     double fc_speed[PLAN_MAX_TYPES], emb_speed[PLAN_MAX_TYPES];
     p->batch = 1024;
+    p->micro_batches = PLAN_NO_BUBBLE; /* the solvers' instances: an ideal pipeline */
     for (int t = 0; t < n_types; t++) {
         fc_speed[t] = t ? between(&r, 2e12, 20e12) : between(&r, 3e10, 1.5e11);
         emb_speed[t] = t ? between(&r, 2e10, 2e11) : between(&r, 1e10, 4e10);

@@ -87,11 +87,17 @@ static int read_head(json_t *root, plan_file *pf, hps_error *err)
     pf->epochs = (int)epochs, pf->batch = (int)batch, pf->n_layers = (int)layers;
     /* what the plan promises, for hps-train's summary beside what it measures */
     json_t *pred = json_object_get(root, "predicted");
-    char pctx[600];
-    snprintf(pctx, sizeof pctx, "%s: predicted", pf->name);
+    snprintf(ctx, sizeof ctx, "%s: predicted", pf->name);
     if (json_is_object(pred) &&
-        hps_json_num(pred, "throughput", HPS_OPTIONAL, 0, 1e15, &pf->predicted_throughput, pctx, err))
+        hps_json_num(pred, "throughput", HPS_OPTIONAL, 0, 1e15, &pf->predicted_throughput, ctx, err))
         return -1;
+    json_t *pipe = json_object_get(root, "pipeline");
+    long long micro = 0;
+    snprintf(ctx, sizeof ctx, "%s: pipeline", pf->name);
+    if (pipe && (!json_is_object(pipe) ||
+                 hps_json_int(pipe, "micro_batches", HPS_OPTIONAL, 1, HPS_MAX_MICRO_BATCHES, &micro, ctx, err)))
+        return json_is_object(pipe) ? -1 : hps_fail(err, HPS_EXIT_USAGE, "%s: expected an object", ctx);
+    pf->micro_batches = (int)micro;
     json_t *net = json_object_get(root, "network");
     return json_is_object(net) ? hps_json_num(net, "bytes_per_step", HPS_OPTIONAL, 0, 1e18, &pf->network_bytes,
                                               pf->name, err)

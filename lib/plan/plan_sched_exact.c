@@ -42,7 +42,8 @@ typedef struct {
     double c, thr;
     int prev;        /* the partial plan this one extends, or -1 */
     int first, end;  /* its last stage: layers [first, end) */
-    int type;
+    int type, units; /* its last stage's type and units */
+    int n_stages;    /* the pipeline's bubble grows with them */
 } label;
 
 typedef struct {
@@ -87,6 +88,14 @@ typedef struct {
     /* for a tracked type t, the same bounds for suffixes that use at most r
      * units of t: [i * (max_units[t] + 1) + r] */
     double *cmin_t[PLAN_MAX_TYPES], *thrmax_t[PLAN_MAX_TYPES];
+    /* per stage [j, i) on t, [(j * (L + 1) + i) * T + t]: its provisionings
+     * at the levels from the limit up (plan_stage_next), rate and
+     * throughput rising; n < 0 until computed */
+    struct stage_opts {
+        int n;
+        double *c, *thr;
+        int *k;
+    } *opts;
     double upper;          /* best objective known */
     int best;              /* its label, or -1 */
     double deadline;
@@ -104,24 +113,43 @@ static double server_weight(const plan_problem *p)
     return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->server_power : p->server_price;
 }
 
-static double objective_of(const plan_problem *p, double c, double thr)
+/* The objective of a plan of n stages (at least 1) whose slowest stage or
+ * link carries thr; for a partial plan of n stages a lower bound, as more
+ * stages only widen the bubble. */
+static double objective_of(const plan_problem *p, double c, double thr, int n)
 {
     int power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
-    return plan_objective_value(p, power ? 0 : c, power ? c : 0, thr);
+    return plan_objective_value(p, power ? 0 : c, power ? c : 0, thr * plan_bubble(p, n > 1 ? n : 1));
 }
 
-/* Stage [j, i) on t at its fewest units: 0 when it cannot meet the limit. */
-static int stage_at(const plan_problem *p, int j, int i, int t, double *c, double *thr)
+/* The provisionings of stage [j, i) on t that can be part of an optimum:
+ * one per bottleneck level at or above the limit, each the fewest units and
+ * servers carrying it (hps-plan(1), COST MODEL, provisioning).  A plan at
+ * its best provisioning has every stage at one of them. */
+static const struct stage_opts *stage_options(exact_state *s, int j, int i, int t)
 {
+    const plan_problem *p = s->p;
+    struct stage_opts *o = &s->opts[((size_t)j * (p->n_layers + 1) + i) * p->n_types + t];
+    if (o->n >= 0) return o;
     plan_law law;
+    plan_option x;
+    int cap = 0;
+    o->n = 0;
     plan_stage_law(p, j, i, t, &law);
-    int k = plan_provision(p, &law, t);
-    if (!k) return 0;
-    /* the stage's servers are a sum over stages too (plan_evaluate) */
-    int servers = plan_stage_servers(p, &law, p->min_throughput);
-    *thr = plan_stage_throughput(p, &law, k, servers);
-    *c = k * rate_weight(p, t) + servers * server_weight(p);
-    return k;
+    for (int ok = plan_stage_at_level(p, &law, t, p->min_throughput, &x); ok;
+         ok = plan_stage_next(p, &law, t, &x, &x)) {
+        if (o->n == cap) {
+            cap = cap ? 2 * cap : 4;
+            o->c = hps_realloc(o->c, (size_t)cap * sizeof *o->c);
+            o->thr = hps_realloc(o->thr, (size_t)cap * sizeof *o->thr);
+            o->k = hps_realloc(o->k, (size_t)cap * sizeof *o->k);
+        }
+        /* the stage's servers are a sum over stages too (plan_evaluate) */
+        o->c[o->n] = x.units * rate_weight(p, t) + x.servers * server_weight(p);
+        o->thr[o->n] = x.throughput;
+        o->k[o->n++] = x.units;
+    }
+    return o;
 }
 
 /* Adds x to a front kept sorted by rate, throughput rising with it; drops
@@ -178,6 +206,7 @@ static void build_family(exact_state *s, family *fm, const double *lambda)
     const plan_problem *p = s->p;
     int L = p->n_layers, T = p->n_types;
     double floor_thr = p->min_throughput * (1 - 1e-12);
+    sfront own = {0}; /* one stage's provisionings */
     memcpy(fm->lambda, lambda, sizeof fm->lambda);
     if (!fm->at) fm->at = hps_calloc((size_t)(L + 1) * T, sizeof *fm->at);
     for (int k = 0; k < (L + 1) * T; k++) fm->at[k].n = 0;
@@ -185,14 +214,16 @@ static void build_family(exact_state *s, family *fm, const double *lambda)
         for (int t = 0; t < T; t++) {
             sfront *dst = &fm->at[i * T + t];
             for (int e = i + 1; e <= L; e++) {
-                double c, thr;
-                int k = stage_at(p, i, e, t, &c, &thr);
-                if (!k) continue;
-                c += lambda[t] * k;
-                sentry x = {.c = c, .thr = thr};
-                if (s->tracked[t]) x.u[t] = (unsigned short)k;
+                const struct stage_opts *so = stage_options(s, i, e, t);
+                own.n = 0;
+                for (int q = 0; q < so->n; q++) {
+                    sentry x = {.c = so->c[q] + lambda[t] * so->k[q], .thr = so->thr[q]};
+                    if (s->tracked[t]) x.u[t] = (unsigned short)so->k[q];
+                    sfront_insert(&own, &x);
+                }
+                sfront_cap(&own, EXACT_FRONT_CAP); /* merged entries only weaken the bound */
                 if (e == L) {
-                    sfront_insert(dst, &x);
+                    for (int o = 0; o < own.n; o++) sfront_insert(dst, &own.e[o]);
                     continue;
                 }
                 for (int u = 0; u < T; u++) {
@@ -201,17 +232,24 @@ static void build_family(exact_state *s, family *fm, const double *lambda)
                     if (lt < floor_thr) continue;
                     const sfront *nx = &fm->at[e * T + u];
                     for (int q = 0; q < nx->n; q++) {
-                        sentry y = nx->e[q];
-                        y.c += c;
-                        y.thr = fmin(fmin(y.thr, thr), lt);
-                        if (s->tracked[t]) y.u[t] = (unsigned short)(y.u[t] + k);
-                        sfront_insert(dst, &y);
+                        double above = fmin(nx->e[q].thr, lt);
+                        /* past the first entry at or above the rest's bottleneck, only the rate grows */
+                        for (int o = 0; o < own.n; o++) {
+                            const sentry *x = &own.e[o];
+                            sentry y = nx->e[q];
+                            y.c += x->c;
+                            y.thr = fmin(above, x->thr);
+                            if (s->tracked[t]) y.u[t] = (unsigned short)(y.u[t] + x->u[t]);
+                            sfront_insert(dst, &y);
+                            if (x->thr >= above) break;
+                        }
                     }
                     if (dst->n > 4 * EXACT_FRONT_CAP) sfront_cap(dst, EXACT_FRONT_CAP);
                 }
             }
             sfront_cap(dst, EXACT_FRONT_CAP);
         }
+    free(own.e);
 }
 
 static void free_family(family *fm, int L, int T)
@@ -227,10 +265,10 @@ static void free_family(family *fm, int L, int T)
  * completion within the room has rate at least its priced rate less
  * sum lambda x room (weak duality), and at least 0. */
 static double family_bound(const exact_state *s, const family *fm, int i, int last, double c,
-                           double thr, const int *left, sentry *arg)
+                           double thr, int n, const int *left, sentry *arg)
 {
     const plan_problem *p = s->p;
-    if (i == p->n_layers) return objective_of(p, c, thr);
+    if (i == p->n_layers) return objective_of(p, c, thr, n);
     double k = 0, best = HUGE_VAL;
     for (int t = 0; t < p->n_types; t++) k += fm->lambda[t] * left[t];
     for (int t = 0; t < p->n_types; t++) {
@@ -238,7 +276,7 @@ static double family_bound(const exact_state *s, const family *fm, int i, int la
         double th = last >= 0 ? fmin(thr, link_thr(p, i, last, t)) : thr;
         const sfront *f = &fm->at[i * p->n_types + t];
         for (int q = 0; q < f->n; q++) {
-            double v = objective_of(p, c + fmax(0, f->e[q].c - k), fmin(th, f->e[q].thr));
+            double v = objective_of(p, c + fmax(0, f->e[q].c - k), fmin(th, f->e[q].thr), n);
             if (v < best) {
                 best = v;
                 if (arg) *arg = f->e[q];
@@ -266,21 +304,20 @@ static void suffix_bounds_limited(exact_state *s, int t)
         }
         for (int e = i + 1; e <= L; e++)
             for (int u = 0; u < p->n_types; u++) {
-                double c, thr;
-                int k = stage_at(p, i, e, u, &c, &thr);
-                if (!k) continue;
-                for (int r = u == t ? k : 0; r < R; r++) {
-                    int left = u == t ? r - k : r;
-                    cm[i * R + r] = fmin(cm[i * R + r], c + cm[e * R + left]);
-                    tm[i * R + r] = fmax(tm[i * R + r], fmin(thr, tm[e * R + left]));
-                }
+                const struct stage_opts *so = stage_options(s, i, e, u);
+                for (int q = 0; q < so->n; q++)
+                    for (int r = u == t ? so->k[q] : 0; r < R; r++) {
+                        int left = u == t ? r - so->k[q] : r;
+                        cm[i * R + r] = fmin(cm[i * R + r], so->c[q] + cm[e * R + left]);
+                        tm[i * R + r] = fmax(tm[i * R + r], fmin(so->thr[q], tm[e * R + left]));
+                    }
             }
     }
 }
 
 /* A lower bound on the objective of any completion of a partial plan that
  * ends at layer i with rate c, bottleneck thr and the given units used. */
-static double completion_bound(const exact_state *s, int i, int last, double c, double thr,
+static double completion_bound(const exact_state *s, int i, int last, double c, double thr, int n,
                                const unsigned short *units)
 {
     const plan_problem *p = s->p;
@@ -293,16 +330,16 @@ static double completion_bound(const exact_state *s, int i, int last, double c, 
         tm = fmin(tm, s->thrmax_t[t][i * R + r]);
     }
     if (!(cm < HUGE_VAL) || tm < 0) return HUGE_VAL; /* no completion fits */
-    double b = objective_of(p, c + cm, fmin(thr, tm));
+    double b = objective_of(p, c + cm, fmin(thr, tm), n);
     for (int f = 0; f < s->n_fam && b <= s->upper * (1 + 1e-12); f++)
-        b = fmax(b, family_bound(s, &s->fam[f], i, last, c, thr, left, NULL));
+        b = fmax(b, family_bound(s, &s->fam[f], i, last, c, thr, n, left, NULL));
     return b;
 }
 
 static int dominates(const exact_state *s, int a, const label *b, const unsigned short *bu)
 {
     const label *x = &s->labels[a];
-    if (x->c > b->c || x->thr < b->thr) return 0;
+    if (x->c > b->c || x->thr < b->thr || x->n_stages > b->n_stages) return 0;
     if (!s->with_units) return 1;
     const unsigned short *xu = s->units + (size_t)a * s->p->n_types;
     for (int t = 0; t < s->p->n_types; t++)
@@ -334,16 +371,18 @@ static void front_insert(exact_state *s, front *f, const label *l, const unsigne
     f->ids[f->n++] = id;
 }
 
-/* Extends the partial plans of (j, u) by stage [j, i) on t. */
-static void extend(exact_state *s, int j, int u, int i, int t, int k, double c, double thr)
+/* Extends the partial plans of (j, u) by stage [j, i) on t, at each of its
+ * provisionings that can matter: those below the partial plan's bottleneck
+ * and the cheapest at or above it (more units there raise nothing). */
+static void extend(exact_state *s, int j, int u, int i, int t, const struct stage_opts *so)
 {
     const plan_problem *p = s->p;
     int T = p->n_types;
     front *dst = &s->fronts[i * T + t];
     unsigned short units[PLAN_MAX_TYPES] = {0};
-    label l = {.c = c, .thr = thr, .prev = -1, .end = i, .type = t, .first = j};
+    label l = {.prev = -1, .end = i, .type = t, .first = j, .n_stages = 1};
     int n = j == 0 ? 1 : s->fronts[j * T + u].n;
-    double link_thr = HUGE_VAL;
+    double link_thr = HUGE_VAL, prev_c = 0, prev_thr = HUGE_VAL;
     if (j > 0) {
         double lm = plan_link_ms(p, j, u, t);
         if (lm > 0) link_thr = 1000.0 * p->batch / lm;
@@ -354,21 +393,31 @@ static void extend(exact_state *s, int j, int u, int i, int t, int k, double c, 
             int id = s->fronts[j * T + u].ids[q];
             const label *prev = &s->labels[id];
             l.prev = id;
-            l.c = prev->c + c;
-            l.thr = fmin(fmin(prev->thr, thr), link_thr);
+            l.n_stages = prev->n_stages + 1;
+            prev_c = prev->c;
+            prev_thr = prev->thr;
             if (s->with_units) memcpy(units, s->units + (size_t)id * T, T * sizeof *units);
         }
+        double above = fmin(prev_thr, link_thr);
         int count = s->tracked[t];
-        if (count && units[t] + k > p->max_units[t]) continue;
-        if (count) units[t] = (unsigned short)(units[t] + k);
-        double b = completion_bound(s, i, t, l.c, l.thr, units);
-        if (b < HUGE_VAL && !(b <= s->upper * (1 + 1e-12))) s->cut = 1;
-        if (b < HUGE_VAL && b <= s->upper * (1 + 1e-12))
-            front_insert(s, dst, &l, units);
-        if (count) units[t] = (unsigned short)(units[t] - k);
-        if ((++s->ops & 4095) == 0 && (hps_now() > s->deadline || s->n_labels > EXACT_MAX_LABELS)) {
-            s->timed_out = 1;
-            return;
+        for (int o = 0; o < so->n; o++) {
+            int k = so->k[o];
+            if (count && units[t] + k > p->max_units[t]) break; /* units only grow along the list */
+            l.units = k;
+            l.c = prev_c + so->c[o];
+            l.thr = fmin(above, so->thr[o]);
+            if (l.thr * plan_bubble(p, l.n_stages) < p->min_throughput * (1 - 1e-12)) continue;
+            if (count) units[t] = (unsigned short)(units[t] + k);
+            double b = completion_bound(s, i, t, l.c, l.thr, l.n_stages, units);
+            if (b < HUGE_VAL && !(b <= s->upper * (1 + 1e-12))) s->cut = 1;
+            if (b < HUGE_VAL && b <= s->upper * (1 + 1e-12))
+                front_insert(s, dst, &l, units);
+            if (count) units[t] = (unsigned short)(units[t] - k);
+            if ((++s->ops & 4095) == 0 && (hps_now() > s->deadline || s->n_labels > EXACT_MAX_LABELS)) {
+                s->timed_out = 1;
+                return;
+            }
+            if (so->thr[o] >= above) break;
         }
     }
 }
@@ -390,11 +439,10 @@ static int label_pass(exact_state *s)
     for (int i = 1; i <= L; i++) {
         for (int t = 0; t < T; t++)
             for (int j = 0; j < i; j++) {
-                double c, thr;
-                int k = stage_at(p, j, i, t, &c, &thr);
-                if (!k) continue;
+                const struct stage_opts *so = stage_options(s, j, i, t);
+                if (!so->n) continue;
                 for (int u = 0; u < (j ? T : 1); u++)
-                    if (j == 0 || u != t) extend(s, j, u, i, t, k, c, thr);
+                    if (j == 0 || u != t) extend(s, j, u, i, t, so);
                 if (s->timed_out || ((++s->ops & 4095) == 0 && hps_now() > s->deadline)) {
                     s->timed_out = 1;
                     return -1;
@@ -404,7 +452,9 @@ static int label_pass(exact_state *s)
         for (int t = 0; t < T; t++)
             for (int q = 0; q < s->fronts[L * T + t].n; q++) {
                 int id = s->fronts[L * T + t].ids[q];
-                double f = objective_of(p, s->labels[id].c, s->labels[id].thr);
+                const label *x = &s->labels[id];
+                if (x->thr * plan_bubble(p, x->n_stages) < p->min_throughput * (1 - 1e-12)) continue;
+                double f = objective_of(p, x->c, x->thr, x->n_stages);
                 if (f < s->upper) {
                     s->upper = f;
                     s->best = id;
@@ -414,10 +464,14 @@ static int label_pass(exact_state *s)
     return s->best;
 }
 
-static void trace_back(const exact_state *s, int id, int *assign)
+/* The plan of label id: its assignment and the units per type its stages take. */
+static void trace_back(const exact_state *s, int id, int *assign, int *units)
 {
-    for (; id >= 0; id = s->labels[id].prev)
+    memset(units, 0, PLAN_MAX_TYPES * sizeof *units);
+    for (; id >= 0; id = s->labels[id].prev) {
+        units[s->labels[id].type] += s->labels[id].units;
         for (int l = s->labels[id].first; l < s->labels[id].end; l++) assign[l] = s->labels[id].type;
+    }
 }
 
 /* A good plan to start from: the best of the fixed plans and greedy, polished. */
@@ -460,7 +514,7 @@ static double dual_bounds(exact_state *s)
     build_family(s, &s->fam[0], lambda);
     s->n_fam = 1;
     sentry arg;
-    double best = family_bound(s, &s->fam[0], 0, -1, 0, HUGE_VAL, room, &arg), mu = 1;
+    double best = family_bound(s, &s->fam[0], 0, -1, 0, HUGE_VAL, 0, room, &arg), mu = 1;
     if (!any || !(best < HUGE_VAL)) return best;
     family scratch = {0};
     for (int round = 0; round < EXACT_DUAL_ROUNDS && mu > 1e-3 && hps_now() < s->deadline; round++) {
@@ -473,7 +527,7 @@ static double dual_bounds(exact_state *s)
         }
         if (!moved) break;
         build_family(s, &scratch, lambda);
-        double lb = family_bound(s, &scratch, 0, -1, 0, HUGE_VAL, room, &arg);
+        double lb = family_bound(s, &scratch, 0, -1, 0, HUGE_VAL, 0, room, &arg);
         if (lb > best * (1 + 1e-9)) {
             best = lb;
             family old = s->fam[EXACT_FAMILIES - 1];
@@ -490,14 +544,15 @@ static double dual_bounds(exact_state *s)
 }
 
 /* Phase 2 and on: the labels count the units of the types whose limit the
- * last relaxed optimum broke; repeat until the relaxed optimum keeps every
- * limit.  Counting only those types keeps the fronts small. */
-static int track_violations(exact_state *s, const plan_eval *e)
+ * last relaxed optimum broke (units per type at its provisioning); repeat
+ * until the relaxed optimum keeps every limit.  Counting only those types
+ * keeps the fronts small. */
+static int track_violations(exact_state *s, const int *units)
 {
     const plan_problem *p = s->p;
     int added = 0;
     for (int t = 0; t < p->n_types; t++)
-        if (e->units[t] > p->max_units[t] && !s->tracked[t]) {
+        if (units[t] > p->max_units[t] && !s->tracked[t]) {
             s->tracked[t] = added = 1;
             suffix_bounds_limited(s, t);
         }
@@ -514,6 +569,9 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
     double t0 = hps_now();
     exact_state s = {.p = p, .deadline = t0 + (o && o->bound_time > 0 ? o->bound_time : 1e9)};
     s.fronts = hps_calloc((size_t)(L + 1) * T, sizeof *s.fronts);
+    size_t n_opts = (size_t)L * (L + 1) * T + (size_t)(L + 1) * T;
+    s.opts = hps_calloc(n_opts, sizeof *s.opts);
+    for (size_t k = 0; k < n_opts; k++) s.opts[k].n = -1;
     plan_eval e;
     plan_eval_init(&e, p);
     double upper = starting_plan(p, r->assign, &e); /* feasible, or infinite */
@@ -536,16 +594,17 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
             continue;
         }
         if (id < 0) break; /* none better than the plan in hand */
-        lower = objective_of(p, s.labels[id].c, s.labels[id].thr);
+        lower = objective_of(p, s.labels[id].c, s.labels[id].thr, s.labels[id].n_stages);
         slack = 0.01;
-        trace_back(&s, id, relaxed);
-        plan_evaluate(p, relaxed, &e);
-        if (e.feasible) {
+        int used[PLAN_MAX_TYPES], over = 0;
+        trace_back(&s, id, relaxed, used);
+        for (int t = 0; t < T; t++) over |= used[t] > p->max_units[t];
+        if (!over) { /* plan_evaluate provisions it as well or better: the optimum */
             memcpy(r->assign, relaxed, (size_t)L * sizeof *relaxed);
             break;
         }
         r->unit_phase++;
-        if (!track_violations(&s, &e)) break;
+        if (!track_violations(&s, used)) break;
         root = dual_bounds(&s);
         /* a feasible plan near the relaxed optimum may tighten the bound */
         plan_budget b;
@@ -565,6 +624,12 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
     r->seconds = hps_now() - t0;
     for (int k = 0; k < (L + 1) * T; k++) free(s.fronts[k].ids);
     free(s.fronts);
+    for (size_t k = 0; k < n_opts; k++) {
+        free(s.opts[k].c);
+        free(s.opts[k].thr);
+        free(s.opts[k].k);
+    }
+    free(s.opts);
     free(s.labels);
     free(s.units);
     for (int f = 0; f < EXACT_FAMILIES; f++) free_family(&s.fam[f], L, T);

@@ -37,6 +37,7 @@ typedef struct {
     char digest[72];       /* of the plan file's bytes */
     char model_digest[72];
     int batch, n_layers;
+    int micro_batches; /* as planned (the plan's pipeline); 0: one per stage */
     int n_stages;
     hps_train_stage stages[HPS_TRAIN_MAX_STAGES];
     int servers;
@@ -67,9 +68,10 @@ struct hps_source {
  * with holdout, its holdout shards, or its training shards when it has none
  * (a directory sharded for evaluation). */
 hps_source *hps_source_shards(const char *dir, int holdout, hps_error *err);
-/* Endless synthetic batches of the model's schema (hps_batch_synth, seeds
- * seed, seed + 1, ...): what hps-profile times the engine on. */
-hps_source *hps_source_synth(const hps_model *m, uint64_t seed);
+/* Endless synthetic batches of the model's schema, those hps-profile times
+ * the layers on (hps_batch_synth, seeds seed, seed + 1, ...): what it times
+ * the engine on too. */
+hps_source *hps_source_profile_batches(const hps_model *m, uint64_t seed);
 /* Checks that the source carries the model's schema; names what differs. */
 int hps_source_check(const hps_source *s, const hps_model *m, hps_error *err);
 
@@ -80,7 +82,7 @@ typedef struct {
     long max_steps;          /* stop after this many steps in all (0: no limit) */
     uint64_t seed;
     int threads;             /* kernel threads per stage (0: all cores / stages) */
-    int micro_batches;       /* 0: one per stage */
+    int micro_batches;       /* 0: the plan's, else one per stage */
     size_t max_table_bytes;  /* per embedding layer; 0: no cap */
     hps_table_policy table_policy;
     int cpu_fallback;        /* run GPU stages on the CPU where no device exists */

@@ -38,6 +38,7 @@ static int check_model(const plan_file *pf, const hps_model *m, hps_train_plan *
                         m->n_layers);
     snprintf(plan->model_digest, sizeof plan->model_digest, "%s", pf->model_digest);
     plan->batch = pf->batch ? pf->batch : m->batch;
+    plan->micro_batches = pf->micro_batches;
     plan->n_layers = m->n_layers;
     return 0;
 }

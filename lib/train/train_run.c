@@ -125,7 +125,8 @@ hps_trainer *hps_trainer_create(const hps_model *m, const hps_train_plan *plan,
     t->be = be;
     t->B = plan->batch;
     int S = plan->n_stages;
-    t->M = o->micro_batches > 0 ? o->micro_batches : S;
+    /* --micro-batches, else what the plan priced, else one per stage */
+    t->M = o->micro_batches > 0 ? o->micro_batches : plan->micro_batches > 0 ? plan->micro_batches : S;
     if (t->M > t->B) t->M = t->B;
     t->cap_micro = (t->B + t->M - 1) / t->M;
     int threads = o->threads > 0 ? o->threads : hps_max_threads() / S;

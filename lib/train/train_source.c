@@ -22,7 +22,11 @@ int hps_source_check(const hps_source *s, const hps_model *m, hps_error *err)
     return 0;
 }
 
-/* ---- synthetic batches ------------------------------------------------------ */
+/* ---- hps-profile's batches ---------------------------------------------------- */
+/* Not tests/lib's planted rows (keys from at most 1000 per slot, so that the
+ * tests learn): the keys hps-profile times the layers with (hps_batch_synth,
+ * Zipf over each slot's rows), so the engine's lookups create rows as a run's
+ * do. */
 
 typedef struct {
     hps_source base;
@@ -54,14 +58,14 @@ static uint64_t synth_tell(const hps_source *src) { return ((const synth_source 
 static uint64_t synth_rows(const hps_source *src) { (void)src; return UINT64_MAX; }
 static void synth_close(hps_source *src) { free(src); }
 
-hps_source *hps_source_synth(const hps_model *m, uint64_t seed)
+hps_source *hps_source_profile_batches(const hps_model *m, uint64_t seed)
 {
     synth_source *s = hps_calloc(1, sizeof *s);
     int weighted = 0;
     for (int l = 0; l < m->n_layers; l++) weighted |= m->layers[l].weighted;
     s->base = (hps_source){.read = synth_read, .seek = synth_seek, .tell = synth_tell, .rows = synth_rows,
                            .close = synth_close, .n_dense = m->n_dense, .n_slots = m->n_slots,
-                           .weighted = weighted, .classes = m->classes, .name = "synthetic batches"};
+                           .weighted = weighted, .classes = m->classes, .name = "hps-profile's synthetic batches"};
     s->m = m;
     s->seed = seed;
     return &s->base;

@@ -179,6 +179,23 @@ PY
     [ "$output" = "hps-train: error: $TMP/b/secret:1:4: invalid JSON: '[' or '{' expected" ]
 }
 
+@test "train: the plan's micro-batches (hps-plan --micro-batches) are the ones hps-train runs" {
+    "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --warmup 0 --no-scaling \
+        --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"
+    "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/p.json" \
+        --min-throughput 10 --algo fixed:cpu --micro-batches 3 -o "$TMP/plan.json"
+    [ "$(json_field "$TMP/plan.json" 'd["pipeline"]')" = "{'micro_batches': 3, 'bubble': 1.0}" ]
+    "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$DATA/few" --threads 1 --steps 1 -q \
+        --metrics "$TMP/m.ndjson" --metrics-interval 0
+    [ "$(head -n 1 "$TMP/m.ndjson" | json_field /dev/stdin 'd["micro_batches"]')" = 3 ]
+    "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$DATA/few" --threads 1 --steps 1 -q \
+        --metrics "$TMP/m2.ndjson" --metrics-interval 0 --micro-batches 2
+    [ "$(head -n 1 "$TMP/m2.ndjson" | json_field /dev/stdin 'd["micro_batches"]')" = 2 ]
+    run "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/p.json" \
+        --min-throughput 10 --micro-batches 0
+    [ "$status" -eq 2 ]
+}
+
 @test "train: a plan's GPU stage needs a device or --cpu-fallback" {
     "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --warmup 0 --no-scaling \
         --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"

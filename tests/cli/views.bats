@@ -21,10 +21,12 @@ teardown() {
 plan() { "$HPS_BIN/hps-plan" "$@"; }
 
 # DLRM with two embedding tables and a bottom MLP, cut at the merge layer
-# rows on the servers: the drawing then has servers and two stages
+# rows on the servers: the drawing then has servers and two stages (with
+# 64 micro-batches a step, whose bubble of 1/65 leaves the cut cheapest;
+# with 2 the bubble takes a third and one stage of A100s wins)
 dlrm_plan() {
     plan -m $M/dlrm-criteo.json -c $C/aws.json -p $P/dlrm-criteo.json --min-throughput 2200000 -a exact \
-        --rows servers "$@"
+        --rows servers --micro-batches 64 "$@"
 }
 
 # An SVG that librsvg renders to a PNG; of the size it declares when that is

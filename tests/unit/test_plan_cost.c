@@ -48,6 +48,7 @@ static plan_problem *worked_example(void)
     p->overhead_ms[0] = 1, p->overhead_ms[1] = 0.5;
     p->max_units[0] = p->max_units[1] = 8;
     p->min_throughput = 200000;
+    p->micro_batches = 4;
     p->samples = 1e8;
     p->epochs = 1;
     plan_problem_prepare(p);
@@ -66,8 +67,10 @@ static void test_worked_example(void **state)
     NEAR(law.sync_ms, 0);
     NEAR(law.fixed_ms, 3);
     NEAR(law.scaled_ms, 4.64);
-    assert_int_equal(plan_provision(p, &law, 0), 3);
-    NEAR(plan_law_ms(&law, 2), 5.32);
+    assert_int_equal(plan_provision(p, &law, 0), 3); /* at the limit without the bubble */
+    NEAR(plan_law_ms(&law, 4), 4.16);
+    NEAR(plan_law_ms(&law, 5), 3.928);
+    NEAR(plan_bubble(p, 2), 0.8);
     plan_stage_law(p, 1, 3, 1, &law); /* fc1, loss on gpu */
     NEAR(law.boundary_ms, 0.16);
     NEAR(law.sync_ms, 0.1);
@@ -81,17 +84,32 @@ static void test_worked_example(void **state)
     plan_evaluate(p, assign, &e);
     assert_true(e.feasible);
     assert_int_equal(e.n_stages, 2);
-    assert_int_equal(e.stages[0].units, 3);
+    assert_int_equal(e.micro_batches, 4);
+    assert_int_equal(e.stages[0].units, 5);
     assert_int_equal(e.stages[1].units, 1);
-    NEAR(e.stages[0].ms, 4.546667);
-    NEAR(e.stages[0].throughput, 219941.35);
+    NEAR(e.stages[0].ms, 3.928);
+    NEAR(e.stages[0].throughput, 254582.48);
     NEAR(e.stages[1].ms, 2.16);
     NEAR(e.stages[1].throughput, 462962.96);
     assert_int_equal(e.bottleneck, 0);
-    NEAR(e.throughput, 219941.35);
-    NEAR(e.cost_per_hour, 6);
-    NEAR(e.time_s, 454.666667);
-    NEAR(e.cost, 0.757778);
+    NEAR(e.throughput, 203665.99);
+    NEAR(e.cost_per_hour, 8);
+    NEAR(e.time_s, 491);
+    NEAR(e.cost, 1.091111);
+    /* a sixth cpu: 3.7733 ms, 265018.6 x 0.8 samples/s at $9/h, dearer per sample */
+    NEAR(plan_law_ms(&e.stages[0].law, 6), 3.773333);
+    p->objective = PLAN_OBJ_TIME; /* the fastest bottleneck: emb on all 8 cpus */
+    plan_evaluate(p, assign, &e);
+    assert_int_equal(e.stages[0].units, 8);
+    NEAR(e.stages[0].ms, 3.58);
+    NEAR(e.throughput, 223463.69);
+    NEAR(e.cost_per_hour, 11);
+    p->min_throughput = 5000; /* one micro-batch: half the rate, still the fastest */
+    p->micro_batches = 1;
+    plan_evaluate(p, assign, &e);
+    assert_int_equal(e.stages[0].units, 8);
+    NEAR(e.bubble, 0.5);
+    NEAR(e.throughput, 139664.80);
     plan_eval_free(&e);
     plan_problem_free(p);
 }
@@ -124,8 +142,8 @@ static void test_worked_example_memory(void **state)
     assert_int_equal(law.rows, PLAN_ROWS_SERVERS);
     NEAR(law.mem_bytes, 0.75 * PLAN_GIB);
     NEAR(law.server_hot, 1.0 / 128);
-    /* 2.5e6 bytes a batch at 219.94 batches/s: one server carries it; memory 10 of 16 GiB */
-    assert_int_equal(plan_stage_servers(p, &law, 219941.35), 1);
+    /* 2.5e6 bytes a batch at 250 batches/s: one server carries it; memory 10 of 16 GiB */
+    assert_int_equal(plan_stage_servers(p, &law, 250000), 1);
     plan_stage_law(p, 0, 1, 1, &law); /* emb on gpu: 3.25 GiB of cache for 8 GiB of tables */
     assert_int_equal(law.rows, PLAN_ROWS_CACHE);
     NEAR(law.hit_rate, pow(3.25 / 8, 0.25));
@@ -141,8 +159,8 @@ static void test_worked_example_memory(void **state)
     assert_true(e.feasible);
     assert_int_equal(e.servers, 1);
     NEAR(e.server_cost_per_hour, 1);
-    NEAR(e.cost_per_hour, 7);
-    NEAR(e.cost, 454.666667 * 7 / 3600);
+    NEAR(e.cost_per_hour, 9);
+    NEAR(e.cost, 491.0 * 9 / 3600);
     plan_eval_free(&e);
     plan_problem_free(p);
 }

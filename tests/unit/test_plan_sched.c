@@ -204,6 +204,181 @@ static void test_exact_binding_units_128(void **state)
     plan_problem_free(p);
 }
 
+/* An optimum found independently of the provisioning: every assignment,
+ * every stage on ANY unit count within its type's limit (the limit shared by
+ * the stages of a type), and any number of servers that holds its rows. */
+typedef struct {
+    const plan_problem *p;
+    int n, type[8];
+    plan_law law[8];
+    double link_thr; /* the slowest link between the stages */
+    int units[PLAN_MAX_TYPES];
+    double rate, power, thr, best, best_thr;
+    int best_feasible, best_n;
+} any_units;
+
+static double law_thr(const plan_problem *p, const plan_law *law, int k)
+{
+    double ms = plan_law_ms(law, k);
+    return ms > 0 ? 1000.0 * p->batch / ms : HUGE_VAL;
+}
+
+static void any_units_stage(any_units *a, int s)
+{
+    const plan_problem *p = a->p;
+    if (s == a->n) { /* a synchronous step of M micro-batches idles S - 1 of M + S - 1 slots */
+        double m = p->micro_batches > 0 ? p->micro_batches : a->n;
+        double thr = fmin(a->thr, a->link_thr) * (p->micro_batches == PLAN_NO_BUBBLE ? 1 : m / (m + a->n - 1));
+        int ok = thr >= p->min_throughput * (1 - 1e-12);
+        double v = plan_objective_value(p, a->rate, a->power, thr);
+        if ((ok && !a->best_feasible) || (ok == a->best_feasible && v < a->best)) {
+            a->best = v;
+            a->best_thr = thr;
+            a->best_feasible = ok;
+            a->best_n = a->n;
+        }
+        return;
+    }
+    int t = a->type[s];
+    const plan_law *law = &a->law[s];
+    int n_lo = plan_stage_servers(p, law, 0), n_hi = n_lo > 0 ? p->max_servers : n_lo;
+    if (n_lo < 0) return;
+    for (int k = 1; k + a->units[t] <= p->max_units[t]; k++)
+        for (int n = n_lo; n <= n_hi; n++) {
+            double saved = a->thr;
+            a->units[t] += k;
+            a->rate += k * p->price[t] + n * p->server_price;
+            a->power += k * p->power[t] + n * p->server_power;
+            a->thr = fmin(a->thr, fmin(law_thr(p, law, k), plan_servers_throughput(p, law, n)));
+            any_units_stage(a, s + 1);
+            a->thr = saved;
+            a->units[t] -= k;
+            a->rate -= k * p->price[t] + n * p->server_price;
+            a->power -= k * p->power[t] + n * p->server_power;
+        }
+}
+
+/* The best objective over every assignment and provisioning; *feasible says
+ * whether it meets the limit, *thr gives its throughput. */
+static double brute_any_units(const plan_problem *p, int *feasible, double *thr, int *n_stages)
+{
+    int L = p->n_layers, T = p->n_types, assign[8] = {0};
+    any_units a = {.p = p, .best = HUGE_VAL};
+    for (;;) {
+        a.n = 0;
+        a.link_thr = HUGE_VAL;
+        int fits = 1;
+        for (int first = 0; first < L;) {
+            int end = first + 1;
+            while (end < L && assign[end] == assign[first]) end++;
+            a.type[a.n] = assign[first];
+            plan_stage_law(p, first, end, assign[first], &a.law[a.n]);
+            fits &= a.law[a.n].fits;
+            if (a.n > 0) {
+                double lm = plan_link_ms(p, first, a.type[a.n - 1], a.type[a.n]);
+                if (lm > 0) a.link_thr = fmin(a.link_thr, 1000.0 * p->batch / lm);
+            }
+            a.n++;
+            first = end;
+        }
+        a.thr = HUGE_VAL;
+        if (fits) any_units_stage(&a, 0);
+        int l = 0;
+        while (l < L && ++assign[l] == T) assign[l++] = 0;
+        if (l == L) break;
+    }
+    *feasible = a.best_feasible;
+    *thr = a.best_thr;
+    *n_stages = a.best_n;
+    return a.best;
+}
+
+/* hps-plan(1) COST MODEL: --algo exact is the optimum of the documented
+ * model, also where extra units on a cheap bottleneck stage, or fewer
+ * servers, beat the fewest units that meet the limit; every objective, with
+ * and without priced servers, links, memory and the pipeline's bubble. */
+static void test_exact_is_optimal_over_any_units(void **state)
+{
+    (void)state;
+    plan_search_opts o = {.bound_time = 10};
+    int feasible_count = 0, beyond = 0, piped = 0;
+    for (uint64_t seed = 1; seed <= 240; seed++) {
+        int L = 2 + (int)(seed % 4), T = 2 + (int)(seed / 3 % 2);
+        double tight = (double[]){0.2, 0.5, 0.8, 0.95}[seed / 6 % 4];
+        plan_problem *p = plan_problem_random(seed * 4099, L, T, tight, 1);
+        p->objective = (plan_objective)(seed / 24 % 4);
+        for (int t = 0; t < T; t++)
+            if (p->max_units[t] > 4) p->max_units[t] = 4;
+        uint64_t r = seed * 0x9e3779b97f4a7c15ull;
+        p->max_servers = 3;
+        if (seed % 4 != 3) p->micro_batches = (int[]){0, 4, 16}[seed % 4]; /* 0: one per stage */
+        if (seed % 2) { /* priced servers with memory, and a slow link */
+            p->server_price = 0.2 + (double)(hps_mix64(r) % 4) / 2;
+            p->server_power = 80;
+            p->server_bpms = (2 + (double)(hps_mix64(r + 1) % 20)) * PLAN_GBPS_TO_BPMS;
+            for (int l = 0; l < L; l++)
+                if (p->sparse_bytes[l] > 0) p->table_bytes[l] = (double)(hps_mix64(r + 2 + l) % 12 + 1) * PLAN_GIB;
+            p->server_mem = 8 * PLAN_GIB;
+            p->link_bpms[0][1] = p->link_bpms[1][0] = (5 + (double)(hps_mix64(r + 9) % 50)) * PLAN_GBPS_TO_BPMS;
+            p->link_ms[0][1] = p->link_ms[1][0] = 0.01;
+            plan_problem_prepare(p);
+        }
+        plan_result exact;
+        plan_result_init(&exact, p);
+        assert_int_equal(plan_solve_exact(p, &o, &exact), 0);
+        assert_true(exact.optimal);
+        int fe, fb, n;
+        double thr, ve = objective_of(p, exact.assign, &fe), vb = brute_any_units(p, &fb, &thr, &n);
+        if (fe != fb || (fb && fabs(ve - vb) > 1e-9 * vb))
+            fail_msg("seed %llu (%s): exact %.9g (feasible %d), any units %.9g (feasible %d)",
+                     (unsigned long long)seed, plan_objective_names[p->objective], ve, fe, vb, fb);
+        feasible_count += fb;
+        beyond += fb && thr > p->min_throughput * 1.2;
+        if (fb && p->micro_batches != PLAN_NO_BUBBLE) { /* where the bubble changed the optimum */
+            int m = p->micro_batches, f0, n0;
+            double t0;
+            p->micro_batches = PLAN_NO_BUBBLE;
+            piped += fabs(brute_any_units(p, &f0, &t0, &n0) - vb) > 1e-9 * vb;
+            p->micro_batches = m;
+        }
+        plan_result_free(&exact);
+        plan_problem_free(p);
+    }
+    print_message("# %d feasible, %d whose optimum runs 20%% above the limit, %d moved by the bubble\n",
+                  feasible_count, beyond, piped);
+    assert_true(feasible_count > 60 && beyond > 10 && piped > 3);
+}
+
+/* --objective time is the fastest plan that meets the limit: no point of
+ * the --pareto sweep from the same limit is faster. */
+static void test_time_is_fastest_of_pareto(void **state)
+{
+    (void)state;
+    plan_search_opts o = {.bound_time = 10};
+    for (uint64_t seed = 1; seed <= 30; seed++) {
+        plan_problem *p = plan_problem_random(seed * 7877, 3 + (int)(seed % 3), 3, 0.3, (int)(seed % 2));
+        p->objective = PLAN_OBJ_TIME;
+        plan_result r;
+        plan_result_init(&r, p);
+        assert_int_equal(plan_solve_exact(p, &o, &r), 0);
+        plan_eval e;
+        plan_eval_init(&e, p);
+        plan_evaluate(p, r.assign, &e);
+        assert_true(e.feasible && r.optimal);
+        plan_frontier fr;
+        hps_error err;
+        assert_int_equal(plan_pareto(p, NULL, "exact", &o, 8, &fr, &err), 0);
+        for (int i = 0; i < fr.n; i++)
+            if (fr.points[i].throughput > e.throughput * (1 + 1e-9))
+                fail_msg("seed %llu: --objective time %.6g samples/s, --pareto shows %.6g",
+                         (unsigned long long)seed, e.throughput, fr.points[i].throughput);
+        plan_frontier_free(&fr);
+        plan_eval_free(&e);
+        plan_result_free(&r);
+        plan_problem_free(p);
+    }
+}
+
 /* A budget that does not bind: the tests check what a search finds. */
 static plan_budget *ample(void)
 {
@@ -430,6 +605,8 @@ int main(void)
         cmocka_unit_test(test_exact_equals_brute_binding_units),
         cmocka_unit_test(test_exact_equals_brute_with_memory),
         cmocka_unit_test(test_exact_binding_units_128),
+        cmocka_unit_test(test_exact_is_optimal_over_any_units),
+        cmocka_unit_test(test_time_is_fastest_of_pareto),
         cmocka_unit_test(test_dp_polish),
         cmocka_unit_test(test_brute_refuses_large),
         cmocka_unit_test(test_rl_is_deterministic),

@@ -148,6 +148,7 @@ static void test_dot_follows_the_data_flow(void **state)
      * which meets the limit with both streams charged at the cut. */
     for (int i = 0; i < f.p->n_layers; i++) r.assign[i] = i < 4 ? 2 : 4;
     f.p->rows_on_servers = 1; /* --rows servers: the drawing has servers to show */
+    f.p->micro_batches = 64;  /* a bubble of 1/65: two stages still carry the limit */
     plan_evaluate(f.p, r.assign, &e);
     assert_true(e.feasible && e.n_stages == 2 && e.stages[1].first == 4);
     assert_int_equal(plan_layout_make(f.p, f.c, &e, &l, &err), 0);
@@ -155,7 +156,12 @@ static void test_dot_follows_the_data_flow(void **state)
     plan_print_dot(out, f.m, f.p, &e, &l);
     char *s = slurp(out);
     /* emb_a, emb_b and the bottom MLP each flow into the interaction, across stages */
-    assert_non_null(strstr(s, "  l0 -> l4 [penwidth=2.5"));
+    /* the cut's label: every stream sent there, both ways (hps-plan(5) bytes_in) */
+    char label[96];
+    snprintf(label, sizeof label, "  l0 -> l4 [penwidth=2.5, label=\"%.0f kB/batch\"]", f.p->cut_bytes[4] / 1e3);
+    /* 26 pooled dims of 8 and bottom2's 8 forward with the label, as many gradients back */
+    assert_true(fabs(f.p->cut_bytes[4] - 512 * (216 + 1 + 216) * 4.0) < 1);
+    assert_non_null(strstr(s, label));
     assert_non_null(strstr(s, "  l1 -> l4 [penwidth=2.5"));
     assert_non_null(strstr(s, "  l3 -> l4 [penwidth=2.5"));
     assert_non_null(strstr(s, "  sparse -> l0;\n"));
