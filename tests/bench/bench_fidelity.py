@@ -23,6 +23,7 @@ STEPS = int(os.environ.get("STEPS", "120"))
 ROWS = int(os.environ.get("ROWS", "60000"))
 NIC_GBPS = float(os.environ.get("NIC_GBPS", "40"))
 MPI = os.environ.get("MPI", "1") == "1"
+REPS = os.environ.get("REPS", "20")  # hps-profile's repetitions: medians steadier on a busy machine
 MPI_TIMEOUT = 300
 TARGETS = {"median": 0.10, "max": 0.25, "ranking": 0.90}
 
@@ -74,10 +75,12 @@ def data(name):
     return d
 
 
-def plan(name, d, cl, limit, algo, out):
+def plan(name, d, cl, limit, algo, out, micro=None):
+    """The plan, priced for `micro` micro-batches (hps-train's default, one a stage, when None)."""
     model = f"{ROOT}/testdata/models/{name}.json"
+    extra = ["--micro-batches", str(micro)] if micro else []
     r = subprocess.run([f"{BIN}/hps-plan", "-q", "-m", model, "-c", cl, "-p", f"{d}/profile.json",
-                        "-t", str(limit), "-a", algo, "-o", out], capture_output=True, text=True)
+                        "-t", str(limit), "-a", algo, "-o", out] + extra, capture_output=True, text=True)
     if r.returncode != 0:
         return None
     with open(out) as f:
@@ -135,7 +138,7 @@ def main():
     for name in MODELS:
         d = data(name)
         model = f"{ROOT}/testdata/models/{name}.json"
-        sh([f"{BIN}/hps-profile", "-q", "-m", model, "-d", "cpu:2", "-o", f"{d}/profile.json"])
+        sh([f"{BIN}/hps-profile", "-q", "-m", model, "-d", "cpu:2", "-r", REPS, "-o", f"{d}/profile.json"])
         c1 = cluster(f"{d}/c-t1.json", [ONE], 1)
         c2 = cluster(f"{d}/c-t2.json", [TWO], 1)
         cw = cluster(f"{d}/c-t1x2.json", [ONE], 2)
@@ -150,12 +153,15 @@ def main():
         if MPI:
             configs.append(("stages", cab, 1.02 * tp1, [2], True))
         for tag, cl, limit, micros, mpi in configs:
-            p = plan(name, d, cl, limit, "exact", f"{d}/{tag}.json")
-            if not p:
-                print(f"  {name}: {tag}: no plan at {limit:.0f} samples/s", flush=True)
-                continue
             for micro in micros:
-                res = train(name, d, f"{d}/{tag}.json", p, micro, mpi)
+                path = f"{d}/{tag}-m{micro}.json"
+                p = plan(name, d, cl, limit, "exact", path, micro)
+                if not p:
+                    print(f"  {name}: {tag}: no plan at {limit:.0f} samples/s", flush=True)
+                    break
+                if mpi and not p["servers"]["count"] and len(p["stages"]) > 1:
+                    break  # stages across ranks need a server rank; a dense-only model has none
+                res = train(name, d, path, p, micro, mpi)
                 err = res["measured"] / res["predicted"] - 1
                 rows.append((name, describe(p, micro, res), res, err))
                 print(f"  {name:12} {describe(p, micro, res)} predicted {res['predicted']:9.0f} measured "
