@@ -143,7 +143,7 @@ DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenb
 .SECONDARY:
 
 .PHONY: all deps check test asan fuzz fuzz-targets golden demo install uninstall clean FORCE \
-        bench-plan bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy
+        bench-plan bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy bench-fidelity
 all: $(BINS)
 
 $(CONFIG_STAMP): FORCE
@@ -306,7 +306,7 @@ demo: deps
 bench-plan: all $(BUILD)/bench/bench_plan
 	@HPS_BENCH_PLAN=$(CURDIR)/$(BUILD)/bench/bench_plan tests/bench/$@.sh $(CURDIR)/$(BIN)
 
-bench-shard bench-train: all
+bench-shard bench-train bench-fidelity: all
 	@tests/bench/$@.sh $(CURDIR)/$(BIN)
 
 # bench-dist slows a rank with the test build's --slowdown

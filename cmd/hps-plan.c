@@ -13,11 +13,14 @@
 #include "core/hps_json.h"
 #include "data/hps_shard.h"
 #include "plan/hps_plan.h"
+#include "profile/hps_profile.h"
+#include "train/hps_train.h"
 
 enum { FMT_JSON, FMT_TABLE, FMT_DOT, FMT_SVG };
 
 typedef struct {
     const char *model, *cluster, *output, *rankfile, *explain, *algo, *format_arg, *data_stats, *policy, *train_policy;
+    const char *calibrate;
     const char **profiles;
     int n_profiles;
     double min_throughput, samples;
@@ -32,6 +35,7 @@ static const char usage_text[] =
     "       hps-plan show PLAN [-f json|table|dot|svg] [-o FILE] [-m MODEL] [-c CLUSTER] [-p PROFILE]...\n"
     "       hps-plan --explain PLAN [-f text|json] [-m MODEL] [-c CLUSTER] [-p PROFILE]...\n"
     "       hps-plan --train-policy FILE [--instances N] [--episodes N] [-s S]\n"
+    "       hps-plan --calibrate RUN -m MODEL -c CLUSTER -p PROFILE... [-o FILE]\n"
     "\n"
     "Decides which resource type runs each layer of MODEL and how many units each\n"
     "stage gets, so that at least N samples/s are trained at the lowest cost.\n"
@@ -65,13 +69,15 @@ static const char usage_text[] =
     "      --rankfile FILE      write an Open MPI rankfile for the plan's ranks\n"
     "      --pareto[=N]         sweep the limit up to the fastest plan; N points (default 8)\n"
     "      --explain PLAN       per layer, what PLAN would cost with it on each type\n"
+    "      --calibrate RUN      fold the stage times an hps-train run measured (its\n"
+    "                           metrics file) into the profiles; print the calibrated profile\n"
     "  -q, --quiet              errors only\n"
     "  -v, --verbose            more on stderr\n"
     "  -h, --help               this text\n"
     "  -V, --version            version and features\n";
 
 enum { OPT_OBJECTIVE = 256, OPT_SAMPLES, OPT_EPOCHS, OPT_EPISODES, OPT_TIME_LIMIT, OPT_BOUND_TIME,
-       OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN, OPT_DATA_STATS, OPT_ROWS, OPT_EVALUATIONS,
+       OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN, OPT_CALIBRATE, OPT_DATA_STATS, OPT_ROWS, OPT_EVALUATIONS,
        OPT_POLICY, OPT_TRAIN_POLICY, OPT_INSTANCES, OPT_MICRO };
 
 static const struct option long_options[] = {
@@ -100,6 +106,7 @@ static const struct option long_options[] = {
     {"rankfile", required_argument, NULL, OPT_RANKFILE},
     {"pareto", optional_argument, NULL, OPT_PARETO},
     {"explain", required_argument, NULL, OPT_EXPLAIN},
+    {"calibrate", required_argument, NULL, OPT_CALIBRATE},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -161,6 +168,7 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_RANKFILE: o->rankfile = optarg; break;
         case OPT_PARETO: o->pareto = optarg ? (int)hps_cli_long("--pareto", optarg, 1, 1000) : 8; break;
         case OPT_EXPLAIN: o->explain = optarg; break;
+        case OPT_CALIBRATE: o->calibrate = optarg; break;
         case OPT_DATA_STATS: o->data_stats = optarg; break;
         case OPT_ROWS: o->rows_on_servers = hps_cli_choice("--rows", optarg, rows_choices); break;
         case 'q': hps_cli_quiet(); break;
@@ -593,6 +601,80 @@ static int show(options *o, int argc, char **argv)
     return 0;
 }
 
+/* The run's stages on the problem's types; one process ran each stage on
+ * one unit, whatever the plan's units. */
+static int calib_stages(const options *o, const inputs *in, const hps_train_run *run, plan_calib_stage *st)
+{
+    const char *name = hps_path_name(o->calibrate);
+    if (strcmp(run->model, in->model->name) != 0)
+        bad_input("%s: a run of model '%s', not %s's '%s'", name, run->model, o->model, in->model->name);
+    if (run->batch != (int)in->problem->batch)
+        bad_input("%s: a run at batch %d, the profiles are of batch %d (profile at the run's batch)", name,
+                  run->batch, (int)in->problem->batch);
+    if (run->stages[run->n_stages - 1].end != in->model->n_layers)
+        bad_input("%s: its stages end at layer %d of %d", name, run->stages[run->n_stages - 1].end - 1,
+                  in->model->n_layers);
+    for (int s = 0; s < run->n_stages; s++) {
+        const hps_train_run_stage *r = &run->stages[s];
+        int t = hps_cluster_find(in->cluster, r->type);
+        if (t < 0) bad_input("%s: stage %d ran on type '%s', which %s lacks", name, s, r->type, o->cluster);
+        st[s] = (plan_calib_stage){.type = t, .first = r->first, .end = r->end,
+                                   .units = run->ranks ? r->units : 1, .measured_ms = r->measured_ms};
+    }
+    return run->n_stages;
+}
+
+/* The -p profiles as one document. */
+static json_t *profiles_doc(const options *o)
+{
+    hps_error err;
+    json_t **docs = hps_calloc((size_t)o->n_profiles, sizeof *docs);
+    for (int i = 0; i < o->n_profiles; i++)
+        if (hps_json_load(o->profiles[i], &docs[i], &err)) die(&err);
+    json_t *doc = o->n_profiles == 1 ? json_incref(docs[0]) : hps_profile_merge(docs, o->profiles, o->n_profiles, &err);
+    for (int i = 0; i < o->n_profiles; i++) json_decref(docs[i]);
+    free(docs);
+    if (!doc) die(&err);
+    return doc;
+}
+
+/* --calibrate RUN: each stage's layers scaled so that the model's time of
+ * the stage is the run's (hps-plan(1), CALIBRATION). */
+static int calibrate(const options *o)
+{
+    hps_error err;
+    hps_train_run run;
+    if (!o->n_profiles) hps_usage_error("--calibrate needs the profiles as files: -p PROFILE");
+    if (hps_train_run_load(o->calibrate, &run, &err)) die(&err);
+    inputs in = {0};
+    load_inputs(o, &in);
+    plan_calib_stage st[HPS_TRAIN_MAX_STAGES];
+    int n = calib_stages(o, &in, &run, st);
+    double step_ms = 1000.0 * run.batch / run.samples_per_s;
+    in.problem->micro_batches = run.micro_batches; /* the bubble the run had */
+    plan_calib_targets(st, n, step_ms, plan_bubble(in.problem, n));
+    plan_calibrate(in.problem, st, n);
+    json_t *doc = profiles_doc(o);
+    const char *name = hps_path_name(o->calibrate);
+    for (int s = 0; s < n; s++) {
+        const plan_rtype *r = &in.cluster->types[st[s].type];
+        hps_profile_scale_layers(doc, r->device, st[s].first, st[s].end, st[s].factor, name);
+        hps_log(2, "hps-plan: stage %d (layers %d-%d on '%s', %d unit%s): model %.3f ms, run %.3f ms "
+                   "(%.3f computing): device '%s' layers x%.4g\n",
+                s, st[s].first, st[s].end - 1, r->name, st[s].units, st[s].units == 1 ? "" : "s", st[s].before_ms,
+                st[s].target_ms, st[s].measured_ms, r->device, st[s].factor);
+        if (st[s].clamped)
+            hps_warnf("%s: stage %d: the model's terms other than its layers take %.3f ms, more than the run's "
+                      "%.3f: its layers only go down to x%g", name, s, st[s].after_ms, st[s].target_ms,
+                      PLAN_CALIB_MIN_FACTOR);
+    }
+    int rc = hps_json_write(o->output ? o->output : "-", doc, &err);
+    json_decref(doc);
+    free_inputs(&in);
+    if (rc) die(&err);
+    return 0;
+}
+
 /* --train-policy FILE: the rl policy pre-trained over seeded random
  * instances (make plan-policy regenerates the built-in one this way). */
 static int train_policy(const options *o)
@@ -629,6 +711,11 @@ int main(int argc, char **argv)
         if (o.explain) {
             rc = explain(&o);
             free(o.profiles); /* reload may have replaced it */
+            return rc;
+        }
+        if (o.calibrate) {
+            rc = calibrate(&o);
+            free(o.profiles);
             return rc;
         }
         if (o.train_policy) {

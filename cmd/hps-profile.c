@@ -10,6 +10,7 @@
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "profile/hps_profile.h"
+#include "train/hps_train.h"
 
 #define MAX_DEVICES 32
 #define MAX_ESTIMATES 32
@@ -146,6 +147,34 @@ static int emit(json_t *doc, const args *a, hps_error *err)
     return hps_out_commit(o, err);
 }
 
+/* A run adds to the layers what hps-train's engine does around them in a
+ * step: rows looked up in its tables (new ones created), sparse gradients
+ * merged and applied, the dense optimizer, the pipeline's hand-offs.  Its
+ * probe times these on synthetic batches, at the device's threads, and that
+ * is the CPU device's overhead_ms (hps-profile(5)). */
+static int engine_overhead(const hps_model *m, json_t *dev, const hps_profile_opts *o, hps_error *err)
+{
+    if (strcmp(json_string_value(json_object_get(dev, "kind")), "cpu") != 0) return 0;
+    hps_train_plan plan;
+    hps_train_plan_single(m, &plan);
+    plan.batch = o->batch ? o->batch : m->batch;
+    hps_train_opts to = hps_train_opts_default();
+    to.threads = (int)json_integer_value(json_object_get(dev, "threads"));
+    to.seed = o->seed;
+    hps_trainer *t = hps_trainer_create(m, &plan, &to, err);
+    if (!t) return -1;
+    hps_source *src = hps_source_profile_batches(m, o->seed);
+    json_t *probe = hps_trainer_probe(t, src, o->reps + o->warmup, err);
+    src->close(src);
+    hps_trainer_free(t);
+    if (!probe) return -1;
+    json_t *pd = json_array_get(json_object_get(probe, "devices"), 0);
+    json_object_set(dev, "overhead_ms", json_object_get(pd, "overhead_ms"));
+    json_object_set_new(dev, "overhead_from", json_string("engine"));
+    json_decref(probe);
+    return 0;
+}
+
 static json_t *measure_all(const args *a, hps_error *err)
 {
     hps_model *m = hps_model_load(a->model, err);
@@ -157,6 +186,7 @@ static json_t *measure_all(const args *a, hps_error *err)
         devices = json_array();
         for (int i = 0; i < n && devices; i++) {
             json_t *d = hps_profile_measure(m, &devs[i], &a->opts, err);
+            if (d && engine_overhead(m, d, &a->opts, err)) json_decref(d), d = NULL;
             if (!d) json_decref(devices), devices = NULL;
             else json_array_append_new(devices, d);
         }

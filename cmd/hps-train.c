@@ -241,12 +241,40 @@ static int open_log(const char *dir, const hps_dist *d, hps_error *err)
     return 0;
 }
 
+/* "+4.2%", or "no prediction" when the plan gave none. */
+static const char *vs_plan(char *buf, size_t n, double measured, double predicted)
+{
+    if (predicted > 0 && measured > 0) snprintf(buf, n, "%+.1f%%", 100 * (measured / predicted - 1));
+    else snprintf(buf, n, "no prediction");
+    return buf;
+}
+
+/* The plan's prediction beside the run: samples/s, then per stage. */
+static void print_fidelity(const hps_trainer *t)
+{
+    const hps_train_summary *s = hps_trainer_summary(t);
+    char e[32];
+    if (s->predicted_samples_per_s > 0)
+        hps_log(2, "%s: predicted %.0f samples/s, measured %.0f (%s)\n", hps_progname(),
+                s->predicted_samples_per_s, s->samples_per_s,
+                vs_plan(e, sizeof e, s->samples_per_s, s->predicted_samples_per_s));
+    for (int i = 0; i < s->n_stages; i++)
+        if (s->stage_predicted_ms[i] > 0)
+            hps_log(2, "%s:   stage %d: %.3f ms per batch computing, predicted %.3f (%s)\n", hps_progname(), i,
+                    s->stage_ms[i], s->stage_predicted_ms[i],
+                    vs_plan(e, sizeof e, s->stage_ms[i], s->stage_predicted_ms[i]));
+        else
+            hps_log(2, "%s:   stage %d: %.3f ms per batch computing (no prediction)\n", hps_progname(), i,
+                    s->stage_ms[i]);
+}
+
 static void print_summary(const hps_trainer *t)
 {
     const hps_train_summary *s = hps_trainer_summary(t);
     hps_log(2, "%s: %llu steps, %llu samples, loss %.4f, %.0f samples/s\n", hps_progname(),
             (unsigned long long)s->steps, (unsigned long long)s->samples, s->last_loss,
             s->samples_per_s);
+    print_fidelity(t);
     if (s->have_eval)
         hps_log(2, "%s: eval on %llu rows: logloss %.4f, %s %.4f\n", hps_progname(),
                 (unsigned long long)s->eval.rows, s->eval.loss,

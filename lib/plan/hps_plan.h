@@ -441,6 +441,26 @@ void plan_print_dot(FILE *f, const hps_model *m, const plan_problem *p, const pl
 void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const plan_eval *e,
                    const plan_layout *l);
 
+/* ---- --calibrate (plan_calibrate.c) ----------------------------------------- */
+
+/* One stage of a run, as hps-train measured it: layers [first, end) on a
+ * type and units; measured_ms its computing per batch.  target_ms is what the
+ * cost model's time of the stage should become (plan_calib_targets), and
+ * plan_calibrate fills the rest. */
+typedef struct {
+    int type, first, end, units;
+    double measured_ms, target_ms;
+    double before_ms, after_ms; /* the model's time of the stage, before and after */
+    double factor;              /* on the t1 of the stage's layers on its type */
+    int clamped;                /* the factor would be below PLAN_CALIB_MIN_FACTOR */
+} plan_calib_stage;
+#define PLAN_CALIB_MIN_FACTOR 0.01
+/* target_ms of each stage from its measured_ms, the run's whole step and
+ * the bubble of its micro-batches (plan_bubble). */
+void plan_calib_targets(plan_calib_stage *st, int n, double step_ms, double bubble);
+/* Scales the t1 of each stage's layers on its type in p (and prepares p). */
+void plan_calibrate(plan_problem *p, plan_calib_stage *st, int n);
+
 /* ---- reading a plan back: the one reader every tool uses ------------------ */
 
 #define PLAN_MAX_STAGES 64
@@ -478,6 +498,7 @@ typedef struct {
     char model_digest[72], cluster_digest[72]; /* "" when absent */
     char objective[16];
     double min_throughput, samples, network_bytes;
+    double predicted_throughput; /* predicted.throughput, samples/s; 0 when absent */
     int epochs, batch, n_layers; /* 0 when absent */
     int micro_batches;           /* pipeline.micro_batches; 0 when absent */
     char (*assign)[HPS_NAME_MAX]; /* n_layers type names, or NULL */

@@ -85,6 +85,12 @@ static int read_head(json_t *root, plan_file *pf, hps_error *err)
         (objective && copy_str(pf->objective, sizeof pf->objective, objective, "objective", pf->name, err)))
         return -1;
     pf->epochs = (int)epochs, pf->batch = (int)batch, pf->n_layers = (int)layers;
+    /* what the plan promises, for hps-train's summary beside what it measures */
+    json_t *pred = json_object_get(root, "predicted");
+    snprintf(ctx, sizeof ctx, "%s: predicted", pf->name);
+    if (json_is_object(pred) &&
+        hps_json_num(pred, "throughput", HPS_OPTIONAL, 0, 1e15, &pf->predicted_throughput, ctx, err))
+        return -1;
     json_t *pipe = json_object_get(root, "pipeline");
     long long micro = 0;
     snprintf(ctx, sizeof ctx, "%s: pipeline", pf->name);

@@ -58,6 +58,12 @@ int hps_profile_estimate(json_t *doc, const char *spec_path, hps_error *err);
  * inputs is a conflict.  Returns a new document. */
 json_t *hps_profile_merge(json_t **docs, const char **names, int n, hps_error *err);
 
+/* --calibrate (hps-plan(1)): multiplies layers [first, end) of device_id,
+ * their forward and backward timings and their thread-scaling curve, by
+ * factor; each records "calibrated": {"factor" (all calibrations so far
+ * multiplied), "run"}.  -1 when doc has no such device or layers. */
+int hps_profile_scale_layers(json_t *doc, const char *device_id, int first, int end, double factor,
+                             const char *run);
 /* The profile for people: one table per device. */
 void hps_profile_print_table(json_t *doc, FILE *out);
 

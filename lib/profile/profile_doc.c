@@ -186,3 +186,36 @@ void hps_profile_print_table(json_t *doc, FILE *out)
         print_device(dev, out);
     }
 }
+
+/* Multiplies the figures of a timing object ({median, min, max, mad}). */
+static void scale_timing(json_t *t, double f)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(t, key, v)
+        if (json_is_number(v)) json_object_set_new(t, key, json_real(json_number_value(v) * f));
+}
+
+int hps_profile_scale_layers(json_t *doc, const char *device_id, int first, int end, double factor,
+                             const char *run)
+{
+    size_t i;
+    json_t *dev, *found = NULL;
+    json_array_foreach(json_object_get(doc, "devices"), i, dev)
+        if (strcmp(json_string_value(json_object_get(dev, "id")), device_id) == 0) found = dev;
+    json_t *layers = json_object_get(found, "layers");
+    if (!found || end > (int)json_array_size(layers)) return -1;
+    for (int l = first; l < end; l++) {
+        json_t *layer = json_array_get(layers, (size_t)l), *sc = json_object_get(layer, "scaling");
+        scale_timing(json_object_get(layer, "forward_ms"), factor);
+        scale_timing(json_object_get(layer, "backward_ms"), factor);
+        /* the curve moves with the times; its parallel fraction stays */
+        json_t *ms = json_object_get(sc, "ms"), *v;
+        size_t k;
+        json_array_foreach(ms, k, v) json_array_set_new(ms, k, json_real(json_number_value(v) * factor));
+        json_t *before = json_object_get(json_object_get(layer, "calibrated"), "factor");
+        double total = factor * (json_is_number(before) ? json_number_value(before) : 1);
+        json_object_set_new(layer, "calibrated", json_pack("{s:f, s:s}", "factor", total, "run", run));
+    }
+    return 0;
+}

@@ -41,6 +41,7 @@ typedef struct {
     int n_stages;
     hps_train_stage stages[HPS_TRAIN_MAX_STAGES];
     int servers;
+    double predicted_samples_per_s; /* the plan's predicted.throughput (0: unknown) */
 } hps_train_plan;
 
 /* Reads a plan (hps-plan(5)) and checks it against the model. */
@@ -67,6 +68,10 @@ struct hps_source {
  * with holdout, its holdout shards, or its training shards when it has none
  * (a directory sharded for evaluation). */
 hps_source *hps_source_shards(const char *dir, int holdout, hps_error *err);
+/* Endless synthetic batches of the model's schema, those hps-profile times
+ * the layers on (hps_batch_synth, seeds seed, seed + 1, ...): what it times
+ * the engine on too. */
+hps_source *hps_source_profile_batches(const hps_model *m, uint64_t seed);
 /* Checks that the source carries the model's schema; names what differs. */
 int hps_source_check(const hps_source *s, const hps_model *m, hps_error *err);
 
@@ -122,6 +127,11 @@ typedef struct {
     double eval_seconds;
     hps_eval_result eval;
     int have_eval;
+    /* fidelity: the plan's figures beside this run's (predicted 0: unknown);
+     * stage_ms: each stage's computing per batch over the whole run */
+    double predicted_samples_per_s;
+    int n_stages;
+    double stage_ms[HPS_TRAIN_MAX_STAGES], stage_predicted_ms[HPS_TRAIN_MAX_STAGES];
 } hps_train_summary;
 const hps_train_summary *hps_trainer_summary(const hps_trainer *t);
 hps_table *hps_trainer_table(hps_trainer *t, int layer);
@@ -205,6 +215,31 @@ int hps_safetensors_verify(const char *path, int *n_tensors, hps_error *err);
 
 /* AUC of scores against 0/1 labels (ties count half). */
 double hps_auc(const float *score, const float *label, size_t n);
+
+/* ---- metrics files, read back (train_metrics_read.c) ----------------------- */
+
+/* Calls fn on each record of a metrics file (--metrics) in order; a line that
+ * is no record is an error naming it; fn's nonzero return stops the walk. */
+typedef int (*hps_metrics_record_fn)(void *ctx, const char *event, json_t *record, int line,
+                                     hps_error *err);
+int hps_train_metrics_each(const char *path, hps_metrics_record_fn fn, void *ctx, hps_error *err);
+
+/* What a finished run measured: its start record's stages and its summary. */
+typedef struct {
+    char type[HPS_NAME_MAX];
+    int first, end, units; /* layers [first, end) */
+    double measured_ms;    /* computing per batch over the run */
+} hps_train_run_stage;
+typedef struct {
+    char model[HPS_NAME_MAX];
+    int batch, micro_batches, n_stages;
+    hps_train_run_stage stages[HPS_TRAIN_MAX_STAGES];
+    uint64_t steps;
+    double samples_per_s; /* training alone */
+    int have_summary;
+    int ranks;            /* under mpirun (its dist record); 0: one process */
+} hps_train_run;
+int hps_train_run_load(const char *path, hps_train_run *r, hps_error *err);
 
 /* Training curves from a metrics file (--metrics) as one SVG picture written
  * to out_path ("-" = stdout): loss, evaluation, samples/s per stage, measured

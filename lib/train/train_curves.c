@@ -55,40 +55,30 @@ static void add_step(curves *c, json_t *o)
     }
 }
 
+static int on_record(void *ctx, const char *event, json_t *o, int line, hps_error *err)
+{
+    curves *c = ctx;
+    (void)line, (void)err;
+    if (strcmp(event, "start") == 0) {
+        const char *m = json_string_value(json_object_get(o, "model"));
+        snprintf(c->model, sizeof c->model, "%s", m ? m : "?");
+    } else if (strcmp(event, "step") == 0) {
+        add_step(c, o);
+    } else if (strcmp(event, "eval") == 0) {
+        double step = num(o, "step");
+        curve_add(&c->logloss, step, num(o, "logloss"));
+        curve_add(&c->auc, step, num(o, "auc"));
+        curve_add(&c->acc, step, num(o, "accuracy"));
+    }
+    return 0;
+}
+
 static int read_curves(const char *path, curves *c, hps_error *err)
 {
-    char *text;
-    size_t len;
-    if (hps_read_all(path, &text, &len, err)) return -1;
-    int line = 0, rc = 0;
-    for (char *p = text, *next; p && *p && rc == 0; p = next) {
-        next = strchr(p, '\n');
-        if (next) *next++ = '\0';
-        line++;
-        if (!*p) continue;
-        json_error_t je;
-        json_t *o = json_loads(p, 0, &je);
-        const char *event = json_string_value(json_object_get(o, "event"));
-        if (!event) {
-            rc = hps_fail(err, HPS_EXIT_USAGE, "%s:%d: expected a metrics record (a JSON object with \"event\")",
-                          hps_path_name(path), line);
-        } else if (strcmp(event, "start") == 0) {
-            const char *m = json_string_value(json_object_get(o, "model"));
-            snprintf(c->model, sizeof c->model, "%s", m ? m : "?");
-        } else if (strcmp(event, "step") == 0) {
-            add_step(c, o);
-        } else if (strcmp(event, "eval") == 0) {
-            double step = num(o, "step");
-            curve_add(&c->logloss, step, num(o, "logloss"));
-            curve_add(&c->auc, step, num(o, "auc"));
-            curve_add(&c->acc, step, num(o, "accuracy"));
-        }
-        json_decref(o);
-    }
-    free(text);
-    if (rc == 0 && !c->loss.n && !c->logloss.n)
-        rc = hps_fail(err, HPS_EXIT_USAGE, "%s: no step or eval records to draw", hps_path_name(path));
-    return rc;
+    if (hps_train_metrics_each(path, on_record, c, err)) return -1;
+    if (!c->loss.n && !c->logloss.n)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: no step or eval records to draw", hps_path_name(path));
+    return 0;
 }
 
 static hps_svg_series series(const char *name, int color, const curve *c, int dashed)

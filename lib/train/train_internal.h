@@ -36,6 +36,8 @@ struct hps_trainer {
     double eval_s_last;            /* sum.eval_seconds at the last step record */
     double progress_start;         /* run fraction at the first progress line (NAN before) */
     double busy_last[HPS_TRAIN_MAX_STAGES];
+    double busy_start[HPS_TRAIN_MAX_STAGES]; /* at the start record: the summary's per-stage ms */
+    uint64_t step_start;
     /* distributed runs: the hooks, and the local rows each load touched
      * (per layer, each row once: mark[l][row] == load_id) */
     const hps_train_dist *dist;

@@ -37,7 +37,8 @@ void train_metrics_start(hps_trainer *t)
     t->step_last = t->step; /* rates count from here, also after a resume */
     t->eval_s_last = t->sum.eval_seconds;
     t->progress_start = NAN; /* set at the first progress line */
-    for (int s = 0; s < t->plan.n_stages; s++) t->busy_last[s] = stage_busy(t, s);
+    t->step_start = t->step;
+    for (int s = 0; s < t->plan.n_stages; s++) t->busy_start[s] = t->busy_last[s] = stage_busy(t, s);
     json_t *stages = json_array();
     for (int s = 0; s < t->plan.n_stages; s++) {
         const hps_train_stage *st = &t->plan.stages[s];
@@ -115,9 +116,40 @@ void train_metrics_eval(hps_trainer *t)
     emit(t, o);
 }
 
+/* NAN when either is unknown: measured / predicted - 1. */
+static double rel_error(double measured, double predicted)
+{
+    return predicted > 0 && measured > 0 ? measured / predicted - 1 : NAN;
+}
+
+/* The plan's figures beside the run's: samples/s, and each stage's ms per
+ * batch over the whole run (the step records give them per interval). */
+static json_t *fidelity(hps_trainer *t)
+{
+    hps_train_summary *s = &t->sum;
+    uint64_t steps = t->step - t->step_start;
+    s->predicted_samples_per_s = t->plan.predicted_samples_per_s;
+    s->n_stages = t->plan.n_stages;
+    json_t *a = json_array();
+    for (int i = 0; i < s->n_stages; i++) {
+        double busy = stage_busy(t, i) - t->busy_start[i];
+        s->stage_ms[i] = steps ? busy * 1e3 / (double)steps : NAN;
+        s->stage_predicted_ms[i] = t->plan.stages[i].predicted_ms;
+        double pred = s->stage_predicted_ms[i];
+        json_array_append_new(a, json_pack("{s:i, s:o, s:o, s:o}", "index", i, "measured_ms",
+                                           hps_json_real(s->stage_ms[i]), "predicted_ms",
+                                           pred > 0 ? hps_json_real(pred) : json_null(), "error",
+                                           hps_json_real(rel_error(s->stage_ms[i], pred))));
+    }
+    double pred = s->predicted_samples_per_s;
+    return json_pack("{s:o, s:o, s:o}", "predicted_samples_per_s", pred > 0 ? hps_json_real(pred) : json_null(),
+                     "error", hps_json_real(rel_error(s->samples_per_s, pred)), "stages", a);
+}
+
 void train_metrics_summary(hps_trainer *t)
 {
     if (t->step > t->step_last) train_metrics_step(t, 1);
+    json_t *fid = fidelity(t);
     const hps_train_summary *s = &t->sum;
     json_t *o = json_pack("{s:s, s:I, s:I, s:i, s:o, s:o, s:o, s:o}", "event", "summary", "steps",
                           (json_int_t)s->steps, "samples", (json_int_t)s->samples, "epochs",
@@ -133,6 +165,8 @@ void train_metrics_summary(hps_trainer *t)
                                             "evictions", (json_int_t)hps_table_evictions(t->tables[l]),
                                             "mib", hps_table_bytes(t->tables[l]) / 1048576.0));
     json_object_set_new(o, "tables", tables);
+    json_object_update(o, fid);
+    json_decref(fid);
     if (s->have_eval) json_object_set_new(o, "eval", eval_json(&s->eval));
     emit(t, o);
 }

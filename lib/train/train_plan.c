@@ -62,6 +62,7 @@ int hps_train_plan_load(const char *path, const hps_model *m, hps_train_plan *pl
          * this process's own tables, one shard */
         plan->servers = pf.n_servers ? pf.n_servers : 1;
         plan->n_stages = pf.n_stages;
+        plan->predicted_samples_per_s = pf.predicted_throughput;
         for (int i = 0; i < pf.n_stages; i++) {
             const plan_file_stage *f = &pf.stages[i];
             hps_train_stage *s = &plan->stages[i];

@@ -181,6 +181,10 @@ import json, sys
 steps = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["event"] == "step"]
 for st in steps[-1]["stages"]:
     assert st["measured_ms"] > 0 and st["predicted_ms"] == 20, st
+# and over the whole run in the summary, beside the plan's (no predicted samples/s in this plan)
+summary = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["event"] == "summary"][-1]
+assert [st["predicted_ms"] for st in summary["stages"]] == [20, 20], summary
+assert all(st["measured_ms"] > 0 for st in summary["stages"]) and summary["predicted_samples_per_s"] is None, summary
 PY
 }
 

@@ -31,3 +31,14 @@ check_options_documented() {
 on_terminal() {
     script -qec "$1" /dev/null < /dev/null
 }
+
+json_field() { # FILE EXPR: a python expression over d, a JSON document or NDJSON's last record
+    python3 -c "
+import json, sys
+text = open(sys.argv[1]).read()
+try:
+    d = json.loads(text)
+except ValueError:
+    d = json.loads(text.strip().splitlines()[-1])
+print($2)" "$1"
+}

@@ -189,6 +189,19 @@ PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
 
+@test "profile: a CPU device's overhead is timed on hps-train's engine; an estimated GPU keeps its own" {
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" -d cpu:1 $FAST \
+        --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"
+    run python3 - "$TMP/p.json" <<'PY'
+import json, sys
+devs = {d["id"]: d for d in json.load(open(sys.argv[1]))["devices"]}
+cpu, t4 = devs["cpu:1"], devs["gpu-t4"]
+assert cpu["overhead_from"] == "engine" and cpu["overhead_ms"]["median"] > 0, cpu["overhead_ms"]
+assert "overhead_from" not in t4, t4
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
 @test "profile: --estimate with a bad spec names the field" {
     printf '{"name": "gpu-x", "peak_gflops": -1, "mem_gbps": 100}\n' > "$TMP/spec.json"
     run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" $FAST --estimate "$TMP/spec.json"

@@ -25,17 +25,6 @@ teardown() {
     rm -rf "$TMP"
 }
 
-json_field() { # FILE EXPR: a python expression over d, a JSON document or NDJSON's last record
-    python3 -c "
-import json, sys
-text = open(sys.argv[1]).read()
-try:
-    d = json.loads(text)
-except ValueError:
-    d = json.loads(text.strip().splitlines()[-1])
-print($2)" "$1"
-}
-
 @test "train: --help, --version, and every option documented" {
     run "$HPS_BIN/hps-train" --help
     [ "$status" -eq 0 ]
@@ -272,6 +261,42 @@ assert last["epoch"] == 1, last
 # the evaluation after the epoch left out), to a few per cent for timing
 assert abs(last["samples_per_s"] - summary["samples_per_s"]) <= 0.05 * summary["samples_per_s"], (last, summary)
 PY
+}
+
+@test "train: the summary sets the plan's predicted samples/s and stage ms beside the measured ones" {
+    "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --warmup 0 --no-scaling > "$TMP/p.json"
+    python3 - "$TMP/p.json" "$TMP/plan.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+plan = {"format": "hps-plan", "version": 1, "digests": {"model": p["model"]["digest"]},
+        "model": {"batch": p["model"]["batch"], "layers": len(p["devices"][0]["layers"])},
+        "stages": [{"index": 0, "type": "cpu", "kind": "cpu", "layers": [0, 1], "units": 1, "ms_per_batch": 2.5},
+                   {"index": 1, "type": "cpu", "kind": "cpu", "layers": [2, len(p["devices"][0]["layers"]) - 1],
+                    "units": 1, "ms_per_batch": 4}],
+        "predicted": {"throughput": 123456}}
+json.dump(plan, open(sys.argv[2], "w"))
+PY
+    run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --model "$MODEL" --data "$DATA/few" --threads 1 --steps 6 \
+        --micro-batches 2 --metrics "$TMP/m.ndjson"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"hps-train: predicted 123456 samples/s, measured "*"%)"* ]]
+    [[ "$output" == *"hps-train:   stage 1: "*" ms per batch computing, predicted 4.000 ("*"%)"* ]]
+    python3 - "$TMP/m.ndjson" <<'PY'
+import json, sys
+s = [json.loads(l) for l in open(sys.argv[1])][-1]
+assert s["event"] == "summary" and s["predicted_samples_per_s"] == 123456, s
+assert abs(s["error"] - (s["samples_per_s"] / 123456 - 1)) < 1e-6, s
+assert [st["predicted_ms"] for st in s["stages"]] == [2.5, 4], s
+for st in s["stages"]:
+    assert st["measured_ms"] > 0 and abs(st["error"] - (st["measured_ms"] / st["predicted_ms"] - 1)) < 1e-6, st
+# computing of one stage fits in the time of the steps
+train_ms = (s["seconds"] - s["eval_seconds"]) * 1e3 / s["steps"]
+assert all(st["measured_ms"] <= train_ms for st in s["stages"]), (s, train_ms)
+PY
+    # no plan: nothing predicted, the stage still measured
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 --steps 2 --metrics "$TMP/n.ndjson"
+    [[ "$output" == *"hps-train:   stage 0: "*" ms per batch computing (no prediction)"* ]]
+    [ "$(json_field "$TMP/n.ndjson" '(d["predicted_samples_per_s"], d["error"], d["stages"][0]["predicted_ms"])')" = "(None, None, None)" ]
 }
 
 @test "train: show draws the metrics as training curves that render" {

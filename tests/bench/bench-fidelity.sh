@@ -1,0 +1,10 @@
+#!/bin/sh
+# make bench-fidelity: does a plan predict its run on this machine?  See
+# tests/bench/bench_fidelity.py.  MODELS, STEPS, ROWS, NIC_GBPS can be set.
+set -eu
+bin=$1
+root=$(cd "$(dirname "$0")/../.." && pwd)
+command -v mpirun >/dev/null || { echo "bench-fidelity: mpirun is not installed (make deps)" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+python3 "$root/tests/bench/bench_fidelity.py" "$bin" "$work"

@@ -1,0 +1,84 @@
+#!/usr/bin/env bats
+# hps-plan --calibrate: a run's measured figures folded into the profile make
+# the re-plan predict that run; and what it refuses.
+
+load helpers
+
+setup_file() {
+    export DATA=$BATS_FILE_TMPDIR/data
+    mkdir -p "$DATA"
+    "$HPS_BIN/hps-shard" synth 20000 --seed 3 --scale 0.001 -o "$DATA/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$TESTDATA/models/criteo-small.json" -o "$DATA/shards" "$DATA/rows.tsv"
+}
+
+setup() {
+    TMP=$(mktemp -d)
+    MODEL=$TESTDATA/models/criteo-small.json
+    # this machine as one CPU type of one unit on one thread
+    cat > "$TMP/here.json" <<'JSON'
+{"format": "hps-cluster", "version": 1, "name": "here",
+ "resources": [{"name": "cpu", "kind": "cpu", "device": "cpu:1", "threads": 1, "price_per_hour": 1,
+                "max_units": 1, "nic_gbps": 100, "mem_gib": 4}],
+ "servers": {"gbps": 100}}
+JSON
+    "$HPS_BIN/hps-profile" -m "$MODEL" -d cpu:1 --reps 2 --warmup 1 -q -o "$TMP/p.json"
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+@test "calibrate: the re-plan from the calibrated profile predicts the run it came from, to 0.1%" {
+    "$HPS_BIN/hps-plan" -q -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json" -t 1 -a exact -o "$TMP/plan.json"
+    "$HPS_BIN/hps-train" -q --plan "$TMP/plan.json" --data "$DATA/shards" --threads 1 --steps 8 \
+        --metrics "$TMP/run.ndjson"
+    run "$HPS_BIN/hps-plan" --calibrate "$TMP/run.ndjson" -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json" \
+        -o "$TMP/cal.json"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"hps-plan: stage 0 (layers 0-"*" on 'cpu', 1 unit): model "*" ms, run "*" ms ("*" computing): device 'cpu:1' layers x"* ]]
+    "$HPS_BIN/hps-plan" -q -m "$MODEL" -c "$TMP/here.json" -p "$TMP/cal.json" -t 1 -a exact -o "$TMP/plan2.json"
+    python3 - "$TMP/run.ndjson" "$TMP/plan2.json" "$TMP/cal.json" <<'PY'
+import json, sys
+run = [json.loads(l) for l in open(sys.argv[1])][-1]
+plan = json.load(open(sys.argv[2]))
+cal = json.load(open(sys.argv[3]))
+pred = plan["predicted"]["throughput"]
+assert abs(pred / run["samples_per_s"] - 1) <= 1e-3, (pred, run["samples_per_s"])
+# one stage: its time is the whole step the run measured
+step_ms = 1000 * plan["model"]["batch"] / run["samples_per_s"]
+assert abs(plan["stages"][0]["ms_per_batch"] / step_ms - 1) <= 1e-3, (plan["stages"][0], step_ms)
+layers = cal["devices"][0]["layers"]
+f = layers[0]["calibrated"]["factor"]
+assert all(l["calibrated"]["factor"] == f and l["calibrated"]["run"] == sys.argv[1] for l in layers), layers
+PY
+    # the calibrated profile is a profile: hps-profile reads it
+    "$HPS_BIN/hps-profile" show "$TMP/cal.json" -f table > /dev/null
+}
+
+@test "calibrate: refuses a run of another model, an unfinished run, a type the cluster lacks" {
+    printf '{"event":"start","model":"tiny","batch":8,"micro_batches":1,"stages":[{"index":0,"type":"cpu","layers":[0,4],"units":1}]}\n' \
+        > "$TMP/other.ndjson"
+    printf '{"event":"summary","steps":3,"samples_per_s":100,"stages":[{"index":0,"measured_ms":1}]}\n' >> "$TMP/other.ndjson"
+    run "$HPS_BIN/hps-plan" --calibrate "$TMP/other.ndjson" -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-plan: error: $TMP/other.ndjson: a run of model 'tiny', not $MODEL's 'criteo-small'" ]
+    head -n 1 "$TMP/other.ndjson" > "$TMP/cut.ndjson"
+    run "$HPS_BIN/hps-plan" --calibrate "$TMP/cut.ndjson" -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-plan: error: $TMP/cut.ndjson: no summary record: the run did not finish" ]
+    batch=$(json_field "$TMP/p.json" 'd["model"]["batch"]')
+    layers=$(json_field "$TMP/p.json" 'd["model"]["layers"] - 1')
+    printf '{"event":"start","model":"criteo-small","batch":%s,"micro_batches":1,"stages":[{"index":0,"type":"gpu","layers":[0,%s],"units":1}]}\n' \
+        "$batch" "$layers" > "$TMP/gpu.ndjson"
+    printf '{"event":"summary","steps":3,"samples_per_s":100,"stages":[{"index":0,"measured_ms":1}]}\n' >> "$TMP/gpu.ndjson"
+    run "$HPS_BIN/hps-plan" --calibrate "$TMP/gpu.ndjson" -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-plan: error: $TMP/gpu.ndjson: stage 0 ran on type 'gpu', which $TMP/here.json lacks" ]
+    printf 'not json\n' > "$TMP/bad.ndjson"
+    run "$HPS_BIN/hps-plan" --calibrate "$TMP/bad.ndjson" -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-plan: error: $TMP/bad.ndjson:1: expected a metrics record (a JSON object with \"event\")" ]
+    run "$HPS_BIN/hps-plan" --calibrate "$TMP/gpu.ndjson" -m "$MODEL" -c "$TMP/here.json" < "$TMP/p.json"
+    [ "$status" -eq 2 ]
+    [[ "$output" == "hps-plan: error: --calibrate needs the profiles as files: -p PROFILE"* ]]
+}
