@@ -37,6 +37,7 @@ typedef struct {
     double price_per_hour;     /* dollars per unit and hour */
     int max_units;
     double nic_gbps;
+    double nic_latency_us; /* per message between two units (0 when not given) */
     double power_w; /* 0 when not given */
     int threads;    /* cores of one unit, pinned together by the rankfile (default 1) */
     int threads_given; /* the cluster gives threads: a CPU type's profiled times scale to them */
@@ -101,6 +102,7 @@ typedef struct {
     /* per type */
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
+    double nic_ms[PLAN_MAX_TYPES];   /* latency of one message between two units */
     int max_units[PLAN_MAX_TYPES];
     double mem_bytes[PLAN_MAX_TYPES]; /* one unit's memory; 0 = not checked */
     int is_gpu[PLAN_MAX_TYPES];       /* only GPU types hold rows in HBM or a cache */
@@ -120,8 +122,13 @@ typedef struct {
     double samples;        /* per epoch */
     int epochs;
     plan_objective objective;
-    /* prefix sums per type over layers, [t * (n_layers + 1) + i] */
-    double *pre_serial, *pre_parallel;
+    /* hps-train runs the embedding layers on the host CPU beside the tables
+     * (rows on the servers): a GPU stage whose rows are there pays this CPU
+     * type's embedding times, not its own; -1 when the cluster has none */
+    int host_type;
+    /* prefix sums per type over layers, [t * (n_layers + 1) + i]; emb_*
+     * over the embedding layers alone */
+    double *pre_serial, *pre_parallel, *pre_emb_serial, *pre_emb_parallel;
     double *pre_param, *pre_sparse; /* [i] */
     double *pre_work, *pre_table;   /* [i] */
 } plan_problem;
@@ -179,9 +186,10 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
 
 /* ---- the cost model ------------------------------------------------------- */
 
-/* A stage's time per batch on k units is fixed_ms + scaled_ms / k. */
+/* A stage's time per batch on k units is fixed_ms + scaled_ms / k + hop_ms (k - 1). */
 typedef struct {
     double fixed_ms, scaled_ms;
+    double hop_ms;      /* the ring allreduce's 2 (k - 1) messages, per unit past the first */
     double compute_ms;  /* on one unit, overhead included */
     double boundary_ms; /* activations in and out, and their gradients, on one unit */
     double ps_ms;       /* embedding rows pulled and gradients pushed, on one unit */
@@ -202,6 +210,8 @@ void plan_stage_law(const plan_problem *p, int first, int end, int type, plan_la
 /* The memory part of the law: where the rows live, the working set. */
 void plan_stage_memory(const plan_problem *p, int first, int end, int type, plan_law *law);
 double plan_law_ms(const plan_law *law, int units);
+/* The units within max that make the stage fastest (1 when more never help). */
+int plan_law_best_units(const plan_law *law, int max);
 /* The fewest units within max_units meeting the limit, or 0 when none does
  * (also when the working set does not fit a unit or no number of servers
  * carries the stage's rows). */

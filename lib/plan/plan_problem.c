@@ -133,6 +133,9 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->server_type = -1;
     p->pre_serial = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->pre_parallel = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
+    p->pre_emb_serial = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
+    p->pre_emb_parallel = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
+    p->host_type = -1;
     p->pre_param = hps_calloc(L + 1, sizeof(double));
     p->pre_sparse = hps_calloc(L + 1, sizeof(double));
     p->pre_work = hps_calloc(L + 1, sizeof(double));
@@ -147,11 +150,15 @@ void plan_problem_prepare(plan_problem *p)
     int L = p->n_layers, T = p->n_types;
     for (int t = 0; t < T; t++) {
         double *s = p->pre_serial + (size_t)t * (L + 1), *q = p->pre_parallel + (size_t)t * (L + 1);
-        s[0] = q[0] = 0;
+        double *es = p->pre_emb_serial + (size_t)t * (L + 1), *eq = p->pre_emb_parallel + (size_t)t * (L + 1);
+        s[0] = q[0] = es[0] = eq[0] = 0;
         for (int l = 0; l < L; l++) {
             double t1 = p->t1_ms[l * T + t], a = p->par[l * T + t];
+            int emb = p->kind[l] == HPS_LAYER_EMBEDDING;
             s[l + 1] = s[l] + t1 * (1 - a);
             q[l + 1] = q[l] + t1 * a;
+            es[l + 1] = es[l] + emb * t1 * (1 - a);
+            eq[l + 1] = eq[l] + emb * t1 * a;
         }
     }
     p->pre_param[0] = p->pre_sparse[0] = p->pre_work[0] = p->pre_table[0] = 0;
@@ -201,6 +208,8 @@ void plan_problem_free(plan_problem *p)
     free(p->hot);
     free(p->pre_serial);
     free(p->pre_parallel);
+    free(p->pre_emb_serial);
+    free(p->pre_emb_parallel);
     free(p->pre_param);
     free(p->pre_sparse);
     free(p->pre_work);
@@ -323,12 +332,17 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->price[t] = r->price_per_hour;
         p->power[t] = r->power_w;
         p->nic_bpms[t] = r->nic_gbps * PLAN_GBPS_TO_BPMS;
+        p->nic_ms[t] = r->nic_latency_us / 1000.0;
         p->max_units[t] = r->max_units;
         p->mem_bytes[t] = r->mem_bytes;
         p->is_gpu[t] = r->kind == PLAN_GPU;
     }
     p->server_bpms = c->server_gbps * PLAN_GBPS_TO_BPMS;
     p->server_type = c->server_type;
+    /* the host CPU of a GPU unit: the servers' type, else the first CPU type */
+    p->host_type = c->server_type >= 0 && c->types[c->server_type].kind == PLAN_CPU ? c->server_type : -1;
+    for (int t = 0; t < c->n_types && p->host_type < 0; t++)
+        if (c->types[t].kind == PLAN_CPU) p->host_type = t;
     if (c->server_type >= 0) {
         const plan_rtype *r = &c->types[c->server_type];
         p->server_mem = r->mem_bytes;
