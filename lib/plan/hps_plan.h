@@ -84,7 +84,7 @@ typedef struct {
     const char **layer_names, **type_names;
     /* per layer */
     int *kind;                   /* hps_layer_kind */
-    double *flops, *bytes_in, *bytes_out, *param_bytes, *sparse_bytes;
+    double *flops, *bytes_in, *bytes_out, *param_bytes, *sparse_bytes, *sparse_rows;
     /* per cut, [c] for the cut before layer c (0 and n_layers: none): bytes a
      * batch sends across it, both ways (hps-plan(1), COST MODEL) */
     double *cut_bytes;
@@ -109,6 +109,9 @@ typedef struct {
     /* parameter servers: one server's memory (0 = not checked), NIC in bytes
      * per ms, price and power per hour, and the most there can be */
     double server_mem, server_bpms, server_price, server_power;
+    /* rows one server's CPU applies per ms (the profiled gather rate over
+     * PLAN_SERVER_ROW_PASSES); 0 when not known: the NIC alone is priced */
+    double server_rows_per_ms;
     int max_servers, server_type; /* server_type: -1 when the servers are no cluster type */
     int rows_on_servers;          /* --rows servers: no HBM tables, no caches */
     /* links between types: bytes per ms (0 = none listed) and latency in ms */
@@ -129,7 +132,7 @@ typedef struct {
     /* prefix sums per type over layers, [t * (n_layers + 1) + i]; emb_*
      * over the embedding layers alone */
     double *pre_serial, *pre_parallel, *pre_emb_serial, *pre_emb_parallel;
-    double *pre_param, *pre_sparse; /* [i] */
+    double *pre_param, *pre_sparse, *pre_rows; /* [i] */
     double *pre_work, *pre_table;   /* [i] */
 } plan_problem;
 
@@ -137,6 +140,9 @@ typedef struct {
 #define PLAN_HIT_POINTS 13
 #define PLAN_UNIT_RESERVE (0.5 * PLAN_GIB) /* runtime, CUDA context, kernels' buffers */
 #define PLAN_SERVER_HEADROOM 1.25          /* keys, hash slots, growth */
+/* Random row accesses a server makes per row and step: the pull's gather,
+ * and AdaGrad's update of the weights and the accumulators. */
+#define PLAN_SERVER_ROW_PASSES 3
 /* Without key statistics: the hottest fraction f of a table's rows takes
  * f^PLAN_DEFAULT_SKEW of its lookups. */
 #define PLAN_DEFAULT_SKEW 0.25
@@ -200,6 +206,7 @@ typedef struct {
     double mem_bytes, hit_rate;
     double server_table_bytes; /* tables + accumulators the servers hold for the stage */
     double server_bytes;       /* bytes per batch to and from the servers */
+    double server_rows;        /* rows per batch the servers serve and update */
     double server_hot;         /* share of that traffic on the hottest key */
 } plan_law;
 

@@ -117,6 +117,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->cut_bytes = hps_calloc(L + 1, sizeof(double));
     p->param_bytes = hps_calloc(L, sizeof(double));
     p->sparse_bytes = hps_calloc(L, sizeof(double));
+    p->sparse_rows = hps_calloc(L, sizeof(double));
     p->t1_ms = hps_calloc(LT, sizeof(double));
     p->par = hps_calloc(LT, sizeof(double));
     p->fits = hps_malloc(LT);
@@ -138,6 +139,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->host_type = -1;
     p->pre_param = hps_calloc(L + 1, sizeof(double));
     p->pre_sparse = hps_calloc(L + 1, sizeof(double));
+    p->pre_rows = hps_calloc(L + 1, sizeof(double));
     p->pre_work = hps_calloc(L + 1, sizeof(double));
     p->pre_table = hps_calloc(L + 1, sizeof(double));
     p->epochs = 1;
@@ -161,10 +163,11 @@ void plan_problem_prepare(plan_problem *p)
             eq[l + 1] = eq[l] + emb * t1 * a;
         }
     }
-    p->pre_param[0] = p->pre_sparse[0] = p->pre_work[0] = p->pre_table[0] = 0;
+    p->pre_param[0] = p->pre_sparse[0] = p->pre_rows[0] = p->pre_work[0] = p->pre_table[0] = 0;
     for (int l = 0; l < L; l++) {
         p->pre_param[l + 1] = p->pre_param[l] + p->param_bytes[l];
         p->pre_sparse[l + 1] = p->pre_sparse[l] + p->sparse_bytes[l];
+        p->pre_rows[l + 1] = p->pre_rows[l] + p->sparse_rows[l];
         p->pre_work[l + 1] = p->pre_work[l] + p->work_bytes[l];
         p->pre_table[l + 1] = p->pre_table[l] + p->table_bytes[l];
     }
@@ -198,6 +201,7 @@ void plan_problem_free(plan_problem *p)
     free(p->cut_bytes);
     free(p->param_bytes);
     free(p->sparse_bytes);
+    free(p->sparse_rows);
     free(p->t1_ms);
     free(p->par);
     free(p->fits);
@@ -212,6 +216,7 @@ void plan_problem_free(plan_problem *p)
     free(p->pre_emb_parallel);
     free(p->pre_param);
     free(p->pre_sparse);
+    free(p->pre_rows);
     free(p->pre_work);
     free(p->pre_table);
     free(p);
@@ -349,6 +354,9 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->server_price = r->price_per_hour;
         p->server_power = r->power_w;
         p->max_servers = r->max_units < PLAN_MAX_SERVERS ? r->max_units : PLAN_MAX_SERVERS;
+        json_t *d = find_device(ps, r->device, NULL); /* read_device found it */
+        double gather = json_number_value(json_object_get(d, "gather_mrows_per_s")); /* 0 when null */
+        p->server_rows_per_ms = gather * 1e3 / PLAN_SERVER_ROW_PASSES;
     }
     for (int i = 0; i < c->n_links; i++) {
         const plan_link *k = &c->links[i];
@@ -366,6 +374,7 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->bytes_out[l] = lc.bytes_out;
         p->param_bytes[l] = lc.param_bytes;
         p->sparse_bytes[l] = lc.sparse_bytes;
+        p->sparse_rows[l] = lc.sparse_rows;
         /* Adam: weights, gradients and two moments (the model's work_bytes counts three) */
         p->work_bytes[l] = lc.work_bytes + lc.param_bytes;
         p->table_bytes[l] = 2 * lc.table_bytes; /* weights and AdaGrad's accumulators */

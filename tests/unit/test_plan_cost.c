@@ -196,6 +196,24 @@ static void test_worked_example_memory(void **state)
     NEAR(e.server_cost_per_hour, 1);
     NEAR(e.cost_per_hour, 9);
     NEAR(e.cost, 491.0 * 9 / 3600);
+
+    /* the servers' CPU applies 40 Mrows/s / 3 passes; emb's 78125 rows a batch
+     * are 2.5e6 bytes: a server carries 1 / (1/1250000 + 78125/2500000/13333.3)
+     * = 318091.45 bytes/ms, and needs 2 servers at 250 batches/s */
+    p->sparse_rows[0] = 78125;
+    p->server_rows_per_ms = 40e3 / 3;
+    plan_problem_prepare(p);
+    plan_stage_law(p, 0, 1, 0, &law);
+    NEAR(law.server_rows, 78125);
+    NEAR(plan_servers_throughput(p, &law, 1), 318091.45 * 1000 * 1000 / 2.5e6);
+    assert_int_equal(plan_stage_servers(p, &law, 250000), 2);
+    NEAR(plan_servers_throughput(p, &law, 2), 252500.50);
+    plan_evaluate(p, assign, &e);
+    assert_int_equal(e.servers, 2);
+    assert_int_equal(e.stages[0].units, 5); /* the servers are the bottleneck */
+    NEAR(e.throughput, 202000.40);
+    NEAR(e.cost_per_hour, 10);
+    NEAR(e.cost, 1.375135);
     plan_eval_free(&e);
     plan_problem_free(p);
 }
