@@ -238,12 +238,16 @@ json.dump(p, open(sys.argv[2], "w"))' "$@"
 }
 
 @test "dist: the rankfile hps-plan writes starts the plan's ranks under mpirun" {
-    python3 - "$TESTDATA/clusters/lab.json" "$TMP/local.json" <<'PY'
+    python3 - "$TESTDATA/clusters/lab.json" "$TMP/local.json" "$(nproc)" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c["resources"] = [r for r in c["resources"] if r["kind"] == "cpu"]
 c["links"] = []
-c["nodes"] = [{"name": "localhost", "units": {"cpu": 4}}]
+# as many units as this machine has cores: a rankfile slot names a core, and mpirun
+# refuses one the machine lacks; one unit is left for the server
+cores = max(2, int(sys.argv[3]))
+c["resources"][0]["max_units"] = cores - 1
+c["nodes"] = [{"name": "localhost", "units": {"cpu": cores}}]
 json.dump(c, open(sys.argv[2], "w"))
 PY
     "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TMP/local.json" -p "$TESTDATA/profiles/demo-ctr.json" \
