@@ -103,6 +103,7 @@ typedef struct {
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
     double nic_ms[PLAN_MAX_TYPES];   /* latency of one message between two units */
+    double pcie_bpms[PLAN_MAX_TYPES]; /* a GPU's host-to-device bytes per ms; 0 = not charged */
     int max_units[PLAN_MAX_TYPES];
     double mem_bytes[PLAN_MAX_TYPES]; /* one unit's memory; 0 = not checked */
     int is_gpu[PLAN_MAX_TYPES];       /* only GPU types hold rows in HBM or a cache */
@@ -133,6 +134,7 @@ typedef struct {
      * over the embedding layers alone */
     double *pre_serial, *pre_parallel, *pre_emb_serial, *pre_emb_parallel;
     double *pre_param, *pre_sparse, *pre_rows; /* [i] */
+    double *pre_emb_out; /* [i]: the embedding layers' output bytes per batch */
     double *pre_work, *pre_table;   /* [i] */
 } plan_problem;
 

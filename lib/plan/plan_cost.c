@@ -30,6 +30,8 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
         size_t g = (size_t)t * (L + 1), c = (size_t)h * (L + 1);
         serial += es[c + end] - es[c + first] - (es[g + end] - es[g + first]);
         parallel += eq[c + end] - eq[c + first] - (eq[g + end] - eq[g + first]);
+        /* their pooled outputs over PCIe to the GPU, the gradients back */
+        if (p->pcie_bpms[t] > 0) parallel += 2 * (p->pre_emb_out[end] - p->pre_emb_out[first]) / p->pcie_bpms[t];
     }
     law->compute_ms = serial + parallel;
     law->boundary_ms = cuts / nic;

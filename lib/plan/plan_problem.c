@@ -140,6 +140,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->pre_param = hps_calloc(L + 1, sizeof(double));
     p->pre_sparse = hps_calloc(L + 1, sizeof(double));
     p->pre_rows = hps_calloc(L + 1, sizeof(double));
+    p->pre_emb_out = hps_calloc(L + 1, sizeof(double));
     p->pre_work = hps_calloc(L + 1, sizeof(double));
     p->pre_table = hps_calloc(L + 1, sizeof(double));
     p->epochs = 1;
@@ -164,10 +165,12 @@ void plan_problem_prepare(plan_problem *p)
         }
     }
     p->pre_param[0] = p->pre_sparse[0] = p->pre_rows[0] = p->pre_work[0] = p->pre_table[0] = 0;
+    p->pre_emb_out[0] = 0;
     for (int l = 0; l < L; l++) {
         p->pre_param[l + 1] = p->pre_param[l] + p->param_bytes[l];
         p->pre_sparse[l + 1] = p->pre_sparse[l] + p->sparse_bytes[l];
         p->pre_rows[l + 1] = p->pre_rows[l] + p->sparse_rows[l];
+        p->pre_emb_out[l + 1] = p->pre_emb_out[l] + (p->kind[l] == HPS_LAYER_EMBEDDING) * p->bytes_out[l];
         p->pre_work[l + 1] = p->pre_work[l] + p->work_bytes[l];
         p->pre_table[l + 1] = p->pre_table[l] + p->table_bytes[l];
     }
@@ -217,6 +220,7 @@ void plan_problem_free(plan_problem *p)
     free(p->pre_param);
     free(p->pre_sparse);
     free(p->pre_rows);
+    free(p->pre_emb_out);
     free(p->pre_work);
     free(p->pre_table);
     free(p);
@@ -319,6 +323,8 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
                        &p->par[l * p->n_types + t], ctx, err))
             return -1;
     if (r->kind == PLAN_CPU && r->threads_given) scale_to_threads(p, t, r, d, file);
+    /* absent or null: 0, the copy is not charged */
+    p->pcie_bpms[t] = json_number_value(json_object_get(d, "pcie_gbps")) * 1e6;
     return median_of(d, "overhead_ms", &p->overhead_ms[t], ctx, err);
 }
 

@@ -186,6 +186,7 @@ static json_t *estimated_device(json_t *ref, const device_spec *s)
     json_object_set_new(dev, "memory_bytes", json_real(s->memory_gb * 1073741824.0));
     json_object_set_new(dev, "sgemm_gflops", json_real(s->peak_gflops * s->attainable));
     json_object_set_new(dev, "triad_gbps", json_real(s->mem_gbps * s->attainable));
+    if (is_gpu(s)) json_object_set_new(dev, "pcie_gbps", json_real(s->pcie_gbps));
     /* a GPU's rows of 16 floats at its gather rate; a CPU's scaled from the measured one */
     double ratio = s->mem_gbps * s->attainable / num(ref, "triad_gbps");
     json_object_set_new(dev, "gather_mrows_per_s",

@@ -146,6 +146,10 @@ static void test_worked_example_latency_and_host(void **state)
     NEAR(law.scaled_ms, 2 + 800000 / 5e6 + 2 * 1.25e6 / 5e6);
     plan_stage_law(p, 0, 3, 1, &law); /* the fc layers stay on the gpu */
     NEAR(law.compute_ms, 0.5 + 4 + 1 + 0.5);
+    p->pcie_bpms[1] = 12.5e6; /* 12.5 GB/s: emb's 400000 output bytes in, their gradients out */
+    plan_stage_law(p, 0, 1, 1, &law);
+    NEAR(law.compute_ms, 0.5 + 4 + 0.064);
+    NEAR(law.scaled_ms, 2 + 0.064 + 800000 / 5e6 + 2 * 1.25e6 / 5e6);
     plan_problem_free(p);
 }
 
