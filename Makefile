@@ -4,7 +4,8 @@
 #   make check      install missing packages, build, run every test
 #   make demo       install missing packages, build, run the pipeline on generated data
 #   make asan       the test suite under AddressSanitizer + UBSan (build-asan/)
-#   make check-cluster  hps-train across 3 test hosts (network namespaces; root)
+#   make check-cluster  hps-train across 3 test hosts (network namespaces; root);
+#                   SAN=1 runs them on the asan build
 #   make fuzz       libFuzzer targets of every parser (build-fuzz/), run over their
 #                   seeds; FUZZ_SECONDS=N fuzzes each for N seconds
 #   make install    PREFIX=/usr/local DESTDIR=
@@ -250,15 +251,21 @@ test: $(BINS) $(UNIT_BINS) $(REPLAY_BINS) $(TEST_BIN)/hps-train
 # Sanitizers: CUDA=0 because the CUDA runtime and ASan's shadow memory collide.
 # Under mpirun (tests/cli/dist.bats) Open MPI's own allocations at exit are
 # suppressed by tests/lsan-mpi.supp, which that test file puts in LSAN_OPTIONS.
+ASAN_MAKE := $(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin CUDA=0 OPT="-O1 -g" \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 asan: deps
-	@$(MAKE) --no-print-directory BUILD=build-asan BIN=build-asan/bin CUDA=0 OPT="-O1 -g" \
-	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
+	@$(ASAN_MAKE) test
 
 # Test hosts are network namespaces on this machine (tests/cluster/hosts.bash):
 # root, iproute2 and util-linux's unshare; elsewhere it says "skipped: why".
+# make check-cluster SAN=1: the same tests on make asan's build.
 check-cluster: deps
+ifeq ($(SAN),1)
+	@$(ASAN_MAKE) check-cluster
+else
 	@$(MAKE) --no-print-directory all $(TEST_BIN)/hps-train
 	@HPS_BIN=$(CURDIR)/$(BIN) HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) tests/cluster/run.sh
+endif
 
 # ---- fuzzing ----------------------------------------------------------------
 # tests/fuzz/fuzz_NAME.c is one parser of untrusted bytes.  `make check` runs

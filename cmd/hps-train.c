@@ -257,13 +257,13 @@ static void print_summary(const hps_trainer *t)
 /* A rank of an mpirun job: its role's work (hps-train(1), DISTRIBUTED). */
 static int train(const args *a, hps_trainer *t, hps_source *src, hps_error *err);
 
-static int train_rank(const args *a, hps_dist *d, hps_trainer *t, hps_source *src, hps_error *err)
+static int train_rank(const args *a, hps_dist *d, const hps_model *m, hps_trainer *t,
+                      hps_source *src, hps_error *err)
 {
     /* --probe times one host: the lead's, as one process would; the other
      * ranks have nothing to do */
     if (a->probe) return hps_dist_is_lead(d) ? train(a, t, src, err) : 0;
-    if (hps_dist_is_server(d)) return hps_dist_serve(d, t, err);
-    hps_dist_attach(d, t);
+    hps_dist_attach(d, t, m, &a->o);
     hps_source *eval = NULL;
     if (a->eval && hps_dist_is_lead(d) && !(eval = hps_source_shards(a->eval, 1, err))) return -1;
     int rc = hps_trainer_run(t, src, eval, err);
@@ -344,12 +344,13 @@ int main(int argc, char **argv)
         if (strcmp(plan.stages[i].rows, "hbm") == 0 || strcmp(plan.stages[i].rows, "cache") == 0)
             hps_log(2, "%s: executed_as: stage %d's rows, planned in %s, live in this process's server tables\n",
                     hps_progname(), i, plan.stages[i].rows);
-    /* a server rank reads no data: the workers send it rows and gradients */
-    int reads = !(d && hps_dist_is_server(d));
-    if (rc == 0 && reads && !(src = hps_source_shards(a.data, 0, &err))) rc = -1;
-    if (rc == 0 && reads && hps_source_check(src, m, &err)) rc = -1;
-    if (rc == 0 && !(t = hps_trainer_create(m, &plan, &a.o, &err))) rc = -1;
-    if (rc == 0 && d && hps_dist_check_stages(d, t, a.eval != NULL, &err)) {
+    /* a server rank reads no data and builds only its tables: the workers
+     * send it rows and gradients */
+    int server = d && hps_dist_is_server(d);
+    if (rc == 0 && !server && !(src = hps_source_shards(a.data, 0, &err))) rc = -1;
+    if (rc == 0 && !server && hps_source_check(src, m, &err)) rc = -1;
+    if (rc == 0 && !server && !(t = hps_trainer_create(m, &plan, &a.o, &err))) rc = -1;
+    if (rc == 0 && d && hps_dist_check_stages(d, m, &plan, a.eval != NULL, &err)) {
         /* every rank found the same mismatch: one says it */
         if (hps_dist_rank(d) == 0) hps_report(&err);
         hps_trainer_free(t);
@@ -359,7 +360,8 @@ int main(int argc, char **argv)
         hps_dist_end(d);
         return err.code;
     }
-    if (rc == 0) rc = d ? train_rank(&a, d, t, src, &err) : train(&a, t, src, &err);
+    if (rc == 0 && server) rc = a.probe ? 0 : hps_dist_serve(d, m, &plan, &a.o, &err);
+    else if (rc == 0) rc = d ? train_rank(&a, d, m, t, src, &err) : train(&a, t, src, &err);
     if (rc != 0 && d) hps_dist_abort(d, &err); /* no rank may wait for this one */
     hps_trainer_free(t);
     if (src) src->close(src);

@@ -24,24 +24,23 @@ static int make_dir(const char *dir, hps_error *err)
     return 0;
 }
 
-int dist_save_rank(hps_dist *d, hps_trainer *t, hps_error *err)
+/* DIR/rank-R, created with DIR. */
+static int rank_dir(const hps_dist *d, const char *ckpt_dir, char *dir, size_t n, hps_error *err)
 {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/rank-%d", t->o.ckpt_dir, d->rank);
-    if (make_dir(t->o.ckpt_dir, err)) return -1;
-    return hps_trainer_save(t, dir, err);
+    snprintf(dir, n, "%s/rank-%d", ckpt_dir, d->rank);
+    return make_dir(ckpt_dir, err);
 }
 
-static int write_committed(hps_dist *d, hps_trainer *t, hps_error *err)
+static int write_committed(hps_dist *d, uint64_t step, const char *ckpt_dir, hps_error *err)
 {
     json_t *shares = json_array();
     for (int w = 0; w < d->workers; w++) json_array_append_new(shares, json_real(d->share[w]));
     json_t *o = json_pack("{s:s, s:i, s:I, s:i, s:o}", "format", "hps-dist-checkpoint", "version",
-                          1, "step", (json_int_t)t->step, "ranks", d->size, "shares", shares);
+                          1, "step", (json_int_t)step, "ranks", d->size, "shares", shares);
     char *text = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(o);
     char path[4200];
-    snprintf(path, sizeof path, "%s/committed", t->o.ckpt_dir);
+    snprintf(path, sizeof path, "%s/committed", ckpt_dir);
     size_t n = strlen(text);
     text = hps_realloc(text, n + 2);
     strcpy(text + n, "\n");
@@ -50,23 +49,40 @@ static int write_committed(hps_dist *d, hps_trainer *t, hps_error *err)
     return rc;
 }
 
-/* Called by every worker at the same step, and by each server when the lead
- * worker's TAG_SAVE reaches it (after it applied that step). */
-int dist_save(void *ctx, hps_trainer *t, hps_error *err)
+/* After this rank wrote its part (ok) or failed: the step is committed only
+ * when every rank's part is written. */
+static int commit(hps_dist *d, int ok, uint64_t step, const char *ckpt_dir, hps_error *err)
 {
-    hps_dist *d = ctx;
-    if (d->me->kind == ROLE_WORKER && hps_dist_is_lead(d))
-        for (int s = 0; s < d->servers; s++) dist_send(d, NULL, 0, d->server_rank[s], TAG_SAVE);
-    int ok = dist_save_rank(d, t, err) == 0, all = 0;
+    int all = 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (ok && !all)
         return hps_fail(err, HPS_EXIT_RUNTIME,
                         "%s: another rank could not write its checkpoint of step %llu; the last "
                         "committed one stays in force",
-                        t->o.ckpt_dir, (unsigned long long)t->step);
+                        ckpt_dir, (unsigned long long)step);
     if (!ok) return -1;
-    if (d->me->kind == ROLE_WORKER && hps_dist_is_lead(d)) return write_committed(d, t, err);
+    if (d->me->kind == ROLE_WORKER && hps_dist_is_lead(d)) return write_committed(d, step, ckpt_dir, err);
     return 0;
+}
+
+/* A worker's hook, called by every worker at the same step; the lead first
+ * asks the servers to save (each does once it applied that step). */
+int dist_save(void *ctx, hps_trainer *t, uint64_t step, hps_error *err)
+{
+    hps_dist *d = ctx;
+    if (hps_dist_is_lead(d))
+        for (int s = 0; s < d->servers; s++) dist_send(d, NULL, 0, d->server_rank[s], TAG_SAVE);
+    char dir[4200];
+    int ok = rank_dir(d, d->ckpt_dir, dir, sizeof dir, err) == 0 && hps_trainer_save(t, dir, err) == 0;
+    return commit(d, ok, step, d->ckpt_dir, err);
+}
+
+int dist_save_server(hps_dist *d, dist_server *sv, hps_error *err)
+{
+    char dir[4200];
+    int ok = rank_dir(d, sv->o.ckpt_dir, dir, sizeof dir, err) == 0 &&
+             hps_tables_save(sv->m, sv->tables, sv->plan_digest, sv->step, sv->o.seed, dir, err) == 0;
+    return commit(d, ok, sv->step, sv->o.ckpt_dir, err);
 }
 
 static int read_committed(hps_dist *d, const char *path, uint64_t *step, hps_error *err)
@@ -90,16 +106,32 @@ static int read_committed(hps_dist *d, const char *path, uint64_t *step, hps_err
     return rc ? -1 : 0;
 }
 
+/* This rank's file of the committed step, or *found = 0 without a commit. */
+static int committed_file(hps_dist *d, const char *ckpt_dir, char *path, size_t n, int *found,
+                          hps_error *err)
+{
+    uint64_t step;
+    snprintf(path, n, "%s/committed", ckpt_dir);
+    *found = access(path, F_OK) == 0;
+    if (!*found) return 0;
+    if (read_committed(d, path, &step, err)) return -1;
+    snprintf(path, n, "%s/rank-%d/ckpt-%012llu.hpsckpt", ckpt_dir, d->rank, (unsigned long long)step);
+    return 0;
+}
+
 int dist_resume(void *ctx, hps_trainer *t, int *found, hps_error *err)
 {
     hps_dist *d = ctx;
     char path[4300];
-    uint64_t step;
-    snprintf(path, sizeof path, "%s/committed", t->o.ckpt_dir);
-    *found = access(path, F_OK) == 0;
-    if (!*found) return 0;
-    if (read_committed(d, path, &step, err)) return -1;
-    snprintf(path, sizeof path, "%s/rank-%d/ckpt-%012llu.hpsckpt", t->o.ckpt_dir, d->rank,
-             (unsigned long long)step);
-    return hps_trainer_load_file(t, path, err);
+    if (committed_file(d, d->ckpt_dir, path, sizeof path, found, err)) return -1;
+    return *found ? hps_trainer_load_file(t, path, err) : 0;
+}
+
+int dist_resume_server(hps_dist *d, dist_server *sv, int *found, hps_error *err)
+{
+    char path[4300];
+    if (committed_file(d, sv->o.ckpt_dir, path, sizeof path, found, err)) return -1;
+    return *found ? hps_tables_load_file(sv->m, sv->tables, sv->plan_digest, sv->o.seed, path,
+                                         &sv->step, err)
+                  : 0;
 }

@@ -66,6 +66,7 @@ hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_erro
 {
     hps_dist *d = hps_calloc(1, sizeof *d);
     d->o = *o;
+    d->t_start = hps_now();
     d->wcomm = d->scomm = MPI_COMM_NULL;
     MPI_Init(NULL, NULL);
     MPI_Errhandler eh;

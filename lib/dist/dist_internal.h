@@ -5,7 +5,7 @@
 #include <mpi.h>
 
 #include "dist/hps_dist.h"
-#include "train/train_internal.h"
+#include "train/hps_train.h"
 
 /* Message tags between workers and servers. */
 /* TAG_PEEK: a fetch during evaluation, which creates no rows */
@@ -23,15 +23,22 @@ typedef struct {
 } dist_role;
 
 /* What a request or push entry names: a row of a layer's table. */
-typedef struct {
-    int32_t layer, slot;
-    uint64_t key;
-} dist_entry;
+typedef hps_row_key dist_entry;
 
 typedef struct {
     char *buf;
     size_t len, cap;
 } dist_buf;
+
+/* A server rank's state: its tables, and where the step stands. */
+typedef struct {
+    const hps_model *m;
+    hps_train_opts o;
+    char plan_digest[72];
+    hps_table **tables;       /* per layer; NULL but for embedding layers */
+    hps_sparse_grad **merged; /* per layer: the workers' gradients summed */
+    uint64_t step;
+} dist_server;
 
 /* Counters each rank keeps; gathered by the lead at the end. */
 typedef struct {
@@ -58,22 +65,25 @@ struct hps_dist {
     int slice_rows;              /* rows of this step's slice */
     double critical_s, idle_s;   /* sums over steps: slowest worker, others' waits */
     double stage_busy[HPS_DIST_MAX_RANKS]; /* stages across ranks: sums of each one's slowest */
-    double xwait;                /* this step's waits for the other stages' ranks */
     dist_buf *req, *push;
-    int64_t **req_rows;          /* per server: (layer << 40 | row) of each request entry */
+    int64_t **req_rows;          /* per server: where each request entry's values go */
     int64_t *n_req_rows, *cap_req_rows;
     dist_stats st;
     /* stages across ranks (dist_stage.c): n_stages > 1 */
     int n_stages, stage_n[HPS_TRAIN_MAX_STAGES];
     int stage_w[HPS_TRAIN_MAX_STAGES][HPS_DIST_MAX_RANKS]; /* worker indices per stage */
+    hps_stage_range range[HPS_TRAIN_MAX_STAGES];           /* their layers */
     MPI_Comm scomm;              /* the workers of this rank's stage */
-    int sidx, first, end;        /* index in the stage, its layers [first, end) */
+    int sidx;                    /* index in the stage */
     int eval;                    /* the lead evaluates after every epoch (--eval) */
     int down_rank, n_up, up_rank[HPS_DIST_MAX_RANKS]; /* partners: next stage, previous */
-    dist_buf *sbuf;              /* activations in flight, per micro-batch */
-    dist_buf gbuf;               /* a later stage's gradient going back up */
-    int n_sbuf;
+    hps_stage_link link;         /* the trainer pipeline's way to them */
+    MPI_Request *pending;        /* link messages not yet flushed */
+    int n_pending, cap_pending;
     char fail_msg[4096];         /* the roles of all ranks, said at the start */
+    double t_start;
+    const hps_model *m;          /* workers: the model, and where checkpoints go */
+    const char *ckpt_dir;
 };
 
 /* dist_roles.c */
@@ -87,13 +97,13 @@ void dist_watch_leave(void); /* this rank leaves on its own: do not name it */
 void dist_watch_end(void);   /* at the end, before MPI_Finalize */
 
 /* dist_stage.c */
-#define HPS_DIST_MAX_MICRO HPS_MAX_MICRO_BATCHES
 int dist_stages_setup(hps_dist *d, const char *plan_name, hps_error *err);
 void dist_stages_place(hps_dist *d);
 void dist_stages_hook(hps_dist *d, hps_train_dist *h);
 void dist_stages_free(hps_dist *d);
-/* The lead gets the weights of the stages it does not train (all workers call it). */
-int dist_stages_gather_weights(hps_dist *d, hps_trainer *t, hps_error *err);
+/* The lead's params (n floats, host memory) get the weights of the stages it
+ * does not train (all workers call it). */
+int dist_stages_gather_params(hps_dist *d, float *params, size_t n, hps_error *err);
 
 /* dist_comm.c */
 void dist_buf_add(dist_buf *b, const void *p, size_t n);
@@ -105,9 +115,10 @@ char *dist_recv(int from, int tag, size_t *n, int *source, int *got_tag);
 /* dist_server.c: the job's counters, gathered at the lead (all ranks call it). */
 void dist_gather_stats(hps_dist *d, hps_trainer *t);
 
-/* dist_ckpt.c */
-int dist_save(void *ctx, hps_trainer *t, hps_error *err);
+/* dist_ckpt.c: a worker's through the trainer's hooks, a server's of its tables */
+int dist_save(void *ctx, hps_trainer *t, uint64_t step, hps_error *err);
 int dist_resume(void *ctx, hps_trainer *t, int *found, hps_error *err);
-int dist_save_rank(hps_dist *d, hps_trainer *t, hps_error *err);
+int dist_save_server(hps_dist *d, dist_server *sv, hps_error *err);
+int dist_resume_server(hps_dist *d, dist_server *sv, int *found, hps_error *err);
 
 #endif

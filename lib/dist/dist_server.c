@@ -1,6 +1,7 @@
 /* A server rank: owns the embedding rows routed to it (hps_dist_route),
  * answers fetches with their current values, and applies a step's sparse
- * AdaGrad update once every worker pushed its gradients for it. */
+ * AdaGrad update once every worker pushed its gradients for it.  It builds
+ * its tables and nothing else of the model: no net, no pipeline, no data. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,18 +18,18 @@ typedef struct {
 
 /* A peek (evaluation) reads without creating: zeros for a key never trained,
  * as one process evaluates. */
-static int64_t server_row(hps_trainer *t, const dist_entry *e, int peek, hps_error *err)
+static int64_t server_row(dist_server *sv, const dist_entry *e, int peek, hps_error *err)
 {
-    if (e->layer < 0 || e->layer >= t->m->n_layers || !t->tables[e->layer])
+    if (e->layer < 0 || e->layer >= sv->m->n_layers || !sv->tables[e->layer])
         return hps_fail(err, HPS_EXIT_RUNTIME, "a request names layer %d, not an embedding layer",
                         (int)e->layer);
-    hps_table *tab = t->tables[e->layer];
-    if (!peek) return hps_table_lookup(tab, e->slot, e->key, t->step + 1, err);
+    hps_table *tab = sv->tables[e->layer];
+    if (!peek) return hps_table_lookup(tab, e->slot, e->key, sv->step + 1, err);
     int64_t r = hps_table_find(tab, e->slot, e->key);
     return r >= 0 ? r : hps_table_zero_row(tab);
 }
 
-static int serve_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, int to, int peek,
+static int serve_rows(hps_dist *d, dist_server *sv, const char *msg, size_t n, int to, int peek,
                       hps_error *err)
 {
     size_t count = n / sizeof(dist_entry);
@@ -37,19 +38,19 @@ static int serve_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, in
     for (size_t i = 0; i < count; i++) {
         dist_entry e;
         memcpy(&e, msg + i * sizeof e, sizeof e);
-        if ((rows[i] = server_row(t, &e, peek, err)) < 0) {
+        if ((rows[i] = server_row(sv, &e, peek, err)) < 0) {
             free(rows);
             return -1;
         }
-        floats += (size_t)t->m->layers[e.layer].dim;
+        floats += (size_t)sv->m->layers[e.layer].dim;
     }
     /* the slabs may have moved during the lookups: copy after them */
     float *out = hps_malloc((floats + 1) * sizeof *out);
     for (size_t i = 0, at = 0; i < count; i++) {
         dist_entry e;
         memcpy(&e, msg + i * sizeof e, sizeof e);
-        int D = t->m->layers[e.layer].dim;
-        memcpy(out + at, hps_table_weights(t->tables[e.layer]) + rows[i] * D, (size_t)D * sizeof *out);
+        int D = sv->m->layers[e.layer].dim;
+        memcpy(out + at, hps_table_weights(sv->tables[e.layer]) + rows[i] * D, (size_t)D * sizeof *out);
         at += (size_t)D;
     }
     dist_send(d, out, floats * sizeof *out, to, TAG_ROWS);
@@ -72,15 +73,15 @@ static void part_add(part *p, int64_t row, const float *g, int D)
 }
 
 /* One push: (layer, slot, key) then dim floats, entry after entry. */
-static int parse_push(hps_trainer *t, const char *msg, size_t n, part *parts, hps_error *err)
+static int parse_push(dist_server *sv, const char *msg, size_t n, part *parts, hps_error *err)
 {
     for (size_t at = 0; at < n;) {
         dist_entry e;
         if (at + sizeof e > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated push");
         memcpy(&e, msg + at, sizeof e);
-        int64_t row = server_row(t, &e, 0, err);
+        int64_t row = server_row(sv, &e, 0, err);
         if (row < 0) return -1;
-        int D = t->m->layers[e.layer].dim;
+        int D = sv->m->layers[e.layer].dim;
         at += sizeof e;
         if (at + (size_t)D * sizeof(float) > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated push");
         float *g = hps_malloc((size_t)D * sizeof *g);
@@ -94,49 +95,49 @@ static int parse_push(hps_trainer *t, const char *msg, size_t n, part *parts, hp
 
 /* The step: each layer's gradients summed in worker order (as the
  * micro-batches of one process are), then one AdaGrad update. */
-static int apply_step(hps_dist *d, hps_trainer *t, char **pushes, size_t *lens, hps_error *err)
+static int apply_step(hps_dist *d, dist_server *sv, char **pushes, size_t *lens, hps_error *err)
 {
-    int W = d->workers, L = t->m->n_layers, rc = 0;
+    int W = d->workers, L = sv->m->n_layers, rc = 0;
     part *parts = hps_calloc((size_t)W * L, sizeof *parts);
-    for (int w = 0; w < W && rc == 0; w++) rc = parse_push(t, pushes[w], lens[w], parts + (size_t)w * L, err);
+    for (int w = 0; w < W && rc == 0; w++) rc = parse_push(sv, pushes[w], lens[w], parts + (size_t)w * L, err);
     for (int l = 0; l < L && rc == 0; l++) {
-        if (!t->tables[l]) continue;
+        if (!sv->tables[l]) continue;
         hps_sparse_grad views[HPS_DIST_MAX_RANKS], *src[HPS_DIST_MAX_RANKS];
         int64_t need = 0;
         for (int w = 0; w < W; w++) {
             part *p = &parts[(size_t)w * L + l];
-            views[w] = (hps_sparse_grad){.n = p->n, .cap = p->n, .D = t->m->layers[l].dim,
+            views[w] = (hps_sparse_grad){.n = p->n, .cap = p->n, .D = sv->m->layers[l].dim,
                                          .rows = p->rows, .grad = p->grad};
             src[w] = &views[w];
             need += p->n;
         }
-        if (!t->merged[l] || t->merged[l]->cap < need) {
-            hps_sparse_grad_free(t->merged[l]);
-            t->merged[l] = hps_sparse_grad_create(need * 2 + 16, t->m->layers[l].dim);
+        if (!sv->merged[l] || sv->merged[l]->cap < need) {
+            hps_sparse_grad_free(sv->merged[l]);
+            sv->merged[l] = hps_sparse_grad_create(need * 2 + 16, sv->m->layers[l].dim);
         }
-        hps_sparse_grad_merge(t->merged[l], src, W);
-        sparse_adagrad(hps_table_weights(t->tables[l]), hps_table_accum(t->tables[l]), t->merged[l],
-                       t->o.optim.lr_sparse, t->o.optim.adagrad_eps);
+        hps_sparse_grad_merge(sv->merged[l], src, W);
+        sparse_adagrad(hps_table_weights(sv->tables[l]), hps_table_accum(sv->tables[l]), sv->merged[l],
+                       sv->o.optim.lr_sparse, sv->o.optim.adagrad_eps);
     }
     for (size_t i = 0; i < (size_t)W * L; i++) free(parts[i].rows), free(parts[i].grad);
     free(parts);
-    t->step++;
+    sv->step++;
     d->st.steps++;
     return rc;
 }
 
 /* Every row this server holds, as (layer, slot, key) then dim floats. */
-static void dump_rows(hps_dist *d, hps_trainer *t, int to)
+static void dump_rows(hps_dist *d, dist_server *sv, int to)
 {
     dist_buf b = {0};
-    for (int l = 0; l < t->m->n_layers; l++) {
-        if (!t->tables[l]) continue;
-        int D = t->m->layers[l].dim;
-        const float *w = hps_table_weights(t->tables[l]);
-        for (int64_t r = 0; r < hps_table_rows(t->tables[l]); r++) {
+    for (int l = 0; l < sv->m->n_layers; l++) {
+        if (!sv->tables[l]) continue;
+        int D = sv->m->layers[l].dim;
+        const float *w = hps_table_weights(sv->tables[l]);
+        for (int64_t r = 0; r < hps_table_rows(sv->tables[l]); r++) {
             int slot;
             uint64_t key;
-            hps_table_row_key(t->tables[l], r, &slot, &key);
+            hps_table_row_key(sv->tables[l], r, &slot, &key);
             dist_entry e = {.layer = l, .slot = slot, .key = key};
             dist_buf_add(&b, &e, sizeof e);
             dist_buf_add(&b, w + r * D, (size_t)D * sizeof *w);
@@ -152,7 +153,7 @@ typedef struct {
     int pushed, done;
 } server_state;
 
-static int on_push(hps_dist *d, hps_trainer *t, server_state *s, int w, char *msg, size_t n,
+static int on_push(hps_dist *d, dist_server *sv, server_state *s, int w, char *msg, size_t n,
                    hps_error *err)
 {
     if (s->push[w]) {
@@ -161,17 +162,40 @@ static int on_push(hps_dist *d, hps_trainer *t, server_state *s, int w, char *ms
     }
     s->push[w] = msg, s->len[w] = n;
     if (++s->pushed < d->workers) return 0;
-    int rc = apply_step(d, t, s->push, s->len, err);
+    int rc = apply_step(d, sv, s->push, s->len, err);
     for (int i = 0; i < d->workers; i++) free(s->push[i]), s->push[i] = NULL;
     s->pushed = 0;
     for (int i = 0; rc == 0 && i < d->workers; i++) dist_send(d, NULL, 0, d->worker_rank[i], TAG_ACK);
     return rc;
 }
 
-int hps_dist_serve(hps_dist *d, hps_trainer *t, hps_error *err)
+/* The server's tables: one per embedding layer, as one process has them. */
+static void server_create(dist_server *sv, const hps_model *m, const hps_train_plan *plan,
+                          const hps_train_opts *o)
+{
+    *sv = (dist_server){.m = m, .o = *o};
+    snprintf(sv->plan_digest, sizeof sv->plan_digest, "%s", plan->digest);
+    sv->tables = hps_calloc((size_t)m->n_layers, sizeof *sv->tables);
+    sv->merged = hps_calloc((size_t)m->n_layers, sizeof *sv->merged);
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING)
+            sv->tables[l] = hps_table_create(l, m->layers[l].dim, o->max_table_bytes, o->table_policy,
+                                            o->seed);
+}
+
+static void server_free(dist_server *sv)
+{
+    for (int l = 0; l < sv->m->n_layers; l++) {
+        hps_table_free(sv->tables[l]);
+        hps_sparse_grad_free(sv->merged[l]);
+    }
+    free(sv->tables), free(sv->merged);
+}
+
+static int serve(hps_dist *d, dist_server *sv, hps_error *err)
 {
     int found = 0;
-    if (t->o.resume && t->o.ckpt_dir && dist_resume(d, t, &found, err)) return -1;
+    if (sv->o.resume && sv->o.ckpt_dir && dist_resume_server(d, sv, &found, err)) return -1;
     server_state s = {0};
     int rc = 0;
     while (rc == 0 && s.done < d->workers) {
@@ -180,17 +204,27 @@ int hps_dist_serve(hps_dist *d, hps_trainer *t, hps_error *err)
         char *msg = dist_recv(MPI_ANY_SOURCE, MPI_ANY_TAG, &n, &from, &tag);
         int w = d->roles[from].index;
         if (tag == TAG_PUSH) {
-            rc = on_push(d, t, &s, w, msg, n, err);
+            rc = on_push(d, sv, &s, w, msg, n, err);
             continue;
         }
-        if (tag == TAG_FETCH || tag == TAG_PEEK) rc = serve_rows(d, t, msg, n, from, tag == TAG_PEEK, err);
-        else if (tag == TAG_SAVE) rc = dist_save(d, t, err);
-        else if (tag == TAG_DUMP) dump_rows(d, t, from);
+        if (tag == TAG_FETCH || tag == TAG_PEEK) rc = serve_rows(d, sv, msg, n, from, tag == TAG_PEEK, err);
+        else if (tag == TAG_SAVE) rc = dist_save_server(d, sv, err);
+        else if (tag == TAG_DUMP) dump_rows(d, sv, from);
         else if (tag == TAG_DONE) s.done++;
         free(msg);
     }
     for (int i = 0; i < d->workers; i++) free(s.push[i]);
-    if (rc == 0) dist_gather_stats(d, t);
+    if (rc == 0) dist_gather_stats(d, NULL);
+    return rc;
+}
+
+int hps_dist_serve(hps_dist *d, const hps_model *m, const hps_train_plan *plan,
+                   const hps_train_opts *o, hps_error *err)
+{
+    dist_server sv;
+    server_create(&sv, m, plan, o);
+    int rc = serve(d, &sv, err);
+    server_free(&sv);
     return rc;
 }
 
@@ -242,7 +276,7 @@ static void report_cross(const hps_dist *d, const double *all, double steps, dou
 
 static void report(hps_dist *d, hps_trainer *t, const double *all)
 {
-    double seconds = hps_now() - t->t_start, total = 0, cross = 0, steps = all[DIST_STATS_N * d->rank + 3];
+    double seconds = hps_now() - d->t_start, total = 0, cross = 0, steps = all[DIST_STATS_N * d->rank + 3];
     json_t *ranks = json_array();
     for (int r = 0; r < d->size; r++) {
         json_array_append_new(ranks, rank_json(d, r, all + DIST_STATS_N * r, seconds));
@@ -262,13 +296,7 @@ static void report(hps_dist *d, hps_trainer *t, const double *all)
     json_object_set_new(o, "predicted_cross_host_bytes_per_step",
                         d->predicted_cross >= 0 ? hps_json_real(d->predicted_cross) : json_null());
     json_object_set_new(o, "placed_as_planned", json_boolean(placed_as_planned(d)));
-    if (t->metrics) {
-        char *line = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(7));
-        fprintf(t->metrics, "%s\n", line);
-        fflush(t->metrics);
-        free(line);
-    }
-    json_decref(o);
+    hps_trainer_record(t, o);
     hps_log(2, "%s: %d ranks: %.0f bytes/step between ranks; slowest worker's compute %.3f s, "
                "others idle %.3f s\n", hps_progname(), d->size, per_step, d->critical_s, d->idle_s);
     report_cross(d, all, steps, cross);

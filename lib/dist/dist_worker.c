@@ -1,5 +1,5 @@
-/* A worker rank: the trainer's hooks (train_internal.h, struct
- * hps_train_dist).  Each step the worker trains its slice of the batch,
+/* A worker rank: the trainer's hooks (hps_train.h, hps_train_dist).
+ * Each step the worker trains its slice of the batch,
  * fetches the rows it touches from their servers, sums dense gradients with
  * the other workers, pushes its sparse gradients and waits for the servers
  * to apply the step, so every step is synchronous. */
@@ -36,67 +36,64 @@ static void slice(void *ctx, int n, int *lo, int *hi)
     d->slice_rows = *hi - *lo;
 }
 
-static void add_req_row(hps_dist *d, int s, int layer, int64_t row)
+static void add_req_row(hps_dist *d, int s, int64_t at)
 {
     if (d->n_req_rows[s] == d->cap_req_rows[s]) {
         d->cap_req_rows[s] = d->cap_req_rows[s] ? 2 * d->cap_req_rows[s] : 1024;
         d->req_rows[s] = hps_realloc(d->req_rows[s], (size_t)d->cap_req_rows[s] * sizeof **d->req_rows);
     }
-    d->req_rows[s][d->n_req_rows[s]++] = (int64_t)layer << 40 | row;
+    d->req_rows[s][d->n_req_rows[s]++] = at;
 }
 
-/* Requests per server: the (layer, slot, key) of every touched row. */
-static void build_requests(hps_dist *d, hps_trainer *t)
+/* Requests per server: the rows routed to it, and where each one's values
+ * go in out. */
+static void build_requests(hps_dist *d, const hps_row_key *rows, int64_t n)
 {
     for (int s = 0; s < d->servers; s++) d->req[s].len = 0, d->n_req_rows[s] = 0;
-    for (int l = 0; l < t->m->n_layers; l++) {
-        for (int64_t i = 0; t->tables[l] && i < t->n_touched[l]; i++) {
-            int64_t row = t->touched[l][i];
-            int slot;
-            uint64_t key;
-            hps_table_row_key(t->tables[l], row, &slot, &key);
-            int s = hps_dist_route(key, d->servers);
-            dist_entry e = {.layer = l, .slot = slot, .key = key};
-            dist_buf_add(&d->req[s], &e, sizeof e);
-            add_req_row(d, s, l, row);
-        }
+    for (int64_t i = 0, at = 0; i < n; i++) {
+        int s = hps_dist_route(rows[i].key, d->servers);
+        dist_buf_add(&d->req[s], &rows[i], sizeof rows[i]);
+        add_req_row(d, s, at);
+        at += d->m->layers[rows[i].layer].dim;
     }
 }
 
-/* The servers' rows overwrite the local copies (the local tables only map
- * keys to rows and stage the values of one step). */
-static int fetch(void *ctx, hps_trainer *t, hps_error *err)
+/* One server's answer: its rows' values in the order they were asked. */
+static int take_answer(hps_dist *d, int s, const float *vals, size_t n, float *out, hps_error *err)
+{
+    const dist_entry *e = (const dist_entry *)d->req[s].buf;
+    size_t at = 0;
+    for (int64_t i = 0; i < d->n_req_rows[s]; i++) {
+        int D = d->m->layers[e[i].layer].dim;
+        if ((at + (size_t)D) * sizeof(float) > n)
+            return hps_fail(err, HPS_EXIT_RUNTIME, "server %d sent %zu bytes, too few rows", s, n);
+        memcpy(out + d->req_rows[s][i], vals + at, (size_t)D * sizeof(float));
+        at += (size_t)D;
+    }
+    return 0;
+}
+
+static int fetch(void *ctx, const hps_row_key *rows, int64_t n, float *out, int peek, hps_error *err)
 {
     hps_dist *d = ctx_dist(ctx);
     double t0 = hps_now();
-    build_requests(d, t);
+    build_requests(d, rows, n);
     MPI_Request reqs[HPS_DIST_MAX_RANKS];
-    int n_reqs = 0;
+    int n_reqs = 0, rc = 0;
     for (int s = 0; s < d->servers; s++)
         if (d->req[s].len)
-            dist_isend(d, d->req[s].buf, d->req[s].len, d->server_rank[s],
-                       t->evaluating ? TAG_PEEK : TAG_FETCH, &reqs[n_reqs++]);
+            dist_isend(d, d->req[s].buf, d->req[s].len, d->server_rank[s], peek ? TAG_PEEK : TAG_FETCH,
+                       &reqs[n_reqs++]);
     for (int s = 0; s < d->servers; s++) {
         if (!d->req[s].len) continue;
-        size_t n;
-        float *rows = (float *)dist_recv(d->server_rank[s], TAG_ROWS, &n, NULL, NULL);
-        size_t at = 0;
-        for (int64_t i = 0; i < d->n_req_rows[s]; i++) {
-            int l = (int)(d->req_rows[s][i] >> 40);
-            int64_t row = d->req_rows[s][i] & (((int64_t)1 << 40) - 1);
-            int D = t->m->layers[l].dim;
-            if ((at + (size_t)D) * sizeof(float) > n) {
-                free(rows);
-                return hps_fail(err, HPS_EXIT_RUNTIME, "server %d sent %zu bytes, too few rows", s, n);
-            }
-            memcpy(hps_table_weights(t->tables[l]) + row * D, rows + at, (size_t)D * sizeof(float));
-            at += (size_t)D;
-        }
-        free(rows);
+        size_t len;
+        float *vals = (float *)dist_recv(d->server_rank[s], TAG_ROWS, &len, NULL, NULL);
+        if (rc == 0) rc = take_answer(d, s, vals, len, out, err);
+        free(vals);
     }
     MPI_Waitall(n_reqs, reqs, MPI_STATUSES_IGNORE);
     d->st.fetch_s += hps_now() - t0;
-    return 0;
+    return rc;
 }
 
 /* --slowdown (the test build's, make test): the rank sleeps (FACTOR - 1)
@@ -112,18 +109,19 @@ static double slow_down(hps_dist *d, double compute_s)
 
 /* Dense gradients summed over the workers; the loss and the compute times
  * gathered, and the shares re-balanced from them. */
-static int reduce(void *ctx, hps_trainer *t, double *loss, double compute_s, hps_error *err)
+static int allreduce(void *ctx, float *grads, size_t n, double *loss, int rows_run, double compute_s,
+                     hps_error *err)
 {
     hps_dist *d = ctx_dist(ctx);
     compute_s = slow_down(d, compute_s);
     double t0 = hps_now();
-    size_t n = t->m->n_params;
     int W = d->workers;
+    d->slice_rows = rows_run;
     /* with stages across ranks, among the workers of this rank's stage */
     MPI_Comm gcomm = d->n_stages > 1 ? d->scomm : d->wcomm;
     int G = d->n_stages > 1 ? d->stage_n[d->me->stage] : W;
     (void)err;
-    MPI_Allreduce(MPI_IN_PLACE, t->owner->grads, (int)n, MPI_FLOAT, MPI_SUM, gcomm);
+    MPI_Allreduce(MPI_IN_PLACE, grads, (int)n, MPI_FLOAT, MPI_SUM, gcomm);
     /* what a ring allreduce sends from each rank, to the next in the ring
      * (the plan's model of it: plan_place.c) */
     double ring = G > 1 ? 2.0 * (G - 1) / G * (double)n * sizeof(float) : 0;
@@ -167,29 +165,26 @@ static int reduce(void *ctx, hps_trainer *t, double *loss, double compute_s, hps
     return 0;
 }
 
-/* A layer's merged gradient, by server: (layer, slot, key) then dim floats. */
-static int push(void *ctx, hps_trainer *t, int layer, const hps_sparse_grad *g, hps_error *err)
+/* A layer's summed gradient, by server: (layer, slot, key) then D floats. */
+static int push(void *ctx, const hps_row_key *rows, int64_t n, const float *grad, int D,
+                hps_error *err)
 {
     hps_dist *d = ctx_dist(ctx);
     (void)err;
-    for (int64_t i = 0; i < g->n; i++) {
-        int slot;
-        uint64_t key;
-        hps_table_row_key(t->tables[layer], g->rows[i], &slot, &key);
-        int s = hps_dist_route(key, d->servers);
-        dist_entry e = {.layer = layer, .slot = slot, .key = key};
-        dist_buf_add(&d->push[s], &e, sizeof e);
-        dist_buf_add(&d->push[s], g->grad + i * g->D, (size_t)g->D * sizeof(float));
+    for (int64_t i = 0; i < n; i++) {
+        int s = hps_dist_route(rows[i].key, d->servers);
+        dist_buf_add(&d->push[s], &rows[i], sizeof rows[i]);
+        dist_buf_add(&d->push[s], grad + i * D, (size_t)D * sizeof(float));
     }
     return 0;
 }
 
 /* Every server gets a push from every worker (maybe empty), applies the
  * step once it has them all, and acknowledges. */
-static int step_end(void *ctx, hps_trainer *t, hps_error *err)
+static int step_end(void *ctx, hps_error *err)
 {
     hps_dist *d = ctx_dist(ctx);
-    (void)t, (void)err;
+    (void)err;
     double t0 = hps_now();
     MPI_Request reqs[HPS_DIST_MAX_RANKS];
     for (int s = 0; s < d->servers; s++)
@@ -217,14 +212,16 @@ static json_t *metrics(void *ctx)
                      hps_json_real(d->critical_s), "idle_s", hps_json_real(d->idle_s));
 }
 
-void hps_dist_attach(hps_dist *d, hps_trainer *t)
+void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_train_opts *o)
 {
+    d->m = m;
+    d->ckpt_dir = o->ckpt_dir;
     d->req = hps_calloc((size_t)d->servers, sizeof *d->req);
     d->push = hps_calloc((size_t)d->servers, sizeof *d->push);
     d->req_rows = hps_calloc((size_t)d->servers, sizeof *d->req_rows);
     d->n_req_rows = hps_calloc((size_t)d->servers, sizeof *d->n_req_rows);
     d->cap_req_rows = hps_calloc((size_t)d->servers, sizeof *d->cap_req_rows);
-    d->hooks = (hps_train_dist){.ctx = d, .slice = slice, .fetch = fetch, .reduce = reduce,
+    d->hooks = (hps_train_dist){.ctx = d, .slice = slice, .fetch = fetch, .allreduce = allreduce,
                                 .push = push, .step_end = step_end, .save = dist_save,
                                 .resume = dist_resume, .metrics = metrics,
                                 .evaluates = hps_dist_is_lead(d)};
@@ -233,34 +230,46 @@ void hps_dist_attach(hps_dist *d, hps_trainer *t)
 }
 
 /* One server's rows into the lead's tables (which then hold the model). */
-static int take_rows(hps_trainer *t, const char *msg, size_t n, hps_error *err)
+static int take_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, hps_error *err)
 {
     for (size_t at = 0; at < n;) {
         dist_entry e;
         if (at + sizeof e > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated row dump");
         memcpy(&e, msg + at, sizeof e);
         at += sizeof e;
-        if (e.layer < 0 || e.layer >= t->m->n_layers || !t->tables[e.layer])
-            return hps_fail(err, HPS_EXIT_RUNTIME, "a row dump names layer %d", (int)e.layer);
-        int D = t->m->layers[e.layer].dim;
+        hps_table *tab = e.layer >= 0 && e.layer < d->m->n_layers ? hps_trainer_table(t, e.layer) : NULL;
+        if (!tab) return hps_fail(err, HPS_EXIT_RUNTIME, "a row dump names layer %d", (int)e.layer);
+        int D = d->m->layers[e.layer].dim;
         if (at + (size_t)D * sizeof(float) > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated row dump");
-        int64_t row = hps_table_lookup(t->tables[e.layer], e.slot, e.key, t->step + 1, err);
+        /* stamped as the step after training's last, as a lookup then would be */
+        int64_t row = hps_table_lookup(tab, e.slot, e.key, hps_trainer_summary(t)->steps + 1, err);
         if (row < 0) return -1;
-        memcpy(hps_table_weights(t->tables[e.layer]) + row * D, msg + at, (size_t)D * sizeof(float));
+        memcpy(hps_table_weights(tab) + row * D, msg + at, (size_t)D * sizeof(float));
         at += (size_t)D * sizeof(float);
     }
     return 0;
 }
 
+/* The other stages' weights, through host memory. */
+static int gather_stage_params(hps_dist *d, hps_trainer *t, hps_error *err)
+{
+    float *host = hps_malloc((d->m->n_params + 1) * sizeof *host);
+    hps_trainer_params(t, host, 0);
+    int rc = dist_stages_gather_params(d, host, d->m->n_params, err);
+    if (rc == 0 && hps_dist_is_lead(d)) hps_trainer_params(t, host, 1);
+    free(host);
+    return rc;
+}
+
 int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err)
 {
-    if (d->n_stages > 1 && dist_stages_gather_weights(d, t, err)) return -1;
+    if (d->n_stages > 1 && gather_stage_params(d, t, err)) return -1;
     if (!hps_dist_is_lead(d)) return 0;
     for (int s = 0; s < d->servers; s++) {
         dist_send(d, NULL, 0, d->server_rank[s], TAG_DUMP);
         size_t n;
         char *rows = dist_recv(d->server_rank[s], TAG_ROWS, &n, NULL, NULL);
-        int rc = take_rows(t, rows, n, err);
+        int rc = take_rows(d, t, rows, n, err);
         free(rows);
         if (rc) return -1;
     }

@@ -6,11 +6,15 @@
  *            the other workers (MPI_Allreduce) and fetches/pushes the
  *            embedding rows it touches from/to the servers; when the plan's
  *            workers name several stages, a worker runs its stage's layers
- *            only, exchanging boundary activations and their gradients with
- *            the next and previous stages' workers (dist_stage.c)
+ *            only: the trainer's pipeline, whose boundary activations and
+ *            their gradients go to the next and previous stages' workers
+ *            through this module's link (dist_stage.c)
  *   server   owns the embedding rows routed to it, server = mix64(key) %
  *            servers, and applies the summed sparse AdaGrad updates once all
- *            workers pushed a step (synchronous training)
+ *            workers pushed a step (synchronous training); it builds its
+ *            tables and nothing else of the model
+ * A worker reaches the job only through hps_train_dist (hps_train.h); this
+ * module calls the trainer only through hps_train.h.
  * Workers' shares of a batch are re-balanced from measured compute times
  * (dist_rebalance.c).  Checkpoints are per rank, committed together.
  */
@@ -48,17 +52,20 @@ int hps_dist_stages(const hps_dist *d);
 /* With stages on different ranks: the plan's layer ranges fit the workers'
  * stages and every embedding layer is in stage 0; every rank finds the same
  * answer.  eval: the lead evaluates after each epoch (--eval). */
-int hps_dist_check_stages(hps_dist *d, const hps_trainer *t, int eval, hps_error *err);
+int hps_dist_check_stages(hps_dist *d, const hps_model *m, const hps_train_plan *p, int eval,
+                          hps_error *err);
 /* A worker: hooks the trainer's steps, loads and checkpoints. */
-void hps_dist_attach(hps_dist *d, hps_trainer *t);
+void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_train_opts *o);
 /* A worker after training: tells the servers it is done, then the job's
  * statistics are gathered and the lead writes them to the metrics. */
 int hps_dist_finish(hps_dist *d, hps_trainer *t, hps_error *err);
 /* A worker after training, with --export: the lead gets the whole model,
  * every stage's weights and every server's rows (all workers call it). */
 int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err);
-/* A server: serves rows and applies updates until every worker is done. */
-int hps_dist_serve(hps_dist *d, hps_trainer *t, hps_error *err);
+/* A server: builds its tables (and nothing else of the model), serves rows
+ * and applies updates until every worker is done. */
+int hps_dist_serve(hps_dist *d, const hps_model *m, const hps_train_plan *plan,
+                   const hps_train_opts *o, hps_error *err);
 
 /* Ends the job on an error: the message, then MPI_Abort so no rank waits. */
 void hps_dist_abort(hps_dist *d, const hps_error *err);

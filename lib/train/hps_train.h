@@ -125,10 +125,58 @@ typedef struct {
 } hps_train_summary;
 const hps_train_summary *hps_trainer_summary(const hps_trainer *t);
 hps_table *hps_trainer_table(hps_trainer *t, int layer);
+/* One more record in the metrics (--metrics), if any; takes o. */
+void hps_trainer_record(hps_trainer *t, json_t *o);
 
-/* A distributed run (lib/dist, hps-train(1) DISTRIBUTED) hooks into the
- * trainer with this table; NULL (the default) is one process. */
-typedef struct hps_train_dist hps_train_dist;
+/* Dense parameters through host memory: n_params floats out of the trainer
+ * (put = 0) or into it (put = 1). */
+void hps_trainer_params(hps_trainer *t, float *host, int put);
+
+/* ---- a distributed run ---------------------------------------------------- */
+
+/* An embedding row as the parameter servers know it. */
+typedef struct {
+    int32_t layer, slot;
+    uint64_t key;
+} hps_row_key;
+
+/* How a worker of a distributed run (lib/dist, hps-train(1) DISTRIBUTED)
+ * reaches the rest of the job, in the trainer's terms only:
+ *   slice      the rows [lo, hi) of an n-row batch that this worker loads
+ *   fetch      the current values of n rows from their servers, dims back to
+ *              back into out; peek: evaluation, which creates no rows
+ *   push       a layer's summed sparse gradient for n rows of D floats
+ *   step_end   waits until the servers applied the step
+ *   allreduce  n dense gradients summed over the workers of this stage; the
+ *              loss summed over all workers; rows and compute_s are this
+ *              worker's part of the step (rows trained, compute seconds)
+ *   link       NULL, or the boundary tensors to stages in other processes
+ *              (train_pipeline.h): this worker runs link->stage only
+ *   save, resume   every rank's checkpoint of a step, committed together
+ *   gather_params  NULL, or before the lead evaluates or exports: params (n
+ *              floats, host memory) get the layers other ranks train (every
+ *              worker calls it)
+ *   metrics, stage_busy   figures for the step records (stage_busy NULL: this
+ *              process's pipeline has them)
+ * evaluates: 0 on workers that leave --eval to the lead worker. */
+typedef struct {
+    void *ctx;
+    void (*slice)(void *ctx, int n, int *lo, int *hi);
+    int (*fetch)(void *ctx, const hps_row_key *rows, int64_t n, float *out, int peek, hps_error *err);
+    int (*push)(void *ctx, const hps_row_key *rows, int64_t n, const float *grad, int D,
+                hps_error *err);
+    int (*step_end)(void *ctx, hps_error *err);
+    int (*allreduce)(void *ctx, float *grads, size_t n, double *loss, int rows, double compute_s,
+                     hps_error *err);
+    const hps_stage_link *link;
+    int (*save)(void *ctx, hps_trainer *t, uint64_t step, hps_error *err);
+    int (*resume)(void *ctx, hps_trainer *t, int *found, hps_error *err);
+    int (*gather_params)(void *ctx, float *params, size_t n, hps_error *err);
+    json_t *(*metrics)(void *ctx);
+    double (*stage_busy)(void *ctx, int stage);
+    int evaluates;
+} hps_train_dist;
+/* NULL (the default) is one process. */
 void hps_trainer_set_dist(hps_trainer *t, const hps_train_dist *d);
 
 /* ---- checkpoints and export ------------------------------------------------ */
@@ -138,6 +186,12 @@ int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err);
 int hps_trainer_load(hps_trainer *t, const char *dir, int *found, hps_error *err);
 /* Loads one checkpoint file (a rank's part of a distributed checkpoint). */
 int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err);
+/* A parameter server's checkpoint: its tables (per layer, NULL but for
+ * embedding layers) alone, in the same format, DIR/ckpt-STEP.hpsckpt. */
+int hps_tables_save(const hps_model *m, hps_table *const *tables, const char *plan_digest,
+                    uint64_t step, uint64_t seed, const char *dir, hps_error *err);
+int hps_tables_load_file(const hps_model *m, hps_table *const *tables, const char *plan_digest,
+                         uint64_t seed, const char *path, uint64_t *step, hps_error *err);
 /* Writes the weights as safetensors and, beside a regular file, PATH.sha256;
  * then reads the file back with hps_safetensors_verify. */
 int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err);

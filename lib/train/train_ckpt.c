@@ -13,6 +13,8 @@
  * It is written to a temporary file and renamed; then DIR/latest, a one-line
  * file naming it, is replaced the same way, so a kill at any moment leaves
  * the previous checkpoint in force.  The two newest checkpoints are kept.
+ * A parameter server's checkpoint (hps-train(1), DISTRIBUTED) is the same
+ * file with no dense part (0 parameters): its tables alone.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -49,17 +51,33 @@ static int save_dense(hps_trainer *t, FILE *f)
     return ok ? 0 : -1;
 }
 
-static int write_payload(hps_trainer *t, FILE *f)
+/* What one checkpoint file holds: a trainer's whole state, or a server's
+ * tables alone (t == NULL). */
+typedef struct {
+    hps_trainer *t;
+    const hps_model *m;
+    const char *plan_digest;
+    uint64_t state[6]; /* step, epoch, epoch_row, samples, seed, adam_t */
+    hps_table *const *tables;
+} ckpt_part;
+
+static ckpt_part trainer_part(hps_trainer *t)
+{
+    return (ckpt_part){t, t->m, t->plan.digest,
+                       {t->step, t->epoch, t->epoch_row, t->samples, t->o.seed,
+                        (uint64_t)t->owner->adam_t},
+                       t->tables};
+}
+
+static int write_payload(const ckpt_part *c, FILE *f)
 {
     uint32_t magic = PAYLOAD_MAGIC;
-    uint64_t state[6] = {t->step, t->epoch, t->epoch_row, t->samples, t->o.seed,
-                         (uint64_t)t->owner->adam_t};
-    uint64_t n_params = t->m->n_params;
-    if (!HPS_FWRITE(f, &magic, 1) || !HPS_FWRITE(f, t->m->digest, 72) || !HPS_FWRITE(f, t->plan.digest, 72) ||
-        !HPS_FWRITE(f, state, 6) || !HPS_FWRITE(f, &n_params, 1) || save_dense(t, f))
+    uint64_t n_params = c->t ? c->m->n_params : 0;
+    if (!HPS_FWRITE(f, &magic, 1) || !HPS_FWRITE(f, c->m->digest, 72) || !HPS_FWRITE(f, c->plan_digest, 72) ||
+        !HPS_FWRITE(f, c->state, 6) || !HPS_FWRITE(f, &n_params, 1) || (c->t && save_dense(c->t, f)))
         return -1;
-    for (int l = 0; l < t->m->n_layers; l++)
-        if (t->tables[l] && hps_table_save(t->tables[l], f)) return -1;
+    for (int l = 0; l < c->m->n_layers; l++)
+        if (c->tables[l] && hps_table_save(c->tables[l], f)) return -1;
     return 0;
 }
 
@@ -140,7 +158,7 @@ static void prune(const char *dir, const char *keep)
     free(names);
 }
 
-int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err)
+static int save_part(const ckpt_part *c, const char *dir, hps_error *err)
 {
     if (mkdir(dir, 0755) != 0 && errno != EEXIST)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot create: %s", dir, strerror(errno));
@@ -148,13 +166,13 @@ int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err)
     size_t len = 0, clen;
     FILE *mem = open_memstream(&payload, &len);
     HPS_CHECK(mem);
-    int ok = write_payload(t, mem) == 0;
+    int ok = write_payload(c, mem) == 0;
     fclose(mem);
     HPS_CHECK(ok);
     void *file = compress(payload, len, &clen);
     free(payload);
     char name[64], path[4200], latest[4200];
-    snprintf(name, sizeof name, "ckpt-%012llu.hpsckpt", (unsigned long long)t->step);
+    snprintf(name, sizeof name, "ckpt-%012llu.hpsckpt", (unsigned long long)c->state[0]);
     snprintf(path, sizeof path, "%s/%s", dir, name);
     snprintf(latest, sizeof latest, "%s/latest", dir);
     int rc = hps_write_atomic(path, file, clen, err);
@@ -164,6 +182,19 @@ int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err)
     if (rc == 0) rc = hps_write_atomic(latest, line, strlen(line), err);
     if (rc == 0) prune(dir, name);
     return rc;
+}
+
+int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err)
+{
+    ckpt_part c = trainer_part(t);
+    return save_part(&c, dir, err);
+}
+
+int hps_tables_save(const hps_model *m, hps_table *const *tables, const char *plan_digest,
+                    uint64_t step, uint64_t seed, const char *dir, hps_error *err)
+{
+    ckpt_part c = {NULL, m, plan_digest, {step, 0, 0, 0, seed, 0}, tables};
+    return save_part(&c, dir, err);
 }
 
 /* ---- loading ----------------------------------------------------------------- */
@@ -246,31 +277,48 @@ static int load_dense(hps_trainer *t, FILE *f)
     return ok ? 0 : -1;
 }
 
-static int read_payload(hps_trainer *t, FILE *f, const char *path, hps_error *err)
+/* The header, then the dense part (a trainer's) or none (a server's), then
+ * the tables; c->state gets the file's. */
+static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
 {
     uint32_t magic = 0;
     char model[72], plan[72];
-    uint64_t state[6], n_params = 0;
+    uint64_t n_params = 0, seed = c->state[4];
     if (!HPS_FREAD(f, &magic, 1) || magic != PAYLOAD_MAGIC || !HPS_FREAD(f, model, 72) ||
-        !HPS_FREAD(f, plan, 72) || !HPS_FREAD(f, state, 6) || !HPS_FREAD(f, &n_params, 1))
+        !HPS_FREAD(f, plan, 72) || !HPS_FREAD(f, c->state, 6) || !HPS_FREAD(f, &n_params, 1))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: unknown checkpoint layout", path);
     model[71] = plan[71] = '\0';
-    if (strcmp(model, t->m->digest) != 0 || n_params != t->m->n_params)
+    if (strcmp(model, c->m->digest) != 0 || (n_params && n_params != c->m->n_params))
         return hps_fail(err, HPS_EXIT_USAGE, "%s: made for model %.19s..., but %s is %.19s...",
-                        path, model, t->m->path, t->m->digest);
-    if (strcmp(plan, t->plan.digest) != 0)
-        hps_warnf("%s: made under another plan; resuming under %s", path, t->plan.path[0] ? t->plan.path : "no plan");
-    if (load_dense(t, f))
+                        path, model, c->m->path, c->m->digest);
+    if (!n_params != !c->t)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s checkpoint, not %s", path,
+                        n_params ? "a trainer's" : "a parameter server's",
+                        c->t ? "a trainer's" : "a parameter server's");
+    if (strcmp(plan, c->plan_digest) != 0)
+        hps_warnf("%s: made under another plan; resuming under %s", path,
+                  c->t && c->t->plan.path[0] ? c->t->plan.path : "this one");
+    if (c->t && load_dense(c->t, f))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: truncated dense parameters", path);
-    for (int l = 0; l < t->m->n_layers; l++)
-        if (t->tables[l] && hps_table_load(t->tables[l], f, err, path)) return -1;
-    t->step = state[0], t->epoch = state[1], t->epoch_row = state[2], t->samples = state[3];
-    t->sum.epochs_done = (int)t->epoch;
-    if (state[4] != t->o.seed)
+    for (int l = 0; l < c->m->n_layers; l++)
+        if (c->tables[l] && hps_table_load(c->tables[l], f, err, path)) return -1;
+    if (c->state[4] != seed)
         hps_warnf("%s: made with --seed %llu, resuming with %llu: new keys start from other rows",
-                  path, (unsigned long long)state[4], (unsigned long long)t->o.seed);
-    t->owner->adam_t = (int)state[5];
+                  path, (unsigned long long)c->state[4], (unsigned long long)seed);
     return 0;
+}
+
+static int load_part(ckpt_part *c, const char *path, hps_error *err)
+{
+    char *payload;
+    size_t len;
+    if (unpack(path, &payload, &len, err)) return -1;
+    FILE *f = fmemopen(payload, len, "rb");
+    HPS_CHECK(f);
+    int rc = read_payload(c, f, path, err);
+    fclose(f);
+    free(payload);
+    return rc;
 }
 
 int hps_trainer_load(hps_trainer *t, const char *dir, int *found, hps_error *err)
@@ -282,15 +330,21 @@ int hps_trainer_load(hps_trainer *t, const char *dir, int *found, hps_error *err
 
 int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err)
 {
-    char *payload;
-    size_t len;
-    if (unpack(path, &payload, &len, err)) return -1;
-    FILE *f = fmemopen(payload, len, "rb");
-    HPS_CHECK(f);
-    int rc = read_payload(t, f, path, err);
-    fclose(f);
-    free(payload);
-    return rc;
+    ckpt_part c = trainer_part(t);
+    if (load_part(&c, path, err)) return -1;
+    t->step = c.state[0], t->epoch = c.state[1], t->epoch_row = c.state[2], t->samples = c.state[3];
+    t->sum.epochs_done = (int)t->epoch;
+    t->owner->adam_t = (int)c.state[5];
+    return 0;
+}
+
+int hps_tables_load_file(const hps_model *m, hps_table *const *tables, const char *plan_digest,
+                         uint64_t seed, const char *path, uint64_t *step, hps_error *err)
+{
+    ckpt_part c = {NULL, m, plan_digest, {0, 0, 0, 0, seed, 0}, tables};
+    if (load_part(&c, path, err)) return -1;
+    *step = c.state[0];
+    return 0;
 }
 
 /* ---- safetensors ---------------------------------------------------------------- */

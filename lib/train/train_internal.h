@@ -6,47 +6,6 @@
 
 #include "train/hps_train.h"
 
-/* What a distributed run changes in a step (lib/dist fills it in):
- *   slice     the rows [lo, hi) of an n-row batch that this worker trains
- *   fetch     after a load: the touched rows of the local tables (trainer's
- *             touched lists) get their current values from the servers
- *   reduce    after backward: dense gradients and the loss summed over the
- *             workers (compute_s: this worker's compute time in the step)
- *   push      a layer's merged sparse gradient goes to the servers instead
- *             of a local AdaGrad update
- *   step_end  waits until the servers applied the step
- *   save, resume   checkpoints of all ranks, committed together
- *   metrics   an object for the step records (shares, times)
- *   compute   NULL, or the step's compute when this rank runs one stage of
- *             the plan (stages across ranks): loads rows [lo, hi) if the
- *             stage reads data, zeroes the dense gradients, runs forward and
- *             backward with the other stages' ranks, sets *loss (this rank's
- *             part of the batch loss) and *fetch_s; returns the micro-batches
- *             loaded here (their sparse gradients are pushed), or -1
- *   before_eval  NULL, or called on every worker at the end of each epoch
- *             when the lead evaluates: brings it the weights it lacks (stages
- *             across ranks)
- *   stage_busy   NULL, or the seconds a stage computed so far (each step its
- *             slowest worker), when the stages run on other ranks than this
- *             one's pipeline
- * evaluates: 0 on workers that leave --eval to the lead worker. */
-struct hps_train_dist {
-    void *ctx;
-    void (*slice)(void *ctx, int n, int *lo, int *hi);
-    int (*fetch)(void *ctx, hps_trainer *t, hps_error *err);
-    int (*reduce)(void *ctx, hps_trainer *t, double *loss, double compute_s, hps_error *err);
-    int (*push)(void *ctx, hps_trainer *t, int layer, const hps_sparse_grad *g, hps_error *err);
-    int (*step_end)(void *ctx, hps_trainer *t, hps_error *err);
-    int (*save)(void *ctx, hps_trainer *t, hps_error *err);
-    int (*resume)(void *ctx, hps_trainer *t, int *found, hps_error *err);
-    json_t *(*metrics)(void *ctx);
-    int (*compute)(void *ctx, hps_trainer *t, const hps_batch *b, int lo, int hi, double *loss,
-                   double *fetch_s, hps_error *err);
-    int (*before_eval)(void *ctx, hps_trainer *t, hps_error *err);
-    double (*stage_busy)(void *ctx, int stage);
-    int evaluates;
-};
-
 struct hps_trainer {
     const hps_model *m;
     hps_train_plan plan;

@@ -22,6 +22,8 @@ static void emit(hps_trainer *t, json_t *o)
     json_decref(o);
 }
 
+void hps_trainer_record(hps_trainer *t, json_t *o) { emit(t, o); }
+
 /* Seconds stage s computed so far: this process's pipeline thread, or the
  * stage's ranks (stages across ranks). */
 static double stage_busy(hps_trainer *t, int s)

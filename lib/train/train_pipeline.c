@@ -28,6 +28,13 @@ struct hps_pipeline {
     pthread_cond_t wake, done_cond;
     int run_id, n_micro, done, backward, quit;
     double *layer_fwd, *layer_bwd; /* per layer, this run */
+    /* with stages in other processes: the link, this step's waits, and the
+     * boundary tensors in flight (one buffer per micro-batch sent down) */
+    const hps_stage_link *link;
+    double wait_s;
+    char **sbuf, *gbuf;
+    size_t *scap, gcap;
+    int n_sbuf;
 };
 
 static void inbox_reset(inbox *b)
@@ -167,6 +174,8 @@ void hps_pipeline_free(hps_pipeline *p)
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done_cond);
+    for (int m = 0; m < p->n_sbuf; m++) free(p->sbuf[m]);
+    free(p->sbuf), free(p->scap), free(p->gbuf);
     free(p->stages), free(p->ranges), free(p->layer_fwd), free(p->layer_bwd), free(p);
 }
 
@@ -219,3 +228,214 @@ const hps_stage_stats *hps_pipeline_stats(const hps_pipeline *p, int s)
 
 double hps_pipeline_layer_fwd(const hps_pipeline *p, int l) { return p->layer_fwd[l]; }
 double hps_pipeline_layer_bwd(const hps_pipeline *p, int l) { return p->layer_bwd[l]; }
+
+/* ---- stages in other processes ------------------------------------------------- */
+
+/* The stage threads stay: evaluation (the lead's) still runs every stage
+ * here, with the weights the other ranks trained. */
+void hps_pipeline_set_link(hps_pipeline *p, const hps_stage_link *link) { p->link = link; }
+
+/* The buffers that cross the cut before layer c.  After the merge layer:
+ * the one stream, layer c-1's output.  Before it: the pooled embeddings and
+ * the dense stream at c (the last bottom fc's output, or the raw dense
+ * features, which have no gradient).  How wide they are forward and back is
+ * the model's rule (hps_model_cut_widths), which hps-plan charges. */
+typedef struct {
+    float *x, *dx;
+    size_t width;
+    const hps_backend *be;
+} cut_part;
+typedef struct {
+    int n;
+    cut_part part[2];
+    size_t act, grad; /* floats per sample forward and back */
+} cut;
+
+static cut cut_at(hps_net *net, int c)
+{
+    const hps_model *m = net->model;
+    cut k = {0};
+    int act, grad;
+    hps_model_cut_widths(m, c, &act, &grad);
+    k.act = (size_t)act, k.grad = (size_t)grad;
+    if (m->merge_layer < c) {
+        hps_net_layer *N = &net->layers[c - 1];
+        k.part[k.n++] = (cut_part){N->out, N->dout, k.act, net->be};
+        return k;
+    }
+    /* the rule's width less the pooled embeddings is the dense stream's */
+    k.part[k.n++] = (cut_part){net->h_pooled, net->h_dpooled, (size_t)net->E, net->emb_be};
+    float *x = net->dense_in, *dx = NULL;
+    for (int l = 0; l < c; l++)
+        if (m->layers[l].kind == HPS_LAYER_FC && m->layers[l].on_dense)
+            x = net->layers[l].out, dx = net->layers[l].dout;
+    k.part[k.n++] = (cut_part){x, dx, k.act - (size_t)net->E, net->be};
+    return k;
+}
+
+/* B rows of the cut's activations (grad = 0) or gradients to b, or from b. */
+static void cut_copy(const cut *k, int grad, int B, char *b, int out)
+{
+    for (int i = 0; i < k->n; i++) {
+        float *dev = grad ? k->part[i].dx : k->part[i].x;
+        size_t n = (size_t)B * k->part[i].width * sizeof(float);
+        if (!dev || !n) continue;
+        if (out) k->part[i].be->download(b, dev, n);
+        else k->part[i].be->upload(dev, b, n);
+        b += n;
+    }
+}
+
+static char *reserve(char **buf, size_t *cap, size_t n)
+{
+    if (*cap < n) {
+        *cap = n + 64;
+        *buf = hps_realloc(*buf, *cap);
+    }
+    return *buf;
+}
+
+/* Activations and labels of net's B rows at the cut before layer c, into
+ * send buffer m; its length. */
+static size_t pack(hps_pipeline *p, hps_net *net, int c, int m)
+{
+    if (m >= p->n_sbuf) {
+        p->sbuf = hps_realloc(p->sbuf, (size_t)(m + 1) * sizeof *p->sbuf);
+        p->scap = hps_realloc(p->scap, (size_t)(m + 1) * sizeof *p->scap);
+        for (; p->n_sbuf <= m; p->n_sbuf++) p->sbuf[p->n_sbuf] = NULL, p->scap[p->n_sbuf] = 0;
+    }
+    cut k = cut_at(net, c);
+    size_t n = (size_t)net->B * k.act * sizeof(float), labels = (size_t)net->B * sizeof(float);
+    char *b = reserve(&p->sbuf[m], &p->scap[m], n + labels);
+    cut_copy(&k, 0, net->B, b, 1);
+    if (net->B) net->be->download(b + n, net->labels, labels);
+    return n + labels;
+}
+
+static char *timed_recv(hps_pipeline *p, int up, int from, int kind, size_t *n, hps_error *err)
+{
+    double t0 = hps_now();
+    char *msg = p->link->recv(p->link->ctx, up, from, kind, n, err);
+    p->wait_s += hps_now() - t0;
+    return msg;
+}
+
+static int timed_flush(hps_pipeline *p, hps_error *err)
+{
+    double t0 = hps_now();
+    int rc = p->link->flush(p->link->ctx, err);
+    p->wait_s += hps_now() - t0;
+    return rc;
+}
+
+/* Sends k micro-batches of nets[0..k-1] down, forward done up to layer
+ * `end` as each goes, then runs each one's backward once its gradient came
+ * back. */
+static int exchange_down(hps_pipeline *p, hps_net **nets, int k, hps_error *err)
+{
+    const hps_stage_link *L = p->link;
+    const hps_stage_range *r = &p->ranges[L->stage];
+    int32_t nk = k;
+    if (L->send(L->ctx, 0, 0, HPS_LINK_COUNT, &nk, sizeof nk, err)) return -1;
+    for (int m = 0; m < k; m++) {
+        run_layers(p, L->stage, m, 0);
+        size_t n = pack(p, nets[m], r->end, m);
+        if (L->send(L->ctx, 0, 0, HPS_LINK_ACT, p->sbuf[m], n, err)) return -1;
+    }
+    for (int m = 0; m < k; m++) {
+        size_t n;
+        char *g = timed_recv(p, 0, 0, HPS_LINK_GRAD, &n, err);
+        if (!g) return -1;
+        cut c = cut_at(nets[m], r->end);
+        size_t want = (size_t)nets[m]->B * c.grad * sizeof(float);
+        if (n != want) {
+            free(g);
+            return hps_fail(err, HPS_EXIT_RUNTIME, "stage %d sent %zu bytes of gradient, not %zu",
+                            L->stage + 1, n, want);
+        }
+        cut_copy(&c, 1, nets[m]->B, g, 0);
+        free(g);
+        run_layers(p, L->stage, m, 1);
+    }
+    return timed_flush(p, err);
+}
+
+/* One micro-batch from the stage above into nets[0], run through this stage
+ * (and the ones below), and its gradient sent back. */
+static int take_micro(hps_pipeline *p, int from, int total, double *loss, int *rows,
+                      hps_error *err)
+{
+    const hps_stage_link *L = p->link;
+    const hps_stage_range *r = &p->ranges[L->stage];
+    hps_net *net = p->nets[0];
+    int cap = net->cap;
+    cut c = cut_at(net, r->first);
+    size_t n;
+    char *msg = timed_recv(p, 1, from, HPS_LINK_ACT, &n, err);
+    if (!msg) return -1;
+    size_t got = n / ((c.act + 1) * sizeof(float));
+    if (got * (c.act + 1) * sizeof(float) != n || got > (size_t)cap) {
+        free(msg);
+        return hps_fail(err, HPS_EXIT_RUNTIME, "stage %d sent %zu bytes of activations", L->stage - 1, n);
+    }
+    net->B = (int)got;
+    net->loss_scale = (float)got / (float)total;
+    cut_copy(&c, 0, net->B, msg, 0);
+    if (got) net->be->upload(net->labels, msg + got * c.act * sizeof(float), got * sizeof(float));
+    free(msg);
+    *rows += (int)got;
+    if (!L->down) {
+        run_layers(p, L->stage, 0, 0);
+        *loss += net->loss * (double)got / total;
+        run_layers(p, L->stage, 0, 1);
+    } else if (exchange_down(p, &net, 1, err)) { /* a middle stage passes it on */
+        return -1;
+    }
+    size_t gn = got * c.grad * sizeof(float);
+    reserve(&p->gbuf, &p->gcap, gn + 1);
+    cut_copy(&c, 1, net->B, p->gbuf, 1);
+    if (L->send(L->ctx, 1, from, HPS_LINK_GRAD, p->gbuf, gn, err)) return -1;
+    return timed_flush(p, err);
+}
+
+/* A later stage: each partner above says how many micro-batches follow. */
+static int run_later(hps_pipeline *p, int total, double *loss, int *rows, hps_error *err)
+{
+    const hps_stage_link *L = p->link;
+    for (int from = 0; from < L->n_up; from++) {
+        size_t n;
+        int32_t *nk = (int32_t *)timed_recv(p, 1, from, HPS_LINK_COUNT, &n, err);
+        if (!nk) return -1;
+        int k = n == sizeof *nk ? *nk : -1;
+        free(nk);
+        if (k < 0 || k > total)
+            return hps_fail(err, HPS_EXIT_RUNTIME, "stage %d announced a bad micro-batch count",
+                            L->stage - 1);
+        for (int m = 0; m < k; m++)
+            if (take_micro(p, from, total, loss, rows, err)) return -1;
+    }
+    return 0;
+}
+
+int hps_pipeline_run_linked(hps_pipeline *p, int n, int total, double *loss, int *rows,
+                            double *wait_s, hps_error *err)
+{
+    int L = p->nets[0]->model->n_layers;
+    memset(p->layer_fwd, 0, (size_t)L * sizeof *p->layer_fwd);
+    memset(p->layer_bwd, 0, (size_t)L * sizeof *p->layer_bwd);
+    *loss = 0;
+    *rows = 0;
+    p->wait_s = 0;
+    double t0 = hps_now();
+    int rc;
+    if (p->link->stage == 0) {
+        HPS_CHECK(n >= 0 && n <= p->M);
+        for (int m = 0; m < n; m++) *rows += p->nets[m]->B;
+        rc = exchange_down(p, p->nets, n, err);
+    } else {
+        rc = run_later(p, total, loss, rows, err);
+    }
+    *wait_s = p->wait_s;
+    p->stages[p->link->stage].stats.busy_s += hps_now() - t0 - p->wait_s;
+    return rc;
+}

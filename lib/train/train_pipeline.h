@@ -8,6 +8,15 @@
  * pile up, and every queue holds at most M items: it is bounded by
  * construction.  Each layer's gradients are touched by one thread only, in
  * micro-batch order, so a run is deterministic whatever the scheduling.
+ *
+ * Stages may run in other processes (hps-train(1), DISTRIBUTED): then this
+ * process runs one stage, and the boundary tensors at its cuts go through a
+ * link (lib/dist's).  Stage 0 loads every micro-batch, runs its layers and
+ * sends each one's activations (with the labels) down before it waits for the
+ * first gradient, so the next stage works on micro-batch m while stage 0
+ * computes m + 1; a later stage takes its upstream partners in order and
+ * their micro-batches in order, so a run is deterministic.  What crosses a
+ * cut is the model's rule, hps_model_cut_widths.
  */
 #ifndef HPS_TRAIN_PIPELINE_H
 #define HPS_TRAIN_PIPELINE_H
@@ -28,6 +37,32 @@ void hps_pipeline_free(hps_pipeline *p);
 /* Runs forward and backward of micro-batches 0..n-1 (n <= M) through every
  * stage; returns when all are done.  Losses are read from the nets. */
 void hps_pipeline_run(hps_pipeline *p, int n);
+
+/* How a stage reaches the stages in other processes: messages of a kind to
+ * partner `to` of the stage above (up = 1) or of the next stage (up = 0, to
+ * 0).  send may return before the bytes left (p stays valid until flush);
+ * recv returns a buffer the caller frees, or NULL with err. */
+enum { HPS_LINK_COUNT, HPS_LINK_ACT, HPS_LINK_GRAD };
+typedef struct {
+    void *ctx;
+    int stage;  /* the one stage this process runs */
+    int n_up;   /* processes of the stage above that send to this one */
+    int down;   /* 1: a next stage exists, in another process */
+    int (*send)(void *ctx, int up, int to, int kind, const void *p, size_t n, hps_error *err);
+    char *(*recv)(void *ctx, int up, int from, int kind, size_t *n, hps_error *err);
+    int (*flush)(void *ctx, hps_error *err);
+} hps_stage_link;
+
+/* From now on a training step (hps_pipeline_run_linked) runs link->stage
+ * alone; the others are remote.  Forward-only runs stay local. */
+void hps_pipeline_set_link(hps_pipeline *p, const hps_stage_link *link);
+/* One step with a link: stage 0 runs micro-batches 0..n-1 (loaded here) and
+ * sends them down; a later stage runs what its partners above send, each
+ * micro-batch's loss weighted by its part of `total` rows.  *loss: this
+ * process's part of the batch loss (the last stage's), *rows: the samples it
+ * ran; *wait_s: the time it waited for other processes. */
+int hps_pipeline_run_linked(hps_pipeline *p, int n, int total, double *loss, int *rows,
+                            double *wait_s, hps_error *err);
 
 /* Kernel threads each stage uses from its next work item on. */
 void hps_pipeline_set_threads(hps_pipeline *p, int threads);

@@ -168,11 +168,48 @@ void hps_trainer_set_dist(hps_trainer *t, const hps_train_dist *d)
 {
     int L = t->m->n_layers;
     t->dist = d;
+    if (d->link) hps_pipeline_set_link(t->pipe, d->link);
     t->touched = hps_calloc((size_t)L, sizeof *t->touched);
     t->mark = hps_calloc((size_t)L, sizeof *t->mark);
     t->n_touched = hps_calloc((size_t)L, sizeof *t->n_touched);
     t->cap_touched = hps_calloc((size_t)L, sizeof *t->cap_touched);
     t->cap_mark = hps_calloc((size_t)L, sizeof *t->cap_mark);
+}
+
+/* The servers' names of n rows of layer l's local table, into keys. */
+static void row_keys(const hps_trainer *t, int l, const int64_t *rows, int64_t n, hps_row_key *keys)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int slot;
+        hps_table_row_key(t->tables[l], rows[i], &slot, &keys[i].key);
+        keys[i].layer = l, keys[i].slot = slot;
+    }
+}
+
+/* The rows this load touched get their current values from the servers:
+ * the local tables only map keys to rows and stage one step's values. */
+static int fetch_rows(hps_trainer *t, hps_error *err)
+{
+    int64_t n = 0, floats = 0;
+    for (int l = 0; l < t->m->n_layers; l++)
+        if (t->tables[l]) n += t->n_touched[l], floats += t->n_touched[l] * t->m->layers[l].dim;
+    hps_row_key *keys = hps_malloc((size_t)(n + 1) * sizeof *keys);
+    float *out = hps_malloc((size_t)(floats + 1) * sizeof *out);
+    int64_t i = 0;
+    for (int l = 0; l < t->m->n_layers; l++) {
+        if (!t->tables[l]) continue;
+        row_keys(t, l, t->touched[l], t->n_touched[l], keys + i);
+        i += t->n_touched[l];
+    }
+    int rc = t->dist->fetch(t->dist->ctx, keys, n, out, t->evaluating, err);
+    const float *at = out;
+    for (int l = 0; rc == 0 && l < t->m->n_layers; l++) {
+        int D = t->m->layers[l].dim;
+        for (int64_t r = 0; t->tables[l] && r < t->n_touched[l]; r++, at += D)
+            memcpy(hps_table_weights(t->tables[l]) + t->touched[l][r] * D, at, (size_t)D * sizeof *at);
+    }
+    free(keys), free(out);
+    return rc;
 }
 
 /* Cuts rows [lo, hi) of b into micro-batches and loads them; returns how many, or -1. */
@@ -194,7 +231,7 @@ int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int tot
         }
     }
     refresh_tables(t);
-    if (t->dist && t->dist->fetch(t->dist->ctx, t, err)) return -1;
+    if (t->dist && fetch_rows(t, err)) return -1;
     return k;
 }
 
@@ -208,9 +245,15 @@ static double batch_loss(hps_trainer *t, int k, int B)
 /* A layer's sparse gradient: applied here, or pushed to the servers. */
 static int apply_sparse(hps_trainer *t, int l, const hps_sparse_grad *g, hps_error *err)
 {
-    if (t->dist) return t->dist->push(t->dist->ctx, t, l, g, err);
-    hps_net_update_sparse(t->owner, l, g, &t->o.optim);
-    return 0;
+    if (!t->dist) {
+        hps_net_update_sparse(t->owner, l, g, &t->o.optim);
+        return 0;
+    }
+    hps_row_key *keys = hps_malloc((size_t)(g->n + 1) * sizeof *keys);
+    row_keys(t, l, g->rows, g->n, keys);
+    int rc = t->dist->push(t->dist->ctx, keys, g->n, g->grad, g->D, err);
+    free(keys);
+    return rc;
 }
 
 static int update_sparse(hps_trainer *t, int k, hps_error *err)
@@ -236,27 +279,45 @@ static int update_sparse(hps_trainer *t, int k, hps_error *err)
     return 0;
 }
 
+/* This process's part of a step's compute: every stage through the
+ * pipeline, or with stages in other processes its own, loading rows [lo, hi)
+ * when it is stage 0.  Returns the micro-batches loaded here (their sparse
+ * gradients are pushed), or -1; *rows: the samples it ran, *wait_s: what of
+ * the time was loading and waiting, not compute. */
+static int compute(hps_trainer *t, const hps_batch *b, int lo, int hi, double *loss, int *rows,
+                   double *wait_s, hps_error *err)
+{
+    double t0 = hps_now();
+    const hps_stage_link *link = t->dist ? t->dist->link : NULL;
+    int k = link && link->stage > 0 ? 0 : train_load_micro(t, b, lo, hi, b->B, err);
+    if (k < 0) return -1;
+    *wait_s = t->dist ? hps_now() - t0 : 0; /* the load's own time is noise beside the fetch */
+    t->be->memzero(t->owner->grads, t->m->n_params * sizeof(float));
+    if (link) {
+        double waits;
+        if (hps_pipeline_run_linked(t->pipe, k, b->B, loss, rows, &waits, err)) return -1;
+        *wait_s += waits;
+        return k;
+    }
+    if (k > 0) hps_pipeline_run(t->pipe, k);
+    *loss = batch_loss(t, k, b->B);
+    *rows = hi - lo;
+    return k;
+}
+
 int hps_trainer_step(hps_trainer *t, const hps_batch *b, double *loss, hps_error *err)
 {
-    int lo = 0, hi = b->B;
+    int lo = 0, hi = b->B, rows;
     if (t->dist) t->dist->slice(t->dist->ctx, b->B, &lo, &hi);
-    double t0 = hps_now(), fetch_s = 0;
-    int k;
-    if (t->dist && t->dist->compute) { /* this rank runs one stage of the plan */
-        k = t->dist->compute(t->dist->ctx, t, b, lo, hi, loss, &fetch_s, err);
-        if (k < 0) return -1;
-    } else {
-        k = train_load_micro(t, b, lo, hi, b->B, err);
-        if (k < 0) return -1;
-        if (t->dist) fetch_s = hps_now() - t0; /* the load's own time is noise beside it */
-        t->be->memzero(t->owner->grads, t->m->n_params * sizeof(float));
-        if (k > 0) hps_pipeline_run(t->pipe, k);
-        *loss = batch_loss(t, k, b->B);
-    }
-    if (t->dist && t->dist->reduce(t->dist->ctx, t, loss, hps_now() - t0 - fetch_s, err)) return -1;
+    double t0 = hps_now(), wait_s;
+    int k = compute(t, b, lo, hi, loss, &rows, &wait_s, err);
+    if (k < 0) return -1;
+    if (t->dist && t->dist->allreduce(t->dist->ctx, t->owner->grads, t->m->n_params, loss, rows,
+                                      hps_now() - t0 - wait_s, err))
+        return -1;
     hps_net_update_dense(t->owner, &t->o.optim);
     if (update_sparse(t, k, err)) return -1;
-    if (t->dist && t->dist->step_end(t->dist->ctx, t, err)) return -1;
+    if (t->dist && t->dist->step_end(t->dist->ctx, err)) return -1;
     t->step++;
     t->samples += (uint64_t)b->B;
     t->samples_run += b->B;
@@ -374,10 +435,30 @@ static int evaluate(hps_trainer *t, hps_source *eval, hps_error *err)
     return 0;
 }
 
+/* Before the lead evaluates, with stages on other ranks: it gets the weights
+ * of the layers it does not train (every worker takes part). */
+static int gather_params(hps_trainer *t, hps_error *err)
+{
+    if (!t->dist || !t->dist->gather_params) return 0;
+    float *host = hps_malloc((t->m->n_params + 1) * sizeof *host);
+    hps_trainer_params(t, host, 0);
+    int rc = t->dist->gather_params(t->dist->ctx, host, t->m->n_params, err);
+    if (rc == 0) hps_trainer_params(t, host, 1);
+    free(host);
+    return rc;
+}
+
+void hps_trainer_params(hps_trainer *t, float *host, int put)
+{
+    size_t n = t->m->n_params * sizeof *host;
+    if (put && n) t->be->upload(t->owner->params, host, n);
+    else if (n) t->be->download(host, t->owner->params, n);
+}
+
 /* The evaluation after a run that --steps stopped inside an epoch. */
 static int final_eval(hps_trainer *t, hps_source *eval, hps_error *err)
 {
-    if (t->dist && t->dist->before_eval && t->dist->before_eval(t->dist->ctx, t, err)) return -1;
+    if (gather_params(t, err)) return -1;
     return evaluate(t, eval, err);
 }
 
@@ -387,13 +468,13 @@ static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
     t->epoch_row = 0;
     t->sum.epochs_done = (int)t->epoch;
     /* every worker takes part, though only the lead holds the eval source */
-    if (t->dist && t->dist->before_eval && t->dist->before_eval(t->dist->ctx, t, err)) return -1;
+    if (gather_params(t, err)) return -1;
     return evaluate(t, eval, err);
 }
 
 static int train_save(hps_trainer *t, hps_error *err)
 {
-    if (t->dist) return t->dist->save(t->dist->ctx, t, err);
+    if (t->dist) return t->dist->save(t->dist->ctx, t, t->step, err);
     return hps_trainer_save(t, t->o.ckpt_dir, err);
 }
 
@@ -459,8 +540,8 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
     }
     /* --steps ended the run inside an epoch: evaluate what was trained, as
      * --eval asks, rather than nothing.  Under mpirun only the lead holds the
-     * eval source, but every worker takes part (before_eval is set then). */
-    if (stop && (eval || (t->dist && t->dist->before_eval)) && final_eval(t, eval, err)) return -1;
+     * eval source, but every worker takes part (gather_params is set then). */
+    if (stop && (eval || (t->dist && t->dist->gather_params)) && final_eval(t, eval, err)) return -1;
     train_progress(t, src, 1);
     t->sum.steps = t->step;
     t->sum.samples = t->samples;

@@ -1,6 +1,12 @@
 # Shared by dist.bats and tests/cluster/cluster.bats: reading hps-train's
 # metrics (NDJSON) and comparing runs.  Tests that use them set $TMP.
 
+# Whether hps-train $1 was built with Open MPI: its --version's features
+# name mpi (an MPI=0 build says "mpi: none" on a line of its own).
+built_with_mpi() {
+    "$1" --version | grep -Eq '^features:( [^ ]+)* mpi( |$)'
+}
+
 # What mpirun needs in the tests.
 mpi_test_env() {
     # root (CI, containers): Open MPI refuses to start without these

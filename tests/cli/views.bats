@@ -183,10 +183,15 @@ PY
         [ "$status" -eq 0 ]
         [[ "${lines[1]}" == "commit: "* ]]
         [[ "${lines[1]}" != "commit: unknown" ]]
-        [[ "${lines[2]}" == "features: openblas zstd jansson mpi"* ]]
+        [[ "${lines[2]}" == "features: openblas zstd jansson"* ]]
         [[ "$output" == *"blas-build: OpenBLAS "* ]]
         printf '%s\n' "$output" | grep -qE '^blas: openblas [A-Za-z0-9]+$' # the kernel set in use
-        [[ "$output" == *"mpi: Open MPI "* ]]
+        # Open MPI's version, or that make MPI=0 built it without
+        if [[ "${lines[2]}" == *" mpi"* ]]; then
+            [[ "$output" == *"mpi: Open MPI "* ]]
+        else
+            [[ "$output" == *"mpi: none (built with MPI=0: one process only)"* ]]
+        fi
     done
 }
 

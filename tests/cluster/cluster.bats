@@ -19,7 +19,7 @@ setup_file() {
     local why
     why=$(hosts_unavailable)
     [ -z "$why" ] || skip "$why"
-    "$TRAIN" --version | grep -qw mpi || skip "hps-train was built without Open MPI (make MPI=0)"
+    built_with_mpi "$TRAIN" || skip "hps-train was built without Open MPI (make MPI=0)"
     hosts_up 3 3
     echo "# $HOSTS_SAID" >&3
 }

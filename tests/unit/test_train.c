@@ -1,5 +1,6 @@
 /* The training engine: parameter-server tables, the pipeline of stages,
  * checkpoints and resume, learning on planted data. */
+#include <pthread.h>
 #include <string.h>
 #include <unistd.h>
 #include <zstd.h>
@@ -223,6 +224,146 @@ static void test_pipeline_gradients(void **state)
     }
     free(g);
     hps_trainer_free(t);
+    src->close(src);
+    hps_model_free(m);
+}
+
+/* ---- stages in other processes: the pipeline's link -------------------------------- */
+
+/* Two stages joined by queues in memory, as lib/dist joins ranks: each
+ * direction a FIFO of (kind, bytes). */
+typedef struct msg {
+    int kind;
+    size_t n;
+    char *p;
+    struct msg *next;
+} msg;
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    msg *head[2], *tail[2]; /* [0]: towards the next stage, [1]: back up */
+} wire;
+typedef struct {
+    wire *w;
+    int stage;
+} end;
+
+static int wire_send(void *ctx, int up, int to, int kind, const void *p, size_t n, hps_error *err)
+{
+    end *e = ctx;
+    (void)to, (void)err;
+    msg *m = calloc(1, sizeof *m);
+    m->kind = kind, m->n = n, m->p = malloc(n + 1);
+    memcpy(m->p, p, n);
+    pthread_mutex_lock(&e->w->lock);
+    int q = up; /* stage 1 sends up on queue 1, stage 0 down on queue 0 */
+    if (e->w->tail[q]) e->w->tail[q]->next = m;
+    else e->w->head[q] = m;
+    e->w->tail[q] = m;
+    pthread_cond_broadcast(&e->w->cond);
+    pthread_mutex_unlock(&e->w->lock);
+    return 0;
+}
+
+static char *wire_recv(void *ctx, int up, int from, int kind, size_t *n, hps_error *err)
+{
+    end *e = ctx;
+    (void)from, (void)err;
+    int q = !up; /* from above: what stage 0 sent down */
+    pthread_mutex_lock(&e->w->lock);
+    while (!e->w->head[q]) pthread_cond_wait(&e->w->cond, &e->w->lock);
+    msg *m = e->w->head[q];
+    e->w->head[q] = m->next;
+    if (!m->next) e->w->tail[q] = NULL;
+    pthread_mutex_unlock(&e->w->lock);
+    assert_int_equal(m->kind, kind);
+    char *p = m->p;
+    *n = m->n;
+    free(m);
+    return p;
+}
+
+static int wire_flush(void *ctx, hps_error *err)
+{
+    (void)ctx, (void)err;
+    return 0;
+}
+
+typedef struct {
+    hps_trainer *t;
+    int k;
+    double loss, wait;
+    int rows, rc;
+} stage_run;
+
+static void *run_stage(void *arg)
+{
+    stage_run *r = arg;
+    hps_error err;
+    r->rc = hps_pipeline_run_linked(r->t->pipe, r->k, r->t->batch->B, &r->loss, &r->rows, &r->wait, &err);
+    return NULL;
+}
+
+/* A cut at layer c between two trainers joined by the link: stage 0's
+ * gradients, stage 1's and its loss are one process's two-stage pipeline's. */
+static void linked_matches_local(const hps_model *m, hps_source *src, int c)
+{
+    hps_train_plan p;
+    int cuts[1] = {c};
+    plan_of(m, &p, cuts, 2);
+    hps_trainer *one = trainer(m, &p, 3), *a = trainer(m, &p, 3), *b = trainer(m, &p, 3);
+    hps_error err;
+    hps_trainer *ts[3] = {one, a, b};
+    int k = 0;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(src->seek(src, 0, &err), 0);
+        assert_int_equal(src->read(src, ts[i]->batch, ts[i]->B, &err), ts[i]->B);
+        ts[i]->be->memzero(ts[i]->owner->grads, m->n_params * sizeof(float));
+    }
+    k = train_load_micro(one, one->batch, 0, one->B, one->B, &err);
+    assert_int_equal(train_load_micro(a, a->batch, 0, a->B, a->B, &err), k);
+    hps_pipeline_run(one->pipe, k);
+    wire w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+    end ea = {&w, 0}, eb = {&w, 1};
+    hps_stage_link la = {.ctx = &ea, .stage = 0, .n_up = 0, .down = 1, .send = wire_send,
+                         .recv = wire_recv, .flush = wire_flush};
+    hps_stage_link lb = {.ctx = &eb, .stage = 1, .n_up = 1, .down = 0, .send = wire_send,
+                         .recv = wire_recv, .flush = wire_flush};
+    hps_pipeline_set_link(a->pipe, &la);
+    hps_pipeline_set_link(b->pipe, &lb);
+    stage_run ra = {.t = a, .k = k}, rb = {.t = b, .k = 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, run_stage, &ra), 0);
+    run_stage(&rb);
+    pthread_join(th, NULL);
+    assert_int_equal(ra.rc, 0);
+    assert_int_equal(rb.rc, 0);
+    assert_int_equal(ra.rows, one->B);
+    assert_int_equal(rb.rows, one->B);
+    double loss = 0;
+    for (int i = 0; i < k; i++) loss += one->nets[i]->loss * one->nets[i]->B / one->B;
+    assert_close(rb.loss, loss, 1e-5, "stage 1's loss", c);
+    for (int l = 0; l < m->n_layers; l++) {
+        const hps_layer *L = &m->layers[l];
+        const float *g = (l < c ? a : b)->owner->grads;
+        for (size_t i = L->param_offset; i < L->param_offset + L->n_params; i++)
+            assert_close(g[i], one->owner->grads[i], 1e-4, "gradient", (int)i);
+    }
+    /* the first stage's embedding gradient came back through the cut */
+    for (int l = 0; l < c; l++)
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING)
+            assert_true(a->nets[0]->layers[l].grad->n > 0);
+    for (int i = 0; i < 3; i++) hps_trainer_free(ts[i]);
+}
+
+/* Cuts before the merge layer (two streams cross) and after it (one). */
+static void test_linked_stages_follow_one_process(void **state)
+{
+    (void)state;
+    hps_model *m = load("dlrm-small.json");
+    hps_source *src = hps_source_synth(m, 64, 1, 7);
+    linked_matches_local(m, src, 2);
+    linked_matches_local(m, src, 4);
     src->close(src);
     hps_model_free(m);
 }
@@ -547,6 +688,7 @@ int main(void)
         cmocka_unit_test(test_table_load_checks_rows_exist),
         cmocka_unit_test(test_pipeline_matches_single_stage),
         cmocka_unit_test(test_pipeline_gradients),
+        cmocka_unit_test(test_linked_stages_follow_one_process),
         cmocka_unit_test(test_learns_planted_model),
         cmocka_unit_test(test_auc),
         cmocka_unit_test(test_checkpoint_resume_is_bitwise),
