@@ -37,6 +37,7 @@ typedef struct {
     double price_per_hour;     /* dollars per unit and hour */
     int max_units;
     double nic_gbps;
+    double nic_latency_us; /* per message between two units (0 when not given) */
     double power_w; /* 0 when not given */
     int threads;    /* cores of one unit, pinned together by the rankfile (default 1) */
     int threads_given; /* the cluster gives threads: a CPU type's profiled times scale to them */
@@ -83,7 +84,7 @@ typedef struct {
     const char **layer_names, **type_names;
     /* per layer */
     int *kind;                   /* hps_layer_kind */
-    double *flops, *bytes_in, *bytes_out, *param_bytes, *sparse_bytes;
+    double *flops, *bytes_in, *bytes_out, *param_bytes, *sparse_bytes, *sparse_rows;
     /* per cut, [c] for the cut before layer c (0 and n_layers: none): bytes a
      * batch sends across it, both ways (hps-plan(1), COST MODEL) */
     double *cut_bytes;
@@ -101,12 +102,17 @@ typedef struct {
     /* per type */
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
+    double nic_ms[PLAN_MAX_TYPES];   /* latency of one message between two units */
+    double pcie_bpms[PLAN_MAX_TYPES]; /* a GPU's host-to-device bytes per ms; 0 = not charged */
     int max_units[PLAN_MAX_TYPES];
     double mem_bytes[PLAN_MAX_TYPES]; /* one unit's memory; 0 = not checked */
     int is_gpu[PLAN_MAX_TYPES];       /* only GPU types hold rows in HBM or a cache */
     /* parameter servers: one server's memory (0 = not checked), NIC in bytes
      * per ms, price and power per hour, and the most there can be */
     double server_mem, server_bpms, server_price, server_power;
+    /* rows one server's CPU applies per ms (the profiled gather rate over
+     * PLAN_SERVER_ROW_PASSES); 0 when not known: the NIC alone is priced */
+    double server_rows_per_ms;
     int max_servers, server_type; /* server_type: -1 when the servers are no cluster type */
     int rows_on_servers;          /* --rows servers: no HBM tables, no caches */
     /* links between types: bytes per ms (0 = none listed) and latency in ms */
@@ -120,9 +126,15 @@ typedef struct {
     double samples;        /* per epoch */
     int epochs;
     plan_objective objective;
-    /* prefix sums per type over layers, [t * (n_layers + 1) + i] */
-    double *pre_serial, *pre_parallel;
-    double *pre_param, *pre_sparse; /* [i] */
+    /* hps-train runs the embedding layers on the host CPU beside the tables
+     * (rows on the servers): a GPU stage whose rows are there pays this CPU
+     * type's embedding times, not its own; -1 when the cluster has none */
+    int host_type;
+    /* prefix sums per type over layers, [t * (n_layers + 1) + i]; emb_*
+     * over the embedding layers alone */
+    double *pre_serial, *pre_parallel, *pre_emb_serial, *pre_emb_parallel;
+    double *pre_param, *pre_sparse, *pre_rows; /* [i] */
+    double *pre_emb_out; /* [i]: the embedding layers' output bytes per batch */
     double *pre_work, *pre_table;   /* [i] */
 } plan_problem;
 
@@ -130,6 +142,9 @@ typedef struct {
 #define PLAN_HIT_POINTS 13
 #define PLAN_UNIT_RESERVE (0.5 * PLAN_GIB) /* runtime, CUDA context, kernels' buffers */
 #define PLAN_SERVER_HEADROOM 1.25          /* keys, hash slots, growth */
+/* Random row accesses a server makes per row and step: the pull's gather,
+ * and AdaGrad's update of the weights and the accumulators. */
+#define PLAN_SERVER_ROW_PASSES 3
 /* Without key statistics: the hottest fraction f of a table's rows takes
  * f^PLAN_DEFAULT_SKEW of its lookups. */
 #define PLAN_DEFAULT_SKEW 0.25
@@ -187,9 +202,10 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
 
 /* ---- the cost model ------------------------------------------------------- */
 
-/* A stage's time per batch on k units is fixed_ms + scaled_ms / k. */
+/* A stage's time per batch on k units is fixed_ms + scaled_ms / k + hop_ms (k - 1). */
 typedef struct {
     double fixed_ms, scaled_ms;
+    double hop_ms;      /* the ring allreduce's 2 (k - 1) messages, per unit past the first */
     double compute_ms;  /* on one unit, overhead included */
     double boundary_ms; /* activations in and out, and their gradients, on one unit */
     double ps_ms;       /* embedding rows pulled and gradients pushed, on one unit */
@@ -200,6 +216,7 @@ typedef struct {
     double mem_bytes, hit_rate;
     double server_table_bytes; /* tables + accumulators the servers hold for the stage */
     double server_bytes;       /* bytes per batch to and from the servers */
+    double server_rows;        /* rows per batch the servers serve and update */
     double server_hot;         /* share of that traffic on the hottest key */
 } plan_law;
 
@@ -210,6 +227,8 @@ void plan_stage_law(const plan_problem *p, int first, int end, int type, plan_la
 /* The memory part of the law: where the rows live, the working set. */
 void plan_stage_memory(const plan_problem *p, int first, int end, int type, plan_law *law);
 double plan_law_ms(const plan_law *law, int units);
+/* The units within max that make the stage fastest (1 when more never help). */
+int plan_law_best_units(const plan_law *law, int max);
 /* The fewest units within max_units meeting the limit, or 0 when none does
  * (also when the working set does not fit a unit or no number of servers
  * carries the stage's rows). */

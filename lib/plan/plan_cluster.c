@@ -35,7 +35,7 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
 {
     static const char *const keys[] = {"name",     "kind",    "device",  "price_per_hour",
                                        "max_units", "nic_gbps", "power_w", "mem_gib",
-                                       "threads",  "host_mem_gib", "comment", NULL};
+                                       "threads",  "host_mem_gib", "nic_latency_us", "comment", NULL};
     static const char *const kinds[] = {"cpu", "gpu", NULL};
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s: resource %d", file, i);
@@ -51,7 +51,7 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
     int kind = 0;
     long long max_units = 0, threads = 1;
     double mem_gib = 0, host_gib = 0;
-    r->power_w = 0;
+    r->power_w = r->nic_latency_us = 0;
     if (hps_json_known_keys(o, keys, ctx, err) ||
         hps_json_enum(o, "kind", HPS_REQUIRED, kinds, &kind, ctx, err) ||
         hps_json_str(o, "device", HPS_REQUIRED, &device, ctx, err) ||
@@ -59,6 +59,7 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
         hps_json_num(o, "price_per_hour", HPS_REQUIRED, 0, 1e6, &r->price_per_hour, ctx, err) ||
         hps_json_int(o, "max_units", HPS_REQUIRED, 1, 100000, &max_units, ctx, err) ||
         hps_json_num(o, "nic_gbps", HPS_REQUIRED, 1e-3, 1e5, &r->nic_gbps, ctx, err) ||
+        hps_json_num(o, "nic_latency_us", HPS_OPTIONAL, 0, 1e7, &r->nic_latency_us, ctx, err) ||
         hps_json_num(o, "power_w", HPS_OPTIONAL, 0, 1e6, &r->power_w, ctx, err) ||
         hps_json_num(o, "mem_gib", HPS_OPTIONAL, 1.0 / 1024, 1 << 20, &mem_gib, ctx, err) ||
         hps_json_int(o, "threads", HPS_OPTIONAL, 1, 4096, &threads, ctx, err) ||

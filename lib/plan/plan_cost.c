@@ -24,17 +24,37 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
     double cuts = (first > 0 ? p->cut_bytes[first] : 0) + (end < L ? p->cut_bytes[end] : 0);
     double nic = p->nic_bpms[t];
     plan_stage_memory(p, first, end, t, law);
+    int h = p->host_type;
+    if (law->rows == PLAN_ROWS_SERVERS && p->is_gpu[t] && h >= 0) { /* embeddings on the host CPU */
+        const double *es = p->pre_emb_serial, *eq = p->pre_emb_parallel;
+        size_t g = (size_t)t * (L + 1), c = (size_t)h * (L + 1);
+        serial += es[c + end] - es[c + first] - (es[g + end] - es[g + first]);
+        parallel += eq[c + end] - eq[c + first] - (eq[g + end] - eq[g + first]);
+        /* their pooled outputs over PCIe to the GPU, the gradients back */
+        if (p->pcie_bpms[t] > 0) parallel += 2 * (p->pre_emb_out[end] - p->pre_emb_out[first]) / p->pcie_bpms[t];
+    }
     law->compute_ms = serial + parallel;
     law->boundary_ms = cuts / nic;
     law->ps_ms = law->server_bytes / nic; /* what a cache or HBM does not serve */
     law->sync_ms = 2 * (p->pre_param[end] - p->pre_param[first]) / nic;
+    law->hop_ms = p->pre_param[end] > p->pre_param[first] ? 2 * p->nic_ms[t] : 0;
     law->fixed_ms = serial + law->sync_ms;
     law->scaled_ms = parallel + law->boundary_ms + law->ps_ms - law->sync_ms;
 }
 
 double plan_law_ms(const plan_law *law, int units)
 {
-    return law->fixed_ms + law->scaled_ms / units;
+    return law->fixed_ms + law->scaled_ms / units + law->hop_ms * (units - 1);
+}
+
+/* Past sqrt(scaled / hop) units the latency grows faster than the work shrinks. */
+int plan_law_best_units(const plan_law *law, int max)
+{
+    if (law->scaled_ms <= 0) return 1;
+    if (law->hop_ms <= 0) return max;
+    double k = floor(sqrt(law->scaled_ms / law->hop_ms));
+    int u = k < 1 ? 1 : k >= max ? max : (int)k;
+    return u < max && plan_law_ms(law, u + 1) < plan_law_ms(law, u) ? u + 1 : u;
 }
 
 /* ms per batch that carries a level of samples/s; the slack of 1e-12 keeps
@@ -50,14 +70,18 @@ static int fewest_units(const plan_problem *p, const plan_law *law, int t, doubl
     double tau = budget_ms(p, level);
     int max = p->max_units[t];
     if (plan_law_ms(law, 1) <= tau) return 1;
-    /* More units only help when the scaled part is positive, and never below fixed_ms. */
+    /* More units only help when the scaled part is positive, and never below
+     * fixed_ms; without latency the smallest k is the ceiling below, and the
+     * latency only adds, so the search for it starts there and stops at the
+     * fastest. */
     if (law->scaled_ms <= 0 || law->fixed_ms >= tau) return 0;
     double k = ceil(law->scaled_ms / (tau - law->fixed_ms));
-    if (!(k <= max)) return 0;
+    int best = plan_law_best_units(law, max);
+    if (!(k <= best)) return 0;
     int u = (int)k;
     while (u > 1 && plan_law_ms(law, u - 1) <= tau) u--; /* rounding, both ways */
-    while (u <= max && plan_law_ms(law, u) > tau) u++;
-    return u <= max ? u : 0;
+    while (u <= best && plan_law_ms(law, u) > tau) u++;
+    return u <= best ? u : 0;
 }
 
 static double throughput_of(const plan_problem *p, double ms)
@@ -156,7 +180,7 @@ static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type, do
 {
     double shortfall = 0;
     plan_stage_law(p, s->first, s->end, s->type, &s->law);
-    s->best_units = s->law.scaled_ms > 0 ? p->max_units[s->type] : 1;
+    s->best_units = plan_law_best_units(&s->law, p->max_units[s->type]);
     s->best_throughput = plan_stage_throughput(p, &s->law, s->best_units, p->max_servers);
     plan_option o;
     s->short_of_limit = 0;
@@ -298,54 +322,61 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
     e->objective = plan_objective_value(p, e->cost_per_hour, e->power_w, e->throughput);
 }
 
-/* The largest bottleneck throughput over all assignments, every stage on the
- * units that make it fastest: a DP over (end of prefix, type of its last
- * stage); 0 when no assignment's stages fit their units. */
+/* The largest throughput over all assignments, every stage on the units
+ * that make it fastest: a DP over (stages so far, end of prefix, type of
+ * its last stage), the stage count for the bubble (an ideal pipeline needs
+ * none of it: one count stands for all); 0 when no assignment's stages fit their units. */
 double plan_max_throughput(const plan_problem *p, int *assign)
 {
     int L = p->n_layers, T = p->n_types;
-    double *best = hps_calloc((size_t)(L + 1) * T, sizeof(double));
-    int *from = hps_malloc((size_t)(L + 1) * T * 2 * sizeof(int));
+    int N = p->micro_batches == PLAN_NO_BUBBLE ? 1 : L < PLAN_MAX_STAGES ? L : PLAN_MAX_STAGES;
+    size_t S = (size_t)(L + 1) * T;
+    double *best = hps_malloc((size_t)N * S * sizeof(double));
+    int *from = hps_malloc((size_t)N * S * 2 * sizeof(int));
+    for (size_t k = 0; k < (size_t)N * S; k++) best[k] = -1;
     for (int i = 1; i <= L; i++)
-        for (int t = 0; t < T; t++) {
-            double *b = &best[i * T + t];
-            *b = -1;
+        for (int t = 0; t < T; t++)
             for (int j = 0; j < i; j++) {
                 plan_law law;
                 plan_stage_law(p, j, i, t, &law);
                 if (!law.fits) continue;
-                double thr = plan_stage_throughput(p, &law, law.scaled_ms > 0 ? p->max_units[t] : 1, p->max_servers);
-                for (int u = 0; u < T; u++) {
-                    if (j > 0 && (u == t || best[j * T + u] < 0)) continue;
-                    double v = thr;
-                    if (j > 0) {
-                        double lm = plan_link_ms(p, j, u, t);
-                        v = fmin(v, best[j * T + u]);
+                double thr = plan_stage_throughput(p, &law, plan_law_best_units(&law, p->max_units[t]), p->max_servers);
+                for (int n = 0; n < N; n++) {
+                    double *b = &best[n * S + (size_t)i * T + t];
+                    int *f = &from[(n * S + (size_t)i * T + t) * 2];
+                    if (j == 0) {
+                        if (n == 0 && thr > *b) *b = thr, f[0] = 0, f[1] = -1;
+                        continue;
+                    }
+                    int prev = N > 1 ? n - 1 : 0;
+                    if (prev < 0) continue;
+                    for (int u = 0; u < T; u++) {
+                        double pb = best[prev * S + (size_t)j * T + u];
+                        if (u == t || pb < 0) continue;
+                        double lm = plan_link_ms(p, j, u, t), v = fmin(thr, pb);
                         if (lm > 0) v = fmin(v, throughput_of(p, lm));
+                        if (v > *b) *b = v, f[0] = j, f[1] = u;
                     }
-                    if (v > *b) {
-                        *b = v;
-                        from[(i * T + t) * 2] = j;
-                        from[(i * T + t) * 2 + 1] = u;
-                    }
-                    if (j == 0) break;
                 }
             }
+    int bn = 0, bt = 0;
+    double v = -1;
+    for (int n = 0; n < N; n++)
+        for (int t = 0; t < T; t++) {
+            double x = best[n * S + (size_t)L * T + t];
+            if (x >= 0 && x * plan_bubble(p, n + 1) > v) v = x * plan_bubble(p, n + 1), bn = n, bt = t;
         }
-    int t = 0;
-    for (int u = 1; u < T; u++)
-        if (best[L * T + u] > best[L * T + t]) t = u;
-    double v = best[L * T + t];
-    if (v < 0) { /* every layer fits some type, but no chain of stages fits */
-        for (int l = 0; l < L; l++) assign[l] = 0;
-        v = 0;
-        t = -1;
-    }
-    for (int i = L; i > 0 && t >= 0;) {
-        int j = from[(i * T + t) * 2], u = from[(i * T + t) * 2 + 1];
+    for (int i = L, n = bn, t = bt; i > 0 && v >= 0;) {
+        const int *f = &from[(n * S + (size_t)i * T + t) * 2];
+        int j = f[0], u = f[1];
         for (int l = j; l < i; l++) assign[l] = t;
         i = j;
         t = u;
+        if (N > 1) n--;
+    }
+    if (v < 0) { /* every layer fits some type, but no chain of stages fits */
+        for (int l = 0; l < L; l++) assign[l] = 0;
+        v = 0;
     }
     free(best);
     free(from);

@@ -136,11 +136,20 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, plan_la
     }
     law->server_table_bytes = law->rows == PLAN_ROWS_HBM ? 0 : tables;
     law->server_bytes = 2 * touched * (1 - law->hit_rate);
+    law->server_rows = (p->pre_rows[end] - p->pre_rows[first]) * (1 - law->hit_rate);
     /* the hottest key's share of what reaches the servers; a cache keeps it */
     law->server_hot = 0;
     if (law->rows == PLAN_ROWS_SERVERS && tables > 0)
         for (int l = first; l < end; l++)
             law->server_hot = fmax(law->server_hot, p->sparse_bytes[l] / touched * p->hot[l]);
+}
+
+/* Bytes per ms one server carries for the stage: through its NIC, and its
+ * CPU applying the rows they hold, one after the other. */
+static double server_rate(const plan_problem *p, const plan_law *law)
+{
+    if (p->server_rows_per_ms <= 0 || law->server_bytes <= 0) return p->server_bpms;
+    return 1 / (1 / p->server_bpms + law->server_rows / law->server_bytes / p->server_rows_per_ms);
 }
 
 int plan_stage_servers(const plan_problem *p, const plan_law *law, double throughput)
@@ -151,7 +160,7 @@ int plan_stage_servers(const plan_problem *p, const plan_law *law, double throug
     /* per second through the busiest of S servers: X ((1 - h) / S + h) */
     double x = law->server_bytes * throughput / p->batch / 1000.0, h = law->server_hot;
     if (x > 0 && isfinite(x)) {
-        double room = p->server_bpms - x * h;
+        double room = server_rate(p, law) - x * h;
         if (room <= 0) return -1;
         need = fmax(need, ceil(x * (1 - h) / room - 1e-9));
     }
@@ -162,7 +171,7 @@ double plan_servers_throughput(const plan_problem *p, const plan_law *law, int n
 {
     if (law->server_bytes <= 0 || n <= 0) return law->server_bytes <= 0 ? HUGE_VAL : 0;
     double busiest = (1 - law->server_hot) / n + law->server_hot;
-    return p->server_bpms * 1000.0 * p->batch / (law->server_bytes * busiest);
+    return server_rate(p, law) * 1000.0 * p->batch / (law->server_bytes * busiest);
 }
 
 int plan_problem_check_memory(plan_problem *p, hps_error *err)

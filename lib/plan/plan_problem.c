@@ -117,6 +117,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->cut_bytes = hps_calloc(L + 1, sizeof(double));
     p->param_bytes = hps_calloc(L, sizeof(double));
     p->sparse_bytes = hps_calloc(L, sizeof(double));
+    p->sparse_rows = hps_calloc(L, sizeof(double));
     p->t1_ms = hps_calloc(LT, sizeof(double));
     p->par = hps_calloc(LT, sizeof(double));
     p->fits = hps_malloc(LT);
@@ -133,8 +134,13 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->server_type = -1;
     p->pre_serial = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->pre_parallel = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
+    p->pre_emb_serial = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
+    p->pre_emb_parallel = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
+    p->host_type = -1;
     p->pre_param = hps_calloc(L + 1, sizeof(double));
     p->pre_sparse = hps_calloc(L + 1, sizeof(double));
+    p->pre_rows = hps_calloc(L + 1, sizeof(double));
+    p->pre_emb_out = hps_calloc(L + 1, sizeof(double));
     p->pre_work = hps_calloc(L + 1, sizeof(double));
     p->pre_table = hps_calloc(L + 1, sizeof(double));
     p->epochs = 1;
@@ -147,17 +153,24 @@ void plan_problem_prepare(plan_problem *p)
     int L = p->n_layers, T = p->n_types;
     for (int t = 0; t < T; t++) {
         double *s = p->pre_serial + (size_t)t * (L + 1), *q = p->pre_parallel + (size_t)t * (L + 1);
-        s[0] = q[0] = 0;
+        double *es = p->pre_emb_serial + (size_t)t * (L + 1), *eq = p->pre_emb_parallel + (size_t)t * (L + 1);
+        s[0] = q[0] = es[0] = eq[0] = 0;
         for (int l = 0; l < L; l++) {
             double t1 = p->t1_ms[l * T + t], a = p->par[l * T + t];
+            int emb = p->kind[l] == HPS_LAYER_EMBEDDING;
             s[l + 1] = s[l] + t1 * (1 - a);
             q[l + 1] = q[l] + t1 * a;
+            es[l + 1] = es[l] + emb * t1 * (1 - a);
+            eq[l + 1] = eq[l] + emb * t1 * a;
         }
     }
-    p->pre_param[0] = p->pre_sparse[0] = p->pre_work[0] = p->pre_table[0] = 0;
+    p->pre_param[0] = p->pre_sparse[0] = p->pre_rows[0] = p->pre_work[0] = p->pre_table[0] = 0;
+    p->pre_emb_out[0] = 0;
     for (int l = 0; l < L; l++) {
         p->pre_param[l + 1] = p->pre_param[l] + p->param_bytes[l];
         p->pre_sparse[l + 1] = p->pre_sparse[l] + p->sparse_bytes[l];
+        p->pre_rows[l + 1] = p->pre_rows[l] + p->sparse_rows[l];
+        p->pre_emb_out[l + 1] = p->pre_emb_out[l] + (p->kind[l] == HPS_LAYER_EMBEDDING) * p->bytes_out[l];
         p->pre_work[l + 1] = p->pre_work[l] + p->work_bytes[l];
         p->pre_table[l + 1] = p->pre_table[l] + p->table_bytes[l];
     }
@@ -191,6 +204,7 @@ void plan_problem_free(plan_problem *p)
     free(p->cut_bytes);
     free(p->param_bytes);
     free(p->sparse_bytes);
+    free(p->sparse_rows);
     free(p->t1_ms);
     free(p->par);
     free(p->fits);
@@ -201,8 +215,12 @@ void plan_problem_free(plan_problem *p)
     free(p->hot);
     free(p->pre_serial);
     free(p->pre_parallel);
+    free(p->pre_emb_serial);
+    free(p->pre_emb_parallel);
     free(p->pre_param);
     free(p->pre_sparse);
+    free(p->pre_rows);
+    free(p->pre_emb_out);
     free(p->pre_work);
     free(p->pre_table);
     free(p);
@@ -305,6 +323,8 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
                        &p->par[l * p->n_types + t], ctx, err))
             return -1;
     if (r->kind == PLAN_CPU && r->threads_given) scale_to_threads(p, t, r, d, file);
+    /* absent or null: 0, the copy is not charged */
+    p->pcie_bpms[t] = json_number_value(json_object_get(d, "pcie_gbps")) * 1e6;
     return median_of(d, "overhead_ms", &p->overhead_ms[t], ctx, err);
 }
 
@@ -323,18 +343,26 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->price[t] = r->price_per_hour;
         p->power[t] = r->power_w;
         p->nic_bpms[t] = r->nic_gbps * PLAN_GBPS_TO_BPMS;
+        p->nic_ms[t] = r->nic_latency_us / 1000.0;
         p->max_units[t] = r->max_units;
         p->mem_bytes[t] = r->mem_bytes;
         p->is_gpu[t] = r->kind == PLAN_GPU;
     }
     p->server_bpms = c->server_gbps * PLAN_GBPS_TO_BPMS;
     p->server_type = c->server_type;
+    /* the host CPU of a GPU unit: the servers' type, else the first CPU type */
+    p->host_type = c->server_type >= 0 && c->types[c->server_type].kind == PLAN_CPU ? c->server_type : -1;
+    for (int t = 0; t < c->n_types && p->host_type < 0; t++)
+        if (c->types[t].kind == PLAN_CPU) p->host_type = t;
     if (c->server_type >= 0) {
         const plan_rtype *r = &c->types[c->server_type];
         p->server_mem = r->mem_bytes;
         p->server_price = r->price_per_hour;
         p->server_power = r->power_w;
         p->max_servers = r->max_units < PLAN_MAX_SERVERS ? r->max_units : PLAN_MAX_SERVERS;
+        json_t *d = find_device(ps, r->device, NULL); /* read_device found it */
+        double gather = json_number_value(json_object_get(d, "gather_mrows_per_s")); /* 0 when null */
+        p->server_rows_per_ms = gather * 1e3 / PLAN_SERVER_ROW_PASSES;
     }
     for (int i = 0; i < c->n_links; i++) {
         const plan_link *k = &c->links[i];
@@ -352,6 +380,7 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->bytes_out[l] = lc.bytes_out;
         p->param_bytes[l] = lc.param_bytes;
         p->sparse_bytes[l] = lc.sparse_bytes;
+        p->sparse_rows[l] = lc.sparse_rows;
         /* Adam: weights, gradients and two moments (the model's work_bytes counts three) */
         p->work_bytes[l] = lc.work_bytes + lc.param_bytes;
         p->table_bytes[l] = 2 * lc.table_bytes; /* weights and AdaGrad's accumulators */

@@ -1,14 +1,21 @@
 /* Estimated profiles for devices one does not have, from a spec sheet.
  *
- * A roofline says how long a layer takes at the device's peak: the larger of
- * FLOPs / compute rate and bytes / memory bandwidth.  Real layers reach only
- * part of it, and how much depends on the layer (a 1-wide fc is all overhead),
- * so each layer's efficiency is calibrated on a measured device:
+ * A GPU comes from a model of the device alone, so that no CPU time (and no
+ * noise of the machine that profiled) enters its figures: per pass
+ *     fc         (F + F_half) / P  or  M / W, the larger, + kernels * launch
+ *                (a GEMM's efficiency F / (F + F_half) rises with its size;
+ *                F_half = P * gemm_half_us)
+ *     embedding  sparse bytes / gather rate + the rest of M / W + launch
+ *     others     max(F / P, M / W) + launch
+ * with P, W the attainable compute rate and bandwidth; the overhead adds the
+ * batch over PCIe.  A CPU spec is calibrated on the measured device, layer
+ * by layer:
  *     e = roofline(measured device) / measured time,   clamped to [0.01, 1]
  *     t(estimated device) = roofline(spec) / e + kernels * launch overhead
  * where the measured device's "peaks" are its own measured sgemm and triad
  * rates.  hps-profile(1) documents the spec fields and defaults.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +26,7 @@
 typedef struct {
     const char *name, *kind, *model;
     double peak_gflops, mem_gbps, memory_gb, launch_us, attainable, power_w, pcie_gbps,
-        parallel_fraction;
+        parallel_fraction, gemm_half_us, gather_gbps;
 } device_spec;
 
 static int load_spec(const char *path, device_spec *s, hps_error *err)
@@ -27,14 +34,14 @@ static int load_spec(const char *path, device_spec *s, hps_error *err)
     static const char *const keys[] = {"name", "kind", "model", "peak_gflops", "mem_gbps",
                                        "memory_gb", "launch_us", "attainable", "power_w",
                                        "pcie_gbps", "parallel_fraction", "price_per_hour",
-                                       "comment", NULL};
+                                       "gemm_half_us", "gather_gbps", "comment", NULL};
     static const char *const kinds[] = {"cpu", "gpu", NULL};
     json_t *root;
     if (hps_json_load(path, &root, err)) return -1;
     const char *ctx = hps_path_name(path);
     int kind = 1;
     *s = (device_spec){.model = "spec sheet", .launch_us = 5, .attainable = 0.7,
-                       .pcie_gbps = 25, .parallel_fraction = 0.95};
+                       .pcie_gbps = 25, .parallel_fraction = 0.95, .gemm_half_us = 20};
     int rc = hps_json_known_keys(root, keys, ctx, err) ||
              hps_json_str(root, "name", HPS_REQUIRED, &s->name, ctx, err) ||
              hps_json_enum(root, "kind", HPS_OPTIONAL, kinds, &kind, ctx, err) ||
@@ -47,7 +54,11 @@ static int load_spec(const char *path, device_spec *s, hps_error *err)
              hps_json_num(root, "power_w", HPS_OPTIONAL, 0, 1e6, &s->power_w, ctx, err) ||
              hps_json_num(root, "pcie_gbps", HPS_OPTIONAL, 1e-3, 1e6, &s->pcie_gbps, ctx, err) ||
              hps_json_num(root, "parallel_fraction", HPS_OPTIONAL, 0, 1, &s->parallel_fraction,
-                          ctx, err);
+                          ctx, err) ||
+             hps_json_num(root, "gemm_half_us", HPS_OPTIONAL, 0, 1e6, &s->gemm_half_us, ctx, err) ||
+             hps_json_num(root, "gather_gbps", HPS_OPTIONAL, 0, 1e9, &s->gather_gbps, ctx, err);
+    /* random rows reach about half the streaming bandwidth (32-byte sectors) */
+    if (rc == 0 && !(s->gather_gbps > 0)) s->gather_gbps = s->mem_gbps * s->attainable / 2;
     s->kind = kinds[kind];
     if (rc == 0) /* the strings point into root: copy them before it goes */
         s->name = hps_strdup(s->name), s->kind = hps_strdup(s->kind), s->model = hps_strdup(s->model);
@@ -88,8 +99,29 @@ static json_t *timing(double ms)
                      "max", hps_json_real(ms), "mad", 0);
 }
 
+static int is_gpu(const device_spec *s) { return strcmp(s->kind, "gpu") == 0; }
+
+/* A GPU pass from the device model alone (the comment at the top). */
+static double gpu_pass_ms(json_t *L, const device_spec *s, int backward)
+{
+    const char *type = json_string_value(json_object_get(L, "type"));
+    double k = backward ? 2 : 1, flops = num(L, backward ? "flops_backward" : "flops_forward");
+    double bytes = layer_bytes(L) * k, P = s->peak_gflops * s->attainable * 1e9, W = s->mem_gbps * s->attainable * 1e9;
+    double t;
+    if (strcmp(type, "fc") == 0) {
+        t = fmax((flops + P * s->gemm_half_us * 1e-6) / P, bytes / W);
+    } else if (strcmp(type, "embedding") == 0) {
+        double rows = num(L, "sparse_bytes") * k; /* gathered forward, scattered back */
+        t = rows / (s->gather_gbps * 1e9) + (bytes - rows) / W;
+    } else {
+        t = fmax(flops / P, bytes / W);
+    }
+    return (t + kernels(type, backward) * s->launch_us * 1e-6) * 1e3;
+}
+
 static double estimate_pass(json_t *ref_layer, json_t *ref, const device_spec *s, int backward)
 {
+    if (is_gpu(s)) return gpu_pass_ms(ref_layer, s, backward);
     const char *type = json_string_value(json_object_get(ref_layer, "type"));
     double flops = num(ref_layer, backward ? "flops_backward" : "flops_forward");
     double bytes = layer_bytes(ref_layer) * (backward ? 2 : 1);
@@ -111,8 +143,7 @@ static json_t *estimate_layer(json_t *ref_layer, json_t *ref, const device_spec 
     json_object_set_new(L, "scaling",
                         json_pack("{s:[i], s:[o], s:o}", "units", 1, "ms", hps_json_real(f + b),
                                   "parallel_fraction",
-                                  hps_json_real(strcmp(s->kind, "gpu") == 0
-                                                    ? s->parallel_fraction
+                                  hps_json_real(is_gpu(s) ? s->parallel_fraction
                                                     : num(json_object_get(ref_layer, "scaling"),
                                                           "parallel_fraction"))));
     json_object_set_new(L, "energy_j",
@@ -130,7 +161,7 @@ static double estimate_overhead_ms(json_t *ref, const device_spec *s, double bat
     json_t *L;
     json_array_foreach(json_object_get(ref, "layers"), i, L) params += num(L, "param_bytes");
     double t = params * 4 / (s->mem_gbps * s->attainable * 1e9) + 2 * s->launch_us * 1e-6;
-    if (strcmp(s->kind, "gpu") == 0) t += batch_bytes / (s->pcie_gbps * 1e9);
+    if (is_gpu(s)) t += batch_bytes / (s->pcie_gbps * 1e9);
     return t * 1e3;
 }
 
@@ -155,8 +186,11 @@ static json_t *estimated_device(json_t *ref, const device_spec *s)
     json_object_set_new(dev, "memory_bytes", json_real(s->memory_gb * 1073741824.0));
     json_object_set_new(dev, "sgemm_gflops", json_real(s->peak_gflops * s->attainable));
     json_object_set_new(dev, "triad_gbps", json_real(s->mem_gbps * s->attainable));
+    if (is_gpu(s)) json_object_set_new(dev, "pcie_gbps", json_real(s->pcie_gbps));
+    /* a GPU's rows of 16 floats at its gather rate; a CPU's scaled from the measured one */
     double ratio = s->mem_gbps * s->attainable / num(ref, "triad_gbps");
-    json_object_set_new(dev, "gather_mrows_per_s", json_real(num(ref, "gather_mrows_per_s") * ratio));
+    json_object_set_new(dev, "gather_mrows_per_s",
+                        json_real(is_gpu(s) ? s->gather_gbps * 1e3 / 64 : num(ref, "gather_mrows_per_s") * ratio));
     json_t *layers = json_array();
     double sum_ms = 0, batch_bytes = 0;
     size_t i;

@@ -61,7 +61,7 @@ demo() {
 }
 
 @test "plan: the table with placement on nodes matches the golden file" {
-    plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 700000 \
+    plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 500000 \
         -a exact -f table --rows servers > "$TMP/out"
     golden_check "$GOLDEN/demo-ctr-lab.table" "$TMP/out"
 }
@@ -312,7 +312,7 @@ JSON
 }
 
 @test "plan: --rankfile places every rank on the cluster's nodes" {
-    plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 700000 \
+    plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 500000 \
         -a exact --rankfile "$TMP/ranks" -o "$TMP/plan.json"
     run python3 - "$TMP/plan.json" "$TMP/ranks" <<'PY'
 import json, re, sys

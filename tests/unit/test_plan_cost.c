@@ -98,6 +98,7 @@ static void test_worked_example(void **state)
     NEAR(e.cost, 1.091111);
     /* a sixth cpu: 3.7733 ms, 265018.6 x 0.8 samples/s at $9/h, dearer per sample */
     NEAR(plan_law_ms(&e.stages[0].law, 6), 3.773333);
+    NEAR(plan_stage_throughput(p, &e.stages[0].law, 6, p->max_servers), 265017.67);
     p->objective = PLAN_OBJ_TIME; /* the fastest bottleneck: emb on all 8 cpus */
     plan_evaluate(p, assign, &e);
     assert_int_equal(e.stages[0].units, 8);
@@ -111,6 +112,44 @@ static void test_worked_example(void **state)
     NEAR(e.bubble, 0.5);
     NEAR(e.throughput, 139664.80);
     plan_eval_free(&e);
+    plan_problem_free(p);
+}
+
+/* hps-plan(1) COST MODEL, the worked example with a latency of 10 us per
+ * message between gpu units, and with emb on the gpu, its rows on the
+ * servers: hps-train runs it on the host CPU (the cpu type's times). */
+static void test_worked_example_latency_and_host(void **state)
+{
+    (void)state;
+    plan_problem *p = worked_example();
+    p->nic_ms[1] = 0.01;
+    plan_law law;
+    plan_stage_law(p, 1, 3, 1, &law); /* fc1, loss on gpu: 250000 parameter bytes */
+    NEAR(law.hop_ms, 0.02);
+    NEAR(plan_law_ms(&law, 1), 2.16);
+    NEAR(plan_law_ms(&law, 2), 1.65);
+    NEAR(plan_law_ms(&law, 7), 1.1 + 1.06 / 7 + 0.12);
+    NEAR(plan_law_ms(&law, 8), 1.3725);
+    assert_int_equal(plan_law_best_units(&law, 8), 7); /* sqrt(1.06 / 0.02) = 7.3 */
+    assert_int_equal(plan_law_best_units(&law, 5), 5);
+    plan_stage_law(p, 0, 1, 0, &law); /* emb has no dense parameters: no allreduce */
+    NEAR(law.hop_ms, 0);
+
+    p->is_gpu[1] = 1; /* no memory given: the rows stay on the servers */
+    plan_stage_law(p, 0, 1, 1, &law);
+    assert_int_equal(law.rows, PLAN_ROWS_SERVERS);
+    NEAR(law.compute_ms, 0.5 + 6); /* no cpu type to host it: the gpu's own times */
+    p->host_type = 0;
+    plan_stage_law(p, 0, 1, 1, &law);
+    NEAR(law.compute_ms, 0.5 + 4); /* the gpu's overhead, the cpu's 4 ms */
+    NEAR(law.fixed_ms, 0.5 + 2);
+    NEAR(law.scaled_ms, 2 + 800000 / 5e6 + 2 * 1.25e6 / 5e6);
+    plan_stage_law(p, 0, 3, 1, &law); /* the fc layers stay on the gpu */
+    NEAR(law.compute_ms, 0.5 + 4 + 1 + 0.5);
+    p->pcie_bpms[1] = 12.5e6; /* 12.5 GB/s: emb's 400000 output bytes in, their gradients out */
+    plan_stage_law(p, 0, 1, 1, &law);
+    NEAR(law.compute_ms, 0.5 + 4 + 0.064);
+    NEAR(law.scaled_ms, 2 + 0.064 + 800000 / 5e6 + 2 * 1.25e6 / 5e6);
     plan_problem_free(p);
 }
 
@@ -161,6 +200,24 @@ static void test_worked_example_memory(void **state)
     NEAR(e.server_cost_per_hour, 1);
     NEAR(e.cost_per_hour, 9);
     NEAR(e.cost, 491.0 * 9 / 3600);
+
+    /* the servers' CPU applies 40 Mrows/s / 3 passes; emb's 78125 rows a batch
+     * are 2.5e6 bytes: a server carries 1 / (1/1250000 + 78125/2500000/13333.3)
+     * = 318091.45 bytes/ms, and needs 2 servers at 250 batches/s */
+    p->sparse_rows[0] = 78125;
+    p->server_rows_per_ms = 40e3 / 3;
+    plan_problem_prepare(p);
+    plan_stage_law(p, 0, 1, 0, &law);
+    NEAR(law.server_rows, 78125);
+    NEAR(plan_servers_throughput(p, &law, 1), 318091.45 * 1000 * 1000 / 2.5e6);
+    assert_int_equal(plan_stage_servers(p, &law, 250000), 2);
+    NEAR(plan_servers_throughput(p, &law, 2), 252500.50);
+    plan_evaluate(p, assign, &e);
+    assert_int_equal(e.servers, 2);
+    assert_int_equal(e.stages[0].units, 5); /* the servers are the bottleneck */
+    NEAR(e.throughput, 202000.40);
+    NEAR(e.cost_per_hour, 10);
+    NEAR(e.cost, 1.375135);
     plan_eval_free(&e);
     plan_problem_free(p);
 }
@@ -384,6 +441,63 @@ static void test_infeasible_reports_violation(void **state)
     plan_problem_free(p);
 }
 
+/* hps-profile --estimate: a GPU's figures come from its spec and the
+ * model (hps-profile(1), ESTIMATES), so perturbing every time and rate the
+ * CPU measured leaves them as they were; the CPU's noise never reaches them. */
+static json_t *gpu_estimate(json_t *cpu, const char *spec)
+{
+    hps_error err;
+    json_t *doc = json_pack("{s:[O]}", "devices", cpu);
+    assert_int_equal(hps_profile_estimate(doc, spec, &err), 0);
+    json_t *gpu = json_incref(json_array_get(json_object_get(doc, "devices"), 1));
+    json_decref(doc);
+    assert_string_equal(json_string_value(json_object_get(gpu, "source")), "estimated");
+    return gpu;
+}
+
+static void scale_median(json_t *o, const char *key, double f)
+{
+    json_t *t = json_object_get(o, key);
+    json_object_set_new(t, "median", json_real(json_number_value(json_object_get(t, "median")) * f));
+}
+
+static void test_gpu_estimate_ignores_cpu_noise(void **state)
+{
+    (void)state;
+    hps_error err;
+    json_t *prof;
+    assert_int_equal(hps_json_load(HPS_TESTDATA "/profiles/demo-ctr.json", &prof, &err), 0);
+    json_t *cpu = json_array_get(json_object_get(prof, "devices"), 0);
+    assert_string_equal(json_string_value(json_object_get(cpu, "source")), "measured");
+    json_t *before = gpu_estimate(cpu, HPS_TESTDATA "/devices/gpu-t4.json");
+    hps_rng r;
+    hps_rng_seed(&r, 7);
+    json_t *L;
+    size_t i;
+    json_array_foreach(json_object_get(cpu, "layers"), i, L) {
+        scale_median(L, "forward_ms", 0.3 + 3 * hps_rng_uniform(&r));
+        scale_median(L, "backward_ms", 0.3 + 3 * hps_rng_uniform(&r));
+    }
+    scale_median(cpu, "overhead_ms", 2.5);
+    json_object_set_new(cpu, "sgemm_gflops", json_real(json_number_value(json_object_get(cpu, "sgemm_gflops")) / 3));
+    json_object_set_new(cpu, "triad_gbps", json_real(json_number_value(json_object_get(cpu, "triad_gbps")) * 2));
+    json_t *after = gpu_estimate(cpu, HPS_TESTDATA "/devices/gpu-t4.json");
+    assert_true(json_equal(json_object_get(before, "layers"), json_object_get(after, "layers")));
+    assert_true(json_equal(json_object_get(before, "overhead_ms"), json_object_get(after, "overhead_ms")));
+    /* the T4's fc1 forward by hand from the model's FLOPs F and bytes M:
+     * (F + 5670 GFLOP/s x 20 us) / 5670 GFLOP/s or M / 224 GB/s, + 2 launches of 5 us */
+    json_t *fc = json_array_get(json_object_get(before, "layers"), 2);
+    json_t *ref = json_array_get(json_object_get(cpu, "layers"), 2);
+    double F = json_number_value(json_object_get(ref, "flops_forward")), P = 8100 * 0.7e9, W = 320 * 0.7e9;
+    double M = json_number_value(json_object_get(ref, "bytes_in")) + json_number_value(json_object_get(ref, "bytes_out")) +
+               json_number_value(json_object_get(ref, "param_bytes")) + json_number_value(json_object_get(ref, "sparse_bytes"));
+    NEAR(json_number_value(json_object_get(json_object_get(fc, "forward_ms"), "median")),
+         (fmax((F + P * 20e-6) / P, M / W) + 2 * 5e-6) * 1e3);
+    json_decref(before);
+    json_decref(after);
+    json_decref(prof);
+}
+
 static hps_cluster *parse_cluster(const char *text, hps_error *err)
 {
     json_t *root;
@@ -579,6 +693,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_example),
+        cmocka_unit_test(test_worked_example_latency_and_host),
+        cmocka_unit_test(test_gpu_estimate_ignores_cpu_noise),
         cmocka_unit_test(test_scaling_suspect),
         cmocka_unit_test(test_worked_example_memory),
         cmocka_unit_test(test_big_tables_never_in_hbm),

@@ -279,12 +279,13 @@ static double brute_any_units(const plan_problem *p, int *feasible, double *thr,
 /* hps-plan(1) COST MODEL: --algo exact is the optimum of the documented
  * model, also where extra units on a cheap bottleneck stage, or fewer
  * servers, beat the fewest units that meet the limit; every objective, with
- * and without priced servers, links, memory and the pipeline's bubble. */
+ * and without priced servers, links, memory, allreduce latency and the
+ * pipeline's bubble. */
 static void test_exact_is_optimal_over_any_units(void **state)
 {
     (void)state;
     plan_search_opts o = {.bound_time = 10};
-    int feasible_count = 0, beyond = 0, piped = 0;
+    int feasible_count = 0, beyond = 0, piped = 0, latent = 0;
     for (uint64_t seed = 1; seed <= 240; seed++) {
         int L = 2 + (int)(seed % 4), T = 2 + (int)(seed / 3 % 2);
         double tight = (double[]){0.2, 0.5, 0.8, 0.95}[seed / 6 % 4];
@@ -295,6 +296,8 @@ static void test_exact_is_optimal_over_any_units(void **state)
         uint64_t r = seed * 0x9e3779b97f4a7c15ull;
         p->max_servers = 3;
         if (seed % 4 != 3) p->micro_batches = (int[]){0, 4, 16}[seed % 4]; /* 0: one per stage */
+        if (seed % 3 == 0) /* allreduce latency: more units may slow a stage */
+            for (int t = 0; t < T; t++) p->nic_ms[t] = 0.05 * (1 + t);
         if (seed % 2) { /* priced servers with memory, and a slow link */
             p->server_price = 0.2 + (double)(hps_mix64(r) % 4) / 2;
             p->server_power = 80;
@@ -324,12 +327,20 @@ static void test_exact_is_optimal_over_any_units(void **state)
             piped += fabs(brute_any_units(p, &f0, &t0, &n0) - vb) > 1e-9 * vb;
             p->micro_batches = m;
         }
+        if (fb && p->nic_ms[0] > 0) { /* where the latency changed it */
+            double nic[PLAN_MAX_TYPES], t0;
+            int f0, n0;
+            memcpy(nic, p->nic_ms, sizeof nic);
+            memset(p->nic_ms, 0, sizeof p->nic_ms);
+            latent += fabs(brute_any_units(p, &f0, &t0, &n0) - vb) > 1e-9 * vb;
+            memcpy(p->nic_ms, nic, sizeof nic);
+        }
         plan_result_free(&exact);
         plan_problem_free(p);
     }
-    print_message("# %d feasible, %d whose optimum runs 20%% above the limit, %d moved by the bubble\n",
-                  feasible_count, beyond, piped);
-    assert_true(feasible_count > 60 && beyond > 10 && piped > 3);
+    print_message("# %d feasible, %d whose optimum runs 20%% above the limit, %d moved by the bubble, "
+                  "%d by the latency\n", feasible_count, beyond, piped, latent);
+    assert_true(feasible_count > 60 && beyond > 10 && piped > 3 && latent > 5);
 }
 
 /* --objective time is the fastest plan that meets the limit: no point of

@@ -134,7 +134,7 @@ static void test_dot_follows_the_data_flow(void **state)
     plan_fixture f;
     plan_fixture_load(&f, "testdata/models/dlrm-criteo.json", "testdata/clusters/aws.json",
                       "testdata/profiles/dlrm-criteo.json",
-         2.2e6);
+         1e6);
     plan_search_opts o = {.seed = 1, .bound_time = 5};
     plan_result r;
     plan_eval e;
@@ -144,8 +144,9 @@ static void test_dot_follows_the_data_flow(void **state)
     plan_eval_init(&e, f.p);
     assert_int_equal(plan_solve(f.p, f.c, "exact", &o, &r, &err), 0);
     /* A cut at the merge layer whatever the cost model prefers: the bottom of
-     * the model on T4s, the interaction and top on A100s (aws.json order),
-     * which meets the limit with both streams charged at the cut. */
+     * the model on T4s (the embeddings on their hosts, the rows being on the
+     * servers), the interaction and top on A100s (aws.json order), which
+     * meets the limit with both streams charged at the cut. */
     for (int i = 0; i < f.p->n_layers; i++) r.assign[i] = i < 4 ? 2 : 4;
     f.p->rows_on_servers = 1; /* --rows servers: the drawing has servers to show */
     f.p->micro_batches = 64;  /* a bubble of 1/65: two stages still carry the limit */
