@@ -56,13 +56,6 @@ static pthread_t w_thread;
 static int w_running;
 static volatile sig_atomic_t w_stop, w_named;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static void say_all(const char *msg, size_t n)
 {
     for (int r = 0; r < w_size; r++)
@@ -104,7 +97,7 @@ static int read_peer(int r)
         w_gone[r] = 1; /* closed at the end, so that no other thread sends to a reused fd */
         return w_left[r] ? 0 : 1;
     }
-    w_heard[r] = now_s();
+    w_heard[r] = hps_now();
     for (ssize_t i = 0; i < n; i++) {
         if (w_next_is_rank[r]) { /* another rank lost this one */
             int dead = (unsigned char)buf[i];
@@ -133,7 +126,7 @@ static void *watch_loop(void *arg)
         int first = -1;
         for (int i = 0; i < n; i++)
             if (pf[i].revents && read_peer(who[i])) w_lost[who[i]] = 1;
-        double t = now_s();
+        double t = hps_now();
         for (int r = 0; r < w_size; r++) {
             if (r != w_rank && !w_left[r] && t - w_heard[r] > WATCH_SILENT_S) w_lost[r] = 1;
             if (w_lost[r] && first < 0) first = r;
@@ -234,7 +227,7 @@ int dist_watch(hps_dist *d, hps_error *err)
     if (!rc) rc = connect_all(d, lfd, addr, port, err);
     if (lfd >= 0) close(lfd);
     if (rc) return -1;
-    double t = now_s();
+    double t = hps_now();
     for (int r = 0; r < d->size; r++) {
         w_heard[r] = t;
         if (w_fd[r] >= 0) fcntl(w_fd[r], F_SETFL, fcntl(w_fd[r], F_GETFL) | O_NONBLOCK);
