@@ -90,7 +90,7 @@ typedef struct {
     double *cut_bytes;
     /* per layer x type, [l * n_types + t] */
     double *t1_ms; /* forward + backward of one batch on one unit */
-    double *par;   /* fitted parallel fraction a: t(k) = t1 ((1 - a) + a / k) */
+    double *par;   /* fitted parallel fraction a over threads: t(n) = t1 ((1 - a) + a / n) */
     unsigned char *fits; /* [l * n_types + t]: 1 when layer l's working set fits one unit of type t */
     /* memory per layer (hps-plan(1), MEMORY): the working set of one unit
      * with the rows on servers, and the embedding tables with AdaGrad's
