@@ -107,8 +107,10 @@ def train(name, d, plan_path, p, micro, mpi=False):
     args = [f"{BIN}/hps-train", "-q", "--plan", plan_path, "--data", f"{d}/shards", "--epochs", "1000",
             "--steps", str(STEPS), "--threads", str(threads), "--micro-batches", str(micro),
             "--metrics", metrics]
-    # data-parallel units are ranks; stages of one unit each run as threads of one process
-    ranks = len(p["workers"]) + p["servers"]["count"]
+    # data-parallel units are ranks; stages of one unit each run as threads of
+    # one process.  Under mpirun hps-train runs at least one server rank, also
+    # for a dense-only model (hps-train(1), DISTRIBUTED)
+    ranks = len(p["workers"]) + max(1, p["servers"]["count"])
     distributed = mpi or any(s["units"] > 1 for s in p["stages"])
     if distributed:
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -127,8 +129,9 @@ def train(name, d, plan_path, p, micro, mpi=False):
 
 def describe(p, micro, res):
     st = "+".join(f"{s['type']}x{s['units']}" for s in p["stages"])
-    where = f"mpirun {res['ranks']}" if res["ranks"] > 1 else "1 proc"
-    return f"{len(p['stages'])} stage {st:11} M={micro} thr={res['threads']} {where:9}"
+    cores = os.cpu_count()
+    where = f"mpirun {res['ranks']}/{cores} cores" if res["ranks"] > 1 else "1 proc"
+    return f"{len(p['stages'])} stage {st:11} M={micro} thr={res['threads']} {where:17}"
 
 
 def main():
@@ -149,18 +152,18 @@ def main():
         configs = [("one", c1, 1, [1], False), ("two", c2, 1, [1], False)]
         # just above what one unit of t1 reaches: two workers, or two stages
         configs.append(("wide", cw, 1.02 * tp1, [1, 2], True))
-        configs.append(("stages", cab, 1.02 * tp1, [2, 4], False))
+        configs.append(("stages", cab, 1.02 * tp1, [2, 3, 4], False))
         if MPI:
             configs.append(("stages", cab, 1.02 * tp1, [2], True))
         for tag, cl, limit, micros, mpi in configs:
             for micro in micros:
                 path = f"{d}/{tag}-m{micro}.json"
                 p = plan(name, d, cl, limit, "exact", path, micro)
-                if not p:
-                    print(f"  {name}: {tag}: no plan at {limit:.0f} samples/s", flush=True)
-                    break
+                if not p:  # a larger M may still carry the limit through the bubble
+                    print(f"  {name}: {tag}: no plan at {limit:.0f} samples/s with M={micro}", flush=True)
+                    continue
                 if mpi and not p["servers"]["count"] and len(p["stages"]) > 1:
-                    break  # stages across ranks need a server rank; a dense-only model has none
+                    continue  # stages across ranks need a server rank; a dense-only model has none
                 res = train(name, d, path, p, micro, mpi)
                 err = res["measured"] / res["predicted"] - 1
                 rows.append((name, describe(p, micro, res), res, err))
@@ -184,7 +187,7 @@ def main():
             measured = {}
             for tag, p in cands.items():
                 path = f"{d}/pick-{factor}.json" if tag == "pick" else f"{d}/cand-{tag}-{factor}.json"
-                res = train(name, d, path, p, p.get("micro_batches", len(p["stages"])))
+                res = train(name, d, path, p, p["pipeline"]["micro_batches"])
                 measured[tag] = (res["measured"], p["predicted"]["cost_per_hour"])
             ok = {t: cph / tp for t, (tp, cph) in measured.items() if tp >= limit}
             best = min(ok, key=ok.get) if ok else None
