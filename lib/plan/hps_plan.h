@@ -101,6 +101,7 @@ typedef struct {
     double *hot; /* share of layer l's lookups that its hottest key takes */
     /* per type */
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
+    double read_ms[PLAN_MAX_TYPES]; /* reading a batch from shards, where profiled (else 0) */
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
     double nic_ms[PLAN_MAX_TYPES];   /* latency of one message between two units */
     double pcie_bpms[PLAN_MAX_TYPES]; /* a GPU's host-to-device bytes per ms; 0 = not charged */

@@ -39,12 +39,15 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
         /* their pooled outputs over PCIe to the GPU, the gradients back */
         if (p->pcie_bpms[t] > 0) layers += 2 * (p->pre_emb_out[end] - p->pre_emb_out[first]) / p->pcie_bpms[t];
     }
-    law->compute_ms = p->overhead_ms[t] + layers;
+    /* the first stage reads each batch, whole on every unit (each takes its
+     * slice of it), in series with the step */
+    double o = p->overhead_ms[t] + (first == 0 ? p->read_ms[t] : 0);
+    law->compute_ms = o + layers;
     law->boundary_ms = cuts / nic;
     law->ps_ms = law->server_bytes / nic; /* what a cache or HBM does not serve */
     law->sync_ms = 2 * (p->pre_param[end] - p->pre_param[first]) / nic;
     law->hop_ms = p->pre_param[end] > p->pre_param[first] ? 2 * p->nic_ms[t] : 0;
-    law->fixed_ms = p->overhead_ms[t] + law->sync_ms;
+    law->fixed_ms = o + law->sync_ms;
     law->scaled_ms = layers + law->boundary_ms + law->ps_ms - law->sync_ms;
 }
 
