@@ -209,7 +209,8 @@ PY
     "$HPS_BIN/hps-profile" -m "$M" -d cpu:1 $FAST --data "$TMP/shards" -o "$TMP/p.json"
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 2, "nic_gbps": 10}, {"name": "b", "kind": "cpu",
-        "device": "cpu:1", "price_per_hour": 1, "max_units": 2, "nic_gbps": 10}]}' > "$TMP/c.json"
+        "device": "cpu:1", "price_per_hour": 1, "max_units": 1, "nic_gbps": 10}]}' > "$TMP/c.json"
+    # one unit a stage whatever the times: a's second unit is the server
     # the same profile without the read, and a plan of two stages on each
     python3 - "$TMP/p.json" "$TMP/p0.json" "$TMP/plan.json" <<'PY'
 import json, sys
