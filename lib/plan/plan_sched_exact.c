@@ -102,6 +102,7 @@ typedef struct {
         int n;
         double *c, *thr;
         int *k, *srv; /* units and servers */
+        int n_groups, *group; /* their groups (cap_groups) for build_family; n_groups 0 until made */
     } *opts;
     double upper;          /* best objective known */
     int best;              /* its label, or -1 */
@@ -140,7 +141,7 @@ static double objective_of(const plan_problem *p, double c, double thr, int n)
  * one per bottleneck level at or above the limit, each the fewest units and
  * servers carrying it (hps-plan(1), COST MODEL, provisioning).  A plan at
  * its best provisioning has every stage at one of them. */
-static const struct stage_opts *stage_options(exact_state *s, int j, int i, int t)
+static struct stage_opts *stage_options(exact_state *s, int j, int i, int t)
 {
     const plan_problem *p = s->p;
     struct stage_opts *o = &s->opts[((size_t)j * (p->n_layers + 1) + i) * p->n_types + t];
@@ -188,25 +189,47 @@ static void sfront_insert(sfront *f, const sentry *x)
     f->e[pos] = *x;
 }
 
-/* Caps a front at n entries by merging neighbours: (c_k, thr_k+1) stands for
- * both, a weaker but still valid bound; the pair merged is the one closest
- * in throughput. */
+/* Groups n entries of rate and throughput rising (thr) into at most cap
+ * runs of neighbours, merging the two runs closest in throughput first: run
+ * g is entries [first[g], first[g + 1]), and stands for them with its first
+ * entry's rate and its last entry's throughput, a weaker but still valid
+ * bound.  first has n + 1 slots; returns the number of runs. */
+static int cap_groups(const double *thr, int n, int cap, int *first)
+{
+    double *r = hps_malloc((size_t)(n > 1 ? n : 1) * sizeof *r); /* r[g]: run g + 1's throughput over g's */
+    int m = n;
+    for (int g = 0; g < n; g++) first[g] = g;
+    for (int g = 0; g + 1 < n; g++) r[g] = thr[g + 1] / thr[g];
+    while (m > cap) {
+        int k = 0;
+        for (int g = 1; g + 1 < m; g++)
+            if (r[g] < r[k]) k = g;
+        memmove(first + k + 1, first + k + 2, (size_t)(m - k - 2) * sizeof *first);
+        memmove(r + k, r + k + 1, (size_t)(m - k - 2) * sizeof *r);
+        m--;
+        first[m] = n;
+        if (k > 0) r[k - 1] = thr[first[k + 1] - 1] / thr[first[k] - 1];
+    }
+    first[m] = n;
+    free(r);
+    return m;
+}
+
+/* Caps a front at n entries (cap_groups). */
 static void sfront_cap(sfront *f, int n)
 {
-    while (f->n > n) {
-        int k = 0;
-        double best = HUGE_VAL;
-        for (int q = 0; q + 1 < f->n; q++) {
-            double r = f->e[q + 1].thr / f->e[q].thr;
-            if (r < best) {
-                best = r;
-                k = q;
-            }
-        }
-        f->e[k].thr = f->e[k + 1].thr;
-        memmove(f->e + k + 1, f->e + k + 2, (size_t)(f->n - k - 2) * sizeof *f->e);
-        f->n--;
+    if (f->n <= n) return;
+    double *thr = hps_malloc((size_t)f->n * sizeof *thr);
+    int *first = hps_malloc((size_t)(f->n + 1) * sizeof *first);
+    for (int q = 0; q < f->n; q++) thr[q] = f->e[q].thr;
+    int m = cap_groups(thr, f->n, n, first);
+    for (int g = 0; g < m; g++) {
+        f->e[g] = f->e[first[g]];
+        f->e[g].thr = thr[first[g + 1] - 1];
     }
+    f->n = m;
+    free(thr);
+    free(first);
 }
 
 /* Throughput of the link into a stage at layer i on b after one on a. */
@@ -214,6 +237,65 @@ static double link_thr(const plan_problem *p, int i, int a, int b)
 {
     double lm = plan_link_ms(p, i, a, b);
     return lm > 0 ? 1000.0 * p->batch / lm : HUGE_VAL;
+}
+
+static void join_entry(sfront *dst, const sentry *x, const sentry *y, double thr, int T)
+{
+    sentry z = *y;
+    z.c += x->c;
+    z.thr = thr;
+    for (int v = 0; v < T; v++) z.u[v] = (unsigned short)(z.u[v] + x->u[v]);
+    sfront_insert(dst, &z);
+}
+
+/* Adds to dst the front of a stage (own) followed, across a link carrying
+ * lt, by a suffix (nx): both sorted by rate and throughput rising.  A pair's
+ * bottleneck is one side's (or the link's), and the cheapest entry of the
+ * other side that reaches it does as well as any: so each entry of either
+ * side pairs only with that one, |own| + |nx| candidates, not their product. */
+static void join_fronts(sfront *dst, const sfront *own, const sfront *nx, double lt, int T)
+{
+    for (int q = 0, o = 0; q < nx->n; q++) { /* the suffix's (or the link's) bottleneck */
+        double thr = fmin(nx->e[q].thr, lt);
+        while (o < own->n && own->e[o].thr < thr) o++;
+        if (o == own->n) break;
+        join_entry(dst, &own->e[o], &nx->e[q], thr, T);
+    }
+    for (int o = 0, q = 0; o < own->n && own->e[o].thr < lt; o++) { /* the stage's */
+        while (q < nx->n && nx->e[q].thr < own->e[o].thr) q++;
+        if (q == nx->n) break;
+        join_entry(dst, &own->e[o], &nx->e[q], own->e[o].thr, T);
+    }
+}
+
+/* The front of stage [i, e) on t's provisionings in own, their rates priced
+ * by lambda on the tracked types they take units of, in at most
+ * EXACT_FRONT_CAP runs.  Units, servers and so the priced rate only grow
+ * along the provisionings, so a run's first is its cheapest whatever lambda
+ * is: the runs are grouped once, by throughput alone. */
+static const sfront *stage_front(exact_state *s, int i, int e, int t, const double *lambda, sfront *own)
+{
+    const plan_problem *p = s->p;
+    struct stage_opts *so = stage_options(s, i, e, t);
+    if (so->n && !so->n_groups) {
+        so->group = hps_malloc((size_t)(so->n + 1) * sizeof *so->group);
+        so->n_groups = cap_groups(so->thr, so->n, EXACT_FRONT_CAP, so->group);
+    }
+    if (own->cap < so->n_groups) own->e = hps_realloc(own->e, (size_t)(own->cap = EXACT_FRONT_CAP) * sizeof *own->e);
+    own->n = so->n ? so->n_groups : 0;
+    for (int g = 0; g < own->n; g++) {
+        int q = so->group[g];
+        sentry *x = &own->e[g];
+        memset(x->u, 0, sizeof x->u);
+        x->c = so->c[q];
+        x->thr = so->thr[so->group[g + 1] - 1];
+        for (int v = 0; v < p->n_types; v++)
+            if (s->tracked[v]) {
+                x->u[v] = (unsigned short)takes(p, so, q, t, v);
+                x->c += lambda[v] * x->u[v];
+            }
+    }
+    return own;
 }
 
 /* Builds the suffix fronts for the multipliers lambda (0 on untracked types). */
@@ -230,40 +312,16 @@ static void build_family(exact_state *s, family *fm, const double *lambda)
         for (int t = 0; t < T; t++) {
             sfront *dst = &fm->at[i * T + t];
             for (int e = i + 1; e <= L; e++) {
-                const struct stage_opts *so = stage_options(s, i, e, t);
-                own.n = 0;
-                for (int q = 0; q < so->n; q++) {
-                    sentry x = {.c = so->c[q], .thr = so->thr[q]};
-                    for (int v = 0; v < T; v++)
-                        if (s->tracked[v]) {
-                            x.u[v] = (unsigned short)takes(p, so, q, t, v);
-                            x.c += lambda[v] * x.u[v];
-                        }
-                    sfront_insert(&own, &x);
-                }
-                sfront_cap(&own, EXACT_FRONT_CAP); /* merged entries only weaken the bound */
+                const sfront *mine = stage_front(s, i, e, t, lambda, &own);
                 if (e == L) {
-                    for (int o = 0; o < own.n; o++) sfront_insert(dst, &own.e[o]);
+                    for (int o = 0; o < mine->n; o++) sfront_insert(dst, &mine->e[o]);
                     continue;
                 }
                 for (int u = 0; u < T; u++) {
                     if (u == t) continue;
                     double lt = link_thr(p, e, t, u);
                     if (lt < floor_thr) continue;
-                    const sfront *nx = &fm->at[e * T + u];
-                    for (int q = 0; q < nx->n; q++) {
-                        double above = fmin(nx->e[q].thr, lt);
-                        /* past the first entry at or above the rest's bottleneck, only the rate grows */
-                        for (int o = 0; o < own.n; o++) {
-                            const sentry *x = &own.e[o];
-                            sentry y = nx->e[q];
-                            y.c += x->c;
-                            y.thr = fmin(above, x->thr);
-                            for (int v = 0; v < T; v++) y.u[v] = (unsigned short)(y.u[v] + x->u[v]);
-                            sfront_insert(dst, &y);
-                            if (x->thr >= above) break;
-                        }
-                    }
+                    join_fronts(dst, mine, &fm->at[e * T + u], lt, T);
                     if (dst->n > 4 * EXACT_FRONT_CAP) sfront_cap(dst, EXACT_FRONT_CAP);
                 }
             }
@@ -283,9 +341,11 @@ static void free_family(family *fm, int L, int T)
  * a partial plan of rate c and bottleneck thr whose last stage is on type
  * last (-1 at the start) with room left[t] in the tracked types: any
  * completion within the room has rate at least its priced rate less
- * sum lambda x room (weak duality), and at least 0. */
+ * sum lambda x room (weak duality), and at least 0.  Pruning asks only
+ * whether the bound exceeds the best plan known: the first completion at or
+ * below `stop` answers it, and is returned. */
 static double family_bound(const exact_state *s, const family *fm, int i, int last, double c,
-                           double thr, int n, const int *left, sentry *arg)
+                           double thr, int n, const int *left, double stop, sentry *arg)
 {
     const plan_problem *p = s->p;
     if (i == p->n_layers) return objective_of(p, c, thr, n);
@@ -297,10 +357,12 @@ static double family_bound(const exact_state *s, const family *fm, int i, int la
         const sfront *f = &fm->at[i * p->n_types + t];
         for (int q = 0; q < f->n; q++) {
             double v = objective_of(p, c + fmax(0, f->e[q].c - k), fmin(th, f->e[q].thr), n);
+            if (v <= stop) return v;
             if (v < best) {
                 best = v;
                 if (arg) *arg = f->e[q];
             }
+            if (f->e[q].thr >= th) break; /* past it the bottleneck stays th and only the rate grows */
         }
     }
     return best;
@@ -336,7 +398,8 @@ static void suffix_bounds_limited(exact_state *s, int t)
 }
 
 /* A lower bound on the objective of any completion of a partial plan that
- * ends at layer i with rate c, bottleneck thr and the given units used. */
+ * ends at layer i with rate c, bottleneck thr and the given units used;
+ * exact only above the best plan known (family_bound stops below it). */
 static double completion_bound(const exact_state *s, int i, int last, double c, double thr, int n,
                                const unsigned short *units)
 {
@@ -352,7 +415,7 @@ static double completion_bound(const exact_state *s, int i, int last, double c, 
     if (!(cm < HUGE_VAL) || tm < 0) return HUGE_VAL; /* no completion fits */
     double b = objective_of(p, c + cm, fmin(thr, tm), n);
     for (int f = 0; f < s->n_fam && b <= s->upper * (1 + 1e-12); f++)
-        b = fmax(b, family_bound(s, &s->fam[f], i, last, c, thr, n, left, NULL));
+        b = fmax(b, family_bound(s, &s->fam[f], i, last, c, thr, n, left, s->upper * (1 + 1e-12), NULL));
     return b;
 }
 
@@ -542,7 +605,7 @@ static double dual_bounds(exact_state *s)
     build_family(s, &s->fam[0], lambda);
     s->n_fam = 1;
     sentry arg;
-    double best = family_bound(s, &s->fam[0], 0, -1, 0, HUGE_VAL, 0, room, &arg), mu = 1;
+    double best = family_bound(s, &s->fam[0], 0, -1, 0, HUGE_VAL, 0, room, -HUGE_VAL, &arg), mu = 1;
     if (!any || !(best < HUGE_VAL)) return best;
     family scratch = {0};
     for (int round = 0; round < EXACT_DUAL_ROUNDS && mu > 1e-3 && hps_now() < s->deadline; round++) {
@@ -555,7 +618,7 @@ static double dual_bounds(exact_state *s)
         }
         if (!moved) break;
         build_family(s, &scratch, lambda);
-        double lb = family_bound(s, &scratch, 0, -1, 0, HUGE_VAL, 0, room, &arg);
+        double lb = family_bound(s, &scratch, 0, -1, 0, HUGE_VAL, 0, room, -HUGE_VAL, &arg);
         if (lb > best * (1 + 1e-9)) {
             best = lb;
             family old = s->fam[EXACT_FAMILIES - 1];
@@ -657,6 +720,7 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
         free(s.opts[k].thr);
         free(s.opts[k].k);
         free(s.opts[k].srv);
+        free(s.opts[k].group);
     }
     free(s.opts);
     free(s.labels);
