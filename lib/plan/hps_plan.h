@@ -14,6 +14,7 @@
 #define HPS_PLAN_H
 
 #include <jansson.h>
+#include <math.h>
 
 #include "core/hps_core.h"
 #include "model/hps_model.h"
@@ -308,9 +309,20 @@ void plan_eval_free(plan_eval *e);
  * bottleneck level at or above the limit that scores best, each stage at the
  * fewest units and servers carrying it), and fills e. */
 void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e);
-/* Objective from the summed rates and the pipeline throughput. */
-double plan_objective_value(const plan_problem *p, double cost_per_hour, double power_w,
-                            double throughput);
+/* Objective from the summed rates and the pipeline throughput (inline:
+ * the exact solver's bounds evaluate it for every partial plan). */
+static inline double plan_objective_value(const plan_problem *p, double cost_per_hour, double power_w,
+                                          double throughput)
+{
+    double time_s = p->samples * p->epochs / throughput;
+    switch (p->objective) {
+    case PLAN_OBJ_COST: return time_s * cost_per_hour / 3600.0;
+    case PLAN_OBJ_TIME: return time_s;
+    case PLAN_OBJ_ENERGY: return time_s * power_w;
+    case PLAN_OBJ_EDP: return time_s * power_w * time_s;
+    }
+    return HUGE_VAL;
+}
 /* Objective when feasible; a huge value growing with the violation otherwise,
  * so that searches can still move towards feasibility. */
 double plan_score(const plan_eval *e);

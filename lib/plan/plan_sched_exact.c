@@ -313,6 +313,7 @@ static void build_family(exact_state *s, family *fm, const double *lambda)
             sfront *dst = &fm->at[i * T + t];
             for (int e = i + 1; e <= L; e++) {
                 const sfront *mine = stage_front(s, i, e, t, lambda, &own);
+                if (!mine->n) continue; /* the stage cannot carry the limit */
                 if (e == L) {
                     for (int o = 0; o < mine->n; o++) sfront_insert(dst, &mine->e[o]);
                     continue;
@@ -387,12 +388,16 @@ static void suffix_bounds_limited(exact_state *s, int t)
         for (int e = i + 1; e <= L; e++)
             for (int u = 0; u < p->n_types; u++) {
                 const struct stage_opts *so = stage_options(s, i, e, u);
-                for (int q = 0; q < so->n; q++)
-                    for (int r = takes(p, so, q, u, t); r < R; r++) {
-                        int left = r - takes(p, so, q, u, t);
-                        cm[i * R + r] = fmin(cm[i * R + r], so->c[q] + cm[e * R + left]);
-                        tm[i * R + r] = fmax(tm[i * R + r], fmin(so->thr[q], tm[e * R + left]));
+                /* provisionings taking as many units of t: the first is the
+                 * cheapest, the last the fastest (both grow along them) */
+                for (int q = 0, end; q < so->n; q = end) {
+                    int take = takes(p, so, q, u, t);
+                    for (end = q + 1; end < so->n && takes(p, so, end, u, t) == take; end++) {}
+                    for (int r = take; r < R; r++) {
+                        cm[i * R + r] = fmin(cm[i * R + r], so->c[q] + cm[e * R + r - take]);
+                        tm[i * R + r] = fmax(tm[i * R + r], fmin(so->thr[end - 1], tm[e * R + r - take]));
                     }
+                }
             }
     }
 }
@@ -592,11 +597,31 @@ static double starting_plan(const plan_problem *p, int *assign, plan_eval *e, do
  * itself) and, when units are tracked, the best two of a few subgradient
  * steps on the Lagrangian dual of the tracked limits at the root.  Returns
  * the best root bound: a lower bound on the optimum. */
+/* Builds the family of multipliers lambda in *scratch and keeps it (first
+ * after the unpriced one) when its root bound beats *best; the family it
+ * displaces becomes the scratch.  Returns 1 when kept. */
+static int try_family(exact_state *s, family *scratch, const double *lambda, const int *room, double *best,
+                      sentry *arg)
+{
+    build_family(s, scratch, lambda);
+    double lb = family_bound(s, scratch, 0, -1, 0, HUGE_VAL, 0, room, -HUGE_VAL, arg);
+    if (!(lb > *best * (1 + 1e-9))) return 0;
+    *best = lb;
+    family old = s->fam[EXACT_FAMILIES - 1];
+    for (int f = EXACT_FAMILIES - 1; f > 1; f--) s->fam[f] = s->fam[f - 1];
+    s->fam[1] = *scratch;
+    *scratch = old;
+    if (s->n_fam < EXACT_FAMILIES) s->n_fam++;
+    return 1;
+}
+
 static double dual_bounds(exact_state *s)
 {
     const plan_problem *p = s->p;
-    double lambda[PLAN_MAX_TYPES] = {0};
-    int room[PLAN_MAX_TYPES] = {0}, any = 0;
+    double lambda[PLAN_MAX_TYPES] = {0}, warm[PLAN_MAX_TYPES];
+    int room[PLAN_MAX_TYPES] = {0}, any = 0, warmed = s->n_fam > 1;
+    /* the last phase's best multipliers: the search starts from them */
+    memcpy(warm, s->fam[1].lambda, sizeof warm);
     for (int t = 0; t < p->n_types; t++)
         if (s->tracked[t]) {
             room[t] = p->max_units[t];
@@ -604,10 +629,14 @@ static double dual_bounds(exact_state *s)
         }
     build_family(s, &s->fam[0], lambda);
     s->n_fam = 1;
-    sentry arg;
+    sentry arg, arg_warm;
     double best = family_bound(s, &s->fam[0], 0, -1, 0, HUGE_VAL, 0, room, -HUGE_VAL, &arg), mu = 1;
     if (!any || !(best < HUGE_VAL)) return best;
     family scratch = {0};
+    if (warmed && try_family(s, &scratch, warm, room, &best, &arg_warm)) {
+        memcpy(lambda, warm, sizeof lambda);
+        arg = arg_warm;
+    }
     for (int round = 0; round < EXACT_DUAL_ROUNDS && mu > 1e-3 && hps_now() < s->deadline; round++) {
         int moved = 0;
         for (int t = 0; t < p->n_types; t++) {
@@ -617,18 +646,7 @@ static double dual_bounds(exact_state *s)
             lambda[t] = l;
         }
         if (!moved) break;
-        build_family(s, &scratch, lambda);
-        double lb = family_bound(s, &scratch, 0, -1, 0, HUGE_VAL, 0, room, -HUGE_VAL, &arg);
-        if (lb > best * (1 + 1e-9)) {
-            best = lb;
-            family old = s->fam[EXACT_FAMILIES - 1];
-            for (int f = EXACT_FAMILIES - 1; f > 1; f--) s->fam[f] = s->fam[f - 1];
-            s->fam[1] = scratch;
-            scratch = old;
-            if (s->n_fam < EXACT_FAMILIES) s->n_fam++;
-        } else {
-            mu /= 2;
-        }
+        if (!try_family(s, &scratch, lambda, room, &best, &arg)) mu /= 2;
     }
     free_family(&scratch, p->n_layers, p->n_types);
     return best;
@@ -681,7 +699,7 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
         if (s.timed_out) break;
         if (id < 0 && guess < upper && s.cut) { /* the optimum lies above the guess */
             lower = guess;
-            slack *= 4;
+            slack *= 2;
             continue;
         }
         if (id < 0) break; /* none better than the plan in hand */
