@@ -550,10 +550,22 @@ typedef struct {
     int n_server_places;
     plan_file_place *server_places;
     double cross_node_bytes;
+    /* search: how the plan was found, as hps-plan recorded it */
+    char algorithm[HPS_NAME_MAX]; /* "" when absent */
+    unsigned long long seed;
+    long episodes;
+    int optimal, timed_out;
+    double optimum;             /* search.optimum: exact's objective; < 0 when absent */
+    double predicted_objective; /* predicted value of the plan's objective; < 0 when absent */
 } plan_file;
 
 /* Reads and checks a plan (hps-plan(5)); a file of another kind is refused. */
 int plan_file_load(const char *path, plan_file *pf, hps_error *err);
+/* 1 when e, the plan's assignment evaluated again, is what the file
+ * predicted (its objective to PLAN_FILE_TOLERANCE): the plan is as hps-plan
+ * wrote it for these inputs, so what it records of its search still holds. */
+#define PLAN_FILE_TOLERANCE 1e-8 /* files keep 9 significant digits (hps_json_write) */
+int plan_file_rechecked(const plan_file *pf, const plan_eval *e);
 void plan_file_free(plan_file *pf);
 
 /* "hps-plan --explain": per layer, what the plan would cost with that layer on
