@@ -49,8 +49,13 @@ typedef struct {
     int n_stages;    /* the pipeline's bubble grows with them */
 } label;
 
+/* A state's partial plans: their labels, and beside them what dominance
+ * compares, so that it scans memory in order instead of chasing ids. */
 typedef struct {
     int *ids, n, cap;
+    double *c, *thr;
+    int *n_stages;
+    unsigned short *u; /* n_types per label */
 } front;
 
 /* A suffix plan's priced rate, bottleneck and tracked units. */
@@ -424,22 +429,39 @@ static double completion_bound(const exact_state *s, int i, int last, double c, 
     return b;
 }
 
-static int dominates(const exact_state *s, int a, const label *b, const unsigned short *bu)
+static int units_within(const unsigned short *a, const unsigned short *b, int T)
 {
-    const label *x = &s->labels[a];
-    if (x->c > b->c || x->thr < b->thr || x->n_stages > b->n_stages) return 0;
-    if (!s->with_units) return 1;
-    const unsigned short *xu = s->units + (size_t)a * s->p->n_types;
-    for (int t = 0; t < s->p->n_types; t++)
-        if (xu[t] > bu[t]) return 0;
+    for (int t = 0; t < T; t++)
+        if (a[t] > b[t]) return 0;
     return 1;
 }
 
-/* Adds label l (with units u) to front f unless dominated; drops what it dominates. */
+/* Adds label l (with units u) to front f unless a label there dominates it
+ * (no more rate, stages or units, no less throughput); drops what l
+ * dominates.  The front is an antichain, so a label that is dominated
+ * dominates none: one pass does both.  Without a bubble the stage count
+ * changes nothing and is not compared. */
 static void front_insert(exact_state *s, front *f, const label *l, const unsigned short *u)
 {
-    for (int k = 0; k < f->n; k++)
-        if (dominates(s, f->ids[k], l, u)) return;
+    int T = s->p->n_types, U = s->with_units ? T : 0, staged = s->p->micro_batches != PLAN_NO_BUBBLE, n = 0;
+    for (int k = 0; k < f->n; k++) {
+        const unsigned short *fu = f->u + (size_t)k * T;
+        if (f->c[k] <= l->c && f->thr[k] >= l->thr && (!staged || f->n_stages[k] <= l->n_stages) &&
+            units_within(fu, u, U))
+            return;
+        if (!(l->c <= f->c[k] && l->thr >= f->thr[k] && (!staged || l->n_stages <= f->n_stages[k]) &&
+              units_within(u, fu, U))) {
+            if (n < k) {
+                f->ids[n] = f->ids[k];
+                f->c[n] = f->c[k];
+                f->thr[n] = f->thr[k];
+                f->n_stages[n] = f->n_stages[k];
+                memcpy(f->u + (size_t)n * T, fu, (size_t)T * sizeof *fu);
+            }
+            n++;
+        }
+    }
+    f->n = n;
     if (s->n_labels == s->cap_labels) {
         s->cap_labels = s->cap_labels ? 2 * s->cap_labels : 4096;
         s->labels = hps_realloc(s->labels, (size_t)s->cap_labels * sizeof *s->labels);
@@ -448,15 +470,21 @@ static void front_insert(exact_state *s, front *f, const label *l, const unsigne
     }
     int id = (int)s->n_labels++;
     s->labels[id] = *l;
-    if (s->with_units) memcpy(s->units + (size_t)id * s->p->n_types, u, s->p->n_types * sizeof *u);
-    int n = 0;
-    for (int k = 0; k < f->n; k++)
-        if (!dominates(s, id, &s->labels[f->ids[k]],
-                       s->with_units ? s->units + (size_t)f->ids[k] * s->p->n_types : NULL))
-            f->ids[n++] = f->ids[k];
-    f->n = n;
-    if (f->n == f->cap) f->ids = hps_realloc(f->ids, (size_t)(f->cap = f->cap ? 2 * f->cap : 8) * sizeof(int));
-    f->ids[f->n++] = id;
+    if (s->with_units) memcpy(s->units + (size_t)id * T, u, (size_t)T * sizeof *u);
+    if (f->n == f->cap) {
+        f->cap = f->cap ? 2 * f->cap : 8;
+        f->ids = hps_realloc(f->ids, (size_t)f->cap * sizeof *f->ids);
+        f->c = hps_realloc(f->c, (size_t)f->cap * sizeof *f->c);
+        f->thr = hps_realloc(f->thr, (size_t)f->cap * sizeof *f->thr);
+        f->n_stages = hps_realloc(f->n_stages, (size_t)f->cap * sizeof *f->n_stages);
+        f->u = hps_realloc(f->u, (size_t)f->cap * T * sizeof *f->u);
+    }
+    f->ids[f->n] = id;
+    f->c[f->n] = l->c;
+    f->thr[f->n] = l->thr;
+    f->n_stages[f->n] = l->n_stages;
+    memcpy(f->u + (size_t)f->n * T, u, (size_t)T * sizeof *u);
+    f->n++;
 }
 
 /* Extends the partial plans of (j, u) by stage [j, i) on t, at each of its
@@ -731,7 +759,13 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
     r->timed_out = s.timed_out;
     r->episodes = labels;
     r->seconds = hps_now() - t0;
-    for (int k = 0; k < (L + 1) * T; k++) free(s.fronts[k].ids);
+    for (int k = 0; k < (L + 1) * T; k++) {
+        free(s.fronts[k].ids);
+        free(s.fronts[k].c);
+        free(s.fronts[k].thr);
+        free(s.fronts[k].n_stages);
+        free(s.fronts[k].u);
+    }
     free(s.fronts);
     for (size_t k = 0; k < n_opts; k++) {
         free(s.opts[k].c);
