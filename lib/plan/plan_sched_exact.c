@@ -83,6 +83,9 @@ typedef struct {
 typedef struct {
     double lambda[PLAN_MAX_TYPES];
     sfront *at;
+    /* without links: [i * (T + 1) + t], the Pareto front of the union of
+     * at[i * T + u] over u != t (t = T: over every u) */
+    sfront *other;
 } family;
 
 typedef struct {
@@ -109,6 +112,7 @@ typedef struct {
         int *k, *srv; /* units and servers */
         int n_groups, *group; /* their groups (cap_groups) for build_family; n_groups 0 until made */
     } *opts;
+    int linked;            /* the cluster lists links (family.other is not built) */
     double upper;          /* best objective known */
     int best;              /* its label, or -1 */
     double deadline;
@@ -303,6 +307,43 @@ static const sfront *stage_front(exact_state *s, int i, int e, int t, const doub
     return own;
 }
 
+static void sfront_add_all(sfront *dst, const sfront *src)
+{
+    for (int q = 0; q < src->n; q++) sfront_insert(dst, &src->e[q]);
+}
+
+/* fm->other: without links a completion's first stage on any type but the
+ * partial plan's last pairs with one bottleneck, and the bound is monotone
+ * in rate and throughput, so the least over all those types lies on the
+ * Pareto front of their union: one front to scan instead of T.  Built from
+ * unions of the types before t and after it. */
+static void build_others(const exact_state *s, family *fm)
+{
+    int L = s->p->n_layers, T = s->p->n_types;
+    sfront before = {0}, *after = hps_calloc((size_t)T + 1, sizeof *after);
+    if (!fm->other) fm->other = hps_calloc((size_t)(L + 1) * (T + 1), sizeof *fm->other);
+    for (int i = 0; i < L; i++) {
+        after[T].n = 0;
+        for (int t = T - 1; t >= 0; t--) {
+            after[t].n = 0;
+            sfront_add_all(&after[t], &after[t + 1]);
+            sfront_add_all(&after[t], &fm->at[i * T + t]);
+        }
+        before.n = 0;
+        for (int t = 0; t <= T; t++) {
+            sfront *x = &fm->other[i * (T + 1) + t];
+            x->n = 0;
+            sfront_add_all(x, &before);
+            if (t == T) break;
+            sfront_add_all(x, &after[t + 1]);
+            sfront_add_all(&before, &fm->at[i * T + t]);
+        }
+    }
+    for (int t = 0; t <= T; t++) free(after[t].e);
+    free(after);
+    free(before.e);
+}
+
 /* Builds the suffix fronts for the multipliers lambda (0 on untracked types). */
 static void build_family(exact_state *s, family *fm, const double *lambda)
 {
@@ -334,13 +375,34 @@ static void build_family(exact_state *s, family *fm, const double *lambda)
             sfront_cap(dst, EXACT_FRONT_CAP);
         }
     free(own.e);
+    if (!s->linked) build_others(s, fm);
 }
 
 static void free_family(family *fm, int L, int T)
 {
     for (int k = 0; fm->at && k < (L + 1) * T; k++) free(fm->at[k].e);
+    for (int k = 0; fm->other && k < (L + 1) * (T + 1); k++) free(fm->other[k].e);
     free(fm->at);
-    fm->at = NULL;
+    free(fm->other);
+    fm->at = fm->other = NULL;
+}
+
+/* The least bound over front f's completions (see family_bound); stops at
+ * the first at or below stop. */
+static double front_bound(const plan_problem *p, const sfront *f, double c, double k, double th, int n,
+                          double stop, sentry *arg)
+{
+    double best = HUGE_VAL;
+    for (int q = 0; q < f->n; q++) {
+        double v = objective_of(p, c + fmax(0, f->e[q].c - k), fmin(th, f->e[q].thr), n);
+        if (v <= stop) return v;
+        if (v < best) {
+            best = v;
+            if (arg) *arg = f->e[q];
+        }
+        if (f->e[q].thr >= th) break; /* past it the bottleneck stays th and only the rate grows */
+    }
+    return best;
 }
 
 /* The least objective a completion from layer i can reach by family fm, for
@@ -354,21 +416,20 @@ static double family_bound(const exact_state *s, const family *fm, int i, int la
                            double thr, int n, const int *left, double stop, sentry *arg)
 {
     const plan_problem *p = s->p;
+    int T = p->n_types;
     if (i == p->n_layers) return objective_of(p, c, thr, n);
     double k = 0, best = HUGE_VAL;
-    for (int t = 0; t < p->n_types; t++) k += fm->lambda[t] * left[t];
-    for (int t = 0; t < p->n_types; t++) {
+    for (int t = 0; t < T; t++) k += fm->lambda[t] * left[t];
+    if (fm->other) /* no links: every type but last in one front */
+        return front_bound(p, &fm->other[i * (T + 1) + (last >= 0 ? last : T)], c, k, thr, n, stop, arg);
+    for (int t = 0; t < T && best > stop; t++) {
         if (t == last) continue;
+        sentry a;
         double th = last >= 0 ? fmin(thr, link_thr(p, i, last, t)) : thr;
-        const sfront *f = &fm->at[i * p->n_types + t];
-        for (int q = 0; q < f->n; q++) {
-            double v = objective_of(p, c + fmax(0, f->e[q].c - k), fmin(th, f->e[q].thr), n);
-            if (v <= stop) return v;
-            if (v < best) {
-                best = v;
-                if (arg) *arg = f->e[q];
-            }
-            if (f->e[q].thr >= th) break; /* past it the bottleneck stays th and only the rate grows */
+        double v = front_bound(p, &fm->at[i * T + t], c, k, th, n, stop, arg ? &a : NULL);
+        if (v < best) {
+            best = v;
+            if (arg) *arg = a;
         }
     }
     return best;
@@ -705,6 +766,8 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
     int L = p->n_layers, T = p->n_types;
     double t0 = hps_now();
     exact_state s = {.p = p, .deadline = t0 + (o && o->bound_time > 0 ? o->bound_time : 1e9)};
+    for (int a = 0; a < T; a++)
+        for (int b = 0; b < T; b++) s.linked |= p->link_bpms[a][b] > 0;
     s.fronts = hps_calloc((size_t)(L + 1) * T, sizeof *s.fronts);
     size_t n_opts = (size_t)L * (L + 1) * T + (size_t)(L + 1) * T;
     s.opts = hps_calloc(n_opts, sizeof *s.opts);
