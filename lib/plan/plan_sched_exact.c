@@ -182,8 +182,12 @@ static struct stage_opts *stage_options(exact_state *s, int j, int i, int t)
  * what x dominates. */
 static void sfront_insert(sfront *f, const sentry *x)
 {
-    int pos = 0;
-    while (pos < f->n && f->e[pos].c <= x->c) pos++;
+    int pos = 0, hi = f->n; /* pos: the first entry dearer than x */
+    while (pos < hi) {
+        int mid = (pos + hi) / 2;
+        if (f->e[mid].c <= x->c) pos = mid + 1;
+        else hi = mid;
+    }
     if (pos > 0 && f->e[pos - 1].thr >= x->thr) return; /* dominated */
     int end = pos;
     while (end < f->n && f->e[end].thr <= x->thr) end++;
