@@ -91,7 +91,7 @@ typedef struct {
     double *cut_bytes;
     /* per layer x type, [l * n_types + t] */
     double *t1_ms; /* forward + backward of one batch on one unit */
-    double *par;   /* fitted parallel fraction a: t(k) = t1 ((1 - a) + a / k) */
+    double *par;   /* fitted parallel fraction a over threads: t(n) = t1 ((1 - a) + a / n) */
     unsigned char *fits; /* [l * n_types + t]: 1 when layer l's working set fits one unit of type t */
     /* memory per layer (hps-plan(1), MEMORY): the working set of one unit
      * with the rows on servers, and the embedding tables with AdaGrad's
@@ -102,6 +102,7 @@ typedef struct {
     double *hot; /* share of layer l's lookups that its hottest key takes */
     /* per type */
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
+    double read_ms[PLAN_MAX_TYPES]; /* reading a batch from shards, where profiled (else 0) */
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
     double nic_ms[PLAN_MAX_TYPES];   /* latency of one message between two units */
     double pcie_bpms[PLAN_MAX_TYPES]; /* a GPU's host-to-device bytes per ms; 0 = not charged */
