@@ -189,19 +189,6 @@ double plan_bubble(const plan_problem *p, int n_stages)
     return m / (m + n_stages - 1);
 }
 
-double plan_objective_value(const plan_problem *p, double cost_per_hour, double power_w,
-                            double throughput)
-{
-    double time_s = p->samples * p->epochs / throughput;
-    switch (p->objective) {
-    case PLAN_OBJ_COST: return time_s * cost_per_hour / 3600.0;
-    case PLAN_OBJ_TIME: return time_s;
-    case PLAN_OBJ_ENERGY: return time_s * power_w;
-    case PLAN_OBJ_EDP: return time_s * power_w * time_s;
-    }
-    return HUGE_VAL;
-}
-
 double plan_score(const plan_eval *e)
 {
     return e->feasible ? e->objective : 1e30 * (1 + e->violation);
