@@ -1,5 +1,7 @@
 /* Starting and ending a distributed run, messages, and what a rank says when
  * the job is stopped under it. */
+#include <dirent.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -62,13 +64,80 @@ static void on_mpi_error(MPI_Comm *comm, int *code, ...)
     MPI_Abort(MPI_COMM_WORLD, HPS_EXIT_RUNTIME);
 }
 
+/* A rank that waits (a server between requests, a worker for its rows or
+ * its ack) spins in Open MPI's progress loop by default, holding a core.
+ * On a node with no core to spare (a worker and a server on 2 cores, or
+ * other jobs beside them) the spinning rank takes the core from the rank it
+ * waits for: bench-fidelity measured a worker and a server 2-3x slower than
+ * with yielding.  So ranks yield while idle, unless the user set it
+ * (mpirun --mca mpi_yield_when_idle 0, or OMPI_MCA_mpi_yield_when_idle). */
+static void wait_politely(void) { setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0); }
+
+/* Open MPI binds each rank to one core by default (np <= 2; a socket
+ * above), and every thread of the rank with it: a worker's pipeline, OpenMP
+ * and OpenBLAS threads then share one core, and on a node with other jobs
+ * the rank cannot move off a busy core.  bench-fidelity measured a worker
+ * and a server on 2 cores 1.5x faster unbound.  So a rank bound by that
+ * default (no --bind-to, no rankfile) runs on the cores mpirun's daemon, its
+ * parent, may use; a binding the user asked for stays.  Every thread of the
+ * process, since OpenBLAS starts its threads before main. */
+static void unbind_default(void)
+{
+    const char *bound = getenv("OMPI_MCA_orte_bound_at_launch");
+    if (!bound || strcmp(bound, "1") != 0 || getenv("OMPI_MCA_hwloc_base_binding_policy") ||
+        getenv("OMPI_MCA_rmaps_rank_file_path"))
+        return;
+    cpu_set_t all;
+    if (sched_getaffinity(getppid(), sizeof all, &all) != 0) return;
+    DIR *tasks = opendir("/proc/self/task");
+    for (struct dirent *e; tasks && (e = readdir(tasks));)
+        if (e->d_name[0] != '.') sched_setaffinity((pid_t)atoi(e->d_name), sizeof all, &all);
+    if (tasks) closedir(tasks);
+}
+
+static int cores_allowed(void)
+{
+    cpu_set_t mine;
+    return sched_getaffinity(0, sizeof mine, &mine) == 0 ? CPU_COUNT(&mine) : -1;
+}
+
+/* The setting as Open MPI runs it (MPI_T), for the "dist" record; -1 when
+ * the MPI library has no such variable. */
+static int yields_when_idle(void)
+{
+    int provided, n = 0, found = -1;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return -1;
+    MPI_T_cvar_get_num(&n);
+    for (int i = 0; i < n && found < 0; i++) {
+        char name[128], desc[8];
+        int name_len = sizeof name, desc_len = sizeof desc, verbosity, bind, scope, count;
+        MPI_Datatype type;
+        MPI_T_enum values;
+        if (MPI_T_cvar_get_info(i, name, &name_len, &verbosity, &type, &values, desc, &desc_len, &bind,
+                                &scope) != MPI_SUCCESS ||
+            strcmp(name, "mpi_yield_when_idle") != 0 || type != MPI_C_BOOL)
+            continue;
+        MPI_T_cvar_handle h;
+        _Bool on = 0;
+        if (MPI_T_cvar_handle_alloc(i, NULL, &h, &count) != MPI_SUCCESS) break;
+        if (MPI_T_cvar_read(h, &on) == MPI_SUCCESS) found = on;
+        MPI_T_cvar_handle_free(&h);
+    }
+    MPI_T_finalize();
+    return found;
+}
+
 hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_error *err)
 {
     hps_dist *d = hps_calloc(1, sizeof *d);
     d->o = *o;
     d->t_start = hps_now();
     d->wcomm = d->scomm = MPI_COMM_NULL;
+    wait_politely();
     MPI_Init(NULL, NULL);
+    unbind_default(); /* after MPI_Init: its threads too */
+    d->yields = yields_when_idle();
+    d->cores = cores_allowed();
     MPI_Errhandler eh;
     MPI_Comm_create_errhandler(on_mpi_error, &eh);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, eh); /* communicators split from it inherit it */

@@ -44,7 +44,7 @@ typedef struct {
 typedef struct {
     double bytes_sent, bytes_cross_node, rows_served, steps, compute_s, wait_s, fetch_s, samples;
 } dist_stats;
-#define DIST_STATS_N 8
+#define DIST_STATS_N 9
 
 struct hps_dist {
     hps_dist_opts o;
@@ -64,6 +64,8 @@ struct hps_dist {
     double last_compute[HPS_DIST_MAX_RANKS];
     int slice_rows;              /* rows of this step's slice */
     double critical_s, idle_s;   /* sums over steps: slowest worker, others' waits */
+    int yields;                  /* Open MPI's mpi_yield_when_idle as this rank runs it (-1: unknown) */
+    int cores;                   /* the cores this rank may run on, after unbind_default */
     double stage_busy[HPS_DIST_MAX_RANKS]; /* stages across ranks: sums of each one's slowest */
     dist_buf *req, *push;
     int64_t **req_rows;          /* per server: where each request entry's values go */

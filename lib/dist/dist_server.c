@@ -240,6 +240,7 @@ static json_t *rank_json(hps_dist *d, int r, const double *st, double seconds)
                           dist_role_name(d, r, role, sizeof role), "host", d->host[r], "bytes_sent",
                           hps_json_real(st[0]), "bytes_cross_node", hps_json_real(st[1]),
                           "bytes_per_step", hps_json_real(st[0] / steps));
+    json_object_set_new(o, "cores", json_integer((json_int_t)st[8]));
     if (ro->kind == ROLE_SERVER) {
         json_object_set_new(o, "rows_served", hps_json_real(st[2]));
         json_object_set_new(o, "rows_per_s", hps_json_real(seconds > 0 ? st[2] / seconds : 0));
@@ -296,6 +297,7 @@ static void report(hps_dist *d, hps_trainer *t, const double *all)
     json_object_set_new(o, "predicted_cross_host_bytes_per_step",
                         d->predicted_cross >= 0 ? hps_json_real(d->predicted_cross) : json_null());
     json_object_set_new(o, "placed_as_planned", json_boolean(placed_as_planned(d)));
+    json_object_set_new(o, "yield_when_idle", d->yields < 0 ? json_null() : json_boolean(d->yields));
     hps_trainer_record(t, o);
     hps_log(2, "%s: %d ranks: %.0f bytes/step between ranks; slowest worker's compute %.3f s, "
                "others idle %.3f s\n", hps_progname(), d->size, per_step, d->critical_s, d->idle_s);
@@ -309,7 +311,7 @@ void dist_gather_stats(hps_dist *d, hps_trainer *t)
 {
     double mine[DIST_STATS_N] = {d->st.bytes_sent, d->st.bytes_cross_node, d->st.rows_served,
                                  d->st.steps, d->st.compute_s, d->st.wait_s, d->st.fetch_s,
-                                 d->st.samples};
+                                 d->st.samples, d->cores};
     int lead = d->worker_rank[0];
     double *all = hps_malloc((size_t)DIST_STATS_N * d->size * sizeof *all);
     MPI_Gather(mine, DIST_STATS_N, MPI_DOUBLE, all, DIST_STATS_N, MPI_DOUBLE, lead, MPI_COMM_WORLD);

@@ -314,3 +314,28 @@ PY
     [ "$(wc -l < "$TMP/b")" -eq 5 ]
     cmp "$TMP/a" "$TMP/b"
 }
+
+# A worker and a server on 2 ranks: the plan of 2 workers cut to one.
+one_worker_plan() {
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["workers"]=p["workers"][:1]
+p["workers"][0]["share"]=1; p["stages"][0]["units"]=1; p["servers"]["ranks"]=[1]
+json.dump(p,open(sys.argv[2],"w"))' "$PLAN" "$1"
+}
+
+@test "dist: ranks bound by mpirun's default run on every core, and yield while they wait" {
+    [ "$(nproc)" -ge 2 ] || skip "one core: binding changes nothing"
+    one_worker_plan "$TMP/1w1s.json"
+    # np 2: Open MPI binds each rank to one core unless told otherwise
+    mpi 2 "$TRAIN" --plan "$TMP/1w1s.json" --model "$MODEL" --data "$TMP/shards" --steps 4 --threads 1 \
+        --metrics "$TMP/m.ndjson" -q
+    [ "$(dist_field "$TMP/m.ndjson" '[r["cores"] for r in o["per_rank"]]')" = "[$(nproc), $(nproc)]" ]
+    [ "$(dist_field "$TMP/m.ndjson" 'o["yield_when_idle"]')" = True ]
+}
+
+@test "dist: a binding or a busy wait the user asks for stays" {
+    one_worker_plan "$TMP/1w1s.json"
+    mpi 2 --bind-to core --mca mpi_yield_when_idle 0 "$TRAIN" --plan "$TMP/1w1s.json" --model "$MODEL" --data "$TMP/shards" \
+        --steps 4 --threads 1 --metrics "$TMP/m.ndjson" -q
+    [ "$(dist_field "$TMP/m.ndjson" '[r["cores"] for r in o["per_rank"]]')" = "[1, 1]" ]
+    [ "$(dist_field "$TMP/m.ndjson" 'o["yield_when_idle"]')" = False ]
+}
