@@ -79,13 +79,14 @@ static void wait_politely(void) { setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0)
  * the rank cannot move off a busy core.  bench-fidelity measured a worker
  * and a server on 2 cores 1.5x faster unbound.  So a rank bound by that
  * default (no --bind-to, no rankfile) runs on the cores mpirun's daemon, its
- * parent, may use; a binding the user asked for stays.  Every thread of the
- * process, since OpenBLAS starts its threads before main. */
+ * parent, may use; a binding the user asked for stays, and so does a
+ * rankfile's (hps-plan --rankfile gives a unit of N threads N cores).  Every
+ * thread of the process, since OpenBLAS starts its threads before main. */
 static void unbind_default(void)
 {
     const char *bound = getenv("OMPI_MCA_orte_bound_at_launch");
     if (!bound || strcmp(bound, "1") != 0 || getenv("OMPI_MCA_hwloc_base_binding_policy") ||
-        getenv("OMPI_MCA_rmaps_rank_file_path"))
+        getenv("OMPI_MCA_orte_rankfile"))
         return;
     cpu_set_t all;
     if (sched_getaffinity(getppid(), sizeof all, &all) != 0) return;

@@ -338,4 +338,9 @@ json.dump(p,open(sys.argv[2],"w"))' "$PLAN" "$1"
         --steps 4 --threads 1 --metrics "$TMP/m.ndjson" -q
     [ "$(dist_field "$TMP/m.ndjson" '[r["cores"] for r in o["per_rank"]]')" = "[1, 1]" ]
     [ "$(dist_field "$TMP/m.ndjson" 'o["yield_when_idle"]')" = False ]
+    # a rankfile's cores (as hps-plan --rankfile writes one) stay too
+    printf 'rank 0=%s slot=0\nrank 1=%s slot=0\n' "$(hostname)" "$(hostname)" > "$TMP/ranks"
+    mpi 2 --rankfile "$TMP/ranks" "$TRAIN" --plan "$TMP/1w1s.json" --model "$MODEL" --data "$TMP/shards" \
+        --steps 4 --threads 1 --metrics "$TMP/r.ndjson" -q
+    [ "$(dist_field "$TMP/r.ndjson" '[r["cores"] for r in o["per_rank"]]')" = "[1, 1]" ]
 }
