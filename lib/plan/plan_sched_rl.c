@@ -785,6 +785,7 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
         int order[RL_ELITE], n = 0;
         int *trial = hps_malloc((size_t)L * sizeof *trial);
         for (int i = 0; i < run.el.n && plan_budget_left(&b); i++) {
+            plan_dp_limits(p, run.el.assign[i], &b);
             plan_descend(p, run.el.assign[i], &b);
             plan_budget_evaluate(&b, p, run.el.assign[i], &e);
             sc[i] = plan_score(&e);
