@@ -218,10 +218,11 @@ static int floors(const plan_problem *p, const plan_eval *e, double *theta)
  * (the state grows with the product of their limits); the rest are priced,
  * more each round they overflow. */
 
-#define LIMITS_LADDER 12 /* floors from the limit to the fastest plan */
+#define LIMITS_LADDER 8 /* floors from the limit to the fastest plan */
 /* states x transitions of one DP at most: (L + 1) T x the tracked types'
  * unit combinations, x (L + T) */
-#define LIMITS_MAX_WORK (1L << 26)
+#define LIMITS_MAX_WORK (1L << 24)
+#define LIMITS_ROUNDS 12
 
 typedef struct {
     const plan_problem *p;
@@ -288,9 +289,15 @@ static int limits_dp(const limits_table *lt, double theta, const int *track, int
     val *g = hps_malloc((size_t)n * sizeof *g);
     int *from = hps_malloc((size_t)n * sizeof *from); /* the state before, as (i T + t) NU + u */
     for (long k = 0; k < n; k++) g[k] = NONE;
-    for (int i = 0; i < L; i++)
+    char *reach = hps_malloc((size_t)NU); /* some state at layer i has units u */
+    for (int i = 0; i < L; i++) {
+        for (long u = 0; u < NU; u++) {
+            reach[u] = i == 0 && u == 0;
+            for (int q = 0; i > 0 && q < T && !reach[u]; q++) reach[u] = g[((long)i * T + q) * NU + u].c < HUGE_VAL;
+        }
         for (int t = 0; t < T; t++)
             for (long u = 0; u < NU; u++) {
+                if (!reach[u]) continue;
                 /* the best way to reach layer i with units u whose next stage is on t */
                 val h = NONE;
                 int hf = -1;
@@ -307,7 +314,8 @@ static int limits_dp(const limits_table *lt, double theta, const int *track, int
                 int room = stride[t] ? p->max_units[t] - (int)(u / stride[t] % (p->max_units[t] + 1)) : INT_MAX;
                 for (int e = i + 1; e <= L; e++) {
                     const plan_option *o = limits_stage(lt, i, e, t);
-                    if (!o->units || o->units > room) continue;
+                    /* a longer stage needs at least as many units: none will do */
+                    if (!o->units || o->units > room) break;
                     val st = {o->units * (lt->w[t] + lam[t]) + o->servers * lt->server_w, o->throughput};
                     val v = plus(h, st);
                     long to = ((long)e * T + t) * NU + u + o->units * stride[t];
@@ -317,6 +325,8 @@ static int limits_dp(const limits_table *lt, double theta, const int *track, int
                     }
                 }
             }
+    }
+    free(reach);
     long best = -1;
     for (long k = (long)L * T * NU; k < n; k++)
         if (better(g[k], best < 0 ? NONE : g[best])) best = k;
@@ -347,31 +357,41 @@ static int stages_of(const int *a, int L)
     return n;
 }
 
-/* At one floor: the plan with the unit limits planned, rounds adding the
- * type that overflows most to the tracked ones (or pricing it, past two);
- * each plan found is offered to accept. */
+/* At one floor: the plan with the unit limits planned, each round adding
+ * the types that overflow to the tracked ones, most over first (or pricing
+ * them, where the state would grow past LIMITS_MAX_WORK); each plan found is
+ * offered to accept. */
 static int limits_at_floor(limits_table *lt, double theta, int *assign, int *cand, plan_eval *e, double *score,
                            plan_budget *b)
 {
     const plan_problem *p = lt->p;
     int T = lt->T, track[PLAN_MAX_TYPES], nt = 0, units[PLAN_MAX_TYPES], improved = 0;
     double lam[PLAN_MAX_TYPES] = {0}, wmax = 0;
+    long work = (long)(lt->L + 1) * T * (lt->L + T);
     for (int t = 0; t < T; t++) wmax = fmax(wmax, lt->w[t]);
     limits_table_floor(lt, theta);
-    for (int round = 0; round <= T && plan_budget_left(b); round++) {
+    for (int round = 0; round < LIMITS_ROUNDS && plan_budget_left(b); round++) {
         if (!limits_dp(lt, theta, track, nt, lam, cand, units)) break;
         improved |= accept(p, assign, cand, e, score, b);
-        int worst = -1;
-        double over = 0;
+        double over[PLAN_MAX_TYPES];
+        int any = 0;
         for (int t = 0; t < T; t++) {
-            double x = (double)(units[t] - p->max_units[t]) / p->max_units[t];
-            if (x > over) over = x, worst = t;
+            over[t] = (double)(units[t] - p->max_units[t]) / p->max_units[t];
+            any |= over[t] > 0;
         }
-        if (worst < 0) break;
-        long work = (long)(lt->L + 1) * T * (lt->L + T) * (p->max_units[worst] + 1);
-        for (int k = 0; k < nt; k++) work *= p->max_units[track[k]] + 1;
-        if (work <= LIMITS_MAX_WORK) track[nt++] = worst;
-        else lam[worst] += wmax * fmax(over, 0.25);
+        if (!any) break;
+        for (;;) {
+            int worst = -1;
+            for (int t = 0; t < T; t++)
+                if (over[t] > 0 && (worst < 0 || over[t] > over[worst])) worst = t;
+            if (worst < 0) break;
+            if (work * (p->max_units[worst] + 1) <= LIMITS_MAX_WORK) {
+                track[nt++] = worst;
+                work *= p->max_units[worst] + 1;
+            } else
+                lam[worst] += wmax * fmax(over[worst], 0.25);
+            over[worst] = 0;
+        }
     }
     return improved;
 }
