@@ -314,8 +314,7 @@ static int limits_dp(const limits_table *lt, double theta, const int *track, int
                 int room = stride[t] ? p->max_units[t] - (int)(u / stride[t] % (p->max_units[t] + 1)) : INT_MAX;
                 for (int e = i + 1; e <= L; e++) {
                     const plan_option *o = limits_stage(lt, i, e, t);
-                    /* a longer stage needs at least as many units: none will do */
-                    if (!o->units || o->units > room) break;
+                    if (!o->units || o->units > room) continue;
                     val st = {o->units * (lt->w[t] + lam[t]) + o->servers * lt->server_w, o->throughput};
                     val v = plus(h, st);
                     long to = ((long)e * T + t) * NU + u + o->units * stride[t];

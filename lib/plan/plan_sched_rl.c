@@ -201,8 +201,7 @@ static void togo_floor(const rl_instance *in, int j, const double *lam, const lo
                 for (int e = i + 1; e <= L; e++) {
                     int k;
                     double thr, r = stage_at(in, j, i, e, t, &k, &thr);
-                    if (!k || k > room) break; /* a longer stage needs at least as many units */
-                    if (thr < theta) continue;
+                    if (!k || thr < theta || k > room) continue;
                     size_t at = ((size_t)e * (T + 1) + t) * nu + u + k * stride[t];
                     double c = r + (stride[t] ? 0 : k * lam[t]) + go[at], ct = fmin(thr, gt[at]);
                     if (c < via[t] * (1 - 1e-12) || (c <= via[t] * (1 + 1e-12) && ct > via_thr[t])) {

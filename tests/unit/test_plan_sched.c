@@ -492,7 +492,8 @@ static void test_rl_keeps_descended_plan(void **state)
 {
     (void)state;
     plan_problem *p = plan_problem_random(1000003ull * (4 * 97 + 2 * 13 + 3 + 1 + 1), 64, 8, 0.3, 1);
-    plan_search_opts o = {.seed = 7, .episodes = 64, .evaluations = 400, .time_limit = 60, .polish = 0};
+    plan_search_opts o = {.seed = 7, .episodes = 64, .evaluations = 400, .time_limit = 60, .polish = 0,
+                          .start = PLAN_START_RANDOM, .frozen = 1}; /* whatever the shipped policy */
     plan_result alone, polished;
     plan_result_init(&alone, p);
     plan_result_init(&polished, p);
