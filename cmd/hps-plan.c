@@ -338,14 +338,15 @@ static _Noreturn void infeasible(const plan_problem *p, const plan_eval *e)
             snprintf(why, sizeof why, "the link from '%s' into stage %d on '%s' carries at most %.6g samples/s",
                      p->type_names[e->stages[s - 1].type], s, p->type_names[st->type], st->link_throughput);
         else if (st->short_of_limit & PLAN_SHORT_STAGE)
-            snprintf(why, sizeof why, "stage %d ('%s'..'%s') on '%s' reaches at most %.6g samples/s with %d units",
+            snprintf(why, sizeof why, "stage %d ('%s'..'%s') on '%s' reaches at most %.6g samples/s with %d unit%s%s",
                      s, p->layer_names[st->first], p->layer_names[st->end - 1], p->type_names[st->type],
-                     st->best_throughput, st->best_units);
+                     st->best_throughput, st->best_units, st->best_units == 1 ? "" : "s",
+                     st->type == p->server_type && st->servers ? " beside its servers" : "");
     }
     for (int t = 0; t < p->n_types && !why[0]; t++)
-        if (e->units[t] > p->max_units[t])
-            snprintf(why, sizeof why, "'%s' would need %d units and has %d", p->type_names[t], e->units[t],
-                     p->max_units[t]);
+        if (e->used[t] > p->max_units[t])
+            snprintf(why, sizeof why, "'%s' would need %d units%s and has %d", p->type_names[t], e->used[t],
+                     t == p->server_type && e->servers ? " (servers included)" : "", p->max_units[t]);
     free(a);
     hps_errorf("no plan meets %.6g samples/s: %s; the best throughput reachable is %.6g samples/s",
                p->min_throughput, why, best);

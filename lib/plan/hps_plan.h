@@ -229,9 +229,9 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int type, plan
 double plan_law_ms(const plan_law *law, int units);
 /* The units within max that make the stage fastest (1 when more never help). */
 int plan_law_best_units(const plan_law *law, int max);
-/* The fewest units within max_units meeting the limit, or 0 when none does
- * (also when the working set does not fit a unit or no number of servers
- * carries the stage's rows). */
+/* The fewest units meeting the limit (plan_stage_at_level at the limit), or
+ * 0 when none does (also when the working set does not fit a unit or no
+ * number of servers carries the stage's rows). */
 int plan_provision(const plan_problem *p, const plan_law *law, int type);
 /* Servers the stage needs for its rows at a throughput: the larger of memory
  * and traffic (with the hottest key's skew); -1 when none suffice.  A plan
@@ -248,9 +248,14 @@ typedef struct {
     int units, servers;
     double throughput;
 } plan_option;
-/* The fewest units (within max_units) and servers carrying `level`; 0 when
+/* The fewest units and servers carrying `level`, the units within
+ * max_units less the servers when the stage is on the servers' type; 0 when
  * none do (or the working set does not fit a unit). */
 int plan_stage_at_level(const plan_problem *p, const plan_law *law, int type, double level, plan_option *o);
+/* The fastest provisioning of the stage alone within its type's limit
+ * (units and servers sharing it on the servers' type; servers up to
+ * max_servers otherwise). */
+void plan_stage_fastest(const plan_problem *p, const plan_law *law, int type, plan_option *o);
 /* The next provisioning above cur: the fewest units and servers that carry
  * more than cur does; 0 when none does. */
 int plan_stage_next(const plan_problem *p, const plan_law *law, int type, const plan_option *cur,
@@ -275,8 +280,11 @@ enum { PLAN_SHORT_STAGE = 1, PLAN_SHORT_LINK = 2 };
 typedef struct {
     int n_stages;
     plan_stage *stages; /* n_layers slots */
-    int units[PLAN_MAX_TYPES];
+    int units[PLAN_MAX_TYPES]; /* the workers' */
     int servers; /* summed over stages: the cost stays a sum over stages */
+    /* units taken from each type's max_units: its workers' and, on the
+     * servers' type, the servers' too (hps-cluster(5)) */
+    int used[PLAN_MAX_TYPES];
     double server_cost_per_hour;
     int feasible;
     double violation; /* > 0 when infeasible: how far from feasible */

@@ -65,10 +65,10 @@ static double budget_ms(const plan_problem *p, double level)
     return 1000.0 * p->batch / level * (1 + 1e-12);
 }
 
-static int fewest_units(const plan_problem *p, const plan_law *law, int t, double level)
+static int fewest_units(const plan_problem *p, const plan_law *law, int max, double level)
 {
     double tau = budget_ms(p, level);
-    int max = p->max_units[t];
+    if (max < 1) return 0;
     if (plan_law_ms(law, 1) <= tau) return 1;
     /* More units only help when the scaled part is positive, and never below
      * fixed_ms; without latency the smallest k is the ceiling below, and the
@@ -92,18 +92,56 @@ static double throughput_of(const plan_problem *p, double ms)
 /* Servers are sized at the limit, as units are: the fewest that carry it. */
 int plan_provision(const plan_problem *p, const plan_law *law, int t)
 {
-    if (!law->fits || plan_stage_servers(p, law, p->min_throughput) < 0) return 0;
-    return fewest_units(p, law, t, p->min_throughput);
+    plan_option o;
+    return plan_stage_at_level(p, law, t, p->min_throughput, &o) ? o.units : 0;
 }
 
 int plan_stage_at_level(const plan_problem *p, const plan_law *law, int t, double level, plan_option *o)
 {
     if (!law->fits) return 0;
     o->servers = plan_stage_servers(p, law, level);
-    o->units = o->servers < 0 ? 0 : fewest_units(p, law, t, level);
+    /* servers take units of their type (hps-cluster(5)): a stage on it has the rest */
+    if (o->servers < 0) return 0;
+    o->units = fewest_units(p, law, p->max_units[t] - (t == p->server_type ? o->servers : 0), level);
     if (!o->units) return 0;
     o->throughput = plan_stage_throughput(p, law, o->units, o->servers);
     return 1;
+}
+
+/* On the servers' type, units and servers share the limit: the stage's
+ * units rise while they are the slower, so the fastest split is where the
+ * units' rate crosses the servers' (both monotone up to the best units). */
+static int servers_beside(const plan_problem *p, int t, int units)
+{
+    return p->max_units[t] - units < p->max_servers ? p->max_units[t] - units : p->max_servers;
+}
+
+void plan_stage_fastest(const plan_problem *p, const plan_law *law, int t, plan_option *o)
+{
+    int max = p->max_units[t], least = plan_stage_servers(p, law, 0);
+    if (least < 0) least = p->max_servers; /* no number of servers carries the rows */
+    if (t != p->server_type || !least) {
+        o->units = plan_law_best_units(law, max);
+        o->servers = p->max_servers;
+    } else if (max - least < 1) { /* the servers leave it no unit: short of its limit already */
+        o->units = 1;
+        o->servers = least;
+    } else {
+        int lo = 1, hi = plan_law_best_units(law, max - least);
+        while (lo < hi) { /* the last k whose units are slower than the servers beside them */
+            int k = lo + (hi - lo + 1) / 2;
+            if (throughput_of(p, plan_law_ms(law, k)) <= plan_servers_throughput(p, law, servers_beside(p, t, k)))
+                lo = k;
+            else
+                hi = k - 1;
+        }
+        o->units = lo;
+        if (lo < max - least && plan_stage_throughput(p, law, lo + 1, servers_beside(p, t, lo + 1)) >
+                                    plan_stage_throughput(p, law, lo, servers_beside(p, t, lo)))
+            o->units = lo + 1;
+        o->servers = servers_beside(p, t, o->units);
+    }
+    o->throughput = plan_stage_throughput(p, law, o->units, o->servers);
 }
 
 /* Just above cur's throughput, the unit or server at the bottleneck must
@@ -179,10 +217,11 @@ void plan_eval_free(plan_eval *e)
 static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type, double level)
 {
     double shortfall = 0;
-    plan_stage_law(p, s->first, s->end, s->type, &s->law);
-    s->best_units = plan_law_best_units(&s->law, p->max_units[s->type]);
-    s->best_throughput = plan_stage_throughput(p, &s->law, s->best_units, p->max_servers);
     plan_option o;
+    plan_stage_law(p, s->first, s->end, s->type, &s->law);
+    plan_stage_fastest(p, &s->law, s->type, &o);
+    s->best_units = o.units;
+    s->best_throughput = o.throughput;
     s->short_of_limit = 0;
     if (plan_stage_at_level(p, &s->law, s->type, level, &o)) {
         s->units = o.units;
@@ -232,6 +271,7 @@ static void provision_for_objective(const plan_problem *p, plan_eval *e)
             int t = e->stages[s].type;
             thr = fmin(thr, cur[s].throughput);
             units[t] += cur[s].units;
+            if (p->server_type >= 0) units[p->server_type] += cur[s].servers;
             rate += cur[s].units * p->price[t] + cur[s].servers * p->server_price;
             power += cur[s].units * p->power[t] + cur[s].servers * p->server_power;
         }
@@ -258,6 +298,13 @@ done:
     }
 }
 
+/* A stage's units, and its servers on their type, against the unit limits. */
+static void count_used(const plan_problem *p, const plan_stage *s, int *used)
+{
+    used[s->type] += s->units;
+    if (p->server_type >= 0) used[p->server_type] += s->servers;
+}
+
 void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
 {
     int L = p->n_layers, T = p->n_types;
@@ -281,16 +328,17 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
     e->micro_batches = plan_micro_batches(p, e->n_stages);
     e->bubble = plan_bubble(p, e->n_stages);
     double level = p->min_throughput / e->bubble;
+    memset(e->used, 0, sizeof e->used);
     for (int i = 0; i < e->n_stages; i++) {
         plan_stage *s = &e->stages[i];
         e->violation += stage_fill(p, s, i ? e->stages[i - 1].type : -1, level);
-        e->units[s->type] += s->units;
+        count_used(p, s, e->used);
     }
     for (int t = 0; t < T; t++)
-        if (e->units[t] > p->max_units[t])
-            e->violation += (double)(e->units[t] - p->max_units[t]) / p->max_units[t];
+        if (e->used[t] > p->max_units[t])
+            e->violation += (double)(e->used[t] - p->max_units[t]) / p->max_units[t];
     if (e->violation == 0) provision_for_objective(p, e);
-    memset(e->units, 0, sizeof e->units);
+    memset(e->used, 0, sizeof e->used);
     for (int i = 0; i < e->n_stages; i++) {
         const plan_stage *s = &e->stages[i];
         if (s->throughput < e->throughput) {
@@ -305,6 +353,7 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
         }
         e->units[s->type] += s->units;
         e->servers += s->servers;
+        count_used(p, s, e->used);
     }
     for (int t = 0; t < T; t++) {
         e->cost_per_hour += e->units[t] * p->price[t];
@@ -340,7 +389,9 @@ double plan_max_throughput(const plan_problem *p, int *assign)
                 plan_law law;
                 plan_stage_law(p, j, i, t, &law);
                 if (!law.fits) continue;
-                double thr = plan_stage_throughput(p, &law, plan_law_best_units(&law, p->max_units[t]), p->max_servers);
+                plan_option o;
+                plan_stage_fastest(p, &law, t, &o);
+                double thr = o.throughput;
                 for (int n = 0; n < N; n++) {
                     double *b = &best[n * S + (size_t)i * T + t];
                     int *f = &from[(n * S + (size_t)i * T + t) * 2];

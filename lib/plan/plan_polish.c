@@ -449,8 +449,8 @@ int plan_dp_polish(const plan_problem *p, int *assign, int window, plan_budget *
          * off it (even rounds price every type plainly) */
         for (int t = 0; t < T; t++) {
             w[t] = weight(p, t);
-            if (round % 2 && e.units[t] > p->max_units[t])
-                w[t] += 4 * wmax * (e.units[t] - p->max_units[t]) / p->max_units[t];
+            if (round % 2 && e.used[t] > p->max_units[t])
+                w[t] += 4 * wmax * (e.used[t] - p->max_units[t]) / p->max_units[t];
         }
         /* boundaries, and boundaries after retyping one stage */
         int m = e.n_stages, band = L / 4 > 16 ? L / 4 : 16;

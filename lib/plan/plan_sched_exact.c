@@ -8,9 +8,11 @@
  * complete into a better plan than the one dominating it.
  *
  * Phase 1 ignores the per-type unit limits across stages (each stage alone
- * still fits its type).  When its optimum also fits the limits, it is the
- * optimum.  Otherwise phase 2 repeats the labelling with the units used per
- * type in every label, dominance taking them into account: exact, and slower.
+ * still fits its type, its servers included on theirs).  When its optimum
+ * also fits the limits, it is the optimum.  Otherwise phase 2 repeats the
+ * labelling with the units used per type in every label (every server
+ * counted on the servers' type, hps-cluster(5)), dominance taking them into
+ * account: exact, and slower.
  *
  * Both phases prune a partial plan by a lower bound on every completion
  * against the best plan known (or a guess a little above the best lower
@@ -43,6 +45,7 @@ typedef struct {
     int prev;        /* the partial plan this one extends, or -1 */
     int first, end;  /* its last stage: layers [first, end) */
     int type, units; /* its last stage's type and units */
+    int servers;     /* and its servers */
     int n_stages;    /* the pipeline's bubble grows with them */
 } label;
 
@@ -98,7 +101,7 @@ typedef struct {
     struct stage_opts {
         int n;
         double *c, *thr;
-        int *k;
+        int *k, *srv; /* units and servers */
     } *opts;
     double upper;          /* best objective known */
     int best;              /* its label, or -1 */
@@ -115,6 +118,13 @@ static double rate_weight(const plan_problem *p, int t)
 static double server_weight(const plan_problem *p)
 {
     return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->server_power : p->server_price;
+}
+
+/* Units of type u that option q of a stage on t takes from u's limit: its
+ * own, and on the servers' type its servers (hps-cluster(5)). */
+static int takes(const plan_problem *p, const struct stage_opts *so, int q, int t, int u)
+{
+    return (u == t ? so->k[q] : 0) + (u == p->server_type ? so->srv[q] : 0);
 }
 
 /* The objective of a plan of n stages (at least 1) whose slowest stage or
@@ -147,11 +157,13 @@ static const struct stage_opts *stage_options(exact_state *s, int j, int i, int 
             o->c = hps_realloc(o->c, (size_t)cap * sizeof *o->c);
             o->thr = hps_realloc(o->thr, (size_t)cap * sizeof *o->thr);
             o->k = hps_realloc(o->k, (size_t)cap * sizeof *o->k);
+            o->srv = hps_realloc(o->srv, (size_t)cap * sizeof *o->srv);
         }
         /* the stage's servers are a sum over stages too (plan_evaluate) */
         o->c[o->n] = x.units * rate_weight(p, t) + x.servers * server_weight(p);
         o->thr[o->n] = x.throughput;
-        o->k[o->n++] = x.units;
+        o->k[o->n] = x.units;
+        o->srv[o->n++] = x.servers;
     }
     return o;
 }
@@ -221,8 +233,12 @@ static void build_family(exact_state *s, family *fm, const double *lambda)
                 const struct stage_opts *so = stage_options(s, i, e, t);
                 own.n = 0;
                 for (int q = 0; q < so->n; q++) {
-                    sentry x = {.c = so->c[q] + lambda[t] * so->k[q], .thr = so->thr[q]};
-                    if (s->tracked[t]) x.u[t] = (unsigned short)so->k[q];
+                    sentry x = {.c = so->c[q], .thr = so->thr[q]};
+                    for (int v = 0; v < T; v++)
+                        if (s->tracked[v]) {
+                            x.u[v] = (unsigned short)takes(p, so, q, t, v);
+                            x.c += lambda[v] * x.u[v];
+                        }
                     sfront_insert(&own, &x);
                 }
                 sfront_cap(&own, EXACT_FRONT_CAP); /* merged entries only weaken the bound */
@@ -243,7 +259,7 @@ static void build_family(exact_state *s, family *fm, const double *lambda)
                             sentry y = nx->e[q];
                             y.c += x->c;
                             y.thr = fmin(above, x->thr);
-                            if (s->tracked[t]) y.u[t] = (unsigned short)(y.u[t] + x->u[t]);
+                            for (int v = 0; v < T; v++) y.u[v] = (unsigned short)(y.u[v] + x->u[v]);
                             sfront_insert(dst, &y);
                             if (x->thr >= above) break;
                         }
@@ -310,8 +326,8 @@ static void suffix_bounds_limited(exact_state *s, int t)
             for (int u = 0; u < p->n_types; u++) {
                 const struct stage_opts *so = stage_options(s, i, e, u);
                 for (int q = 0; q < so->n; q++)
-                    for (int r = u == t ? so->k[q] : 0; r < R; r++) {
-                        int left = u == t ? r - so->k[q] : r;
+                    for (int r = takes(p, so, q, u, t); r < R; r++) {
+                        int left = r - takes(p, so, q, u, t);
                         cm[i * R + r] = fmin(cm[i * R + r], so->c[q] + cm[e * R + left]);
                         tm[i * R + r] = fmax(tm[i * R + r], fmin(so->thr[q], tm[e * R + left]));
                     }
@@ -387,6 +403,10 @@ static void extend(exact_state *s, int j, int u, int i, int t, const struct stag
     label l = {.prev = -1, .end = i, .type = t, .first = j, .n_stages = 1};
     int n = j == 0 ? 1 : s->fronts[j * T + u].n;
     double link_thr = HUGE_VAL, prev_c = 0, prev_thr = HUGE_VAL;
+    /* the tracked types the stage takes units of: its own (ct, servers
+     * included when it is the servers' type), the servers' otherwise (cs) */
+    int ct = s->tracked[t] ? t : -1, st = p->server_type;
+    int cs = st >= 0 && st != t && s->tracked[st] ? st : -1;
     if (j > 0) {
         double lm = plan_link_ms(p, j, u, t);
         if (lm > 0) link_thr = 1000.0 * p->batch / lm;
@@ -403,20 +423,23 @@ static void extend(exact_state *s, int j, int u, int i, int t, const struct stag
             if (s->with_units) memcpy(units, s->units + (size_t)id * T, T * sizeof *units);
         }
         double above = fmin(prev_thr, link_thr);
-        int count = s->tracked[t];
         for (int o = 0; o < so->n; o++) {
-            int k = so->k[o];
-            if (count && units[t] + k > p->max_units[t]) break; /* units only grow along the list */
-            l.units = k;
+            int a = ct >= 0 ? takes(p, so, o, t, ct) : 0, b_srv = cs >= 0 ? so->srv[o] : 0;
+            if ((ct >= 0 && units[ct] + a > p->max_units[ct]) || (cs >= 0 && units[cs] + b_srv > p->max_units[cs]))
+                break; /* units and servers only grow along the list */
+            l.units = so->k[o];
+            l.servers = so->srv[o];
             l.c = prev_c + so->c[o];
             l.thr = fmin(above, so->thr[o]);
             if (l.thr * plan_bubble(p, l.n_stages) < p->min_throughput * (1 - 1e-12)) continue;
-            if (count) units[t] = (unsigned short)(units[t] + k);
+            if (ct >= 0) units[ct] = (unsigned short)(units[ct] + a);
+            if (cs >= 0) units[cs] = (unsigned short)(units[cs] + b_srv);
             double b = completion_bound(s, i, t, l.c, l.thr, l.n_stages, units);
             if (b < HUGE_VAL && !(b <= s->upper * (1 + 1e-12))) s->cut = 1;
             if (b < HUGE_VAL && b <= s->upper * (1 + 1e-12))
                 front_insert(s, dst, &l, units);
-            if (count) units[t] = (unsigned short)(units[t] - k);
+            if (ct >= 0) units[ct] = (unsigned short)(units[ct] - a);
+            if (cs >= 0) units[cs] = (unsigned short)(units[cs] - b_srv);
             if ((++s->ops & 4095) == 0 && (hps_now() > s->deadline || s->n_labels > EXACT_MAX_LABELS)) {
                 s->timed_out = 1;
                 return;
@@ -474,6 +497,7 @@ static void trace_back(const exact_state *s, int id, int *assign, int *units)
     memset(units, 0, PLAN_MAX_TYPES * sizeof *units);
     for (; id >= 0; id = s->labels[id].prev) {
         units[s->labels[id].type] += s->labels[id].units;
+        if (s->p->server_type >= 0) units[s->p->server_type] += s->labels[id].servers;
         for (int l = s->labels[id].first; l < s->labels[id].end; l++) assign[l] = s->labels[id].type;
     }
 }
@@ -632,6 +656,7 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
         free(s.opts[k].c);
         free(s.opts[k].thr);
         free(s.opts[k].k);
+        free(s.opts[k].srv);
     }
     free(s.opts);
     free(s.labels);

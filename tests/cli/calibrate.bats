@@ -14,11 +14,11 @@ setup_file() {
 setup() {
     TMP=$(mktemp -d)
     MODEL=$TESTDATA/models/criteo-small.json
-    # this machine as one CPU type of one unit on one thread
+    # this machine as one CPU type on one thread: a unit for the worker, one for its server
     cat > "$TMP/here.json" <<'JSON'
 {"format": "hps-cluster", "version": 1, "name": "here",
  "resources": [{"name": "cpu", "kind": "cpu", "device": "cpu:1", "threads": 1, "price_per_hour": 1,
-                "max_units": 1, "nic_gbps": 100, "mem_gib": 4}],
+                "max_units": 2, "nic_gbps": 100, "mem_gib": 4}],
  "servers": {"gbps": 100}}
 JSON
     "$HPS_BIN/hps-profile" -m "$MODEL" -d cpu:1 --reps 2 --warmup 1 -q -o "$TMP/p.json"

@@ -261,9 +261,8 @@ c = json.load(open(sys.argv[1]))
 c["resources"] = [r for r in c["resources"] if r["kind"] == "cpu"]
 c["links"] = []
 # as many units as this machine has cores: a rankfile slot names a core, and mpirun
-# refuses one the machine lacks; one unit is left for the server
+# refuses one the machine lacks; the server takes one of them (hps-cluster(5))
 cores = max(2, int(sys.argv[3]))
-c["resources"][0]["max_units"] = cores - 1
 c["nodes"] = [{"name": "localhost", "units": {"cpu": cores}}]
 json.dump(c, open(sys.argv[2], "w"))
 PY

@@ -333,6 +333,29 @@ PY
     [[ "$output" == *"lists no nodes"* ]]
 }
 
+@test "plan: servers take units of their type, so a plan on nodes is always placed" {
+    # one node of 2 cpu units: a worker and a server fit, two workers and a server do not
+    python3 - $C/lab.json "$TMP/one.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["resources"] = [r for r in c["resources"] if r["kind"] == "cpu"]
+c["links"] = []
+c["nodes"] = [{"name": "localhost", "units": {"cpu": 2}}]
+json.dump(c, open(sys.argv[2], "w"))
+PY
+    for algo in rl exact; do
+        run plan -m $M/demo-ctr.json -c "$TMP/one.json" -p $P/demo-ctr.json --min-throughput 1000 \
+            -a $algo --rankfile "$TMP/ranks" -o "$TMP/plan.json"
+        [ "$status" -eq 0 ] || { echo "$output"; false; }
+        [ "$(wc -l < "$TMP/ranks")" -eq 2 ]
+        [ "$(json_field "$TMP/plan.json" 'len(d["workers"]) + d["servers"]["count"]')" -eq 2 ]
+    done
+    run plan -m $M/demo-ctr.json -c "$TMP/one.json" -p $P/demo-ctr.json --min-throughput 30000 -o "$TMP/p2.json"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"on 'cpu' reaches at most "*" samples/s with 1 unit beside its servers;"* ]]
+    [ ! -e "$TMP/p2.json" ]
+}
+
 @test "plan: --explain prints every layer on every type" {
     demo -a exact -o "$TMP/plan.json"
     run plan --explain "$TMP/plan.json"

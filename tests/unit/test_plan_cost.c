@@ -270,6 +270,40 @@ static void solve_exact(const plan_problem *p, plan_eval *e)
     plan_result_free(&r);
 }
 
+/* hps-cluster(5): each server takes a unit of the servers' type, so the
+ * workers on that type and all servers share its limit.  Exact and the
+ * evaluation keep to it (they once let 5 workers and 4 servers share 8 CPU
+ * units); with the servers elsewhere the same limits allow more. */
+static void test_servers_take_units_of_their_type(void **state)
+{
+    (void)state;
+    int binding = 0, feasible = 0;
+    for (int max = 2; max <= 12; max++)
+        for (int i = 0; i < 6; i++) {
+            plan_problem *p = tables_problem(1e12, 0.01);
+            p->server_type = 0;
+            p->max_units[0] = max;
+            p->max_units[1] = 1 + i % 3; /* GPUs to spare or not */
+            p->min_throughput = 20000.0 * (1 + i);
+            plan_eval e, free_servers;
+            solve_exact(p, &e);
+            if (e.feasible) {
+                assert_true(e.units[0] + e.servers <= max);
+                assert_int_equal(e.used[0], e.units[0] + e.servers);
+                assert_int_equal(e.used[1], e.units[1]);
+                feasible++;
+            }
+            p->server_type = -1;
+            solve_exact(p, &free_servers);
+            binding += free_servers.feasible && free_servers.units[0] + free_servers.servers > max;
+            plan_eval_free(&e);
+            plan_eval_free(&free_servers);
+            plan_problem_free(p);
+        }
+    print_message("# %d feasible, %d where the servers' units bind\n", feasible, binding);
+    assert_true(feasible > 10 && binding > 5);
+}
+
 /* 550 GB of tables (with accumulators 1.1 TB) never lands in a 16 GB GPU,
  * and every stage's working set fits its units. */
 static void test_big_tables_never_in_hbm(void **state)
@@ -698,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_scaling_suspect),
         cmocka_unit_test(test_worked_example_memory),
         cmocka_unit_test(test_big_tables_never_in_hbm),
+        cmocka_unit_test(test_servers_take_units_of_their_type),
         cmocka_unit_test(test_servers_grow_with_tables_and_skew),
         cmocka_unit_test(test_cache_when_only_a_cache_fits),
         cmocka_unit_test(test_nothing_fits_is_an_error),

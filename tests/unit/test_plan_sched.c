@@ -189,7 +189,8 @@ static void test_exact_binding_units_128(void **state)
 
 /* An optimum found independently of the provisioning: every assignment,
  * every stage on ANY unit count within its type's limit (the limit shared by
- * the stages of a type), and any number of servers that holds its rows. */
+ * the stages of a type, and by the servers on theirs), and any number of
+ * servers that holds its rows. */
 typedef struct {
     const plan_problem *p;
     int n, type[8];
@@ -224,18 +225,25 @@ static void any_units_stage(any_units *a, int s)
     }
     int t = a->type[s];
     const plan_law *law = &a->law[s];
-    int n_lo = plan_stage_servers(p, law, 0), n_hi = n_lo > 0 ? p->max_servers : n_lo;
+    int n_lo = plan_stage_servers(p, law, 0), n_hi = n_lo > 0 ? p->max_servers : n_lo, st = p->server_type;
     if (n_lo < 0) return;
     for (int k = 1; k + a->units[t] <= p->max_units[t]; k++)
         for (int n = n_lo; n <= n_hi; n++) {
             double saved = a->thr;
             a->units[t] += k;
+            if (st >= 0) a->units[st] += n;
+            if (st >= 0 && a->units[st] > p->max_units[st]) {
+                a->units[t] -= k;
+                a->units[st] -= n;
+                break;
+            }
             a->rate += k * p->price[t] + n * p->server_price;
             a->power += k * p->power[t] + n * p->server_power;
             a->thr = fmin(a->thr, fmin(law_thr(p, law, k), plan_servers_throughput(p, law, n)));
             any_units_stage(a, s + 1);
             a->thr = saved;
             a->units[t] -= k;
+            if (st >= 0) a->units[st] -= n;
             a->rate -= k * p->price[t] + n * p->server_price;
             a->power -= k * p->power[t] + n * p->server_power;
         }
@@ -285,7 +293,7 @@ static void test_exact_is_optimal_over_any_units(void **state)
 {
     (void)state;
     plan_search_opts o = {.bound_time = 10};
-    int feasible_count = 0, beyond = 0, piped = 0, latent = 0;
+    int feasible_count = 0, beyond = 0, piped = 0, latent = 0, shared = 0;
     for (uint64_t seed = 1; seed <= 240; seed++) {
         int L = 2 + (int)(seed % 4), T = 2 + (int)(seed / 3 % 2);
         double tight = (double[]){0.2, 0.5, 0.8, 0.95}[seed / 6 % 4];
@@ -295,6 +303,7 @@ static void test_exact_is_optimal_over_any_units(void **state)
             if (p->max_units[t] > 4) p->max_units[t] = 4;
         uint64_t r = seed * 0x9e3779b97f4a7c15ull;
         p->max_servers = 3;
+        if (seed % 3 != 1) p->server_type = 0; /* the servers take units of the CPU type, as in clusters */
         if (seed % 4 != 3) p->micro_batches = (int[]){0, 4, 16}[seed % 4]; /* 0: one per stage */
         if (seed % 3 == 0) /* allreduce latency: more units may slow a stage */
             for (int t = 0; t < T; t++) p->nic_ms[t] = 0.05 * (1 + t);
@@ -335,12 +344,21 @@ static void test_exact_is_optimal_over_any_units(void **state)
             latent += fabs(brute_any_units(p, &f0, &t0, &n0) - vb) > 1e-9 * vb;
             memcpy(p->nic_ms, nic, sizeof nic);
         }
+        if (p->server_type >= 0) { /* where the servers' share of the CPU's units changed it */
+            double t0;
+            int f0, n0;
+            p->server_type = -1;
+            double v0 = brute_any_units(p, &f0, &t0, &n0);
+            shared += f0 != fb || (fb && fabs(v0 - vb) > 1e-9 * vb);
+            p->server_type = 0;
+        }
         plan_result_free(&exact);
         plan_problem_free(p);
     }
     print_message("# %d feasible, %d whose optimum runs 20%% above the limit, %d moved by the bubble, "
-                  "%d by the latency\n", feasible_count, beyond, piped, latent);
-    assert_true(feasible_count > 60 && beyond > 10 && piped > 3 && latent > 5);
+                  "%d by the latency, %d by servers sharing the CPU's units\n", feasible_count, beyond, piped,
+                  latent, shared);
+    assert_true(feasible_count > 60 && beyond > 10 && piped > 3 && latent > 5 && shared > 5);
 }
 
 /* --objective time is the fastest plan that meets the limit: no point of
