@@ -18,7 +18,6 @@
  *
  * Neither is the exact solver: the first keeps the type sequence, the second
  * sees w layers, and both ignore the limits across stages. */
-#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,6 +270,20 @@ static const plan_option *limits_stage(const limits_table *lt, int first, int en
     return &lt->opt[(lt->row[first] + end - first - 1) * lt->T + t];
 }
 
+/* The tracked units u after a stage on t provisioned as o (its servers
+ * take units of the servers' type, hps-cluster(5)); -1 past a limit. */
+static long take_units(const plan_problem *p, const long *stride, long u, int t, const plan_option *o)
+{
+    int type[2] = {t, p->server_type}, n[2] = {o->units, o->servers};
+    for (int k = 0; k < 2; k++) {
+        int x = type[k];
+        if (x < 0 || !stride[x] || !n[k]) continue;
+        if (u / stride[x] % (p->max_units[x] + 1) + n[k] > p->max_units[x]) return -1;
+        u += n[k] * stride[x];
+    }
+    return u;
+}
+
 /* The plan of least rate at the table's floor theta with the units of the
  * tracked types (track[0..nt)) within their limits, the others priced up
  * by lam; into out with its units per type; 0 when none. */
@@ -311,13 +324,13 @@ static int limits_dp(const limits_table *lt, double theta, const int *track, int
                         if (better(v, h)) h = v, hf = (int)at;
                     }
                 if (!(h.c < HUGE_VAL)) continue;
-                int room = stride[t] ? p->max_units[t] - (int)(u / stride[t] % (p->max_units[t] + 1)) : INT_MAX;
                 for (int e = i + 1; e <= L; e++) {
                     const plan_option *o = limits_stage(lt, i, e, t);
-                    if (!o->units || o->units > room) continue;
+                    long u2 = o->units ? take_units(p, stride, u, t, o) : -1;
+                    if (u2 < 0) continue;
                     val st = {o->units * (lt->w[t] + lam[t]) + o->servers * lt->server_w, o->throughput};
                     val v = plus(h, st);
-                    long to = ((long)e * T + t) * NU + u + o->units * stride[t];
+                    long to = ((long)e * T + t) * NU + u2;
                     if (better(v, g[to])) {
                         g[to] = v;
                         from[to] = hf;
@@ -336,7 +349,9 @@ static int limits_dp(const limits_table *lt, double theta, const int *track, int
             long was = from[at];
             int s = was < 0 ? 0 : (int)(was / NU / T);
             for (int l = s; l < e; l++) out[l] = t;
-            units[t] += limits_stage(lt, s, e, t)->units;
+            const plan_option *o = limits_stage(lt, s, e, t);
+            units[t] += o->units;
+            if (p->server_type >= 0) units[p->server_type] += o->servers;
             at = was;
         }
     }
