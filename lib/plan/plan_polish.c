@@ -372,15 +372,17 @@ static int stages_of(const int *a, int L)
 }
 
 /* At one floor: the plan with the unit limits planned, each round adding
- * the types that overflow to the tracked ones, most over first (or pricing
- * them, where the state would grow past LIMITS_MAX_WORK); each plan found is
- * offered to accept. */
+ * the types that overflow to the tracked ones, smallest limit first, or
+ * pricing them where the state would grow past LIMITS_MAX_WORK (then
+ * subgradient steps on their prices, shrinking); each plan found is offered
+ * to accept. */
 static int limits_at_floor(limits_table *lt, double theta, int *assign, int *cand, plan_eval *e, double *score,
                            plan_budget *b)
 {
     const plan_problem *p = lt->p;
     int T = lt->T, track[PLAN_MAX_TYPES], nt = 0, units[PLAN_MAX_TYPES], improved = 0;
-    double lam[PLAN_MAX_TYPES] = {0}, wmax = 0;
+    double lam[PLAN_MAX_TYPES] = {0}, wmax = 0, step = 1;
+    int priced[PLAN_MAX_TYPES] = {0};
     long work = (long)(lt->L + 1) * T * (lt->L + T);
     for (int t = 0; t < T; t++) wmax = fmax(wmax, lt->w[t]);
     limits_table_floor(lt, theta);
@@ -393,17 +395,29 @@ static int limits_at_floor(limits_table *lt, double theta, int *assign, int *can
             over[t] = (double)(units[t] - p->max_units[t]) / p->max_units[t];
             any |= over[t] > 0;
         }
-        if (!any) break;
-        for (;;) {
+        int n_priced = 0;
+        for (int t = 0; t < T; t++) n_priced += priced[t];
+        if (!any && !n_priced) break;
+        /* the priced types: a subgradient step, both ways, shrinking (a
+         * plan within the limits may still be priced too high) */
+        for (int t = 0; t < T; t++)
+            if (priced[t]) {
+                lam[t] = fmax(0, lam[t] + wmax * step * over[t]);
+                over[t] = 0;
+            }
+        step *= 0.7;
+        for (;;) { /* the smallest limits first: the most types fit in the state */
             int worst = -1;
             for (int t = 0; t < T; t++)
-                if (over[t] > 0 && (worst < 0 || over[t] > over[worst])) worst = t;
+                if (over[t] > 0 && (worst < 0 || p->max_units[t] < p->max_units[worst])) worst = t;
             if (worst < 0) break;
             if (work * (p->max_units[worst] + 1) <= LIMITS_MAX_WORK) {
                 track[nt++] = worst;
                 work *= p->max_units[worst] + 1;
-            } else
-                lam[worst] += wmax * fmax(over[worst], 0.25);
+            } else {
+                priced[worst] = 1;
+                lam[worst] = wmax * fmax(over[worst], 0.25);
+            }
             over[worst] = 0;
         }
     }

@@ -53,6 +53,7 @@
 #define RL_EPS 0.25f
 #define RL_ENTROPY0 0.2f
 #define RL_ELITE 4        /* best sampled plans the polish starts from */
+#define RL_LIMITS_STARTS 2 /* of them, those planned afresh with the unit limits (plan_dp_limits) */
 #define RL_PRUNE 0.7f     /* log of the relaxed cost, against the state's best, past which a stage is left out */
 #define RL_PRICE_ROUNDS 24
 #define RL_FLOORS 12      /* throughput floors of the cost to go, from the limit to the fastest plan */
@@ -868,7 +869,9 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
             run.el.n = run.el.n < RL_ELITE ? run.el.n : RL_ELITE - 1;
             elite_offer(&run.el, trial, L, plan_score(&e));
         }
-        for (int i = 0; i < run.el.n; i++) plan_dp_limits(p, run.el.assign[i], &b);
+        /* the two best, and the fastest plan when it is a start */
+        for (int i = 0; i < run.el.n; i++)
+            if (i < RL_LIMITS_STARTS || !(policy_best < 1e30)) plan_dp_limits(p, run.el.assign[i], &b);
         for (int i = 0; i < run.el.n; i++) {
             int seen = 0; /* where they led to one plan, it descends once */
             for (int q = 0; q < i && !seen; q++) seen = !memcmp(run.el.assign[q], run.el.assign[i], (size_t)L * sizeof *a);
