@@ -548,18 +548,30 @@ static int explain(options *o)
     return 0;
 }
 
-/* The search facts the table prints, as the plan recorded them. */
-static void recorded_search(json_t *root, plan_result *r, plan_meta *m)
+/* The search facts the plan records.  They hold only for the plan as
+ * hps-plan wrote it: one that evaluates to another objective (edited, or
+ * other inputs) is neither optimal nor at a known gap, and show says so. */
+static void recorded_search(const plan_file *pf, const plan_eval *e, plan_result *r, plan_meta *m)
 {
-    json_t *s = json_object_get(root, "search");
-    const char *algo = json_string_value(json_object_get(s, "algorithm"));
-    json_t *opt = json_object_get(s, "optimum");
-    m->algorithm = algo ? algo : "?";
-    m->opts.seed = (uint64_t)json_integer_value(json_object_get(s, "seed"));
-    m->exact_objective = json_is_number(opt) ? json_number_value(opt) : -1;
-    r->episodes = (long)json_integer_value(json_object_get(s, "episodes"));
-    r->optimal = json_is_true(json_object_get(s, "optimal"));
-    r->timed_out = json_is_true(json_object_get(s, "timed_out"));
+    int same = plan_file_rechecked(pf, e);
+    m->algorithm = pf->algorithm[0] ? pf->algorithm : "?";
+    m->opts.seed = pf->seed;
+    r->episodes = pf->episodes;
+    r->timed_out = pf->timed_out;
+    m->exact_objective = same ? pf->optimum : -1;
+    r->optimal = same && pf->optimal && pf->optimum >= 0 && fabs(e->objective - pf->optimum) <= PLAN_FILE_TOLERANCE * pf->optimum;
+    if (same || (!pf->optimal && pf->optimum < 0)) return;
+    if (pf->predicted_objective < 0)
+        hps_warnf("%s: records no predicted %s: its optimality is not known", pf->name, pf->objective);
+    else
+        hps_warnf("%s: evaluated again, its %s is %.6g, not the %.6g it records (edited, or other inputs): "
+                  "its optimality is not known", pf->name, pf->objective, e->objective, pf->predicted_objective);
+    /* the JSON shown is the file's: its claims go */
+    json_t *s = json_object_get(pf->root, "search");
+    if (json_is_object(s)) {
+        json_object_set_new(s, "optimal", json_false());
+        json_object_set_new(s, "gap", json_null());
+    }
 }
 
 /* show PLAN: a plan made before, in any format. */
@@ -587,7 +599,7 @@ static int show(options *o, int argc, char **argv)
     memcpy(r.assign, rl.assign, (size_t)p->n_layers * sizeof *r.assign);
     plan_evaluate(p, r.assign, &e);
     fill_meta(o, &rl.in, &m, names, digests, owned);
-    recorded_search(rl.pf.root, &r, &m);
+    recorded_search(&rl.pf, &e, &r, &m);
     if (plan_layout_make(p, rl.in.cluster, &e, &l, &err)) die(&err);
     if (o->rankfile && plan_rankfile_write(o->rankfile, rl.in.cluster, &l, &err)) die(&err);
     write_output(o, &rl.in, &e, &l, &r, &m, rl.pf.root);

@@ -32,6 +32,8 @@ static const char usage[] =
     "      --table-rows N      most rows per embedding slot while profiling [1048576]\n"
     "      --no-scaling        skip timing every thread count from 1 to N\n"
     "      --seed S            seed of the synthetic batch and weights [1]\n"
+    "      --data DIR          time the engine and the read on these shards, as\n"
+    "                          hps-train runs them [synthetic batches, no read]\n"
     "      --energy            read energy counters (RAPL, NVML) where readable\n"
     "      --estimate SPEC     add a device estimated from a spec sheet (repeatable)\n"
     "      --merge             combine the profiles given as arguments\n"
@@ -44,7 +46,7 @@ static const char usage[] =
     "  -V, --version           show the version, then exit\n";
 
 enum { OPT_TABLE_ROWS = 256, OPT_NO_SCALING, OPT_SEED, OPT_ENERGY, OPT_ESTIMATE, OPT_MERGE,
-       OPT_LIST_DEVICES };
+       OPT_LIST_DEVICES, OPT_DATA };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -55,6 +57,7 @@ static const struct option long_options[] = {
     {"table-rows", required_argument, NULL, OPT_TABLE_ROWS},
     {"no-scaling", no_argument, NULL, OPT_NO_SCALING},
     {"seed", required_argument, NULL, OPT_SEED},
+    {"data", required_argument, NULL, OPT_DATA},
     {"energy", no_argument, NULL, OPT_ENERGY},
     {"estimate", required_argument, NULL, OPT_ESTIMATE},
     {"merge", no_argument, NULL, OPT_MERGE},
@@ -69,7 +72,7 @@ static const struct option long_options[] = {
 };
 
 typedef struct {
-    const char *model, *devices, *output;
+    const char *model, *devices, *output, *data;
     hps_profile_opts opts;
     const char *estimates[MAX_ESTIMATES];
     int n_estimates, merge, list_devices, table, show;
@@ -121,6 +124,7 @@ static int parse_args(int argc, char **argv, args *a)
         case OPT_LIST_DEVICES: a->list_devices = 1; break;
         case 'f': a->table = hps_cli_choice("--format", optarg, formats) == 1; break;
         case 'o': a->output = optarg; break;
+        case OPT_DATA: a->data = optarg; break;
         case 'q': hps_cli_quiet(); break;
         case 'v': hps_cli_verbose(); break;
         case 'h': fputs(usage, stdout); return HPS_EXIT_OK;
@@ -150,9 +154,11 @@ static int emit(json_t *doc, const args *a, hps_error *err)
 /* A run adds to the layers what hps-train's engine does around them in a
  * step: rows looked up in its tables (new ones created), sparse gradients
  * merged and applied, the dense optimizer, the pipeline's hand-offs.  Its
- * probe times these on synthetic batches, at the device's threads, and that
- * is the CPU device's overhead_ms (hps-profile(5)). */
-static int engine_overhead(const hps_model *m, json_t *dev, const hps_profile_opts *o, hps_error *err)
+ * probe times these on synthetic batches, or with --data on the shards a run
+ * reads (their keys, and the read of each batch), at the device's threads:
+ * the CPU device's overhead_ms and read_ms (hps-profile(5)). */
+static int engine_overhead(const hps_model *m, json_t *dev, const hps_profile_opts *o, const char *data,
+                           hps_error *err)
 {
     if (strcmp(json_string_value(json_object_get(dev, "kind")), "cpu") != 0) return 0;
     hps_train_plan plan;
@@ -163,14 +169,15 @@ static int engine_overhead(const hps_model *m, json_t *dev, const hps_profile_op
     to.seed = o->seed;
     hps_trainer *t = hps_trainer_create(m, &plan, &to, err);
     if (!t) return -1;
-    hps_source *src = hps_source_profile_batches(m, o->seed);
-    json_t *probe = hps_trainer_probe(t, src, o->reps + o->warmup, err);
-    src->close(src);
+    hps_source *src = data ? hps_source_shards(data, 0, err) : hps_source_profile_batches(m, o->seed);
+    json_t *probe = src ? hps_trainer_probe(t, src, o->reps + o->warmup, err) : NULL;
+    if (src) src->close(src);
     hps_trainer_free(t);
     if (!probe) return -1;
     json_t *pd = json_array_get(json_object_get(probe, "devices"), 0);
     json_object_set(dev, "overhead_ms", json_object_get(pd, "overhead_ms"));
-    json_object_set_new(dev, "overhead_from", json_string("engine"));
+    json_object_set_new(dev, "overhead_from", json_string(data ? "engine on shards" : "engine"));
+    if (data) json_object_set(dev, "read_ms", json_object_get(pd, "read_ms")); /* generating is no read */
     json_decref(probe);
     return 0;
 }
@@ -186,7 +193,7 @@ static json_t *measure_all(const args *a, hps_error *err)
         devices = json_array();
         for (int i = 0; i < n && devices; i++) {
             json_t *d = hps_profile_measure(m, &devs[i], &a->opts, err);
-            if (d && engine_overhead(m, d, &a->opts, err)) json_decref(d), d = NULL;
+            if (d && engine_overhead(m, d, &a->opts, a->data, err)) json_decref(d), d = NULL;
             if (!d) json_decref(devices), devices = NULL;
             else json_array_append_new(devices, d);
         }

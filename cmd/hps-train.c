@@ -258,6 +258,8 @@ static void print_fidelity(const hps_trainer *t)
         hps_log(2, "%s: predicted %.0f samples/s, measured %.0f (%s)\n", hps_progname(),
                 s->predicted_samples_per_s, s->samples_per_s,
                 vs_plan(e, sizeof e, s->samples_per_s, s->predicted_samples_per_s));
+    hps_log(2, "%s:   a step: %.3f ms, of which %.3f reading the batch and %.3f in the engine around the "
+               "stages\n", hps_progname(), s->step_ms, s->read_ms, s->engine_ms);
     for (int i = 0; i < s->n_stages; i++)
         if (s->stage_predicted_ms[i] > 0)
             hps_log(2, "%s:   stage %d: %.3f ms per batch computing, predicted %.3f (%s)\n", hps_progname(), i,

@@ -14,6 +14,7 @@
 #define HPS_PLAN_H
 
 #include <jansson.h>
+#include <math.h>
 
 #include "core/hps_core.h"
 #include "model/hps_model.h"
@@ -90,7 +91,7 @@ typedef struct {
     double *cut_bytes;
     /* per layer x type, [l * n_types + t] */
     double *t1_ms; /* forward + backward of one batch on one unit */
-    double *par;   /* fitted parallel fraction a: t(k) = t1 ((1 - a) + a / k) */
+    double *par;   /* fitted parallel fraction a over threads: t(n) = t1 ((1 - a) + a / n) */
     unsigned char *fits; /* [l * n_types + t]: 1 when layer l's working set fits one unit of type t */
     /* memory per layer (hps-plan(1), MEMORY): the working set of one unit
      * with the rows on servers, and the embedding tables with AdaGrad's
@@ -101,6 +102,7 @@ typedef struct {
     double *hot; /* share of layer l's lookups that its hottest key takes */
     /* per type */
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
+    double read_ms[PLAN_MAX_TYPES]; /* reading a batch from shards, where profiled (else 0) */
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
     double nic_ms[PLAN_MAX_TYPES];   /* latency of one message between two units */
     double pcie_bpms[PLAN_MAX_TYPES]; /* a GPU's host-to-device bytes per ms; 0 = not charged */
@@ -308,9 +310,20 @@ void plan_eval_free(plan_eval *e);
  * bottleneck level at or above the limit that scores best, each stage at the
  * fewest units and servers carrying it), and fills e. */
 void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e);
-/* Objective from the summed rates and the pipeline throughput. */
-double plan_objective_value(const plan_problem *p, double cost_per_hour, double power_w,
-                            double throughput);
+/* Objective from the summed rates and the pipeline throughput (inline:
+ * the exact solver's bounds evaluate it for every partial plan). */
+static inline double plan_objective_value(const plan_problem *p, double cost_per_hour, double power_w,
+                                          double throughput)
+{
+    double time_s = p->samples * p->epochs / throughput;
+    switch (p->objective) {
+    case PLAN_OBJ_COST: return time_s * cost_per_hour / 3600.0;
+    case PLAN_OBJ_TIME: return time_s;
+    case PLAN_OBJ_ENERGY: return time_s * power_w;
+    case PLAN_OBJ_EDP: return time_s * power_w * time_s;
+    }
+    return HUGE_VAL;
+}
 /* Objective when feasible; a huge value growing with the violation otherwise,
  * so that searches can still move towards feasibility. */
 double plan_score(const plan_eval *e);
@@ -542,10 +555,22 @@ typedef struct {
     int n_server_places;
     plan_file_place *server_places;
     double cross_node_bytes;
+    /* search: how the plan was found, as hps-plan recorded it */
+    char algorithm[HPS_NAME_MAX]; /* "" when absent */
+    unsigned long long seed;
+    long episodes;
+    int optimal, timed_out;
+    double optimum;             /* search.optimum: exact's objective; < 0 when absent */
+    double predicted_objective; /* predicted value of the plan's objective; < 0 when absent */
 } plan_file;
 
 /* Reads and checks a plan (hps-plan(5)); a file of another kind is refused. */
 int plan_file_load(const char *path, plan_file *pf, hps_error *err);
+/* 1 when e, the plan's assignment evaluated again, is what the file
+ * predicted (its objective to PLAN_FILE_TOLERANCE): the plan is as hps-plan
+ * wrote it for these inputs, so what it records of its search still holds. */
+#define PLAN_FILE_TOLERANCE 1e-8 /* files keep 9 significant digits (hps_json_write) */
+int plan_file_rechecked(const plan_file *pf, const plan_eval *e);
 void plan_file_free(plan_file *pf);
 
 /* "hps-plan --explain": per layer, what the plan would cost with that layer on

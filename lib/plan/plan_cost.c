@@ -2,8 +2,9 @@
  * one line here.
  *
  * A stage runs layers [first, end) data-parallel on k units of one type.  Its
- * time per batch is fixed_ms + scaled_ms / k: compute follows the profile's
- * law t1 ((1 - a) + a / k); the bytes sent at its cuts (activations and
+ * time per batch is fixed_ms + scaled_ms / k: each unit computes B / k
+ * samples, so the layers' t1 divides by k, the per-step overhead does not;
+ * the bytes sent at its cuts (activations and
  * labels forward, gradients back) and the embedding traffic are split over
  * the k units' NICs; the ring allreduce of the dense gradients sends
  * 2 (k - 1) / k P bytes through each NIC.  The pipeline reaches M / (M + S - 1)
@@ -20,7 +21,12 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
 {
     int L = p->n_layers;
     const double *s = p->pre_serial + (size_t)t * (L + 1), *q = p->pre_parallel + (size_t)t * (L + 1);
-    double serial = p->overhead_ms[t] + s[end] - s[first], parallel = q[end] - q[first];
+    /* k data-parallel units each take B / k samples, so all of the layers'
+     * time divides by k; the parallel fraction a is for threads within one
+     * unit (scale_to_threads), not for units.  The engine's per-step work
+     * (the optimizers over every parameter, the step's hand-offs) runs on
+     * each unit whole. */
+    double layers = s[end] - s[first] + q[end] - q[first];
     double cuts = (first > 0 ? p->cut_bytes[first] : 0) + (end < L ? p->cut_bytes[end] : 0);
     double nic = p->nic_bpms[t];
     plan_stage_memory(p, first, end, t, law);
@@ -28,18 +34,21 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
     if (law->rows == PLAN_ROWS_SERVERS && p->is_gpu[t] && h >= 0) { /* embeddings on the host CPU */
         const double *es = p->pre_emb_serial, *eq = p->pre_emb_parallel;
         size_t g = (size_t)t * (L + 1), c = (size_t)h * (L + 1);
-        serial += es[c + end] - es[c + first] - (es[g + end] - es[g + first]);
-        parallel += eq[c + end] - eq[c + first] - (eq[g + end] - eq[g + first]);
+        layers += es[c + end] - es[c + first] + eq[c + end] - eq[c + first];
+        layers -= es[g + end] - es[g + first] + eq[g + end] - eq[g + first];
         /* their pooled outputs over PCIe to the GPU, the gradients back */
-        if (p->pcie_bpms[t] > 0) parallel += 2 * (p->pre_emb_out[end] - p->pre_emb_out[first]) / p->pcie_bpms[t];
+        if (p->pcie_bpms[t] > 0) layers += 2 * (p->pre_emb_out[end] - p->pre_emb_out[first]) / p->pcie_bpms[t];
     }
-    law->compute_ms = serial + parallel;
+    /* the first stage reads each batch, whole on every unit (each takes its
+     * slice of it), in series with the step */
+    double o = p->overhead_ms[t] + (first == 0 ? p->read_ms[t] : 0);
+    law->compute_ms = o + layers;
     law->boundary_ms = cuts / nic;
     law->ps_ms = law->server_bytes / nic; /* what a cache or HBM does not serve */
     law->sync_ms = 2 * (p->pre_param[end] - p->pre_param[first]) / nic;
     law->hop_ms = p->pre_param[end] > p->pre_param[first] ? 2 * p->nic_ms[t] : 0;
-    law->fixed_ms = serial + law->sync_ms;
-    law->scaled_ms = parallel + law->boundary_ms + law->ps_ms - law->sync_ms;
+    law->fixed_ms = o + law->sync_ms;
+    law->scaled_ms = layers + law->boundary_ms + law->ps_ms - law->sync_ms;
 }
 
 double plan_law_ms(const plan_law *law, int units)
@@ -178,19 +187,6 @@ double plan_bubble(const plan_problem *p, int n_stages)
     if (p->micro_batches == PLAN_NO_BUBBLE) return 1;
     double m = plan_micro_batches(p, n_stages);
     return m / (m + n_stages - 1);
-}
-
-double plan_objective_value(const plan_problem *p, double cost_per_hour, double power_w,
-                            double throughput)
-{
-    double time_s = p->samples * p->epochs / throughput;
-    switch (p->objective) {
-    case PLAN_OBJ_COST: return time_s * cost_per_hour / 3600.0;
-    case PLAN_OBJ_TIME: return time_s;
-    case PLAN_OBJ_ENERGY: return time_s * power_w;
-    case PLAN_OBJ_EDP: return time_s * power_w * time_s;
-    }
-    return HUGE_VAL;
 }
 
 double plan_score(const plan_eval *e)

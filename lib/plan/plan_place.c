@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/hps_io.h"
 #include "plan/hps_plan.h"
@@ -230,6 +231,22 @@ void plan_layout_free(plan_layout *l)
     l->servers = NULL;
 }
 
+/* A slot names a core, and mpirun (Open MPI 4) exits 1 without a word on
+ * one its host lacks: that is checked where it can be, on a node that is
+ * this machine. */
+static void warn_beyond_cores(const char *path, const hps_cluster *c, const int *slots)
+{
+    char host[256] = "";
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    gethostname(host, sizeof host - 1);
+    for (int n = 0; n < c->n_nodes && cores > 0; n++)
+        if ((strcmp(c->nodes[n].name, "localhost") == 0 || strcmp(c->nodes[n].name, host) == 0) &&
+            slots[n] > cores)
+            hps_warnf("%s: node '%s' is this machine, whose %ld cores its %d slots exceed: mpirun exits 1, with no "
+                      "message, on a slot its host lacks; give the node fewer units or threads in %s",
+                      path, c->nodes[n].name, cores, slots[n], c->path);
+}
+
 int plan_rankfile_write(const char *path, const hps_cluster *c, const plan_layout *l,
                         hps_error *err)
 {
@@ -252,6 +269,7 @@ int plan_rankfile_write(const char *path, const hps_cluster *c, const plan_layou
     for (int v = 0; v < l->n_servers; v++)
         fprintf(f, "rank %d=%s slot=%d\n", l->servers[v].rank, c->nodes[l->servers[v].node].name,
                 next[l->servers[v].node]++);
+    warn_beyond_cores(path, c, next);
     free(next);
     return hps_out_commit(o, err);
 }

@@ -1,6 +1,8 @@
 /* Reading a plan back (hps-plan(5)): the one reader hps-shard, hps-train,
  * its ranks under mpirun, hps-plan show and --explain use.  Every index is
  * bounded here, so that no tool indexes past its arrays on a bad plan. */
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -268,6 +270,44 @@ static int read_placement(json_t *root, plan_file *pf, hps_error *err)
     return 0;
 }
 
+/* search: what hps-plan show prints of it once the plan re-evaluates to
+ * its prediction (plan_file_rechecked); and the prediction of the plan's
+ * objective, read after the head (it names the objective) */
+static int read_search(json_t *root, plan_file *pf, hps_error *err)
+{
+    json_t *s = json_object_get(root, "search"), *pred = json_object_get(root, "predicted");
+    static const char *const field[] = {"cost", "time_s", "energy_j", "edp"};
+    char ctx[600];
+    const char *algo = NULL;
+    long long seed = 0, episodes = 0;
+    pf->optimum = pf->predicted_objective = -1;
+    for (int i = 0; i < 4 && json_is_object(pred); i++)
+        if (strcmp(pf->objective, plan_objective_names[i]) == 0) {
+            snprintf(ctx, sizeof ctx, "%s: predicted", pf->name);
+            if (hps_json_num(pred, field[i], HPS_OPTIONAL, 0, 1e300, &pf->predicted_objective, ctx, err)) return -1;
+        }
+    if (!s) return 0;
+    snprintf(ctx, sizeof ctx, "%s: search", pf->name);
+    if (!json_is_object(s)) return hps_fail(err, HPS_EXIT_USAGE, "%s: expected an object", ctx);
+    if (hps_json_str(s, "algorithm", HPS_OPTIONAL, &algo, ctx, err) ||
+        (algo && copy_str(pf->algorithm, sizeof pf->algorithm, algo, "algorithm", ctx, err)) ||
+        hps_json_int(s, "seed", HPS_OPTIONAL, INT64_MIN, INT64_MAX, &seed, ctx, err) ||
+        hps_json_int(s, "episodes", HPS_OPTIONAL, 0, INT64_MAX, &episodes, ctx, err) ||
+        hps_json_num(s, "optimum", HPS_OPTIONAL, 0, 1e300, &pf->optimum, ctx, err))
+        return -1;
+    pf->seed = (unsigned long long)seed;
+    pf->episodes = (long)episodes;
+    pf->optimal = json_is_true(json_object_get(s, "optimal"));
+    pf->timed_out = json_is_true(json_object_get(s, "timed_out"));
+    return 0;
+}
+
+int plan_file_rechecked(const plan_file *pf, const plan_eval *e)
+{
+    double v = pf->predicted_objective;
+    return e->feasible && v >= 0 && fabs(e->objective - v) <= PLAN_FILE_TOLERANCE * v;
+}
+
 int plan_file_load(const char *path, plan_file *pf, hps_error *err)
 {
     memset(pf, 0, sizeof *pf);
@@ -286,7 +326,7 @@ int plan_file_load(const char *path, plan_file *pf, hps_error *err)
         rc = hps_json_format(root, "hps-plan", PLAN_VERSION, HPS_REQUIRED, NULL, pf->name, err) ||
              read_inputs(root, pf, err) || read_head(root, pf, err) || read_assignment(root, pf, err) ||
              read_stages(root, pf, err) || read_workers(root, pf, err) || read_servers(root, pf, err) ||
-             read_placement(root, pf, err);
+             read_placement(root, pf, err) || read_search(root, pf, err);
     if (rc == 0) pf->root = json_incref(root);
     json_decref(root);
     if (rc) plan_file_free(pf);

@@ -49,8 +49,13 @@ typedef struct {
     int n_stages;    /* the pipeline's bubble grows with them */
 } label;
 
+/* A state's partial plans: their labels, and beside them what dominance
+ * compares, so that it scans memory in order instead of chasing ids. */
 typedef struct {
     int *ids, n, cap;
+    double *c, *thr;
+    int *n_stages;
+    unsigned short *u; /* n_types per label */
 } front;
 
 /* A suffix plan's priced rate, bottleneck and tracked units. */
@@ -78,6 +83,9 @@ typedef struct {
 typedef struct {
     double lambda[PLAN_MAX_TYPES];
     sfront *at;
+    /* without links: [i * (T + 1) + t], the Pareto front of the union of
+     * at[i * T + u] over u != t (t = T: over every u) */
+    sfront *other;
 } family;
 
 typedef struct {
@@ -102,7 +110,9 @@ typedef struct {
         int n;
         double *c, *thr;
         int *k, *srv; /* units and servers */
+        int n_groups, *group; /* their groups (cap_groups) for build_family; n_groups 0 until made */
     } *opts;
+    int linked;            /* the cluster lists links (family.other is not built) */
     double upper;          /* best objective known */
     int best;              /* its label, or -1 */
     double deadline;
@@ -140,7 +150,7 @@ static double objective_of(const plan_problem *p, double c, double thr, int n)
  * one per bottleneck level at or above the limit, each the fewest units and
  * servers carrying it (hps-plan(1), COST MODEL, provisioning).  A plan at
  * its best provisioning has every stage at one of them. */
-static const struct stage_opts *stage_options(exact_state *s, int j, int i, int t)
+static struct stage_opts *stage_options(exact_state *s, int j, int i, int t)
 {
     const plan_problem *p = s->p;
     struct stage_opts *o = &s->opts[((size_t)j * (p->n_layers + 1) + i) * p->n_types + t];
@@ -172,8 +182,12 @@ static const struct stage_opts *stage_options(exact_state *s, int j, int i, int 
  * what x dominates. */
 static void sfront_insert(sfront *f, const sentry *x)
 {
-    int pos = 0;
-    while (pos < f->n && f->e[pos].c <= x->c) pos++;
+    int pos = 0, hi = f->n; /* pos: the first entry dearer than x */
+    while (pos < hi) {
+        int mid = (pos + hi) / 2;
+        if (f->e[mid].c <= x->c) pos = mid + 1;
+        else hi = mid;
+    }
     if (pos > 0 && f->e[pos - 1].thr >= x->thr) return; /* dominated */
     int end = pos;
     while (end < f->n && f->e[end].thr <= x->thr) end++;
@@ -188,25 +202,47 @@ static void sfront_insert(sfront *f, const sentry *x)
     f->e[pos] = *x;
 }
 
-/* Caps a front at n entries by merging neighbours: (c_k, thr_k+1) stands for
- * both, a weaker but still valid bound; the pair merged is the one closest
- * in throughput. */
+/* Groups n entries of rate and throughput rising (thr) into at most cap
+ * runs of neighbours, merging the two runs closest in throughput first: run
+ * g is entries [first[g], first[g + 1]), and stands for them with its first
+ * entry's rate and its last entry's throughput, a weaker but still valid
+ * bound.  first has n + 1 slots; returns the number of runs. */
+static int cap_groups(const double *thr, int n, int cap, int *first)
+{
+    double *r = hps_malloc((size_t)(n > 1 ? n : 1) * sizeof *r); /* r[g]: run g + 1's throughput over g's */
+    int m = n;
+    for (int g = 0; g < n; g++) first[g] = g;
+    for (int g = 0; g + 1 < n; g++) r[g] = thr[g + 1] / thr[g];
+    while (m > cap) {
+        int k = 0;
+        for (int g = 1; g + 1 < m; g++)
+            if (r[g] < r[k]) k = g;
+        memmove(first + k + 1, first + k + 2, (size_t)(m - k - 2) * sizeof *first);
+        memmove(r + k, r + k + 1, (size_t)(m - k - 2) * sizeof *r);
+        m--;
+        first[m] = n;
+        if (k > 0) r[k - 1] = thr[first[k + 1] - 1] / thr[first[k] - 1];
+    }
+    first[m] = n;
+    free(r);
+    return m;
+}
+
+/* Caps a front at n entries (cap_groups). */
 static void sfront_cap(sfront *f, int n)
 {
-    while (f->n > n) {
-        int k = 0;
-        double best = HUGE_VAL;
-        for (int q = 0; q + 1 < f->n; q++) {
-            double r = f->e[q + 1].thr / f->e[q].thr;
-            if (r < best) {
-                best = r;
-                k = q;
-            }
-        }
-        f->e[k].thr = f->e[k + 1].thr;
-        memmove(f->e + k + 1, f->e + k + 2, (size_t)(f->n - k - 2) * sizeof *f->e);
-        f->n--;
+    if (f->n <= n) return;
+    double *thr = hps_malloc((size_t)f->n * sizeof *thr);
+    int *first = hps_malloc((size_t)(f->n + 1) * sizeof *first);
+    for (int q = 0; q < f->n; q++) thr[q] = f->e[q].thr;
+    int m = cap_groups(thr, f->n, n, first);
+    for (int g = 0; g < m; g++) {
+        f->e[g] = f->e[first[g]];
+        f->e[g].thr = thr[first[g + 1] - 1];
     }
+    f->n = m;
+    free(thr);
+    free(first);
 }
 
 /* Throughput of the link into a stage at layer i on b after one on a. */
@@ -214,6 +250,102 @@ static double link_thr(const plan_problem *p, int i, int a, int b)
 {
     double lm = plan_link_ms(p, i, a, b);
     return lm > 0 ? 1000.0 * p->batch / lm : HUGE_VAL;
+}
+
+static void join_entry(sfront *dst, const sentry *x, const sentry *y, double thr, int T)
+{
+    sentry z = *y;
+    z.c += x->c;
+    z.thr = thr;
+    for (int v = 0; v < T; v++) z.u[v] = (unsigned short)(z.u[v] + x->u[v]);
+    sfront_insert(dst, &z);
+}
+
+/* Adds to dst the front of a stage (own) followed, across a link carrying
+ * lt, by a suffix (nx): both sorted by rate and throughput rising.  A pair's
+ * bottleneck is one side's (or the link's), and the cheapest entry of the
+ * other side that reaches it does as well as any: so each entry of either
+ * side pairs only with that one, |own| + |nx| candidates, not their product. */
+static void join_fronts(sfront *dst, const sfront *own, const sfront *nx, double lt, int T)
+{
+    for (int q = 0, o = 0; q < nx->n; q++) { /* the suffix's (or the link's) bottleneck */
+        double thr = fmin(nx->e[q].thr, lt);
+        while (o < own->n && own->e[o].thr < thr) o++;
+        if (o == own->n) break;
+        join_entry(dst, &own->e[o], &nx->e[q], thr, T);
+    }
+    for (int o = 0, q = 0; o < own->n && own->e[o].thr < lt; o++) { /* the stage's */
+        while (q < nx->n && nx->e[q].thr < own->e[o].thr) q++;
+        if (q == nx->n) break;
+        join_entry(dst, &own->e[o], &nx->e[q], own->e[o].thr, T);
+    }
+}
+
+/* The front of stage [i, e) on t's provisionings in own, their rates priced
+ * by lambda on the tracked types they take units of, in at most
+ * EXACT_FRONT_CAP runs.  Units, servers and so the priced rate only grow
+ * along the provisionings, so a run's first is its cheapest whatever lambda
+ * is: the runs are grouped once, by throughput alone. */
+static const sfront *stage_front(exact_state *s, int i, int e, int t, const double *lambda, sfront *own)
+{
+    const plan_problem *p = s->p;
+    struct stage_opts *so = stage_options(s, i, e, t);
+    if (so->n && !so->n_groups) {
+        so->group = hps_malloc((size_t)(so->n + 1) * sizeof *so->group);
+        so->n_groups = cap_groups(so->thr, so->n, EXACT_FRONT_CAP, so->group);
+    }
+    if (own->cap < so->n_groups) own->e = hps_realloc(own->e, (size_t)(own->cap = EXACT_FRONT_CAP) * sizeof *own->e);
+    own->n = so->n ? so->n_groups : 0;
+    for (int g = 0; g < own->n; g++) {
+        int q = so->group[g];
+        sentry *x = &own->e[g];
+        memset(x->u, 0, sizeof x->u);
+        x->c = so->c[q];
+        x->thr = so->thr[so->group[g + 1] - 1];
+        for (int v = 0; v < p->n_types; v++)
+            if (s->tracked[v]) {
+                x->u[v] = (unsigned short)takes(p, so, q, t, v);
+                x->c += lambda[v] * x->u[v];
+            }
+    }
+    return own;
+}
+
+static void sfront_add_all(sfront *dst, const sfront *src)
+{
+    for (int q = 0; q < src->n; q++) sfront_insert(dst, &src->e[q]);
+}
+
+/* fm->other: without links a completion's first stage on any type but the
+ * partial plan's last pairs with one bottleneck, and the bound is monotone
+ * in rate and throughput, so the least over all those types lies on the
+ * Pareto front of their union: one front to scan instead of T.  Built from
+ * unions of the types before t and after it. */
+static void build_others(const exact_state *s, family *fm)
+{
+    int L = s->p->n_layers, T = s->p->n_types;
+    sfront before = {0}, *after = hps_calloc((size_t)T + 1, sizeof *after);
+    if (!fm->other) fm->other = hps_calloc((size_t)(L + 1) * (T + 1), sizeof *fm->other);
+    for (int i = 0; i < L; i++) {
+        after[T].n = 0;
+        for (int t = T - 1; t >= 0; t--) {
+            after[t].n = 0;
+            sfront_add_all(&after[t], &after[t + 1]);
+            sfront_add_all(&after[t], &fm->at[i * T + t]);
+        }
+        before.n = 0;
+        for (int t = 0; t <= T; t++) {
+            sfront *x = &fm->other[i * (T + 1) + t];
+            x->n = 0;
+            sfront_add_all(x, &before);
+            if (t == T) break;
+            sfront_add_all(x, &after[t + 1]);
+            sfront_add_all(&before, &fm->at[i * T + t]);
+        }
+    }
+    for (int t = 0; t <= T; t++) free(after[t].e);
+    free(after);
+    free(before.e);
 }
 
 /* Builds the suffix fronts for the multipliers lambda (0 on untracked types). */
@@ -230,77 +362,78 @@ static void build_family(exact_state *s, family *fm, const double *lambda)
         for (int t = 0; t < T; t++) {
             sfront *dst = &fm->at[i * T + t];
             for (int e = i + 1; e <= L; e++) {
-                const struct stage_opts *so = stage_options(s, i, e, t);
-                own.n = 0;
-                for (int q = 0; q < so->n; q++) {
-                    sentry x = {.c = so->c[q], .thr = so->thr[q]};
-                    for (int v = 0; v < T; v++)
-                        if (s->tracked[v]) {
-                            x.u[v] = (unsigned short)takes(p, so, q, t, v);
-                            x.c += lambda[v] * x.u[v];
-                        }
-                    sfront_insert(&own, &x);
-                }
-                sfront_cap(&own, EXACT_FRONT_CAP); /* merged entries only weaken the bound */
+                const sfront *mine = stage_front(s, i, e, t, lambda, &own);
+                if (!mine->n) continue; /* the stage cannot carry the limit */
                 if (e == L) {
-                    for (int o = 0; o < own.n; o++) sfront_insert(dst, &own.e[o]);
+                    for (int o = 0; o < mine->n; o++) sfront_insert(dst, &mine->e[o]);
                     continue;
                 }
                 for (int u = 0; u < T; u++) {
                     if (u == t) continue;
                     double lt = link_thr(p, e, t, u);
                     if (lt < floor_thr) continue;
-                    const sfront *nx = &fm->at[e * T + u];
-                    for (int q = 0; q < nx->n; q++) {
-                        double above = fmin(nx->e[q].thr, lt);
-                        /* past the first entry at or above the rest's bottleneck, only the rate grows */
-                        for (int o = 0; o < own.n; o++) {
-                            const sentry *x = &own.e[o];
-                            sentry y = nx->e[q];
-                            y.c += x->c;
-                            y.thr = fmin(above, x->thr);
-                            for (int v = 0; v < T; v++) y.u[v] = (unsigned short)(y.u[v] + x->u[v]);
-                            sfront_insert(dst, &y);
-                            if (x->thr >= above) break;
-                        }
-                    }
+                    join_fronts(dst, mine, &fm->at[e * T + u], lt, T);
                     if (dst->n > 4 * EXACT_FRONT_CAP) sfront_cap(dst, EXACT_FRONT_CAP);
                 }
             }
             sfront_cap(dst, EXACT_FRONT_CAP);
         }
     free(own.e);
+    if (!s->linked) build_others(s, fm);
 }
 
 static void free_family(family *fm, int L, int T)
 {
     for (int k = 0; fm->at && k < (L + 1) * T; k++) free(fm->at[k].e);
+    for (int k = 0; fm->other && k < (L + 1) * (T + 1); k++) free(fm->other[k].e);
     free(fm->at);
-    fm->at = NULL;
+    free(fm->other);
+    fm->at = fm->other = NULL;
+}
+
+/* The least bound over front f's completions (see family_bound); stops at
+ * the first at or below stop. */
+static double front_bound(const plan_problem *p, const sfront *f, double c, double k, double th, int n,
+                          double stop, sentry *arg)
+{
+    double best = HUGE_VAL;
+    for (int q = 0; q < f->n; q++) {
+        double v = objective_of(p, c + fmax(0, f->e[q].c - k), fmin(th, f->e[q].thr), n);
+        if (v <= stop) return v;
+        if (v < best) {
+            best = v;
+            if (arg) *arg = f->e[q];
+        }
+        if (f->e[q].thr >= th) break; /* past it the bottleneck stays th and only the rate grows */
+    }
+    return best;
 }
 
 /* The least objective a completion from layer i can reach by family fm, for
  * a partial plan of rate c and bottleneck thr whose last stage is on type
  * last (-1 at the start) with room left[t] in the tracked types: any
  * completion within the room has rate at least its priced rate less
- * sum lambda x room (weak duality), and at least 0. */
+ * sum lambda x room (weak duality), and at least 0.  Pruning asks only
+ * whether the bound exceeds the best plan known: the first completion at or
+ * below `stop` answers it, and is returned. */
 static double family_bound(const exact_state *s, const family *fm, int i, int last, double c,
-                           double thr, int n, const int *left, sentry *arg)
+                           double thr, int n, const int *left, double stop, sentry *arg)
 {
     const plan_problem *p = s->p;
+    int T = p->n_types;
     if (i == p->n_layers) return objective_of(p, c, thr, n);
     double k = 0, best = HUGE_VAL;
-    for (int t = 0; t < p->n_types; t++) k += fm->lambda[t] * left[t];
-    for (int t = 0; t < p->n_types; t++) {
+    for (int t = 0; t < T; t++) k += fm->lambda[t] * left[t];
+    if (fm->other) /* no links: every type but last in one front */
+        return front_bound(p, &fm->other[i * (T + 1) + (last >= 0 ? last : T)], c, k, thr, n, stop, arg);
+    for (int t = 0; t < T && best > stop; t++) {
         if (t == last) continue;
+        sentry a;
         double th = last >= 0 ? fmin(thr, link_thr(p, i, last, t)) : thr;
-        const sfront *f = &fm->at[i * p->n_types + t];
-        for (int q = 0; q < f->n; q++) {
-            double v = objective_of(p, c + fmax(0, f->e[q].c - k), fmin(th, f->e[q].thr), n);
-            if (v < best) {
-                best = v;
-                if (arg) *arg = f->e[q];
-            }
+        double v = front_bound(p, &fm->at[i * T + t], c, k, th, n, stop, arg ? &a : NULL);
+        if (v < best) {
+            best = v;
+            if (arg) *arg = a;
         }
     }
     return best;
@@ -325,18 +458,23 @@ static void suffix_bounds_limited(exact_state *s, int t)
         for (int e = i + 1; e <= L; e++)
             for (int u = 0; u < p->n_types; u++) {
                 const struct stage_opts *so = stage_options(s, i, e, u);
-                for (int q = 0; q < so->n; q++)
-                    for (int r = takes(p, so, q, u, t); r < R; r++) {
-                        int left = r - takes(p, so, q, u, t);
-                        cm[i * R + r] = fmin(cm[i * R + r], so->c[q] + cm[e * R + left]);
-                        tm[i * R + r] = fmax(tm[i * R + r], fmin(so->thr[q], tm[e * R + left]));
+                /* provisionings taking as many units of t: the first is the
+                 * cheapest, the last the fastest (both grow along them) */
+                for (int q = 0, end; q < so->n; q = end) {
+                    int take = takes(p, so, q, u, t);
+                    for (end = q + 1; end < so->n && takes(p, so, end, u, t) == take; end++) {}
+                    for (int r = take; r < R; r++) {
+                        cm[i * R + r] = fmin(cm[i * R + r], so->c[q] + cm[e * R + r - take]);
+                        tm[i * R + r] = fmax(tm[i * R + r], fmin(so->thr[end - 1], tm[e * R + r - take]));
                     }
+                }
             }
     }
 }
 
 /* A lower bound on the objective of any completion of a partial plan that
- * ends at layer i with rate c, bottleneck thr and the given units used. */
+ * ends at layer i with rate c, bottleneck thr and the given units used;
+ * exact only above the best plan known (family_bound stops below it). */
 static double completion_bound(const exact_state *s, int i, int last, double c, double thr, int n,
                                const unsigned short *units)
 {
@@ -352,26 +490,43 @@ static double completion_bound(const exact_state *s, int i, int last, double c, 
     if (!(cm < HUGE_VAL) || tm < 0) return HUGE_VAL; /* no completion fits */
     double b = objective_of(p, c + cm, fmin(thr, tm), n);
     for (int f = 0; f < s->n_fam && b <= s->upper * (1 + 1e-12); f++)
-        b = fmax(b, family_bound(s, &s->fam[f], i, last, c, thr, n, left, NULL));
+        b = fmax(b, family_bound(s, &s->fam[f], i, last, c, thr, n, left, s->upper * (1 + 1e-12), NULL));
     return b;
 }
 
-static int dominates(const exact_state *s, int a, const label *b, const unsigned short *bu)
+static int units_within(const unsigned short *a, const unsigned short *b, int T)
 {
-    const label *x = &s->labels[a];
-    if (x->c > b->c || x->thr < b->thr || x->n_stages > b->n_stages) return 0;
-    if (!s->with_units) return 1;
-    const unsigned short *xu = s->units + (size_t)a * s->p->n_types;
-    for (int t = 0; t < s->p->n_types; t++)
-        if (xu[t] > bu[t]) return 0;
+    for (int t = 0; t < T; t++)
+        if (a[t] > b[t]) return 0;
     return 1;
 }
 
-/* Adds label l (with units u) to front f unless dominated; drops what it dominates. */
+/* Adds label l (with units u) to front f unless a label there dominates it
+ * (no more rate, stages or units, no less throughput); drops what l
+ * dominates.  The front is an antichain, so a label that is dominated
+ * dominates none: one pass does both.  Without a bubble the stage count
+ * changes nothing and is not compared. */
 static void front_insert(exact_state *s, front *f, const label *l, const unsigned short *u)
 {
-    for (int k = 0; k < f->n; k++)
-        if (dominates(s, f->ids[k], l, u)) return;
+    int T = s->p->n_types, U = s->with_units ? T : 0, staged = s->p->micro_batches != PLAN_NO_BUBBLE, n = 0;
+    for (int k = 0; k < f->n; k++) {
+        const unsigned short *fu = f->u + (size_t)k * T;
+        if (f->c[k] <= l->c && f->thr[k] >= l->thr && (!staged || f->n_stages[k] <= l->n_stages) &&
+            units_within(fu, u, U))
+            return;
+        if (!(l->c <= f->c[k] && l->thr >= f->thr[k] && (!staged || l->n_stages <= f->n_stages[k]) &&
+              units_within(u, fu, U))) {
+            if (n < k) {
+                f->ids[n] = f->ids[k];
+                f->c[n] = f->c[k];
+                f->thr[n] = f->thr[k];
+                f->n_stages[n] = f->n_stages[k];
+                memcpy(f->u + (size_t)n * T, fu, (size_t)T * sizeof *fu);
+            }
+            n++;
+        }
+    }
+    f->n = n;
     if (s->n_labels == s->cap_labels) {
         s->cap_labels = s->cap_labels ? 2 * s->cap_labels : 4096;
         s->labels = hps_realloc(s->labels, (size_t)s->cap_labels * sizeof *s->labels);
@@ -380,15 +535,21 @@ static void front_insert(exact_state *s, front *f, const label *l, const unsigne
     }
     int id = (int)s->n_labels++;
     s->labels[id] = *l;
-    if (s->with_units) memcpy(s->units + (size_t)id * s->p->n_types, u, s->p->n_types * sizeof *u);
-    int n = 0;
-    for (int k = 0; k < f->n; k++)
-        if (!dominates(s, id, &s->labels[f->ids[k]],
-                       s->with_units ? s->units + (size_t)f->ids[k] * s->p->n_types : NULL))
-            f->ids[n++] = f->ids[k];
-    f->n = n;
-    if (f->n == f->cap) f->ids = hps_realloc(f->ids, (size_t)(f->cap = f->cap ? 2 * f->cap : 8) * sizeof(int));
-    f->ids[f->n++] = id;
+    if (s->with_units) memcpy(s->units + (size_t)id * T, u, (size_t)T * sizeof *u);
+    if (f->n == f->cap) {
+        f->cap = f->cap ? 2 * f->cap : 8;
+        f->ids = hps_realloc(f->ids, (size_t)f->cap * sizeof *f->ids);
+        f->c = hps_realloc(f->c, (size_t)f->cap * sizeof *f->c);
+        f->thr = hps_realloc(f->thr, (size_t)f->cap * sizeof *f->thr);
+        f->n_stages = hps_realloc(f->n_stages, (size_t)f->cap * sizeof *f->n_stages);
+        f->u = hps_realloc(f->u, (size_t)f->cap * T * sizeof *f->u);
+    }
+    f->ids[f->n] = id;
+    f->c[f->n] = l->c;
+    f->thr[f->n] = l->thr;
+    f->n_stages[f->n] = l->n_stages;
+    memcpy(f->u + (size_t)f->n * T, u, (size_t)T * sizeof *u);
+    f->n++;
 }
 
 /* Extends the partial plans of (j, u) by stage [j, i) on t, at each of its
@@ -529,11 +690,31 @@ static double starting_plan(const plan_problem *p, int *assign, plan_eval *e, do
  * itself) and, when units are tracked, the best two of a few subgradient
  * steps on the Lagrangian dual of the tracked limits at the root.  Returns
  * the best root bound: a lower bound on the optimum. */
+/* Builds the family of multipliers lambda in *scratch and keeps it (first
+ * after the unpriced one) when its root bound beats *best; the family it
+ * displaces becomes the scratch.  Returns 1 when kept. */
+static int try_family(exact_state *s, family *scratch, const double *lambda, const int *room, double *best,
+                      sentry *arg)
+{
+    build_family(s, scratch, lambda);
+    double lb = family_bound(s, scratch, 0, -1, 0, HUGE_VAL, 0, room, -HUGE_VAL, arg);
+    if (!(lb > *best * (1 + 1e-9))) return 0;
+    *best = lb;
+    family old = s->fam[EXACT_FAMILIES - 1];
+    for (int f = EXACT_FAMILIES - 1; f > 1; f--) s->fam[f] = s->fam[f - 1];
+    s->fam[1] = *scratch;
+    *scratch = old;
+    if (s->n_fam < EXACT_FAMILIES) s->n_fam++;
+    return 1;
+}
+
 static double dual_bounds(exact_state *s)
 {
     const plan_problem *p = s->p;
-    double lambda[PLAN_MAX_TYPES] = {0};
-    int room[PLAN_MAX_TYPES] = {0}, any = 0;
+    double lambda[PLAN_MAX_TYPES] = {0}, warm[PLAN_MAX_TYPES];
+    int room[PLAN_MAX_TYPES] = {0}, any = 0, warmed = s->n_fam > 1;
+    /* the last phase's best multipliers: the search starts from them */
+    memcpy(warm, s->fam[1].lambda, sizeof warm);
     for (int t = 0; t < p->n_types; t++)
         if (s->tracked[t]) {
             room[t] = p->max_units[t];
@@ -541,10 +722,14 @@ static double dual_bounds(exact_state *s)
         }
     build_family(s, &s->fam[0], lambda);
     s->n_fam = 1;
-    sentry arg;
-    double best = family_bound(s, &s->fam[0], 0, -1, 0, HUGE_VAL, 0, room, &arg), mu = 1;
+    sentry arg, arg_warm;
+    double best = family_bound(s, &s->fam[0], 0, -1, 0, HUGE_VAL, 0, room, -HUGE_VAL, &arg), mu = 1;
     if (!any || !(best < HUGE_VAL)) return best;
     family scratch = {0};
+    if (warmed && try_family(s, &scratch, warm, room, &best, &arg_warm)) {
+        memcpy(lambda, warm, sizeof lambda);
+        arg = arg_warm;
+    }
     for (int round = 0; round < EXACT_DUAL_ROUNDS && mu > 1e-3 && hps_now() < s->deadline; round++) {
         int moved = 0;
         for (int t = 0; t < p->n_types; t++) {
@@ -554,18 +739,7 @@ static double dual_bounds(exact_state *s)
             lambda[t] = l;
         }
         if (!moved) break;
-        build_family(s, &scratch, lambda);
-        double lb = family_bound(s, &scratch, 0, -1, 0, HUGE_VAL, 0, room, &arg);
-        if (lb > best * (1 + 1e-9)) {
-            best = lb;
-            family old = s->fam[EXACT_FAMILIES - 1];
-            for (int f = EXACT_FAMILIES - 1; f > 1; f--) s->fam[f] = s->fam[f - 1];
-            s->fam[1] = scratch;
-            scratch = old;
-            if (s->n_fam < EXACT_FAMILIES) s->n_fam++;
-        } else {
-            mu /= 2;
-        }
+        if (!try_family(s, &scratch, lambda, room, &best, &arg)) mu /= 2;
     }
     free_family(&scratch, p->n_layers, p->n_types);
     return best;
@@ -596,6 +770,8 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
     int L = p->n_layers, T = p->n_types;
     double t0 = hps_now();
     exact_state s = {.p = p, .deadline = t0 + (o && o->bound_time > 0 ? o->bound_time : 1e9)};
+    for (int a = 0; a < T; a++)
+        for (int b = 0; b < T; b++) s.linked |= p->link_bpms[a][b] > 0;
     s.fronts = hps_calloc((size_t)(L + 1) * T, sizeof *s.fronts);
     size_t n_opts = (size_t)L * (L + 1) * T + (size_t)(L + 1) * T;
     s.opts = hps_calloc(n_opts, sizeof *s.opts);
@@ -618,7 +794,7 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
         if (s.timed_out) break;
         if (id < 0 && guess < upper && s.cut) { /* the optimum lies above the guess */
             lower = guess;
-            slack *= 4;
+            slack *= 2;
             continue;
         }
         if (id < 0) break; /* none better than the plan in hand */
@@ -650,13 +826,20 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
     r->timed_out = s.timed_out;
     r->episodes = labels;
     r->seconds = hps_now() - t0;
-    for (int k = 0; k < (L + 1) * T; k++) free(s.fronts[k].ids);
+    for (int k = 0; k < (L + 1) * T; k++) {
+        free(s.fronts[k].ids);
+        free(s.fronts[k].c);
+        free(s.fronts[k].thr);
+        free(s.fronts[k].n_stages);
+        free(s.fronts[k].u);
+    }
     free(s.fronts);
     for (size_t k = 0; k < n_opts; k++) {
         free(s.opts[k].c);
         free(s.opts[k].thr);
         free(s.opts[k].k);
         free(s.opts[k].srv);
+        free(s.opts[k].group);
     }
     free(s.opts);
     free(s.labels);

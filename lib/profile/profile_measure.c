@@ -11,9 +11,9 @@
 #include "net/hps_net.h"
 #include "profile/hps_profile.h"
 
-/* GPUs are measured one at a time, so their parallel fraction across units
- * cannot be fitted: data parallelism splits the batch, compute scales almost
- * ideally, and the planner charges the communication separately. */
+/* GPUs are measured one at a time, so a parallel fraction cannot be fitted;
+ * the planner does not use it for data-parallel units, which split the batch
+ * (hps-plan(1), COST MODEL). */
 #define GPU_PARALLEL_FRACTION 0.95
 
 hps_profile_opts hps_profile_opts_default(void)

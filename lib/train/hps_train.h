@@ -132,6 +132,10 @@ typedef struct {
     double predicted_samples_per_s;
     int n_stages;
     double stage_ms[HPS_TRAIN_MAX_STAGES], stage_predicted_ms[HPS_TRAIN_MAX_STAGES];
+    /* per step, ms: the wall time of training, what of it went to reading
+     * the batch, and to the engine's work around the stages (loading rows,
+     * the optimizers, waiting for servers and ranks) */
+    double step_ms, read_ms, engine_ms;
 } hps_train_summary;
 const hps_train_summary *hps_trainer_summary(const hps_trainer *t);
 hps_table *hps_trainer_table(hps_trainer *t, int layer);

@@ -38,6 +38,9 @@ struct hps_trainer {
     double busy_last[HPS_TRAIN_MAX_STAGES];
     double busy_start[HPS_TRAIN_MAX_STAGES]; /* at the start record: the summary's per-stage ms */
     uint64_t step_start;
+    /* seconds of training steps spent reading batches, and in the engine's
+     * work around the stages (lookups, optimizers, waits for servers) */
+    double read_s, engine_s;
     /* distributed runs: the hooks, and the local rows each load touched
      * (per layer, each row once: mark[l][row] == load_id) */
     const hps_train_dist *dist;

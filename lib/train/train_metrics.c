@@ -142,8 +142,14 @@ static json_t *fidelity(hps_trainer *t)
                                            hps_json_real(rel_error(s->stage_ms[i], pred))));
     }
     double pred = s->predicted_samples_per_s;
-    return json_pack("{s:o, s:o, s:o}", "predicted_samples_per_s", pred > 0 ? hps_json_real(pred) : json_null(),
-                     "error", hps_json_real(rel_error(s->samples_per_s, pred)), "stages", a);
+    s->step_ms = s->samples_per_s > 0 ? t->B * 1e3 / s->samples_per_s : NAN;
+    s->read_ms = steps ? t->read_s * 1e3 / (double)steps : NAN;
+    s->engine_ms = steps ? t->engine_s * 1e3 / (double)steps : NAN;
+    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "predicted_samples_per_s",
+                     pred > 0 ? hps_json_real(pred) : json_null(), "error",
+                     hps_json_real(rel_error(s->samples_per_s, pred)), "step_ms", hps_json_real(s->step_ms),
+                     "read_ms", hps_json_real(s->read_ms), "engine_ms", hps_json_real(s->engine_ms),
+                     "stages", a);
 }
 
 void train_metrics_summary(hps_trainer *t)

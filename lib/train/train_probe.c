@@ -12,17 +12,18 @@
 typedef struct {
     int L, steps;
     double *fwd, *bwd; /* [layer][step], seconds */
-    double *overhead, *step;
+    double *overhead, *step, *read;
 } probe_samples;
 
 static void samples_init(probe_samples *s, int L, int steps)
 {
     s->L = L;
     s->steps = steps;
-    s->fwd = hps_calloc((size_t)L * steps * 2 + 2 * (size_t)steps, sizeof(double));
+    s->fwd = hps_calloc((size_t)L * steps * 2 + 3 * (size_t)steps, sizeof(double));
     s->bwd = s->fwd + (size_t)L * steps;
     s->overhead = s->bwd + (size_t)L * steps;
     s->step = s->overhead + steps;
+    s->read = s->step + steps;
 }
 
 /* `steps` steps from the start of src at the pipeline's current threads. */
@@ -30,11 +31,13 @@ static int probe_run(hps_trainer *t, hps_source *src, probe_samples *s, hps_erro
 {
     if (src->seek(src, 0, err)) return -1;
     for (int i = 0; i < s->steps; i++) {
+        double r0 = hps_now();
         int got = src->read(src, t->batch, t->B, err);
         if (got < 0) return -1;
         if (got == 0 && (src->seek(src, 0, err) || (got = src->read(src, t->batch, t->B, err)) <= 0))
             return got < 0 ? -1 : hps_fail(err, HPS_EXIT_RUNTIME, "%s: no rows", src->name);
         double loss, t0 = hps_now();
+        s->read[i] = t0 - r0; /* the wrap to row 0 at the end of the data counts too, as in a run */
         if (hps_trainer_step(t, t->batch, &loss, err)) return -1;
         s->step[i] = hps_now() - t0;
         double layers = 0;
@@ -81,6 +84,7 @@ static json_t *probe_device(hps_trainer *t, probe_samples *by_k, int T)
     json_object_set_new(out, "probe", json_true());
     json_object_set_new(out, "layers", layers);
     json_object_set_new(out, "overhead_ms", hps_profile_timing_json(full->overhead, full->steps));
+    json_object_set_new(out, "read_ms", hps_profile_timing_json(full->read, full->steps));
     json_object_set_new(out, "step_ms", hps_profile_timing_json(full->step, full->steps));
     json_object_set_new(out, "layers_sum_ms", json_real(sum_ms));
     json_object_set_new(out, "energy", json_pack("{s:n, s:n, s:s}", "source", "step_j", "reason",

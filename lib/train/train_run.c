@@ -301,12 +301,15 @@ static int compute(hps_trainer *t, const hps_batch *b, int lo, int hi, double *l
     *wait_s = t->dist ? hps_now() - t0 : 0; /* the load's own time is noise beside the fetch */
     t->be->memzero(t->owner->grads, t->m->n_params * sizeof(float));
     if (link) {
-        double waits;
+        double waits, p0 = hps_now();
         if (hps_pipeline_run_linked(t->pipe, k, b->B, loss, rows, &waits, err)) return -1;
+        t->engine_s -= hps_now() - p0 - waits; /* the stage's compute; its waits are the engine's */
         *wait_s += waits;
         return k;
     }
+    double p0 = hps_now();
     if (k > 0) hps_pipeline_run(t->pipe, k);
+    t->engine_s -= hps_now() - p0;
     *loss = batch_loss(t, k, b->B);
     *rows = hi - lo;
     return k;
@@ -325,6 +328,7 @@ int hps_trainer_step(hps_trainer *t, const hps_batch *b, double *loss, hps_error
     hps_net_update_dense(t->owner, &t->o.optim);
     if (update_sparse(t, k, err)) return -1;
     if (t->dist && t->dist->step_end(t->dist->ctx, err)) return -1;
+    t->engine_s += hps_now() - t0;
     t->step++;
     t->samples += (uint64_t)b->B;
     t->samples_run += b->B;
@@ -531,7 +535,9 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
     while (!stop && t->epoch < (uint64_t)t->o.epochs) {
         if (src->seek(src, t->epoch_row, err)) return -1;
         int got;
+        double r0 = hps_now();
         while ((got = src->read(src, t->batch, t->B, err)) > 0) {
+            t->read_s += hps_now() - r0;
             if (hps_trainer_step(t, t->batch, &t->sum.last_loss, err)) return -1;
             if (!isfinite(t->sum.last_loss)) /* nothing after it can recover */
                 return hps_fail(err, HPS_EXIT_RUNTIME, "step %llu: the loss is %s: training diverged",
@@ -541,6 +547,7 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
                 stop = 1;
                 break;
             }
+            r0 = hps_now();
         }
         if (got < 0) return -1;
         if (!stop && finish_epoch(t, eval, err)) return -1;

@@ -13,6 +13,7 @@ the measured-cheapest plan that meets the limit."""
 import json
 import os
 import statistics
+import socket
 import subprocess
 import sys
 
@@ -37,12 +38,19 @@ def load():
         return " ".join(f.read().split()[:3])
 
 
-def cluster(path, types, max_units):
-    """CPU types on this machine; types: [(name, device, threads, price)]."""
+CORES = os.cpu_count()
+
+
+def cluster(path, types, max_units, node=None):
+    """CPU types on this machine; types: [(name, device, threads, price)];
+    node: the units this machine holds (its cores), as nodes[] of hps-cluster(5).
+    The servers are units of the first type (they take cores too)."""
     res = [{"name": n, "kind": "cpu", "device": d, "threads": t, "price_per_hour": p,
             "max_units": max_units, "nic_gbps": NIC_GBPS, "mem_gib": 8} for n, d, t, p in types]
     doc = {"format": "hps-cluster", "version": 1, "name": "here", "resources": res,
-           "servers": {"gbps": NIC_GBPS}}
+           "servers": {"type": types[0][0], "gbps": NIC_GBPS}}
+    if node:
+        doc["nodes"] = [{"name": socket.gethostname(), "units": node}]
     with open(path, "w") as f:
         json.dump(doc, f)
     return path
@@ -107,8 +115,10 @@ def train(name, d, plan_path, p, micro, mpi=False):
     args = [f"{BIN}/hps-train", "-q", "--plan", plan_path, "--data", f"{d}/shards", "--epochs", "1000",
             "--steps", str(STEPS), "--threads", str(threads), "--micro-batches", str(micro),
             "--metrics", metrics]
-    # data-parallel units are ranks; stages of one unit each run as threads of one process
-    ranks = len(p["workers"]) + p["servers"]["count"]
+    # data-parallel units are ranks; stages of one unit each run as threads of
+    # one process.  Under mpirun hps-train runs at least one server rank, also
+    # for a dense-only model (hps-train(1), DISTRIBUTED)
+    ranks = len(p["workers"]) + max(1, p["servers"]["count"])
     distributed = mpi or any(s["units"] > 1 for s in p["stages"])
     if distributed:
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -127,8 +137,9 @@ def train(name, d, plan_path, p, micro, mpi=False):
 
 def describe(p, micro, res):
     st = "+".join(f"{s['type']}x{s['units']}" for s in p["stages"])
-    where = f"mpirun {res['ranks']}" if res["ranks"] > 1 else "1 proc"
-    return f"{len(p['stages'])} stage {st:11} M={micro} thr={res['threads']} {where:9}"
+    cores = os.cpu_count()
+    where = f"mpirun {res['ranks']}/{cores} cores" if res["ranks"] > 1 else "1 proc"
+    return f"{len(p['stages'])} stage {st:11} M={micro} thr={res['threads']} {where:17}"
 
 
 def main():
@@ -138,29 +149,38 @@ def main():
     for name in MODELS:
         d = data(name)
         model = f"{ROOT}/testdata/models/{name}.json"
-        sh([f"{BIN}/hps-profile", "-q", "-m", model, "-d", "cpu:2", "-r", REPS, "-o", f"{d}/profile.json"])
-        c1 = cluster(f"{d}/c-t1.json", [ONE], 1)
-        c2 = cluster(f"{d}/c-t2.json", [TWO], 1)
-        cw = cluster(f"{d}/c-t1x2.json", [ONE], 2)
-        call = cluster(f"{d}/c-all.json", [ONE, TWO], 2)
+        # the engine's overhead and the read timed on the shards the runs read
+        sh([f"{BIN}/hps-profile", "-q", "-m", model, "-d", "cpu:2", "-r", REPS, "--data", f"{d}/shards",
+            "-o", f"{d}/profile.json"])
+        # this machine as it is: its cores hold 1-thread workers and servers
+        # alike (a CTR plan's server takes one); the other clusters give a
+        # server a unit of their first type that this machine does not have
+        # besides the workers' (a 2-thread worker and a server need 3 cores)
+        c1 = cluster(f"{d}/c-t1.json", [ONE], CORES, {"t1": CORES})
+        c2 = cluster(f"{d}/c-t2.json", [TWO], 2)
+        call = cluster(f"{d}/c-all.json", [ONE, TWO], CORES)
         base = plan(name, d, c1, 1, "exact", f"{d}/one.json")
         tp1 = base["predicted"]["throughput"]
-        cab = cluster(f"{d}/c-ab.json", [A, B], 1)
+        cab = cluster(f"{d}/c-ab.json", [A, B], 1, {"a": 1, "b": 1})
+        cw = c1
         configs = [("one", c1, 1, [1], False), ("two", c2, 1, [1], False)]
-        # just above what one unit of t1 reaches: two workers, or two stages
+        if MPI and base["servers"]["count"]:  # the plan as it is: a worker rank and a server rank
+            configs.append(("one", c1, 1, [1], True))
+        # just above what one unit of t1 reaches: two workers (a dense-only
+        # model; a CTR model's server leaves no core for them), or two stages
         configs.append(("wide", cw, 1.02 * tp1, [1, 2], True))
-        configs.append(("stages", cab, 1.02 * tp1, [2, 4], False))
+        configs.append(("stages", cab, 1.02 * tp1, [2, 3, 4], False))
         if MPI:
             configs.append(("stages", cab, 1.02 * tp1, [2], True))
         for tag, cl, limit, micros, mpi in configs:
             for micro in micros:
                 path = f"{d}/{tag}-m{micro}.json"
                 p = plan(name, d, cl, limit, "exact", path, micro)
-                if not p:
-                    print(f"  {name}: {tag}: no plan at {limit:.0f} samples/s", flush=True)
-                    break
+                if not p:  # a larger M may still carry the limit through the bubble
+                    print(f"  {name}: {tag}: no plan at {limit:.0f} samples/s with M={micro}", flush=True)
+                    continue
                 if mpi and not p["servers"]["count"] and len(p["stages"]) > 1:
-                    break  # stages across ranks need a server rank; a dense-only model has none
+                    continue  # stages across ranks need a server rank; a dense-only model has none
                 res = train(name, d, path, p, micro, mpi)
                 err = res["measured"] / res["predicted"] - 1
                 rows.append((name, describe(p, micro, res), res, err))
@@ -184,7 +204,7 @@ def main():
             measured = {}
             for tag, p in cands.items():
                 path = f"{d}/pick-{factor}.json" if tag == "pick" else f"{d}/cand-{tag}-{factor}.json"
-                res = train(name, d, path, p, p.get("micro_batches", len(p["stages"])))
+                res = train(name, d, path, p, p["pipeline"]["micro_batches"])
                 measured[tag] = (res["measured"], p["predicted"]["cost_per_hour"])
             ok = {t: cph / tp for t, (tp, cph) in measured.items() if tp >= limit}
             best = min(ok, key=ok.get) if ok else None

@@ -53,6 +53,16 @@ mpi() {
     [ "$(dist_field "$TMP/dist.ndjson" 'o["per_rank"][2]["rows_served"] > 0')" = True ]
 }
 
+@test "dist: a plan with no servers (count 0, ranks []) gets its one server on the next free rank" {
+    # as hps-plan writes a dense-only model's plan: hps-train under mpirun still runs a server
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["servers"]["count"]=0; p["servers"]["ranks"]=[]
+json.dump(p,open(sys.argv[2],"w"))' "$PLAN" "$TMP/noserver.json"
+    run mpi 3 "$TRAIN" --plan "$TMP/noserver.json" --model "$MODEL" --data "$TMP/shards" --steps 2 --threads 1 \
+        --metrics "$TMP/dist.ndjson" -q
+    [ "$status" -eq 0 ]
+    [ "$(dist_field "$TMP/dist.ndjson" 'o["servers"]')" = 1 ]
+}
+
 @test "dist: --log-dir writes one log per rank, named by its role" {
     mpi 3 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --steps 4 --threads 1 --log-dir "$TMP/logs"
     [ "$(ls "$TMP/logs" | sort | tr '\n' ' ')" = "server-2.log worker-0.log worker-1.log " ]

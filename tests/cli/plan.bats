@@ -356,6 +356,31 @@ PY
     [ ! -e "$TMP/p2.json" ]
 }
 
+@test "plan: --rankfile warns when a node that is this machine gets more slots than it has cores" {
+    # a worker of nproc cores and its server: one slot more than this machine has
+    cores=$(nproc)
+    python3 - $C/lab.json "$TMP/here.json" "$cores" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["resources"] = [r for r in c["resources"] if r["kind"] == "cpu"]
+c["resources"][0]["threads"] = int(sys.argv[3])
+c["links"] = []
+c["nodes"] = [{"name": "localhost", "units": {"cpu": 2}}]
+json.dump(c, open(sys.argv[2], "w"))
+PY
+    plan -m $M/demo-ctr.json -c "$TMP/here.json" -p $P/demo-ctr.json --min-throughput 1000 \
+        --rankfile "$TMP/ranks" -o "$TMP/plan.json" 2> "$TMP/err"
+    cat "$TMP/err"
+    [ "$(cat "$TMP/err")" = "hps-plan: warning: $TMP/ranks: node 'localhost' is this machine, whose $cores cores its $((cores + 1)) slots exceed: mpirun exits 1, with no message, on a slot its host lacks; give the node fewer units or threads in $TMP/here.json" ]
+    [ -s "$TMP/ranks" ]
+    # one core a unit: the worker and the server fit
+    [ "$cores" -ge 2 ] || return 0
+    sed 's/"threads": [0-9]*/"threads": 1/' "$TMP/here.json" > "$TMP/one.json"
+    plan -m $M/demo-ctr.json -c "$TMP/one.json" -p $P/demo-ctr.json --min-throughput 1000 \
+        --rankfile "$TMP/ranks" -o "$TMP/plan.json" 2> "$TMP/err"
+    [ ! -s "$TMP/err" ]
+}
+
 @test "plan: --explain prints every layer on every type" {
     demo -a exact -o "$TMP/plan.json"
     run plan --explain "$TMP/plan.json"

@@ -202,6 +202,42 @@ PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
 
+@test "profile: --data times the engine and the read on shards; hps-plan charges the read to the first stage" {
+    M=$TESTDATA/models/demo-ctr.json
+    "$HPS_BIN/hps-shard" synth 3000 -o "$TMP/x.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$M" -o "$TMP/shards" "$TMP/x.tsv"
+    "$HPS_BIN/hps-profile" -m "$M" -d cpu:1 $FAST --data "$TMP/shards" -o "$TMP/p.json"
+    printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
+        "device": "cpu:1", "price_per_hour": 1, "max_units": 2, "nic_gbps": 10}, {"name": "b", "kind": "cpu",
+        "device": "cpu:1", "price_per_hour": 1, "max_units": 1, "nic_gbps": 10}]}' > "$TMP/c.json"
+    # one unit a stage whatever the times: a's second unit is the server
+    # the same profile without the read, and a plan of two stages on each
+    python3 - "$TMP/p.json" "$TMP/p0.json" "$TMP/plan.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+cpu = p["devices"][0]
+assert cpu["overhead_from"] == "engine on shards" and cpu["read_ms"]["median"] > 0, cpu
+del cpu["read_ms"]
+json.dump(p, open(sys.argv[2], "w"))
+PY
+    for prof in p p0; do
+        "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/$prof.json" -t 1 -a fixed:a -o "$TMP/one-$prof.json"
+        python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["assignment"]=["a"]*2+["b"]*(len(p["assignment"])-2)
+json.dump(p,open(sys.argv[2],"w"))' "$TMP/one-$prof.json" "$TMP/cut-$prof.json"
+        "$HPS_BIN/hps-plan" show "$TMP/cut-$prof.json" -m "$M" -c "$TMP/c.json" -p "$TMP/$prof.json" -f table > "$TMP/$prof.table"
+    done
+    run python3 - "$TMP/p.json" "$TMP/p.table" "$TMP/p0.table" <<'PY'
+import json, sys
+read = json.load(open(sys.argv[1]))["devices"][0]["read_ms"]["median"]
+def ms(path):
+    return [float(l.split()[4]) for l in open(path) if l[:1].isdigit()]
+with_read, without = ms(sys.argv[2]), ms(sys.argv[3])
+assert len(with_read) == 2, with_read
+assert abs(with_read[0] - without[0] - read) < 0.0015 and with_read[1] == without[1], (with_read, without, read)
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
 @test "profile: --estimate with a bad spec names the field" {
     printf '{"name": "gpu-x", "peak_gflops": -1, "mem_gbps": 100}\n' > "$TMP/spec.json"
     run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" $FAST --estimate "$TMP/spec.json"

@@ -299,6 +299,21 @@ PY
     [ "$(json_field "$TMP/n.ndjson" '(d["predicted_samples_per_s"], d["error"], d["stages"][0]["predicted_ms"])')" = "(None, None, None)" ]
 }
 
+@test "train: the summary splits a step into reading the batch, the engine and the stages" {
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 --steps 6 --metrics "$TMP/m.ndjson"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"hps-train:   a step: "*" ms, of which "*" reading the batch and "*" in the engine around the stages"* ]]
+    python3 - "$TMP/m.ndjson" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+B, s = recs[0]["batch"], recs[-1]
+assert abs(s["step_ms"] - B * 1e3 / s["samples_per_s"]) < 1e-6 * s["step_ms"], s
+assert s["read_ms"] > 0 and s["engine_ms"] > 0, s
+# disjoint parts of the same steps: together they fit in a step
+assert s["read_ms"] + s["engine_ms"] + s["stages"][0]["measured_ms"] <= s["step_ms"] * (1 + 1e-6), s
+PY
+}
+
 @test "train: show draws the metrics as training curves that render" {
     "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --eval "$DATA/shards" --epochs 2 --threads 1 -q \
         --metrics-interval 0 --metrics "$TMP/m.ndjson"

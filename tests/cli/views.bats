@@ -59,6 +59,25 @@ PY
         "$TMP/plan.json" "$TMP/again.json"
 }
 
+@test "views: show of a hand-edited plan claims no optimality it cannot know" {
+    plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --min-throughput 100000 -a exact -o "$TMP/plan.json"
+    run plan show "$TMP/plan.json" -f table
+    [ "$status" -eq 0 ]
+    [[ "${lines[-1]}" == "search exact, seed 1, "*" episodes, optimal" ]]
+    # the loss moved by hand to a CPU: still feasible, dearer than the optimum it records
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); p["assignment"][6] = "cpu-c5"
+json.dump(p, open(sys.argv[2], "w"))' "$TMP/plan.json" "$TMP/edited.json"
+    plan show "$TMP/edited.json" -f table > "$TMP/table" 2> "$TMP/err"
+    [[ "$(tail -n 1 "$TMP/table")" == "search exact, seed 1, "*" episodes, optimum not known" ]]
+    grep -qE "^hps-plan: warning: $TMP/edited.json: evaluated again, its cost is [0-9.]+, not the [0-9.]+ it records \(edited, or other inputs\): its optimality is not known$" "$TMP/err"
+    [ "$(plan show "$TMP/edited.json" 2>/dev/null | python3 -c 'import json,sys; s = json.load(sys.stdin)["search"]; print(s["optimal"], s["gap"])')" = "False None" ]
+    # and a plan that claims optimality it never had, with no optimum recorded
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); p["assignment"][6] = "cpu-c5"; p["search"]["optimum"] = None
+json.dump(p, open(sys.argv[2], "w"))' "$TMP/plan.json" "$TMP/claimed.json"
+    run plan show "$TMP/claimed.json" -f table
+    [[ "${lines[-1]}" == *", optimum not known" ]]
+}
+
 @test "views: show refuses a plan whose cluster changed" {
     plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --min-throughput 1000000 -a exact -o "$TMP/plan.json"
     python3 -c 'import json,sys; c = json.load(open(sys.argv[1])); c["resources"][0]["price_per_hour"] *= 2
@@ -85,7 +104,7 @@ json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/aws.json"
     plan show "$TMP/plan.json" -f svg -o "$TMP/plan.svg"
     renders "$TMP/plan.svg"
     grep -q 'stage 1: gpu-a100 x 1' "$TMP/plan.svg"
-    grep -q 'parameter servers: 4, ' "$TMP/plan.svg"
+    grep -q 'parameter servers: 5, ' "$TMP/plan.svg"
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
         --pareto -f svg -o "$TMP/pareto.svg"
     renders "$TMP/pareto.svg"

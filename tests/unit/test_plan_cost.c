@@ -65,17 +65,18 @@ static void test_worked_example(void **state)
     NEAR(law.boundary_ms, 0.64);
     NEAR(law.ps_ms, 2);
     NEAR(law.sync_ms, 0);
-    NEAR(law.fixed_ms, 3);
-    NEAR(law.scaled_ms, 4.64);
-    assert_int_equal(plan_provision(p, &law, 0), 3); /* at the limit without the bubble */
-    NEAR(plan_law_ms(&law, 4), 4.16);
-    NEAR(plan_law_ms(&law, 5), 3.928);
+    NEAR(law.fixed_ms, 1);
+    NEAR(law.scaled_ms, 6.64);
+    assert_int_equal(plan_provision(p, &law, 0), 2); /* at the limit without the bubble */
+    NEAR(plan_law_ms(&law, 2), 4.32);
+    NEAR(plan_law_ms(&law, 3), 3.213333);
+    NEAR(plan_law_ms(&law, 4), 2.66);
     NEAR(plan_bubble(p, 2), 0.8);
     plan_stage_law(p, 1, 3, 1, &law); /* fc1, loss on gpu */
     NEAR(law.boundary_ms, 0.16);
     NEAR(law.sync_ms, 0.1);
-    NEAR(law.fixed_ms, 1.1);
-    NEAR(law.scaled_ms, 1.06);
+    NEAR(law.fixed_ms, 0.6);
+    NEAR(law.scaled_ms, 1.56);
     assert_int_equal(plan_provision(p, &law, 1), 1);
 
     int assign[3] = {0, 1, 1};
@@ -85,32 +86,39 @@ static void test_worked_example(void **state)
     assert_true(e.feasible);
     assert_int_equal(e.n_stages, 2);
     assert_int_equal(e.micro_batches, 4);
-    assert_int_equal(e.stages[0].units, 5);
+    /* 3 cpus carry the level; a fourth is cheaper per sample */
+    assert_int_equal(e.stages[0].units, 4);
     assert_int_equal(e.stages[1].units, 1);
-    NEAR(e.stages[0].ms, 3.928);
-    NEAR(e.stages[0].throughput, 254582.48);
+    NEAR(e.stages[0].ms, 2.66);
+    NEAR(e.stages[0].throughput, 375939.85);
     NEAR(e.stages[1].ms, 2.16);
     NEAR(e.stages[1].throughput, 462962.96);
     assert_int_equal(e.bottleneck, 0);
-    NEAR(e.throughput, 203665.99);
-    NEAR(e.cost_per_hour, 8);
-    NEAR(e.time_s, 491);
-    NEAR(e.cost, 1.091111);
-    /* a sixth cpu: 3.7733 ms, 265018.6 x 0.8 samples/s at $9/h, dearer per sample */
-    NEAR(plan_law_ms(&e.stages[0].law, 6), 3.773333);
-    NEAR(plan_stage_throughput(p, &e.stages[0].law, 6, p->max_servers), 265017.67);
-    p->objective = PLAN_OBJ_TIME; /* the fastest bottleneck: emb on all 8 cpus */
+    NEAR(e.throughput, 300751.88);
+    NEAR(e.cost_per_hour, 7);
+    NEAR(e.time_s, 332.5);
+    NEAR(e.cost, 0.646528);
+    /* 3 cpus: 248962.66 samples/s at $6/h, 401.67 s, $0.669444; a fifth cpu:
+     * 2.328 ms, 429553.26 x 0.8 samples/s at $8/h, 291 s, $0.646667 */
+    NEAR(plan_objective_value(p, 6, 0, 0.8 * plan_stage_throughput(p, &e.stages[0].law, 3, p->max_servers)),
+         0.669444);
+    NEAR(plan_law_ms(&e.stages[0].law, 5), 2.328);
+    NEAR(plan_stage_throughput(p, &e.stages[0].law, 5, p->max_servers), 429553.26);
+    NEAR(plan_objective_value(p, 8, 0, 0.8 * 429553.26), 0.646667);
+    p->objective = PLAN_OBJ_TIME; /* the fastest bottleneck: emb on all 8 cpus, fc1 on 2 gpus */
     plan_evaluate(p, assign, &e);
     assert_int_equal(e.stages[0].units, 8);
-    NEAR(e.stages[0].ms, 3.58);
-    NEAR(e.throughput, 223463.69);
-    NEAR(e.cost_per_hour, 11);
+    assert_int_equal(e.stages[1].units, 2);
+    NEAR(e.stages[0].ms, 1.83);
+    NEAR(e.stages[1].ms, 1.38);
+    NEAR(e.throughput, 437158.47);
+    NEAR(e.cost_per_hour, 14);
     p->min_throughput = 5000; /* one micro-batch: half the rate, still the fastest */
     p->micro_batches = 1;
     plan_evaluate(p, assign, &e);
     assert_int_equal(e.stages[0].units, 8);
     NEAR(e.bubble, 0.5);
-    NEAR(e.throughput, 139664.80);
+    NEAR(e.throughput, 273224.04);
     plan_eval_free(&e);
     plan_problem_free(p);
 }
@@ -127,13 +135,25 @@ static void test_worked_example_latency_and_host(void **state)
     plan_stage_law(p, 1, 3, 1, &law); /* fc1, loss on gpu: 250000 parameter bytes */
     NEAR(law.hop_ms, 0.02);
     NEAR(plan_law_ms(&law, 1), 2.16);
-    NEAR(plan_law_ms(&law, 2), 1.65);
-    NEAR(plan_law_ms(&law, 7), 1.1 + 1.06 / 7 + 0.12);
-    NEAR(plan_law_ms(&law, 8), 1.3725);
-    assert_int_equal(plan_law_best_units(&law, 8), 7); /* sqrt(1.06 / 0.02) = 7.3 */
+    NEAR(plan_law_ms(&law, 2), 1.4);
+    NEAR(plan_law_ms(&law, 8), 0.935);
+    NEAR(plan_law_ms(&law, 9), 0.933333);
+    NEAR(plan_law_ms(&law, 10), 0.936);
+    assert_int_equal(plan_law_best_units(&law, 16), 9); /* sqrt(1.56 / 0.02) = 8.8, and 9 is faster */
     assert_int_equal(plan_law_best_units(&law, 5), 5);
     plan_stage_law(p, 0, 1, 0, &law); /* emb has no dense parameters: no allreduce */
     NEAR(law.hop_ms, 0);
+    /* reading a batch takes 0.25 ms on the cpu: the first stage pays it on
+     * each unit whole, a later stage not */
+    p->read_ms[0] = p->read_ms[1] = 0.25;
+    plan_stage_law(p, 0, 1, 0, &law);
+    NEAR(law.compute_ms, 5.25);
+    NEAR(law.fixed_ms, 1.25);
+    NEAR(law.scaled_ms, 6.64);
+    NEAR(plan_law_ms(&law, 4), 2.91);
+    plan_stage_law(p, 1, 3, 1, &law);
+    NEAR(plan_law_ms(&law, 1), 2.16);
+    p->read_ms[0] = p->read_ms[1] = 0;
 
     p->is_gpu[1] = 1; /* no memory given: the rows stay on the servers */
     plan_stage_law(p, 0, 1, 1, &law);
@@ -142,14 +162,14 @@ static void test_worked_example_latency_and_host(void **state)
     p->host_type = 0;
     plan_stage_law(p, 0, 1, 1, &law);
     NEAR(law.compute_ms, 0.5 + 4); /* the gpu's overhead, the cpu's 4 ms */
-    NEAR(law.fixed_ms, 0.5 + 2);
-    NEAR(law.scaled_ms, 2 + 800000 / 5e6 + 2 * 1.25e6 / 5e6);
+    NEAR(law.fixed_ms, 0.5);
+    NEAR(law.scaled_ms, 4 + 800000 / 5e6 + 2 * 1.25e6 / 5e6);
     plan_stage_law(p, 0, 3, 1, &law); /* the fc layers stay on the gpu */
     NEAR(law.compute_ms, 0.5 + 4 + 1 + 0.5);
     p->pcie_bpms[1] = 12.5e6; /* 12.5 GB/s: emb's 400000 output bytes in, their gradients out */
     plan_stage_law(p, 0, 1, 1, &law);
     NEAR(law.compute_ms, 0.5 + 4 + 0.064);
-    NEAR(law.scaled_ms, 2 + 0.064 + 800000 / 5e6 + 2 * 1.25e6 / 5e6);
+    NEAR(law.scaled_ms, 4 + 0.064 + 800000 / 5e6 + 2 * 1.25e6 / 5e6);
     plan_problem_free(p);
 }
 
@@ -197,9 +217,10 @@ static void test_worked_example_memory(void **state)
     plan_evaluate(p, assign, &e);
     assert_true(e.feasible);
     assert_int_equal(e.servers, 1);
+    assert_int_equal(e.stages[0].units, 5); /* with the server's $1/h, a fifth cpu pays */
     NEAR(e.server_cost_per_hour, 1);
     NEAR(e.cost_per_hour, 9);
-    NEAR(e.cost, 491.0 * 9 / 3600);
+    NEAR(e.cost, 291.0 * 9 / 3600);
 
     /* the servers' CPU applies 40 Mrows/s / 3 passes; emb's 78125 rows a batch
      * are 2.5e6 bytes: a server carries 1 / (1/1250000 + 78125/2500000/13333.3)
@@ -213,11 +234,15 @@ static void test_worked_example_memory(void **state)
     assert_int_equal(plan_stage_servers(p, &law, 250000), 2);
     NEAR(plan_servers_throughput(p, &law, 2), 252500.50);
     plan_evaluate(p, assign, &e);
-    assert_int_equal(e.servers, 2);
-    assert_int_equal(e.stages[0].units, 5); /* the servers are the bottleneck */
-    NEAR(e.throughput, 202000.40);
+    /* at the limit 3 cpus and 2 servers, the servers the bottleneck (202000.40
+     * samples/s, $8/h, $1.100108); a third server and a fourth cpu are
+     * cheaper, the servers still the bottleneck */
+    assert_int_equal(e.servers, 3);
+    assert_int_equal(e.stages[0].units, 4);
+    NEAR(plan_servers_throughput(p, &law, 3), 375837.28);
+    NEAR(e.throughput, 300669.83);
     NEAR(e.cost_per_hour, 10);
-    NEAR(e.cost, 1.375135);
+    NEAR(e.cost, 0.923863);
     plan_eval_free(&e);
     plan_problem_free(p);
 }
