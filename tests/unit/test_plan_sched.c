@@ -505,26 +505,33 @@ static void test_rl_is_deterministic(void **state)
 }
 
 /* A budget the descents of the polish spend before the iterated search
- * starts: the plan they reached is kept (it was dropped for the policy's). */
+ * starts (64 layers, 8 types: one sweep of the local search is 32768
+ * evaluations): the plan they reached is kept, never worse than the
+ * policy's, and better on some instances (it was dropped for the policy's). */
 static void test_rl_keeps_descended_plan(void **state)
 {
     (void)state;
-    plan_problem *p = plan_problem_random(1000003ull * (4 * 97 + 2 * 13 + 3 + 1 + 1), 64, 8, 0.3, 1);
-    plan_search_opts o = {.seed = 7, .episodes = 64, .evaluations = 400, .time_limit = 60, .polish = 0,
-                          .start = PLAN_START_RANDOM, .frozen = 1}; /* whatever the shipped policy */
-    plan_result alone, polished;
-    plan_result_init(&alone, p);
-    plan_result_init(&polished, p);
-    plan_solve_rl(p, &o, &alone);
-    o.polish = 1;
-    plan_solve_rl(p, &o, &polished);
-    int f1, f2;
-    double a = objective_of(p, alone.assign, &f1), b = objective_of(p, polished.assign, &f2);
-    assert_true(f2 && (!f1 || b < a * (1 - 1e-9)));
-    assert_string_equal(polished.found_by, "polish");
-    plan_result_free(&alone);
-    plan_result_free(&polished);
-    plan_problem_free(p);
+    int better = 0;
+    for (int k = 0; k < 6; k++) {
+        plan_problem *p = plan_problem_random(1000003ull * (4 * 97 + 2 * 13 + (uint64_t)k + 1), 64, 8,
+                                              k % 2 ? 0.9 : 0.3, k / 2 % 2);
+        plan_search_opts o = {.seed = 7, .episodes = 64, .evaluations = 400, .time_limit = 60, .polish = 0,
+                              .start = PLAN_START_RANDOM, .frozen = 1}; /* whatever the shipped policy */
+        plan_result alone, polished;
+        plan_result_init(&alone, p);
+        plan_result_init(&polished, p);
+        plan_solve_rl(p, &o, &alone);
+        o.polish = 1;
+        plan_solve_rl(p, &o, &polished);
+        int f1, f2;
+        double a = objective_of(p, alone.assign, &f1), b = objective_of(p, polished.assign, &f2);
+        assert_true(f2 >= f1 && (!f1 || b <= a * (1 + 1e-12)));
+        better += (f2 > f1 || b < a * (1 - 1e-9)) && strcmp(polished.found_by, "polish") == 0;
+        plan_result_free(&alone);
+        plan_result_free(&polished);
+        plan_problem_free(p);
+    }
+    assert_true(better >= 2);
 }
 
 /* The policy's sampled plans get better: from random weights, the mean
