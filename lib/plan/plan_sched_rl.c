@@ -25,8 +25,10 @@
  * Every step is counted in cost-model evaluations, not seconds, and runs on
  * one thread: the same seed gives the same plan on any machine (unless
  * --time-limit cuts the run, which hps-plan then says).  The rest of the
- * budget goes to the polish (plan_iterated_search), from the best plans the
- * policy sampled; the plan's search record says which part found it. */
+ * budget goes to the polish, from the best plans the policy sampled: a DP
+ * that plans with the unit limits across stages (plan_dp_limits), then the
+ * descent and the iterated search (plan_iterated_search); the plan's search
+ * record says which part found it. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
