@@ -415,6 +415,10 @@ void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, pla
  * windows of `window` layers, at a few throughput floors; keeps what the
  * cost model scores better.  Returns 1 when the plan improved. */
 int plan_dp_polish(const plan_problem *p, int *assign, int window, plan_budget *b);
+/* A DP that plans with the unit limits across stages (the binding types'
+ * units in its state) at a few throughput floors; keeps what the cost model
+ * scores better.  Returns 1 when the plan improved. */
+int plan_dp_limits(const plan_problem *p, int *assign, plan_budget *b);
 
 /* The rl policy (plan_sched_rl.c): its file (hps-plan --train-policy) and
  * its pre-training over seeded random instances. */

@@ -206,6 +206,260 @@ static int floors(const plan_problem *p, const plan_eval *e, double *theta)
     return n;
 }
 
+/* ---- planning with the unit limits ---------------------------------------
+ *
+ * The moves above see the unit limits across stages only as a price, and
+ * where memory confines layers to a few types of 1 to 6 units that steers
+ * badly.  plan_dp_limits plans with them: a DP over (layer, type of the last
+ * stage, units used of the binding types) at a throughput floor, each stage
+ * on the fewest units and servers carrying it.  The types it tracks are the
+ * ones the plan without them takes past their limits, one or two at a time
+ * (the state grows with the product of their limits); the rest are priced,
+ * more each round they overflow. */
+
+#define LIMITS_LADDER 8 /* floors from the limit to the fastest plan */
+/* states x transitions of one DP at most: (L + 1) T x the tracked types'
+ * unit combinations, x (L + T) */
+#define LIMITS_MAX_WORK (1L << 24)
+#define LIMITS_ROUNDS 12
+
+typedef struct {
+    const plan_problem *p;
+    int L, T;
+    plan_law *law;  /* [(row[first] + end - first - 1) T + t] */
+    long *row;
+    plan_option *opt; /* at the current floor; units 0 when none carries it */
+    double w[PLAN_MAX_TYPES], server_w;
+} limits_table;
+
+static void limits_table_init(limits_table *lt, const plan_problem *p)
+{
+    int L = p->n_layers, T = p->n_types;
+    long n = (long)L * (L + 1) / 2;
+    lt->p = p;
+    lt->L = L;
+    lt->T = T;
+    lt->row = hps_malloc((size_t)(L + 1) * sizeof *lt->row);
+    for (int i = 0, k = 0; i <= L; k += L - i, i++) lt->row[i] = k;
+    lt->law = hps_malloc((size_t)n * T * sizeof *lt->law);
+    lt->opt = hps_malloc((size_t)n * T * sizeof *lt->opt);
+    for (int i = 0; i < L; i++)
+        for (int e = i + 1; e <= L; e++)
+            for (int t = 0; t < T; t++) plan_stage_law(p, i, e, t, &lt->law[(lt->row[i] + e - i - 1) * T + t]);
+    int by_power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
+    for (int t = 0; t < T; t++) lt->w[t] = weight(p, t);
+    lt->server_w = by_power ? p->server_power : p->server_price;
+}
+
+static void limits_table_free(limits_table *lt)
+{
+    free(lt->row);
+    free(lt->law);
+    free(lt->opt);
+}
+
+static void limits_table_floor(limits_table *lt, double theta)
+{
+    long n = lt->row[lt->L] * lt->T;
+    for (long k = 0; k < n; k++)
+        if (!plan_stage_at_level(lt->p, &lt->law[k], (int)(k % lt->T), theta, &lt->opt[k])) lt->opt[k].units = 0;
+}
+
+static const plan_option *limits_stage(const limits_table *lt, int first, int end, int t)
+{
+    return &lt->opt[(lt->row[first] + end - first - 1) * lt->T + t];
+}
+
+/* The tracked units u after a stage on t provisioned as o (its servers
+ * take units of the servers' type, hps-cluster(5)); -1 past a limit. */
+static long take_units(const plan_problem *p, const long *stride, long u, int t, const plan_option *o)
+{
+    int type[2] = {t, p->server_type}, n[2] = {o->units, o->servers};
+    for (int k = 0; k < 2; k++) {
+        int x = type[k];
+        if (x < 0 || !stride[x] || !n[k]) continue;
+        if (u / stride[x] % (p->max_units[x] + 1) + n[k] > p->max_units[x]) return -1;
+        u += n[k] * stride[x];
+    }
+    return u;
+}
+
+/* The plan of least rate at the table's floor theta with the units of the
+ * tracked types (track[0..nt)) within their limits, the others priced up
+ * by lam; into out with its units per type; 0 when none. */
+static int limits_dp(const limits_table *lt, double theta, const int *track, int nt, const double *lam, int *out,
+                     int *units)
+{
+    const plan_problem *p = lt->p;
+    int L = lt->L, T = lt->T;
+    long NU = 1, stride[PLAN_MAX_TYPES] = {0}; /* tracked units, mixed radix; stride 0: not tracked */
+    for (int k = 0; k < nt; k++) {
+        stride[track[k]] = NU;
+        NU *= p->max_units[track[k]] + 1;
+    }
+    long n = (long)(L + 1) * T * NU;
+    if (n * (L + T) > LIMITS_MAX_WORK) return 0;
+    val *g = hps_malloc((size_t)n * sizeof *g);
+    int *from = hps_malloc((size_t)n * sizeof *from); /* the state before, as (i T + t) NU + u */
+    for (long k = 0; k < n; k++) g[k] = NONE;
+    char *reach = hps_malloc((size_t)NU); /* some state at layer i has units u */
+    for (int i = 0; i < L; i++) {
+        for (long u = 0; u < NU; u++) {
+            reach[u] = i == 0 && u == 0;
+            for (int q = 0; i > 0 && q < T && !reach[u]; q++) reach[u] = g[((long)i * T + q) * NU + u].c < HUGE_VAL;
+        }
+        for (int t = 0; t < T; t++)
+            for (long u = 0; u < NU; u++) {
+                if (!reach[u]) continue;
+                /* the best way to reach layer i with units u whose next stage is on t */
+                val h = NONE;
+                int hf = -1;
+                if (i == 0) {
+                    if (u == 0) h = (val){0, HUGE_VAL};
+                } else
+                    for (int q = 0; q < T; q++) {
+                        long at = ((long)i * T + q) * NU + u;
+                        if (q == t || !(g[at].c < HUGE_VAL)) continue;
+                        val v = plus(g[at], link_val(p, i, q, t, theta));
+                        if (better(v, h)) h = v, hf = (int)at;
+                    }
+                if (!(h.c < HUGE_VAL)) continue;
+                for (int e = i + 1; e <= L; e++) {
+                    const plan_option *o = limits_stage(lt, i, e, t);
+                    long u2 = o->units ? take_units(p, stride, u, t, o) : -1;
+                    if (u2 < 0) continue;
+                    val st = {o->units * (lt->w[t] + lam[t]) + o->servers * lt->server_w, o->throughput};
+                    val v = plus(h, st);
+                    long to = ((long)e * T + t) * NU + u2;
+                    if (better(v, g[to])) {
+                        g[to] = v;
+                        from[to] = hf;
+                    }
+                }
+            }
+    }
+    free(reach);
+    long best = -1;
+    for (long k = (long)L * T * NU; k < n; k++)
+        if (better(g[k], best < 0 ? NONE : g[best])) best = k;
+    if (best >= 0) {
+        memset(units, 0, (size_t)T * sizeof *units);
+        for (long at = best; at >= 0;) {
+            int e = (int)(at / NU / T), t = (int)(at / NU % T);
+            long was = from[at];
+            int s = was < 0 ? 0 : (int)(was / NU / T);
+            for (int l = s; l < e; l++) out[l] = t;
+            const plan_option *o = limits_stage(lt, s, e, t);
+            units[t] += o->units;
+            if (p->server_type >= 0) units[p->server_type] += o->servers;
+            at = was;
+        }
+    }
+    free(g);
+    free(from);
+    return best >= 0;
+}
+
+/* The floor a plan of n stages must carry at every stage: the limit through
+ * its pipeline's bubble (as plan_evaluate asks). */
+static double stage_floor(const plan_problem *p, int n) { return p->min_throughput / plan_bubble(p, n); }
+
+static int stages_of(const int *a, int L)
+{
+    int n = 1;
+    for (int l = 1; l < L; l++) n += a[l] != a[l - 1];
+    return n;
+}
+
+/* At one floor: the plan with the unit limits planned, each round adding
+ * the types that overflow to the tracked ones, smallest limit first, or
+ * pricing them where the state would grow past LIMITS_MAX_WORK (then
+ * subgradient steps on their prices, shrinking); each plan found is offered
+ * to accept. */
+static int limits_at_floor(limits_table *lt, double theta, int *assign, int *cand, plan_eval *e, double *score,
+                           plan_budget *b)
+{
+    const plan_problem *p = lt->p;
+    int T = lt->T, track[PLAN_MAX_TYPES], nt = 0, units[PLAN_MAX_TYPES], improved = 0;
+    double lam[PLAN_MAX_TYPES] = {0}, wmax = 0, step = 1;
+    int priced[PLAN_MAX_TYPES] = {0};
+    long work = (long)(lt->L + 1) * T * (lt->L + T);
+    for (int t = 0; t < T; t++) wmax = fmax(wmax, lt->w[t]);
+    limits_table_floor(lt, theta);
+    for (int round = 0; round < LIMITS_ROUNDS && plan_budget_left(b); round++) {
+        if (!limits_dp(lt, theta, track, nt, lam, cand, units)) break;
+        improved |= accept(p, assign, cand, e, score, b);
+        double over[PLAN_MAX_TYPES];
+        int any = 0;
+        for (int t = 0; t < T; t++) {
+            over[t] = (double)(units[t] - p->max_units[t]) / p->max_units[t];
+            any |= over[t] > 0;
+        }
+        int n_priced = 0;
+        for (int t = 0; t < T; t++) n_priced += priced[t];
+        if (!any && !n_priced) break;
+        /* the priced types: a subgradient step, both ways, shrinking (a
+         * plan within the limits may still be priced too high) */
+        for (int t = 0; t < T; t++)
+            if (priced[t]) {
+                lam[t] = fmax(0, lam[t] + wmax * step * over[t]);
+                over[t] = 0;
+            }
+        step *= 0.7;
+        for (;;) { /* the smallest limits first: the most types fit in the state */
+            int worst = -1;
+            for (int t = 0; t < T; t++)
+                if (over[t] > 0 && (worst < 0 || p->max_units[t] < p->max_units[worst])) worst = t;
+            if (worst < 0) break;
+            if (work * (p->max_units[worst] + 1) <= LIMITS_MAX_WORK) {
+                track[nt++] = worst;
+                work *= p->max_units[worst] + 1;
+            } else {
+                priced[worst] = 1;
+                lam[worst] = wmax * fmax(over[worst], 0.25);
+            }
+            over[worst] = 0;
+        }
+    }
+    return improved;
+}
+
+int plan_dp_limits(const plan_problem *p, int *assign, plan_budget *b)
+{
+    int L = p->n_layers, improved = 0;
+    if (!plan_budget_left(b)) return 0;
+    limits_table lt;
+    limits_table_init(&lt, p);
+    int *cand = hps_malloc((size_t)L * sizeof *cand);
+    plan_eval e;
+    plan_eval_init(&e, p);
+    plan_budget_evaluate(b, p, assign, &e);
+    double score = plan_score(&e), theta[LIMITS_LADDER + 8];
+    int S = e.n_stages, n = 0;
+    /* the floors of plans of about as many stages, the plan's own
+     * bottleneck, and a ladder up to the fastest plan (the objective may pay
+     * for speed) */
+    theta[n++] = stage_floor(p, S);
+    theta[n++] = stage_floor(p, 1);
+    theta[n++] = stage_floor(p, S + 1);
+    theta[n++] = stage_floor(p, S + 3);
+    if (S > 1) theta[n++] = stage_floor(p, S - 1);
+    if (e.feasible && e.throughput / e.bubble > theta[0] * 1.001) theta[n++] = e.throughput / e.bubble * (1 - 1e-12);
+    double lo = theta[0], hi = plan_max_throughput(p, cand);
+    for (int k = 1; k <= LIMITS_LADDER && hi > lo; k++) theta[n++] = lo * pow(hi / lo, (double)k / LIMITS_LADDER) * (1 - 1e-12);
+    for (int k = 0; k < n && plan_budget_left(b); k++) {
+        improved |= limits_at_floor(&lt, theta[k], assign, cand, &e, &score, b);
+        /* a plan of more stages than the floor assumed needs a higher one */
+        int need = stages_of(assign, L);
+        if (stage_floor(p, need) > theta[k] * (1 + 1e-9) && need != S)
+            improved |= limits_at_floor(&lt, stage_floor(p, need), assign, cand, &e, &score, b);
+    }
+    plan_eval_free(&e);
+    free(cand);
+    limits_table_free(&lt);
+    return improved;
+}
+
 int plan_dp_polish(const plan_problem *p, int *assign, int window, plan_budget *b)
 {
     int L = p->n_layers, T = p->n_types, improved = 0;

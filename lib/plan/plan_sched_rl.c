@@ -25,8 +25,10 @@
  * Every step is counted in cost-model evaluations, not seconds, and runs on
  * one thread: the same seed gives the same plan on any machine (unless
  * --time-limit cuts the run, which hps-plan then says).  The rest of the
- * budget goes to the polish (plan_iterated_search), from the best plans the
- * policy sampled; the plan's search record says which part found it. */
+ * budget goes to the polish, from the best plans the policy sampled: a DP
+ * that plans with the unit limits across stages (plan_dp_limits), then the
+ * descent and the iterated search (plan_iterated_search); the plan's search
+ * record says which part found it. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -53,9 +55,11 @@
 #define RL_EPS 0.25f
 #define RL_ENTROPY0 0.2f
 #define RL_ELITE 4        /* best sampled plans the polish starts from */
+#define RL_LIMITS_STARTS 2 /* of them, those planned afresh with the unit limits (plan_dp_limits) */
 #define RL_PRUNE 0.7f     /* log of the relaxed cost, against the state's best, past which a stage is left out */
 #define RL_PRICE_ROUNDS 24
 #define RL_FLOORS 12      /* throughput floors of the cost to go, from the limit to the fastest plan */
+#define RL_MAX_GO (1L << 18) /* states of the cost to go at one floor at most */
 
 struct plan_policy {
     float w[RL_NP]; /* w1 [RL_H][RL_F], b1 [RL_H], w2 [RL_H], v [RL_F] */
@@ -89,12 +93,18 @@ typedef struct {
      * each many times (NULL when L is too large to keep them) */
     rl_stage *stages;
     long *row;
-    /* [(j * (L + 1) + i) * (T + 1) + prev]: the least rate of layers [i, L)
-     * after a stage on prev (T: none), each stage on the fewest units and
-     * servers carrying floor[j] and every link as fast, the unit limits
-     * across stages priced, not enforced (unit_prices): a relaxation, at a
-     * few throughput floors, as the actions' cost to go; HUGE_VAL when none */
-    double floor[RL_FLOORS], lam[RL_FLOORS][PLAN_MAX_TYPES]; /* lam: unit_prices at each floor */
+    /* togo [go_at[j] + ((i (T + 1) + prev) nu[j] + u)]: the least rate of
+     * layers [i, L) after a stage on prev (T: none) with the units u used
+     * before, each stage on the fewest units and servers carrying floor[j]
+     * and every link as fast: a relaxation, at a few throughput floors, as
+     * the actions' cost to go; HUGE_VAL when none.  The types the plain
+     * relaxation takes past their limits are tracked, as many as RL_MAX_GO
+     * allows: u counts the units of each (stride[j][t] > 0, mixed radix,
+     * nu[j] combinations); the limits of any others are priced, lam[j][t]
+     * a unit (unit_prices) */
+    double floor[RL_FLOORS], lam[RL_FLOORS][PLAN_MAX_TYPES];
+    long stride[RL_FLOORS][PLAN_MAX_TYPES], nu[RL_FLOORS];
+    size_t go_at[RL_FLOORS];
     double *togo, *togo_thr;
 } rl_instance;
 
@@ -168,52 +178,78 @@ static void stages_init(rl_instance *in)
 }
 
 /* One floor of the cost to go, from the last layer back, into go and gt
- * ((L + 1) (T + 1) each); among completions of one rate the fastest (gt: its
- * bottleneck).  A unit of t costs lam[t] more (the unit limits' prices);
- * pick, when not NULL, gets each state's stage, t (L + 1) + end. */
-static void togo_floor(const rl_instance *in, int j, const double *lam, double *go, double *gt, int *pick)
+ * ((L + 1) (T + 1) nu each); among completions of one rate the fastest (gt:
+ * its bottleneck).  The units of the types with stride > 0 are tracked
+ * (state u: the units used before), the others cost lam[t] more a unit (the
+ * unit limits' prices); pick, when not NULL (nu 1 only), gets each state's
+ * stage, t (L + 1) + end. */
+static void togo_floor(const rl_instance *in, int j, const double *lam, const long *stride, long nu, double *go,
+                       double *gt, int *pick)
 {
     double theta = in->floor[j];
     const plan_problem *p = in->p;
     int L = in->L, T = in->T, via_pick[PLAN_MAX_TYPES];
     double via[PLAN_MAX_TYPES], via_thr[PLAN_MAX_TYPES];
-    for (int u = 0; u <= T; u++) {
-        go[L * (T + 1) + u] = 0;
-        gt[L * (T + 1) + u] = HUGE_VAL;
+    for (long x = 0; x < (T + 1) * nu; x++) {
+        go[(size_t)L * (T + 1) * nu + x] = 0;
+        gt[(size_t)L * (T + 1) * nu + x] = HUGE_VAL;
     }
-    for (int i = L - 1; i >= 0; i--) {
-        for (int t = 0; t < T; t++) { /* the best rest that starts with a stage on t */
-            via[t] = HUGE_VAL;
-            via_thr[t] = 0;
-            via_pick[t] = -1;
-            for (int e = i + 1; e <= L; e++) {
-                int k;
-                double thr, r = stage_at(in, j, i, e, t, &k, &thr);
-                if (!k || thr < theta) continue;
-                double c = r + k * lam[t] + go[e * (T + 1) + t], ct = fmin(thr, gt[e * (T + 1) + t]);
-                if (c < via[t] * (1 - 1e-12) || (c <= via[t] * (1 + 1e-12) && ct > via_thr[t])) {
-                    via[t] = c;
-                    via_thr[t] = ct;
-                    via_pick[t] = t * (L + 1) + e;
+    for (int i = L - 1; i >= 0; i--)
+        for (long u = 0; u < nu; u++) {
+            for (int t = 0; t < T; t++) { /* the best rest that starts with a stage on t */
+                via[t] = HUGE_VAL;
+                via_thr[t] = 0;
+                via_pick[t] = -1;
+                int room = stride[t] ? p->max_units[t] - (int)(u / stride[t] % (p->max_units[t] + 1)) : INT_MAX;
+                for (int e = i + 1; e <= L; e++) {
+                    int k;
+                    double thr, r = stage_at(in, j, i, e, t, &k, &thr);
+                    if (!k || thr < theta || k > room) continue;
+                    size_t at = ((size_t)e * (T + 1) + t) * nu + u + k * stride[t];
+                    double c = r + (stride[t] ? 0 : k * lam[t]) + go[at], ct = fmin(thr, gt[at]);
+                    if (c < via[t] * (1 - 1e-12) || (c <= via[t] * (1 + 1e-12) && ct > via_thr[t])) {
+                        via[t] = c;
+                        via_thr[t] = ct;
+                        via_pick[t] = t * (L + 1) + e;
+                    }
                 }
             }
-        }
-        for (int u = 0; u <= T; u++) {
-            double best = HUGE_VAL, best_thr = 0;
-            int best_pick = -1;
-            for (int t = 0; t < T; t++) {
-                double lm = u < T ? plan_link_ms(p, i, u, t) : 0, lt = lm > 0 ? 1000.0 * p->batch / lm : HUGE_VAL;
-                if (t == u || lt < theta || !(via[t] < HUGE_VAL)) continue;
-                if (via[t] < best * (1 - 1e-12) || (via[t] <= best * (1 + 1e-12) && fmin(via_thr[t], lt) > best_thr)) {
-                    best = via[t];
-                    best_thr = fmin(via_thr[t], lt);
-                    best_pick = via_pick[t];
+            for (int w = 0; w <= T; w++) {
+                double best = HUGE_VAL, best_thr = 0;
+                int best_pick = -1;
+                for (int t = 0; t < T; t++) {
+                    double lm = w < T ? plan_link_ms(p, i, w, t) : 0, lt = lm > 0 ? 1000.0 * p->batch / lm : HUGE_VAL;
+                    if (t == w || lt < theta || !(via[t] < HUGE_VAL)) continue;
+                    if (via[t] < best * (1 - 1e-12) || (via[t] <= best * (1 + 1e-12) && fmin(via_thr[t], lt) > best_thr)) {
+                        best = via[t];
+                        best_thr = fmin(via_thr[t], lt);
+                        best_pick = via_pick[t];
+                    }
                 }
+                size_t at = ((size_t)i * (T + 1) + w) * nu + u;
+                go[at] = best;
+                gt[at] = best_thr;
+                if (pick) pick[i * (T + 1) + w] = best_pick;
             }
-            go[i * (T + 1) + u] = best;
-            gt[i * (T + 1) + u] = best_thr;
-            if (pick) pick[i * (T + 1) + u] = best_pick;
         }
+}
+
+/* The units per type of the relaxation's plan at floor j (nothing tracked,
+ * lam the prices); go, gt and pick are scratch of (L + 1) (T + 1). */
+static void relaxed_units(const rl_instance *in, int j, const double *lam, double *go, double *gt, int *pick,
+                          int *units)
+{
+    static const long none[PLAN_MAX_TYPES];
+    int L = in->L, T = in->T;
+    togo_floor(in, j, lam, none, 1, go, gt, pick);
+    memset(units, 0, PLAN_MAX_TYPES * sizeof *units);
+    for (int i = 0, u = T; i < L && pick[i * (T + 1) + u] >= 0;) {
+        int t = pick[i * (T + 1) + u] / (L + 1), e = pick[i * (T + 1) + u] % (L + 1), k;
+        double thr;
+        stage_at(in, j, i, e, t, &k, &thr);
+        units[t] += k;
+        i = e;
+        u = t;
     }
 }
 
@@ -221,24 +257,15 @@ static void togo_floor(const rl_instance *in, int j, const double *lam, double *
  * out: a few subgradient steps at a floor raise the price of a
  * type whose units the relaxation's plan takes past its limit (the exact
  * solver's Lagrangian bound, used here only to steer). */
-static void unit_prices(const rl_instance *in, int j, double *go, double *gt, double *lam)
+static void unit_prices(const rl_instance *in, int j, double *go, double *gt, int *pick, double *lam)
 {
     const plan_problem *p = in->p;
-    int L = in->L, T = in->T;
-    int *pick = hps_malloc((size_t)(L + 1) * (T + 1) * sizeof *pick);
+    int T = in->T;
     double wmax = 0;
     for (int t = 0; t < T; t++) wmax = fmax(wmax, in->w[t]);
     for (int round = 0; round < RL_PRICE_ROUNDS; round++) {
-        togo_floor(in, j, lam, go, gt, pick);
-        int units[PLAN_MAX_TYPES] = {0}, over = 0;
-        for (int i = 0, u = T; i < L && pick[i * (T + 1) + u] >= 0;) {
-            int t = pick[i * (T + 1) + u] / (L + 1), e = pick[i * (T + 1) + u] % (L + 1), k;
-            double thr;
-            stage_at(in, j, i, e, t, &k, &thr);
-            units[t] += k;
-            i = e;
-            u = t;
-        }
+        int units[PLAN_MAX_TYPES], over = 0;
+        relaxed_units(in, j, lam, go, gt, pick, units);
         double step = wmax * pow(0.9, round);
         for (int t = 0; t < T; t++)
             if (units[t] > p->max_units[t]) {
@@ -247,7 +274,6 @@ static void unit_prices(const rl_instance *in, int j, double *go, double *gt, do
             }
         if (!over) break;
     }
-    free(pick);
 }
 
 /* The floors, from the limit to the fastest plan. */
@@ -257,35 +283,81 @@ static void floors_init(rl_instance *in, double fastest)
     for (int j = 0; j < RL_FLOORS; j++) in->floor[j] = lo * pow(hi / lo, (double)j / (RL_FLOORS - 1)) * (1 - 1e-12);
 }
 
-/* The cost to go at every floor, with the unit limits priced. */
+/* The cost to go at every floor: the types the plain relaxation takes past
+ * their limits tracked, most over first, while the state stays within
+ * RL_MAX_GO; the limits of any left over priced (unit_prices). */
 static void togo_init(rl_instance *in)
 {
+    const plan_problem *p = in->p;
     int L = in->L, T = in->T;
-    size_t n = (size_t)RL_FLOORS * (L + 1) * (T + 1);
-    in->togo = hps_malloc(n * sizeof *in->togo);
-    in->togo_thr = hps_malloc(n * sizeof *in->togo_thr);
+    size_t base = (size_t)(L + 1) * (T + 1), total = 0;
+    double *go = hps_malloc(base * sizeof *go), *gt = hps_malloc(base * sizeof *gt);
+    int *pick = hps_malloc(base * sizeof *pick);
     for (int j = 0; j < RL_FLOORS; j++) {
-        size_t at = (size_t)j * (L + 1) * (T + 1);
+        int units[PLAN_MAX_TYPES], left = 0;
         double *lam = in->lam[j];
         for (int t = 0; t < T; t++) lam[t] = 0;
-        unit_prices(in, j, in->togo + at, in->togo_thr + at, lam);
-        togo_floor(in, j, lam, in->togo + at, in->togo_thr + at, NULL);
+        relaxed_units(in, j, lam, go, gt, pick, units);
+        in->nu[j] = 1;
+        for (int t = 0; t < T; t++) in->stride[j][t] = 0;
+        for (;;) {
+            int worst = -1;
+            double over = 0;
+            for (int t = 0; t < T; t++) {
+                double x = (double)(units[t] - p->max_units[t]) / p->max_units[t];
+                if (!in->stride[j][t] && x > over) over = x, worst = t;
+            }
+            if (worst < 0) break;
+            units[worst] = 0; /* considered */
+            if ((long)base * in->nu[j] * (p->max_units[worst] + 1) > RL_MAX_GO) {
+                left = 1;
+                continue;
+            }
+            in->stride[j][worst] = in->nu[j];
+            in->nu[j] *= p->max_units[worst] + 1;
+        }
+        if (left) {
+            unit_prices(in, j, go, gt, pick, lam);
+            for (int t = 0; t < T; t++)
+                if (in->stride[j][t]) lam[t] = 0;
+        }
+        in->go_at[j] = total;
+        total += base * in->nu[j];
     }
+    free(go);
+    free(gt);
+    free(pick);
+    in->togo = hps_malloc(total * sizeof *in->togo);
+    in->togo_thr = hps_malloc(total * sizeof *in->togo_thr);
+    for (int j = 0; j < RL_FLOORS; j++)
+        togo_floor(in, j, in->lam[j], in->stride[j], in->nu[j], in->togo + in->go_at[j], in->togo_thr + in->go_at[j],
+                   NULL);
 }
 
 /* The action's best estimate of the plan through it: over the floors the
- * stage [i, e) on t carries, the objective of the relaxation's plan there. */
-static double togo_objective(const rl_instance *in, int i, int e, int t)
+ * stage [i, e) on t carries, the objective of the relaxation's plan there,
+ * after the units used[j] that the stages before take at floor j. */
+static double togo_objective(const rl_instance *in, int i, int e, int t, const int (*used)[PLAN_MAX_TYPES])
 {
-    int L = in->L, T = in->T;
+    const plan_problem *p = in->p;
+    int T = in->T;
     double best = HUGE_VAL;
     for (int j = 0; j < RL_FLOORS; j++) {
         int k;
         double thr, rate = stage_at(in, j, i, e, t, &k, &thr);
-        size_t at = ((size_t)j * (L + 1) + e) * (T + 1) + t;
-        if (!k || thr < in->floor[j] || !(in->togo[at] < HUGE_VAL)) continue;
-        double c = rate + in->togo[at] + k * in->lam[j][t];
-        best = fmin(best, plan_objective_value(in->p, c, c, fmin(thr, in->togo_thr[at])));
+        if (!k || thr < in->floor[j]) continue;
+        long u = 0;
+        int fits = 1;
+        for (int x = 0; x < T && fits; x++)
+            if (in->stride[j][x]) {
+                int have = used[j][x] + (x == t ? k : 0);
+                fits = have <= p->max_units[x];
+                u += have * in->stride[j][x];
+            }
+        size_t at = in->go_at[j] + ((size_t)e * (T + 1) + t) * in->nu[j] + u;
+        if (!fits || !(in->togo[at] < HUGE_VAL)) continue;
+        double c = rate + in->togo[at] + (in->stride[j][t] ? 0 : k * in->lam[j][t]);
+        best = fmin(best, plan_objective_value(p, c, c, fmin(thr, in->togo_thr[at])));
     }
     return best;
 }
@@ -374,7 +446,8 @@ static float clampf(double x, double lo, double hi) { return (float)(x < lo ? lo
  * cannot meet the limit, that take a type past its units, or whose link in
  * is too slow (mask 0); then types a layer does not fit and the previous
  * type (mask 1).  Mask 2 keeps the chain going whatever it costs. */
-static int actions_of(const rl_instance *in, int i, int prev, const int *used, rl_action *out)
+static int actions_of(const rl_instance *in, int i, int prev, const int *used, const int (*used_at)[PLAN_MAX_TYPES],
+                      rl_action *out)
 {
     const plan_problem *p = in->p;
     int L = in->L, T = in->T, n = 0;
@@ -423,7 +496,7 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, r
                 f[13] = rest < HUGE_VAL;
                 f[14] = clampf(log(share * L / (e - i)), -10, 10); /* made relative below */
                 /* the relaxed optimum's cost of the plan through this stage */
-                double go = k ? togo_objective(in, i, e, t) : HUGE_VAL;
+                double go = k ? togo_objective(in, i, e, t, used_at) : HUGE_VAL;
                 f[15] = clampf(go < HUGE_VAL ? log(go / in->ref_objective) : log(whole) + 5, -10, 10);
             }
         }
@@ -540,6 +613,7 @@ static void episode(const rl_instance *in, const float *w, hps_rng *rng, int gre
                     rl_steps *st, int id, rl_action *scratch, float *s)
 {
     int used[PLAN_MAX_TYPES] = {0}, prev = -1;
+    int used_at[RL_FLOORS][PLAN_MAX_TYPES] = {{0}}; /* at each floor of the cost to go */
     for (int i = 0; i < in->L;) {
         rl_action *a = scratch;
         if (st) {
@@ -547,7 +621,7 @@ static void episode(const rl_instance *in, const float *w, hps_rng *rng, int gre
             a = st->act + st->n_act;
             s = st->s;
         }
-        int n = actions_of(in, i, prev, used, a);
+        int n = actions_of(in, i, prev, used, (const int(*)[PLAN_MAX_TYPES])used_at, a);
         score(w, a, n, s, NULL);
         softmax(s, n);
         for (int k = 0; k < n; k++) s[k] = (1 - RL_EPS) * s[k] + RL_EPS / n;
@@ -573,6 +647,10 @@ static void episode(const rl_instance *in, const float *w, hps_rng *rng, int gre
         double thr;
         stage_rate(in, i, e, t, &k, &thr);
         used[t] += k ? k : in->p->max_units[t];
+        for (int j = 0; j < RL_FLOORS; j++) { /* a stage that cannot carry floor j closes it */
+            stage_at(in, j, i, e, t, &k, &thr);
+            used_at[j][t] += k ? k : in->p->max_units[t] + 1;
+        }
         for (int l = i; l < e; l++) assign[l] = t;
         prev = t;
         i = e;
@@ -778,13 +856,28 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
     if (policy_best < run.best && e.feasible) plan_trace_add(r, (double)b.evals, e.objective);
     r->found_by = "policy";
     if (o->polish) {
-        /* each of the best samples descends; then, best first, each goes on
-         * with the iterated search while evaluations are left (one whose
-         * search stalls leaves the budget to the next start) */
+        /* each of the best samples plans with the unit limits (the moves
+         * of the descent see them only as prices), then descends; then,
+         * best first, each goes on with the iterated search while
+         * evaluations are left (one whose search stalls leaves the budget
+         * to the next start).  A descent may spend the budget: the best
+         * plan so far is kept at every step. */
         double sc[RL_ELITE], best = HUGE_VAL;
         int order[RL_ELITE], n = 0;
         int *trial = hps_malloc((size_t)L * sizeof *trial);
-        for (int i = 0; i < run.el.n && plan_budget_left(&b); i++) {
+        if (!(policy_best < 1e30)) { /* none feasible: the polish alone's start in the last place */
+            plan_max_throughput(p, trial);
+            plan_budget_evaluate(&b, p, trial, &e);
+            run.el.n = run.el.n < RL_ELITE ? run.el.n : RL_ELITE - 1;
+            elite_offer(&run.el, trial, L, plan_score(&e));
+        }
+        /* the two best, and the fastest plan when it is a start */
+        for (int i = 0; i < run.el.n; i++)
+            if (i < RL_LIMITS_STARTS || !(policy_best < 1e30)) plan_dp_limits(p, run.el.assign[i], &b);
+        for (int i = 0; i < run.el.n; i++) {
+            int seen = 0; /* where they led to one plan, it descends once */
+            for (int q = 0; q < i && !seen; q++) seen = !memcmp(run.el.assign[q], run.el.assign[i], (size_t)L * sizeof *a);
+            if (seen) continue;
             plan_descend(p, run.el.assign[i], &b);
             plan_budget_evaluate(&b, p, run.el.assign[i], &e);
             sc[i] = plan_score(&e);
@@ -792,9 +885,9 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
             for (; k > 0 && sc[order[k - 1]] > sc[i]; k--) order[k] = order[k - 1];
             order[k] = i;
         }
-        for (int k = 0; k < n && plan_budget_left(&b); k++) {
+        for (int k = 0; k < n; k++) {
             memcpy(trial, run.el.assign[order[k]], (size_t)L * sizeof *trial);
-            plan_iterated_search(p, trial, o->seed + (uint64_t)k, &b);
+            if (plan_budget_left(&b)) plan_iterated_search(p, trial, o->seed + (uint64_t)k, &b);
             plan_budget_evaluate(&b, p, trial, &e);
             if (plan_score(&e) < best) {
                 best = plan_score(&e);

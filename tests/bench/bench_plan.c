@@ -10,11 +10,18 @@
  *   --quick      one seed per cell instead of two
  *   --small      instances up to 32 layers only (for a quick look)
  *   --evals N    the budget of the rows at equal budgets (default 4096)
- *   --verbose    on stderr, per instance, the rows that miss 1% */
+ *   --verbose    on stderr, per instance, the rows that miss 1%
+ *   --only LIST  run only the rows named in LIST (comma-separated, e.g.
+ *                exact,rl-defaults; the names are algo_keys), and only the
+ *                suites in it when one of main, memory, larger is named
+ *   --match STR  only the instances whose name (as --verbose prints it)
+ *                contains STR
+ * Progress goes to stderr with carriage returns only when it is a terminal. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "plan/hps_plan.h"
 #include "hps_testlib.h"
@@ -35,9 +42,24 @@ enum {
 static const char *const algo_names[N_ALGOS] = {
     "exact", "rl (policy + polish)", "policy alone", "polish alone", "untrained policy",
     "random search", "genetic", "greedy", "rl, defaults", "polish alone, 1M"};
+/* --only's names of the rows */
+static const char *const algo_keys[N_ALGOS] = {
+    "exact", "rl", "policy", "polish", "untrained", "random", "genetic", "greedy", "rl-defaults", "polish-1m"};
 #define DEFAULT_EVALS 1000000 /* hps-plan's --evaluations */
 
 #define MAX_INSTANCES 512
+
+static int row_on[N_ALGOS]; /* --only */
+static const char *match;   /* --match */
+
+/* A line of progress, rewritten in place: only on a terminal (in a log,
+ * carriage returns are noise); done ends it. */
+static void progress(const char *what, int n, int done)
+{
+    if (!isatty(STDERR_FILENO)) return;
+    if (done) fputc('\n', stderr);
+    else fprintf(stderr, "\rbench-plan: %d %s", n, what);
+}
 
 typedef struct {
     double gap[MAX_INSTANCES], seconds[MAX_INSTANCES], evals[MAX_INSTANCES];
@@ -141,6 +163,14 @@ static void record(stats *x, double v, double opt, double sec, double used)
     x->n++;
 }
 
+/* Instances with a feasible plan: every row that ran counts them alike. */
+static int solvable_of(const stats *st)
+{
+    int n = 0;
+    for (int a = 0; a < N_ALGOS; a++) n = n > st[a].solvable ? n : st[a].solvable;
+    return n;
+}
+
 static void print_table(const char *title, stats *st, int n_algos_from, int instances, int solvable)
 {
     printf("%s\n\n", title);
@@ -148,6 +178,7 @@ static void print_table(const char *title, stats *st, int n_algos_from, int inst
            "worst gap", "evals", "median s", "max s");
     for (int a = n_algos_from; a < N_ALGOS; a++) {
         stats *x = &st[a];
+        if (!row_on[a]) continue;
         double med = median(x->gap, x->solvable), worst = maximum(x->gap, x->solvable);
         char gm[32] = "none", gw[32] = "none";
         if (isfinite(med)) snprintf(gm, sizeof gm, "%.3f%%", 100 * med);
@@ -162,22 +193,28 @@ static void print_table(const char *title, stats *st, int n_algos_from, int inst
 
 /* One instance: every row's objective, recorded as gaps against exact's
  * optimum when exact proved it, else (beyond its bound) against the best plan
- * of any row; returns 1 when exact did not finish. */
+ * of any row; returns 1 when exact did not finish, -1 when --match leaves
+ * the instance out. */
 static int instance(const plan_problem *p, const char *name, long evals, double bound, stats *st, int verbose,
                     double sec_rl[2], double sec_exact[2])
 {
     double v[N_ALGOS], sec[N_ALGOS], wall[N_ALGOS], used[N_ALGOS], best = HUGE_VAL;
     int done = 1;
+    if (match && !strstr(name, match)) return -1;
     for (int a = 0; a < N_ALGOS; a++) {
+        v[a] = sec[a] = wall[a] = used[a] = 0;
+        if (!row_on[a]) continue;
         v[a] = run(p, a, evals, bound, &sec[a], &wall[a], &used[a], a == ALGO_EXACT ? &done : &(int){0});
         best = fmin(best, v[a]);
     }
+    done &= row_on[ALGO_EXACT]; /* else against the best row that ran */
     double ref = done ? v[ALGO_EXACT] : best;
-    for (int a = 0; a < N_ALGOS; a++) record(&st[a], v[a], ref, sec[a], used[a]);
+    for (int a = 0; a < N_ALGOS; a++)
+        if (row_on[a]) record(&st[a], v[a], ref, sec[a], used[a]);
     if (verbose) { /* the rows that miss 1% */
         fprintf(stderr, "\n%s%s:", name, done ? "" : " (exact unfinished)");
         for (int a = 0; a < N_ALGOS; a++)
-            if (isfinite(ref) && !(v[a] <= ref * 1.01))
+            if (row_on[a] && isfinite(ref) && !(v[a] <= ref * 1.01))
                 fprintf(stderr, " [%s: %.2f%%]", algo_names[a], 100 * (v[a] / ref - 1));
         fputc('\n', stderr);
     }
@@ -188,16 +225,41 @@ static int instance(const plan_problem *p, const char *name, long evals, double 
     return !done;
 }
 
+/* Which rows and suites --only names (all when it names none of a kind). */
+static void only_rows(const char *only, int suite[3])
+{
+    static const char *const suites[3] = {"main", "memory", "larger"};
+    int rows = 0, suites_named = 0;
+    for (int a = 0; a < N_ALGOS; a++) row_on[a] = !only;
+    for (const char *s = only; s && *s;) {
+        size_t n = strcspn(s, ",");
+        for (int a = 0; a < N_ALGOS; a++)
+            if (strlen(algo_keys[a]) == n && strncmp(s, algo_keys[a], n) == 0) row_on[a] = 1, rows++;
+        for (int k = 0; k < 3; k++)
+            if (strlen(suites[k]) == n && strncmp(s, suites[k], n) == 0) {
+                if (!suites_named++) suite[0] = suite[1] = suite[2] = 0;
+                suite[k] = 1;
+            }
+        s += n + (s[n] == ',');
+    }
+    if (only && !rows)
+        for (int a = 0; a < N_ALGOS; a++) row_on[a] = 1;
+}
+
 int main(int argc, char **argv)
 {
-    int quick = 0, small = 0, verbose = 0;
+    int quick = 0, small = 0, verbose = 0, suite[3] = {1, 1, 1};
+    const char *only = NULL;
     long evals = 4096;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) quick = 1;
+        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
+        else if (strcmp(argv[i], "--match") == 0 && i + 1 < argc) match = argv[++i];
         else if (strcmp(argv[i], "--small") == 0) small = 1;
         else if (strcmp(argv[i], "--verbose") == 0) verbose = 1;
         else if (strcmp(argv[i], "--evals") == 0 && i + 1 < argc) evals = atol(argv[++i]);
     }
+    only_rows(only, suite);
     static const int layers[] = {4, 8, 16, 32, 64, 128}, types[] = {2, 4, 8};
     static const double tight[] = {0.3, 0.9};
     int seeds = quick ? 1 : 2, n_layers = small ? 4 : 6;
@@ -205,7 +267,7 @@ int main(int argc, char **argv)
     double exact_128x8[2] = {0}, rl_128x8[2] = {0}, sink[2] = {0}; /* CPU and wall seconds */
     int instances = 0, unfinished = 0;
     char name[64], title[512];
-    for (int li = 0; li < n_layers; li++)
+    for (int li = 0; suite[0] && li < n_layers; li++)
         for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
             for (int tg = 0; tg < 2; tg++)
                 for (int ul = 0; ul < 2; ul++)
@@ -215,25 +277,26 @@ int main(int argc, char **argv)
                         int big = layers[li] == 128 && types[ti] == 8;
                         snprintf(name, sizeof name, "%dx%d tight %.1f limits %d seed %d", layers[li], types[ti],
                                  tight[tg], ul, s);
-                        unfinished += instance(p, name, evals, 60, st, verbose, big ? rl_128x8 : sink,
-                                               big ? exact_128x8 : sink);
-                        instances++;
+                        int u = instance(p, name, evals, 60, st, verbose, big ? rl_128x8 : sink,
+                                         big ? exact_128x8 : sink);
+                        unfinished += u > 0;
+                        instances += u >= 0;
                         plan_problem_free(p);
-                        fprintf(stderr, "\rbench-plan: %d instances", instances);
+                        progress("instances", instances, 0);
                     }
-    fprintf(stderr, "\n");
+    progress(NULL, 0, 1);
     snprintf(title, sizeof title,
              "%d instances: layers 4..%d, types 2..8, limits at 0.3 and 0.9 of the fastest plan, with and\n"
              "without unit limits (exact finished on %d); the rows down to genetic at %ld evaluations each,\n"
              "the last two at hps-plan's default budget (rl: 2048 episodes, 1000000 evaluations in all)",
              instances, layers[n_layers - 1], instances - unfinished, evals);
-    print_table(title, st, 0, instances, st[ALGO_RL].solvable);
+    if (instances) print_table(title, st, 0, instances, solvable_of(st));
     fflush(stdout);
     /* Memory that binds (plan_problem_random_memory): layers that fit only
      * some types, tables only on the servers or in HBM or a cache. */
     static const int mem_layers[] = {8, 32, 128}, mem_types[] = {4, 8};
     int mem_n = 0, mem_unfinished = 0, mem_invalid = 0;
-    for (int li = 0; li < (small ? 2 : 3); li++)
+    for (int li = 0; suite[1] && li < (small ? 2 : 3); li++)
         for (int ti = 0; ti < 2; ti++)
             for (int tg = 0; tg < 2; tg++)
                 for (int ul = 0; ul < 2; ul++) {
@@ -246,24 +309,25 @@ int main(int argc, char **argv)
                     }
                     snprintf(name, sizeof name, "memory %dx%d tight %.1f limits %d", mem_layers[li],
                              mem_types[ti], tight[tg], ul);
-                    mem_unfinished += instance(p, name, evals, 60, mem, verbose, sink, sink);
-                    mem_n++;
+                    int u = instance(p, name, evals, 60, mem, verbose, sink, sink);
+                    mem_unfinished += u > 0;
+                    mem_n += u >= 0;
                     plan_problem_free(p);
-                    fprintf(stderr, "\rbench-plan: %d instances with memory", mem_n);
+                    progress("instances with memory", mem_n, 0);
                 }
-    fprintf(stderr, "\n");
+    progress(NULL, 0, 1);
     snprintf(title, sizeof title,
              "%d instances where memory binds: layers 8..%d, 4 and 8 types, units of 1 to 8 GiB, tables of\n"
              "1 to 16 GiB (%d drawn were refused: a layer or the tables fit nowhere); exact finished on %d",
              mem_n, small ? 32 : 128, mem_invalid, mem_n - mem_unfinished);
-    print_table(title, mem, 0, mem_n, mem[ALGO_RL].solvable);
+    if (mem_n) print_table(title, mem, 0, mem_n, solvable_of(mem));
     fflush(stdout);
     /* Beyond the exact solver's bound: 12 and 16 types, 64 and 128 layers,
      * 64 units a type or 8 to 40 that bind across stages; gaps against
      * exact's optimum where it finished, else the best plan of any row. */
     static const int hard_layers[] = {64, 128}, hard_types[] = {12, 16};
     int hard_n = 0, hard_unfinished = 0;
-    for (int li = 0; !small && li < 2; li++)
+    for (int li = 0; suite[2] && !small && li < 2; li++)
         for (int ti = 0; ti < 2; ti++)
             for (int tg = 0; tg < 2; tg++)
                 for (int ul = 0; ul < 2; ul++) {
@@ -272,19 +336,20 @@ int main(int argc, char **argv)
                         plan_problem_random(seed, hard_layers[li], hard_types[ti], tight[tg], ul ? 2 : 0);
                     snprintf(name, sizeof name, "hard %dx%d tight %.1f limits %d", hard_layers[li],
                              hard_types[ti], tight[tg], ul ? 2 : 0);
-                    hard_unfinished += instance(p, name, evals, 10, hard, verbose, sink, sink);
-                    hard_n++;
+                    int u = instance(p, name, evals, 10, hard, verbose, sink, sink);
+                    hard_unfinished += u > 0;
+                    hard_n += u >= 0;
                     plan_problem_free(p);
-                    fprintf(stderr, "\rbench-plan: %d instances beyond exact", hard_n);
+                    progress("instances beyond exact", hard_n, 0);
                 }
-    fprintf(stderr, "\n");
+    progress(NULL, 0, 1);
     if (hard_n) {
         snprintf(title, sizeof title,
                  "%d larger instances: 64 and 128 layers, 12 and 16 types, 64 units a type or 8 to 40;\n"
                  "exact bounded at 10 s (it finished on %d); gaps against its optimum where it finished,\n"
                  "else against the best plan of any row",
                  hard_n, hard_n - hard_unfinished);
-        print_table(title, hard, 0, hard_n, hard[ALGO_RL].solvable);
+        print_table(title, hard, 0, hard_n, solvable_of(hard));
     }
     printf("gap: objective / optimum - 1 where a feasible plan exists; within 1%%: feasible and at most\n"
            "1%% above; evals: median cost-model evaluations (exact and greedy count none); seconds:\n"

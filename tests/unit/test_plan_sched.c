@@ -435,6 +435,41 @@ static void test_dp_polish(void **state)
     plan_problem_free(p);
 }
 
+/* Where memory confines layers to types of 1 to 6 units, the descent (whose
+ * moves price the unit limits across stages) stalls far above the optimum;
+ * the DP that plans with them reaches it from the fastest plan, and never
+ * makes a plan worse. */
+static void test_dp_limits(void **state)
+{
+    (void)state;
+    static const uint64_t seeds[] = {13, 24, 48};
+    for (size_t k = 0; k < sizeof seeds / sizeof *seeds; k++) {
+        plan_problem *p = plan_problem_random_with_memory(seeds[k] * 7919, 16, 4, 0.3 + 0.1 * (double)(seeds[k] % 6), 1);
+        assert_non_null(p);
+        plan_search_opts o = {.seed = 1, .time_limit = 60, .bound_time = 60};
+        plan_result r;
+        plan_result_init(&r, p);
+        plan_solve_exact(p, &o, &r);
+        int a[16], d[16], f;
+        double opt = objective_of(p, r.assign, &f);
+        assert_true(f && r.optimal);
+        plan_max_throughput(p, a);
+        memcpy(d, a, sizeof a);
+        plan_descend(p, d, ample());
+        int fd;
+        double stalled = objective_of(p, d, &fd);
+        assert_true(!fd || stalled > 1.1 * opt);
+        plan_dp_limits(p, a, ample());
+        double v = objective_of(p, a, &f);
+        assert_true(f && fabs(v - opt) <= 1e-9 * opt);
+        plan_dp_limits(p, d, ample()); /* from the stalled plan: no worse */
+        double w = objective_of(p, d, &f);
+        assert_true(f >= fd && (!fd || w <= stalled * (1 + 1e-12)));
+        plan_result_free(&r);
+        plan_problem_free(p);
+    }
+}
+
 static void test_brute_refuses_large(void **state)
 {
     (void)state;
@@ -467,6 +502,36 @@ static void test_rl_is_deterministic(void **state)
     plan_result_free(&a);
     plan_result_free(&b);
     plan_problem_free(p);
+}
+
+/* A budget the descents of the polish spend before the iterated search
+ * starts (64 layers, 8 types: one sweep of the local search is 32768
+ * evaluations): the plan they reached is kept, never worse than the
+ * policy's, and better on some instances (it was dropped for the policy's). */
+static void test_rl_keeps_descended_plan(void **state)
+{
+    (void)state;
+    int better = 0;
+    for (int k = 0; k < 6; k++) {
+        plan_problem *p = plan_problem_random(1000003ull * (4 * 97 + 2 * 13 + (uint64_t)k + 1), 64, 8,
+                                              k % 2 ? 0.9 : 0.3, k / 2 % 2);
+        plan_search_opts o = {.seed = 7, .episodes = 64, .evaluations = 400, .time_limit = 60, .polish = 0,
+                              .start = PLAN_START_RANDOM, .frozen = 1}; /* whatever the shipped policy */
+        plan_result alone, polished;
+        plan_result_init(&alone, p);
+        plan_result_init(&polished, p);
+        plan_solve_rl(p, &o, &alone);
+        o.polish = 1;
+        plan_solve_rl(p, &o, &polished);
+        int f1, f2;
+        double a = objective_of(p, alone.assign, &f1), b = objective_of(p, polished.assign, &f2);
+        assert_true(f2 >= f1 && (!f1 || b <= a * (1 + 1e-12)));
+        better += (f2 > f1 || b < a * (1 - 1e-9)) && strcmp(polished.found_by, "polish") == 0;
+        plan_result_free(&alone);
+        plan_result_free(&polished);
+        plan_problem_free(p);
+    }
+    assert_true(better >= 2);
 }
 
 /* The policy's sampled plans get better: from random weights, the mean
@@ -620,8 +685,10 @@ int main(void)
         cmocka_unit_test(test_exact_is_optimal_over_any_units),
         cmocka_unit_test(test_time_is_fastest_of_pareto),
         cmocka_unit_test(test_dp_polish),
+        cmocka_unit_test(test_dp_limits),
         cmocka_unit_test(test_brute_refuses_large),
         cmocka_unit_test(test_rl_is_deterministic),
+        cmocka_unit_test(test_rl_keeps_descended_plan),
         cmocka_unit_test(test_rl_learns),
         cmocka_unit_test(test_rl_beats_untrained),
         cmocka_unit_test(test_rl_pretrained_generalises),
