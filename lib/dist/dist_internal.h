@@ -91,6 +91,9 @@ struct hps_dist {
 /* dist_roles.c */
 int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err);
 const char *dist_role_name(const hps_dist *d, int rank, char *buf, size_t n);
+/* A plan without servers (workers only) for a model with embedding layers,
+ * whose rows would have nowhere to live: an error. */
+int dist_check_servers(const hps_dist *d, const hps_model *m, const char *plan_name, hps_error *err);
 
 /* dist_watch.c: a rank that dies or cannot be reached is named with its role
  * and host, and every rank stops */

@@ -39,9 +39,20 @@ static int read_workers(hps_dist *d, const plan_file *pf, int *used, hps_error *
     return 0;
 }
 
-/* Servers: the ranks listed, else the lowest ranks no worker has; a plan
- * without servers (every row in HBM) still gets one, which holds the rows:
- * ranks under mpirun keep every row on servers. */
+/* 1 when some stage pulls embedding rows: rows "servers" (also what a plan
+ * that does not say means), "hbm" and "cache" are refused before. */
+static int pulls_rows(const plan_file *pf)
+{
+    for (int i = 0; i < pf->n_stages; i++)
+        if (strcmp(pf->stages[i].rows, "none") != 0) return 1;
+    return pf->n_stages == 0;
+}
+
+/* Servers: the ranks listed, else the lowest ranks no worker has.  A plan
+ * without servers whose stages pull no rows (a dense-only model) runs
+ * workers only; one whose stages keep rows on servers but counts none still
+ * gets one, which holds the rows.  dist_check_servers checks the model
+ * agrees once it is loaded. */
 static int read_servers(hps_dist *d, const plan_file *pf, int *used, hps_error *err)
 {
     int count = pf->n_servers;
@@ -51,7 +62,7 @@ static int read_servers(hps_dist *d, const plan_file *pf, int *used, hps_error *
                             "%s: stage %d keeps its embedding rows in %s; hps-train under mpirun keeps them on "
                             "parameter servers only: plan with --rows servers, or run it in one process",
                             pf->name, i, pf->stages[i].rows);
-    if (!count) count = 1;
+    if (!count && pulls_rows(pf)) count = 1;
     for (int s = 0, next = 0; s < count; s++) {
         long long r;
         if (s < pf->n_servers) { /* listed; the one a plan without servers gets is not */
@@ -128,6 +139,18 @@ int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err)
     if (rc) return -1;
     number_roles(d);
     return dist_stages_setup(d, name, err);
+}
+
+int dist_check_servers(const hps_dist *d, const hps_model *m, const char *plan_name, hps_error *err)
+{
+    if (d->servers) return 0;
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING)
+            return hps_fail(err, HPS_EXIT_USAGE,
+                            "%s: the plan has no parameter servers and its stages pull no embedding rows, "
+                            "but layer %d ('%s') of %s is an embedding: plan for this model",
+                            plan_name, l, m->layers[l].name, m->name);
+    return 0;
 }
 
 const char *dist_role_name(const hps_dist *d, int rank, char *buf, size_t n)

@@ -12,7 +12,8 @@
  *   server   owns the embedding rows routed to it, server = mix64(key) %
  *            servers, and applies the summed sparse AdaGrad updates once all
  *            workers pushed a step (synchronous training); it builds its
- *            tables and nothing else of the model
+ *            tables and nothing else of the model; a plan for a
+ *            model without embedding layers has none (workers only)
  * A worker reaches the job only through hps_train_dist (hps_train.h); this
  * module calls the trainer only through hps_train.h.
  * Workers' shares of a batch are re-balanced from measured compute times
@@ -49,9 +50,10 @@ int hps_dist_is_lead(const hps_dist *d);
 
 /* Stages among the workers (1: every worker runs all layers). */
 int hps_dist_stages(const hps_dist *d);
-/* With stages on different ranks: the plan's layer ranges fit the workers'
- * stages and every embedding layer is in stage 0; every rank finds the same
- * answer.  eval: the lead evaluates after each epoch (--eval). */
+/* The model fits the roles: a plan without servers has no embedding layer
+ * to serve; with stages on different ranks, the plan's layer ranges fit the
+ * workers' stages and every embedding layer is in stage 0.  Every rank finds
+ * the same answer.  eval: the lead evaluates after each epoch (--eval). */
 int hps_dist_check_stages(hps_dist *d, const hps_model *m, const hps_train_plan *p, int eval,
                           hps_error *err);
 /* A worker: hooks the trainer's steps, loads and checkpoints. */

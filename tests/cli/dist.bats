@@ -53,14 +53,90 @@ mpi() {
     [ "$(dist_field "$TMP/dist.ndjson" 'o["per_rank"][2]["rows_served"] > 0')" = True ]
 }
 
-@test "dist: a plan with no servers (count 0, ranks []) gets its one server on the next free rank" {
-    # as hps-plan writes a dense-only model's plan: hps-train under mpirun still runs a server
+@test "dist: a plan whose stage keeps rows on servers but counts none gets one on the next free rank" {
+    # a hand-written plan (its stage says no rows, so they are on servers)
     python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["servers"]["count"]=0; p["servers"]["ranks"]=[]
 json.dump(p,open(sys.argv[2],"w"))' "$PLAN" "$TMP/noserver.json"
     run mpi 3 "$TRAIN" --plan "$TMP/noserver.json" --model "$MODEL" --data "$TMP/shards" --steps 2 --threads 1 \
         --metrics "$TMP/dist.ndjson" -q
     [ "$status" -eq 0 ]
     [ "$(dist_field "$TMP/dist.ndjson" 'o["servers"]')" = 1 ]
+}
+
+# A dense-only model (mlp-784), its data, and the plan hps-plan writes for
+# it with 2 workers: servers count 0, stages that pull no rows.
+dense_plan() {
+    DMODEL=$TESTDATA/models/mlp-784.json
+    python3 -c 'import random
+r = random.Random(1)
+for i in range(1024):
+    print(r.randrange(10), " ".join(f"{j}:{r.random():.3f}" for j in sorted(r.sample(range(1, 785), 40))))' \
+        > "$TMP/d.svm"
+    "$HPS_BIN/hps-shard" -q -f libsvm --classes 10 --dense 784 --transform none -m "$DMODEL" -n 2 \
+        -o "$TMP/dshards" "$TMP/d.svm"
+    "$HPS_BIN/hps-profile" -q -m "$DMODEL" -d cpu:1 -r 2 -o "$TMP/dprof.json"
+    cat > "$TMP/dc.json" <<'EOF'
+{"format": "hps-cluster", "version": 1, "name": "here", "resources": [{"name": "t1", "kind": "cpu",
+ "device": "cpu:1", "threads": 1, "price_per_hour": 1, "max_units": 2, "mem_gib": 8, "nic_gbps": 40}]}
+EOF
+    "$HPS_BIN/hps-plan" -q -m "$DMODEL" -c "$TMP/dc.json" -p "$TMP/dprof.json" -t 1 -o "$TMP/d1.json"
+    # half again what one unit carries: two workers
+    "$HPS_BIN/hps-plan" -q -m "$DMODEL" -c "$TMP/dc.json" -p "$TMP/dprof.json" -o "$TMP/dplan.json" \
+        -t "$(python3 -c 'import json,sys; print(1.5 * json.load(open(sys.argv[1]))["predicted"]["throughput"])' "$TMP/d1.json")"
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1]))
+assert len(p["workers"]) == 2 and p["servers"]["count"] == 0 and p["servers"]["ranks"] == [], p
+assert all(s["rows"] == "none" for s in p["stages"]), p["stages"]' "$TMP/dplan.json"
+}
+
+# A field of the last "summary" record.
+summary_field() {
+    python3 -c 'import json,sys
+o = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["event"] == "summary"][-1]
+print(eval(sys.argv[2], {}, {"o": o}))' "$1" "$2"
+}
+
+@test "dist: a dense-only plan of 2 workers runs on 2 ranks, no server, the single-process trajectory" {
+    dense_plan
+    "$TRAIN" --plan "$TMP/dplan.json" --data "$TMP/dshards" --epochs 3 --threads 1 --micro-batches 2 \
+        --metrics "$TMP/one.ndjson" --metrics-interval 0 -q
+    run mpi 2 "$TRAIN" --plan "$TMP/dplan.json" --data "$TMP/dshards" --epochs 3 --threads 1 \
+        --metrics "$TMP/dist.ndjson" --metrics-interval 0
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"2 ranks: rank 0 worker 0 of stage 0, t1 on "*"; rank 1 worker 1 of stage 0, t1 on "* ]]
+    same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
+    [ "$(dist_field "$TMP/dist.ndjson" '(o["ranks"], o["workers"], o["servers"])')" = "(2, 2, 0)" ]
+    [ "$(dist_field "$TMP/dist.ndjson" '[r["role"] for r in o["per_rank"]]')" = "['worker', 'worker']" ]
+    # the summary: 3 epochs of 4 batches of 256 over both workers, and the
+    # plan's prediction beside the measurement
+    [ "$(summary_field "$TMP/dist.ndjson" '(o["steps"], o["samples"])')" = "(12, 3072)" ]
+    predicted=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["predicted"]["throughput"])' "$TMP/dplan.json")
+    [ "$(summary_field "$TMP/dist.ndjson" "abs(o['predicted_samples_per_s'] - $predicted) < 1e-3 * $predicted")" = True ]
+    # the ranks a dense-only plan names, and no more
+    run mpi 3 "$TRAIN" --plan "$TMP/dplan.json" --data "$TMP/dshards" --steps 2 --threads 1
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"dplan.json: the plan needs 2 ranks (2 workers, 0 servers), but mpirun started 3: run mpirun -np 2"* ]]
+}
+
+@test "dist: a dense-only plan's ranks checkpoint and resume without a server" {
+    dense_plan
+    args=(--plan "$TMP/dplan.json" --data "$TMP/dshards" --threads 1 --checkpoint "$TMP/ck")
+    mpi 2 "$TRAIN" "${args[@]}" --steps 2 -q
+    [ "$(ls "$TMP/ck" | sort | tr '\n' ' ')" = "committed rank-0 rank-1 " ]
+    run mpi 2 "$TRAIN" "${args[@]}" --epochs 3 --steps 5 --resume
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"resuming at step 2"* ]]
+    [[ "$output" == *"5 steps, 1280 samples"* ]]
+}
+
+@test "dist: a plan without servers for a model with embedding layers is refused, naming the layer" {
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["servers"]["count"]=0; p["servers"]["ranks"]=[]
+p["stages"][0]["rows"]="none"; json.dump(p,open(sys.argv[2],"w"))' "$PLAN" "$TMP/noserver.json"
+    run mpi 2 "$TRAIN" --plan "$TMP/noserver.json" --model "$MODEL" --data "$TMP/shards" --steps 2 --threads 1
+    echo "$output"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"hps-train: error: "*"noserver.json: the plan has no parameter servers and its stages pull no embedding rows, but layer "*" of demo-ctr is an embedding: plan for this model"* ]]
 }
 
 @test "dist: --log-dir writes one log per rank, named by its role" {
