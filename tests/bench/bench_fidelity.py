@@ -116,9 +116,9 @@ def train(name, d, plan_path, p, micro, mpi=False):
             "--steps", str(STEPS), "--threads", str(threads), "--micro-batches", str(micro),
             "--metrics", metrics]
     # data-parallel units are ranks; stages of one unit each run as threads of
-    # one process.  Under mpirun hps-train runs at least one server rank, also
-    # for a dense-only model (hps-train(1), DISTRIBUTED)
-    ranks = len(p["workers"]) + max(1, p["servers"]["count"])
+    # one process.  Under mpirun the ranks are the plan's workers and servers:
+    # a dense-only model's plan has no server (hps-train(1), DISTRIBUTED)
+    ranks = len(p["workers"]) + p["servers"]["count"]
     distributed = mpi or any(s["units"] > 1 for s in p["stages"])
     if distributed:
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -179,8 +179,6 @@ def main():
                 if not p:  # a larger M may still carry the limit through the bubble
                     print(f"  {name}: {tag}: no plan at {limit:.0f} samples/s with M={micro}", flush=True)
                     continue
-                if mpi and not p["servers"]["count"] and len(p["stages"]) > 1:
-                    continue  # stages across ranks need a server rank; a dense-only model has none
                 res = train(name, d, path, p, micro, mpi)
                 err = res["measured"] / res["predicted"] - 1
                 rows.append((name, describe(p, micro, res), res, err))

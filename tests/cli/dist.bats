@@ -118,6 +118,21 @@ print(eval(sys.argv[2], {}, {"o": o}))' "$1" "$2"
     [[ "$output" == *"dplan.json: the plan needs 2 ranks (2 workers, 0 servers), but mpirun started 3: run mpirun -np 2"* ]]
 }
 
+@test "dist: a dense-only plan cut into 2 stages runs on 2 ranks, no server, the single-process trajectory" {
+    dense_plan
+    # the 2-worker plan's units as stages: layers 0-1 on rank 0, 2-4 on rank 1
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); s = p["stages"][0]
+p["stages"] = [dict(s, index=0, layers=[0, 1], units=1), dict(s, index=1, layers=[2, 4], units=1)]
+p["workers"] = [dict(w, stage=i, share=1.0) for i, w in enumerate(p["workers"])]
+json.dump(p, open(sys.argv[2], "w"))' "$TMP/dplan.json" "$TMP/dstages.json"
+    "$TRAIN" --plan "$TMP/dplan.json" --data "$TMP/dshards" --epochs 3 --threads 1 --micro-batches 2 \
+        --metrics "$TMP/one.ndjson" --metrics-interval 0 -q
+    mpi 2 "$TRAIN" --plan "$TMP/dstages.json" --data "$TMP/dshards" --epochs 3 --threads 1 --micro-batches 2 \
+        --metrics "$TMP/dist.ndjson" --metrics-interval 0 -q
+    same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
+    [ "$(dist_field "$TMP/dist.ndjson" '(o["ranks"], o["servers"], o["per_rank"][1]["samples"])')" = "(2, 0, 3072.0)" ]
+}
+
 @test "dist: a dense-only plan's ranks checkpoint and resume without a server" {
     dense_plan
     args=(--plan "$TMP/dplan.json" --data "$TMP/dshards" --threads 1 --checkpoint "$TMP/ck")
@@ -128,6 +143,21 @@ print(eval(sys.argv[2], {}, {"o": o}))' "$1" "$2"
     [ "$status" -eq 0 ]
     [[ "$output" == *"resuming at step 2"* ]]
     [[ "$output" == *"5 steps, 1280 samples"* ]]
+}
+
+@test "dist: a dense-only job whose worker is killed ends, the survivor naming it" {
+    dense_plan
+    timeout 120 mpirun --oversubscribe -np 2 "$TEST_TRAIN" --plan "$TMP/dplan.json" --data "$TMP/dshards" \
+        --threads 1 --epochs 400 --slowdown 0=4 --checkpoint "$TMP/ck" --checkpoint-every 2 > "$TMP/out" 2>&1 &
+    job=$!
+    for _ in $(seq 300); do [ -f "$TMP/ck/committed" ] && break; sleep 0.1; done
+    [ -f "$TMP/ck/committed" ]
+    kill -9 "$(rank_pid "$job" 1)"
+    status=0
+    wait "$job" || status=$?
+    cat "$TMP/out"
+    [ "$status" -ne 0 ] && [ "$status" -ne 124 ]   # ended, and not by the timeout
+    [ "$(grep -cE "hps-train: error: rank 1 \(worker 1 of stage 0, t1\) on host [^ ]+ stopped responding" "$TMP/out")" -eq 1 ]
 }
 
 @test "dist: a plan without servers for a model with embedding layers is refused, naming the layer" {
