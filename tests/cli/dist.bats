@@ -152,11 +152,7 @@ json.dump(p, open(sys.argv[2], "w"))' "$TMP/dplan.json" "$TMP/dstages.json"
     job=$!
     for _ in $(seq 300); do [ -f "$TMP/ck/committed" ] && break; sleep 0.1; done
     [ -f "$TMP/ck/committed" ]
-    kill -9 "$(rank_pid "$job" 1)"
-    status=0
-    wait "$job" || status=$?
-    cat "$TMP/out"
-    [ "$status" -ne 0 ] && [ "$status" -ne 124 ]   # ended, and not by the timeout
+    kill_rank "$job" 1
     [ "$(grep -cE "hps-train: error: rank 1 \(worker 1 of stage 0, t1\) on host [^ ]+ stopped responding" "$TMP/out")" -eq 1 ]
 }
 
@@ -188,6 +184,16 @@ p["stages"][0]["rows"]="none"; json.dump(p,open(sys.argv[2],"w"))' "$PLAN" "$TMP
     [ "$(dist_field "$TMP/static.ndjson" 'o["per_rank"][1]["samples"] == o["per_rank"][0]["samples"]')" = True ]
 }
 
+# Kills rank $2 of the job $1 (an mpirun under `timeout`, its output in
+# $TMP/out), which must then end on its own: not 0, and not by the timeout.
+kill_rank() {
+    kill -9 "$(rank_pid "$1" "$2")"
+    local rc=0
+    wait "$1" || rc=$?
+    cat "$TMP/out"
+    [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]
+}
+
 # The pids of mpirun's ranks (children of the mpirun under `timeout` $1).
 rank_pid() {
     local mp p
@@ -204,11 +210,7 @@ rank_pid() {
     job=$!
     for _ in $(seq 300); do [ -f "$TMP/ck/committed" ] && break; sleep 0.1; done
     [ -f "$TMP/ck/committed" ]
-    kill -9 "$(rank_pid "$job" 2)"
-    status=0
-    wait "$job" || status=$?
-    cat "$TMP/out"
-    [ "$status" -ne 0 ] && [ "$status" -ne 124 ]   # ended, and not by the timeout
+    kill_rank "$job" 2
     grep -q "rank 2" "$TMP/out"
     grep -q "rank 2 server 0" "$TMP/out"          # the lead's role map, said at the start
     # a survivor names the dead rank with its role (dist_watch.c), once
@@ -401,11 +403,7 @@ PY
         --metrics-interval 0 > "$TMP/out" 2>&1 &
     job=$!
     for _ in $(seq 300); do [ -s "$TMP/m.ndjson" ] && grep -q '"step"' "$TMP/m.ndjson" && break; sleep 0.1; done
-    kill -9 "$(rank_pid "$job" 1)"
-    status=0
-    wait "$job" || status=$?
-    cat "$TMP/out"
-    [ "$status" -ne 0 ] && [ "$status" -ne 124 ]   # ended, and not by the timeout
+    kill_rank "$job" 1
     [ "$(grep -cE "hps-train: error: rank 1 \(worker 1 of stage 1, cpu\) on host [^ ]+ stopped responding" "$TMP/out")" -eq 1 ]
 }
 
