@@ -246,6 +246,22 @@ static void only_rows(const char *only, int suite[3])
         for (int a = 0; a < N_ALGOS; a++) row_on[a] = 1;
 }
 
+/* A suite's count: instances run, and those exact did not finish. */
+typedef struct {
+    int n, unfinished;
+} tally;
+
+/* One instance of a suite: run it, count it, free it, show the progress. */
+static void tally_instance(tally *t, plan_problem *p, const char *name, long evals, double bound, stats *st,
+                           int verbose, double sec_rl[2], double sec_exact[2], const char *what)
+{
+    int u = instance(p, name, evals, bound, st, verbose, sec_rl, sec_exact);
+    t->unfinished += u > 0;
+    t->n += u >= 0;
+    plan_problem_free(p);
+    progress(what, t->n, 0);
+}
+
 int main(int argc, char **argv)
 {
     int quick = 0, small = 0, verbose = 0, suite[3] = {1, 1, 1};
@@ -265,7 +281,7 @@ int main(int argc, char **argv)
     int seeds = quick ? 1 : 2, n_layers = small ? 4 : 6;
     static stats st[N_ALGOS], mem[N_ALGOS], hard[N_ALGOS];
     double exact_128x8[2] = {0}, rl_128x8[2] = {0}, sink[2] = {0}; /* CPU and wall seconds */
-    int instances = 0, unfinished = 0;
+    tally main_suite = {0};
     char name[64], title[512];
     for (int li = 0; suite[0] && li < n_layers; li++)
         for (size_t ti = 0; ti < sizeof types / sizeof *types; ti++)
@@ -277,25 +293,22 @@ int main(int argc, char **argv)
                         int big = layers[li] == 128 && types[ti] == 8;
                         snprintf(name, sizeof name, "%dx%d tight %.1f limits %d seed %d", layers[li], types[ti],
                                  tight[tg], ul, s);
-                        int u = instance(p, name, evals, 60, st, verbose, big ? rl_128x8 : sink,
-                                         big ? exact_128x8 : sink);
-                        unfinished += u > 0;
-                        instances += u >= 0;
-                        plan_problem_free(p);
-                        progress("instances", instances, 0);
+                        tally_instance(&main_suite, p, name, evals, 60, st, verbose, big ? rl_128x8 : sink,
+                                       big ? exact_128x8 : sink, "instances");
                     }
     progress(NULL, 0, 1);
     snprintf(title, sizeof title,
              "%d instances: layers 4..%d, types 2..8, limits at 0.3 and 0.9 of the fastest plan, with and\n"
              "without unit limits (exact finished on %d); the rows down to genetic at %ld evaluations each,\n"
              "the last two at hps-plan's default budget (rl: 2048 episodes, 1000000 evaluations in all)",
-             instances, layers[n_layers - 1], instances - unfinished, evals);
-    if (instances) print_table(title, st, 0, instances, solvable_of(st));
+             main_suite.n, layers[n_layers - 1], main_suite.n - main_suite.unfinished, evals);
+    if (main_suite.n) print_table(title, st, 0, main_suite.n, solvable_of(st));
     fflush(stdout);
     /* Memory that binds (plan_problem_random_memory): layers that fit only
      * some types, tables only on the servers or in HBM or a cache. */
     static const int mem_layers[] = {8, 32, 128}, mem_types[] = {4, 8};
-    int mem_n = 0, mem_unfinished = 0, mem_invalid = 0;
+    tally memory = {0};
+    int mem_invalid = 0;
     for (int li = 0; suite[1] && li < (small ? 2 : 3); li++)
         for (int ti = 0; ti < 2; ti++)
             for (int tg = 0; tg < 2; tg++)
@@ -309,24 +322,20 @@ int main(int argc, char **argv)
                     }
                     snprintf(name, sizeof name, "memory %dx%d tight %.1f limits %d", mem_layers[li],
                              mem_types[ti], tight[tg], ul);
-                    int u = instance(p, name, evals, 60, mem, verbose, sink, sink);
-                    mem_unfinished += u > 0;
-                    mem_n += u >= 0;
-                    plan_problem_free(p);
-                    progress("instances with memory", mem_n, 0);
+                    tally_instance(&memory, p, name, evals, 60, mem, verbose, sink, sink, "instances with memory");
                 }
     progress(NULL, 0, 1);
     snprintf(title, sizeof title,
              "%d instances where memory binds: layers 8..%d, 4 and 8 types, units of 1 to 8 GiB, tables of\n"
              "1 to 16 GiB (%d drawn were refused: a layer or the tables fit nowhere); exact finished on %d",
-             mem_n, small ? 32 : 128, mem_invalid, mem_n - mem_unfinished);
-    if (mem_n) print_table(title, mem, 0, mem_n, solvable_of(mem));
+             memory.n, small ? 32 : 128, mem_invalid, memory.n - memory.unfinished);
+    if (memory.n) print_table(title, mem, 0, memory.n, solvable_of(mem));
     fflush(stdout);
     /* Beyond the exact solver's bound: 12 and 16 types, 64 and 128 layers,
      * 64 units a type or 8 to 40 that bind across stages; gaps against
      * exact's optimum where it finished, else the best plan of any row. */
     static const int hard_layers[] = {64, 128}, hard_types[] = {12, 16};
-    int hard_n = 0, hard_unfinished = 0;
+    tally larger = {0};
     for (int li = 0; suite[2] && !small && li < 2; li++)
         for (int ti = 0; ti < 2; ti++)
             for (int tg = 0; tg < 2; tg++)
@@ -336,20 +345,16 @@ int main(int argc, char **argv)
                         plan_problem_random(seed, hard_layers[li], hard_types[ti], tight[tg], ul ? 2 : 0);
                     snprintf(name, sizeof name, "hard %dx%d tight %.1f limits %d", hard_layers[li],
                              hard_types[ti], tight[tg], ul ? 2 : 0);
-                    int u = instance(p, name, evals, 10, hard, verbose, sink, sink);
-                    hard_unfinished += u > 0;
-                    hard_n += u >= 0;
-                    plan_problem_free(p);
-                    progress("instances beyond exact", hard_n, 0);
+                    tally_instance(&larger, p, name, evals, 10, hard, verbose, sink, sink, "instances beyond exact");
                 }
     progress(NULL, 0, 1);
-    if (hard_n) {
+    if (larger.n) {
         snprintf(title, sizeof title,
                  "%d larger instances: 64 and 128 layers, 12 and 16 types, 64 units a type or 8 to 40;\n"
                  "exact bounded at 10 s (it finished on %d); gaps against its optimum where it finished,\n"
                  "else against the best plan of any row",
-                 hard_n, hard_n - hard_unfinished);
-        print_table(title, hard, 0, hard_n, solvable_of(hard));
+                 larger.n, larger.n - larger.unfinished);
+        print_table(title, hard, 0, larger.n, solvable_of(hard));
     }
     printf("gap: objective / optimum - 1 where a feasible plan exists; within 1%%: feasible and at most\n"
            "1%% above; evals: median cost-model evaluations (exact and greedy count none); seconds:\n"
