@@ -22,6 +22,7 @@ uint64_t hps_key_of(const hps_parse_opts *o, int slot, uint64_t value)
 /* log1p of the small counts that make up most of Criteo's integers. */
 #define LOG_TABLE 1024
 static float log_table[LOG_TABLE];
+static pthread_once_t log_table_once = PTHREAD_ONCE_INIT;
 
 static void log_table_init(void)
 {
@@ -31,8 +32,7 @@ static void log_table_init(void)
 float hps_dense_transform(hps_transform t, double x)
 {
     if (t != HPS_TRANSFORM_LOG) return (float)x;
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, log_table_init);
+    pthread_once(&log_table_once, log_table_init); /* one table, filled once for both readers */
     double a = x < 0 ? -x : x;
     float y = a < LOG_TABLE && a == (double)(int)a ? log_table[(int)a] : (float)log1p(a);
     return x < 0 ? -y : y;
@@ -44,8 +44,7 @@ void hps_dense_transform_ints(hps_transform t, const int64_t *x, const int *pres
         for (int i = 0; i < n; i++) out[i] = present[i] ? (float)x[i] : 0.0f;
         return;
     }
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, log_table_init);
+    pthread_once(&log_table_once, log_table_init); /* one table, filled once for both readers */
     for (int i = 0; i < n; i++) {
         int64_t a = x[i] < 0 ? -x[i] : x[i];
         float y = a < LOG_TABLE ? log_table[a] : (float)log1p((double)a);
