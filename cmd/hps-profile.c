@@ -9,6 +9,7 @@
 #include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
+#include "dist/hps_dist.h"
 #include "profile/hps_profile.h"
 #include "train/hps_train.h"
 
@@ -171,9 +172,13 @@ static int engine_overhead(const hps_model *m, json_t *dev, const hps_profile_op
     if (!t) return -1;
     hps_source *src = data ? hps_source_shards(data, 0, err) : hps_source_profile_batches(m, o->seed);
     json_t *probe = src ? hps_trainer_probe(t, src, o->reps + o->warmup, err) : NULL;
-    if (src) src->close(src);
     hps_trainer_free(t);
+    /* the worker's and the server's part of the exchanges under mpirun */
+    json_t *exchange = probe ? hps_dist_probe_exchange(m, src, plan.batch, to.threads, o->reps, err) : NULL;
+    if (src) src->close(src);
+    if (!exchange) json_decref(probe), probe = NULL;
     if (!probe) return -1;
+    json_object_set_new(dev, "exchange", exchange);
     json_t *pd = json_array_get(json_object_get(probe, "devices"), 0);
     json_object_set(dev, "overhead_ms", json_object_get(pd, "overhead_ms"));
     json_object_set_new(dev, "overhead_from", json_string(data ? "engine on shards" : "engine"));

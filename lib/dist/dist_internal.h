@@ -40,11 +40,22 @@ typedef struct {
     uint64_t step;
 } dist_server;
 
+/* Where a server's step stands: the pushes received, the workers done. */
+typedef struct {
+    char *push[HPS_DIST_MAX_RANKS];
+    size_t len[HPS_DIST_MAX_RANKS];
+    int pushed, done;
+} dist_server_state;
+
 /* Counters each rank keeps; gathered by the lead at the end. */
+/* fetch_s and push_s: a worker's two round trips a step to its servers
+ * (the rows, then the gradients until acknowledged); serve_s and apply_s: a
+ * server's gathering of the rows asked and applying of the step. */
 typedef struct {
     double bytes_sent, bytes_cross_node, rows_served, steps, compute_s, wait_s, fetch_s, samples;
+    double push_s, serve_s, apply_s;
 } dist_stats;
-#define DIST_STATS_N 9
+#define DIST_STATS_N 12
 
 struct hps_dist {
     hps_dist_opts o;
@@ -86,6 +97,13 @@ struct hps_dist {
     double t_start;
     const hps_model *m;          /* workers: the model, and where checkpoints go */
     const char *ckpt_dir;
+    /* hps-profile's probe (dist_probe.c): a worker and a server in one
+     * process, MPI never started; messages to the server are handled at
+     * once, its answer waits in loop_msg for the worker's receive */
+    dist_server *loop;
+    dist_server_state *loop_state;
+    char *loop_msg;
+    size_t loop_len;
 };
 
 /* dist_roles.c */
@@ -116,9 +134,21 @@ void dist_send(hps_dist *d, const void *p, size_t n, int to, int tag);
 void dist_isend(hps_dist *d, const void *p, size_t n, int to, int tag, MPI_Request *r);
 /* Receives a message of unknown size from `from` (MPI_ANY_SOURCE allowed). */
 char *dist_recv(int from, int tag, size_t *n, int *source, int *got_tag);
+/* MPI_Waitall, nothing in the probe's loopback. */
+void dist_waitall(hps_dist *d, int n, MPI_Request *r);
+/* The probe's loopback: d's worker and server in this process (NULL: off). */
+void dist_loop(hps_dist *d);
 
 /* dist_server.c: the job's counters, gathered at the lead (all ranks call it). */
 void dist_gather_stats(hps_dist *d, hps_trainer *t);
+/* A server's tables (one per embedding layer), and one message handled:
+ * msg (freed here) from rank `from` with its tag. */
+void dist_server_create(dist_server *sv, const hps_model *m, const hps_train_plan *plan,
+                        const hps_train_opts *o);
+void dist_server_free(dist_server *sv);
+int dist_server_handle(hps_dist *d, dist_server *sv, dist_server_state *s, char *msg, size_t n, int from,
+                       int tag, hps_error *err);
+void dist_server_state_free(hps_dist *d, dist_server_state *s);
 
 /* dist_ckpt.c: a worker's through the trainer's hooks, a server's of its tables */
 int dist_save(void *ctx, hps_trainer *t, uint64_t step, hps_error *err);

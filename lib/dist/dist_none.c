@@ -23,6 +23,14 @@ int hps_dist_rank(const hps_dist *d)
 
 void hps_dist_end(hps_dist *d) { (void)d; }
 
+/* Nothing to time: this hps-profile has no worker or server code. */
+json_t *hps_dist_probe_exchange(const hps_model *m, hps_source *src, int batch, int threads, int steps,
+                                hps_error *err)
+{
+    (void)m, (void)src, (void)batch, (void)threads, (void)steps, (void)err;
+    return json_null();
+}
+
 /* Unreachable: hps_dist_start never returns a job. */
 static void no_job(void) { abort(); }
 int hps_dist_is_server(const hps_dist *d) { (void)d, no_job(); return 0; }

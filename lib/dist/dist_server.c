@@ -32,6 +32,7 @@ static int64_t server_row(dist_server *sv, const dist_entry *e, int peek, hps_er
 static int serve_rows(hps_dist *d, dist_server *sv, const char *msg, size_t n, int to, int peek,
                       hps_error *err)
 {
+    double t0 = hps_now();
     size_t count = n / sizeof(dist_entry);
     int64_t *rows = hps_malloc((count + 1) * sizeof *rows);
     size_t floats = 0;
@@ -53,6 +54,7 @@ static int serve_rows(hps_dist *d, dist_server *sv, const char *msg, size_t n, i
         memcpy(out + at, hps_table_weights(sv->tables[e.layer]) + rows[i] * D, (size_t)D * sizeof *out);
         at += (size_t)D;
     }
+    d->st.serve_s += hps_now() - t0;
     dist_send(d, out, floats * sizeof *out, to, TAG_ROWS);
     d->st.rows_served += (double)count;
     free(out);
@@ -97,6 +99,7 @@ static int parse_push(dist_server *sv, const char *msg, size_t n, part *parts, h
  * micro-batches of one process are), then one AdaGrad update. */
 static int apply_step(hps_dist *d, dist_server *sv, char **pushes, size_t *lens, hps_error *err)
 {
+    double t0 = hps_now();
     int W = d->workers, L = sv->m->n_layers, rc = 0;
     part *parts = hps_calloc((size_t)W * L, sizeof *parts);
     for (int w = 0; w < W && rc == 0; w++) rc = parse_push(sv, pushes[w], lens[w], parts + (size_t)w * L, err);
@@ -123,6 +126,7 @@ static int apply_step(hps_dist *d, dist_server *sv, char **pushes, size_t *lens,
     free(parts);
     sv->step++;
     d->st.steps++;
+    d->st.apply_s += hps_now() - t0;
     return rc;
 }
 
@@ -147,13 +151,7 @@ static void dump_rows(hps_dist *d, dist_server *sv, int to)
     free(b.buf);
 }
 
-typedef struct {
-    char *push[HPS_DIST_MAX_RANKS];
-    size_t len[HPS_DIST_MAX_RANKS];
-    int pushed, done;
-} server_state;
-
-static int on_push(hps_dist *d, dist_server *sv, server_state *s, int w, char *msg, size_t n,
+static int on_push(hps_dist *d, dist_server *sv, dist_server_state *s, int w, char *msg, size_t n,
                    hps_error *err)
 {
     if (s->push[w]) {
@@ -170,8 +168,8 @@ static int on_push(hps_dist *d, dist_server *sv, server_state *s, int w, char *m
 }
 
 /* The server's tables: one per embedding layer, as one process has them. */
-static void server_create(dist_server *sv, const hps_model *m, const hps_train_plan *plan,
-                          const hps_train_opts *o)
+void dist_server_create(dist_server *sv, const hps_model *m, const hps_train_plan *plan,
+                        const hps_train_opts *o)
 {
     *sv = (dist_server){.m = m, .o = *o};
     snprintf(sv->plan_digest, sizeof sv->plan_digest, "%s", plan->digest);
@@ -183,7 +181,7 @@ static void server_create(dist_server *sv, const hps_model *m, const hps_train_p
                                             o->seed);
 }
 
-static void server_free(dist_server *sv)
+void dist_server_free(dist_server *sv)
 {
     for (int l = 0; l < sv->m->n_layers; l++) {
         hps_table_free(sv->tables[l]);
@@ -192,28 +190,37 @@ static void server_free(dist_server *sv)
     free(sv->tables), free(sv->merged);
 }
 
+int dist_server_handle(hps_dist *d, dist_server *sv, dist_server_state *s, char *msg, size_t n, int from,
+                       int tag, hps_error *err)
+{
+    int rc = 0;
+    if (tag == TAG_PUSH) return on_push(d, sv, s, d->roles[from].index, msg, n, err);
+    if (tag == TAG_FETCH || tag == TAG_PEEK) rc = serve_rows(d, sv, msg, n, from, tag == TAG_PEEK, err);
+    else if (tag == TAG_SAVE) rc = dist_save_server(d, sv, err);
+    else if (tag == TAG_DUMP) dump_rows(d, sv, from);
+    else if (tag == TAG_DONE) s->done++;
+    free(msg);
+    return rc;
+}
+
+void dist_server_state_free(hps_dist *d, dist_server_state *s)
+{
+    for (int i = 0; i < d->workers; i++) free(s->push[i]), s->push[i] = NULL;
+}
+
 static int serve(hps_dist *d, dist_server *sv, hps_error *err)
 {
     int found = 0;
     if (sv->o.resume && sv->o.ckpt_dir && dist_resume_server(d, sv, &found, err)) return -1;
-    server_state s = {0};
+    dist_server_state s = {0};
     int rc = 0;
     while (rc == 0 && s.done < d->workers) {
         size_t n;
         int from, tag;
         char *msg = dist_recv(MPI_ANY_SOURCE, MPI_ANY_TAG, &n, &from, &tag);
-        int w = d->roles[from].index;
-        if (tag == TAG_PUSH) {
-            rc = on_push(d, sv, &s, w, msg, n, err);
-            continue;
-        }
-        if (tag == TAG_FETCH || tag == TAG_PEEK) rc = serve_rows(d, sv, msg, n, from, tag == TAG_PEEK, err);
-        else if (tag == TAG_SAVE) rc = dist_save_server(d, sv, err);
-        else if (tag == TAG_DUMP) dump_rows(d, sv, from);
-        else if (tag == TAG_DONE) s.done++;
-        free(msg);
+        rc = dist_server_handle(d, sv, &s, msg, n, from, tag, err);
     }
-    for (int i = 0; i < d->workers; i++) free(s.push[i]);
+    dist_server_state_free(d, &s);
     if (rc == 0) dist_gather_stats(d, NULL);
     return rc;
 }
@@ -222,9 +229,9 @@ int hps_dist_serve(hps_dist *d, const hps_model *m, const hps_train_plan *plan,
                    const hps_train_opts *o, hps_error *err)
 {
     dist_server sv;
-    server_create(&sv, m, plan, o);
+    dist_server_create(&sv, m, plan, o);
     int rc = serve(d, &sv, err);
-    server_free(&sv);
+    dist_server_free(&sv);
     return rc;
 }
 
@@ -244,12 +251,16 @@ static json_t *rank_json(hps_dist *d, int r, const double *st, double seconds)
     if (ro->kind == ROLE_SERVER) {
         json_object_set_new(o, "rows_served", hps_json_real(st[2]));
         json_object_set_new(o, "rows_per_s", hps_json_real(seconds > 0 ? st[2] / seconds : 0));
+        json_object_set_new(o, "serve_ms", hps_json_real(st[10] * 1e3 / steps));
+        json_object_set_new(o, "apply_ms", hps_json_real(st[11] * 1e3 / steps));
     } else {
         json_object_set_new(o, "share", hps_json_real(d->share[ro->index]));
         json_object_set_new(o, "samples", hps_json_real(st[7]));
         json_object_set_new(o, "compute_s", hps_json_real(st[4]));
         json_object_set_new(o, "wait_s", hps_json_real(st[5]));
         json_object_set_new(o, "samples_per_s", hps_json_real(st[4] > 0 ? st[7] / st[4] : 0));
+        json_object_set_new(o, "fetch_ms", hps_json_real(st[6] * 1e3 / steps));
+        json_object_set_new(o, "push_ms", hps_json_real(st[9] * 1e3 / steps));
     }
     return o;
 }
@@ -311,7 +322,7 @@ void dist_gather_stats(hps_dist *d, hps_trainer *t)
 {
     double mine[DIST_STATS_N] = {d->st.bytes_sent, d->st.bytes_cross_node, d->st.rows_served,
                                  d->st.steps, d->st.compute_s, d->st.wait_s, d->st.fetch_s,
-                                 d->st.samples, d->cores};
+                                 d->st.samples, d->cores, d->st.push_s, d->st.serve_s, d->st.apply_s};
     int lead = d->worker_rank[0];
     double *all = hps_malloc((size_t)DIST_STATS_N * d->size * sizeof *all);
     MPI_Gather(mine, DIST_STATS_N, MPI_DOUBLE, all, DIST_STATS_N, MPI_DOUBLE, lead, MPI_COMM_WORLD);

@@ -91,7 +91,7 @@ static int fetch(void *ctx, const hps_row_key *rows, int64_t n, float *out, int 
         if (rc == 0) rc = take_answer(d, s, vals, len, out, err);
         free(vals);
     }
-    MPI_Waitall(n_reqs, reqs, MPI_STATUSES_IGNORE);
+    dist_waitall(d, n_reqs, reqs);
     d->st.fetch_s += hps_now() - t0;
     return rc;
 }
@@ -165,6 +165,14 @@ static int allreduce(void *ctx, float *grads, size_t n, double *loss, int rows_r
     return 0;
 }
 
+/* The probe's one worker has nothing to sum with. */
+static int loop_allreduce(void *ctx, float *grads, size_t n, double *loss, int rows_run, double compute_s,
+                          hps_error *err)
+{
+    (void)ctx, (void)grads, (void)n, (void)loss, (void)rows_run, (void)compute_s, (void)err;
+    return 0;
+}
+
 /* A layer's summed gradient, by server: (layer, slot, key) then D floats. */
 static int push(void *ctx, const hps_row_key *rows, int64_t n, const float *grad, int D,
                 hps_error *err)
@@ -193,9 +201,10 @@ static int step_end(void *ctx, hps_error *err)
         size_t n;
         free(dist_recv(d->server_rank[s], TAG_ACK, &n, NULL, NULL));
     }
-    MPI_Waitall(d->servers, reqs, MPI_STATUSES_IGNORE);
+    dist_waitall(d, d->servers, reqs);
     for (int s = 0; s < d->servers; s++) d->push[s].len = 0;
     d->st.wait_s += hps_now() - t0;
+    d->st.push_s += hps_now() - t0;
     d->st.steps++;
     return 0;
 }
@@ -221,7 +230,8 @@ void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_
     d->req_rows = hps_calloc((size_t)d->servers, sizeof *d->req_rows);
     d->n_req_rows = hps_calloc((size_t)d->servers, sizeof *d->n_req_rows);
     d->cap_req_rows = hps_calloc((size_t)d->servers, sizeof *d->cap_req_rows);
-    d->hooks = (hps_train_dist){.ctx = d, .slice = slice, .fetch = fetch, .allreduce = allreduce,
+    d->hooks = (hps_train_dist){.ctx = d, .slice = slice, .fetch = fetch,
+                                .allreduce = d->loop ? loop_allreduce : allreduce,
                                 .push = push, .step_end = step_end, .save = dist_save,
                                 .resume = dist_resume, .metrics = metrics,
                                 .evaluates = hps_dist_is_lead(d)};

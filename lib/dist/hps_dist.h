@@ -69,6 +69,14 @@ int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err);
 int hps_dist_serve(hps_dist *d, const hps_model *m, const hps_train_plan *plan,
                    const hps_train_opts *o, hps_error *err);
 
+/* hps-profile's exchange probe (hps-profile(5), "exchange"): `steps`
+ * steps (after 2 of warm-up) of batches from src, a worker and a server of
+ * the model in this process, MPI not started; per step the rows the server
+ * served, the bytes both sent, and the worker's and the server's ms.  A
+ * build without Open MPI has no such code: json null. */
+json_t *hps_dist_probe_exchange(const hps_model *m, hps_source *src, int batch, int threads, int steps,
+                                hps_error *err);
+
 /* Ends the job on an error: the message, then MPI_Abort so no rank waits. */
 void hps_dist_abort(hps_dist *d, const hps_error *err);
 /* MPI_Finalize; frees d (may be NULL). */

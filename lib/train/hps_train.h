@@ -118,6 +118,9 @@ int hps_trainer_eval(hps_trainer *t, hps_source *src, hps_eval_result *r, hps_er
 /* Runs `steps` training steps at each thread count 1..threads and returns a
  * profile document (hps-profile(5)) of what was measured. */
 json_t *hps_trainer_probe(hps_trainer *t, hps_source *src, long steps, hps_error *err);
+/* One training step on batch b (hps-profile's probes drive the trainer
+ * step by step); *loss: the batch's. */
+int hps_trainer_step(hps_trainer *t, const hps_batch *b, double *loss, hps_error *err);
 
 /* The final state, for callers and tests. */
 typedef struct {

@@ -49,7 +49,6 @@ struct hps_trainer {
     int64_t *cap_mark;
 };
 
-int hps_trainer_step(hps_trainer *t, const hps_batch *b, double *loss, hps_error *err);
 /* Cuts rows [lo, hi) of b into micro-batches and loads them (keys become
  * table rows), each micro-batch's loss weighted by its part of `total` rows;
  * returns how many, or -1 when a table is full. */
