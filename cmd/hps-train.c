@@ -255,8 +255,8 @@ static void print_fidelity(const hps_trainer *t)
     const hps_train_summary *s = hps_trainer_summary(t);
     char e[32];
     if (s->predicted_samples_per_s > 0)
-        hps_log(2, "%s: predicted %.0f samples/s, measured %.0f (%s)\n", hps_progname(),
-                s->predicted_samples_per_s, s->samples_per_s,
+        hps_log(2, "%s: predicted %.0f samples/s for %s, measured %.0f (%s)\n", hps_progname(),
+                s->predicted_samples_per_s, s->predicted_for, s->samples_per_s,
                 vs_plan(e, sizeof e, s->samples_per_s, s->predicted_samples_per_s));
     hps_log(2, "%s:   a step: %.3f ms, of which %.3f reading the batch and %.3f in the engine around the "
                "stages\n", hps_progname(), s->step_ms, s->read_ms, s->engine_ms);

@@ -103,6 +103,11 @@ typedef struct {
     /* per type */
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
     double read_ms[PLAN_MAX_TYPES]; /* reading a batch from shards, where profiled (else 0) */
+    /* the exchanges with the servers of a step that looks up all of the
+     * model's rows there, where profiled (hps-profile(5), exchange; else
+     * 0): a worker's packing and unpacking, and a server's gathering and
+     * applying, on this type (the servers' type for the servers) */
+    double exchange_worker_ms[PLAN_MAX_TYPES], exchange_server_ms[PLAN_MAX_TYPES];
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
     double nic_ms[PLAN_MAX_TYPES];   /* latency of one message between two units */
     double pcie_bpms[PLAN_MAX_TYPES]; /* a GPU's host-to-device bytes per ms; 0 = not charged */
@@ -211,6 +216,9 @@ typedef struct {
     double compute_ms;  /* on one unit, overhead included */
     double boundary_ms; /* activations in and out, and their gradients, on one unit */
     double ps_ms;       /* embedding rows pulled and gradients pushed, on one unit */
+    /* the step's two round trips to the servers, in series with it: the
+     * servers' compute and 4 latencies (fixed), the worker's packing (scaled) */
+    double exchange_ms, exchange_worker_ms;
     double sync_ms;     /* ring allreduce factor: 2 P / nic, times (k - 1) / k */
     /* memory: where the stage's embedding rows live, one unit's working set */
     int rows;           /* plan_rows */
@@ -229,6 +237,9 @@ void plan_stage_law(const plan_problem *p, int first, int end, int type, plan_la
 /* The memory part of the law: where the rows live, the working set. */
 void plan_stage_memory(const plan_problem *p, int first, int end, int type, plan_law *law);
 double plan_law_ms(const plan_law *law, int units);
+/* What of plan_law_ms is the exchange with the servers (their bytes, the
+ * round trips): what a run with the tables in its own process does not do. */
+double plan_law_servers_ms(const plan_law *law, int units);
 /* The units within max that make the stage fastest (1 when more never help). */
 int plan_law_best_units(const plan_law *law, int max);
 /* The fewest units meeting the limit (plan_stage_at_level at the limit), or
@@ -327,6 +338,10 @@ static inline double plan_objective_value(const plan_problem *p, double cost_per
 /* Objective when feasible; a huge value growing with the violation otherwise,
  * so that searches can still move towards feasibility. */
 double plan_score(const plan_eval *e);
+/* The plan's throughput run in one process, its tables beside it
+ * (hps-train's default): every stage without its exchange with the servers
+ * (plan_law_servers_ms) and without the servers' cap. */
+double plan_in_process_throughput(const plan_problem *p, const plan_eval *e);
 
 /* ---- solvers -------------------------------------------------------------- */
 
@@ -515,6 +530,7 @@ typedef struct {
     int first, end; /* layers [first, end) */
     int units, servers;
     double ms_per_batch; /* 0 when not given */
+    double servers_ms;   /* what of it is the exchange with the servers; 0 when not given */
 } plan_file_stage;
 
 typedef struct {
@@ -543,6 +559,7 @@ typedef struct {
     char objective[16];
     double min_throughput, samples, network_bytes;
     double predicted_throughput; /* predicted.throughput, samples/s; 0 when absent */
+    double predicted_in_process; /* predicted.in_process_throughput; 0 when absent */
     int epochs, batch, n_layers; /* 0 when absent */
     int micro_batches;           /* pipeline.micro_batches; 0 when absent */
     char (*assign)[HPS_NAME_MAX]; /* n_layers type names, or NULL */

@@ -17,6 +17,24 @@
 
 #include "plan/hps_plan.h"
 
+/* hps-train's worker waits, every step, for its rows (the request, the
+ * server's gather, the answer) and for its gradients' apply (the push, the
+ * server's update, the ack): 4 messages and the server's compute in series
+ * with the step, priced for the share of the model's lookups that reach the
+ * servers, as one server's (with more, each serves a part: a bound).  The
+ * worker packs only its slice: that part divides by the units.  Its
+ * embedding layers run on the host CPU on a GPU type (see below). */
+static void stage_exchange(const plan_problem *p, int t, plan_law *law)
+{
+    double all = p->pre_rows[p->n_layers], share = all > 0 ? law->server_rows / all : 0;
+    int w = p->is_gpu[t] && p->host_type >= 0 ? p->host_type : t;
+    double server = p->server_type >= 0 ? p->exchange_server_ms[p->server_type] : 0;
+    law->exchange_ms = law->exchange_worker_ms = 0;
+    if (!(share > 0)) return;
+    law->exchange_ms = share * server + 4 * p->nic_ms[t];
+    law->exchange_worker_ms = share * p->exchange_worker_ms[w];
+}
+
 void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *law)
 {
     int L = p->n_layers;
@@ -45,10 +63,29 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
     law->compute_ms = o + layers;
     law->boundary_ms = cuts / nic;
     law->ps_ms = law->server_bytes / nic; /* what a cache or HBM does not serve */
+    stage_exchange(p, t, law);
     law->sync_ms = 2 * (p->pre_param[end] - p->pre_param[first]) / nic;
     law->hop_ms = p->pre_param[end] > p->pre_param[first] ? 2 * p->nic_ms[t] : 0;
-    law->fixed_ms = o + law->sync_ms;
-    law->scaled_ms = layers + law->boundary_ms + law->ps_ms - law->sync_ms;
+    law->fixed_ms = o + law->sync_ms + law->exchange_ms;
+    law->scaled_ms = layers + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms;
+}
+
+static double throughput_of(const plan_problem *p, double ms);
+
+double plan_law_servers_ms(const plan_law *law, int units)
+{
+    return law->exchange_ms + (law->exchange_worker_ms + law->ps_ms) / units;
+}
+
+double plan_in_process_throughput(const plan_problem *p, const plan_eval *e)
+{
+    double thr = HUGE_VAL;
+    for (int i = 0; i < e->n_stages; i++) {
+        const plan_stage *s = &e->stages[i];
+        thr = fmin(thr, throughput_of(p, s->ms - plan_law_servers_ms(&s->law, s->units)));
+        if (s->link_ms > 0) thr = fmin(thr, s->link_throughput);
+    }
+    return thr * e->bubble;
 }
 
 double plan_law_ms(const plan_law *law, int units)

@@ -47,6 +47,7 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
     json_object_set_new(o, "layer_names", names);
     json_object_set_new(o, "units", json_integer(st->units));
     json_object_set_new(o, "ms_per_batch", hps_json_real(st->ms));
+    json_object_set_new(o, "servers_ms", hps_json_real(plan_law_servers_ms(&st->law, st->units)));
     json_object_set_new(o, "throughput", hps_json_real(st->throughput));
     /* what hps-train sends across the stage's cuts a batch, both ways */
     json_object_set_new(o, "bytes_in", hps_json_real(st->first ? p->cut_bytes[st->first] : 0));
@@ -187,6 +188,8 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
                                   "cost_per_hour", hps_json_real(e->cost_per_hour), "energy_j",
                                   ek ? hps_json_real(e->energy_j) : json_null(), "edp",
                                   ek ? hps_json_real(e->edp) : json_null()));
+    json_object_set_new(json_object_get(root, "predicted"), "in_process_throughput",
+                        hps_json_real(plan_in_process_throughput(p, e)));
     json_object_set_new(root, "search", search_json(e, r, m));
     return root;
 }

@@ -235,6 +235,19 @@ static int median_of(json_t *obj, const char *key, double *out, const char *ctx,
     return hps_json_num(t, "median", HPS_REQUIRED, 0, 1e12, out, sub, err);
 }
 
+/* The device's exchange probe (hps-profile(5)); absent or null (a profile
+ * from before it, a GPU, a build without Open MPI): not charged. */
+static int read_exchange(json_t *d, plan_problem *p, int t, const char *ctx, hps_error *err)
+{
+    json_t *x = json_object_get(d, "exchange");
+    if (!x || json_is_null(x)) return 0;
+    char sub[700];
+    snprintf(sub, sizeof sub, "%.640s: exchange", ctx);
+    if (!json_is_object(x)) return hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object or null", sub);
+    return median_of(x, "worker_ms", &p->exchange_worker_ms[t], sub, err) ||
+           median_of(x, "server_ms", &p->exchange_server_ms[t], sub, err);
+}
+
 /* One layer entry of a device: time of a batch on one unit and the parallel fraction. */
 static int read_layer(json_t *dl, const hps_model *m, int l, double *t1, double *a,
                       const char *dctx, hps_error *err)
@@ -327,6 +340,7 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
     p->pcie_bpms[t] = json_number_value(json_object_get(d, "pcie_gbps")) * 1e6;
     /* absent (profiled without --data): the read is not charged */
     if (json_object_get(d, "read_ms") && median_of(d, "read_ms", &p->read_ms[t], ctx, err)) return -1;
+    if (read_exchange(d, p, t, ctx, err)) return -1;
     return median_of(d, "overhead_ms", &p->overhead_ms[t], ctx, err);
 }
 

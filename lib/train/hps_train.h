@@ -29,6 +29,7 @@ typedef struct {
     int first, end;      /* layers [first, end) */
     int units;
     double predicted_ms; /* per batch, as planned (0: unknown) */
+    double servers_ms;   /* what of it is the exchange with the servers (0: none or unknown) */
     char rows[8];        /* where the plan keeps its embedding rows (plan_rows_names) */
 } hps_train_stage;
 
@@ -42,6 +43,7 @@ typedef struct {
     hps_train_stage stages[HPS_TRAIN_MAX_STAGES];
     int servers;
     double predicted_samples_per_s; /* the plan's predicted.throughput (0: unknown) */
+    double predicted_in_process;    /* its in_process_throughput (0: unknown) */
 } hps_train_plan;
 
 /* Reads a plan (hps-plan(5)) and checks it against the model. */
@@ -133,6 +135,10 @@ typedef struct {
     /* fidelity: the plan's figures beside this run's (predicted 0: unknown);
      * stage_ms: each stage's computing per batch over the whole run */
     double predicted_samples_per_s;
+    /* which execution the prediction is for: "ranks" (under mpirun, the
+     * exchanges with the servers priced) or "one process" (the tables in
+     * this process: the plan's in-process figures) */
+    const char *predicted_for;
     int n_stages;
     double stage_ms[HPS_TRAIN_MAX_STAGES], stage_predicted_ms[HPS_TRAIN_MAX_STAGES];
     /* per step, ms: the wall time of training, what of it went to reading

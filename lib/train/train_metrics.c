@@ -32,6 +32,23 @@ static double stage_busy(hps_trainer *t, int s)
     return hps_pipeline_stats(t->pipe, s)->busy_s;
 }
 
+/* The plan prices the plan's ranks, whose workers exchange rows with their
+ * servers every step; one process keeps the tables beside it and does no
+ * exchange, so it is compared with the plan's figures less the exchanges. */
+static int one_process(const hps_trainer *t) { return !t->dist; }
+
+static double predicted_stage_ms(const hps_trainer *t, int s)
+{
+    const hps_train_stage *st = &t->plan.stages[s];
+    return st->predicted_ms > 0 && one_process(t) ? st->predicted_ms - st->servers_ms : st->predicted_ms;
+}
+
+static double predicted_rate(const hps_trainer *t)
+{
+    return one_process(t) && t->plan.predicted_in_process > 0 ? t->plan.predicted_in_process
+                                                               : t->plan.predicted_samples_per_s;
+}
+
 void train_metrics_start(hps_trainer *t)
 {
     t->step_last = t->step; /* rates count from here, also after a resume */
@@ -42,13 +59,12 @@ void train_metrics_start(hps_trainer *t)
     json_t *stages = json_array();
     for (int s = 0; s < t->plan.n_stages; s++) {
         const hps_train_stage *st = &t->plan.stages[s];
+        double pred = predicted_stage_ms(t, s);
         json_array_append_new(stages, json_pack("{s:i, s:s, s:s, s:s, s:[ii], s:i, s:o}", "index", s,
                                                 "type", st->type, "kind", st->kind, "runs_on",
                                                 t->be->kind, "layers",
                                                 st->first, st->end - 1, "units", st->units,
-                                                "predicted_ms", st->predicted_ms > 0
-                                                                    ? hps_json_real(st->predicted_ms)
-                                                                    : json_null()));
+                                                "predicted_ms", pred > 0 ? hps_json_real(pred) : json_null()));
     }
     emit(t, json_pack("{s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:I, s:s, s:o}", "event", "start", "model",
                       t->m->name, "plan", t->plan.path[0] ? json_string(t->plan.path) : json_null(), "batch", t->B, "micro_batches", t->M,
@@ -65,7 +81,7 @@ static json_t *stage_rates(hps_trainer *t, uint64_t steps)
         double now = stage_busy(t, s), busy = now - t->busy_last[s];
         t->busy_last[s] = now;
         double ms = steps ? busy * 1e3 / (double)steps : NAN;
-        double pred = t->plan.stages[s].predicted_ms;
+        double pred = predicted_stage_ms(t, s);
         json_array_append_new(
             a, json_pack("{s:i, s:o, s:o, s:o, s:i}", "index", s, "measured_ms", hps_json_real(ms),
                          "predicted_ms", pred > 0 ? hps_json_real(pred) : json_null(),
@@ -128,13 +144,14 @@ static json_t *fidelity(hps_trainer *t)
 {
     hps_train_summary *s = &t->sum;
     uint64_t steps = t->step - t->step_start;
-    s->predicted_samples_per_s = t->plan.predicted_samples_per_s;
+    s->predicted_samples_per_s = predicted_rate(t);
+    s->predicted_for = one_process(t) ? "one process" : "ranks";
     s->n_stages = t->plan.n_stages;
     json_t *a = json_array();
     for (int i = 0; i < s->n_stages; i++) {
         double busy = stage_busy(t, i) - t->busy_start[i];
         s->stage_ms[i] = steps ? busy * 1e3 / (double)steps : NAN;
-        s->stage_predicted_ms[i] = t->plan.stages[i].predicted_ms;
+        s->stage_predicted_ms[i] = predicted_stage_ms(t, i);
         double pred = s->stage_predicted_ms[i];
         json_array_append_new(a, json_pack("{s:i, s:o, s:o, s:o}", "index", i, "measured_ms",
                                            hps_json_real(s->stage_ms[i]), "predicted_ms",
@@ -145,8 +162,9 @@ static json_t *fidelity(hps_trainer *t)
     s->step_ms = s->samples_per_s > 0 ? t->B * 1e3 / s->samples_per_s : NAN;
     s->read_ms = steps ? t->read_s * 1e3 / (double)steps : NAN;
     s->engine_ms = steps ? t->engine_s * 1e3 / (double)steps : NAN;
-    return json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "predicted_samples_per_s",
-                     pred > 0 ? hps_json_real(pred) : json_null(), "error",
+    return json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "predicted_samples_per_s",
+                     pred > 0 ? hps_json_real(pred) : json_null(), "predicted_for", s->predicted_for,
+                     "error",
                      hps_json_real(rel_error(s->samples_per_s, pred)), "step_ms", hps_json_real(s->step_ms),
                      "read_ms", hps_json_real(s->read_ms), "engine_ms", hps_json_real(s->engine_ms),
                      "stages", a);

@@ -63,6 +63,7 @@ int hps_train_plan_load(const char *path, const hps_model *m, hps_train_plan *pl
         plan->servers = pf.n_servers ? pf.n_servers : 1;
         plan->n_stages = pf.n_stages;
         plan->predicted_samples_per_s = pf.predicted_throughput;
+        plan->predicted_in_process = pf.predicted_in_process;
         for (int i = 0; i < pf.n_stages; i++) {
             const plan_file_stage *f = &pf.stages[i];
             hps_train_stage *s = &plan->stages[i];
@@ -71,6 +72,7 @@ int hps_train_plan_load(const char *path, const hps_model *m, hps_train_plan *pl
             snprintf(s->rows, sizeof s->rows, "%s", f->rows);
             s->first = f->first, s->end = f->end, s->units = f->units;
             s->predicted_ms = f->ms_per_batch;
+            s->servers_ms = f->servers_ms;
         }
     }
     plan_file_free(&pf);

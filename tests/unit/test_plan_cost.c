@@ -173,6 +173,56 @@ static void test_worked_example_latency_and_host(void **state)
     plan_problem_free(p);
 }
 
+/* The worked example's exchange with the servers (hps-plan(1), COST MODEL,
+ * "The exchange with the servers"): emb looks up 40 rows a sample, all of
+ * the model's; the cpu's profile says a worker packs and unpacks a batch's
+ * exchange in 0.2 ms and a server gathers and applies it in 1.5 ms; the
+ * servers are cpu units, 25 us apart. */
+static void test_worked_example_exchange(void **state)
+{
+    (void)state;
+    plan_problem *p = worked_example();
+    p->sparse_rows[0] = 40000;
+    p->exchange_worker_ms[0] = 0.2, p->exchange_server_ms[0] = 1.5;
+    p->server_type = 0;
+    p->nic_ms[0] = 0.025;
+    plan_problem_prepare(p);
+    plan_law law;
+    plan_stage_law(p, 0, 1, 0, &law); /* emb on cpu */
+    NEAR(law.exchange_ms, 1.6);       /* 1 x 1.5 + 4 x 0.025 */
+    NEAR(law.exchange_worker_ms, 0.2);
+    NEAR(law.fixed_ms, 2.6);
+    NEAR(law.scaled_ms, 6.84);
+    NEAR(law.compute_ms, 5);         /* the layers alone, as before */
+    NEAR(plan_law_ms(&law, 4), 4.31);  /* 4 units no longer carry 4 ms */
+    NEAR(plan_law_ms(&law, 5), 3.968); /* k = ceil(6.84 / (4 - 2.6)) = 5 */
+    assert_int_equal(plan_provision(p, &law, 0), 3); /* 200000 alone (5 ms): ceil(6.84 / 2.4) */
+    NEAR(plan_law_servers_ms(&law, 5), 2.04); /* 1.6 + (0.2 + 2) / 5 */
+    plan_law fc;
+    plan_stage_law(p, 1, 3, 1, &fc); /* no rows: no exchange */
+    NEAR(fc.exchange_ms, 0);
+    NEAR(plan_law_servers_ms(&fc, 1), 0);
+    /* the plan's ranks, and one process with the tables beside it */
+    plan_eval e;
+    plan_eval_init(&e, p);
+    e.n_stages = 2;
+    e.bubble = 0.8;
+    e.stages[0] = (plan_stage){.first = 0, .end = 1, .type = 0, .units = 5, .law = law,
+                               .ms = plan_law_ms(&law, 5)};
+    e.stages[1] = (plan_stage){.first = 1, .end = 3, .type = 1, .units = 1, .law = fc,
+                               .ms = plan_law_ms(&fc, 1)};
+    NEAR(0.8 * 1000 * 1000 / e.stages[0].ms, 201612.90);
+    NEAR(e.stages[0].ms - plan_law_servers_ms(&law, 5), 1.928); /* 1 + 4.64 / 5 */
+    NEAR(plan_in_process_throughput(p, &e), 370370.37);      /* 0.8 x 1000 B / 2.16, fc1's stage */
+    /* a gpu stage's embedding layers run on the host cpu: its packing too */
+    p->is_gpu[1] = 1, p->host_type = 0;
+    plan_stage_law(p, 0, 1, 1, &law);
+    NEAR(law.exchange_worker_ms, 0.2);
+    NEAR(law.exchange_ms, 1.5); /* no latency given on the gpu type */
+    plan_eval_free(&e);
+    plan_problem_free(p);
+}
+
 /* The worked example's memory (hps-plan(1), MEMORY): 4 GiB per GPU, 16 GiB
  * per CPU unit and per server ($1/h), emb's tables of 2^28 rows of dim 4
  * with their accumulators (8 GiB), no key statistics. */
@@ -753,6 +803,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_example),
         cmocka_unit_test(test_worked_example_latency_and_host),
+        cmocka_unit_test(test_worked_example_exchange),
         cmocka_unit_test(test_gpu_estimate_ignores_cpu_noise),
         cmocka_unit_test(test_scaling_suspect),
         cmocka_unit_test(test_worked_example_memory),
