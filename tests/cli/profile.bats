@@ -238,6 +238,49 @@ PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
 
+@test "profile: --data times a step's exchange with a server; hps-plan prices it in series, and a profile without it as before" {
+    M=$TESTDATA/models/demo-ctr.json
+    "$HPS_BIN/hps-shard" synth 3000 -o "$TMP/x.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$M" -o "$TMP/shards" "$TMP/x.tsv"
+    "$HPS_BIN/hps-profile" -m "$M" -d cpu:1 $FAST --data "$TMP/shards" -o "$TMP/p.json"
+    printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
+        "device": "cpu:1", "price_per_hour": 1, "max_units": 2, "nic_gbps": 10}],
+        "servers": {"type": "a", "gbps": 10}}' > "$TMP/c.json"
+    python3 - "$TMP/p.json" "$TMP/p0.json" "$TMP/bad.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+x = p["devices"][0]["exchange"]
+# each row a batch touches is named (a key of 16 bytes) and sent, both ways
+assert x["rows"] > 0 and x["bytes"] > 4 * 16 * x["rows"], x
+assert x["worker_ms"]["median"] > 0 and x["server_ms"]["median"] > 0, x
+del p["devices"][0]["exchange"]
+json.dump(p, open(sys.argv[2], "w"))
+p["devices"][0]["exchange"] = 5
+json.dump(p, open(sys.argv[3], "w"))
+PY
+    for prof in p p0; do
+        "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/$prof.json" -t 1 -a fixed:a -o "$TMP/plan-$prof.json"
+    done
+    run python3 - "$TMP/p.json" "$TMP/plan-p.json" "$TMP/plan-p0.json" <<'PY'
+import json, sys
+x = json.load(open(sys.argv[1]))["devices"][0]["exchange"]
+(s,), (s0,) = (json.load(open(f))["stages"] for f in sys.argv[2:])
+with_x, without = (json.load(open(f))["predicted"] for f in sys.argv[2:])
+assert s["units"] == s0["units"] == 1, (s, s0)
+# one stage holds all of the rows: the server's and the worker's parts whole
+exchange = x["server_ms"]["median"] + x["worker_ms"]["median"]
+assert abs(s["ms_per_batch"] - s0["ms_per_batch"] - exchange) < 1e-6, (s, s0, exchange)
+assert abs(s["servers_ms"] - s0["servers_ms"] - exchange) < 1e-6, (s, s0, exchange)
+# one process does no exchange: the same prediction with and without it
+assert with_x["throughput"] < without["throughput"], (with_x, without)
+assert abs(with_x["in_process_throughput"] / without["in_process_throughput"] - 1) < 1e-6, (with_x, without)
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    run "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/bad.json" -t 1
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-plan: error: $TMP/bad.json: device 'cpu:1': exchange: must be an object or null" ]
+}
+
 @test "profile: --estimate with a bad spec names the field" {
     printf '{"name": "gpu-x", "peak_gflops": -1, "mem_gbps": 100}\n' > "$TMP/spec.json"
     run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" $FAST --estimate "$TMP/spec.json"

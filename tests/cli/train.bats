@@ -279,12 +279,13 @@ PY
     run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --model "$MODEL" --data "$DATA/few" --threads 1 --steps 6 \
         --micro-batches 2 --metrics "$TMP/m.ndjson"
     [ "$status" -eq 0 ]
-    [[ "$output" == *"hps-train: predicted 123456 samples/s, measured "*"%)"* ]]
+    [[ "$output" == *"hps-train: predicted 123456 samples/s for one process, measured "*"%)"* ]]
     [[ "$output" == *"hps-train:   stage 1: "*" ms per batch computing, predicted 4.000 ("*"%)"* ]]
     python3 - "$TMP/m.ndjson" <<'PY'
 import json, sys
 s = [json.loads(l) for l in open(sys.argv[1])][-1]
 assert s["event"] == "summary" and s["predicted_samples_per_s"] == 123456, s
+assert s["predicted_for"] == "one process", s
 assert abs(s["error"] - (s["samples_per_s"] / 123456 - 1)) < 1e-6, s
 assert [st["predicted_ms"] for st in s["stages"]] == [2.5, 4], s
 for st in s["stages"]:
@@ -293,6 +294,21 @@ for st in s["stages"]:
 train_ms = (s["seconds"] - s["eval_seconds"]) * 1e3 / s["steps"]
 assert all(st["measured_ms"] <= train_ms for st in s["stages"]), (s, train_ms)
 PY
+    # a plan priced with its exchanges with the servers: one process, whose
+    # tables are its own, is compared with the plan's figures without them
+    python3 - "$TMP/plan.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+plan["stages"][0]["servers_ms"] = 1.5
+plan["predicted"]["in_process_throughput"] = 200000
+json.dump(plan, open(sys.argv[1], "w"))
+PY
+    run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --model "$MODEL" --data "$DATA/few" --threads 1 --steps 2 \
+        --micro-batches 2 --metrics "$TMP/x.ndjson"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"hps-train: predicted 200000 samples/s for one process, measured "* ]]
+    [[ "$output" == *"hps-train:   stage 0: "*" ms per batch computing, predicted 1.000 ("* ]]
+    [ "$(json_field "$TMP/x.ndjson" '(d["predicted_samples_per_s"], d["predicted_for"], [s["predicted_ms"] for s in d["stages"]])')" = "(200000.0, 'one process', [1.0, 4.0])" ]
     # no plan: nothing predicted, the stage still measured
     run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 --steps 2 --metrics "$TMP/n.ndjson"
     [[ "$output" == *"hps-train:   stage 0: "*" ms per batch computing (no prediction)"* ]]
