@@ -51,6 +51,12 @@ mpi() {
     same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
     [ "$(dist_field "$TMP/dist.ndjson" 'o["servers"]')" = 1 ]
     [ "$(dist_field "$TMP/dist.ndjson" 'o["per_rank"][2]["rows_served"] > 0')" = True ]
+    # each step's two round trips, as each worker waited for them and the server computed them
+    [ "$(dist_field "$TMP/dist.ndjson" '[r["fetch_ms"] > 0 and r["push_ms"] > 0 for r in o["per_rank"][:2]]')" = "[True, True]" ]
+    [ "$(dist_field "$TMP/dist.ndjson" '(o["per_rank"][2]["serve_ms"] > 0, o["per_rank"][2]["apply_ms"] > 0)')" = "(True, True)" ]
+    # the prediction each run is compared with: the ranks', or one process's
+    [ "$(dist_field "$TMP/dist.ndjson" 'o["predicted_for"]' summary)" = ranks ]
+    [ "$(dist_field "$TMP/one.ndjson" 'o["predicted_for"]' summary)" = "one process" ]
 }
 
 @test "dist: a plan whose stage keeps rows on servers but counts none gets one on the next free rank" {

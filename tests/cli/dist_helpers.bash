@@ -26,11 +26,11 @@ for l in open(sys.argv[1]):
     if o["event"] == "step": print(o["loss"])' "$1"
 }
 
-# A field of the "dist" record.
+# A field of the "dist" record (or of another event's last record).
 dist_field() {
     python3 -c 'import json,sys
-o = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["event"] == "dist"][-1]
-print(eval(sys.argv[2], {}, {"o": o}))' "$1" "$2"
+o = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["event"] == sys.argv[3]][-1]
+print(eval(sys.argv[2], {}, {"o": o}))' "$1" "$2" "${3:-dist}"
 }
 
 # The step losses of two metrics files agree within 1e-4 relative (float sums in
