@@ -202,11 +202,16 @@ PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
 
-@test "profile: --data times the engine and the read on shards; hps-plan charges the read to the first stage" {
+# demo-ctr ($M) profiled on cpu:1 with --data on 3000 synthetic rows, into $TMP/p.json
+profile_demo_on_shards() {
     M=$TESTDATA/models/demo-ctr.json
     "$HPS_BIN/hps-shard" synth 3000 -o "$TMP/x.tsv" 2>/dev/null
     "$HPS_BIN/hps-shard" -q -m "$M" -o "$TMP/shards" "$TMP/x.tsv"
     "$HPS_BIN/hps-profile" -m "$M" -d cpu:1 $FAST --data "$TMP/shards" -o "$TMP/p.json"
+}
+
+@test "profile: --data times the engine and the read on shards; hps-plan charges the read to the first stage" {
+    profile_demo_on_shards
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 2, "nic_gbps": 10}, {"name": "b", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 1, "nic_gbps": 10}]}' > "$TMP/c.json"
@@ -239,10 +244,7 @@ PY
 }
 
 @test "profile: --data times a step's exchange with a server; hps-plan prices it in series, and a profile without it as before" {
-    M=$TESTDATA/models/demo-ctr.json
-    "$HPS_BIN/hps-shard" synth 3000 -o "$TMP/x.tsv" 2>/dev/null
-    "$HPS_BIN/hps-shard" -q -m "$M" -o "$TMP/shards" "$TMP/x.tsv"
-    "$HPS_BIN/hps-profile" -m "$M" -d cpu:1 $FAST --data "$TMP/shards" -o "$TMP/p.json"
+    profile_demo_on_shards
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 2, "nic_gbps": 10}],
         "servers": {"type": "a", "gbps": 10}}' > "$TMP/c.json"
