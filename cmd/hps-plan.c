@@ -632,7 +632,8 @@ static int calib_stages(const options *o, const inputs *in, const hps_train_run 
         int t = hps_cluster_find(in->cluster, r->type);
         if (t < 0) bad_input("%s: stage %d ran on type '%s', which %s lacks", name, s, r->type, o->cluster);
         st[s] = (plan_calib_stage){.type = t, .first = r->first, .end = r->end,
-                                   .units = run->ranks ? r->units : 1, .measured_ms = r->measured_ms};
+                                   .units = run->ranks ? r->units : 1, .measured_ms = r->measured_ms,
+                                   .in_process = !run->ranks};
     }
     return run->n_stages;
 }

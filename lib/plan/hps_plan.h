@@ -512,6 +512,7 @@ typedef struct {
     double before_ms, after_ms; /* the model's time of the stage, before and after */
     double factor;              /* on the t1 of the stage's layers on its type */
     int clamped;                /* the factor would be below PLAN_CALIB_MIN_FACTOR */
+    int in_process;             /* a run in one process: no exchange with servers to match */
 } plan_calib_stage;
 #define PLAN_CALIB_MIN_FACTOR 0.01
 /* target_ms of each stage from its measured_ms, the run's whole step and

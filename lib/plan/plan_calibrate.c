@@ -19,11 +19,13 @@ void plan_calib_targets(plan_calib_stage *st, int n, double step_ms, double bubb
     for (int s = 0; s < n; s++) st[s].target_ms = fmax(st[s].measured_ms + rest, 0.01 * st[s].measured_ms);
 }
 
+/* The model's time of the stage as the run ran it: one process keeps its
+ * tables and makes no exchange with servers (plan_law_servers_ms). */
 static double stage_ms(const plan_problem *p, const plan_calib_stage *st)
 {
     plan_law law;
     plan_stage_law(p, st->first, st->end, st->type, &law);
-    return plan_law_ms(&law, st->units);
+    return plan_law_ms(&law, st->units) - (st->in_process ? plan_law_servers_ms(&law, st->units) : 0);
 }
 
 static void scale_layers(plan_problem *p, const plan_calib_stage *st, double f)

@@ -92,6 +92,37 @@ static void test_calibrated_model_predicts_the_run(void **state)
     if (checked < 30) fail_msg("only %d of 40 runs unclamped", checked); /* most are within reach of their layers */
 }
 
+/* A run in one process made no exchange with servers: its stage time is
+ * matched by the model's without it, which the plan's in-process
+ * prediction then gives. */
+static void test_in_process_run_without_exchange(void **state)
+{
+    (void)state;
+    plan_problem *p = plan_problem_random(3, 4, 2, 0.5, 0);
+    for (int l = 0; l < p->n_layers; l++) p->sparse_rows[l] = p->sparse_bytes[l] / 64;
+    p->server_type = 0, p->exchange_server_ms[0] = 1, p->exchange_worker_ms[0] = 0.25;
+    /* a unit and its server: type 0 has 2 units */
+    p->server_bpms = 1e30, p->max_units[0] = 2, p->min_throughput = 1e-9, p->micro_batches = PLAN_NO_BUBBLE;
+    plan_problem_prepare(p);
+    plan_calib_stage st = {.type = 0, .first = 0, .end = 4, .units = 1, .in_process = 1};
+    plan_law law;
+    plan_stage_law(p, 0, 4, 0, &law);
+    assert_true(plan_law_servers_ms(&law, 1) > 1.25); /* the exchange is priced */
+    st.measured_ms = plan_law_ms(&law, 1) - plan_law_servers_ms(&law, 1) + 3; /* 3 ms more of layers */
+    plan_calib_targets(&st, 1, st.measured_ms, 1);
+    plan_calibrate(p, &st, 1);
+    assert_false(st.clamped);
+    plan_stage_law(p, 0, 4, 0, &law);
+    assert_true(fabs(plan_law_ms(&law, 1) - plan_law_servers_ms(&law, 1) - st.measured_ms) <= 1e-9 * st.measured_ms);
+    int assign[4] = {0, 0, 0, 0};
+    plan_eval e;
+    plan_eval_init(&e, p);
+    plan_evaluate(p, assign, &e);
+    assert_true(fabs(plan_in_process_throughput(p, &e) / (1000 * p->batch / st.measured_ms) - 1) <= TOLERANCE);
+    plan_eval_free(&e);
+    plan_problem_free(p);
+}
+
 /* A stage whose other terms alone exceed the run's time: the factor stops
  * at its floor and says so. */
 static void test_clamped(void **state)
@@ -111,6 +142,7 @@ int main(void)
         cmocka_unit_test(test_targets),
         cmocka_unit_test(test_calibrated_model_predicts_the_run),
         cmocka_unit_test(test_clamped),
+        cmocka_unit_test(test_in_process_run_without_exchange),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
