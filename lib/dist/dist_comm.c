@@ -242,17 +242,22 @@ void dist_loop(hps_dist *d) { loop_dist = d; }
 
 /* In the loopback a message to the server is handled at once; the server's
  * answer waits for the worker's receive. */
+static char *loop_copy(const void *p, size_t n)
+{
+    char *msg = hps_malloc(n + 1);
+    if (n) memcpy(msg, p, n); /* an ack, or an empty push, has no bytes (and may be NULL) */
+    return msg;
+}
+
 static void loop_deliver(hps_dist *d, const void *p, size_t n, int to, int tag)
 {
     if (to != d->server_rank[0]) {
         free(d->loop_msg);
-        d->loop_msg = hps_malloc(n + 1);
-        memcpy(d->loop_msg, p, n);
+        d->loop_msg = loop_copy(p, n);
         d->loop_len = n;
         return;
     }
-    char *msg = hps_malloc(n + 1);
-    memcpy(msg, p, n);
+    char *msg = loop_copy(p, n);
     hps_error err;
     if (dist_server_handle(d, d->loop, d->loop_state, msg, n, d->rank, tag, &err)) {
         hps_log(1, "%s: error: the exchange probe's server: %s\n", hps_progname(), err.msg);
