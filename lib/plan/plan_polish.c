@@ -26,11 +26,6 @@
 
 #define PLAN_RETYPE_STAGES 12
 
-static double weight(const plan_problem *p, int t)
-{
-    return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->power[t] : p->price[t];
-}
-
 /* A partial plan's value: its rate, and its bottleneck to break ties (among
  * plans of one rate the fastest is best, for every objective). */
 typedef struct {
@@ -246,9 +241,8 @@ static void limits_table_init(limits_table *lt, const plan_problem *p)
     for (int i = 0; i < L; i++)
         for (int e = i + 1; e <= L; e++)
             for (int t = 0; t < T; t++) plan_stage_law(p, i, e, t, &lt->law[(lt->row[i] + e - i - 1) * T + t]);
-    int by_power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
-    for (int t = 0; t < T; t++) lt->w[t] = weight(p, t);
-    lt->server_w = by_power ? p->server_power : p->server_price;
+    for (int t = 0; t < T; t++) lt->w[t] = plan_unit_weight(p, t);
+    lt->server_w = plan_server_weight(p);
 }
 
 static void limits_table_free(limits_table *lt)
@@ -469,7 +463,7 @@ int plan_dp_polish(const plan_problem *p, int *assign, int window, plan_budget *
     plan_eval_init(&e, p);
     plan_budget_evaluate(b, p, assign, &e);
     double score = plan_score(&e), theta[8], w[PLAN_MAX_TYPES], wmax = 0;
-    for (int t = 0; t < T; t++) wmax = fmax(wmax, weight(p, t));
+    for (int t = 0; t < T; t++) wmax = fmax(wmax, plan_unit_weight(p, t));
     for (int round = 0, again = 1; again && round < 8 && plan_budget_left(b); round++) {
         again = 0;
         plan_budget_evaluate(b, p, assign, &e);
@@ -477,7 +471,7 @@ int plan_dp_polish(const plan_problem *p, int *assign, int window, plan_budget *
         /* a type over its unit limit is priced up, so the DPs move units
          * off it (even rounds price every type plainly) */
         for (int t = 0; t < T; t++) {
-            w[t] = weight(p, t);
+            w[t] = plan_unit_weight(p, t);
             if (round % 2 && e.used[t] > p->max_units[t])
                 w[t] += 4 * wmax * (e.used[t] - p->max_units[t]) / p->max_units[t];
         }

@@ -119,23 +119,21 @@ typedef struct {
 static double stage_level_of(const rl_instance *in, const plan_law *law, int t, int j, int *units, double *thr)
 {
     const plan_problem *p = in->p;
-    if (j > 0) {
-        plan_option o;
-        if (!plan_stage_at_level(p, law, t, in->floor[j], &o)) {
-            *units = 0;
-            *thr = 0;
-            return HUGE_VAL;
-        }
+    plan_option o;
+    if (plan_stage_at_level(p, law, t, j > 0 ? in->floor[j] : p->min_throughput, &o)) {
         *units = o.units;
         *thr = o.throughput;
         return o.units * in->w[t] + o.servers * in->server_w;
     }
-    int k = plan_provision(p, law, t), kk = k ? k : p->max_units[t];
+    *units = 0;
+    if (j > 0) {
+        *thr = 0;
+        return HUGE_VAL;
+    }
     int servers = plan_stage_servers(p, law, p->min_throughput);
     servers = servers > 0 ? servers : 0;
-    *units = k;
-    *thr = plan_stage_throughput(p, law, kk, servers);
-    return kk * in->w[t] + servers * in->server_w;
+    *thr = plan_stage_throughput(p, law, p->max_units[t], servers);
+    return p->max_units[t] * in->w[t] + servers * in->server_w;
 }
 
 static double stage_at(const rl_instance *in, int j, int first, int end, int t, int *units, double *thr)
@@ -374,11 +372,11 @@ static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b
     in->wmin = HUGE_VAL;
     int by_power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
     for (int t = 0; t < T; t++) {
-        in->w[t] = by_power ? p->power[t] : p->price[t];
+        in->w[t] = plan_unit_weight(p, t);
         if (!(in->w[t] > 0)) in->w[t] = 1e-9;
         in->wmin = fmin(in->wmin, in->w[t]);
     }
-    in->server_w = by_power ? p->server_power : p->server_price;
+    in->server_w = plan_server_weight(p);
     int *a = hps_malloc((size_t)L * sizeof *a);
     plan_eval e;
     plan_eval_init(&e, p);
