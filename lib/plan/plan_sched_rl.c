@@ -13,7 +13,10 @@
  *           against a reference plan, per layer and with the rest of the
  *           chain on one type, its headroom, its link, the unit limits,
  *           and the same costs relative to the state's best action (so
- *           the weights carry over from one instance to another)
+ *           the weights carry over from one instance to another); one
+ *           looks ahead, the objective of the whole plan through the
+ *           action by a relaxation (togo_objective), and one says whether
+ *           the action is on the relaxation's best plan
  *   reward  -log(objective / reference plan's), or a penalty growing with
  *           the violation when infeasible; advantages normalised over a
  *           batch of samples; PPO's clipped ratio over a few epochs per
@@ -47,18 +50,21 @@
 #define RL_EPOCHS 2
 #define RL_CLIP 0.2f
 #define RL_LR 0.01f
-/* Exploration: a sample follows the softmax with probability 1 - RL_EPS and
+/* Exploration: a sample follows the softmax with probability 1 - eps and
  * is uniform over the unmasked actions otherwise (the policy is that
- * mixture, in the updates too), and the softmax's entropy earns a bonus that
- * decays linearly to a tenth.  A policy pre-trained without them collapsed
- * onto one plan per instance and sampled worse than random search. */
+ * mixture, in the updates too), eps falling linearly from RL_EPS0 to RL_EPS1
+ * over a run, and the softmax's entropy earns a bonus that decays linearly
+ * to a tenth.  A policy pre-trained without them collapsed onto one plan per
+ * instance and sampled worse than random search; with eps at a quarter to
+ * the end, a plan of 60 stages almost never followed the policy's choice at
+ * every step. */
 #define RL_EPS0 0.25f
 #define RL_EPS1 0.02f
-static float RL_EPSX = -1; /*DBG*/
 #define RL_ENTROPY0 0.2f
+#define RL_GREEDY_EVERY 16 /* updates between two evaluations of the policy's likeliest plan */
 #define RL_ELITE 4        /* best sampled plans the polish starts from */
 #define RL_LIMITS_STARTS 2 /* of them, those planned afresh with the unit limits (plan_dp_limits) */
-#define RL_PRUNE 0.7f     /* log of the relaxed cost, against the state's best, past which a stage is left out */
+#define RL_PRUNE 70       /* relaxed cost in percent above the state's best past which a stage is left out */
 #define RL_PRICE_ROUNDS 24
 /* Throughput floors of the cost to go: RL_COARSE from the limit to the
  * fastest plan, then the rest between the neighbours of the coarse floor
@@ -480,10 +486,6 @@ static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b
             double thr, r = stage_rate(in, s, L, t, &in->rest_units[s * T + t], &thr);
             in->rest[s * T + t] = in->rest_units[s * T + t] ? r : HUGE_VAL;
         }
-    if (getenv("RLDBG"))
-        for (int j = 0; j < RL_FLOORS; j++) {
-            fprintf(stderr, "DBG floor %d %.4g nu %ld obj %.6g\n", j, in->floor[j], in->nu[j], relaxed_objective(in, j));
-        }
     in->misfit = hps_calloc((size_t)T * (L + 1), sizeof *in->misfit);
     for (int t = 0; t < T; t++)
         for (int l = 0; l < L; l++)
@@ -558,7 +560,7 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, c
                 float *f = a->f;
                 a->type = t;
                 a->end = e;
-                f[0] = 1;
+                f[0] = 0; /* on the relaxation's best plan: set below */
                 f[1] = k > 0;
                 f[2] = clampf(share, 0, 4);
                 f[3] = clampf(log(share * L / (e - i)) / 3, -3, 3);
@@ -589,12 +591,17 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, c
     int kept = 0;
     for (int c = 0; c < n; c++) {
         out[c].f[14] = fminf(out[c].f[14] - best14, 4);
-        out[c].f[15] = fminf(100 * (out[c].f[15] - best15), 100); /* percent */
+        /* in percent: the relaxation tells plans apart by a percent or
+         * less, and the weights learnt on log ratios left its choice soft */
+        out[c].f[15] = fminf(100 * (out[c].f[15] - best15), 100);
+        /* the relaxation's best action (a plan of 60 stages followed it to
+         * the optimum where the scorer's soft preference strayed) */
+        out[c].f[0] = out[c].f[15] <= 0.01f;
         /* among the stages that can be had (mask 0), those whose plan
-         * through them is RL_PRUNE times the best's by the relaxation are
+         * through them is RL_PRUNE percent above the best's by the relaxation are
          * left out: scoring them is most of a sample's time, and neither
          * the policy nor its exploration gains by them */
-        if (level > 0 || out[c].f[15] <= 100 * RL_PRUNE) out[kept++] = out[c];
+        if (level > 0 || out[c].f[15] <= RL_PRUNE) out[kept++] = out[c];
     }
     return kept;
 }
@@ -829,6 +836,26 @@ static void progress(int on, const char *what, long ep, long total, double best)
     if (ep >= total) fputc('\n', stderr);
 }
 
+/* The policy's likeliest plan. */
+static void greedy_plan(const rl_instance *in, const float *w, int *assign)
+{
+    rl_action *a = hps_malloc((size_t)in->L * in->T * sizeof *a);
+    float *s = hps_malloc((size_t)in->L * in->T * sizeof *s);
+    episode(in, w, 0, NULL, 1, assign, NULL, 0, a, s);
+    free(a);
+    free(s);
+}
+
+/* A plan the policy made, to the elite and the trace. */
+static void offer(rl_run *run, plan_result *r, const plan_budget *b, const int *assign, int L, const plan_eval *e)
+{
+    elite_offer(&run->el, assign, L, plan_score(e));
+    if (plan_score(e) < run->best) {
+        run->best = plan_score(e);
+        if (e->feasible && r) plan_trace_add(r, (double)b->evals, e->objective);
+    }
+}
+
 /* Samples `episodes` plans in batches, learning from each batch unless
  * frozen; offers every plan to run->el and traces the best into r. */
 static void train(const rl_instance *in, float *w, rl_adam *ad, long episodes, int frozen, hps_rng *rng,
@@ -849,18 +876,18 @@ static void train(const rl_instance *in, float *w, rl_adam *ad, long episodes, i
         st.n_steps = 0;
         double mean = 0, var = 0;
         float done = (float)u / (float)(updates > 1 ? updates - 1 : 1);
+        if (u % RL_GREEDY_EVERY == 0) { /* the likeliest plan, as the policy now stands */
+            greedy_plan(in, w, assign);
+            plan_budget_evaluate(b, p, assign, &e);
+            offer(run, r, b, assign, L, &e);
+        }
         float eps = RL_EPS0 + (RL_EPS1 - RL_EPS0) * done;
-        if (RL_EPSX >= 0) eps = RL_EPSX;
         for (int k = 0; k < n; k++) {
             episode(in, w, eps, rng, 0, assign, &st, k, NULL, NULL);
             plan_budget_evaluate(b, p, assign, &e);
             rew[k] = reward_of(in, &e);
             mean += rew[k] / n;
-            elite_offer(&run->el, assign, L, plan_score(&e));
-            if (plan_score(&e) < run->best) {
-                run->best = plan_score(&e);
-                if (e.feasible && r) plan_trace_add(r, (double)b->evals, e.objective);
-            }
+            offer(run, r, b, assign, L, &e);
         }
         for (int k = 0; k < n; k++) var += (rew[k] - mean) * (rew[k] - mean) / n;
         for (int k = 0; k < n; k++) adv[k] = (float)((rew[k] - mean) / (sqrt(var) + 1e-6));
@@ -874,16 +901,6 @@ static void train(const rl_instance *in, float *w, rl_adam *ad, long episodes, i
     free(assign);
     plan_eval_free(&e);
     steps_free(&st);
-}
-
-/* The policy's likeliest plan. */
-static void greedy_plan(const rl_instance *in, const float *w, int *assign)
-{
-    rl_action *a = hps_malloc((size_t)in->L * in->T * sizeof *a);
-    float *s = hps_malloc((size_t)in->L * in->T * sizeof *s);
-    episode(in, w, 0, NULL, 1, assign, NULL, 0, a, s);
-    free(a);
-    free(s);
 }
 
 static void init_random(float *w, hps_rng *rng)
@@ -907,7 +924,6 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
     plan_budget_init(&b, total, o->time_limit);
     hps_rng rng;
     hps_rng_seed(&rng, o->seed);
-    if (getenv("RLEPS")) RL_EPSX = atof(getenv("RLEPS"));
     float w[RL_NP];
     if (o->start == PLAN_START_RANDOM) init_random(w, &rng);
     else if (o->start == PLAN_START_UNIFORM) memset(w, 0, sizeof w);
@@ -916,7 +932,6 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
         memcpy(w, (o->policy ? o->policy : shipped)->w, sizeof w);
         plan_policy_free(shipped);
     }
-    if (getenv("RLF15")) { memset(w, 0, sizeof w); v(w)[15] = -atof(getenv("RLF15")); }
     rl_instance in;
     instance_init(&in, p, &b);
     rl_adam ad = {0};
@@ -931,7 +946,6 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
     int *a = hps_malloc((size_t)L * sizeof *a);
     greedy_plan(&in, w, a);
     plan_budget_evaluate(&b, p, a, &e);
-    if (getenv("RLDBG")) fprintf(stderr, "DBG greedy %.6g sampled best %.6g\n", plan_score(&e), run.best);
     elite_offer(&run.el, a, L, plan_score(&e));
     memcpy(r->assign, run.el.assign[0], (size_t)L * sizeof *a);
     double policy_best = run.el.score[0];
