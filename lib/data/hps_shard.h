@@ -66,6 +66,7 @@ void hps_shard_writer_abort(hps_shard_writer *w); /* closes and frees; the calle
 /* ---- reading ------------------------------------------------------------ */
 typedef struct {
     int ahead;      /* blocks decoded ahead in the background; 0: decode in the caller */
+    int batches;    /* read with hps_shard_read: decode every block for it (else from its first call) */
 } hps_shard_read_opts;
 
 typedef struct hps_shard_reader hps_shard_reader;

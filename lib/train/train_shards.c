@@ -25,7 +25,7 @@ static int open_shard(shard_source *s, int i, hps_error *err)
     s->cur = -1;
     if (i >= s->n) return 0;
     char *path = hps_manifest_shard_path(s->manifest, s->shards[i]);
-    hps_shard_read_opts o = {.ahead = DECODE_AHEAD};
+    hps_shard_read_opts o = {.ahead = DECODE_AHEAD, .batches = 1};
     s->reader = hps_shard_open(path, &o, err);
     int rc = s->reader ? hps_manifest_check_shard(s->manifest, s->shards[i], path,
                                                   hps_shard_reader_info(s->reader), err)

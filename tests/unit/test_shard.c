@@ -338,7 +338,7 @@ static void write_shard(const char *path, const hps_schema *s, int blocks, int r
 static void check_round_trip(const char *path, hps_rows **keep, int blocks, int ahead, int batch)
 {
     hps_error err;
-    hps_shard_read_opts o = {ahead};
+    hps_shard_read_opts o = {.ahead = ahead};
     hps_shard_reader *r = hps_shard_open(path, &o, &err);
     assert_non_null(r);
     const hps_schema *s = &hps_shard_reader_info(r)->schema;
@@ -586,7 +586,7 @@ static void test_corruption(void **state)
     assert_int_equal(hps_shard_verify(path, &info, &err), 0);
     flip_byte(path, (long)(info.bytes / 2));
     for (int ahead = 0; ahead <= 2; ahead += 2) {
-        hps_shard_read_opts o = {ahead};
+        hps_shard_read_opts o = {.ahead = ahead};
         r = hps_shard_open(path, &o, &err);
         assert_non_null(r);
         hps_batch *b = hps_batch_create(32, 3, 4, 16, 0);
