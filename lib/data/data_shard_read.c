@@ -341,14 +341,36 @@ static void copy_rows(hps_batch *b, const slot *blk, int from, int n)
     b->B += n;
 }
 
-int hps_shard_read(hps_shard_reader *r, hps_batch *b, int max, hps_error *err)
+/* n samples that are counted but not decoded: label 0, no keys, the dense
+ * values left as they were. */
+static void skip_rows(hps_batch *b, int n)
+{
+    int S = b->n_slots;
+    for (int i = 0; i < n; i++, b->B++) {
+        b->labels[b->B] = 0;
+        for (int j = 0; j < S; j++) b->offsets[(size_t)b->B * S + j + 1] = b->nnz;
+    }
+}
+
+/* Rows [from, from+n) of the block at batch row b->B, those outside [lo, hi) skipped. */
+static void take_rows(hps_batch *b, const slot *blk, int from, int n, int lo, int hi)
+{
+    int a = lo - b->B, z = hi - b->B; /* the part to decode, in the block's rows from `from` */
+    a = a < 0 ? 0 : a > n ? n : a;
+    z = z < a ? a : z > n ? n : z;
+    skip_rows(b, a);
+    if (z > a) copy_rows(b, blk, from + a, z - a);
+    skip_rows(b, n - z);
+}
+
+int hps_shard_read_part(hps_shard_reader *r, hps_batch *b, int max, int lo, int hi, hps_error *err)
 {
     const hps_schema *s = &r->info.schema;
     if (b->n_dense != s->n_dense || b->n_slots != s->n_slots || max > b->cap || max < 1)
         return hps_fail(err, HPS_EXIT_USAGE,
                         "%s: batch of %d dense and %d slots does not fit shard of %d dense and %d slots",
                         r->path, b->n_dense, b->n_slots, s->n_dense, s->n_slots);
-    if (!r->batches) { /* blocks decoded from now on come with their dense rows */
+    if (!r->batches) { /* blocks decoded from now on are decoded for batches */
         pthread_mutex_lock(&r->mu);
         r->batches = 1;
         pthread_mutex_unlock(&r->mu);
@@ -364,11 +386,16 @@ int hps_shard_read(hps_shard_reader *r, hps_batch *b, int max, hps_error *err)
         }
         int n = r->cur->rows->rows - r->cur_row;
         if (n > max - b->B) n = max - b->B;
-        copy_rows(b, r->cur, r->cur_row, n);
+        take_rows(b, r->cur, r->cur_row, n, lo, hi);
         r->cur_row += n;
         r->pos += (uint64_t)n;
     }
     return b->B;
+}
+
+int hps_shard_read(hps_shard_reader *r, hps_batch *b, int max, hps_error *err)
+{
+    return hps_shard_read_part(r, b, max, 0, max, err);
 }
 
 uint64_t hps_shard_tell(const hps_shard_reader *r) { return r->pos; }
