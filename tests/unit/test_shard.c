@@ -403,24 +403,6 @@ static void check_read_part(const char *path, int ahead, int batch, int lo, int 
     hps_shard_close(whole), hps_shard_close(part);
 }
 
-static void test_read_part(void **state)
-{
-    (void)state;
-    char path[128];
-    tmp_shard(path, sizeof path);
-    hps_schema schemas[2] = {{3, 4, 0, 0, 2}, {0, 1, 1, 1, 7}};
-    for (int t = 0; t < 2; t++) {
-        hps_rows *keep[6];
-        write_shard(path, &schemas[t], 6, 100, keep);
-        check_read_part(path, 0, 37, 10, 20);  /* in the caller */
-        check_read_part(path, 3, 64, 0, 32);   /* background thread, the first half */
-        check_read_part(path, 1, 500, 250, 500); /* parts that span blocks */
-        check_read_part(path, 2, 64, 0, 0);    /* a stage's worker that loads nothing */
-        for (int i = 0; i < 6; i++) hps_rows_free(keep[i]);
-    }
-    unlink(path);
-}
-
 static void test_round_trip(void **state)
 {
     (void)state;
@@ -433,6 +415,10 @@ static void test_round_trip(void **state)
         check_round_trip(path, keep, 6, 0, 37);  /* in the caller */
         check_round_trip(path, keep, 6, 3, 64);  /* background thread */
         check_round_trip(path, keep, 6, 1, 500); /* batches span blocks */
+        check_read_part(path, 0, 37, 10, 20);    /* a worker's part of each batch */
+        check_read_part(path, 3, 64, 0, 32);
+        check_read_part(path, 1, 500, 250, 500); /* parts that span blocks */
+        check_read_part(path, 2, 64, 0, 0);      /* a later stage's worker decodes nothing */
         hps_shard_info info;
         hps_error err;
         assert_int_equal(hps_shard_verify(path, &info, &err), 0);
@@ -810,7 +796,6 @@ int main(void)
         cmocka_unit_test(test_libsvm_values_as_strtod),
         cmocka_unit_test(test_split_exact),     cmocka_unit_test(test_plan_read),
         cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_seek_and_early_close),
-        cmocka_unit_test(test_read_part),
         cmocka_unit_test(test_version_1_and_2_decode_alike), cmocka_unit_test(test_payload_version_2),
         cmocka_unit_test(test_corruption),      cmocka_unit_test(test_format_float),
         cmocka_unit_test(test_hostile_header),  cmocka_unit_test(test_bad_labels),
