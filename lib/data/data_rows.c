@@ -341,6 +341,14 @@ int hps_rows_decode_batched(hps_rows *r, const uint8_t *in, size_t len, int rows
     return decode(r, in, len, rows, version, 1);
 }
 
+void hps_rows_unpack_dense(hps_rows *r)
+{
+    if (!r->dense_in_payload) return;
+    for (int d = 0; d < r->schema.n_dense; d++)
+        expand_sparse(r->dense_bits[d], r->dense_vals[d], 0, (size_t)r->rows, r->dense + (size_t)d * r->cap, 1);
+    r->dense_in_payload = 0;
+}
+
 /* From the columns, 16 rows at a time: a column's 16 values are one cache
  * line, and the 16 rows written stay in cache.  Row by row, 784 dense
  * features touched 784 pages a row and took 15% of a step.  From the

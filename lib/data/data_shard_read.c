@@ -308,6 +308,7 @@ int hps_shard_next_block(hps_shard_reader *r, const hps_rows **rows, hps_error *
 {
     int rc = take_block(r, err);
     if (rc <= 0) return rc;
+    hps_rows_unpack_dense(r->cur->rows); /* decoded for batches: a block's caller reads the columns */
     *rows = r->cur->rows;
     r->pos = r->index[r->cur_block].first_row + (uint64_t)r->cur->rows->rows;
     r->cur_row = r->cur->rows->rows;

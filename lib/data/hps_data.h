@@ -154,6 +154,8 @@ int hps_rows_decode(hps_rows *r, const uint8_t *in, size_t len, int rows, int ve
  * block and transposing it whole was most of a batch's read, and a
  * data-parallel worker needs only its slice of the rows. */
 int hps_rows_decode_batched(hps_rows *r, const uint8_t *in, size_t len, int rows, int version);
+/* The dense columns left in the payload decoded into r->dense (no-op when they are there). */
+void hps_rows_unpack_dense(hps_rows *r);
 /* Rows [from, from + n) of the dense columns as rows (n x n_dense) at out. */
 void hps_rows_dense_rows(const hps_rows *r, int from, int n, float *out);
 /* The first row whose label is not a class of the schema (NaN, 1e6, 0.5), or -1. */

@@ -445,6 +445,28 @@ static void assert_rows_identical(const hps_rows *a, const hps_rows *b)
     }
 }
 
+/* A reader decoding for batches still gives whole blocks with their dense columns. */
+static void test_blocks_of_a_batched_reader(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_shard(path, sizeof path);
+    hps_schema s = {3, 4, 0, 0, 2};
+    hps_rows *keep[3];
+    write_shard(path, &s, 3, 100, keep);
+    hps_error err;
+    hps_shard_read_opts o = {.ahead = 2, .batches = 1};
+    hps_shard_reader *r = hps_shard_open(path, &o, &err);
+    assert_non_null(r);
+    const hps_rows *rows;
+    int n = 0;
+    while (hps_shard_next_block(r, &rows, &err) > 0) assert_rows_identical(keep[n++], rows);
+    assert_int_equal(n, 3);
+    hps_shard_close(r);
+    for (int i = 0; i < 3; i++) hps_rows_free(keep[i]);
+    unlink(path);
+}
+
 /* A block's columns copied as they are (the reader reuses its own). */
 static hps_rows *copy_block(const hps_rows *src)
 {
@@ -796,6 +818,7 @@ int main(void)
         cmocka_unit_test(test_libsvm_values_as_strtod),
         cmocka_unit_test(test_split_exact),     cmocka_unit_test(test_plan_read),
         cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_seek_and_early_close),
+        cmocka_unit_test(test_blocks_of_a_batched_reader),
         cmocka_unit_test(test_version_1_and_2_decode_alike), cmocka_unit_test(test_payload_version_2),
         cmocka_unit_test(test_corruption),      cmocka_unit_test(test_format_float),
         cmocka_unit_test(test_hostile_header),  cmocka_unit_test(test_bad_labels),
