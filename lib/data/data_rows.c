@@ -48,7 +48,7 @@ void hps_rows_free(hps_rows *r)
     }
     free(r->keys), free(r->weights), free(r->nkeys), free(r->kcap), free(r->offsets);
     free(r->labels), free(r->dense), free(r->counts);
-    free(r->dense_bits), free(r->dense_vals);
+    free(r->dense_bits), free(r->dense_vals), free(r->dense_at);
     free(r);
 }
 
@@ -245,23 +245,31 @@ static int locate_sparse(cursor *c, size_t R, const uint8_t **bits, const uint8_
     return 0;
 }
 
-/* Rows [from, from + n) of a located column, every stride-th float of out. */
-static void expand_sparse(const uint8_t *bits, const uint8_t *v, size_t from, size_t n, float *out,
-                          size_t stride)
+/* A located column's value pointer v at row `from` moved on to row `to`. */
+static const uint8_t *skip_values(const uint8_t *bits, const uint8_t *v, size_t from, size_t to)
 {
-    size_t i = 0, b = 0;
-    for (; b + 8 <= from / 8; b += 8) { /* the values before the range, 64 rows a step */
+    for (; from < to && from % 8; from++) v += 4 * (bits[from >> 3] >> (from & 7) & 1);
+    for (; from + 64 <= to; from += 64) {
         uint64_t w;
-        memcpy(&w, bits + b, 8);
+        memcpy(&w, bits + from / 8, 8);
         v += 4 * (size_t)__builtin_popcountll(w);
     }
-    for (; b < from / 8; b++) v += 4 * (size_t)__builtin_popcount(bits[b]);
-    if (from % 8) v += 4 * (size_t)__builtin_popcount(bits[b] & ((1u << (from % 8)) - 1));
-    for (size_t row = from; i < n; i++, row++) {
+    for (; from + 8 <= to; from += 8) v += 4 * (size_t)__builtin_popcount(bits[from / 8]);
+    for (; from < to; from++) v += 4 * (bits[from >> 3] >> (from & 7) & 1);
+    return v;
+}
+
+/* Rows [from, from + n) of a located column, v its value at row from, into
+ * every stride-th float of out; returns the value at row from + n. */
+static const uint8_t *expand_sparse(const uint8_t *bits, const uint8_t *v, size_t from, size_t n, float *out,
+                                    size_t stride)
+{
+    for (size_t i = 0, row = from; i < n; i++, row++) {
         uint32_t x = 0;
         if (bits[row >> 3] >> (row & 7) & 1) memcpy(&x, v, 4), v += 4;
         memcpy(out + i * stride, &x, 4);
     }
+    return v;
 }
 
 static int take_sparse(cursor *c, float *col, size_t R)
@@ -297,7 +305,9 @@ static int decode(hps_rows *r, const uint8_t *in, size_t len, int rows, int vers
     if (r->dense_in_payload && !r->dense_bits) {
         r->dense_bits = hps_calloc((size_t)s->n_dense + 1, sizeof *r->dense_bits);
         r->dense_vals = hps_calloc((size_t)s->n_dense + 1, sizeof *r->dense_vals);
+        r->dense_at = hps_calloc((size_t)s->n_dense + 1, sizeof *r->dense_at);
     }
+    r->dense_row = 0;
     cursor c = {in, in + len};
     int bad = take(&c, r->labels, R * 4);
     for (int d = 0; d < s->n_dense && !bad; d++) {
@@ -327,6 +337,7 @@ static int decode(hps_rows *r, const uint8_t *in, size_t len, int rows, int vers
     }
     if (s->weighted)
         for (int j = 0; j < s->n_slots; j++) take(&c, r->weights[j], (size_t)r->nkeys[j] * 4);
+    if (r->dense_in_payload) memcpy(r->dense_at, r->dense_vals, (size_t)s->n_dense * sizeof *r->dense_at);
     hps_rows_index(r);
     return 0;
 }
@@ -354,12 +365,18 @@ void hps_rows_unpack_dense(hps_rows *r)
  * features touched 784 pages a row and took 15% of a step.  From the
  * payload, column by column: the n rows written stay in cache across 16
  * columns. */
-void hps_rows_dense_rows(const hps_rows *r, int from, int n, float *out)
+void hps_rows_dense_rows(hps_rows *r, int from, int n, float *out)
 {
     const int D = r->schema.n_dense, TILE = 16;
     if (r->dense_in_payload) {
-        for (int d = 0; d < D; d++)
-            expand_sparse(r->dense_bits[d], r->dense_vals[d], (size_t)from, (size_t)n, out + d, (size_t)D);
+        int back = from < r->dense_row; /* behind where the last call stopped: from row 0 */
+        size_t at = back ? 0 : (size_t)r->dense_row;
+        for (int d = 0; d < D; d++) {
+            const uint8_t *v = skip_values(r->dense_bits[d], back ? r->dense_vals[d] : r->dense_at[d], at,
+                                           (size_t)from);
+            r->dense_at[d] = expand_sparse(r->dense_bits[d], v, (size_t)from, (size_t)n, out + d, (size_t)D);
+        }
+        r->dense_row = from + n;
         return;
     }
     for (int i0 = 0; i0 < n; i0 += TILE) {

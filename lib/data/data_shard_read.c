@@ -321,7 +321,7 @@ static void copy_rows(hps_batch *b, const slot *blk, int from, int n)
     const hps_rows *src = blk->rows;
     const hps_schema *s = &src->schema;
     int S = s->n_slots;
-    hps_rows_dense_rows(src, from, n, b->dense + (size_t)b->B * s->n_dense);
+    hps_rows_dense_rows(blk->rows, from, n, b->dense + (size_t)b->B * s->n_dense);
     int64_t keys = 0; /* all the range's keys reserved at once */
     for (int j = 0; j < S; j++) keys += src->offsets[j][from + n] - src->offsets[j][from];
     hps_batch_reserve_keys(b, b->nnz + keys);

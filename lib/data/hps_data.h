@@ -110,6 +110,10 @@ typedef struct {
      * in it, per column its bitmap and its first value (dense unused) */
     const uint8_t **dense_bits, **dense_vals;
     int dense_in_payload;
+    /* where hps_rows_dense_rows stopped: row, and each column's next value
+     * (batches read on, so each starts there, not at row 0) */
+    const uint8_t **dense_at;
+    int dense_row;
 } hps_rows;
 
 hps_rows *hps_rows_create(const hps_schema *s, int cap);
@@ -157,7 +161,7 @@ int hps_rows_decode_batched(hps_rows *r, const uint8_t *in, size_t len, int rows
 /* The dense columns left in the payload decoded into r->dense (no-op when they are there). */
 void hps_rows_unpack_dense(hps_rows *r);
 /* Rows [from, from + n) of the dense columns as rows (n x n_dense) at out. */
-void hps_rows_dense_rows(const hps_rows *r, int from, int n, float *out);
+void hps_rows_dense_rows(hps_rows *r, int from, int n, float *out);
 /* The first row whose label is not a class of the schema (NaN, 1e6, 0.5), or -1. */
 int hps_rows_bad_label(const hps_rows *r);
 
