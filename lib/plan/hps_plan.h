@@ -324,6 +324,17 @@ static inline double plan_objective_value(const plan_problem *p, double cost_per
     }
     return HUGE_VAL;
 }
+/* What a unit of type t and a server cost the objective per hour: the price,
+ * or the power for energy and EDP (the rate the DPs of rl and its polish
+ * minimise). */
+static inline double plan_unit_weight(const plan_problem *p, int t)
+{
+    return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->power[t] : p->price[t];
+}
+static inline double plan_server_weight(const plan_problem *p)
+{
+    return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->server_power : p->server_price;
+}
 /* Objective when feasible; a huge value growing with the violation otherwise,
  * so that searches can still move towards feasibility. */
 double plan_score(const plan_eval *e);

@@ -26,11 +26,6 @@
 
 #define PLAN_RETYPE_STAGES 12
 
-static double weight(const plan_problem *p, int t)
-{
-    return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->power[t] : p->price[t];
-}
-
 /* A partial plan's value: its rate, and its bottleneck to break ties (among
  * plans of one rate the fastest is best, for every objective). */
 typedef struct {
@@ -221,6 +216,10 @@ static int floors(const plan_problem *p, const plan_eval *e, double *theta)
 /* states x transitions of one DP at most: (L + 1) T x the tracked types'
  * unit combinations, x (L + T) */
 #define LIMITS_MAX_WORK (1L << 24)
+/* at the floor of the plan's own stage count, where the optimum most often
+ * is: two types of 64 units both bind there (65 x 65 unit states) */
+#define LIMITS_MAX_WORK_OWN (1L << 30)
+#define LIMITS_MAX_STATES (1L << 23) /* 20 bytes each */
 #define LIMITS_ROUNDS 12
 
 typedef struct {
@@ -246,9 +245,8 @@ static void limits_table_init(limits_table *lt, const plan_problem *p)
     for (int i = 0; i < L; i++)
         for (int e = i + 1; e <= L; e++)
             for (int t = 0; t < T; t++) plan_stage_law(p, i, e, t, &lt->law[(lt->row[i] + e - i - 1) * T + t]);
-    int by_power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
-    for (int t = 0; t < T; t++) lt->w[t] = weight(p, t);
-    lt->server_w = by_power ? p->server_power : p->server_price;
+    for (int t = 0; t < T; t++) lt->w[t] = plan_unit_weight(p, t);
+    lt->server_w = plan_server_weight(p);
 }
 
 static void limits_table_free(limits_table *lt)
@@ -287,8 +285,8 @@ static long take_units(const plan_problem *p, const long *stride, long u, int t,
 /* The plan of least rate at the table's floor theta with the units of the
  * tracked types (track[0..nt)) within their limits, the others priced up
  * by lam; into out with its units per type; 0 when none. */
-static int limits_dp(const limits_table *lt, double theta, const int *track, int nt, const double *lam, int *out,
-                     int *units)
+static int limits_dp(const limits_table *lt, double theta, const int *track, int nt, const double *lam, long max_work,
+                     int *out, int *units)
 {
     const plan_problem *p = lt->p;
     int L = lt->L, T = lt->T;
@@ -298,7 +296,7 @@ static int limits_dp(const limits_table *lt, double theta, const int *track, int
         NU *= p->max_units[track[k]] + 1;
     }
     long n = (long)(L + 1) * T * NU;
-    if (n * (L + T) > LIMITS_MAX_WORK) return 0;
+    if (n * (L + T) > max_work || n > LIMITS_MAX_STATES) return 0;
     val *g = hps_malloc((size_t)n * sizeof *g);
     int *from = hps_malloc((size_t)n * sizeof *from); /* the state before, as (i T + t) NU + u */
     for (long k = 0; k < n; k++) g[k] = NONE;
@@ -373,11 +371,11 @@ static int stages_of(const int *a, int L)
 
 /* At one floor: the plan with the unit limits planned, each round adding
  * the types that overflow to the tracked ones, smallest limit first, or
- * pricing them where the state would grow past LIMITS_MAX_WORK (then
+ * pricing them where the state would grow past max_work (then
  * subgradient steps on their prices, shrinking); each plan found is offered
  * to accept. */
-static int limits_at_floor(limits_table *lt, double theta, int *assign, int *cand, plan_eval *e, double *score,
-                           plan_budget *b)
+static int limits_at_floor(limits_table *lt, double theta, long max_work, int *assign, int *cand, plan_eval *e,
+                           double *score, plan_budget *b)
 {
     const plan_problem *p = lt->p;
     int T = lt->T, track[PLAN_MAX_TYPES], nt = 0, units[PLAN_MAX_TYPES], improved = 0;
@@ -387,7 +385,7 @@ static int limits_at_floor(limits_table *lt, double theta, int *assign, int *can
     for (int t = 0; t < T; t++) wmax = fmax(wmax, lt->w[t]);
     limits_table_floor(lt, theta);
     for (int round = 0; round < LIMITS_ROUNDS && plan_budget_left(b); round++) {
-        if (!limits_dp(lt, theta, track, nt, lam, cand, units)) break;
+        if (!limits_dp(lt, theta, track, nt, lam, max_work, cand, units)) break;
         improved |= accept(p, assign, cand, e, score, b);
         double over[PLAN_MAX_TYPES];
         int any = 0;
@@ -411,7 +409,8 @@ static int limits_at_floor(limits_table *lt, double theta, int *assign, int *can
             for (int t = 0; t < T; t++)
                 if (over[t] > 0 && (worst < 0 || p->max_units[t] < p->max_units[worst])) worst = t;
             if (worst < 0) break;
-            if (work * (p->max_units[worst] + 1) <= LIMITS_MAX_WORK) {
+            if (work * (p->max_units[worst] + 1) <= max_work &&
+                work / (lt->L + T) * (p->max_units[worst] + 1) <= LIMITS_MAX_STATES) {
                 track[nt++] = worst;
                 work *= p->max_units[worst] + 1;
             } else {
@@ -448,11 +447,11 @@ int plan_dp_limits(const plan_problem *p, int *assign, plan_budget *b)
     double lo = theta[0], hi = plan_max_throughput(p, cand);
     for (int k = 1; k <= LIMITS_LADDER && hi > lo; k++) theta[n++] = lo * pow(hi / lo, (double)k / LIMITS_LADDER) * (1 - 1e-12);
     for (int k = 0; k < n && plan_budget_left(b); k++) {
-        improved |= limits_at_floor(&lt, theta[k], assign, cand, &e, &score, b);
+        improved |= limits_at_floor(&lt, theta[k], k ? LIMITS_MAX_WORK : LIMITS_MAX_WORK_OWN, assign, cand, &e, &score, b);
         /* a plan of more stages than the floor assumed needs a higher one */
         int need = stages_of(assign, L);
         if (stage_floor(p, need) > theta[k] * (1 + 1e-9) && need != S)
-            improved |= limits_at_floor(&lt, stage_floor(p, need), assign, cand, &e, &score, b);
+            improved |= limits_at_floor(&lt, stage_floor(p, need), LIMITS_MAX_WORK, assign, cand, &e, &score, b);
     }
     plan_eval_free(&e);
     free(cand);
@@ -469,7 +468,7 @@ int plan_dp_polish(const plan_problem *p, int *assign, int window, plan_budget *
     plan_eval_init(&e, p);
     plan_budget_evaluate(b, p, assign, &e);
     double score = plan_score(&e), theta[8], w[PLAN_MAX_TYPES], wmax = 0;
-    for (int t = 0; t < T; t++) wmax = fmax(wmax, weight(p, t));
+    for (int t = 0; t < T; t++) wmax = fmax(wmax, plan_unit_weight(p, t));
     for (int round = 0, again = 1; again && round < 8 && plan_budget_left(b); round++) {
         again = 0;
         plan_budget_evaluate(b, p, assign, &e);
@@ -477,7 +476,7 @@ int plan_dp_polish(const plan_problem *p, int *assign, int window, plan_budget *
         /* a type over its unit limit is priced up, so the DPs move units
          * off it (even rounds price every type plainly) */
         for (int t = 0; t < T; t++) {
-            w[t] = weight(p, t);
+            w[t] = plan_unit_weight(p, t);
             if (round % 2 && e.used[t] > p->max_units[t])
                 w[t] += 4 * wmax * (e.used[t] - p->max_units[t]) / p->max_units[t];
         }

@@ -13,7 +13,10 @@
  *           against a reference plan, per layer and with the rest of the
  *           chain on one type, its headroom, its link, the unit limits,
  *           and the same costs relative to the state's best action (so
- *           the weights carry over from one instance to another)
+ *           the weights carry over from one instance to another); one
+ *           looks ahead, the objective of the whole plan through the
+ *           action by a relaxation (togo_objective), and one says whether
+ *           the action is on the relaxation's best plan
  *   reward  -log(objective / reference plan's), or a penalty growing with
  *           the violation when infeasible; advantages normalised over a
  *           batch of samples; PPO's clipped ratio over a few epochs per
@@ -47,19 +50,30 @@
 #define RL_EPOCHS 2
 #define RL_CLIP 0.2f
 #define RL_LR 0.01f
-/* Exploration: a sample follows the softmax with probability 1 - RL_EPS and
+/* Exploration: a sample follows the softmax with probability 1 - eps and
  * is uniform over the unmasked actions otherwise (the policy is that
- * mixture, in the updates too), and the softmax's entropy earns a bonus that
- * decays linearly to a tenth.  A policy pre-trained without them collapsed
- * onto one plan per instance and sampled worse than random search. */
-#define RL_EPS 0.25f
+ * mixture, in the updates too), eps falling linearly from RL_EPS0 to RL_EPS1
+ * over a run, and the softmax's entropy earns a bonus that decays linearly
+ * to a tenth.  A policy pre-trained without them collapsed onto one plan per
+ * instance and sampled worse than random search; with eps at a quarter to
+ * the end, a plan of 60 stages almost never followed the policy's choice at
+ * every step. */
+#define RL_EPS0 0.25f
+#define RL_EPS1 0.02f
 #define RL_ENTROPY0 0.2f
+#define RL_GREEDY_EVERY 16 /* updates between two evaluations of the policy's likeliest plan */
 #define RL_ELITE 4        /* best sampled plans the polish starts from */
 #define RL_LIMITS_STARTS 2 /* of them, those planned afresh with the unit limits (plan_dp_limits) */
-#define RL_PRUNE 0.7f     /* log of the relaxed cost, against the state's best, past which a stage is left out */
+#define RL_PRUNE 70       /* relaxed cost in percent above the state's best past which a stage is left out */
 #define RL_PRICE_ROUNDS 24
-#define RL_FLOORS 12      /* throughput floors of the cost to go, from the limit to the fastest plan */
+/* Throughput floors of the cost to go: RL_COARSE from the limit to the
+ * fastest plan, then the rest between the neighbours of the coarse floor
+ * whose relaxed plan scores best (the optimum's bottleneck lies anywhere
+ * between, and a plan of least rate at a floor far below it is another plan) */
+#define RL_COARSE 8
+#define RL_FLOORS 16
 #define RL_MAX_GO (1L << 18) /* states of the cost to go at one floor at most */
+#define RL_TRACK_ROUNDS 4 /* rounds of the cost to go adding the types past their limits */
 
 struct plan_policy {
     float w[RL_NP]; /* w1 [RL_H][RL_F], b1 [RL_H], w2 [RL_H], v [RL_F] */
@@ -93,7 +107,7 @@ typedef struct {
      * each many times (NULL when L is too large to keep them) */
     rl_stage *stages;
     long *row;
-    /* togo [go_at[j] + ((i (T + 1) + prev) nu[j] + u)]: the least rate of
+    /* togo[j] [(i (T + 1) + prev) nu[j] + u]: the least rate of
      * layers [i, L) after a stage on prev (T: none) with the units u used
      * before, each stage on the fewest units and servers carrying floor[j]
      * and every link as fast: a relaxation, at a few throughput floors, as
@@ -104,8 +118,7 @@ typedef struct {
      * a unit (unit_prices) */
     double floor[RL_FLOORS], lam[RL_FLOORS][PLAN_MAX_TYPES];
     long stride[RL_FLOORS][PLAN_MAX_TYPES], nu[RL_FLOORS];
-    size_t go_at[RL_FLOORS];
-    double *togo, *togo_thr;
+    double *togo[RL_FLOORS], *togo_thr[RL_FLOORS];
 } rl_instance;
 
 /* Stages kept per instance at most, over all floors (24 bytes each). */
@@ -119,23 +132,21 @@ typedef struct {
 static double stage_level_of(const rl_instance *in, const plan_law *law, int t, int j, int *units, double *thr)
 {
     const plan_problem *p = in->p;
-    if (j > 0) {
-        plan_option o;
-        if (!plan_stage_at_level(p, law, t, in->floor[j], &o)) {
-            *units = 0;
-            *thr = 0;
-            return HUGE_VAL;
-        }
+    plan_option o;
+    if (plan_stage_at_level(p, law, t, j > 0 ? in->floor[j] : p->min_throughput, &o)) {
         *units = o.units;
         *thr = o.throughput;
         return o.units * in->w[t] + o.servers * in->server_w;
     }
-    int k = plan_provision(p, law, t), kk = k ? k : p->max_units[t];
+    *units = 0;
+    if (j > 0) {
+        *thr = 0;
+        return HUGE_VAL;
+    }
     int servers = plan_stage_servers(p, law, p->min_throughput);
     servers = servers > 0 ? servers : 0;
-    *units = k;
-    *thr = plan_stage_throughput(p, law, kk, servers);
-    return kk * in->w[t] + servers * in->server_w;
+    *thr = plan_stage_throughput(p, law, p->max_units[t], servers);
+    return p->max_units[t] * in->w[t] + servers * in->server_w;
 }
 
 static double stage_at(const rl_instance *in, int j, int first, int end, int t, int *units, double *thr)
@@ -165,13 +176,20 @@ static void stages_init(rl_instance *in)
     in->row = hps_malloc((size_t)(L + 1) * sizeof *in->row);
     in->stages = hps_malloc((size_t)n * T * RL_FLOORS * sizeof *in->stages);
     for (int i = 0, k = 0; i <= L; k += L - i, i++) in->row[i] = k;
+}
+
+/* Every stage at floors [j0, j1), when they are kept. */
+static void stages_fill(rl_instance *in, int j0, int j1)
+{
+    int L = in->L, T = in->T;
+    if (!in->stages) return;
     for (int i = 0; i < L; i++)
         for (int e = i + 1; e <= L; e++)
             for (int t = 0; t < T; t++) {
                 plan_law law;
                 plan_stage_law(in->p, i, e, t, &law);
-                for (int j = 0; j < RL_FLOORS; j++) {
-                    rl_stage *s = &in->stages[((size_t)j * n + in->row[i] + e - i - 1) * T + t];
+                for (int j = j0; j < j1; j++) {
+                    rl_stage *s = &in->stages[((size_t)j * in->row[L] + in->row[i] + e - i - 1) * T + t];
                     s->rate = stage_level_of(in, &law, t, j, &s->units, &s->thr);
                 }
             }
@@ -181,14 +199,13 @@ static void stages_init(rl_instance *in)
  * ((L + 1) (T + 1) nu each); among completions of one rate the fastest (gt:
  * its bottleneck).  The units of the types with stride > 0 are tracked
  * (state u: the units used before), the others cost lam[t] more a unit (the
- * unit limits' prices); pick, when not NULL (nu 1 only), gets each state's
- * stage, t (L + 1) + end. */
+ * unit limits' prices). */
 static void togo_floor(const rl_instance *in, int j, const double *lam, const long *stride, long nu, double *go,
-                       double *gt, int *pick)
+                       double *gt)
 {
     double theta = in->floor[j];
     const plan_problem *p = in->p;
-    int L = in->L, T = in->T, via_pick[PLAN_MAX_TYPES];
+    int L = in->L, T = in->T;
     double via[PLAN_MAX_TYPES], via_thr[PLAN_MAX_TYPES];
     for (long x = 0; x < (T + 1) * nu; x++) {
         go[(size_t)L * (T + 1) * nu + x] = 0;
@@ -199,7 +216,6 @@ static void togo_floor(const rl_instance *in, int j, const double *lam, const lo
             for (int t = 0; t < T; t++) { /* the best rest that starts with a stage on t */
                 via[t] = HUGE_VAL;
                 via_thr[t] = 0;
-                via_pick[t] = -1;
                 int room = stride[t] ? p->max_units[t] - (int)(u / stride[t] % (p->max_units[t] + 1)) : INT_MAX;
                 for (int e = i + 1; e <= L; e++) {
                     int k;
@@ -210,46 +226,59 @@ static void togo_floor(const rl_instance *in, int j, const double *lam, const lo
                     if (c < via[t] * (1 - 1e-12) || (c <= via[t] * (1 + 1e-12) && ct > via_thr[t])) {
                         via[t] = c;
                         via_thr[t] = ct;
-                        via_pick[t] = t * (L + 1) + e;
                     }
                 }
             }
             for (int w = 0; w <= T; w++) {
                 double best = HUGE_VAL, best_thr = 0;
-                int best_pick = -1;
                 for (int t = 0; t < T; t++) {
                     double lm = w < T ? plan_link_ms(p, i, w, t) : 0, lt = lm > 0 ? 1000.0 * p->batch / lm : HUGE_VAL;
                     if (t == w || lt < theta || !(via[t] < HUGE_VAL)) continue;
                     if (via[t] < best * (1 - 1e-12) || (via[t] <= best * (1 + 1e-12) && fmin(via_thr[t], lt) > best_thr)) {
                         best = via[t];
                         best_thr = fmin(via_thr[t], lt);
-                        best_pick = via_pick[t];
                     }
                 }
                 size_t at = ((size_t)i * (T + 1) + w) * nu + u;
                 go[at] = best;
                 gt[at] = best_thr;
-                if (pick) pick[i * (T + 1) + w] = best_pick;
             }
         }
 }
 
-/* The units per type of the relaxation's plan at floor j (nothing tracked,
- * lam the prices); go, gt and pick are scratch of (L + 1) (T + 1). */
-static void relaxed_units(const rl_instance *in, int j, const double *lam, double *go, double *gt, int *pick,
-                          int *units)
+/* The units per type of the relaxation's plan at floor j, the types with
+ * stride > 0 tracked (nu combinations of their units), the others priced
+ * by lam: the cost to go into go and gt ((L + 1) (T + 1) nu each), then the
+ * plan that follows it from the first layer. */
+static void relaxed_units(const rl_instance *in, int j, const double *lam, const long *stride, long nu, double *go,
+                          double *gt, int *units)
 {
-    static const long none[PLAN_MAX_TYPES];
+    const plan_problem *p = in->p;
     int L = in->L, T = in->T;
-    togo_floor(in, j, lam, none, 1, go, gt, pick);
+    togo_floor(in, j, lam, stride, nu, go, gt);
     memset(units, 0, PLAN_MAX_TYPES * sizeof *units);
-    for (int i = 0, u = T; i < L && pick[i * (T + 1) + u] >= 0;) {
-        int t = pick[i * (T + 1) + u] / (L + 1), e = pick[i * (T + 1) + u] % (L + 1), k;
-        double thr;
-        stage_at(in, j, i, e, t, &k, &thr);
-        units[t] += k;
-        i = e;
-        u = t;
+    for (int i = 0, w = T; i < L;) {
+        long u = 0;
+        for (int t = 0; t < T; t++)
+            if (stride[t]) u += units[t] * stride[t];
+        double best = HUGE_VAL;
+        int bt = -1, be = -1, bk = 0;
+        for (int t = 0; t < T; t++) {
+            double lm = w < T ? plan_link_ms(p, i, w, t) : 0;
+            if (t == w || (lm > 0 && 1000.0 * p->batch / lm < in->floor[j])) continue;
+            for (int e = i + 1; e <= L; e++) {
+                int k;
+                double thr, r = stage_at(in, j, i, e, t, &k, &thr);
+                if (!k || thr < in->floor[j] || (stride[t] && units[t] + k > p->max_units[t])) continue;
+                size_t at = ((size_t)e * (T + 1) + t) * nu + u + k * stride[t];
+                double c = r + (stride[t] ? 0 : k * lam[t]) + go[at];
+                if (c < best * (1 - 1e-12)) best = c, bt = t, be = e, bk = k;
+            }
+        }
+        if (bt < 0) break;
+        units[bt] += bk;
+        i = be;
+        w = bt;
     }
 }
 
@@ -257,15 +286,16 @@ static void relaxed_units(const rl_instance *in, int j, const double *lam, doubl
  * out: a few subgradient steps at a floor raise the price of a
  * type whose units the relaxation's plan takes past its limit (the exact
  * solver's Lagrangian bound, used here only to steer). */
-static void unit_prices(const rl_instance *in, int j, double *go, double *gt, int *pick, double *lam)
+static void unit_prices(const rl_instance *in, int j, double *go, double *gt, double *lam)
 {
+    static const long none[PLAN_MAX_TYPES];
     const plan_problem *p = in->p;
     int T = in->T;
     double wmax = 0;
     for (int t = 0; t < T; t++) wmax = fmax(wmax, in->w[t]);
     for (int round = 0; round < RL_PRICE_ROUNDS; round++) {
         int units[PLAN_MAX_TYPES], over = 0;
-        relaxed_units(in, j, lam, go, gt, pick, units);
+        relaxed_units(in, j, lam, none, 1, go, gt, units);
         double step = wmax * pow(0.9, round);
         for (int t = 0; t < T; t++)
             if (units[t] > p->max_units[t]) {
@@ -276,68 +306,113 @@ static void unit_prices(const rl_instance *in, int j, double *go, double *gt, in
     }
 }
 
-/* The floors, from the limit to the fastest plan. */
+/* The coarse floors, from the limit to the fastest plan. */
 static void floors_init(rl_instance *in, double fastest)
 {
     double lo = in->p->min_throughput, hi = fmax(fastest, lo);
-    for (int j = 0; j < RL_FLOORS; j++) in->floor[j] = lo * pow(hi / lo, (double)j / (RL_FLOORS - 1)) * (1 - 1e-12);
+    for (int j = 0; j < RL_COARSE; j++) in->floor[j] = lo * pow(hi / lo, (double)j / (RL_COARSE - 1)) * (1 - 1e-12);
 }
 
-/* The cost to go at every floor: the types the plain relaxation takes past
- * their limits tracked, most over first, while the state stays within
- * RL_MAX_GO; the limits of any left over priced (unit_prices). */
-static void togo_init(rl_instance *in)
+/* The objective of the relaxation's plan at floor j (from the first layer). */
+static double relaxed_objective(const rl_instance *in, int j)
 {
+    size_t at = (size_t)in->T * in->nu[j];
+    return plan_objective_value(in->p, in->togo[j][at], in->togo[j][at], in->togo_thr[j][at]);
+}
+
+/* The fine floors: between the neighbours of the best coarse one. */
+static void floors_refine(rl_instance *in)
+{
+    int b = 0;
+    for (int j = 1; j < RL_COARSE; j++)
+        if (relaxed_objective(in, j) < relaxed_objective(in, b)) b = j;
+    double lo = in->floor[b > 0 ? b - 1 : 0], hi = in->floor[b + 1 < RL_COARSE ? b + 1 : b];
+    for (int k = 0; k < RL_FLOORS - RL_COARSE; k++)
+        in->floor[RL_COARSE + k] = lo * pow(hi / lo, (k + 1.0) / (RL_FLOORS - RL_COARSE + 1));
+}
+
+/* The cost to go at floors [j0, j1): rounds of the relaxation, each adding
+ * the types its plan takes past their limits to the tracked ones, smallest
+ * limit first (the most types fit in the state), while the state stays
+ * within RL_MAX_GO; the limits of any left over priced (unit_prices). */
+static void togo_init(rl_instance *in, int j0, int j1)
+{
+    static const long none[PLAN_MAX_TYPES];
     const plan_problem *p = in->p;
     int L = in->L, T = in->T;
-    size_t base = (size_t)(L + 1) * (T + 1), total = 0;
-    double *go = hps_malloc(base * sizeof *go), *gt = hps_malloc(base * sizeof *gt);
-    int *pick = hps_malloc(base * sizeof *pick);
-    for (int j = 0; j < RL_FLOORS; j++) {
-        int units[PLAN_MAX_TYPES], left = 0;
+    size_t base = (size_t)(L + 1) * (T + 1);
+    double *go = hps_malloc(RL_MAX_GO * sizeof *go), *gt = hps_malloc(RL_MAX_GO * sizeof *gt);
+    for (int j = j0; j < j1; j++) {
+        int units[PLAN_MAX_TYPES], priced[PLAN_MAX_TYPES] = {0}, left = 0;
+        long *stride = in->stride[j];
         double *lam = in->lam[j];
-        for (int t = 0; t < T; t++) lam[t] = 0;
-        relaxed_units(in, j, lam, go, gt, pick, units);
+        for (int t = 0; t < T; t++) lam[t] = 0, stride[t] = 0;
         in->nu[j] = 1;
-        for (int t = 0; t < T; t++) in->stride[j][t] = 0;
-        for (;;) {
-            int worst = -1;
-            double over = 0;
-            for (int t = 0; t < T; t++) {
-                double x = (double)(units[t] - p->max_units[t]) / p->max_units[t];
-                if (!in->stride[j][t] && x > over) over = x, worst = t;
+        for (int round = 0; round < RL_TRACK_ROUNDS; round++) {
+            int added = 0;
+            relaxed_units(in, j, lam, round ? stride : none, round ? in->nu[j] : 1, go, gt, units);
+            for (;;) {
+                int next = -1;
+                for (int t = 0; t < T; t++)
+                    if (units[t] > p->max_units[t] && !stride[t] && !priced[t] &&
+                        (next < 0 || p->max_units[t] < p->max_units[next]))
+                        next = t;
+                if (next < 0) break;
+                if ((long)base * in->nu[j] * (p->max_units[next] + 1) > RL_MAX_GO) {
+                    priced[next] = left = 1;
+                    continue;
+                }
+                stride[next] = in->nu[j];
+                in->nu[j] *= p->max_units[next] + 1;
+                added = 1;
             }
-            if (worst < 0) break;
-            units[worst] = 0; /* considered */
-            if ((long)base * in->nu[j] * (p->max_units[worst] + 1) > RL_MAX_GO) {
-                left = 1;
-                continue;
-            }
-            in->stride[j][worst] = in->nu[j];
-            in->nu[j] *= p->max_units[worst] + 1;
+            if (!added) break;
         }
         if (left) {
-            unit_prices(in, j, go, gt, pick, lam);
+            unit_prices(in, j, go, gt, lam);
             for (int t = 0; t < T; t++)
-                if (in->stride[j][t]) lam[t] = 0;
+                if (stride[t]) lam[t] = 0;
         }
-        in->go_at[j] = total;
-        total += base * in->nu[j];
+        in->togo[j] = hps_malloc(base * in->nu[j] * sizeof *in->togo[j]);
+        in->togo_thr[j] = hps_malloc(base * in->nu[j] * sizeof *in->togo_thr[j]);
+        togo_floor(in, j, lam, stride, in->nu[j], in->togo[j], in->togo_thr[j]);
     }
     free(go);
     free(gt);
-    free(pick);
-    in->togo = hps_malloc(total * sizeof *in->togo);
-    in->togo_thr = hps_malloc(total * sizeof *in->togo_thr);
-    for (int j = 0; j < RL_FLOORS; j++)
-        togo_floor(in, j, in->lam[j], in->stride[j], in->nu[j], in->togo + in->go_at[j], in->togo_thr + in->go_at[j],
-                   NULL);
+}
+
+/* What the stages placed so far take at each floor of the cost to go: their
+ * units per type, their summed rate and their bottleneck; rate HUGE_VAL once
+ * a stage cannot carry the floor. */
+typedef struct {
+    int used[RL_FLOORS][PLAN_MAX_TYPES];
+    double rate[RL_FLOORS], thr[RL_FLOORS];
+} rl_prefix;
+
+static void prefix_init(rl_prefix *pre)
+{
+    memset(pre, 0, sizeof *pre);
+    for (int j = 0; j < RL_FLOORS; j++) pre->thr[j] = HUGE_VAL;
+}
+
+static void prefix_add(const rl_instance *in, rl_prefix *pre, int i, int e, int t)
+{
+    for (int j = 0; j < RL_FLOORS; j++) {
+        int k;
+        double thr, rate = stage_at(in, j, i, e, t, &k, &thr);
+        if (!k || thr < in->floor[j]) rate = HUGE_VAL;
+        pre->used[j][t] += k;
+        pre->rate[j] += rate;
+        pre->thr[j] = fmin(pre->thr[j], thr);
+    }
 }
 
 /* The action's best estimate of the plan through it: over the floors the
- * stage [i, e) on t carries, the objective of the relaxation's plan there,
- * after the units used[j] that the stages before take at floor j. */
-static double togo_objective(const rl_instance *in, int i, int e, int t, const int (*used)[PLAN_MAX_TYPES])
+ * stages before and the stage [i, e) on t carry, the objective of the
+ * stages before, this stage and the relaxation's plan after it, within the
+ * units the stages before leave (the whole plan, so that following the
+ * best action at every step follows one floor's plan). */
+static double togo_objective(const rl_instance *in, int i, int e, int t, const rl_prefix *pre)
 {
     const plan_problem *p = in->p;
     int T = in->T;
@@ -345,19 +420,19 @@ static double togo_objective(const rl_instance *in, int i, int e, int t, const i
     for (int j = 0; j < RL_FLOORS; j++) {
         int k;
         double thr, rate = stage_at(in, j, i, e, t, &k, &thr);
-        if (!k || thr < in->floor[j]) continue;
+        if (!k || thr < in->floor[j] || !(pre->rate[j] < HUGE_VAL)) continue;
         long u = 0;
         int fits = 1;
         for (int x = 0; x < T && fits; x++)
             if (in->stride[j][x]) {
-                int have = used[j][x] + (x == t ? k : 0);
+                int have = pre->used[j][x] + (x == t ? k : 0);
                 fits = have <= p->max_units[x];
                 u += have * in->stride[j][x];
             }
-        size_t at = in->go_at[j] + ((size_t)e * (T + 1) + t) * in->nu[j] + u;
-        if (!fits || !(in->togo[at] < HUGE_VAL)) continue;
-        double c = rate + in->togo[at] + (in->stride[j][t] ? 0 : k * in->lam[j][t]);
-        best = fmin(best, plan_objective_value(p, c, c, fmin(thr, in->togo_thr[at])));
+        size_t at = ((size_t)e * (T + 1) + t) * in->nu[j] + u;
+        if (!fits || !(in->togo[j][at] < HUGE_VAL)) continue;
+        double c = pre->rate[j] + rate + in->togo[j][at] + (in->stride[j][t] ? 0 : k * in->lam[j][t]);
+        best = fmin(best, plan_objective_value(p, c, c, fmin(pre->thr[j], fmin(thr, in->togo_thr[j][at]))));
     }
     return best;
 }
@@ -374,11 +449,11 @@ static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b
     in->wmin = HUGE_VAL;
     int by_power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
     for (int t = 0; t < T; t++) {
-        in->w[t] = by_power ? p->power[t] : p->price[t];
+        in->w[t] = plan_unit_weight(p, t);
         if (!(in->w[t] > 0)) in->w[t] = 1e-9;
         in->wmin = fmin(in->wmin, in->w[t]);
     }
-    in->server_w = by_power ? p->server_power : p->server_price;
+    in->server_w = plan_server_weight(p);
     int *a = hps_malloc((size_t)L * sizeof *a);
     plan_eval e;
     plan_eval_init(&e, p);
@@ -399,7 +474,11 @@ static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b
     in->ref_rate = rate > 0 ? rate : 1;
     floors_init(in, plan_max_throughput(p, a));
     stages_init(in);
-    togo_init(in);
+    stages_fill(in, 0, RL_COARSE);
+    togo_init(in, 0, RL_COARSE);
+    floors_refine(in);
+    stages_fill(in, RL_COARSE, RL_FLOORS);
+    togo_init(in, RL_COARSE, RL_FLOORS);
     in->rest = hps_malloc((size_t)(L + 1) * T * sizeof *in->rest);
     in->rest_units = hps_calloc((size_t)(L + 1) * T, sizeof *in->rest_units);
     for (int s = 0; s < L; s++)
@@ -422,8 +501,10 @@ static void instance_free(rl_instance *in)
     free(in->misfit);
     free(in->stages);
     free(in->row);
-    free(in->togo);
-    free(in->togo_thr);
+    for (int j = 0; j < RL_FLOORS; j++) {
+        free(in->togo[j]);
+        free(in->togo_thr[j]);
+    }
 }
 
 static double reward_of(const rl_instance *in, const plan_eval *e)
@@ -446,8 +527,7 @@ static float clampf(double x, double lo, double hi) { return (float)(x < lo ? lo
  * cannot meet the limit, that take a type past its units, or whose link in
  * is too slow (mask 0); then types a layer does not fit and the previous
  * type (mask 1).  Mask 2 keeps the chain going whatever it costs. */
-static int actions_of(const rl_instance *in, int i, int prev, const int *used, const int (*used_at)[PLAN_MAX_TYPES],
-                      rl_action *out)
+static int actions_of(const rl_instance *in, int i, int prev, const int *used, const rl_prefix *pre, rl_action *out)
 {
     const plan_problem *p = in->p;
     int L = in->L, T = in->T, n = 0;
@@ -480,7 +560,7 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, c
                 float *f = a->f;
                 a->type = t;
                 a->end = e;
-                f[0] = 1;
+                f[0] = 0; /* on the relaxation's best plan: set below */
                 f[1] = k > 0;
                 f[2] = clampf(share, 0, 4);
                 f[3] = clampf(log(share * L / (e - i)) / 3, -3, 3);
@@ -496,7 +576,7 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, c
                 f[13] = rest < HUGE_VAL;
                 f[14] = clampf(log(share * L / (e - i)), -10, 10); /* made relative below */
                 /* the relaxed optimum's cost of the plan through this stage */
-                double go = k ? togo_objective(in, i, e, t, used_at) : HUGE_VAL;
+                double go = k ? togo_objective(in, i, e, t, pre) : HUGE_VAL;
                 f[15] = clampf(go < HUGE_VAL ? log(go / in->ref_objective) : log(whole) + 5, -10, 10);
             }
         }
@@ -511,9 +591,14 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, c
     int kept = 0;
     for (int c = 0; c < n; c++) {
         out[c].f[14] = fminf(out[c].f[14] - best14, 4);
-        out[c].f[15] = fminf(out[c].f[15] - best15, 4);
+        /* in percent: the relaxation tells plans apart by a percent or
+         * less, and the weights learnt on log ratios left its choice soft */
+        out[c].f[15] = fminf(100 * (out[c].f[15] - best15), 100);
+        /* the relaxation's best action (a plan of 60 stages followed it to
+         * the optimum where the scorer's soft preference strayed) */
+        out[c].f[0] = out[c].f[15] <= 0.01f;
         /* among the stages that can be had (mask 0), those whose plan
-         * through them is RL_PRUNE times the best's by the relaxation are
+         * through them is RL_PRUNE percent above the best's by the relaxation are
          * left out: scoring them is most of a sample's time, and neither
          * the policy nor its exploration gains by them */
         if (level > 0 || out[c].f[15] <= RL_PRUNE) out[kept++] = out[c];
@@ -609,11 +694,12 @@ static void steps_free(rl_steps *st)
 
 /* One plan from the policy into assign (greedy: the likeliest action at
  * every step); its steps are appended to st when st is not NULL. */
-static void episode(const rl_instance *in, const float *w, hps_rng *rng, int greedy, int *assign,
+static void episode(const rl_instance *in, const float *w, float eps, hps_rng *rng, int greedy, int *assign,
                     rl_steps *st, int id, rl_action *scratch, float *s)
 {
     int used[PLAN_MAX_TYPES] = {0}, prev = -1;
-    int used_at[RL_FLOORS][PLAN_MAX_TYPES] = {{0}}; /* at each floor of the cost to go */
+    rl_prefix pre; /* at each floor of the cost to go */
+    prefix_init(&pre);
     for (int i = 0; i < in->L;) {
         rl_action *a = scratch;
         if (st) {
@@ -621,10 +707,10 @@ static void episode(const rl_instance *in, const float *w, hps_rng *rng, int gre
             a = st->act + st->n_act;
             s = st->s;
         }
-        int n = actions_of(in, i, prev, used, (const int(*)[PLAN_MAX_TYPES])used_at, a);
+        int n = actions_of(in, i, prev, used, &pre, a);
         score(w, a, n, s, NULL);
         softmax(s, n);
-        for (int k = 0; k < n; k++) s[k] = (1 - RL_EPS) * s[k] + RL_EPS / n;
+        for (int k = 0; k < n; k++) s[k] = (1 - eps) * s[k] + eps / n;
         int c = 0;
         if (greedy) {
             for (int k = 1; k < n; k++)
@@ -647,10 +733,7 @@ static void episode(const rl_instance *in, const float *w, hps_rng *rng, int gre
         double thr;
         stage_rate(in, i, e, t, &k, &thr);
         used[t] += k ? k : in->p->max_units[t];
-        for (int j = 0; j < RL_FLOORS; j++) { /* a stage that cannot carry floor j closes it */
-            stage_at(in, j, i, e, t, &k, &thr);
-            used_at[j][t] += k ? k : in->p->max_units[t] + 1;
-        }
+        prefix_add(in, &pre, i, e, t);
         for (int l = i; l < e; l++) assign[l] = t;
         prev = t;
         i = e;
@@ -681,7 +764,7 @@ static void adam_step(float *w, const float *g, rl_adam *ad)
 
 /* PPO: RL_EPOCHS passes over the batch, each one Adam step on the clipped
  * surrogate -min(ratio adv, clip(ratio) adv) minus the entropy bonus. */
-static void update(float *w, rl_adam *ad, rl_steps *st, const float *adv, int n_episodes, float entropy)
+static void update(float *w, rl_adam *ad, rl_steps *st, const float *adv, int n_episodes, float entropy, float eps)
 {
     float g[RL_NP];
     for (int epoch = 0; epoch < RL_EPOCHS; epoch++) {
@@ -691,13 +774,13 @@ static void update(float *w, rl_adam *ad, rl_steps *st, const float *adv, int n_
             int n = st->first[k + 1] - st->first[k], c = st->taken[k];
             float A = adv[st->episode[k]], *s = st->s, *h = st->h;
             score(w, a, n, s, h);
-            float ent = softmax(s, n), mixed = (1 - RL_EPS) * s[c] + RL_EPS / n;
+            float ent = softmax(s, n), mixed = (1 - eps) * s[c] + eps / n;
             float ratio = expf(logf(mixed + 1e-30f) - st->logp[k]);
             /* outside the clip range on the side the advantage pushes, the
              * surrogate is flat: only the entropy term remains */
             int flat = (A > 0 && ratio > 1 + RL_CLIP) || (A < 0 && ratio < 1 - RL_CLIP);
             /* d log mixed / d s[q] = (1 - eps) s[c] (1[q = c] - s[q]) / mixed */
-            float dlogp = flat ? 0 : -A * ratio / n_episodes * (1 - RL_EPS) * s[c] / mixed;
+            float dlogp = flat ? 0 : -A * ratio / n_episodes * (1 - eps) * s[c] / mixed;
             for (int q = 0; q < n; q++) {
                 float ds = dlogp * ((q == c) - s[q]);
                 if (s[q] > 0) ds += entropy * s[q] * (logf(s[q]) + ent) / n_episodes;
@@ -753,6 +836,26 @@ static void progress(int on, const char *what, long ep, long total, double best)
     if (ep >= total) fputc('\n', stderr);
 }
 
+/* The policy's likeliest plan. */
+static void greedy_plan(const rl_instance *in, const float *w, int *assign)
+{
+    rl_action *a = hps_malloc((size_t)in->L * in->T * sizeof *a);
+    float *s = hps_malloc((size_t)in->L * in->T * sizeof *s);
+    episode(in, w, 0, NULL, 1, assign, NULL, 0, a, s);
+    free(a);
+    free(s);
+}
+
+/* A plan the policy made, to the elite and the trace. */
+static void offer(rl_run *run, plan_result *r, const plan_budget *b, const int *assign, int L, const plan_eval *e)
+{
+    elite_offer(&run->el, assign, L, plan_score(e));
+    if (plan_score(e) < run->best) {
+        run->best = plan_score(e);
+        if (e->feasible && r) plan_trace_add(r, (double)b->evals, e->objective);
+    }
+}
+
 /* Samples `episodes` plans in batches, learning from each batch unless
  * frozen; offers every plan to run->el and traces the best into r. */
 static void train(const rl_instance *in, float *w, rl_adam *ad, long episodes, int frozen, hps_rng *rng,
@@ -772,39 +875,32 @@ static void train(const rl_instance *in, float *w, rl_adam *ad, long episodes, i
         st.n_act = 0;
         st.n_steps = 0;
         double mean = 0, var = 0;
+        float done = (float)u / (float)(updates > 1 ? updates - 1 : 1);
+        if (u % RL_GREEDY_EVERY == 0) { /* the likeliest plan, as the policy now stands */
+            greedy_plan(in, w, assign);
+            plan_budget_evaluate(b, p, assign, &e);
+            offer(run, r, b, assign, L, &e);
+        }
+        float eps = RL_EPS0 + (RL_EPS1 - RL_EPS0) * done;
         for (int k = 0; k < n; k++) {
-            episode(in, w, rng, 0, assign, &st, k, NULL, NULL);
+            episode(in, w, eps, rng, 0, assign, &st, k, NULL, NULL);
             plan_budget_evaluate(b, p, assign, &e);
             rew[k] = reward_of(in, &e);
             mean += rew[k] / n;
-            elite_offer(&run->el, assign, L, plan_score(&e));
-            if (plan_score(&e) < run->best) {
-                run->best = plan_score(&e);
-                if (e.feasible && r) plan_trace_add(r, (double)b->evals, e.objective);
-            }
+            offer(run, r, b, assign, L, &e);
         }
         for (int k = 0; k < n; k++) var += (rew[k] - mean) * (rew[k] - mean) / n;
         for (int k = 0; k < n; k++) adv[k] = (float)((rew[k] - mean) / (sqrt(var) + 1e-6));
         if (u == 0) run->mean_first = mean;
         run->mean_last = mean;
-        float entropy = RL_ENTROPY0 * (1 - 0.9f * (float)u / (float)(updates > 1 ? updates - 1 : 1));
-        if (!frozen && var > 1e-12) update(w, ad, &st, adv, n, entropy);
+        float entropy = RL_ENTROPY0 * (1 - 0.9f * done);
+        if (!frozen && var > 1e-12) update(w, ad, &st, adv, n, entropy, eps);
         ep += n;
         progress(show, "episode", ep, episodes, run->best < 1e30 ? run->best : NAN);
     }
     free(assign);
     plan_eval_free(&e);
     steps_free(&st);
-}
-
-/* The policy's likeliest plan. */
-static void greedy_plan(const rl_instance *in, const float *w, int *assign)
-{
-    rl_action *a = hps_malloc((size_t)in->L * in->T * sizeof *a);
-    float *s = hps_malloc((size_t)in->L * in->T * sizeof *s);
-    episode(in, w, NULL, 1, assign, NULL, 0, a, s);
-    free(a);
-    free(s);
 }
 
 static void init_random(float *w, hps_rng *rng)
@@ -919,7 +1015,7 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
 
 plan_policy *plan_policy_pretrain(uint64_t seed, int instances, long episodes, int show)
 {
-    static const int layers[] = {4, 8, 12, 16, 24, 32, 48, 64};
+    static const int layers[] = {4, 8, 12, 16, 24, 32, 48, 64, 96, 128};
     plan_policy *pol = hps_calloc(1, sizeof *pol);
     hps_rng rng;
     hps_rng_seed(&rng, seed);
@@ -932,10 +1028,13 @@ plan_policy *plan_policy_pretrain(uint64_t seed, int instances, long episodes, i
         /* not bench-plan's instances: seeds through hps_mix64, limits drawn
          * from an interval */
         int L = layers[hps_rng_below(&rng, sizeof layers / sizeof *layers)];
-        int T = 2 + (int)hps_rng_below(&rng, 7);
+        int T = 2 + (int)hps_rng_below(&rng, 15);
         double tight = 0.2 + 0.75 * hps_rng_uniform(&rng);
-        int limits = (int)hps_rng_below(&rng, 2);
-        plan_problem *p = plan_problem_random(hps_mix64(seed * 1000003u + (uint64_t)k), L, T, tight, limits);
+        int limits = (int)hps_rng_below(&rng, 3), memory = hps_rng_below(&rng, 3) == 0;
+        uint64_t at = hps_mix64(seed * 1000003u + (uint64_t)k);
+        plan_problem *p = memory ? plan_problem_random_with_memory(at, L, T, tight, limits)
+                                 : plan_problem_random(at, L, T, tight, limits);
+        if (!p) continue; /* memory that fits nowhere */
         plan_budget b;
         plan_budget_init(&b, LONG_MAX, 0);
         rl_instance in;

@@ -16,6 +16,9 @@
  *                suites in it when one of main, memory, larger is named
  *   --match STR  only the instances whose name (as --verbose prints it)
  *                contains STR
+ *   --validation the same cells drawn from other seeds: where the rl
+ *                scheduler's design choices are tried, so that they are not
+ *                tuned to the instances this bench reports
  * Progress goes to stderr with carriage returns only when it is a terminal. */
 #include <math.h>
 #include <stdlib.h>
@@ -51,6 +54,7 @@ static const char *const algo_keys[N_ALGOS] = {
 
 static int row_on[N_ALGOS]; /* --only */
 static const char *match;   /* --match */
+static uint64_t seed_shift; /* --validation: added to every instance's seed */
 
 /* A line of progress, rewritten in place: only on a terminal (in a log,
  * carriage returns are noise); done ends it. */
@@ -273,6 +277,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--match") == 0 && i + 1 < argc) match = argv[++i];
         else if (strcmp(argv[i], "--small") == 0) small = 1;
         else if (strcmp(argv[i], "--verbose") == 0) verbose = 1;
+        else if (strcmp(argv[i], "--validation") == 0) seed_shift = 0x5eed0000ull;
         else if (strcmp(argv[i], "--evals") == 0 && i + 1 < argc) evals = atol(argv[++i]);
     }
     only_rows(only, suite);
@@ -288,7 +293,7 @@ int main(int argc, char **argv)
             for (int tg = 0; tg < 2; tg++)
                 for (int ul = 0; ul < 2; ul++)
                     for (int s = 0; s < seeds; s++) {
-                        uint64_t seed = 1000003ull * ((uint64_t)li * 97 + ti * 13 + tg * 5 + ul * 3 + s + 1);
+                        uint64_t seed = 1000003ull * ((uint64_t)li * 97 + ti * 13 + tg * 5 + ul * 3 + s + 1) + seed_shift;
                         plan_problem *p = plan_problem_random(seed, layers[li], types[ti], tight[tg], ul);
                         int big = layers[li] == 128 && types[ti] == 8;
                         snprintf(name, sizeof name, "%dx%d tight %.1f limits %d seed %d", layers[li], types[ti],
@@ -313,7 +318,7 @@ int main(int argc, char **argv)
         for (int ti = 0; ti < 2; ti++)
             for (int tg = 0; tg < 2; tg++)
                 for (int ul = 0; ul < 2; ul++) {
-                    uint64_t seed = 5000011ull * ((uint64_t)li * 31 + ti * 7 + tg * 3 + ul + 1);
+                    uint64_t seed = 5000011ull * ((uint64_t)li * 31 + ti * 7 + tg * 3 + ul + 1) + seed_shift;
                     plan_problem *p =
                         plan_problem_random_with_memory(seed, mem_layers[li], mem_types[ti], tight[tg], ul);
                     if (!p) {
@@ -340,7 +345,7 @@ int main(int argc, char **argv)
         for (int ti = 0; ti < 2; ti++)
             for (int tg = 0; tg < 2; tg++)
                 for (int ul = 0; ul < 2; ul++) {
-                    uint64_t seed = 7000003ull * ((uint64_t)li * 31 + ti * 7 + tg * 3 + ul + 1);
+                    uint64_t seed = 7000003ull * ((uint64_t)li * 31 + ti * 7 + tg * 3 + ul + 1) + seed_shift;
                     plan_problem *p =
                         plan_problem_random(seed, hard_layers[li], hard_types[ti], tight[tg], ul ? 2 : 0);
                     snprintf(name, sizeof name, "hard %dx%d tight %.1f limits %d", hard_layers[li],

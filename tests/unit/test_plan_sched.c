@@ -557,7 +557,7 @@ static void test_rl_learns(void **state)
     assert_int_equal(better, 4);
 }
 
-static double rl_objective(const plan_problem *p, const plan_search_opts *o, double *mean_first)
+static double rl_objective(const plan_problem *p, const plan_search_opts *o, double *mean_first, double *mean_last)
 {
     plan_result r;
     plan_result_init(&r, p);
@@ -565,25 +565,71 @@ static double rl_objective(const plan_problem *p, const plan_search_opts *o, dou
     int f;
     double v = objective_of(p, r.assign, &f);
     if (mean_first) *mean_first = r.mean_first;
+    if (mean_last) *mean_last = r.mean_last;
     plan_result_free(&r);
     return f ? v : HUGE_VAL;
 }
 
 /* The policy improves over its untrained self on a fixed instance: the same
  * random weights, the same seed and samples, once learning and once frozen
- * (learning rate 0), no polish; the learning run's best plan is better. */
+ * (learning rate 0), no polish; the learning run's best plan is no worse,
+ * and its last batch of samples is clearly better (the policy's likeliest
+ * plan, which both runs evaluate, can be the optimum already). */
 static void test_rl_beats_untrained(void **state)
 {
     (void)state;
     plan_problem *p = plan_problem_random(1000003ull * 7, 24, 4, 0.5, 0);
     plan_search_opts o = {.seed = 3, .episodes = 512, .evaluations = 512, .time_limit = 60,
                           .start = PLAN_START_RANDOM};
-    double learned = rl_objective(p, &o, NULL);
+    double learned_last, frozen_last;
+    double learned = rl_objective(p, &o, NULL, &learned_last);
     o.frozen = 1;
-    double frozen = rl_objective(p, &o, NULL);
-    print_message("# rl on 24 x 4: %.6g learning, %.6g frozen\n", learned, frozen);
-    assert_true(learned < frozen * (1 - 1e-3));
+    double frozen = rl_objective(p, &o, NULL, &frozen_last);
+    print_message("# rl on 24 x 4: best %.6g learning, %.6g frozen; last batch's mean reward %.3f, %.3f\n", learned,
+                  frozen, learned_last, frozen_last);
+    assert_true(learned <= frozen * (1 + 1e-12));
+    assert_true(learned_last > frozen_last + 0.1);
     plan_problem_free(p);
+}
+
+/* A policy that follows the relaxation alone (every weight 0 but the
+ * look-ahead's, the last of the file's; its likeliest plan is evaluated):
+ * where memory binds and the units do not, the relaxation's best plan is
+ * the optimum or within 1% of it.  The look-ahead priced the rest of the
+ * plan after an action and left out the stages placed before it, so
+ * following it strayed from the relaxation's plan: 21% above the optimum on
+ * the first of these instances, 3% to 8% on the others. */
+static void test_rl_follows_relaxation(void **state)
+{
+    (void)state;
+    static const uint64_t seeds[] = {1, 2, 4, 6, 10};
+    json_t *ws = json_array();
+    for (int i = 0; i < 160; i++) json_array_append_new(ws, json_real(i == 159 ? -1000 : 0));
+    json_t *root = json_pack("{s:i, s:i, s:i, s:o}", "hps_plan_policy", 1, "features", 16, "hidden", 8, "weights", ws);
+    hps_error err;
+    plan_policy *pol = plan_policy_parse(root, "relaxation.json", &err);
+    json_decref(root);
+    assert_non_null(pol);
+    for (size_t k = 0; k < sizeof seeds / sizeof *seeds; k++) {
+        plan_problem *p = plan_problem_random_with_memory(seeds[k] * 77777 + 13, 32, 8, 0.3, 0);
+        assert_non_null(p);
+        plan_search_opts o = {.seed = 1, .episodes = 16, .evaluations = 64, .time_limit = 60, .bound_time = 60,
+                              .policy = pol, .frozen = 1};
+        plan_result ex, rl;
+        plan_result_init(&ex, p);
+        plan_result_init(&rl, p);
+        plan_solve_exact(p, &o, &ex);
+        plan_solve_rl(p, &o, &rl);
+        int fe, fr;
+        double ve = objective_of(p, ex.assign, &fe), vr = objective_of(p, rl.assign, &fr);
+        print_message("# seed %llu: exact %.6g, the relaxation's plan %.6g\n", (unsigned long long)seeds[k], ve, vr);
+        assert_true(fe && ex.optimal && fr);
+        assert_true(vr <= ve * 1.01);
+        plan_result_free(&ex);
+        plan_result_free(&rl);
+        plan_problem_free(p);
+    }
+    plan_policy_free(pol);
 }
 
 /* The shipped policy, pre-trained on other instances, starts where a random
@@ -596,9 +642,9 @@ static void test_rl_pretrained_generalises(void **state)
         plan_problem *p = plan_problem_random(seed * 7919 + 5, 32, 2 + (int)seed, 0.5, 0);
         plan_search_opts o = {.seed = seed, .episodes = 16, .evaluations = 64, .time_limit = 60};
         double shipped, random;
-        rl_objective(p, &o, &shipped);
+        rl_objective(p, &o, &shipped, NULL);
         o.start = PLAN_START_RANDOM;
-        rl_objective(p, &o, &random);
+        rl_objective(p, &o, &random, NULL);
         print_message("# rl seed %llu: first batch %.3f shipped, %.3f random\n", (unsigned long long)seed, shipped,
                       random);
         assert_true(shipped > random);
@@ -621,9 +667,9 @@ static void test_policy_file(void **state)
     assert_non_null(b);
     plan_problem *p = plan_problem_random(77, 12, 3, 0.5, 0);
     plan_search_opts o = {.seed = 1, .episodes = 64, .evaluations = 64, .time_limit = 60, .policy = a};
-    double va = rl_objective(p, &o, NULL);
+    double va = rl_objective(p, &o, NULL, NULL);
     o.policy = b;
-    assert_true(rl_objective(p, &o, NULL) == va);
+    assert_true(rl_objective(p, &o, NULL, NULL) == va);
     FILE *f = fopen(path, "w");
     fputs("{\"hps_plan_policy\": 1, \"features\": 16, \"hidden\": 8, \"weights\": [1, 2]}", f);
     fclose(f);
@@ -691,6 +737,7 @@ int main(void)
         cmocka_unit_test(test_rl_keeps_descended_plan),
         cmocka_unit_test(test_rl_learns),
         cmocka_unit_test(test_rl_beats_untrained),
+        cmocka_unit_test(test_rl_follows_relaxation),
         cmocka_unit_test(test_rl_pretrained_generalises),
         cmocka_unit_test(test_policy_file),
         cmocka_unit_test(test_baselines_are_valid),
