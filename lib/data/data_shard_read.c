@@ -24,8 +24,8 @@ typedef struct {
 /* A decoded block, or the error met decoding it. */
 typedef struct {
     hps_rows *rows;
-    float *dense_rows;  /* the dense columns as rows (rows x n_dense), when batched */
-    int has_dense_rows;
+    uint8_t *payload;   /* when batched: the block's, its dense columns still in it */
+    size_t payload_cap;
     int ready;
     int failed;
     hps_error err;
@@ -166,6 +166,7 @@ hps_shard_reader *hps_shard_open(const char *path, const hps_shard_read_opts *op
     r->path = hps_strdup(path);
     r->fd = fd;
     r->ahead = opts ? opts->ahead : 4;
+    r->batches = opts && opts->batches;
     if (r->ahead < 0) r->ahead = 0;
     struct stat st;
     uint64_t index_offset = 0;
@@ -201,44 +202,18 @@ static void grow(uint8_t **buf, size_t *cap, size_t n)
     *buf = hps_realloc(*buf, n);
 }
 
-/* Rows [from, from+n) of a block's dense columns (cap apart) as rows at
- * out, 16 rows at a time: a column's 16 values are one cache line, and the
- * 16 rows written stay in cache.  Row by row, 784 dense features touched 784
- * pages a row and took 15% of a step. */
-static void dense_columns_to_rows(float *out, const hps_rows *src, int from, int n)
-{
-    const int D = src->schema.n_dense, TILE = 16;
-    for (int i0 = 0; i0 < n; i0 += TILE) {
-        int m = n - i0 < TILE ? n - i0 : TILE;
-        float *o = out + (size_t)i0 * D;
-        for (int d = 0; d < D; d++) {
-            const float *col = src->dense + (size_t)d * src->cap + from + i0;
-            for (int i = 0; i < m; i++) o[(size_t)i * D + d] = col[i];
-        }
-    }
-}
-
-/* The whole block's dense rows, by the decoding thread: the trainer then
- * copies a batch's with one memcpy. */
-static void dense_to_rows(slot *s)
-{
-    const hps_rows *src = s->rows;
-    if (!s->dense_rows)
-        s->dense_rows = hps_malloc((size_t)src->cap * src->schema.n_dense * sizeof *s->dense_rows);
-    dense_columns_to_rows(s->dense_rows, src, 0, src->rows);
-    s->has_dense_rows = 1;
-}
-
 /* Reads, checks and decodes block b into s (any thread; d is that thread's);
- * with_rows: the dense columns as rows too. */
-static void decode_block(const hps_shard_reader *r, decoder *d, uint32_t b, slot *s, int with_rows)
+ * batched: for hps_shard_read, the dense columns left in s's own payload
+ * (hps_rows_decode_batched). */
+static void decode_block(const hps_shard_reader *r, decoder *d, uint32_t b, slot *s, int batched)
 {
-    s->has_dense_rows = 0;
     const block_entry *e = &r->index[b];
     hps_error *err = &s->err;
     s->failed = 1;
     grow(&d->cbuf, &d->ccap, e->csize);
-    grow(&d->ubuf, &d->ucap, e->usize ? e->usize : 1);
+    uint8_t **ubuf = batched ? &s->payload : &d->ubuf;
+    size_t *ucap = batched ? &s->payload_cap : &d->ucap;
+    grow(ubuf, ucap, e->usize ? e->usize : 1);
     if (pread_all(r->fd, d->cbuf, e->csize, e->offset) != 0) {
         hps_fail(err, HPS_EXIT_RUNTIME, "%s: block %u: cannot read: %s", r->path, b,
                  errno ? strerror(errno) : "file truncated");
@@ -250,13 +225,13 @@ static void decode_block(const hps_shard_reader *r, decoder *d, uint32_t b, slot
                  r->path, b, e->crc, crc);
         return;
     }
-    size_t n = ZSTD_decompressDCtx(d->dctx, d->ubuf, e->usize, d->cbuf, e->csize);
+    size_t n = ZSTD_decompressDCtx(d->dctx, *ubuf, e->usize, d->cbuf, e->csize);
     if (ZSTD_isError(n) || n != e->usize) {
         hps_fail(err, HPS_EXIT_RUNTIME, "%s: block %u: cannot decompress: %s", r->path, b,
                  ZSTD_isError(n) ? ZSTD_getErrorName(n) : "wrong size");
         return;
     }
-    if (hps_rows_decode(s->rows, d->ubuf, n, (int)e->rows, r->version) != 0 ||
+    if ((batched ? hps_rows_decode_batched : hps_rows_decode)(s->rows, *ubuf, n, (int)e->rows, r->version) != 0 ||
         hps_rows_nnz(s->rows) != (int64_t)e->nnz) {
         hps_fail(err, HPS_EXIT_RUNTIME, "%s: block %u: payload does not match the schema", r->path, b);
         return;
@@ -267,7 +242,6 @@ static void decode_block(const hps_shard_reader *r, decoder *d, uint32_t b, slot
                  r->path, b, bad, (double)s->rows->labels[bad], s->rows->schema.classes);
         return;
     }
-    if (with_rows && s->rows->schema.n_dense) dense_to_rows(s);
     s->failed = 0;
 }
 
@@ -282,9 +256,9 @@ static void *producer(void *arg)
         if (r->stop || r->produce >= r->info.blocks) break;
         uint32_t b = r->produce++;
         slot *s = &r->slots[b % r->n_slots];
-        int with_rows = r->batches;
+        int batched = r->batches;
         pthread_mutex_unlock(&r->mu);
-        decode_block(r, &r->dec, b, s, with_rows); /* s is ours until it is marked ready */
+        decode_block(r, &r->dec, b, s, batched); /* s is ours until it is marked ready */
         pthread_mutex_lock(&r->mu);
         s->ready = 1;
         pthread_cond_broadcast(&r->cv);
@@ -334,6 +308,7 @@ int hps_shard_next_block(hps_shard_reader *r, const hps_rows **rows, hps_error *
 {
     int rc = take_block(r, err);
     if (rc <= 0) return rc;
+    hps_rows_unpack_dense(r->cur->rows); /* decoded for batches: a block's caller reads the columns */
     *rows = r->cur->rows;
     r->pos = r->index[r->cur_block].first_row + (uint64_t)r->cur->rows->rows;
     r->cur_row = r->cur->rows->rows;
@@ -346,12 +321,7 @@ static void copy_rows(hps_batch *b, const slot *blk, int from, int n)
     const hps_rows *src = blk->rows;
     const hps_schema *s = &src->schema;
     int S = s->n_slots;
-    float *dense = b->dense + (size_t)b->B * s->n_dense;
-    if (blk->has_dense_rows)
-        memcpy(dense, blk->dense_rows + (size_t)from * s->n_dense,
-               (size_t)n * s->n_dense * sizeof *dense);
-    else /* decoded before the reader knew it would be batched */
-        dense_columns_to_rows(dense, src, from, n);
+    hps_rows_dense_rows(blk->rows, from, n, b->dense + (size_t)b->B * s->n_dense);
     int64_t keys = 0; /* all the range's keys reserved at once */
     for (int j = 0; j < S; j++) keys += src->offsets[j][from + n] - src->offsets[j][from];
     hps_batch_reserve_keys(b, b->nnz + keys);
@@ -372,14 +342,36 @@ static void copy_rows(hps_batch *b, const slot *blk, int from, int n)
     b->B += n;
 }
 
-int hps_shard_read(hps_shard_reader *r, hps_batch *b, int max, hps_error *err)
+/* n samples that are counted but not decoded: label 0, no keys, the dense
+ * values left as they were. */
+static void skip_rows(hps_batch *b, int n)
+{
+    int S = b->n_slots;
+    for (int i = 0; i < n; i++, b->B++) {
+        b->labels[b->B] = 0;
+        for (int j = 0; j < S; j++) b->offsets[(size_t)b->B * S + j + 1] = b->nnz;
+    }
+}
+
+/* Rows [from, from+n) of the block at batch row b->B, those outside [lo, hi) skipped. */
+static void take_rows(hps_batch *b, const slot *blk, int from, int n, int lo, int hi)
+{
+    int a = lo - b->B, z = hi - b->B; /* the part to decode, in the block's rows from `from` */
+    a = a < 0 ? 0 : a > n ? n : a;
+    z = z < a ? a : z > n ? n : z;
+    skip_rows(b, a);
+    if (z > a) copy_rows(b, blk, from + a, z - a);
+    skip_rows(b, n - z);
+}
+
+int hps_shard_read_part(hps_shard_reader *r, hps_batch *b, int max, int lo, int hi, hps_error *err)
 {
     const hps_schema *s = &r->info.schema;
     if (b->n_dense != s->n_dense || b->n_slots != s->n_slots || max > b->cap || max < 1)
         return hps_fail(err, HPS_EXIT_USAGE,
                         "%s: batch of %d dense and %d slots does not fit shard of %d dense and %d slots",
                         r->path, b->n_dense, b->n_slots, s->n_dense, s->n_slots);
-    if (!r->batches) { /* blocks decoded from now on come with their dense rows */
+    if (!r->batches) { /* blocks decoded from now on are decoded for batches */
         pthread_mutex_lock(&r->mu);
         r->batches = 1;
         pthread_mutex_unlock(&r->mu);
@@ -395,11 +387,16 @@ int hps_shard_read(hps_shard_reader *r, hps_batch *b, int max, hps_error *err)
         }
         int n = r->cur->rows->rows - r->cur_row;
         if (n > max - b->B) n = max - b->B;
-        copy_rows(b, r->cur, r->cur_row, n);
+        take_rows(b, r->cur, r->cur_row, n, lo, hi);
         r->cur_row += n;
         r->pos += (uint64_t)n;
     }
     return b->B;
+}
+
+int hps_shard_read(hps_shard_reader *r, hps_batch *b, int max, hps_error *err)
+{
+    return hps_shard_read_part(r, b, max, 0, max, err);
 }
 
 uint64_t hps_shard_tell(const hps_shard_reader *r) { return r->pos; }
@@ -450,7 +447,7 @@ void hps_shard_close(hps_shard_reader *r)
         pthread_cond_destroy(&r->cv);
         for (int s = 0; s < r->n_slots; s++) {
             hps_rows_free(r->slots[s].rows);
-            free(r->slots[s].dense_rows);
+            free(r->slots[s].payload);
         }
     }
     free(r->slots);
@@ -467,7 +464,7 @@ void hps_shard_close(hps_shard_reader *r)
 
 int hps_shard_verify(const char *path, hps_shard_info *info, hps_error *err)
 {
-    hps_shard_read_opts o = {2};
+    hps_shard_read_opts o = {.ahead = 2};
     hps_shard_reader *r = hps_shard_open(path, &o, err);
     if (!r) return -1;
     const hps_rows *rows;

@@ -106,6 +106,14 @@ typedef struct {
     int64_t *nkeys, *kcap; /* per slot */
     int64_t **offsets;   /* per slot, rows+1 prefix sums; filled by hps_rows_index */
     int tail_zero;       /* rows >= rows are zero in every dense and count column */
+    /* hps_rows_decode_batched of a version 2 payload: the dense columns left
+     * in it, per column its bitmap and its first value (dense unused) */
+    const uint8_t **dense_bits, **dense_vals;
+    int dense_in_payload;
+    /* where hps_rows_dense_rows stopped: row, and each column's next value
+     * (batches read on, so each starts there, not at row 0) */
+    const uint8_t **dense_at;
+    int dense_row;
 } hps_rows;
 
 hps_rows *hps_rows_create(const hps_schema *s, int cap);
@@ -144,6 +152,16 @@ size_t hps_rows_encode(const hps_rows *r, uint8_t *out);
  * `version` (1 or 2) into r (cleared first); -1 when the bytes do not add
  * up to the schema. */
 int hps_rows_decode(hps_rows *r, const uint8_t *in, size_t len, int rows, int version);
+/* The same checks, but a version 2 payload's dense columns stay in `in`
+ * (which must outlive r's next decode): hps_rows_dense_rows then decodes
+ * the rows a batch takes straight into it.  Decoding every column of a
+ * block and transposing it whole was most of a batch's read, and a
+ * data-parallel worker needs only its slice of the rows. */
+int hps_rows_decode_batched(hps_rows *r, const uint8_t *in, size_t len, int rows, int version);
+/* The dense columns left in the payload decoded into r->dense (no-op when they are there). */
+void hps_rows_unpack_dense(hps_rows *r);
+/* Rows [from, from + n) of the dense columns as rows (n x n_dense) at out. */
+void hps_rows_dense_rows(hps_rows *r, int from, int n, float *out);
 /* The first row whose label is not a class of the schema (NaN, 1e6, 0.5), or -1. */
 int hps_rows_bad_label(const hps_rows *r);
 

@@ -66,6 +66,7 @@ void hps_shard_writer_abort(hps_shard_writer *w); /* closes and frees; the calle
 /* ---- reading ------------------------------------------------------------ */
 typedef struct {
     int ahead;      /* blocks decoded ahead in the background; 0: decode in the caller */
+    int batches;    /* read with hps_shard_read: decode every block for it (else from its first call) */
 } hps_shard_read_opts;
 
 typedef struct hps_shard_reader hps_shard_reader;
@@ -77,6 +78,10 @@ const hps_shard_info *hps_shard_reader_info(const hps_shard_reader *r);
  * number read, 0 at the end, -1 on error (a corrupt block names the shard
  * and the block).  Weights are 1 where b has them and the shard does not. */
 int hps_shard_read(hps_shard_reader *r, hps_batch *b, int max, hps_error *err);
+/* The same, but only rows [lo, hi) of the up to max are decoded: the others
+ * are counted with label 0, no keys, and dense values left as they were (a
+ * data-parallel worker trains its slice of a batch and reads only that). */
+int hps_shard_read_part(hps_shard_reader *r, hps_batch *b, int max, int lo, int hi, hps_error *err);
 /* The next whole block, column by column: 1, 0 at the end, -1 on error.
  * *rows stays valid until the next call. */
 int hps_shard_next_block(hps_shard_reader *r, const hps_rows **rows, hps_error *err);

@@ -478,6 +478,7 @@ typedef struct {
     plan_server *servers;
     double server_bytes_per_s; /* parameter-server traffic at the predicted throughput */
     double cross_node_bytes, round_robin_bytes; /* per step; < 0 when no nodes */
+    double bytes_per_step; /* every rank's sends a step, wherever it runs: allreduce, cuts, rows */
 } plan_layout;
 
 /* Servers, workers and (when the cluster lists nodes) their placement. */

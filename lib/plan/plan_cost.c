@@ -2,8 +2,9 @@
  * one line here.
  *
  * A stage runs layers [first, end) data-parallel on k units of one type.  Its
- * time per batch is fixed_ms + scaled_ms / k: each unit computes B / k
- * samples, so the layers' t1 divides by k, the per-step overhead does not;
+ * time per batch is fixed_ms + scaled_ms / k: each unit reads and computes
+ * B / k samples, so the read and the layers' t1 divide by k, the per-step
+ * overhead does not;
  * the bytes sent at its cuts (activations and
  * labels forward, gradients back) and the embedding traffic are split over
  * the k units' NICs; the ring allreduce of the dense gradients sends
@@ -57,17 +58,18 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
         /* their pooled outputs over PCIe to the GPU, the gradients back */
         if (p->pcie_bpms[t] > 0) layers += 2 * (p->pre_emb_out[end] - p->pre_emb_out[first]) / p->pcie_bpms[t];
     }
-    /* the first stage reads each batch, whole on every unit (each takes its
-     * slice of it), in series with the step */
-    double o = p->overhead_ms[t] + (first == 0 ? p->read_ms[t] : 0);
-    law->compute_ms = o + layers;
+    /* the first stage reads each batch in series with the step, each of
+     * its units decoding only its slice (hps-train(1)): the read divides by
+     * k as the layers do */
+    double o = p->overhead_ms[t], read = first == 0 ? p->read_ms[t] : 0;
+    law->compute_ms = o + read + layers;
     law->boundary_ms = cuts / nic;
     law->ps_ms = law->server_bytes / nic; /* what a cache or HBM does not serve */
     stage_exchange(p, t, law);
     law->sync_ms = 2 * (p->pre_param[end] - p->pre_param[first]) / nic;
     law->hop_ms = p->pre_param[end] > p->pre_param[first] ? 2 * p->nic_ms[t] : 0;
     law->fixed_ms = o + law->sync_ms + law->exchange_ms;
-    law->scaled_ms = layers + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms;
+    law->scaled_ms = read + layers + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms;
 }
 
 static double throughput_of(const plan_problem *p, double ms);

@@ -181,6 +181,8 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
     json_object_set_new(root, "servers", servers_json(p, e, l, c));
     json_object_set_new(root, "workers", workers_json(p, l, c));
     json_object_set_new(root, "placement", placement_json(l, c));
+    /* what the ranks send a step, as hps-train's dist record counts it */
+    json_object_set_new(root, "network", json_pack("{s:o}", "bytes_per_step", hps_json_real(l->bytes_per_step)));
     int ek = energy_known(p, e);
     json_object_set_new(root, "predicted",
                         json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "throughput", hps_json_real(e->throughput),

@@ -203,9 +203,16 @@ int plan_layout_make(const plan_problem *p, const hps_cluster *c, const plan_eva
     make_workers(p, e, out);
     make_servers(p, e, out);
     out->cross_node_bytes = out->round_robin_bytes = -1;
-    if (!c->n_nodes) return 0;
     int *wnode = hps_calloc((size_t)out->n_workers + 1, sizeof(int));
     int *snode = hps_calloc((size_t)out->n_servers + 1, sizeof(int));
+    /* every rank on a node of its own: every byte crosses one */
+    for (int w = 0; w < out->n_workers; w++) wnode[w] = w;
+    for (int v = 0; v < out->n_servers; v++) snode[v] = out->n_workers + v;
+    out->bytes_per_step = cross_bytes(p, e, out, wnode, snode);
+    if (!c->n_nodes) {
+        free(wnode), free(snode);
+        return 0;
+    }
     int rc = place_round_robin(c, out, wnode, snode);
     if (!rc) {
         out->round_robin_bytes = cross_bytes(p, e, out, wnode, snode);

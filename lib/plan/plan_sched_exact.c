@@ -120,16 +120,6 @@ typedef struct {
     int cut; /* the pass pruned a partial plan by the bound (not for lack of a completion) */
 } exact_state;
 
-static double rate_weight(const plan_problem *p, int t)
-{
-    return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->power[t] : p->price[t];
-}
-
-static double server_weight(const plan_problem *p)
-{
-    return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->server_power : p->server_price;
-}
-
 /* Units of type u that option q of a stage on t takes from u's limit: its
  * own, and on the servers' type its servers (hps-cluster(5)). */
 static int takes(const plan_problem *p, const struct stage_opts *so, int q, int t, int u)
@@ -170,7 +160,7 @@ static struct stage_opts *stage_options(exact_state *s, int j, int i, int t)
             o->srv = hps_realloc(o->srv, (size_t)cap * sizeof *o->srv);
         }
         /* the stage's servers are a sum over stages too (plan_evaluate) */
-        o->c[o->n] = x.units * rate_weight(p, t) + x.servers * server_weight(p);
+        o->c[o->n] = x.units * plan_unit_weight(p, t) + x.servers * plan_server_weight(p);
         o->thr[o->n] = x.throughput;
         o->k[o->n] = x.units;
         o->srv[o->n++] = x.servers;
@@ -734,7 +724,7 @@ static double dual_bounds(exact_state *s)
         int moved = 0;
         for (int t = 0; t < p->n_types; t++) {
             if (!s->tracked[t]) continue;
-            double l = fmax(0, lambda[t] + mu * rate_weight(p, t) * (arg.u[t] - room[t]) / room[t]);
+            double l = fmax(0, lambda[t] + mu * plan_unit_weight(p, t) * (arg.u[t] - room[t]) / room[t]);
             moved |= l != lambda[t];
             lambda[t] = l;
         }

@@ -58,6 +58,9 @@ typedef struct hps_source hps_source;
 struct hps_source {
     /* Fills b with up to max samples; 0 at the end of the epoch, -1 on error. */
     int (*read)(hps_source *s, hps_batch *b, int max, hps_error *err);
+    /* The same, decoding only rows [lo, hi) of the batch (the others: label
+     * 0, no keys, dense as it was); NULL where a source cannot. */
+    int (*read_part)(hps_source *s, hps_batch *b, int max, int lo, int hi, hps_error *err);
     int (*seek)(hps_source *s, uint64_t row, hps_error *err); /* row of the epoch */
     uint64_t (*tell)(const hps_source *s);
     uint64_t (*rows)(const hps_source *s); /* per epoch */

@@ -524,6 +524,21 @@ static int resume(hps_trainer *t, hps_error *err)
     return 0;
 }
 
+/* The next batch.  A data-parallel worker decodes only the rows it trains:
+ * its slice of the rows due, which the step takes again. */
+static int read_batch(hps_trainer *t, hps_source *src, hps_error *err)
+{
+    if (!t->dist || !src->read_part) return src->read(src, t->batch, t->B, err);
+    uint64_t left = src->rows(src) - src->tell(src);
+    int due = left < (uint64_t)t->B ? (int)left : t->B, lo, hi;
+    if (due == 0) return src->read(src, t->batch, t->B, err); /* the epoch's end */
+    t->dist->slice(t->dist->ctx, due, &lo, &hi);
+    int got = src->read_part(src, t->batch, t->B, lo, hi, err);
+    if (got > 0 && got != due)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: %d rows read where %d were due", src->name, got, due);
+    return got;
+}
+
 int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error *err)
 {
     if (hps_source_check(src, t->m, err) || (eval && hps_source_check(eval, t->m, err)) ||
@@ -536,7 +551,7 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
         if (src->seek(src, t->epoch_row, err)) return -1;
         int got;
         double r0 = hps_now();
-        while ((got = src->read(src, t->batch, t->B, err)) > 0) {
+        while ((got = read_batch(t, src, err)) > 0) {
             t->read_s += hps_now() - r0;
             if (hps_trainer_step(t, t->batch, &t->sum.last_loss, err)) return -1;
             if (!isfinite(t->sum.last_loss)) /* nothing after it can recover */

@@ -8,7 +8,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *path = fuzz_path(data, size);
     hps_error err;
     for (int ahead = 0; ahead <= 1; ahead++) {
-        hps_shard_read_opts o = {ahead};
+        hps_shard_read_opts o = {.ahead = ahead};
         hps_shard_reader *r = hps_shard_open(path, &o, &err);
         if (!r) return 0;
         const hps_rows *rows;

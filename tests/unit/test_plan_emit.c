@@ -73,6 +73,17 @@ static void test_plan_round_trips(void **state)
     assert_true(fabs(shares - 1) < 1e-9);
     assert_int_equal((int)json_array_size(workers), l.n_workers);
     assert_true(l.cross_node_bytes <= l.round_robin_bytes);
+    /* network: every stage's ring allreduce (2 (k - 1) P over its k units),
+     * the cut after it, and its rows pulled from and pushed to the servers
+     * (2 E; this plan has none) */
+    assert_int_equal(l.n_servers, 0);
+    double bytes = 0;
+    for (int s = 0; s < e.n_stages; s++) {
+        const plan_stage *st = &e.stages[s];
+        bytes += 2.0 * (st->units - 1) * (f.p->pre_param[st->end] - f.p->pre_param[st->first]);
+        if (s + 1 < e.n_stages) bytes += f.p->cut_bytes[st->end];
+    }
+    assert_true(bytes > 0 && fabs(pf.network_bytes - bytes) <= 1e-9 * bytes);
     free(again);
     free(text);
     plan_file_free(&pf);

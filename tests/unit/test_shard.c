@@ -338,7 +338,7 @@ static void write_shard(const char *path, const hps_schema *s, int blocks, int r
 static void check_round_trip(const char *path, hps_rows **keep, int blocks, int ahead, int batch)
 {
     hps_error err;
-    hps_shard_read_opts o = {ahead};
+    hps_shard_read_opts o = {.ahead = ahead};
     hps_shard_reader *r = hps_shard_open(path, &o, &err);
     assert_non_null(r);
     const hps_schema *s = &hps_shard_reader_info(r)->schema;
@@ -370,6 +370,39 @@ static void check_round_trip(const char *path, hps_rows **keep, int blocks, int 
     hps_shard_close(r);
 }
 
+/* A worker's part of each batch: rows [lo, hi) as a whole read gives them,
+ * the others counted with label 0 and no keys. */
+static void check_read_part(const char *path, int ahead, int batch, int lo, int hi)
+{
+    hps_error err;
+    hps_shard_read_opts o = {.ahead = ahead, .batches = 1};
+    hps_shard_reader *whole = hps_shard_open(path, &o, &err), *part = hps_shard_open(path, &o, &err);
+    assert_non_null(whole);
+    assert_non_null(part);
+    const hps_schema *s = &hps_shard_reader_info(whole)->schema;
+    hps_batch *a = hps_batch_create(batch, s->n_dense, s->n_slots, 16, 1);
+    hps_batch *b = hps_batch_create(batch, s->n_dense, s->n_slots, 16, 1);
+    int n, S = s->n_slots, D = s->n_dense;
+    while ((n = hps_shard_read(whole, a, batch, &err)) > 0) {
+        assert_int_equal(hps_shard_read_part(part, b, batch, lo, hi, &err), n);
+        assert_int_equal(hps_shard_tell(part), hps_shard_tell(whole));
+        for (int i = 0; i < n; i++) {
+            int in = i >= lo && i < hi;
+            assert_true(b->labels[i] == (in ? a->labels[i] : 0));
+            if (in) assert_memory_equal(b->dense + (size_t)i * D, a->dense + (size_t)i * D, (size_t)D * 4);
+            for (int j = 0; j < S; j++) {
+                const int64_t *oa = a->offsets + (size_t)i * S + j, *ob = b->offsets + (size_t)i * S + j;
+                assert_int_equal(ob[1] - ob[0], in ? oa[1] - oa[0] : 0);
+                for (int64_t q = 0; in && q < oa[1] - oa[0]; q++) assert_true(b->keys[ob[0] + q] == a->keys[oa[0] + q]);
+            }
+        }
+    }
+    assert_int_equal(n, 0);
+    assert_int_equal(hps_shard_read_part(part, b, batch, lo, hi, &err), 0);
+    hps_batch_free(a), hps_batch_free(b);
+    hps_shard_close(whole), hps_shard_close(part);
+}
+
 static void test_round_trip(void **state)
 {
     (void)state;
@@ -382,6 +415,10 @@ static void test_round_trip(void **state)
         check_round_trip(path, keep, 6, 0, 37);  /* in the caller */
         check_round_trip(path, keep, 6, 3, 64);  /* background thread */
         check_round_trip(path, keep, 6, 1, 500); /* batches span blocks */
+        check_read_part(path, 0, 37, 10, 20);    /* a worker's part of each batch */
+        check_read_part(path, 3, 64, 0, 32);
+        check_read_part(path, 1, 500, 250, 500); /* parts that span blocks */
+        check_read_part(path, 2, 64, 0, 0);      /* a later stage's worker decodes nothing */
         hps_shard_info info;
         hps_error err;
         assert_int_equal(hps_shard_verify(path, &info, &err), 0);
@@ -406,6 +443,28 @@ static void assert_rows_identical(const hps_rows *a, const hps_rows *b)
         if (a->nkeys[j]) assert_memory_equal(a->keys[j], b->keys[j], (size_t)a->nkeys[j] * 8);
         if (s->weighted && a->nkeys[j]) assert_memory_equal(a->weights[j], b->weights[j], (size_t)a->nkeys[j] * 4);
     }
+}
+
+/* A reader decoding for batches still gives whole blocks with their dense columns. */
+static void test_blocks_of_a_batched_reader(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_shard(path, sizeof path);
+    hps_schema s = {3, 4, 0, 0, 2};
+    hps_rows *keep[3];
+    write_shard(path, &s, 3, 100, keep);
+    hps_error err;
+    hps_shard_read_opts o = {.ahead = 2, .batches = 1};
+    hps_shard_reader *r = hps_shard_open(path, &o, &err);
+    assert_non_null(r);
+    const hps_rows *rows;
+    int n = 0;
+    while (hps_shard_next_block(r, &rows, &err) > 0) assert_rows_identical(keep[n++], rows);
+    assert_int_equal(n, 3);
+    hps_shard_close(r);
+    for (int i = 0; i < 3; i++) hps_rows_free(keep[i]);
+    unlink(path);
 }
 
 /* A block's columns copied as they are (the reader reuses its own). */
@@ -519,12 +578,29 @@ static void test_payload_version_2(void **state)
         assert_true(len >= hps_payload_least(&s, (uint64_t)rows, 2));
         assert_int_equal(hps_rows_decode(b, buf, len, rows, 2), 0);
         assert_rows_identical(a, b);
+        /* batched: the dense columns left in the payload give every row range alike */
+        hps_rows *c = hps_rows_create(&s, 4);
+        assert_int_equal(hps_rows_decode_batched(c, buf, len, rows, 2), 0);
+        assert_true(c->dense_in_payload);
+        float want[19 * 5], got[19 * 5];
+        for (int from = 0; from < rows; from++)
+            for (int n = 1; from + n <= rows; n++) {
+                hps_rows_dense_rows(b, from, n, want);
+                hps_rows_dense_rows(c, from, n, got);
+                assert_memory_equal(want, got, (size_t)n * 5 * 4);
+                for (int i = 0; i < n; i++)
+                    for (int d = 0; d < 5; d++)
+                        assert_memory_equal(&want[i * 5 + d], a->dense + (size_t)d * a->cap + from + i, 4);
+            }
+        assert_int_equal(hps_rows_decode_batched(c, buf, len - 1, rows, 2), -1);
+        hps_rows_free(c);
         assert_int_equal(hps_rows_decode(b, buf, len - 1, rows, 2), -1);
         assert_int_equal(hps_rows_decode(b, buf, len, rows, 1), -1); /* read as the other layout */
         if (rows % 8) { /* a bit for a row past the end */
             uint8_t *last = buf + 4 * (size_t)rows + (size_t)(rows + 7) / 8 - 1;
             *last |= 0x80;
             assert_int_equal(hps_rows_decode(b, buf, len, rows, 2), -1);
+            assert_int_equal(hps_rows_decode_batched(b, buf, len, rows, 2), -1);
         }
         free(buf);
         hps_rows_free(a), hps_rows_free(b);
@@ -586,7 +662,7 @@ static void test_corruption(void **state)
     assert_int_equal(hps_shard_verify(path, &info, &err), 0);
     flip_byte(path, (long)(info.bytes / 2));
     for (int ahead = 0; ahead <= 2; ahead += 2) {
-        hps_shard_read_opts o = {ahead};
+        hps_shard_read_opts o = {.ahead = ahead};
         r = hps_shard_open(path, &o, &err);
         assert_non_null(r);
         hps_batch *b = hps_batch_create(32, 3, 4, 16, 0);
@@ -742,6 +818,7 @@ int main(void)
         cmocka_unit_test(test_libsvm_values_as_strtod),
         cmocka_unit_test(test_split_exact),     cmocka_unit_test(test_plan_read),
         cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_seek_and_early_close),
+        cmocka_unit_test(test_blocks_of_a_batched_reader),
         cmocka_unit_test(test_version_1_and_2_decode_alike), cmocka_unit_test(test_payload_version_2),
         cmocka_unit_test(test_corruption),      cmocka_unit_test(test_format_float),
         cmocka_unit_test(test_hostile_header),  cmocka_unit_test(test_bad_labels),
