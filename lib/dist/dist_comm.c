@@ -138,7 +138,7 @@ hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_erro
     MPI_Init(NULL, NULL);
     unbind_default(); /* after MPI_Init: its threads too */
     d->yields = yields_when_idle();
-    d->cores = cores_allowed();
+    d->st.cores = cores_allowed();
     MPI_Errhandler eh;
     MPI_Comm_create_errhandler(on_mpi_error, &eh);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, eh); /* communicators split from it inherit it */

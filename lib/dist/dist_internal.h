@@ -47,15 +47,18 @@ typedef struct {
     int pushed, done;
 } dist_server_state;
 
-/* Counters each rank keeps; gathered by the lead at the end. */
-/* fetch_s and push_s: a worker's two round trips a step to its servers
- * (the rows, then the gradients until acknowledged); serve_s and apply_s: a
- * server's gathering of the rows asked and applying of the step. */
+/* Counters each rank keeps; the lead gathers them at the end as they are,
+ * DIST_STATS_N doubles a rank.  fetch_s and push_s: a worker's two round
+ * trips a step to its servers (the rows, then the gradients until
+ * acknowledged); serve_s and apply_s: a server's gathering of the rows
+ * asked and applying of the step; cores: the cores the rank may run on,
+ * after unbind_default. */
 typedef struct {
     double bytes_sent, bytes_cross_node, rows_served, steps, compute_s, wait_s, fetch_s, samples;
-    double push_s, serve_s, apply_s;
+    double push_s, serve_s, apply_s, cores;
 } dist_stats;
 #define DIST_STATS_N 12
+_Static_assert(sizeof(dist_stats) == DIST_STATS_N * sizeof(double), "dist_stats is gathered as doubles");
 
 struct hps_dist {
     hps_dist_opts o;
@@ -76,7 +79,6 @@ struct hps_dist {
     int slice_rows;              /* rows of this step's slice */
     double critical_s, idle_s;   /* sums over steps: slowest worker, others' waits */
     int yields;                  /* Open MPI's mpi_yield_when_idle as this rank runs it (-1: unknown) */
-    int cores;                   /* the cores this rank may run on, after unbind_default */
     double stage_busy[HPS_DIST_MAX_RANKS]; /* stages across ranks: sums of each one's slowest */
     dist_buf *req, *push;
     int64_t **req_rows;          /* per server: where each request entry's values go */

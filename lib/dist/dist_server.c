@@ -237,30 +237,32 @@ int hps_dist_serve(hps_dist *d, const hps_model *m, const hps_train_plan *plan,
 
 /* ---- the job's figures ------------------------------------------------------------- */
 
-static json_t *rank_json(hps_dist *d, int r, const double *st, double seconds)
+static json_t *rank_json(hps_dist *d, int r, const dist_stats *st, double seconds)
 {
     char role[128];
     const dist_role *ro = &d->roles[r];
-    double steps = st[3] > 0 ? st[3] : 1;
+    double steps = st->steps > 0 ? st->steps : 1;
     json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:o, s:o, s:o}", "rank", r, "role",
                           ro->kind == ROLE_SERVER ? "server" : "worker", "name",
                           dist_role_name(d, r, role, sizeof role), "host", d->host[r], "bytes_sent",
-                          hps_json_real(st[0]), "bytes_cross_node", hps_json_real(st[1]),
-                          "bytes_per_step", hps_json_real(st[0] / steps));
-    json_object_set_new(o, "cores", json_integer((json_int_t)st[8]));
+                          hps_json_real(st->bytes_sent), "bytes_cross_node",
+                          hps_json_real(st->bytes_cross_node),
+                          "bytes_per_step", hps_json_real(st->bytes_sent / steps));
+    json_object_set_new(o, "cores", json_integer((json_int_t)st->cores));
     if (ro->kind == ROLE_SERVER) {
-        json_object_set_new(o, "rows_served", hps_json_real(st[2]));
-        json_object_set_new(o, "rows_per_s", hps_json_real(seconds > 0 ? st[2] / seconds : 0));
-        json_object_set_new(o, "serve_ms", hps_json_real(st[10] * 1e3 / steps));
-        json_object_set_new(o, "apply_ms", hps_json_real(st[11] * 1e3 / steps));
+        json_object_set_new(o, "rows_served", hps_json_real(st->rows_served));
+        json_object_set_new(o, "rows_per_s", hps_json_real(seconds > 0 ? st->rows_served / seconds : 0));
+        json_object_set_new(o, "serve_ms", hps_json_real(st->serve_s * 1e3 / steps));
+        json_object_set_new(o, "apply_ms", hps_json_real(st->apply_s * 1e3 / steps));
     } else {
         json_object_set_new(o, "share", hps_json_real(d->share[ro->index]));
-        json_object_set_new(o, "samples", hps_json_real(st[7]));
-        json_object_set_new(o, "compute_s", hps_json_real(st[4]));
-        json_object_set_new(o, "wait_s", hps_json_real(st[5]));
-        json_object_set_new(o, "samples_per_s", hps_json_real(st[4] > 0 ? st[7] / st[4] : 0));
-        json_object_set_new(o, "fetch_ms", hps_json_real(st[6] * 1e3 / steps));
-        json_object_set_new(o, "push_ms", hps_json_real(st[9] * 1e3 / steps));
+        json_object_set_new(o, "samples", hps_json_real(st->samples));
+        json_object_set_new(o, "compute_s", hps_json_real(st->compute_s));
+        json_object_set_new(o, "wait_s", hps_json_real(st->wait_s));
+        json_object_set_new(o, "samples_per_s",
+                            hps_json_real(st->compute_s > 0 ? st->samples / st->compute_s : 0));
+        json_object_set_new(o, "fetch_ms", hps_json_real(st->fetch_s * 1e3 / steps));
+        json_object_set_new(o, "push_ms", hps_json_real(st->push_s * 1e3 / steps));
     }
     return o;
 }
@@ -274,7 +276,7 @@ static int placed_as_planned(const hps_dist *d)
 }
 
 /* Bytes sent to other hosts, measured per rank, beside the plan's figure. */
-static void report_cross(const hps_dist *d, const double *all, double steps, double cross)
+static void report_cross(const hps_dist *d, const dist_stats *all, double steps, double cross)
 {
     char pred[96] = "the plan predicts none (no placement: cluster without nodes)";
     if (d->predicted_cross >= 0)
@@ -283,17 +285,17 @@ static void report_cross(const hps_dist *d, const double *all, double steps, dou
     hps_log(2, "%s: bytes/step to other hosts: %.0f measured, %s\n", hps_progname(), cross, pred);
     for (int r = 0; r < d->size; r++)
         hps_log(2, "%s:   rank %d on %s: %.0f\n", hps_progname(), r, d->host[r],
-                all[DIST_STATS_N * r + 1] / (steps > 0 ? steps : 1));
+                all[r].bytes_cross_node / (steps > 0 ? steps : 1));
 }
 
-static void report(hps_dist *d, hps_trainer *t, const double *all)
+static void report(hps_dist *d, hps_trainer *t, const dist_stats *all)
 {
-    double seconds = hps_now() - d->t_start, total = 0, cross = 0, steps = all[DIST_STATS_N * d->rank + 3];
+    double seconds = hps_now() - d->t_start, total = 0, cross = 0, steps = all[d->rank].steps;
     json_t *ranks = json_array();
     for (int r = 0; r < d->size; r++) {
-        json_array_append_new(ranks, rank_json(d, r, all + DIST_STATS_N * r, seconds));
-        total += all[DIST_STATS_N * r];
-        cross += all[DIST_STATS_N * r + 1];
+        json_array_append_new(ranks, rank_json(d, r, &all[r], seconds));
+        total += all[r].bytes_sent;
+        cross += all[r].bytes_cross_node;
     }
     double per_step = steps > 0 ? total / steps : 0;
     cross = steps > 0 ? cross / steps : 0;
@@ -320,12 +322,9 @@ static void report(hps_dist *d, hps_trainer *t, const double *all)
 
 void dist_gather_stats(hps_dist *d, hps_trainer *t)
 {
-    double mine[DIST_STATS_N] = {d->st.bytes_sent, d->st.bytes_cross_node, d->st.rows_served,
-                                 d->st.steps, d->st.compute_s, d->st.wait_s, d->st.fetch_s,
-                                 d->st.samples, d->cores, d->st.push_s, d->st.serve_s, d->st.apply_s};
     int lead = d->worker_rank[0];
-    double *all = hps_malloc((size_t)DIST_STATS_N * d->size * sizeof *all);
-    MPI_Gather(mine, DIST_STATS_N, MPI_DOUBLE, all, DIST_STATS_N, MPI_DOUBLE, lead, MPI_COMM_WORLD);
+    dist_stats *all = hps_malloc((size_t)d->size * sizeof *all);
+    MPI_Gather(&d->st, DIST_STATS_N, MPI_DOUBLE, all, DIST_STATS_N, MPI_DOUBLE, lead, MPI_COMM_WORLD);
     if (d->rank == lead) report(d, t, all);
     free(all);
 }

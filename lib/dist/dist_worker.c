@@ -203,8 +203,9 @@ static int step_end(void *ctx, hps_error *err)
     }
     dist_waitall(d, d->servers, reqs);
     for (int s = 0; s < d->servers; s++) d->push[s].len = 0;
-    d->st.wait_s += hps_now() - t0;
-    d->st.push_s += hps_now() - t0;
+    double waited = hps_now() - t0;
+    d->st.wait_s += waited;
+    d->st.push_s += waited;
     d->st.steps++;
     return 0;
 }
