@@ -185,13 +185,12 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
     json_object_set_new(root, "network", json_pack("{s:o}", "bytes_per_step", hps_json_real(l->bytes_per_step)));
     int ek = energy_known(p, e);
     json_object_set_new(root, "predicted",
-                        json_pack("{s:o, s:o, s:o, s:o, s:o, s:o}", "throughput", hps_json_real(e->throughput),
+                        json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "throughput", hps_json_real(e->throughput),
                                   "time_s", hps_json_real(e->time_s), "cost", hps_json_real(e->cost),
                                   "cost_per_hour", hps_json_real(e->cost_per_hour), "energy_j",
                                   ek ? hps_json_real(e->energy_j) : json_null(), "edp",
-                                  ek ? hps_json_real(e->edp) : json_null()));
-    json_object_set_new(json_object_get(root, "predicted"), "in_process_throughput",
-                        hps_json_real(plan_in_process_throughput(p, e)));
+                                  ek ? hps_json_real(e->edp) : json_null(), "in_process_throughput",
+                                  hps_json_real(plan_in_process_throughput(p, e))));
     json_object_set_new(root, "search", search_json(e, r, m));
     return root;
 }

@@ -65,6 +65,7 @@ def cluster(path, types, max_units, node=None):
 # parallel fraction is 0 and more units never help in the model)
 ONE, TWO = ("t1", "cpu:2", 1, 1.0), ("t2", "cpu:2", 2, 1.8)
 A, B = ("a", "cpu:2", 1, 1.0), ("b", "cpu:2", 1, 1.05)
+THREADS = {t[0]: t[2] for t in (ONE, TWO, A, B)}
 
 
 def data(name):
@@ -115,7 +116,7 @@ def job(name, d, plan_path, p, micro, mpi=False):
     twice is run once."""
     key = (name, layout(p), micro, mpi)
     if key not in JOBS:
-        threads = {t[0]: t[2] for t in (ONE, TWO, A, B)}[p["stages"][0]["type"]]
+        threads = THREADS[p["stages"][0]["type"]]
         # data-parallel units are ranks; stages of one unit each run as threads
         # of one process.  Under mpirun the ranks are the plan's workers and
         # servers: a dense-only model's plan has no server (hps-train(1), DISTRIBUTED)
@@ -165,12 +166,8 @@ def result(key):
 
 def describe(p, micro, res):
     st = "+".join(f"{s['type']}x{s['units']}" for s in p["stages"])
-    cores = os.cpu_count()
-    where = f"mpirun {res['ranks']}/{cores} cores" if res["ranks"] > 1 else "1 proc"
+    where = f"mpirun {res['ranks']}/{CORES} cores" if res["ranks"] > 1 else "1 proc"
     return f"{len(p['stages'])} stage {st:11} M={micro} thr={res['threads']} {where:17}"
-
-
-THREADS = {t[0]: t[2] for t in (ONE, TWO, A, B)}
 
 
 def execution(p):
