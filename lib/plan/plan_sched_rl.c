@@ -283,27 +283,40 @@ static void relaxed_units(const rl_instance *in, int j, const double *lam, const
 }
 
 /* Prices for the unit limits across stages, which the relaxation leaves
- * out: a few subgradient steps at a floor raise the price of a
- * type whose units the relaxation's plan takes past its limit (the exact
- * solver's Lagrangian bound, used here only to steer). */
+ * out: projected subgradient steps at a floor raise the price of a type
+ * whose units the relaxation's plan takes past its limit and lower that of
+ * one it leaves units of, and the prices whose Lagrangian bound is highest
+ * are kept (the exact solver's bound, used here only to steer).  Prices
+ * that only rose overshot where several types bind at once: the plan left
+ * types it could have filled to their limits. */
 static void unit_prices(const rl_instance *in, int j, double *go, double *gt, double *lam)
 {
     static const long none[PLAN_MAX_TYPES];
     const plan_problem *p = in->p;
     int T = in->T;
-    double wmax = 0;
+    double wmax = 0, best[PLAN_MAX_TYPES], bound = -HUGE_VAL;
     for (int t = 0; t < T; t++) wmax = fmax(wmax, in->w[t]);
+    memcpy(best, lam, sizeof best);
     for (int round = 0; round < RL_PRICE_ROUNDS; round++) {
         int units[PLAN_MAX_TYPES], over = 0;
         relaxed_units(in, j, lam, none, 1, go, gt, units);
+        double dual = go[T]; /* the relaxed rate from the first layer, the prices paid */
+        for (int t = 0; t < T; t++) dual -= lam[t] * p->max_units[t];
+        if (dual > bound) {
+            bound = dual;
+            memcpy(best, lam, sizeof best);
+        }
         double step = wmax * pow(0.9, round);
-        for (int t = 0; t < T; t++)
-            if (units[t] > p->max_units[t]) {
-                lam[t] += step * fmax((double)(units[t] - p->max_units[t]) / p->max_units[t], 0.25);
+        for (int t = 0; t < T; t++) {
+            double g = (double)(units[t] - p->max_units[t]) / p->max_units[t];
+            if (g > 0) {
+                lam[t] += step * fmax(g, 0.25);
                 over = 1;
-            }
-        if (!over) break;
+            } else if (lam[t] > 0) lam[t] = fmax(lam[t] + step * g, 0);
+        }
+        if (!over && round == 0) break;
     }
+    memcpy(lam, best, sizeof best);
 }
 
 /* The coarse floors, from the limit to the fastest plan. */

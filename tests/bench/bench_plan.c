@@ -19,6 +19,9 @@
  *   --validation the same cells drawn from other seeds: where the rl
  *                scheduler's design choices are tried, so that they are not
  *                tuned to the instances this bench reports
+ *   --seeds N    N seeds per cell of the larger suite (default 1; the first is
+ *                always the one the default draws)
+ *   --help       this list; any other argument is refused (exit 2)
  * Progress goes to stderr with carriage returns only when it is a terminal. */
 #include <math.h>
 #include <stdlib.h>
@@ -266,19 +269,33 @@ static void tally_instance(tally *t, plan_problem *p, const char *name, long eva
     progress(what, t->n, 0);
 }
 
+static const char usage[] =
+    "usage: bench_plan [--quick] [--small] [--evals N] [--verbose] [--only LIST] [--match STR]\n"
+    "                  [--validation] [--seeds N]\n";
+
 int main(int argc, char **argv)
 {
-    int quick = 0, small = 0, verbose = 0, suite[3] = {1, 1, 1};
+    int quick = 0, small = 0, verbose = 0, suite[3] = {1, 1, 1}, hard_seeds = 1;
     const char *only = NULL;
     long evals = 4096;
     for (int i = 1; i < argc; i++) {
+        int more = i + 1 < argc;
         if (strcmp(argv[i], "--quick") == 0) quick = 1;
-        else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only = argv[++i];
-        else if (strcmp(argv[i], "--match") == 0 && i + 1 < argc) match = argv[++i];
+        else if (strcmp(argv[i], "--only") == 0 && more) only = argv[++i];
+        else if (strcmp(argv[i], "--match") == 0 && more) match = argv[++i];
         else if (strcmp(argv[i], "--small") == 0) small = 1;
         else if (strcmp(argv[i], "--verbose") == 0) verbose = 1;
         else if (strcmp(argv[i], "--validation") == 0) seed_shift = 0x5eed0000ull;
-        else if (strcmp(argv[i], "--evals") == 0 && i + 1 < argc) evals = atol(argv[++i]);
+        else if (strcmp(argv[i], "--evals") == 0 && more && (evals = atol(argv[++i])) > 0) continue;
+        else if (strcmp(argv[i], "--seeds") == 0 && more && (hard_seeds = atoi(argv[++i])) > 0) continue;
+        else if (strcmp(argv[i], "--help") == 0) {
+            fputs(usage, stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "bench_plan: error: argument '%s': unknown, or an option without its value (see --help)\n%s",
+                    argv[i], usage);
+            return 2;
+        }
     }
     only_rows(only, suite);
     static const int layers[] = {4, 8, 16, 32, 64, 128}, types[] = {2, 4, 8};
@@ -344,12 +361,14 @@ int main(int argc, char **argv)
     for (int li = 0; suite[2] && !small && li < 2; li++)
         for (int ti = 0; ti < 2; ti++)
             for (int tg = 0; tg < 2; tg++)
-                for (int ul = 0; ul < 2; ul++) {
-                    uint64_t seed = 7000003ull * ((uint64_t)li * 31 + ti * 7 + tg * 3 + ul + 1) + seed_shift;
+                for (int ul = 0; ul < 2; ul++)
+                    for (int s = 0; s < hard_seeds; s++) {
+                    uint64_t seed = 7000003ull * ((uint64_t)li * 31 + ti * 7 + tg * 3 + ul + 1) + seed_shift +
+                                    0x10000000ull * (uint64_t)s;
                     plan_problem *p =
                         plan_problem_random(seed, hard_layers[li], hard_types[ti], tight[tg], ul ? 2 : 0);
-                    snprintf(name, sizeof name, "hard %dx%d tight %.1f limits %d", hard_layers[li],
-                             hard_types[ti], tight[tg], ul ? 2 : 0);
+                    snprintf(name, sizeof name, "hard %dx%d tight %.1f limits %d%s%.0d", hard_layers[li],
+                             hard_types[ti], tight[tg], ul ? 2 : 0, s ? " seed " : "", s);
                     tally_instance(&larger, p, name, evals, 10, hard, verbose, sink, sink, "instances beyond exact");
                 }
     progress(NULL, 0, 1);
