@@ -592,6 +592,40 @@ static void test_rl_beats_untrained(void **state)
     plan_problem_free(p);
 }
 
+/* A policy that scores actions by the look-ahead alone (every weight 0
+ * but the last of the file's). */
+static plan_policy *relaxation_policy(void)
+{
+    json_t *ws = json_array();
+    for (int i = 0; i < 160; i++) json_array_append_new(ws, json_real(i == 159 ? -1000 : 0));
+    json_t *root = json_pack("{s:i, s:i, s:i, s:o}", "hps_plan_policy", 1, "features", 16, "hidden", 8, "weights", ws);
+    hps_error err;
+    plan_policy *pol = plan_policy_parse(root, "relaxation.json", &err);
+    json_decref(root);
+    assert_non_null(pol);
+    return pol;
+}
+
+/* The relaxation's plan (the likeliest of relaxation_policy, frozen) against
+ * exact's optimum: within `gap` of it. */
+static void relaxation_within(plan_problem *p, plan_policy *pol, double gap, const char *what)
+{
+    plan_search_opts o = {.seed = 1, .episodes = 16, .evaluations = 64, .time_limit = 60, .bound_time = 60,
+                          .policy = pol, .frozen = 1};
+    plan_result ex, rl;
+    plan_result_init(&ex, p);
+    plan_result_init(&rl, p);
+    plan_solve_exact(p, &o, &ex);
+    plan_solve_rl(p, &o, &rl);
+    int fe, fr;
+    double ve = objective_of(p, ex.assign, &fe), vr = objective_of(p, rl.assign, &fr);
+    print_message("# %s: exact %.6g, the relaxation's plan %.6g\n", what, ve, vr);
+    assert_true(fe && ex.optimal && fr);
+    assert_true(vr <= ve * (1 + gap));
+    plan_result_free(&ex);
+    plan_result_free(&rl);
+}
+
 /* A policy that follows the relaxation alone (every weight 0 but the
  * look-ahead's, the last of the file's; its likeliest plan is evaluated):
  * where memory binds and the units do not, the relaxation's best plan is
@@ -603,30 +637,36 @@ static void test_rl_follows_relaxation(void **state)
 {
     (void)state;
     static const uint64_t seeds[] = {1, 2, 4, 6, 10};
-    json_t *ws = json_array();
-    for (int i = 0; i < 160; i++) json_array_append_new(ws, json_real(i == 159 ? -1000 : 0));
-    json_t *root = json_pack("{s:i, s:i, s:i, s:o}", "hps_plan_policy", 1, "features", 16, "hidden", 8, "weights", ws);
-    hps_error err;
-    plan_policy *pol = plan_policy_parse(root, "relaxation.json", &err);
-    json_decref(root);
-    assert_non_null(pol);
+    plan_policy *pol = relaxation_policy();
     for (size_t k = 0; k < sizeof seeds / sizeof *seeds; k++) {
         plan_problem *p = plan_problem_random_with_memory(seeds[k] * 77777 + 13, 32, 8, 0.3, 0);
         assert_non_null(p);
-        plan_search_opts o = {.seed = 1, .episodes = 16, .evaluations = 64, .time_limit = 60, .bound_time = 60,
-                              .policy = pol, .frozen = 1};
-        plan_result ex, rl;
-        plan_result_init(&ex, p);
-        plan_result_init(&rl, p);
-        plan_solve_exact(p, &o, &ex);
-        plan_solve_rl(p, &o, &rl);
-        int fe, fr;
-        double ve = objective_of(p, ex.assign, &fe), vr = objective_of(p, rl.assign, &fr);
-        print_message("# seed %llu: exact %.6g, the relaxation's plan %.6g\n", (unsigned long long)seeds[k], ve, vr);
-        assert_true(fe && ex.optimal && fr);
-        assert_true(vr <= ve * 1.01);
-        plan_result_free(&ex);
-        plan_result_free(&rl);
+        char what[64];
+        snprintf(what, sizeof what, "32 x 8 with memory, seed %llu", (unsigned long long)seeds[k]);
+        relaxation_within(p, pol, 0.01, what);
+        plan_problem_free(p);
+    }
+    plan_policy_free(pol);
+}
+
+/* With 16 types and limits of 8 to 40 units shared across stages, the
+ * look-ahead tracks the units of one or two types and prices the others'
+ * (a Lagrange multiplier each): the relaxation's plan is within 2% of the
+ * optimum on these three 48-layer instances.  The prices only rose, step by
+ * step, until no priced type was past its limit; where several bind they
+ * overshot, and the plan left types it could have filled: 21.9%, 13.0% and
+ * 23.6% above.  2% and not 1%: these prices steer, they are no bound, and
+ * the first instance's plan is 1.3% above. */
+static void test_rl_relaxation_many_types(void **state)
+{
+    (void)state;
+    static const uint64_t seeds[] = {3, 6, 7};
+    plan_policy *pol = relaxation_policy();
+    for (size_t k = 0; k < sizeof seeds / sizeof *seeds; k++) {
+        plan_problem *p = plan_problem_random(seeds[k] * 104729 + 7, 48, 16, 0.9, 2);
+        char what[64];
+        snprintf(what, sizeof what, "48 x 16 with shared limits, seed %llu", (unsigned long long)seeds[k]);
+        relaxation_within(p, pol, 0.02, what);
         plan_problem_free(p);
     }
     plan_policy_free(pol);
@@ -738,6 +778,7 @@ int main(void)
         cmocka_unit_test(test_rl_learns),
         cmocka_unit_test(test_rl_beats_untrained),
         cmocka_unit_test(test_rl_follows_relaxation),
+        cmocka_unit_test(test_rl_relaxation_many_types),
         cmocka_unit_test(test_rl_pretrained_generalises),
         cmocka_unit_test(test_policy_file),
         cmocka_unit_test(test_baselines_are_valid),
