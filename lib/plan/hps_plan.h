@@ -445,6 +445,12 @@ int plan_dp_polish(const plan_problem *p, int *assign, int window, plan_budget *
  * units in its state) at a few throughput floors; keeps what the cost model
  * scores better.  Returns 1 when the plan improved. */
 int plan_dp_limits(const plan_problem *p, int *assign, plan_budget *b);
+/* The stages [first, end) of n layers numbered row by row (the table of
+ * stage laws of plan_dp_limits and of the rl policy): row[0..n] from
+ * plan_stage_rows (row[n] is how many stages; free it), a stage's number
+ * from plan_stage_index. */
+long *plan_stage_rows(int n_layers);
+static inline long plan_stage_index(const long *row, int first, int end) { return row[first] + end - first - 1; }
 
 /* The rl policy (plan_sched_rl.c): its file (hps-plan --train-policy) and
  * its pre-training over seeded random instances. */

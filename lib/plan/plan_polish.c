@@ -225,11 +225,18 @@ static int floors(const plan_problem *p, const plan_eval *e, double *theta)
 typedef struct {
     const plan_problem *p;
     int L, T;
-    plan_law *law;  /* [(row[first] + end - first - 1) T + t] */
+    plan_law *law;  /* [plan_stage_index(row, first, end) T + t] */
     long *row;
     plan_option *opt; /* at the current floor; units 0 when none carries it */
     double w[PLAN_MAX_TYPES], server_w;
 } limits_table;
+
+long *plan_stage_rows(int n_layers)
+{
+    long *row = hps_malloc((size_t)(n_layers + 1) * sizeof *row);
+    for (int i = 0, k = 0; i <= n_layers; k += n_layers - i, i++) row[i] = k;
+    return row;
+}
 
 static void limits_table_init(limits_table *lt, const plan_problem *p)
 {
@@ -238,13 +245,12 @@ static void limits_table_init(limits_table *lt, const plan_problem *p)
     lt->p = p;
     lt->L = L;
     lt->T = T;
-    lt->row = hps_malloc((size_t)(L + 1) * sizeof *lt->row);
-    for (int i = 0, k = 0; i <= L; k += L - i, i++) lt->row[i] = k;
+    lt->row = plan_stage_rows(L);
     lt->law = hps_malloc((size_t)n * T * sizeof *lt->law);
     lt->opt = hps_malloc((size_t)n * T * sizeof *lt->opt);
     for (int i = 0; i < L; i++)
         for (int e = i + 1; e <= L; e++)
-            for (int t = 0; t < T; t++) plan_stage_law(p, i, e, t, &lt->law[(lt->row[i] + e - i - 1) * T + t]);
+            for (int t = 0; t < T; t++) plan_stage_law(p, i, e, t, &lt->law[plan_stage_index(lt->row, i, e) * T + t]);
     for (int t = 0; t < T; t++) lt->w[t] = plan_unit_weight(p, t);
     lt->server_w = plan_server_weight(p);
 }
@@ -265,7 +271,7 @@ static void limits_table_floor(limits_table *lt, double theta)
 
 static const plan_option *limits_stage(const limits_table *lt, int first, int end, int t)
 {
-    return &lt->opt[(lt->row[first] + end - first - 1) * lt->T + t];
+    return &lt->opt[plan_stage_index(lt->row, first, end) * lt->T + t];
 }
 
 /* The tracked units u after a stage on t provisioned as o (its servers

@@ -103,7 +103,7 @@ typedef struct {
     int *rest_units;                 /* [e * T + t]: its units (0 when none meets the limit) */
     int *misfit;                     /* [t * (L + 1) + i]: layers before i that do not fit t */
     /* Every stage's rate, units and throughput at every floor,
-     * [(j row[L] + row[first] + end - first - 1) T + t]: the episodes ask for
+     * [(j row[L] + plan_stage_index(row, first, end)) T + t]: the episodes ask for
      * each many times (NULL when L is too large to keep them) */
     rl_stage *stages;
     long *row;
@@ -156,7 +156,8 @@ static double stage_at(const rl_instance *in, int j, int first, int end, int t, 
         plan_stage_law(in->p, first, end, t, &law);
         return stage_level_of(in, &law, t, j, units, thr);
     }
-    const rl_stage *s = &in->stages[((size_t)j * in->row[in->L] + in->row[first] + end - first - 1) * in->T + t];
+    size_t k = (size_t)j * in->row[in->L] + plan_stage_index(in->row, first, end);
+    const rl_stage *s = &in->stages[k * in->T + t];
     *units = s->units;
     *thr = s->thr;
     return s->rate;
@@ -173,9 +174,8 @@ static void stages_init(rl_instance *in)
     int L = in->L, T = in->T;
     long n = (long)L * (L + 1) / 2;
     if (n * T * RL_FLOORS > RL_MAX_STAGES) return;
-    in->row = hps_malloc((size_t)(L + 1) * sizeof *in->row);
+    in->row = plan_stage_rows(L);
     in->stages = hps_malloc((size_t)n * T * RL_FLOORS * sizeof *in->stages);
-    for (int i = 0, k = 0; i <= L; k += L - i, i++) in->row[i] = k;
 }
 
 /* Every stage at floors [j0, j1), when they are kept. */
@@ -189,7 +189,7 @@ static void stages_fill(rl_instance *in, int j0, int j1)
                 plan_law law;
                 plan_stage_law(in->p, i, e, t, &law);
                 for (int j = j0; j < j1; j++) {
-                    rl_stage *s = &in->stages[((size_t)j * in->row[L] + in->row[i] + e - i - 1) * T + t];
+                    rl_stage *s = &in->stages[((size_t)j * in->row[L] + plan_stage_index(in->row, i, e)) * T + t];
                     s->rate = stage_level_of(in, &law, t, j, &s->units, &s->thr);
                 }
             }

@@ -19,8 +19,8 @@
  *   --validation the same cells drawn from other seeds: where the rl
  *                scheduler's design choices are tried, so that they are not
  *                tuned to the instances this bench reports
- *   --seeds N    N seeds per cell of the larger suite (default 1; the first is
- *                always the one the default draws)
+ *   --seeds N    N seeds per cell of the larger suite, 1 to 32 (default 1;
+ *                the first is always the one the default draws)
  *   --help       this list; any other argument is refused (exit 2)
  * Progress goes to stderr with carriage returns only when it is a terminal. */
 #include <math.h>
@@ -287,12 +287,14 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--verbose") == 0) verbose = 1;
         else if (strcmp(argv[i], "--validation") == 0) seed_shift = 0x5eed0000ull;
         else if (strcmp(argv[i], "--evals") == 0 && more && (evals = atol(argv[++i])) > 0) continue;
-        else if (strcmp(argv[i], "--seeds") == 0 && more && (hard_seeds = atoi(argv[++i])) > 0) continue;
+        else if (strcmp(argv[i], "--seeds") == 0 && more && (hard_seeds = atoi(argv[++i])) > 0 &&
+                 hard_seeds <= MAX_INSTANCES / 16)
+            continue;
         else if (strcmp(argv[i], "--help") == 0) {
             fputs(usage, stdout);
             return 0;
         } else {
-            fprintf(stderr, "bench_plan: error: argument '%s': unknown, or an option without its value (see --help)\n%s",
+            fprintf(stderr, "bench_plan: error: argument '%s': unknown, or an option without a valid value\n%s",
                     argv[i], usage);
             return 2;
         }
@@ -363,14 +365,17 @@ int main(int argc, char **argv)
             for (int tg = 0; tg < 2; tg++)
                 for (int ul = 0; ul < 2; ul++)
                     for (int s = 0; s < hard_seeds; s++) {
-                    uint64_t seed = 7000003ull * ((uint64_t)li * 31 + ti * 7 + tg * 3 + ul + 1) + seed_shift +
-                                    0x10000000ull * (uint64_t)s;
-                    plan_problem *p =
-                        plan_problem_random(seed, hard_layers[li], hard_types[ti], tight[tg], ul ? 2 : 0);
-                    snprintf(name, sizeof name, "hard %dx%d tight %.1f limits %d%s%.0d", hard_layers[li],
-                             hard_types[ti], tight[tg], ul ? 2 : 0, s ? " seed " : "", s);
-                    tally_instance(&larger, p, name, evals, 10, hard, verbose, sink, sink, "instances beyond exact");
-                }
+                        uint64_t seed = 7000003ull * ((uint64_t)li * 31 + ti * 7 + tg * 3 + ul + 1) + seed_shift +
+                                        0x10000000ull * (uint64_t)s;
+                        plan_problem *p =
+                            plan_problem_random(seed, hard_layers[li], hard_types[ti], tight[tg], ul ? 2 : 0);
+                        /* the first seed's name as before --seeds */
+                        int at = snprintf(name, sizeof name, "hard %dx%d tight %.1f limits %d", hard_layers[li],
+                                          hard_types[ti], tight[tg], ul ? 2 : 0);
+                        if (s) snprintf(name + at, sizeof name - (size_t)at, " seed %d", s);
+                        tally_instance(&larger, p, name, evals, 10, hard, verbose, sink, sink,
+                                       "instances beyond exact");
+                    }
     progress(NULL, 0, 1);
     if (larger.n) {
         snprintf(title, sizeof title,
