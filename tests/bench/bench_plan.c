@@ -280,6 +280,7 @@ int main(int argc, char **argv)
     long evals = 4096;
     for (int i = 1; i < argc; i++) {
         int more = i + 1 < argc;
+        const char *arg = argv[i]; /* for the error: i moves past a value */
         if (strcmp(argv[i], "--quick") == 0) quick = 1;
         else if (strcmp(argv[i], "--only") == 0 && more) only = argv[++i];
         else if (strcmp(argv[i], "--match") == 0 && more) match = argv[++i];
@@ -295,7 +296,7 @@ int main(int argc, char **argv)
             return 0;
         } else {
             fprintf(stderr, "bench_plan: error: argument '%s': unknown, or an option without a valid value\n%s",
-                    argv[i], usage);
+                    arg, usage);
             return 2;
         }
     }
