@@ -108,6 +108,12 @@ typedef struct {
      * 0): a worker's packing and unpacking, and a server's gathering and
      * applying, on this type (the servers' type for the servers) */
     double exchange_worker_ms[PLAN_MAX_TYPES], exchange_server_ms[PLAN_MAX_TYPES];
+    /* what that exchange sends per byte of the rows its lookups name (both
+     * ways; a batch fetches each distinct row once, and keys and headers
+     * go with them), and its distinct rows per lookup: measured at the
+     * profile's batch by the first device profiled with an exchange, else
+     * 1 and 1, every lookup's row both ways (hps-plan(1), COST MODEL) */
+    double exchange_bytes_share, exchange_rows_share;
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
     double nic_ms[PLAN_MAX_TYPES];   /* latency of one message between two units */
     double pcie_bpms[PLAN_MAX_TYPES]; /* a GPU's host-to-device bytes per ms; 0 = not charged */

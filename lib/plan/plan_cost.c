@@ -27,7 +27,7 @@
  * embedding layers run on the host CPU on a GPU type (see below). */
 static void stage_exchange(const plan_problem *p, int t, plan_law *law)
 {
-    double all = p->pre_rows[p->n_layers], share = all > 0 ? law->server_rows / all : 0;
+    double all = p->pre_rows[p->n_layers] * p->exchange_rows_share, share = all > 0 ? law->server_rows / all : 0;
     int w = p->is_gpu[t] && p->host_type >= 0 ? p->host_type : t;
     double server = p->server_type >= 0 ? p->exchange_server_ms[p->server_type] : 0;
     law->exchange_ms = law->exchange_worker_ms = 0;
