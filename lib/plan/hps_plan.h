@@ -246,6 +246,10 @@ double plan_law_ms(const plan_law *law, int units);
 /* What of plan_law_ms is the exchange with the servers (their bytes, the
  * round trips): what a run with the tables in its own process does not do. */
 double plan_law_servers_ms(const plan_law *law, int units);
+/* The stage's time in one process (hps-train's default): no exchange with
+ * servers, and its cuts cost nothing, its stages being threads that share
+ * the micro-batches' buffers. */
+double plan_law_in_process_ms(const plan_law *law, int units);
 /* The units within max that make the stage fastest (1 when more never help). */
 int plan_law_best_units(const plan_law *law, int max);
 /* The fewest units meeting the limit (plan_stage_at_level at the limit), or
@@ -356,8 +360,8 @@ static inline double plan_server_weight(const plan_problem *p)
  * so that searches can still move towards feasibility. */
 double plan_score(const plan_eval *e);
 /* The plan's throughput run in one process, its tables beside it
- * (hps-train's default): every stage without its exchange with the servers
- * (plan_law_servers_ms) and without the servers' cap. */
+ * (hps-train's default): every stage at plan_law_in_process_ms, without the
+ * servers' cap or the links between types. */
 double plan_in_process_throughput(const plan_problem *p, const plan_eval *e);
 
 /* ---- solvers -------------------------------------------------------------- */
@@ -550,6 +554,7 @@ typedef struct {
     int units, servers;
     double ms_per_batch; /* 0 when not given */
     double servers_ms;   /* what of it is the exchange with the servers; 0 when not given */
+    double in_process_ms; /* its time in one process; 0 when not given */
 } plan_file_stage;
 
 typedef struct {

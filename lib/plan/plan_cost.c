@@ -79,14 +79,16 @@ double plan_law_servers_ms(const plan_law *law, int units)
     return law->exchange_ms + (law->exchange_worker_ms + law->ps_ms) / units;
 }
 
+double plan_law_in_process_ms(const plan_law *law, int units)
+{
+    return plan_law_ms(law, units) - plan_law_servers_ms(law, units) - law->boundary_ms / units;
+}
+
 double plan_in_process_throughput(const plan_problem *p, const plan_eval *e)
 {
     double thr = HUGE_VAL;
-    for (int i = 0; i < e->n_stages; i++) {
-        const plan_stage *s = &e->stages[i];
-        thr = fmin(thr, throughput_of(p, s->ms - plan_law_servers_ms(&s->law, s->units)));
-        if (s->link_ms > 0) thr = fmin(thr, s->link_throughput);
-    }
+    for (int i = 0; i < e->n_stages; i++)
+        thr = fmin(thr, throughput_of(p, plan_law_in_process_ms(&e->stages[i].law, e->stages[i].units)));
     return thr * e->bubble;
 }
 
