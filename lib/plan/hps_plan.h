@@ -108,6 +108,12 @@ typedef struct {
      * 0): a worker's packing and unpacking, and a server's gathering and
      * applying, on this type (the servers' type for the servers) */
     double exchange_worker_ms[PLAN_MAX_TYPES], exchange_server_ms[PLAN_MAX_TYPES];
+    /* what that exchange sends per byte of the rows its lookups name (both
+     * ways; a batch fetches each distinct row once, and keys and headers
+     * go with them), and its distinct rows per lookup: measured at the
+     * profile's batch by the first device profiled with an exchange, else
+     * 1 and 1, every lookup's row both ways (hps-plan(1), COST MODEL) */
+    double exchange_bytes_share, exchange_rows_share;
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
     double nic_ms[PLAN_MAX_TYPES];   /* latency of one message between two units */
     double pcie_bpms[PLAN_MAX_TYPES]; /* a GPU's host-to-device bytes per ms; 0 = not charged */
@@ -240,6 +246,10 @@ double plan_law_ms(const plan_law *law, int units);
 /* What of plan_law_ms is the exchange with the servers (their bytes, the
  * round trips): what a run with the tables in its own process does not do. */
 double plan_law_servers_ms(const plan_law *law, int units);
+/* The stage's time in one process (hps-train's default): no exchange with
+ * servers, and its cuts cost nothing, its stages being threads that share
+ * the micro-batches' buffers. */
+double plan_law_in_process_ms(const plan_law *law, int units);
 /* The units within max that make the stage fastest (1 when more never help). */
 int plan_law_best_units(const plan_law *law, int max);
 /* The fewest units meeting the limit (plan_stage_at_level at the limit), or
@@ -350,8 +360,8 @@ static inline double plan_server_weight(const plan_problem *p)
  * so that searches can still move towards feasibility. */
 double plan_score(const plan_eval *e);
 /* The plan's throughput run in one process, its tables beside it
- * (hps-train's default): every stage without its exchange with the servers
- * (plan_law_servers_ms) and without the servers' cap. */
+ * (hps-train's default): every stage at plan_law_in_process_ms, without the
+ * servers' cap or the links between types. */
 double plan_in_process_throughput(const plan_problem *p, const plan_eval *e);
 
 /* ---- solvers -------------------------------------------------------------- */
@@ -550,6 +560,7 @@ typedef struct {
     int units, servers;
     double ms_per_batch; /* 0 when not given */
     double servers_ms;   /* what of it is the exchange with the servers; 0 when not given */
+    double in_process_ms; /* its time in one process; 0 when not given */
 } plan_file_stage;
 
 typedef struct {

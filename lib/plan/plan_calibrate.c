@@ -20,12 +20,12 @@ void plan_calib_targets(plan_calib_stage *st, int n, double step_ms, double bubb
 }
 
 /* The model's time of the stage as the run ran it: one process keeps its
- * tables and makes no exchange with servers (plan_law_servers_ms). */
+ * tables and hands its cuts over in memory (plan_law_in_process_ms). */
 static double stage_ms(const plan_problem *p, const plan_calib_stage *st)
 {
     plan_law law;
     plan_stage_law(p, st->first, st->end, st->type, &law);
-    return plan_law_ms(&law, st->units) - (st->in_process ? plan_law_servers_ms(&law, st->units) : 0);
+    return st->in_process ? plan_law_in_process_ms(&law, st->units) : plan_law_ms(&law, st->units);
 }
 
 static void scale_layers(plan_problem *p, const plan_calib_stage *st, double f)

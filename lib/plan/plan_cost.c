@@ -27,7 +27,7 @@
  * embedding layers run on the host CPU on a GPU type (see below). */
 static void stage_exchange(const plan_problem *p, int t, plan_law *law)
 {
-    double all = p->pre_rows[p->n_layers], share = all > 0 ? law->server_rows / all : 0;
+    double all = p->pre_rows[p->n_layers] * p->exchange_rows_share, share = all > 0 ? law->server_rows / all : 0;
     int w = p->is_gpu[t] && p->host_type >= 0 ? p->host_type : t;
     double server = p->server_type >= 0 ? p->exchange_server_ms[p->server_type] : 0;
     law->exchange_ms = law->exchange_worker_ms = 0;
@@ -79,14 +79,16 @@ double plan_law_servers_ms(const plan_law *law, int units)
     return law->exchange_ms + (law->exchange_worker_ms + law->ps_ms) / units;
 }
 
+double plan_law_in_process_ms(const plan_law *law, int units)
+{
+    return plan_law_ms(law, units) - plan_law_servers_ms(law, units) - law->boundary_ms / units;
+}
+
 double plan_in_process_throughput(const plan_problem *p, const plan_eval *e)
 {
     double thr = HUGE_VAL;
-    for (int i = 0; i < e->n_stages; i++) {
-        const plan_stage *s = &e->stages[i];
-        thr = fmin(thr, throughput_of(p, s->ms - plan_law_servers_ms(&s->law, s->units)));
-        if (s->link_ms > 0) thr = fmin(thr, s->link_throughput);
-    }
+    for (int i = 0; i < e->n_stages; i++)
+        thr = fmin(thr, throughput_of(p, plan_law_in_process_ms(&e->stages[i].law, e->stages[i].units)));
     return thr * e->bubble;
 }
 

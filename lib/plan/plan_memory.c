@@ -135,8 +135,9 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, plan_la
         }
     }
     law->server_table_bytes = law->rows == PLAN_ROWS_HBM ? 0 : tables;
-    law->server_bytes = 2 * touched * (1 - law->hit_rate);
-    law->server_rows = (p->pre_rows[end] - p->pre_rows[first]) * (1 - law->hit_rate);
+    /* what the exchange sends: each distinct row a batch misses, both ways */
+    law->server_bytes = 2 * touched * (1 - law->hit_rate) * p->exchange_bytes_share;
+    law->server_rows = (p->pre_rows[end] - p->pre_rows[first]) * (1 - law->hit_rate) * p->exchange_rows_share;
     /* the hottest key's share of what reaches the servers; a cache keeps it */
     law->server_hot = 0;
     if (law->rows == PLAN_ROWS_SERVERS && tables > 0)

@@ -68,11 +68,12 @@ static double cross_bytes(const plan_problem *p, const plan_eval *e, const plan_
         double P = p->pre_param[st->end] - p->pre_param[st->first];
         for (int a = 0; k > 1 && a < k; a++)
             if (wnode[base + a] != wnode[base + (a + 1) % k]) total += 2.0 * (k - 1) / k * P;
-        /* rows pulled and gradients pushed, spread evenly over the servers */
-        double E = p->pre_sparse[st->end] - p->pre_sparse[st->first];
+        /* rows pulled and gradients pushed (none where HBM holds them),
+         * spread evenly over the servers */
+        double E = st->law.server_bytes;
         for (int a = 0; E > 0 && a < k; a++)
             for (int v = 0; v < l->n_servers; v++)
-                if (wnode[base + a] != snode[v]) total += 2 * E / k / l->n_servers;
+                if (wnode[base + a] != snode[v]) total += E / k / l->n_servers;
         base += k;
     }
     return total;
@@ -124,8 +125,7 @@ static int place_round_robin(const hps_cluster *c, const plan_layout *l, int *wn
  * stage's workers already are; servers go to nodes in proportion to the
  * embedding traffic of the workers there (largest remainder), which keeps
  * most of that traffic local without piling every server onto one NIC. */
-static int place_colocated(const plan_problem *p, const hps_cluster *c, const plan_eval *e,
-                           const plan_layout *l, int *wnode, int *snode)
+static int place_colocated(const hps_cluster *c, const plan_eval *e, const plan_layout *l, int *wnode, int *snode)
 {
     int N = c->n_nodes, base = 0, rc = 0;
     int *free_units = hps_malloc((size_t)N * PLAN_MAX_TYPES * sizeof(int));
@@ -134,7 +134,7 @@ static int place_colocated(const plan_problem *p, const hps_cluster *c, const pl
     for (int n = 0; n < N; n++) memcpy(free_units + n * PLAN_MAX_TYPES, c->nodes[n].units, sizeof c->nodes[n].units);
     for (int s = 0; s < e->n_stages && !rc; s++) {
         const plan_stage *st = &e->stages[s];
-        double E = p->pre_sparse[st->end] - p->pre_sparse[st->first];
+        double E = st->law.server_bytes;
         for (int a = 0; a < st->units; a++) {
             int best = -1;
             for (int n = 0; n < N; n++) {
@@ -216,7 +216,7 @@ int plan_layout_make(const plan_problem *p, const hps_cluster *c, const plan_eva
     int rc = place_round_robin(c, out, wnode, snode);
     if (!rc) {
         out->round_robin_bytes = cross_bytes(p, e, out, wnode, snode);
-        rc = place_colocated(p, c, e, out, wnode, snode);
+        rc = place_colocated(c, e, out, wnode, snode);
     }
     if (!rc) {
         out->cross_node_bytes = cross_bytes(p, e, out, wnode, snode);

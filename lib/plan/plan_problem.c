@@ -132,6 +132,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
     p->max_servers = PLAN_MAX_SERVERS;
     p->server_type = -1;
+    p->exchange_bytes_share = p->exchange_rows_share = 1;
     p->pre_serial = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->pre_parallel = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->pre_emb_serial = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
@@ -236,16 +237,36 @@ static int median_of(json_t *obj, const char *key, double *out, const char *ctx,
 }
 
 /* The device's exchange probe (hps-profile(5)); absent or null (a profile
- * from before it, a GPU, a build without Open MPI): not charged. */
-static int read_exchange(json_t *d, plan_problem *p, int t, const char *ctx, hps_error *err)
+ * from before it, a GPU, a build without Open MPI): not charged.  Its rows
+ * and bytes are the data's, not the device's: the first device's count
+ * (*rows, *bytes still 0 before it). */
+static int read_exchange(json_t *d, plan_problem *p, int t, double *rows, double *bytes, const char *ctx,
+                         hps_error *err)
 {
     json_t *x = json_object_get(d, "exchange");
     if (!x || json_is_null(x)) return 0;
     char sub[700];
     snprintf(sub, sizeof sub, "%.640s: exchange", ctx);
     if (!json_is_object(x)) return hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object or null", sub);
-    return median_of(x, "worker_ms", &p->exchange_worker_ms[t], sub, err) ||
-           median_of(x, "server_ms", &p->exchange_server_ms[t], sub, err);
+    double r, b;
+    if (hps_json_num(x, "rows", HPS_REQUIRED, 0, 1e15, &r, sub, err) ||
+        hps_json_num(x, "bytes", HPS_REQUIRED, 0, 1e18, &b, sub, err) ||
+        median_of(x, "worker_ms", &p->exchange_worker_ms[t], sub, err) ||
+        median_of(x, "server_ms", &p->exchange_server_ms[t], sub, err))
+        return -1;
+    if (!(*rows > 0)) *rows = r, *bytes = b;
+    return 0;
+}
+
+/* What the profiled exchange sent against what every lookup's row both
+ * ways would be (the model's lookups at the profile's batch). */
+static void exchange_shares(plan_problem *p, double rows, double bytes)
+{
+    double lookups = 0, row_bytes = 0;
+    for (int l = 0; l < p->n_layers; l++) lookups += p->sparse_rows[l], row_bytes += p->sparse_bytes[l];
+    if (!(rows > 0 && bytes > 0 && lookups > 0 && row_bytes > 0)) return;
+    p->exchange_rows_share = rows / lookups;
+    p->exchange_bytes_share = bytes / (2 * row_bytes);
 }
 
 /* One layer entry of a device: time of a batch on one unit and the parallel fraction. */
@@ -295,8 +316,9 @@ static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, json_t
 }
 
 /* Fills column t of the problem from the profiled device of cluster type t. */
+/* exchange[2]: the rows and bytes of the first exchange read (read_exchange) */
 static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c,
-                       const hps_profiles *ps, int t, int *batch, hps_error *err)
+                       const hps_profiles *ps, int t, int *batch, double *exchange, hps_error *err)
 {
     const plan_rtype *r = &c->types[t];
     int fi;
@@ -340,7 +362,7 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
     p->pcie_bpms[t] = json_number_value(json_object_get(d, "pcie_gbps")) * 1e6;
     /* absent (profiled without --data): the read is not charged */
     if (json_object_get(d, "read_ms") && median_of(d, "read_ms", &p->read_ms[t], ctx, err)) return -1;
-    if (read_exchange(d, p, t, ctx, err)) return -1;
+    if (read_exchange(d, p, t, &exchange[0], &exchange[1], ctx, err)) return -1;
     return median_of(d, "overhead_ms", &p->overhead_ms[t], ctx, err);
 }
 
@@ -349,8 +371,9 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
 {
     plan_problem *p = plan_problem_new(m->n_layers, c->n_types);
     int batch = 0;
+    double exchange[2] = {0, 0};
     for (int t = 0; t < c->n_types; t++) {
-        if (read_device(p, m, c, ps, t, &batch, err)) {
+        if (read_device(p, m, c, ps, t, &batch, exchange, err)) {
             plan_problem_free(p);
             return NULL;
         }
@@ -403,6 +426,7 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->rows[l] = lc.table_bytes / (m->layers[l].kind == HPS_LAYER_EMBEDDING ? m->layers[l].dim * 4.0 : 1);
     }
     model_cuts(p, m);
+    exchange_shares(p, exchange[0], exchange[1]);
     plan_problem_key_stats(p, m, NULL);
     plan_problem_prepare(p);
     return p;

@@ -30,6 +30,7 @@ typedef struct {
     int units;
     double predicted_ms; /* per batch, as planned (0: unknown) */
     double servers_ms;   /* what of it is the exchange with the servers (0: none or unknown) */
+    double in_process_ms; /* its time in one process (0: unknown) */
     char rows[8];        /* where the plan keeps its embedding rows (plan_rows_names) */
 } hps_train_stage;
 

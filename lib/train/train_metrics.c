@@ -34,13 +34,16 @@ static double stage_busy(hps_trainer *t, int s)
 
 /* The plan prices the plan's ranks, whose workers exchange rows with their
  * servers every step; one process keeps the tables beside it and does no
- * exchange, so it is compared with the plan's figures less the exchanges. */
+ * exchange, its stages threads that hand their cuts over in memory, so it
+ * is compared with the plan's in-process figures (from a plan before them:
+ * less the exchanges). */
 static int one_process(const hps_trainer *t) { return !t->dist; }
 
 static double predicted_stage_ms(const hps_trainer *t, int s)
 {
     const hps_train_stage *st = &t->plan.stages[s];
-    return st->predicted_ms > 0 && one_process(t) ? st->predicted_ms - st->servers_ms : st->predicted_ms;
+    if (st->predicted_ms <= 0 || !one_process(t)) return st->predicted_ms;
+    return st->in_process_ms > 0 ? st->in_process_ms : st->predicted_ms - st->servers_ms;
 }
 
 static double predicted_rate(const hps_trainer *t)

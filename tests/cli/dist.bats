@@ -59,6 +59,20 @@ mpi() {
     [ "$(dist_field "$TMP/one.ndjson" 'o["predicted_for"]' summary)" = "one process" ]
 }
 
+@test "dist: a plan priced on a profile of the shards predicts the bytes a step sends to its server" {
+    "$HPS_BIN/hps-profile" -q -m "$MODEL" -d cpu:1 -r 3 --data "$TMP/shards" -o "$TMP/p.json"
+    printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
+        "device": "cpu:1", "price_per_hour": 1, "max_units": 2, "nic_gbps": 10}], "servers": {"type": "a"}}' \
+        > "$TMP/c.json"
+    "$HPS_BIN/hps-plan" -q -m "$MODEL" -c "$TMP/c.json" -p "$TMP/p.json" -t 1 -a fixed:a -o "$TMP/plan.json"
+    mpi 2 "$TRAIN" --plan "$TMP/plan.json" --data "$TMP/shards" --steps 8 --threads 1 --metrics "$TMP/m.ndjson" -q
+    # each distinct row a batch names, fetched and pushed once, with its
+    # key: what the profile's exchange sent (every lookup's row both ways
+    # is twice as much)
+    ratio=$(dist_field "$TMP/m.ndjson" 'round(o["bytes_per_step"] / o["predicted_bytes_per_step"], 2)')
+    python3 -c 'import sys; r = float(sys.argv[1]); assert 0.9 < r < 1.1, r' "$ratio"
+}
+
 @test "dist: a plan whose stage keeps rows on servers but counts none gets one on the next free rank" {
     # a hand-written plan (its stage says no rows, so they are on servers)
     python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["servers"]["count"]=0; p["servers"]["ranks"]=[]

@@ -243,12 +243,12 @@ PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
 
-@test "profile: --data times a step's exchange with a server; hps-plan prices it in series, and a profile without it as before" {
+@test "profile: --data times a step's exchange with a server; hps-plan prices it in series and sends its bytes, and a profile without it as before" {
     profile_demo_on_shards
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 2, "nic_gbps": 10}],
         "servers": {"type": "a", "gbps": 10}}' > "$TMP/c.json"
-    python3 - "$TMP/p.json" "$TMP/p0.json" "$TMP/bad.json" <<'PY'
+    python3 - "$TMP/p.json" "$TMP/p0.json" "$TMP/bad.json" "$TMP/bad2.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 x = p["devices"][0]["exchange"]
@@ -259,18 +259,26 @@ del p["devices"][0]["exchange"]
 json.dump(p, open(sys.argv[2], "w"))
 p["devices"][0]["exchange"] = 5
 json.dump(p, open(sys.argv[3], "w"))
+p["devices"][0]["exchange"] = {k: v for k, v in x.items() if k != "bytes"}
+json.dump(p, open(sys.argv[4], "w"))
 PY
     for prof in p p0; do
         "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/$prof.json" -t 1 -a fixed:a -o "$TMP/plan-$prof.json"
     done
     run python3 - "$TMP/p.json" "$TMP/plan-p.json" "$TMP/plan-p0.json" <<'PY'
 import json, sys
-x = json.load(open(sys.argv[1]))["devices"][0]["exchange"]
+prof = json.load(open(sys.argv[1]))["devices"][0]
+x = prof["exchange"]
 (s,), (s0,) = (json.load(open(f))["stages"] for f in sys.argv[2:])
 with_x, without = (json.load(open(f))["predicted"] for f in sys.argv[2:])
+net, net0 = (json.load(open(f))["network"]["bytes_per_step"] for f in sys.argv[2:])
 assert s["units"] == s0["units"] == 1, (s, s0)
-# one stage holds all of the rows: the server's and the worker's parts whole
-exchange = x["server_ms"]["median"] + x["worker_ms"]["median"]
+# the bytes the exchange sent, not every lookup's row both ways
+row_bytes = sum(l["sparse_bytes"] for l in prof["layers"])
+assert net == x["bytes"] and net0 == 2 * row_bytes and net < net0, (net, net0, x, row_bytes)
+# one stage holds all of the rows: the server's and the worker's parts
+# whole, and its NIC (10 Gbit/s) carries those bytes
+exchange = x["server_ms"]["median"] + x["worker_ms"]["median"] + (net - net0) / 1.25e6
 assert abs(s["ms_per_batch"] - s0["ms_per_batch"] - exchange) < 1e-6, (s, s0, exchange)
 assert abs(s["servers_ms"] - s0["servers_ms"] - exchange) < 1e-6, (s, s0, exchange)
 # one process does no exchange: the same prediction with and without it
@@ -281,6 +289,9 @@ PY
     run "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/bad.json" -t 1
     [ "$status" -eq 2 ]
     [ "$output" = "hps-plan: error: $TMP/bad.json: device 'cpu:1': exchange: must be an object or null" ]
+    run "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/bad2.json" -t 1
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-plan: error: $TMP/bad2.json: device 'cpu:1': exchange: missing field 'bytes'" ]
 }
 
 @test "profile: --estimate with a bad spec names the field" {
