@@ -606,24 +606,33 @@ static plan_policy *relaxation_policy(void)
     return pol;
 }
 
-/* The relaxation's plan (the likeliest of relaxation_policy, frozen) against
- * exact's optimum: within `gap` of it. */
-static void relaxation_within(plan_problem *p, plan_policy *pol, double gap, const char *what)
+/* The relaxation's plan (the likeliest of relaxation_policy, frozen) on
+ * each of n instances (drawn from seeds, freed here) against exact's
+ * optimum: within `gap` of it. */
+static void relaxation_within(plan_problem **ps, const uint64_t *seeds, size_t n, double gap, const char *what)
 {
-    plan_search_opts o = {.seed = 1, .episodes = 16, .evaluations = 64, .time_limit = 60, .bound_time = 60,
-                          .policy = pol, .frozen = 1};
-    plan_result ex, rl;
-    plan_result_init(&ex, p);
-    plan_result_init(&rl, p);
-    plan_solve_exact(p, &o, &ex);
-    plan_solve_rl(p, &o, &rl);
-    int fe, fr;
-    double ve = objective_of(p, ex.assign, &fe), vr = objective_of(p, rl.assign, &fr);
-    print_message("# %s: exact %.6g, the relaxation's plan %.6g\n", what, ve, vr);
-    assert_true(fe && ex.optimal && fr);
-    assert_true(vr <= ve * (1 + gap));
-    plan_result_free(&ex);
-    plan_result_free(&rl);
+    plan_policy *pol = relaxation_policy();
+    for (size_t k = 0; k < n; k++) {
+        plan_problem *p = ps[k];
+        assert_non_null(p);
+        plan_search_opts o = {.seed = 1, .episodes = 16, .evaluations = 64, .time_limit = 60, .bound_time = 60,
+                              .policy = pol, .frozen = 1};
+        plan_result ex, rl;
+        plan_result_init(&ex, p);
+        plan_result_init(&rl, p);
+        plan_solve_exact(p, &o, &ex);
+        plan_solve_rl(p, &o, &rl);
+        int fe, fr;
+        double ve = objective_of(p, ex.assign, &fe), vr = objective_of(p, rl.assign, &fr);
+        print_message("# %s, seed %llu: exact %.6g, the relaxation's plan %.6g\n", what,
+                      (unsigned long long)seeds[k], ve, vr);
+        assert_true(fe && ex.optimal && fr);
+        assert_true(vr <= ve * (1 + gap));
+        plan_result_free(&ex);
+        plan_result_free(&rl);
+        plan_problem_free(p);
+    }
+    plan_policy_free(pol);
 }
 
 /* A policy that follows the relaxation alone (every weight 0 but the
@@ -637,16 +646,9 @@ static void test_rl_follows_relaxation(void **state)
 {
     (void)state;
     static const uint64_t seeds[] = {1, 2, 4, 6, 10};
-    plan_policy *pol = relaxation_policy();
-    for (size_t k = 0; k < sizeof seeds / sizeof *seeds; k++) {
-        plan_problem *p = plan_problem_random_with_memory(seeds[k] * 77777 + 13, 32, 8, 0.3, 0);
-        assert_non_null(p);
-        char what[64];
-        snprintf(what, sizeof what, "32 x 8 with memory, seed %llu", (unsigned long long)seeds[k]);
-        relaxation_within(p, pol, 0.01, what);
-        plan_problem_free(p);
-    }
-    plan_policy_free(pol);
+    plan_problem *ps[5];
+    for (size_t k = 0; k < 5; k++) ps[k] = plan_problem_random_with_memory(seeds[k] * 77777 + 13, 32, 8, 0.3, 0);
+    relaxation_within(ps, seeds, 5, 0.01, "32 x 8 with memory");
 }
 
 /* With 16 types and limits of 8 to 40 units shared across stages, the
@@ -661,15 +663,9 @@ static void test_rl_relaxation_many_types(void **state)
 {
     (void)state;
     static const uint64_t seeds[] = {3, 6, 7};
-    plan_policy *pol = relaxation_policy();
-    for (size_t k = 0; k < sizeof seeds / sizeof *seeds; k++) {
-        plan_problem *p = plan_problem_random(seeds[k] * 104729 + 7, 48, 16, 0.9, 2);
-        char what[64];
-        snprintf(what, sizeof what, "48 x 16 with shared limits, seed %llu", (unsigned long long)seeds[k]);
-        relaxation_within(p, pol, 0.02, what);
-        plan_problem_free(p);
-    }
-    plan_policy_free(pol);
+    plan_problem *ps[3];
+    for (size_t k = 0; k < 3; k++) ps[k] = plan_problem_random(seeds[k] * 104729 + 7, 48, 16, 0.9, 2);
+    relaxation_within(ps, seeds, 3, 0.02, "48 x 16 with shared limits");
 }
 
 /* The shipped policy, pre-trained on other instances, starts where a random
