@@ -220,6 +220,7 @@ typedef struct {
     double fixed_ms, scaled_ms;
     double hop_ms;      /* the ring allreduce's 2 (k - 1) messages, per unit past the first */
     double compute_ms;  /* on one unit, overhead included */
+    double layers_ms;   /* of it the layers alone (what hps-train times a stage by) */
     double boundary_ms; /* activations in and out, and their gradients, on one unit */
     double ps_ms;       /* embedding rows pulled and gradients pushed, on one unit */
     /* the step's two round trips to the servers, in series with it: the
@@ -554,7 +555,7 @@ typedef struct {
     int units, servers;
     double ms_per_batch; /* 0 when not given */
     double servers_ms;   /* what of it is the exchange with the servers; 0 when not given */
-    double in_process_ms; /* its time in one process; 0 when not given */
+    double layers_ms;    /* what of it its layers compute; 0 when not given */
 } plan_file_stage;
 
 typedef struct {

@@ -63,6 +63,7 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
      * k as the layers do */
     double o = p->overhead_ms[t], read = first == 0 ? p->read_ms[t] : 0;
     law->compute_ms = o + read + layers;
+    law->layers_ms = layers;
     law->boundary_ms = cuts / nic;
     law->ps_ms = law->server_bytes / nic; /* what a cache or HBM does not serve */
     stage_exchange(p, t, law);
