@@ -315,8 +315,8 @@ static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, json_t
                    "parallel fraction\n", r->name, measured, r->threads);
 }
 
-/* Fills column t of the problem from the profiled device of cluster type t. */
-/* exchange[2]: the rows and bytes of the first exchange read (read_exchange) */
+/* Fills column t of the problem from the profiled device of cluster type t;
+ * exchange[2]: the rows and bytes of the first exchange read (read_exchange). */
 static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c,
                        const hps_profiles *ps, int t, int *batch, double *exchange, hps_error *err)
 {
