@@ -117,6 +117,9 @@ typedef struct {
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
     double nic_ms[PLAN_MAX_TYPES];   /* latency of one message between two units */
     double pcie_bpms[PLAN_MAX_TYPES]; /* a GPU's host-to-device bytes per ms; 0 = not charged */
+    /* bytes per ms a unit's memory moves (the profile's triad) as it adds the
+     * gradients of the allreduce into its own; 0 = not charged */
+    double reduce_bpms[PLAN_MAX_TYPES];
     int max_units[PLAN_MAX_TYPES];
     double mem_bytes[PLAN_MAX_TYPES]; /* one unit's memory; 0 = not checked */
     int is_gpu[PLAN_MAX_TYPES];       /* only GPU types hold rows in HBM or a cache */
