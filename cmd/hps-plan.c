@@ -334,6 +334,17 @@ static _Noreturn void infeasible(const plan_problem *p, const plan_eval *e)
     char why[300] = "";
     for (int s = 0; s < e->n_stages && !why[0]; s++) {
         const plan_stage *st = &e->stages[s];
+        int t = st->type, least = plan_stage_servers(p, &st->law, 0);
+        if ((st->short_of_limit & PLAN_SHORT_STAGE) && t == p->server_type && least > 0 &&
+            p->max_units[t] - least < 1) { /* no rate is reachable: the best above does not hold */
+            hps_errorf("no plan meets %.6g samples/s: stage %d ('%s'..'%s') on '%s' has no unit beside its "
+                       "%d server%s: '%s' has %d unit%s, servers included",
+                       p->min_throughput, s, p->layer_names[st->first], p->layer_names[st->end - 1],
+                       p->type_names[t], least, least == 1 ? "" : "s", p->type_names[t], p->max_units[t],
+                       p->max_units[t] == 1 ? "" : "s");
+            free(a);
+            exit(HPS_EXIT_RUNTIME);
+        }
         if (st->short_of_limit & PLAN_SHORT_LINK)
             snprintf(why, sizeof why, "the link from '%s' into stage %d on '%s' carries at most %.6g samples/s",
                      p->type_names[e->stages[s - 1].type], s, p->type_names[st->type], st->link_throughput);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -244,8 +245,9 @@ static int open_log(const char *dir, const hps_dist *d, hps_error *err)
 /* "+4.2%", or "no prediction" when the plan gave none. */
 static const char *vs_plan(char *buf, size_t n, double measured, double predicted)
 {
-    if (predicted > 0 && measured > 0) snprintf(buf, n, "%+.1f%%", 100 * (measured / predicted - 1));
-    else snprintf(buf, n, "no prediction");
+    double e = hps_train_error(measured, predicted);
+    if (isnan(e)) snprintf(buf, n, "no prediction");
+    else snprintf(buf, n, "%+.1f%%", 100 * e);
     return buf;
 }
 

@@ -117,6 +117,9 @@ typedef struct {
     double nic_bpms[PLAN_MAX_TYPES]; /* bytes per ms */
     double nic_ms[PLAN_MAX_TYPES];   /* latency of one message between two units */
     double pcie_bpms[PLAN_MAX_TYPES]; /* a GPU's host-to-device bytes per ms; 0 = not charged */
+    /* bytes per ms a unit's memory moves (the profile's triad) as it adds the
+     * gradients of the allreduce into its own; 0 = not charged */
+    double reduce_bpms[PLAN_MAX_TYPES];
     int max_units[PLAN_MAX_TYPES];
     double mem_bytes[PLAN_MAX_TYPES]; /* one unit's memory; 0 = not checked */
     int is_gpu[PLAN_MAX_TYPES];       /* only GPU types hold rows in HBM or a cache */
@@ -220,6 +223,7 @@ typedef struct {
     double fixed_ms, scaled_ms;
     double hop_ms;      /* the ring allreduce's 2 (k - 1) messages, per unit past the first */
     double compute_ms;  /* on one unit, overhead included */
+    double layers_ms;   /* of it the layers alone (what hps-train times a stage by) */
     double boundary_ms; /* activations in and out, and their gradients, on one unit */
     double ps_ms;       /* embedding rows pulled and gradients pushed, on one unit */
     /* the step's two round trips to the servers, in series with it: the
@@ -560,7 +564,7 @@ typedef struct {
     int units, servers;
     double ms_per_batch; /* 0 when not given */
     double servers_ms;   /* what of it is the exchange with the servers; 0 when not given */
-    double in_process_ms; /* its time in one process; 0 when not given */
+    double layers_ms;    /* what of it its layers compute; 0 when not given */
 } plan_file_stage;
 
 typedef struct {

@@ -63,10 +63,15 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
      * k as the layers do */
     double o = p->overhead_ms[t], read = first == 0 ? p->read_ms[t] : 0;
     law->compute_ms = o + read + layers;
+    law->layers_ms = layers;
     law->boundary_ms = cuts / nic;
     law->ps_ms = law->server_bytes / nic; /* what a cache or HBM does not serve */
     stage_exchange(p, t, law);
-    law->sync_ms = 2 * (p->pre_param[end] - p->pre_param[first]) / nic;
+    /* the ring allreduce: each unit sends and receives 2 (k - 1) / k of P,
+     * and adds the (k - 1) / k it receives into its own, reading both and
+     * writing one */
+    double P = p->pre_param[end] - p->pre_param[first];
+    law->sync_ms = 2 * P / nic + (p->reduce_bpms[t] > 0 ? 3 * P / p->reduce_bpms[t] : 0);
     law->hop_ms = p->pre_param[end] > p->pre_param[first] ? 2 * p->nic_ms[t] : 0;
     law->fixed_ms = o + law->sync_ms + law->exchange_ms;
     law->scaled_ms = read + layers + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms;

@@ -315,8 +315,8 @@ static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, json_t
                    "parallel fraction\n", r->name, measured, r->threads);
 }
 
-/* Fills column t of the problem from the profiled device of cluster type t. */
-/* exchange[2]: the rows and bytes of the first exchange read (read_exchange) */
+/* Fills column t of the problem from the profiled device of cluster type t;
+ * exchange[2]: the rows and bytes of the first exchange read (read_exchange). */
 static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c,
                        const hps_profiles *ps, int t, int *batch, double *exchange, hps_error *err)
 {
@@ -360,6 +360,7 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
     if (r->kind == PLAN_CPU && r->threads_given) scale_to_threads(p, t, r, d, file);
     /* absent or null: 0, the copy is not charged */
     p->pcie_bpms[t] = json_number_value(json_object_get(d, "pcie_gbps")) * 1e6;
+    p->reduce_bpms[t] = json_number_value(json_object_get(d, "triad_gbps")) * 1e6;
     /* absent (profiled without --data): the read is not charged */
     if (json_object_get(d, "read_ms") && median_of(d, "read_ms", &p->read_ms[t], ctx, err)) return -1;
     if (read_exchange(d, p, t, &exchange[0], &exchange[1], ctx, err)) return -1;

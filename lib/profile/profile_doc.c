@@ -172,6 +172,11 @@ static void print_device(json_t *dev, FILE *out)
     json_t *e = json_object_get(json_object_get(dev, "energy"), "step_j");
     if (json_is_number(e)) fprintf(out, ", %.3f J/step", json_number_value(e));
     fprintf(out, "\n");
+    if (json_object_get(dev, "read_ms")) fprintf(out, "  read %.3f ms a batch\n", med(dev, "read_ms"));
+    json_t *x = json_object_get(dev, "exchange");
+    if (json_is_object(x))
+        fprintf(out, "  exchange with a server: %.0f rows, %.1f KiB both ways, worker %.3f ms, server %.3f ms\n",
+                num(x, "rows"), num(x, "bytes") / 1024, med(x, "worker_ms"), med(x, "server_ms"));
 }
 
 void hps_profile_print_table(json_t *doc, FILE *out)

@@ -30,7 +30,7 @@ typedef struct {
     int units;
     double predicted_ms; /* per batch, as planned (0: unknown) */
     double servers_ms;   /* what of it is the exchange with the servers (0: none or unknown) */
-    double in_process_ms; /* its time in one process (0: unknown) */
+    double layers_ms;    /* what of it its layers compute (0: unknown) */
     char rows[8];        /* where the plan keeps its embedding rows (plan_rows_names) */
 } hps_train_stage;
 
@@ -151,6 +151,9 @@ typedef struct {
     double step_ms, read_ms, engine_ms;
 } hps_train_summary;
 const hps_train_summary *hps_trainer_summary(const hps_trainer *t);
+/* A measured figure against the plan's: measured / predicted - 1; NAN when
+ * either is unknown (not positive). */
+double hps_train_error(double measured, double predicted);
 hps_table *hps_trainer_table(hps_trainer *t, int layer);
 /* One more record in the metrics (--metrics), if any; takes o. */
 void hps_trainer_record(hps_trainer *t, json_t *o);

@@ -34,16 +34,17 @@ static double stage_busy(hps_trainer *t, int s)
 
 /* The plan prices the plan's ranks, whose workers exchange rows with their
  * servers every step; one process keeps the tables beside it and does no
- * exchange, its stages threads that hand their cuts over in memory, so it
- * is compared with the plan's in-process figures (from a plan before them:
- * less the exchanges). */
+ * exchange, so its samples/s are compared with the plan's in-process figure. */
 static int one_process(const hps_trainer *t) { return !t->dist; }
 
+/* A stage is timed by its layers (stage_busy), so it is compared with what
+ * the plan says they compute; a plan from before that figure: its stage
+ * time (one process: less the exchange). */
 static double predicted_stage_ms(const hps_trainer *t, int s)
 {
     const hps_train_stage *st = &t->plan.stages[s];
-    if (st->predicted_ms <= 0 || !one_process(t)) return st->predicted_ms;
-    return st->in_process_ms > 0 ? st->in_process_ms : st->predicted_ms - st->servers_ms;
+    if (st->layers_ms > 0) return st->layers_ms;
+    return st->predicted_ms > 0 && one_process(t) ? st->predicted_ms - st->servers_ms : st->predicted_ms;
 }
 
 static double predicted_rate(const hps_trainer *t)
@@ -135,8 +136,7 @@ void train_metrics_eval(hps_trainer *t)
     emit(t, o);
 }
 
-/* NAN when either is unknown: measured / predicted - 1. */
-static double rel_error(double measured, double predicted)
+double hps_train_error(double measured, double predicted)
 {
     return predicted > 0 && measured > 0 ? measured / predicted - 1 : NAN;
 }
@@ -159,7 +159,7 @@ static json_t *fidelity(hps_trainer *t)
         json_array_append_new(a, json_pack("{s:i, s:o, s:o, s:o}", "index", i, "measured_ms",
                                            hps_json_real(s->stage_ms[i]), "predicted_ms",
                                            pred > 0 ? hps_json_real(pred) : json_null(), "error",
-                                           hps_json_real(rel_error(s->stage_ms[i], pred))));
+                                           hps_json_real(hps_train_error(s->stage_ms[i], pred))));
     }
     double pred = s->predicted_samples_per_s;
     s->step_ms = s->samples_per_s > 0 ? t->B * 1e3 / s->samples_per_s : NAN;
@@ -168,7 +168,7 @@ static json_t *fidelity(hps_trainer *t)
     return json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "predicted_samples_per_s",
                      pred > 0 ? hps_json_real(pred) : json_null(), "predicted_for", s->predicted_for,
                      "error",
-                     hps_json_real(rel_error(s->samples_per_s, pred)), "step_ms", hps_json_real(s->step_ms),
+                     hps_json_real(hps_train_error(s->samples_per_s, pred)), "step_ms", hps_json_real(s->step_ms),
                      "read_ms", hps_json_real(s->read_ms), "engine_ms", hps_json_real(s->engine_ms),
                      "stages", a);
 }

@@ -73,7 +73,7 @@ int hps_train_plan_load(const char *path, const hps_model *m, hps_train_plan *pl
             s->first = f->first, s->end = f->end, s->units = f->units;
             s->predicted_ms = f->ms_per_batch;
             s->servers_ms = f->servers_ms;
-            s->in_process_ms = f->in_process_ms;
+            s->layers_ms = f->layers_ms;
         }
     }
     plan_file_free(&pf);

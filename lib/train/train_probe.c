@@ -26,10 +26,9 @@ static void samples_init(probe_samples *s, int L, int steps)
     s->read = s->step + steps;
 }
 
-/* `steps` steps from the start of src at the pipeline's current threads. */
+/* `steps` steps on the next batches of src at the pipeline's current threads. */
 static int probe_run(hps_trainer *t, hps_source *src, probe_samples *s, hps_error *err)
 {
-    if (src->seek(src, 0, err)) return -1;
     for (int i = 0; i < s->steps; i++) {
         double r0 = hps_now();
         int got = src->read(src, t->batch, t->B, err);
@@ -99,7 +98,7 @@ json_t *hps_trainer_probe(hps_trainer *t, hps_source *src, long steps, hps_error
     if (hps_source_check(src, t->m, err)) return NULL;
     const int T = t->threads;
     probe_samples *by_k = hps_calloc((size_t)T, sizeof *by_k);
-    int rc = 0;
+    int rc = src->seek(src, 0, err);
     for (int k = 1; k <= T && rc == 0; k++) {
         hps_set_threads(k);
         hps_pipeline_set_threads(t->pipe, k);

@@ -278,6 +278,13 @@ JSON
     run demo -a fixed:cpu-c5
     [ "$status" -eq 1 ]
     [[ "$output" == *"stage 0 ('emb'..'loss') on 'cpu-c5' reaches at most"* ]]
+    # one unit of the only type, and the servers take units of it: no rate
+    # is reachable (it said the stage reached some rate "beside its servers")
+    printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "c", "kind": "cpu",
+        "device": "cpu", "price_per_hour": 1, "max_units": 1, "nic_gbps": 10}], "servers": {"type": "c"}}' > "$TMP/one.json"
+    run plan -q -m $M/demo-ctr.json -c "$TMP/one.json" -p $P/demo-ctr-cpu.json --min-throughput 1
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-plan: error: no plan meets 1 samples/s: stage 0 ('emb'..'loss') on 'c' has no unit beside its 1 server: 'c' has 1 unit, servers included" ]
 }
 
 @test "plan: bad input gives one clear line and status 2" {

@@ -286,6 +286,12 @@ assert with_x["throughput"] < without["throughput"], (with_x, without)
 assert abs(with_x["in_process_throughput"] / without["in_process_throughput"] - 1) < 1e-6, (with_x, without)
 PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
+    # the table shows it beside the read
+    run "$HPS_BIN/hps-profile" show "$TMP/p.json" -f table
+    [[ "$output" == *"  read "*" ms a batch"* ]]
+    [[ "$output" == *"  exchange with a server: "*" rows, "*" KiB both ways, worker "*" ms, server "*" ms"* ]]
+    run "$HPS_BIN/hps-profile" show "$TMP/p0.json" -f table
+    [[ "$output" != *"exchange with a server"* ]]
     run "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/bad.json" -t 1
     [ "$status" -eq 2 ]
     [ "$output" = "hps-plan: error: $TMP/bad.json: device 'cpu:1': exchange: must be an object or null" ]

@@ -309,6 +309,15 @@ PY
     [[ "$output" == *"hps-train: predicted 200000 samples/s for one process, measured "* ]]
     [[ "$output" == *"hps-train:   stage 0: "*" ms per batch computing, predicted 1.000 ("* ]]
     [ "$(json_field "$TMP/x.ndjson" '(d["predicted_samples_per_s"], d["predicted_for"], [s["predicted_ms"] for s in d["stages"]])')" = "(200000.0, 'one process', [1.0, 4.0])" ]
+    # a plan that says what its layers compute: each stage is compared with that
+    python3 -c 'import json, sys; p = json.load(open(sys.argv[1]))
+for s, ms in zip(p["stages"], (0.75, 3.25)): s["layers_ms"] = ms
+json.dump(p, open(sys.argv[1], "w"))' "$TMP/plan.json"
+    run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --model "$MODEL" --data "$DATA/few" --threads 1 --steps 2 \
+        --micro-batches 2 --metrics "$TMP/l.ndjson"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"hps-train:   stage 1: "*" ms per batch computing, predicted 3.250 ("* ]]
+    [ "$(json_field "$TMP/l.ndjson" '[s["predicted_ms"] for s in d["stages"]]')" = "[0.75, 3.25]" ]
     # no plan: nothing predicted, the stage still measured
     run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 --steps 2 --metrics "$TMP/n.ndjson"
     [[ "$output" == *"hps-train:   stage 0: "*" ms per batch computing (no prediction)"* ]]

@@ -77,6 +77,12 @@ static void test_worked_example(void **state)
     NEAR(law.sync_ms, 0.1);
     NEAR(law.fixed_ms, 0.6);
     NEAR(law.scaled_ms, 1.56);
+    p->reduce_bpms[1] = 300e6; /* a triad of 300 GB/s adds the received gradients: 3 P of memory */
+    plan_stage_law(p, 1, 3, 1, &law);
+    NEAR(law.sync_ms, 0.1 + 3 * 2.5e5 / 300e6);
+    NEAR(plan_law_ms(&law, 2), 0.6 + 1.56 / 2 + 0.0025 / 2); /* (2 P / nic + 3 P / triad) (k - 1) / k */
+    p->reduce_bpms[1] = 0;
+    plan_stage_law(p, 1, 3, 1, &law);
     assert_int_equal(plan_provision(p, &law, 1), 1);
 
     int assign[3] = {0, 1, 1};

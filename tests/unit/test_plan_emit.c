@@ -62,6 +62,13 @@ static void test_plan_round_trips(void **state)
         assert_int_equal(pf.stages[s].first, e.stages[s].first);
         assert_int_equal(pf.stages[s].end, e.stages[s].end);
         assert_string_equal(pf.stages[s].rows, plan_rows_names[e.stages[s].law.rows]);
+        /* what the layers compute on each unit: their t1 on the type, split over the units */
+        const plan_stage *st = &e.stages[s];
+        size_t row = (size_t)st->type * (f.p->n_layers + 1);
+        const double *ser = f.p->pre_serial + row, *par = f.p->pre_parallel + row;
+        double layers = ser[st->end] - ser[st->first] + par[st->end] - par[st->first];
+        assert_true(fabs(pf.stages[s].layers_ms - layers / st->units) <= 1e-9 * layers);
+        assert_true(pf.stages[s].layers_ms < pf.stages[s].ms_per_batch);
     }
     char *again = hps_json_text(back);
     assert_string_equal(text, again); /* the same bytes after a read and a write */
