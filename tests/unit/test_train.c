@@ -144,15 +144,20 @@ static void plan_of(const hps_model *m, hps_train_plan *p, const int *cuts, int 
     }
 }
 
-static hps_trainer *trainer(const hps_model *m, const hps_train_plan *p, int micro)
+static hps_trainer *trainer_threads(const hps_model *m, const hps_train_plan *p, int micro, int threads)
 {
     hps_train_opts o = hps_train_opts_default();
     o.micro_batches = micro;
-    o.threads = 1;
+    o.threads = threads;
     hps_error err;
     hps_trainer *t = hps_trainer_create(m, p, &o, &err);
     if (!t) fail_msg("%s", err.msg);
     return t;
+}
+
+static hps_trainer *trainer(const hps_model *m, const hps_train_plan *p, int micro)
+{
+    return trainer_threads(m, p, micro, 1);
 }
 
 /* Loss of each of n steps on the synthetic source. */
@@ -690,11 +695,8 @@ static void test_probe_reads_new_batches(void **state)
     hps_source *src = hps_source_synth(m, 8 * 200, 1, 4);
     hps_train_plan p;
     hps_train_plan_single(m, &p);
-    hps_train_opts o = hps_train_opts_default();
-    o.threads = 2;
+    hps_trainer *t = trainer_threads(m, &p, 1, 2);
     hps_error err;
-    hps_trainer *t = hps_trainer_create(m, &p, &o, &err);
-    assert_non_null(t);
     json_t *doc = hps_trainer_probe(t, src, 3, &err);
     assert_non_null(doc);
     assert_int_equal(src->tell(src), 2 * 3 * t->B); /* 1 thread, then 2: 3 steps each */
