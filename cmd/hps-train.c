@@ -286,6 +286,26 @@ static void print_summary(const hps_trainer *t)
                 s->eval.auc == s->eval.auc ? s->eval.auc : s->eval.accuracy);
 }
 
+/* --probe: the steps timed at each thread count, as one profile; exchange:
+ * with, on a CPU, the step's exchange with a server as hps-profile --data
+ * adds it (its probe runs both ends in one process, which a rank of a
+ * started MPI job cannot). */
+static int probe(const args *a, hps_trainer *t, const hps_model *m, hps_source *src, int exchange,
+                 hps_error *err)
+{
+    json_t *doc = hps_trainer_probe(t, src, a->probe, err);
+    json_t *dev = doc ? json_array_get(json_object_get(doc, "devices"), 0) : NULL;
+    int rc = doc ? 0 : -1;
+    if (exchange && dev && strcmp(json_string_value(json_object_get(dev, "kind")), "cpu") == 0) {
+        json_t *x = hps_dist_probe_exchange(m, src, hps_trainer_batch(t), a->o.threads, (int)a->probe, err);
+        if (x) json_object_set_new(dev, "exchange", x);
+        else rc = -1;
+    }
+    if (rc == 0) rc = hps_json_write(a->output, doc, err);
+    json_decref(doc);
+    return rc;
+}
+
 /* A rank of an mpirun job: its role's work (hps-train(1), DISTRIBUTED). */
 static int train(const args *a, hps_trainer *t, hps_source *src, hps_error *err);
 
@@ -294,7 +314,7 @@ static int train_rank(const args *a, hps_dist *d, const hps_model *m, hps_traine
 {
     /* --probe times one host: the lead's, as one process would; the other
      * ranks have nothing to do */
-    if (a->probe) return hps_dist_is_lead(d) ? train(a, t, src, err) : 0;
+    if (a->probe) return hps_dist_is_lead(d) ? probe(a, t, m, src, 0, err) : 0;
     hps_dist_attach(d, t, m, &a->o);
     hps_source *eval = NULL;
     if (a->eval && hps_dist_is_lead(d) && !(eval = hps_source_shards(a->eval, 1, err))) return -1;
@@ -311,12 +331,6 @@ static int train_rank(const args *a, hps_dist *d, const hps_model *m, hps_traine
 
 static int train(const args *a, hps_trainer *t, hps_source *src, hps_error *err)
 {
-    if (a->probe) {
-        json_t *doc = hps_trainer_probe(t, src, a->probe, err);
-        int rc = doc ? hps_json_write(a->output, doc, err) : -1;
-        json_decref(doc);
-        return rc;
-    }
     hps_source *eval = NULL;
     if (a->eval && !(eval = hps_source_shards(a->eval, 1, err))) return -1;
     int rc = hps_trainer_run(t, src, eval, err);
@@ -393,6 +407,7 @@ int main(int argc, char **argv)
         return err.code;
     }
     if (rc == 0 && server) rc = a.probe ? 0 : hps_dist_serve(d, m, &plan, &a.o, &err);
+    else if (rc == 0 && a.probe && !d) rc = probe(&a, t, m, src, 1, &err);
     else if (rc == 0) rc = d ? train_rank(&a, d, m, t, src, &err) : train(&a, t, src, &err);
     if (rc != 0 && d) hps_dist_abort(d, &err); /* no rank may wait for this one */
     hps_trainer_free(t);

@@ -151,6 +151,7 @@ typedef struct {
     double step_ms, read_ms, engine_ms;
 } hps_train_summary;
 const hps_train_summary *hps_trainer_summary(const hps_trainer *t);
+int hps_trainer_batch(const hps_trainer *t); /* samples a step */
 /* A measured figure against the plan's: measured / predicted - 1; NAN when
  * either is unknown (not positive). */
 double hps_train_error(double measured, double predicted);

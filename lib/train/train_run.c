@@ -587,4 +587,5 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
 }
 
 const hps_train_summary *hps_trainer_summary(const hps_trainer *t) { return &t->sum; }
+int hps_trainer_batch(const hps_trainer *t) { return t->B; }
 hps_table *hps_trainer_table(hps_trainer *t, int layer) { return t->tables[layer]; }

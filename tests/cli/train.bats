@@ -212,6 +212,10 @@ PY
     "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 2 --probe 3 -o "$TMP/probe.json"
     run json_field "$TMP/probe.json" '(d["devices"][0]["id"], d["devices"][0]["probe"], d["devices"][0]["layers"][2]["scaling"]["units"])'
     [ "$output" = "('cpu:2', True, [1, 2])" ]
+    # the step's exchange with a server, as hps-profile --data measures it (it had none)
+    run json_field "$TMP/probe.json" 'sorted(d["devices"][0]["exchange"])'
+    [ "$output" = "['bytes', 'rows', 'server_ms', 'worker_ms']" ]
+    [ "$(json_field "$TMP/probe.json" 'd["devices"][0]["exchange"]["rows"] > 0')" = True ]
     "$HPS_BIN/hps-profile" --merge "$TMP/probe.json" --format table > /dev/null
     python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["devices"][0]["id"]="cpu"; json.dump(p,open(sys.argv[1],"w"))' "$TMP/probe.json"
     "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/probe.json" \
