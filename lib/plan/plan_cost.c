@@ -72,7 +72,7 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
      * writing one */
     double P = p->pre_param[end] - p->pre_param[first];
     law->sync_ms = 2 * P / nic + (p->reduce_bpms[t] > 0 ? 3 * P / p->reduce_bpms[t] : 0);
-    law->hop_ms = p->pre_param[end] > p->pre_param[first] ? 2 * p->nic_ms[t] : 0;
+    law->hop_ms = P > 0 ? 2 * p->nic_ms[t] : 0;
     law->fixed_ms = o + law->sync_ms + law->exchange_ms;
     law->scaled_ms = read + layers + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms;
 }

@@ -259,11 +259,11 @@ static int read_exchange(json_t *d, plan_problem *p, int t, double *rows, double
 }
 
 /* What the profiled exchange sent against what every lookup's row both
- * ways would be (the model's lookups at the profile's batch). */
+ * ways would be (the model's lookups at the profile's batch; after
+ * plan_problem_prepare, whose prefix sums hold them). */
 static void exchange_shares(plan_problem *p, double rows, double bytes)
 {
-    double lookups = 0, row_bytes = 0;
-    for (int l = 0; l < p->n_layers; l++) lookups += p->sparse_rows[l], row_bytes += p->sparse_bytes[l];
+    double lookups = p->pre_rows[p->n_layers], row_bytes = p->pre_sparse[p->n_layers];
     if (!(rows > 0 && bytes > 0 && lookups > 0 && row_bytes > 0)) return;
     p->exchange_rows_share = rows / lookups;
     p->exchange_bytes_share = bytes / (2 * row_bytes);
@@ -427,8 +427,8 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->rows[l] = lc.table_bytes / (m->layers[l].kind == HPS_LAYER_EMBEDDING ? m->layers[l].dim * 4.0 : 1);
     }
     model_cuts(p, m);
-    exchange_shares(p, exchange[0], exchange[1]);
     plan_problem_key_stats(p, m, NULL);
     plan_problem_prepare(p);
+    exchange_shares(p, exchange[0], exchange[1]);
     return p;
 }
