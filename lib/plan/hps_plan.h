@@ -266,6 +266,11 @@ int plan_provision(const plan_problem *p, const plan_law *law, int type);
 int plan_stage_servers(const plan_problem *p, const plan_law *law, double throughput);
 /* Samples/s that n servers carry for the stage (HUGE_VAL when it pulls no rows). */
 double plan_servers_throughput(const plan_problem *p, const plan_law *law, int n);
+/* The units of type x that a stage on type t takes from x's limit with
+ * `units` units and `servers` servers: its own, and on the servers' type its
+ * servers (hps-cluster(5)); plan_take_units adds them to used[] of every type. */
+int plan_units_taken(const plan_problem *p, int t, int units, int servers, int x);
+void plan_take_units(const plan_problem *p, int t, int units, int servers, int *used);
 /* A stage's samples/s on k units: its time, or its servers when they are slower. */
 double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers);
 /* One way to provision a stage: the fewest units and servers that carry a

@@ -157,7 +157,7 @@ int plan_stage_at_level(const plan_problem *p, const plan_law *law, int t, doubl
     o->servers = plan_stage_servers(p, law, level);
     /* servers take units of their type (hps-cluster(5)): a stage on it has the rest */
     if (o->servers < 0) return 0;
-    o->units = fewest_units(p, law, p->max_units[t] - (t == p->server_type ? o->servers : 0), level);
+    o->units = fewest_units(p, law, p->max_units[t] - plan_units_taken(p, t, 0, o->servers, t), level);
     if (!o->units) return 0;
     o->throughput = plan_stage_throughput(p, law, o->units, o->servers);
     return 1;
@@ -210,6 +210,17 @@ int plan_stage_next(const plan_problem *p, const plan_law *law, int t, const pla
         if (next->units != was.units || next->servers != was.servers) return 1;
     }
     return 0;
+}
+
+int plan_units_taken(const plan_problem *p, int t, int units, int servers, int x)
+{
+    return (x == t ? units : 0) + (x == p->server_type ? servers : 0);
+}
+
+void plan_take_units(const plan_problem *p, int t, int units, int servers, int *used)
+{
+    used[t] += units;
+    if (p->server_type >= 0) used[p->server_type] += servers;
 }
 
 double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers)
@@ -312,8 +323,7 @@ static void provision_for_objective(const plan_problem *p, plan_eval *e)
         for (int s = 0; s < S; s++) {
             int t = e->stages[s].type;
             thr = fmin(thr, cur[s].throughput);
-            units[t] += cur[s].units;
-            if (p->server_type >= 0) units[p->server_type] += cur[s].servers;
+            plan_take_units(p, t, cur[s].units, cur[s].servers, units);
             rate += cur[s].units * p->price[t] + cur[s].servers * p->server_price;
             power += cur[s].units * p->power[t] + cur[s].servers * p->server_power;
         }
@@ -338,13 +348,6 @@ done:
         st->ms = plan_law_ms(&st->law, st->units);
         st->throughput = best[s].throughput;
     }
-}
-
-/* A stage's units, and its servers on their type, against the unit limits. */
-static void count_used(const plan_problem *p, const plan_stage *s, int *used)
-{
-    used[s->type] += s->units;
-    if (p->server_type >= 0) used[p->server_type] += s->servers;
 }
 
 void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
@@ -374,7 +377,7 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
     for (int i = 0; i < e->n_stages; i++) {
         plan_stage *s = &e->stages[i];
         e->violation += stage_fill(p, s, i ? e->stages[i - 1].type : -1, level);
-        count_used(p, s, e->used);
+        plan_take_units(p, s->type, s->units, s->servers, e->used);
     }
     for (int t = 0; t < T; t++)
         if (e->used[t] > p->max_units[t])
@@ -395,7 +398,7 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
         }
         e->units[s->type] += s->units;
         e->servers += s->servers;
-        count_used(p, s, e->used);
+        plan_take_units(p, s->type, s->units, s->servers, e->used);
     }
     for (int t = 0; t < T; t++) {
         e->cost_per_hour += e->units[t] * p->price[t];

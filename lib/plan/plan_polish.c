@@ -278,12 +278,12 @@ static const plan_option *limits_stage(const limits_table *lt, int first, int en
  * take units of the servers' type, hps-cluster(5)); -1 past a limit. */
 static long take_units(const plan_problem *p, const long *stride, long u, int t, const plan_option *o)
 {
-    int type[2] = {t, p->server_type}, n[2] = {o->units, o->servers};
+    int type[2] = {t, p->server_type != t ? p->server_type : -1};
     for (int k = 0; k < 2; k++) {
-        int x = type[k];
-        if (x < 0 || !stride[x] || !n[k]) continue;
-        if (u / stride[x] % (p->max_units[x] + 1) + n[k] > p->max_units[x]) return -1;
-        u += n[k] * stride[x];
+        int x = type[k], n = x >= 0 ? plan_units_taken(p, t, o->units, o->servers, x) : 0;
+        if (!n || !stride[x]) continue;
+        if (u / stride[x] % (p->max_units[x] + 1) + n > p->max_units[x]) return -1;
+        u += n * stride[x];
     }
     return u;
 }
@@ -354,8 +354,7 @@ static int limits_dp(const limits_table *lt, double theta, const int *track, int
             int s = was < 0 ? 0 : (int)(was / NU / T);
             for (int l = s; l < e; l++) out[l] = t;
             const plan_option *o = limits_stage(lt, s, e, t);
-            units[t] += o->units;
-            if (p->server_type >= 0) units[p->server_type] += o->servers;
+            plan_take_units(p, t, o->units, o->servers, units);
             at = was;
         }
     }

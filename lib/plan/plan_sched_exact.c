@@ -124,7 +124,7 @@ typedef struct {
  * own, and on the servers' type its servers (hps-cluster(5)). */
 static int takes(const plan_problem *p, const struct stage_opts *so, int q, int t, int u)
 {
-    return (u == t ? so->k[q] : 0) + (u == p->server_type ? so->srv[q] : 0);
+    return plan_units_taken(p, t, so->k[q], so->srv[q], u);
 }
 
 /* The objective of a plan of n stages (at least 1) whose slowest stage or
@@ -575,7 +575,7 @@ static void extend(exact_state *s, int j, int u, int i, int t, const struct stag
         }
         double above = fmin(prev_thr, link_thr);
         for (int o = 0; o < so->n; o++) {
-            int a = ct >= 0 ? takes(p, so, o, t, ct) : 0, b_srv = cs >= 0 ? so->srv[o] : 0;
+            int a = ct >= 0 ? takes(p, so, o, t, ct) : 0, b_srv = cs >= 0 ? takes(p, so, o, t, cs) : 0;
             if ((ct >= 0 && units[ct] + a > p->max_units[ct]) || (cs >= 0 && units[cs] + b_srv > p->max_units[cs]))
                 break; /* units and servers only grow along the list */
             l.units = so->k[o];
@@ -647,8 +647,7 @@ static void trace_back(const exact_state *s, int id, int *assign, int *units)
 {
     memset(units, 0, PLAN_MAX_TYPES * sizeof *units);
     for (; id >= 0; id = s->labels[id].prev) {
-        units[s->labels[id].type] += s->labels[id].units;
-        if (s->p->server_type >= 0) units[s->p->server_type] += s->labels[id].servers;
+        plan_take_units(s->p, s->labels[id].type, s->labels[id].units, s->labels[id].servers, units);
         for (int l = s->labels[id].first; l < s->labels[id].end; l++) assign[l] = s->labels[id].type;
     }
 }

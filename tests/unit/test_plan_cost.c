@@ -785,6 +785,30 @@ static double cut_floats(const char *model, const char *profile, int c)
     return floats;
 }
 
+/* A stage takes its own units from its type's limit, and on the servers'
+ * type its servers too; without a servers' type, only its units. */
+static void test_units_taken_counts_servers_on_their_type(void **state)
+{
+    (void)state;
+    plan_problem *p = plan_problem_new(2, 3);
+    p->server_type = 1;
+    assert_int_equal(plan_units_taken(p, 0, 3, 2, 0), 3);
+    assert_int_equal(plan_units_taken(p, 0, 3, 2, 1), 2);
+    assert_int_equal(plan_units_taken(p, 1, 3, 2, 1), 5);
+    assert_int_equal(plan_units_taken(p, 0, 3, 2, 2), 0);
+    int used[PLAN_MAX_TYPES] = {0};
+    plan_take_units(p, 1, 3, 2, used);
+    plan_take_units(p, 2, 1, 4, used);
+    assert_int_equal(used[0], 0);
+    assert_int_equal(used[1], 9);
+    assert_int_equal(used[2], 1);
+    p->server_type = -1;
+    assert_int_equal(plan_units_taken(p, 1, 3, 2, 1), 3);
+    plan_take_units(p, 1, 3, 2, used);
+    assert_int_equal(used[1], 12);
+    plan_problem_free(p);
+}
+
 static void test_cut_charges_what_is_sent(void **state)
 {
     (void)state;
@@ -829,6 +853,7 @@ int main(void)
         cmocka_unit_test(test_profile_digest_mismatch),
         cmocka_unit_test(test_cpu_units_scale_to_their_threads),
         cmocka_unit_test(test_cut_charges_what_is_sent),
+        cmocka_unit_test(test_units_taken_counts_servers_on_their_type),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
