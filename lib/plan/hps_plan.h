@@ -92,6 +92,10 @@ typedef struct {
     /* per layer x type, [l * n_types + t] */
     double *t1_ms; /* forward + backward of one batch on one unit */
     double *par;   /* fitted parallel fraction a over threads: t(n) = t1 ((1 - a) + a / n) */
+    /* the share f of t1 that fewer samples do not shorten: on b of the
+     * batch's B samples a layer takes t1 (f + (1 - f) b / B) (profile's
+     * batch_scaling; 0 when not measured) */
+    double *fixed;
     unsigned char *fits; /* [l * n_types + t]: 1 when layer l's working set fits one unit of type t */
     /* memory per layer (hps-plan(1), MEMORY): the working set of one unit
      * with the rows on servers, and the embedding tables with AdaGrad's
@@ -149,6 +153,7 @@ typedef struct {
     /* prefix sums per type over layers, [t * (n_layers + 1) + i]; emb_*
      * over the embedding layers alone */
     double *pre_serial, *pre_parallel, *pre_emb_serial, *pre_emb_parallel;
+    double *pre_fixed, *pre_emb_fixed; /* of t1 fixed */
     double *pre_param, *pre_sparse, *pre_rows; /* [i] */
     double *pre_emb_out; /* [i]: the embedding layers' output bytes per batch */
     double *pre_work, *pre_table;   /* [i] */
@@ -224,6 +229,7 @@ typedef struct {
     double hop_ms;      /* the ring allreduce's 2 (k - 1) messages, per unit past the first */
     double compute_ms;  /* on one unit, overhead included */
     double layers_ms;   /* of it the layers alone (what hps-train times a stage by) */
+    double layers_fixed_ms; /* of those what each unit takes whole (plan_problem.fixed) */
     double boundary_ms; /* activations in and out, and their gradients, on one unit */
     double ps_ms;       /* embedding rows pulled and gradients pushed, on one unit */
     /* the step's two round trips to the servers, in series with it: the
@@ -254,6 +260,8 @@ double plan_law_servers_ms(const plan_law *law, int units);
  * servers, and its cuts cost nothing, its stages being threads that share
  * the micro-batches' buffers. */
 double plan_law_in_process_ms(const plan_law *law, int units);
+/* Of a stage's time on each of its units, what its layers compute. */
+double plan_law_layers_ms(const plan_law *law, int units);
 /* The units within max that make the stage fastest (1 when more never help). */
 int plan_law_best_units(const plan_law *law, int max);
 /* The fewest units meeting the limit (plan_stage_at_level at the limit), or

@@ -4,7 +4,8 @@
  * A stage runs layers [first, end) data-parallel on k units of one type.  Its
  * time per batch is fixed_ms + scaled_ms / k: each unit reads and computes
  * B / k samples, so the read and the layers' t1 divide by k, the per-step
- * overhead does not;
+ * overhead and the layers' fixed share (what fewer samples do not shorten)
+ * do not;
  * the bytes sent at its cuts (activations and
  * labels forward, gradients back) and the embedding traffic are split over
  * the k units' NICs; the ring allreduce of the dense gradients sends
@@ -40,12 +41,17 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
 {
     int L = p->n_layers;
     const double *s = p->pre_serial + (size_t)t * (L + 1), *q = p->pre_parallel + (size_t)t * (L + 1);
-    /* k data-parallel units each take B / k samples, so all of the layers'
-     * time divides by k; the parallel fraction a is for threads within one
+    /* k data-parallel units each take B / k samples, so the layers' time
+     * divides by k but for its fixed share (calls, launches, a matrix
+     * product's ramp-up: what fewer samples do not shorten), which each
+     * unit takes whole; the parallel fraction a is for threads within one
      * unit (scale_to_threads), not for units.  The engine's per-step work
      * (the optimizers over every parameter, the step's hand-offs) runs on
      * each unit whole. */
     double layers = s[end] - s[first] + q[end] - q[first];
+    /* what of them each unit takes whole, on however few samples */
+    const double *f = p->pre_fixed + (size_t)t * (L + 1);
+    double fixed = f[end] - f[first];
     double cuts = (first > 0 ? p->cut_bytes[first] : 0) + (end < L ? p->cut_bytes[end] : 0);
     double nic = p->nic_bpms[t];
     plan_stage_memory(p, first, end, t, law);
@@ -55,6 +61,8 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
         size_t g = (size_t)t * (L + 1), c = (size_t)h * (L + 1);
         layers += es[c + end] - es[c + first] + eq[c + end] - eq[c + first];
         layers -= es[g + end] - es[g + first] + eq[g + end] - eq[g + first];
+        const double *ef = p->pre_emb_fixed;
+        fixed += ef[c + end] - ef[c + first] - (ef[g + end] - ef[g + first]);
         /* their pooled outputs over PCIe to the GPU, the gradients back */
         if (p->pcie_bpms[t] > 0) layers += 2 * (p->pre_emb_out[end] - p->pre_emb_out[first]) / p->pcie_bpms[t];
     }
@@ -64,6 +72,7 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
     double o = p->overhead_ms[t], read = first == 0 ? p->read_ms[t] : 0;
     law->compute_ms = o + read + layers;
     law->layers_ms = layers;
+    law->layers_fixed_ms = fixed;
     law->boundary_ms = cuts / nic;
     law->ps_ms = law->server_bytes / nic; /* what a cache or HBM does not serve */
     stage_exchange(p, t, law);
@@ -73,11 +82,16 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
     double P = p->pre_param[end] - p->pre_param[first];
     law->sync_ms = 2 * P / nic + (p->reduce_bpms[t] > 0 ? 3 * P / p->reduce_bpms[t] : 0);
     law->hop_ms = P > 0 ? 2 * p->nic_ms[t] : 0;
-    law->fixed_ms = o + law->sync_ms + law->exchange_ms;
-    law->scaled_ms = read + layers + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms;
+    law->fixed_ms = o + fixed + law->sync_ms + law->exchange_ms;
+    law->scaled_ms = read + layers - fixed + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms;
 }
 
 static double throughput_of(const plan_problem *p, double ms);
+
+double plan_law_layers_ms(const plan_law *law, int units)
+{
+    return law->layers_fixed_ms + (law->layers_ms - law->layers_fixed_ms) / units;
+}
 
 double plan_law_servers_ms(const plan_law *law, int units)
 {

@@ -49,7 +49,7 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
     json_object_set_new(o, "ms_per_batch", hps_json_real(st->ms));
     json_object_set_new(o, "servers_ms", hps_json_real(plan_law_servers_ms(&st->law, st->units)));
     json_object_set_new(o, "in_process_ms", hps_json_real(plan_law_in_process_ms(&st->law, st->units)));
-    json_object_set_new(o, "layers_ms", hps_json_real(st->law.layers_ms / st->units));
+    json_object_set_new(o, "layers_ms", hps_json_real(plan_law_layers_ms(&st->law, st->units)));
     json_object_set_new(o, "throughput", hps_json_real(st->throughput));
     /* what hps-train sends across the stage's cuts a batch, both ways */
     json_object_set_new(o, "bytes_in", hps_json_real(st->first ? p->cut_bytes[st->first] : 0));

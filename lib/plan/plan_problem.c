@@ -120,6 +120,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->sparse_rows = hps_calloc(L, sizeof(double));
     p->t1_ms = hps_calloc(LT, sizeof(double));
     p->par = hps_calloc(LT, sizeof(double));
+    p->fixed = hps_calloc(LT, sizeof(double));
     p->fits = hps_malloc(LT);
     memset(p->fits, 1, LT);
     p->work_bytes = hps_calloc(L, sizeof(double));
@@ -137,6 +138,8 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->pre_parallel = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->pre_emb_serial = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->pre_emb_parallel = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
+    p->pre_fixed = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
+    p->pre_emb_fixed = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->host_type = -1;
     p->pre_param = hps_calloc(L + 1, sizeof(double));
     p->pre_sparse = hps_calloc(L + 1, sizeof(double));
@@ -155,14 +158,17 @@ void plan_problem_prepare(plan_problem *p)
     for (int t = 0; t < T; t++) {
         double *s = p->pre_serial + (size_t)t * (L + 1), *q = p->pre_parallel + (size_t)t * (L + 1);
         double *es = p->pre_emb_serial + (size_t)t * (L + 1), *eq = p->pre_emb_parallel + (size_t)t * (L + 1);
-        s[0] = q[0] = es[0] = eq[0] = 0;
+        double *f = p->pre_fixed + (size_t)t * (L + 1), *ef = p->pre_emb_fixed + (size_t)t * (L + 1);
+        s[0] = q[0] = es[0] = eq[0] = f[0] = ef[0] = 0;
         for (int l = 0; l < L; l++) {
-            double t1 = p->t1_ms[l * T + t], a = p->par[l * T + t];
+            double t1 = p->t1_ms[l * T + t], a = p->par[l * T + t], x = t1 * p->fixed[l * T + t];
             int emb = p->kind[l] == HPS_LAYER_EMBEDDING;
             s[l + 1] = s[l] + t1 * (1 - a);
             q[l + 1] = q[l] + t1 * a;
             es[l + 1] = es[l] + emb * t1 * (1 - a);
             eq[l + 1] = eq[l] + emb * t1 * a;
+            f[l + 1] = f[l] + x;
+            ef[l + 1] = ef[l] + emb * x;
         }
     }
     p->pre_param[0] = p->pre_sparse[0] = p->pre_rows[0] = p->pre_work[0] = p->pre_table[0] = 0;
@@ -208,6 +214,7 @@ void plan_problem_free(plan_problem *p)
     free(p->sparse_rows);
     free(p->t1_ms);
     free(p->par);
+    free(p->fixed);
     free(p->fits);
     free(p->work_bytes);
     free(p->table_bytes);
@@ -218,6 +225,8 @@ void plan_problem_free(plan_problem *p)
     free(p->pre_parallel);
     free(p->pre_emb_serial);
     free(p->pre_emb_parallel);
+    free(p->pre_fixed);
+    free(p->pre_emb_fixed);
     free(p->pre_param);
     free(p->pre_sparse);
     free(p->pre_rows);
@@ -269,8 +278,10 @@ static void exchange_shares(plan_problem *p, double rows, double bytes)
     p->exchange_bytes_share = bytes / (2 * row_bytes);
 }
 
-/* One layer entry of a device: time of a batch on one unit and the parallel fraction. */
-static int read_layer(json_t *dl, const hps_model *m, int l, double *t1, double *a,
+/* One layer entry of a device: time of a batch on one unit, the parallel
+ * fraction, and the share of the time that fewer samples do not shorten
+ * (0 when the profile has no batch_scaling). */
+static int read_layer(json_t *dl, const hps_model *m, int l, double *t1, double *a, double *fixed,
                       const char *dctx, hps_error *err)
 {
     char ctx[640];
@@ -290,7 +301,12 @@ static int read_layer(json_t *dl, const hps_model *m, int l, double *t1, double 
     snprintf(sctx, sizeof sctx, "%.640s: scaling", ctx);
     if (hps_json_num(sc, "parallel_fraction", HPS_REQUIRED, 0, 1, a, sctx, err)) return -1;
     *t1 = fwd + bwd;
-    return 0;
+    *fixed = 0;
+    json_t *bs = json_object_get(dl, "batch_scaling");
+    if (!bs) return 0;
+    if (!json_is_object(bs)) return hps_fail(err, HPS_EXIT_USAGE, "%s: batch_scaling must be an object", ctx);
+    snprintf(sctx, sizeof sctx, "%.640s: batch_scaling", ctx);
+    return hps_json_num(bs, "fixed_fraction", HPS_REQUIRED, 0, 1, fixed, sctx, err);
 }
 
 /* A CPU unit of n threads, profiled on p: each layer's time scales by
@@ -355,7 +371,7 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
                         m->n_layers);
     for (int l = 0; l < m->n_layers; l++)
         if (read_layer(json_array_get(layers, l), m, l, &p->t1_ms[l * p->n_types + t],
-                       &p->par[l * p->n_types + t], ctx, err))
+                       &p->par[l * p->n_types + t], &p->fixed[l * p->n_types + t], ctx, err))
             return -1;
     if (r->kind == PLAN_CPU && r->threads_given) scale_to_threads(p, t, r, d, file);
     /* absent or null: 0, the copy is not charged */

@@ -153,19 +153,21 @@ static void print_device(json_t *dev, FILE *out)
             (long long)json_integer_value(json_object_get(dev, "threads")));
     fprintf(out, "  sgemm %.1f GFLOP/s, triad %.1f GB/s, gather %.1f Mrows/s\n",
             num(dev, "sgemm_gflops"), num(dev, "triad_gbps"), num(dev, "gather_mrows_per_s"));
-    fprintf(out, "  %-3s %-16s %-15s %10s %10s %9s %10s %10s %10s %6s\n", "#", "layer", "type",
-            "fwd ms", "bwd ms", "GFLOP", "in KiB", "out KiB", "param KiB", "a");
+    fprintf(out, "  %-3s %-16s %-15s %10s %10s %9s %10s %10s %10s %6s %6s\n", "#", "layer", "type",
+            "fwd ms", "bwd ms", "GFLOP", "in KiB", "out KiB", "param KiB", "a", "f");
     size_t i;
     json_t *L;
     json_array_foreach(json_object_get(dev, "layers"), i, L) {
         json_t *a = json_object_get(json_object_get(L, "scaling"), "parallel_fraction");
-        fprintf(out, "  %-3zu %-16.16s %-15s %10.3f %10.3f %9.3f %10.1f %10.1f %10.1f %6.2f\n", i,
+        json_t *f = json_object_get(json_object_get(L, "batch_scaling"), "fixed_fraction");
+        fprintf(out, "  %-3zu %-16.16s %-15s %10.3f %10.3f %9.3f %10.1f %10.1f %10.1f %6.2f %6.2f\n", i,
                 json_string_value(json_object_get(L, "name")),
                 json_string_value(json_object_get(L, "type")), med(L, "forward_ms"),
                 med(L, "backward_ms"),
                 (num(L, "flops_forward") + num(L, "flops_backward")) / 1e9,
                 num(L, "bytes_in") / 1024, num(L, "bytes_out") / 1024,
-                num(L, "param_bytes") / 1024, json_is_number(a) ? json_number_value(a) : 0.0);
+                num(L, "param_bytes") / 1024, json_is_number(a) ? json_number_value(a) : 0.0,
+                json_is_number(f) ? json_number_value(f) : 0.0);
     }
     fprintf(out, "  overhead %.3f ms, layers + overhead %.3f ms, whole step %.3f ms",
             med(dev, "overhead_ms"), num(dev, "layers_sum_ms"), med(dev, "step_ms"));

@@ -133,10 +133,29 @@ static double estimate_pass(json_t *ref_layer, json_t *ref, const device_spec *s
     return (roof / e + kernels(type, backward) * s->launch_us * 1e-6) * 1e3;
 }
 
+/* The share of a layer's time that half the samples do not halve
+ * (hps-profile(5), batch_scaling): on a GPU the device model's own (its
+ * launches and a matrix product's ramp-up), on a CPU the reference's. */
+static double fixed_fraction(json_t *ref_layer, const device_spec *s, double full_ms)
+{
+    if (!is_gpu(s)) return num(json_object_get(ref_layer, "batch_scaling"), "fixed_fraction");
+    static const char *const with_samples[] = {"flops_forward", "flops_backward", "bytes_in", "bytes_out",
+                                               "sparse_bytes"};
+    json_t *half = json_deep_copy(ref_layer);
+    for (size_t k = 0; k < sizeof with_samples / sizeof *with_samples; k++)
+        json_object_set_new(half, with_samples[k], json_real(num(ref_layer, with_samples[k]) / 2));
+    double half_ms = gpu_pass_ms(half, s, 0) + gpu_pass_ms(half, s, 1);
+    json_decref(half);
+    double f = full_ms > 0 ? (2 * half_ms - full_ms) / full_ms : 0;
+    return f < 0 ? 0 : f > 1 ? 1 : f;
+}
+
 static json_t *estimate_layer(json_t *ref_layer, json_t *ref, const device_spec *s, double *sum_ms)
 {
     json_t *L = json_deep_copy(ref_layer);
     double f = estimate_pass(ref_layer, ref, s, 0), b = estimate_pass(ref_layer, ref, s, 1);
+    json_object_set_new(L, "batch_scaling",
+                        json_pack("{s:o}", "fixed_fraction", hps_json_real(fixed_fraction(ref_layer, s, f + b))));
     *sum_ms += f + b;
     json_object_set_new(L, "forward_ms", timing(f));
     json_object_set_new(L, "backward_ms", timing(b));

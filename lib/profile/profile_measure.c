@@ -54,6 +54,7 @@ static void samples_free(samples *s)
 typedef struct {
     hps_net *net;
     const hps_batch *batch;
+    int rows; /* of the batch, loaded each step */
     hps_optim opt;
     hps_energy *energy;
 } bench;
@@ -80,7 +81,7 @@ static void layered_step(bench *b, samples *s, int rep)
     hps_net *net = b->net;
     const int L = net->model->n_layers;
     double sec, j, t0 = hps_now();
-    hps_net_load_batch(net, b->batch);
+    HPS_CHECK(hps_net_load_range(net, b->batch, 0, b->rows) == 0);
     net->be->memzero(net->grads, net->model->n_params * sizeof(float));
     net->be->sync();
     double overhead = hps_now() - t0;
@@ -218,6 +219,37 @@ static void warn_unreliable_scaling(const hps_model *m, const char *id, const sa
                    "more threads, %d spread over %.0f%% (a busy machine?); hps-plan scales CPU "
                    "units by these fractions\n",
                 hps_progname(), id, zero, fc, spread, HPS_SCALING_SPREAD_BOUND * 100);
+}
+
+/* ---- the batch --------------------------------------------------------------- */
+
+/* Median forward+backward ms of every layer on half the batch's samples. */
+static double *half_batch_ms(bench *b, const hps_profile_opts *o)
+{
+    const int L = b->net->model->n_layers, reps = o->reps > 6 ? o->reps / 2 : 3;
+    double *ms = hps_calloc((size_t)L, sizeof *ms), *both = hps_malloc((size_t)reps * sizeof *both);
+    b->rows = b->batch->B / 2;
+    samples *s = measure(b, reps, 1, 0);
+    b->rows = b->batch->B;
+    for (int l = 0; l < L; l++) {
+        for (int i = 0; i < reps; i++) both[i] = s->fwd[l * reps + i] + s->bwd[l * reps + i];
+        ms[l] = hps_median(both, reps) * 1e3;
+    }
+    samples_free(s);
+    free(both);
+    return ms;
+}
+
+/* A layer's time at B and B / 2 samples: the share f of its time at B that
+ * fewer samples do not shorten (calls, launches, a matrix product's
+ * ramp-up), from t(b) = t(B) (f + (1 - f) b / B) through both, within
+ * [0, 1].  hps-plan charges it to every data-parallel unit whole. */
+static json_t *batch_scaling_json(int batch, double full_ms, double half_ms)
+{
+    double f = full_ms > 0 ? (2 * half_ms - full_ms) / full_ms : 0;
+    f = f < 0 ? 0 : f > 1 ? 1 : f;
+    return json_pack("{s:[i, i], s:[o, o], s:o}", "samples", batch, batch / 2, "ms", hps_json_real(full_ms),
+                     hps_json_real(half_ms), "fixed_fraction", hps_json_real(f));
 }
 
 /* ---- JSON -------------------------------------------------------------------- */
@@ -374,7 +406,7 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
     char reason[256] = "not requested (use --energy)";
     hps_energy *energy = o->energy ? hps_energy_open(dev, reason, sizeof reason) : NULL;
     bench b = {.net = hps_net_create(m, be, batch, cap),
-               .batch = hps_batch_synth(m, batch, o->seed), .opt = hps_optim_default(),
+               .batch = hps_batch_synth(m, batch, o->seed), .rows = batch, .opt = hps_optim_default(),
                .energy = energy};
     hps_net_init(b.net, o->seed);
     progress(o, dev->id, "layers");
@@ -384,14 +416,19 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
     double *scale = units > 1 ? scaling_ms(&b, units, o) : NULL;
     hps_set_threads(threads);
     if (scale) warn_unreliable_scaling(m, dev->id, s, scale, units);
+    progress(o, dev->id, "half batch");
+    double *half = batch >= 2 ? half_batch_ms(&b, o) : NULL;
     json_t *layers = json_array();
     for (int l = 0; l < L; l++) {
         double one[1] = {(hps_median(s->fwd + l * s->reps, s->reps) +
                           hps_median(s->bwd + l * s->reps, s->reps)) * 1e3};
         json_t *sc = hps_profile_scaling_json(scale ? scale + (size_t)l * units : one, units,
                                   dev->kind == HPS_DEVICE_CUDA);
-        json_array_append_new(layers, layer_json(m, l, batch, s, sc, energy != NULL));
+        json_t *layer = layer_json(m, l, batch, s, sc, energy != NULL);
+        if (half) json_object_set_new(layer, "batch_scaling", batch_scaling_json(batch, one[0], half[l]));
+        json_array_append_new(layers, layer);
     }
+    free(half);
     json_object_set_new(out, "layers", layers);
     json_object_set_new(out, "overhead_ms", hps_profile_timing_json(s->overhead, s->reps));
     json_object_set_new(out, "step_ms", hps_profile_timing_json(s->step, s->reps));

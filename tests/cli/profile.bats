@@ -170,6 +170,48 @@ for l in d["layers"]:
     [[ "$output" == *"b.json: profiles model 'two-tables' (batch 16), but "*"a.json profiles 'tiny' (batch 8)" ]]
 }
 
+@test "profile: a layer's time on half the batch gives its fixed share; hps-plan charges it to every unit whole" {
+    local M="$TESTDATA/models/mlp-784.json"
+    "$HPS_BIN/hps-profile" -q -m "$M" -d cpu:1 --reps 4 --warmup 1 -o "$TMP/p.json"
+    printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
+        "device": "cpu:1", "price_per_hour": 1, "max_units": 4, "nic_gbps": 1000}]}' > "$TMP/c.json"
+    python3 - "$TMP/p.json" "$TMP/p0.json" "$TMP/bad.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+for l in p["devices"][0]["layers"]:
+    b = l["batch_scaling"]
+    t = l["forward_ms"]["median"] + l["backward_ms"]["median"]
+    assert b["samples"] == [256, 128] and abs(b["ms"][0] - t) < 1e-6, (l["name"], b, t)
+    f = min(1, max(0, (2 * b["ms"][1] - b["ms"][0]) / b["ms"][0]))
+    assert abs(b["fixed_fraction"] - f) < 1e-6, (l["name"], b)
+for l in p["devices"][0]["layers"]:
+    del l["batch_scaling"]
+json.dump(p, open(sys.argv[2], "w"))
+p["devices"][0]["layers"][1]["batch_scaling"] = {"fixed_fraction": 1.5}
+json.dump(p, open(sys.argv[3], "w"))
+PY
+    for prof in p p0; do
+        "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/$prof.json" -t 1 -a fixed:a --objective time \
+            -o "$TMP/plan-$prof.json"
+    done
+    run python3 - "$TMP/p.json" "$TMP/plan-p.json" "$TMP/plan-p0.json" <<'PY'
+import json, sys
+layers = json.load(open(sys.argv[1]))["devices"][0]["layers"]
+(s,), (s0,) = (json.load(open(f))["stages"] for f in sys.argv[2:])
+t1 = sum(l["forward_ms"]["median"] + l["backward_ms"]["median"] for l in layers)
+fixed = sum(l["batch_scaling"]["fixed_fraction"] * (l["forward_ms"]["median"] + l["backward_ms"]["median"])
+            for l in layers)
+assert 0 < fixed < t1, (fixed, t1)
+# each unit computes its B / k samples, but the fixed share whole
+assert abs(s["layers_ms"] - (fixed + (t1 - fixed) / s["units"])) < 1e-6, (s, fixed, t1)
+assert abs(s0["layers_ms"] - t1 / s0["units"]) < 1e-6, (s0, t1)
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    run "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/bad.json" -t 1
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-plan: error: $TMP/bad.json: device 'cpu:1': layer 1 'fc1': batch_scaling: fixed_fraction=1.5 must be in [0, 1]" ] || { echo "$output"; false; }
+}
+
 @test "profile: --estimate adds a GPU marked estimated, faster where the roofline says so" {
     "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" $FAST \
         --estimate "$TESTDATA/devices/gpu-a100.json" --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"

@@ -129,6 +129,29 @@ static void test_worked_example(void **state)
     plan_problem_free(p);
 }
 
+/* hps-plan(1) COST MODEL, the worked example with fc1's fixed share f =
+ * 0.2 on the gpu: each unit takes it whole. */
+static void test_worked_example_fixed_share(void **state)
+{
+    (void)state;
+    plan_problem *p = worked_example();
+    p->fixed[1 * 2 + 1] = 0.2;
+    plan_problem_prepare(p);
+    plan_law law;
+    plan_stage_law(p, 1, 3, 1, &law); /* fc1, loss on gpu */
+    NEAR(law.fixed_ms, 0.8);
+    NEAR(law.scaled_ms, 1.36);
+    NEAR(plan_law_ms(&law, 1), 2.16); /* one unit: as without */
+    NEAR(plan_law_ms(&law, 2), 1.48);
+    NEAR(plan_law_layers_ms(&law, 2), 0.85);
+    p->fixed[1 * 2 + 1] = 0;
+    plan_problem_prepare(p);
+    plan_stage_law(p, 1, 3, 1, &law);
+    NEAR(plan_law_ms(&law, 2), 1.38);
+    NEAR(plan_law_layers_ms(&law, 2), 0.75);
+    plan_problem_free(p);
+}
+
 /* hps-plan(1) COST MODEL, the worked example with a latency of 10 us per
  * message between gpu units, and with emb on the gpu, its rows on the
  * servers: hps-train runs it on the host CPU (the cpu type's times). */
@@ -835,6 +858,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_example),
+        cmocka_unit_test(test_worked_example_fixed_share),
         cmocka_unit_test(test_worked_example_latency_and_host),
         cmocka_unit_test(test_worked_example_exchange),
         cmocka_unit_test(test_gpu_estimate_ignores_cpu_noise),
