@@ -278,10 +278,38 @@ static void exchange_shares(plan_problem *p, double rows, double bytes)
     p->exchange_bytes_share = bytes / (2 * row_bytes);
 }
 
+/* A layer's batch_scaling (hps-profile(5)): the share of its time that
+ * fewer samples do not shorten, measured at the most threads up to
+ * `threads` (else the fewest); 0 when the profile has none. */
+static int read_fixed(json_t *dl, int threads, double *fixed, const char *ctx, hps_error *err)
+{
+    json_t *bs = json_object_get(dl, "batch_scaling");
+    *fixed = 0;
+    if (!bs) return 0;
+    char bctx[700];
+    snprintf(bctx, sizeof bctx, "%.640s: batch_scaling", ctx);
+    if (!json_is_object(bs)) return hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object", bctx);
+    json_t *units = json_object_get(bs, "units"), *f = json_object_get(bs, "fixed_fraction");
+    size_t n = json_array_size(units);
+    if (!json_is_array(units) || !json_is_array(f) || n < 1 || json_array_size(f) != n)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: units and fixed_fraction must be arrays of one length", bctx);
+    size_t pick = 0;
+    for (size_t i = 0; i < n; i++) {
+        json_t *u = json_array_get(units, i), *x = json_array_get(f, i);
+        if (!json_is_integer(u) || json_integer_value(u) < 1)
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: units[%zu] must be an integer >= 1", bctx, i);
+        if (!json_is_number(x) || !(json_number_value(x) >= 0 && json_number_value(x) <= 1))
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: fixed_fraction[%zu] must be a number in [0, 1]", bctx, i);
+        if (json_integer_value(u) <= threads) pick = i;
+    }
+    *fixed = json_number_value(json_array_get(f, pick));
+    return 0;
+}
+
 /* One layer entry of a device: time of a batch on one unit, the parallel
- * fraction, and the share of the time that fewer samples do not shorten
- * (0 when the profile has no batch_scaling). */
-static int read_layer(json_t *dl, const hps_model *m, int l, double *t1, double *a, double *fixed,
+ * fraction, and (read_fixed) the share of the time that fewer samples do
+ * not shorten on a unit of `threads`. */
+static int read_layer(json_t *dl, const hps_model *m, int l, int threads, double *t1, double *a, double *fixed,
                       const char *dctx, hps_error *err)
 {
     char ctx[640];
@@ -301,12 +329,7 @@ static int read_layer(json_t *dl, const hps_model *m, int l, double *t1, double 
     snprintf(sctx, sizeof sctx, "%.640s: scaling", ctx);
     if (hps_json_num(sc, "parallel_fraction", HPS_REQUIRED, 0, 1, a, sctx, err)) return -1;
     *t1 = fwd + bwd;
-    *fixed = 0;
-    json_t *bs = json_object_get(dl, "batch_scaling");
-    if (!bs) return 0;
-    if (!json_is_object(bs)) return hps_fail(err, HPS_EXIT_USAGE, "%s: batch_scaling must be an object", ctx);
-    snprintf(sctx, sizeof sctx, "%.640s: batch_scaling", ctx);
-    return hps_json_num(bs, "fixed_fraction", HPS_REQUIRED, 0, 1, fixed, sctx, err);
+    return read_fixed(dl, threads, fixed, ctx, err);
 }
 
 /* A CPU unit of n threads, profiled on p: each layer's time scales by
@@ -369,8 +392,11 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
     if (!json_is_array(layers) || (int)json_array_size(layers) != m->n_layers)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: layers must hold the model's %d layers", ctx,
                         m->n_layers);
+    /* a unit's threads: the type's, else those it was profiled on (0 for a GPU: the first entry) */
+    int threads = r->kind == PLAN_CPU && r->threads_given ? r->threads
+                                                          : (int)json_integer_value(json_object_get(d, "threads"));
     for (int l = 0; l < m->n_layers; l++)
-        if (read_layer(json_array_get(layers, l), m, l, &p->t1_ms[l * p->n_types + t],
+        if (read_layer(json_array_get(layers, l), m, l, threads, &p->t1_ms[l * p->n_types + t],
                        &p->par[l * p->n_types + t], &p->fixed[l * p->n_types + t], ctx, err))
             return -1;
     if (r->kind == PLAN_CPU && r->threads_given) scale_to_threads(p, t, r, d, file);

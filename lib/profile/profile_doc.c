@@ -159,7 +159,9 @@ static void print_device(json_t *dev, FILE *out)
     json_t *L;
     json_array_foreach(json_object_get(dev, "layers"), i, L) {
         json_t *a = json_object_get(json_object_get(L, "scaling"), "parallel_fraction");
-        json_t *f = json_object_get(json_object_get(L, "batch_scaling"), "fixed_fraction");
+        /* at the device's threads: the last measured */
+        json_t *fs = json_object_get(json_object_get(L, "batch_scaling"), "fixed_fraction");
+        json_t *f = json_array_get(fs, json_array_size(fs) - 1);
         fprintf(out, "  %-3zu %-16.16s %-15s %10.3f %10.3f %9.3f %10.1f %10.1f %10.1f %6.2f %6.2f\n", i,
                 json_string_value(json_object_get(L, "name")),
                 json_string_value(json_object_get(L, "type")), med(L, "forward_ms"),

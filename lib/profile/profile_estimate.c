@@ -133,12 +133,17 @@ static double estimate_pass(json_t *ref_layer, json_t *ref, const device_spec *s
     return (roof / e + kernels(type, backward) * s->launch_us * 1e-6) * 1e3;
 }
 
-/* The share of a layer's time that half the samples do not halve
- * (hps-profile(5), batch_scaling): on a GPU the device model's own (its
- * launches and a matrix product's ramp-up), on a CPU the reference's. */
-static double fixed_fraction(json_t *ref_layer, const device_spec *s, double full_ms)
+/* The batch_scaling of an estimated layer (hps-profile(5)): the share of
+ * its time that half the samples do not halve, on a GPU the device model's
+ * own (its launches and a matrix product's ramp-up), on a CPU the
+ * reference's at each thread count. */
+static json_t *estimate_batch_scaling(json_t *ref_layer, const device_spec *s, double full_ms)
 {
-    if (!is_gpu(s)) return num(json_object_get(ref_layer, "batch_scaling"), "fixed_fraction");
+    json_t *ref = json_object_get(ref_layer, "batch_scaling");
+    if (!is_gpu(s))
+        return ref ? json_pack("{s:O, s:O}", "units", json_object_get(ref, "units"), "fixed_fraction",
+                               json_object_get(ref, "fixed_fraction"))
+                   : json_pack("{s:[i], s:[i]}", "units", 1, "fixed_fraction", 0);
     static const char *const with_samples[] = {"flops_forward", "flops_backward", "bytes_in", "bytes_out",
                                                "sparse_bytes"};
     json_t *half = json_deep_copy(ref_layer);
@@ -147,15 +152,14 @@ static double fixed_fraction(json_t *ref_layer, const device_spec *s, double ful
     double half_ms = gpu_pass_ms(half, s, 0) + gpu_pass_ms(half, s, 1);
     json_decref(half);
     double f = full_ms > 0 ? (2 * half_ms - full_ms) / full_ms : 0;
-    return f < 0 ? 0 : f > 1 ? 1 : f;
+    return json_pack("{s:[i], s:[o]}", "units", 1, "fixed_fraction", hps_json_real(f < 0 ? 0 : f > 1 ? 1 : f));
 }
 
 static json_t *estimate_layer(json_t *ref_layer, json_t *ref, const device_spec *s, double *sum_ms)
 {
     json_t *L = json_deep_copy(ref_layer);
     double f = estimate_pass(ref_layer, ref, s, 0), b = estimate_pass(ref_layer, ref, s, 1);
-    json_object_set_new(L, "batch_scaling",
-                        json_pack("{s:o}", "fixed_fraction", hps_json_real(fixed_fraction(ref_layer, s, f + b))));
+    json_object_set_new(L, "batch_scaling", estimate_batch_scaling(ref_layer, s, f + b));
     *sum_ms += f + b;
     json_object_set_new(L, "forward_ms", timing(f));
     json_object_set_new(L, "backward_ms", timing(b));

@@ -151,21 +151,24 @@ static double sum(const double *v, int n)
 
 /* ---- scaling ------------------------------------------------------------------- */
 
-/* Median forward+backward ms of every layer at 1..threads threads: [layer][k-1]. */
-static double *scaling_ms(bench *b, int threads, const hps_profile_opts *o)
+/* Median forward+backward ms of every layer on the batch's first `rows`
+ * samples at each of n thread counts: [layer][i]. */
+static double *layer_ms(bench *b, const int *threads, int n, int rows, const hps_profile_opts *o)
 {
     const int L = b->net->model->n_layers, reps = o->reps > 6 ? o->reps / 2 : 3;
-    double *ms = hps_calloc((size_t)L * threads, sizeof *ms);
+    double *ms = hps_calloc((size_t)L * n, sizeof *ms);
     double *both = hps_malloc((size_t)reps * sizeof *both);
-    for (int k = 1; k <= threads; k++) {
-        hps_set_threads(k);
+    b->rows = rows;
+    for (int k = 0; k < n; k++) {
+        hps_set_threads(threads[k]);
         samples *s = measure(b, reps, 1, 0);
         for (int l = 0; l < L; l++) {
             for (int i = 0; i < reps; i++) both[i] = s->fwd[l * reps + i] + s->bwd[l * reps + i];
-            ms[l * threads + k - 1] = hps_median(both, reps) * 1e3;
+            ms[l * n + k] = hps_median(both, reps) * 1e3;
         }
         samples_free(s);
     }
+    b->rows = b->batch->B;
     free(both);
     return ms;
 }
@@ -223,33 +226,23 @@ static void warn_unreliable_scaling(const hps_model *m, const char *id, const sa
 
 /* ---- the batch --------------------------------------------------------------- */
 
-/* Median forward+backward ms of every layer on half the batch's samples. */
-static double *half_batch_ms(bench *b, const hps_profile_opts *o)
+/* A layer's time at B and B / 2 samples at each thread count: the share f
+ * of its time at B that fewer samples do not shorten (calls, thread
+ * start-up, a matrix product's ramp-up), from t(b) = t(B) (f + (1 - f) b / B)
+ * through both, within [0, 1].  hps-plan charges it to every data-parallel
+ * unit whole, at the unit's threads. */
+static json_t *batch_scaling_json(int batch, const int *threads, int n, const double *full_ms,
+                                  const double *half_ms)
 {
-    const int L = b->net->model->n_layers, reps = o->reps > 6 ? o->reps / 2 : 3;
-    double *ms = hps_calloc((size_t)L, sizeof *ms), *both = hps_malloc((size_t)reps * sizeof *both);
-    b->rows = b->batch->B / 2;
-    samples *s = measure(b, reps, 1, 0);
-    b->rows = b->batch->B;
-    for (int l = 0; l < L; l++) {
-        for (int i = 0; i < reps; i++) both[i] = s->fwd[l * reps + i] + s->bwd[l * reps + i];
-        ms[l] = hps_median(both, reps) * 1e3;
+    json_t *units = json_array(), *ms = json_array(), *fixed = json_array();
+    for (int k = 0; k < n; k++) {
+        double f = full_ms[k] > 0 ? (2 * half_ms[k] - full_ms[k]) / full_ms[k] : 0;
+        json_array_append_new(units, json_integer(threads[k]));
+        json_array_append_new(ms, json_pack("[o, o]", hps_json_real(full_ms[k]), hps_json_real(half_ms[k])));
+        json_array_append_new(fixed, hps_json_real(f < 0 ? 0 : f > 1 ? 1 : f));
     }
-    samples_free(s);
-    free(both);
-    return ms;
-}
-
-/* A layer's time at B and B / 2 samples: the share f of its time at B that
- * fewer samples do not shorten (calls, launches, a matrix product's
- * ramp-up), from t(b) = t(B) (f + (1 - f) b / B) through both, within
- * [0, 1].  hps-plan charges it to every data-parallel unit whole. */
-static json_t *batch_scaling_json(int batch, double full_ms, double half_ms)
-{
-    double f = full_ms > 0 ? (2 * half_ms - full_ms) / full_ms : 0;
-    f = f < 0 ? 0 : f > 1 ? 1 : f;
-    return json_pack("{s:[i, i], s:[o, o], s:o}", "samples", batch, batch / 2, "ms", hps_json_real(full_ms),
-                     hps_json_real(half_ms), "fixed_fraction", hps_json_real(f));
+    return json_pack("{s:[i, i], s:o, s:o, s:o}", "samples", batch, batch / 2, "units", units, "ms", ms,
+                     "fixed_fraction", fixed);
 }
 
 /* ---- JSON -------------------------------------------------------------------- */
@@ -411,24 +404,30 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
     hps_net_init(b.net, o->seed);
     progress(o, dev->id, "layers");
     samples *s = measure(&b, o->reps, o->warmup, 1);
+    /* thread scaling at 1..threads, else the device's threads alone */
     int units = dev->kind == HPS_DEVICE_CPU && o->scaling ? threads : 1;
+    int *counts = hps_malloc((size_t)units * sizeof *counts);
+    for (int k = 0; k < units; k++) counts[k] = units > 1 ? k + 1 : threads;
     progress(o, dev->id, "scaling");
-    double *scale = units > 1 ? scaling_ms(&b, units, o) : NULL;
+    double *scale = units > 1 ? layer_ms(&b, counts, units, batch, o) : NULL;
+    progress(o, dev->id, "half batch");
+    double *half = batch >= 2 ? layer_ms(&b, counts, units, batch / 2, o) : NULL;
     hps_set_threads(threads);
     if (scale) warn_unreliable_scaling(m, dev->id, s, scale, units);
-    progress(o, dev->id, "half batch");
-    double *half = batch >= 2 ? half_batch_ms(&b, o) : NULL;
     json_t *layers = json_array();
     for (int l = 0; l < L; l++) {
         double one[1] = {(hps_median(s->fwd + l * s->reps, s->reps) +
                           hps_median(s->bwd + l * s->reps, s->reps)) * 1e3};
-        json_t *sc = hps_profile_scaling_json(scale ? scale + (size_t)l * units : one, units,
-                                  dev->kind == HPS_DEVICE_CUDA);
+        const double *full = scale ? scale + (size_t)l * units : one;
+        json_t *sc = hps_profile_scaling_json(full, units, dev->kind == HPS_DEVICE_CUDA);
         json_t *layer = layer_json(m, l, batch, s, sc, energy != NULL);
-        if (half) json_object_set_new(layer, "batch_scaling", batch_scaling_json(batch, one[0], half[l]));
+        if (half)
+            json_object_set_new(layer, "batch_scaling",
+                                batch_scaling_json(batch, counts, units, full, half + (size_t)l * units));
         json_array_append_new(layers, layer);
     }
     free(half);
+    free(counts);
     json_object_set_new(out, "layers", layers);
     json_object_set_new(out, "overhead_ms", hps_profile_timing_json(s->overhead, s->reps));
     json_object_set_new(out, "step_ms", hps_profile_timing_json(s->step, s->reps));

@@ -96,7 +96,11 @@ d = json.load(open(sys.argv[1]))["devices"][0]
 for l in d["layers"]:
     s = l["scaling"]
     assert s["units"] == [1, 2] and len(s["ms"]) == 2
-    assert 0 <= s["parallel_fraction"] <= 1' "$TMP/p.json"
+    assert 0 <= s["parallel_fraction"] <= 1
+    # the half batch at each thread count, beside the whole one
+    b = l["batch_scaling"]
+    assert b["units"] == [1, 2] and [m[0] for m in b["ms"]] == s["ms"], (b, s)
+    assert all(0 <= f <= 1 for f in b["fixed_fraction"]), b' "$TMP/p.json"
     [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
 
@@ -181,35 +185,46 @@ p = json.load(open(sys.argv[1]))
 for l in p["devices"][0]["layers"]:
     b = l["batch_scaling"]
     t = l["forward_ms"]["median"] + l["backward_ms"]["median"]
-    assert b["samples"] == [256, 128] and abs(b["ms"][0] - t) < 1e-6, (l["name"], b, t)
-    f = min(1, max(0, (2 * b["ms"][1] - b["ms"][0]) / b["ms"][0]))
-    assert abs(b["fixed_fraction"] - f) < 1e-6, (l["name"], b)
+    # one thread: the whole batch's time is the layer's, beside half of it
+    assert b["samples"] == [256, 128] and b["units"] == [1] and abs(b["ms"][0][0] - t) < 1e-6, (l["name"], b, t)
+    full, half = b["ms"][0]
+    f = min(1, max(0, (2 * half - full) / full))
+    assert abs(b["fixed_fraction"][0] - f) < 1e-6, (l["name"], b)
 for l in p["devices"][0]["layers"]:
     del l["batch_scaling"]
 json.dump(p, open(sys.argv[2], "w"))
-p["devices"][0]["layers"][1]["batch_scaling"] = {"fixed_fraction": 1.5}
+# measured at 1 and 2 threads: a unit of the profile's threads takes its own
+for l in p["devices"][0]["layers"]:
+    l["batch_scaling"] = {"units": [1, 2], "fixed_fraction": [0.5, 0]}
+for threads in (1, 2):
+    p["devices"][0]["threads"] = threads
+    json.dump(p, open(sys.argv[2].replace("p0", "p%d" % threads), "w"))
+p["devices"][0]["layers"][1]["batch_scaling"] = {"units": [1], "fixed_fraction": [1.5]}
 json.dump(p, open(sys.argv[3], "w"))
 PY
-    for prof in p p0; do
+    for prof in p p0 p1 p2; do
         "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/$prof.json" -t 1 -a fixed:a --objective time \
             -o "$TMP/plan-$prof.json"
     done
-    run python3 - "$TMP/p.json" "$TMP/plan-p.json" "$TMP/plan-p0.json" <<'PY'
+    run python3 - "$TMP/p.json" "$TMP"/plan-p{,0,1,2}.json <<'PY'
 import json, sys
 layers = json.load(open(sys.argv[1]))["devices"][0]["layers"]
-(s,), (s0,) = (json.load(open(f))["stages"] for f in sys.argv[2:])
+(s,), (s0,), (s1,), (s2,) = (json.load(open(f))["stages"] for f in sys.argv[2:])
 t1 = sum(l["forward_ms"]["median"] + l["backward_ms"]["median"] for l in layers)
-fixed = sum(l["batch_scaling"]["fixed_fraction"] * (l["forward_ms"]["median"] + l["backward_ms"]["median"])
+fixed = sum(l["batch_scaling"]["fixed_fraction"][0] * (l["forward_ms"]["median"] + l["backward_ms"]["median"])
             for l in layers)
 assert 0 < fixed < t1, (fixed, t1)
+assert s["units"] > 1 and s1["units"] > 1, (s, s1)  # the fastest plan splits the batch
 # each unit computes its B / k samples, but the fixed share whole
 assert abs(s["layers_ms"] - (fixed + (t1 - fixed) / s["units"])) < 1e-6, (s, fixed, t1)
 assert abs(s0["layers_ms"] - t1 / s0["units"]) < 1e-6, (s0, t1)
+assert abs(s1["layers_ms"] - (t1 / 2 + t1 / 2 / s1["units"])) < 1e-6, (s1, t1)
+assert abs(s2["layers_ms"] - t1 / s2["units"]) < 1e-6, (s2, t1)
 PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
     run "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/bad.json" -t 1
     [ "$status" -eq 2 ]
-    [ "$output" = "hps-plan: error: $TMP/bad.json: device 'cpu:1': layer 1 'fc1': batch_scaling: fixed_fraction=1.5 must be in [0, 1]" ] || { echo "$output"; false; }
+    [ "$output" = "hps-plan: error: $TMP/bad.json: device 'cpu:1': layer 1 'fc1': batch_scaling: fixed_fraction[0] must be a number in [0, 1]" ] || { echo "$output"; false; }
 }
 
 @test "profile: --estimate adds a GPU marked estimated, faster where the roofline says so" {
