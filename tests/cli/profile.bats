@@ -242,6 +242,13 @@ fc = lambda d: d["layers"][2]["forward_ms"]["median"]
 # more FLOP/s and bandwidth: the big fc layer is faster on the A100 than on the T4
 assert fc(a100) < fc(t4)
 assert a100["sgemm_gflops"] == 19500 * 0.7
+# what half the batch does not halve: the device model's launches and ramp-up
+# (an fc's kernels are a larger share of a smaller layer), not the CPU's measure
+for d in (a100, t4):
+    for l in d["layers"]:
+        b = l["batch_scaling"]
+        assert b["units"] == [1] and len(b["fixed_fraction"]) == 1 and "ms" not in b, b
+        assert 0 < b["fixed_fraction"][0] < 1, (d["id"], l["name"], b)
 PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
