@@ -96,6 +96,7 @@ typedef struct {
      * batch's B samples a layer takes t1 (f + (1 - f) b / B) (profile's
      * batch_scaling; 0 when not measured) */
     double *fixed;
+    double *fwd; /* forward's share of t1 (0.5 when not profiled) */
     unsigned char *fits; /* [l * n_types + t]: 1 when layer l's working set fits one unit of type t */
     /* memory per layer (hps-plan(1), MEMORY): the working set of one unit
      * with the rows on servers, and the embedding tables with AdaGrad's
@@ -107,6 +108,9 @@ typedef struct {
     /* per type */
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
     double read_ms[PLAN_MAX_TYPES]; /* reading a batch from shards, where profiled (else 0) */
+    /* one thread waking another to hand it a micro-batch (the profile's
+     * handoff_us; 0 when not profiled): hps-train's stages in one process */
+    double handoff_ms[PLAN_MAX_TYPES];
     /* the exchanges with the servers of a step that looks up all of the
      * model's rows there, where profiled (hps-profile(5), exchange; else
      * 0): a worker's packing and unpacking, and a server's gathering and
@@ -154,6 +158,7 @@ typedef struct {
      * over the embedding layers alone */
     double *pre_serial, *pre_parallel, *pre_emb_serial, *pre_emb_parallel;
     double *pre_fixed, *pre_emb_fixed; /* of t1 fixed */
+    double *pre_fwd;                   /* of t1 forward */
     double *pre_param, *pre_sparse, *pre_rows; /* [i] */
     double *pre_emb_out; /* [i]: the embedding layers' output bytes per batch */
     double *pre_work, *pre_table;   /* [i] */
@@ -230,6 +235,7 @@ typedef struct {
     double compute_ms;  /* on one unit, overhead included */
     double layers_ms;   /* of it the layers alone (what hps-train times a stage by) */
     double layers_fixed_ms; /* of those what each unit takes whole (plan_problem.fixed) */
+    double layers_fwd_ms;   /* of those the forward passes (on the stage's own type) */
     double boundary_ms; /* activations in and out, and their gradients, on one unit */
     double ps_ms;       /* embedding rows pulled and gradients pushed, on one unit */
     /* the step's two round trips to the servers, in series with it: the
@@ -377,9 +383,19 @@ static inline double plan_server_weight(const plan_problem *p)
  * so that searches can still move towards feasibility. */
 double plan_score(const plan_eval *e);
 /* The plan's throughput run in one process, its tables beside it
- * (hps-train's default): every stage at plan_law_in_process_ms, without the
- * servers' cap or the links between types. */
+ * (hps-train's default; hps-plan(1), COST MODEL, "In one process"): the
+ * engine's per-step work, then the step's micro-batches through the stages,
+ * threads on one unit each that hand them on (plan_pipeline_ms); no
+ * servers, no links between types.  An ideal pipeline (PLAN_NO_BUBBLE):
+ * the slowest stage's plan_law_in_process_ms. */
 double plan_in_process_throughput(const plan_problem *p, const plan_eval *e);
+/* hps-train's schedule of one step in one process (lib/train/
+ * train_pipeline.c): stage 0 gets M micro-batches, a stage takes backward
+ * work before forward and hands each micro-batch on, the last stage turns
+ * one around at once, the step ends when stage 0 has all back.  f[s], b[s]:
+ * ms of a micro-batch's forward and backward pass through stage s.  The ms
+ * from the first forward to the last backward, by an event simulation. */
+double plan_pipeline_ms(const double *f, const double *b, int S, int M);
 
 /* ---- solvers -------------------------------------------------------------- */
 

@@ -73,6 +73,7 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
     law->compute_ms = o + read + layers;
     law->layers_ms = layers;
     law->layers_fixed_ms = fixed;
+    law->layers_fwd_ms = p->pre_fwd[(size_t)t * (L + 1) + end] - p->pre_fwd[(size_t)t * (L + 1) + first];
     law->boundary_ms = cuts / nic;
     law->ps_ms = law->server_bytes / nic; /* what a cache or HBM does not serve */
     stage_exchange(p, t, law);
@@ -103,12 +104,72 @@ double plan_law_in_process_ms(const plan_law *law, int units)
     return plan_law_ms(law, units) - plan_law_servers_ms(law, units) - law->boundary_ms / units;
 }
 
+double plan_pipeline_ms(const double *f, const double *b, int S, int M)
+{
+    /* the ready times of each stage's forward and backward inbox, FIFO:
+     * [s * M + i], items [head, tail) */
+    double *fwd = hps_malloc(2 * (size_t)S * M * sizeof *fwd), *bwd = fwd + (size_t)S * M;
+    double *free_at = hps_calloc((size_t)S, sizeof *free_at), end = 0;
+    int *at = hps_calloc(4 * (size_t)S, sizeof *at), *fh = at, *ft = at + S, *bh = at + 2 * S, *bt = at + 3 * S;
+    for (int i = 0; i < M; i++) fwd[i] = 0;
+    ft[0] = M;
+    for (int done = 0; done < M;) {
+        /* the next pass to start anywhere: a stage takes its oldest
+         * backward item when one is there once it is free, else its oldest
+         * forward one, else waits for the first to arrive */
+        int s = -1, back = 0;
+        double start = HUGE_VAL;
+        for (int x = 0; x < S; x++) {
+            double tb = bh[x] < bt[x] ? bwd[(size_t)x * M + bh[x]] : HUGE_VAL;
+            double tf = fh[x] < ft[x] ? fwd[(size_t)x * M + fh[x]] : HUGE_VAL;
+            int kb = tb <= free_at[x] || (tf > free_at[x] && tb <= tf);
+            double st = fmax(free_at[x], kb ? tb : tf);
+            if (st < start) start = st, s = x, back = kb;
+        }
+        double t;
+        if (back || s == S - 1) { /* the last stage turns a forward item around at once */
+            t = start + (back ? 0 : f[s]) + b[s];
+            if (back) bh[s]++;
+            else fh[s]++;
+            if (s > 0) bwd[(size_t)(s - 1) * M + bt[s - 1]++] = t;
+            else done++, end = fmax(end, t);
+        } else {
+            t = start + f[s];
+            fh[s]++;
+            fwd[(size_t)(s + 1) * M + ft[s + 1]++] = t;
+        }
+        free_at[s] = t;
+    }
+    free(fwd), free(free_at), free(at);
+    return end;
+}
+
 double plan_in_process_throughput(const plan_problem *p, const plan_eval *e)
 {
-    double thr = HUGE_VAL;
-    for (int i = 0; i < e->n_stages; i++)
-        thr = fmin(thr, throughput_of(p, plan_law_in_process_ms(&e->stages[i].law, e->stages[i].units)));
-    return thr * e->bubble;
+    int S = e->n_stages, M = e->micro_batches > 0 ? e->micro_batches : 1;
+    if (p->micro_batches == PLAN_NO_BUBBLE) {
+        double thr = HUGE_VAL;
+        for (int i = 0; i < S; i++)
+            thr = fmin(thr, throughput_of(p, plan_law_in_process_ms(&e->stages[i].law, e->stages[i].units)));
+        return thr;
+    }
+    /* one unit a stage; the engine's work besides the layers (its per-step
+     * overhead, the read) runs once a step, in series with the pipeline;
+     * each micro-batch of B / M samples takes a stage's layers' fixed share
+     * whole, and a stage hands each one on (none when it is alone) */
+    double *f = hps_malloc(2 * (size_t)S * sizeof *f), *b = f + S, serial = 0;
+    for (int i = 0; i < S; i++) {
+        const plan_law *law = &e->stages[i].law;
+        double layers = law->layers_ms, h = S > 1 ? p->handoff_ms[e->stages[i].type] : 0;
+        double pass = law->layers_fixed_ms + (layers - law->layers_fixed_ms) / M;
+        double fwd = layers > 0 ? law->layers_fwd_ms / layers : 0.5;
+        serial = fmax(serial, plan_law_in_process_ms(law, 1) - layers);
+        f[i] = pass * fwd + h;
+        b[i] = pass * (1 - fwd) + h;
+    }
+    double ms = serial + plan_pipeline_ms(f, b, S, M);
+    free(f);
+    return throughput_of(p, ms);
 }
 
 double plan_law_ms(const plan_law *law, int units)

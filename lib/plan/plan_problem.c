@@ -121,6 +121,8 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->t1_ms = hps_calloc(LT, sizeof(double));
     p->par = hps_calloc(LT, sizeof(double));
     p->fixed = hps_calloc(LT, sizeof(double));
+    p->fwd = hps_malloc(LT * sizeof(double));
+    for (size_t i = 0; i < LT; i++) p->fwd[i] = 0.5;
     p->fits = hps_malloc(LT);
     memset(p->fits, 1, LT);
     p->work_bytes = hps_calloc(L, sizeof(double));
@@ -140,6 +142,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->pre_emb_parallel = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->pre_fixed = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->pre_emb_fixed = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
+    p->pre_fwd = hps_calloc((L + 1) * (size_t)n_types, sizeof(double));
     p->host_type = -1;
     p->pre_param = hps_calloc(L + 1, sizeof(double));
     p->pre_sparse = hps_calloc(L + 1, sizeof(double));
@@ -159,7 +162,8 @@ void plan_problem_prepare(plan_problem *p)
         double *s = p->pre_serial + (size_t)t * (L + 1), *q = p->pre_parallel + (size_t)t * (L + 1);
         double *es = p->pre_emb_serial + (size_t)t * (L + 1), *eq = p->pre_emb_parallel + (size_t)t * (L + 1);
         double *f = p->pre_fixed + (size_t)t * (L + 1), *ef = p->pre_emb_fixed + (size_t)t * (L + 1);
-        s[0] = q[0] = es[0] = eq[0] = f[0] = ef[0] = 0;
+        double *fw = p->pre_fwd + (size_t)t * (L + 1);
+        s[0] = q[0] = es[0] = eq[0] = f[0] = ef[0] = fw[0] = 0;
         for (int l = 0; l < L; l++) {
             double t1 = p->t1_ms[l * T + t], a = p->par[l * T + t], x = t1 * p->fixed[l * T + t];
             int emb = p->kind[l] == HPS_LAYER_EMBEDDING;
@@ -169,6 +173,7 @@ void plan_problem_prepare(plan_problem *p)
             eq[l + 1] = eq[l] + emb * t1 * a;
             f[l + 1] = f[l] + x;
             ef[l + 1] = ef[l] + emb * x;
+            fw[l + 1] = fw[l] + t1 * p->fwd[l * T + t];
         }
     }
     p->pre_param[0] = p->pre_sparse[0] = p->pre_rows[0] = p->pre_work[0] = p->pre_table[0] = 0;
@@ -215,6 +220,7 @@ void plan_problem_free(plan_problem *p)
     free(p->t1_ms);
     free(p->par);
     free(p->fixed);
+    free(p->fwd);
     free(p->fits);
     free(p->work_bytes);
     free(p->table_bytes);
@@ -227,6 +233,7 @@ void plan_problem_free(plan_problem *p)
     free(p->pre_emb_parallel);
     free(p->pre_fixed);
     free(p->pre_emb_fixed);
+    free(p->pre_fwd);
     free(p->pre_param);
     free(p->pre_sparse);
     free(p->pre_rows);
@@ -310,7 +317,7 @@ static int read_fixed(json_t *dl, int threads, double *fixed, const char *ctx, h
  * fraction, and (read_fixed) the share of the time that fewer samples do
  * not shorten on a unit of `threads`. */
 static int read_layer(json_t *dl, const hps_model *m, int l, int threads, double *t1, double *a, double *fixed,
-                      const char *dctx, hps_error *err)
+                      double *fwd_share, const char *dctx, hps_error *err)
 {
     char ctx[640];
     snprintf(ctx, sizeof ctx, "%.500s: layer %d '%s'", dctx, l, m->layers[l].name);
@@ -329,6 +336,7 @@ static int read_layer(json_t *dl, const hps_model *m, int l, int threads, double
     snprintf(sctx, sizeof sctx, "%.640s: scaling", ctx);
     if (hps_json_num(sc, "parallel_fraction", HPS_REQUIRED, 0, 1, a, sctx, err)) return -1;
     *t1 = fwd + bwd;
+    *fwd_share = *t1 > 0 ? fwd / *t1 : 0.5;
     return read_fixed(dl, threads, fixed, ctx, err);
 }
 
@@ -397,7 +405,8 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
                                                           : (int)json_integer_value(json_object_get(d, "threads"));
     for (int l = 0; l < m->n_layers; l++)
         if (read_layer(json_array_get(layers, l), m, l, threads, &p->t1_ms[l * p->n_types + t],
-                       &p->par[l * p->n_types + t], &p->fixed[l * p->n_types + t], ctx, err))
+                       &p->par[l * p->n_types + t], &p->fixed[l * p->n_types + t], &p->fwd[l * p->n_types + t],
+                       ctx, err))
             return -1;
     if (r->kind == PLAN_CPU && r->threads_given) scale_to_threads(p, t, r, d, file);
     /* absent or null: 0, the copy is not charged */
@@ -405,6 +414,11 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
     p->reduce_bpms[t] = json_number_value(json_object_get(d, "triad_gbps")) * 1e6;
     /* absent (profiled without --data): the read is not charged */
     if (json_object_get(d, "read_ms") && median_of(d, "read_ms", &p->read_ms[t], ctx, err)) return -1;
+    double handoff = 0; /* absent or null: 0, hand-offs are not charged */
+    json_t *h = json_object_get(d, "handoff_us");
+    if (h && !json_is_null(h) && hps_json_num(d, "handoff_us", HPS_REQUIRED, 0, 1e6, &handoff, ctx, err))
+        return -1;
+    p->handoff_ms[t] = handoff / 1000;
     if (read_exchange(d, p, t, &exchange[0], &exchange[1], ctx, err)) return -1;
     return median_of(d, "overhead_ms", &p->overhead_ms[t], ctx, err);
 }

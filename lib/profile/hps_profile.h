@@ -71,6 +71,9 @@ void hps_profile_print_table(json_t *doc, FILE *out);
 double hps_bench_sgemm_gflops(int n, int reps);
 double hps_bench_triad_gbps(size_t n, int reps);
 double hps_bench_gather_mrows(int dim, int64_t rows, int reps);
+/* Microseconds for one thread to wake another and hand it work (median of
+ * reps runs of `rounds` round trips). */
+double hps_bench_handoff_us(int rounds, int reps);
 /* The CPU's model name from /proc/cpuinfo ("unknown CPU" otherwise). */
 void hps_cpu_model_name(char *out, size_t n);
 double hps_host_memory_bytes(void);

@@ -1,5 +1,6 @@
 /* Device micro-benchmarks, device names and the parsing of device lists. */
 #include <cblas.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -128,6 +129,55 @@ double hps_bench_triad_gbps(size_t n, int reps)
     free(a);
     free(t);
     return 3.0 * n * sizeof(float) / best / 1e9;
+}
+
+/* Two threads hand a token back and forth under one mutex and condition
+ * variable, as hps-train's stage threads hand on micro-batches
+ * (lib/train/train_pipeline.c). */
+typedef struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int turn, rounds;
+} handoff;
+
+static void *handoff_partner(void *arg)
+{
+    handoff *h = arg;
+    pthread_mutex_lock(&h->lock);
+    for (int i = 0; i < h->rounds; i++) {
+        while (h->turn != 1) pthread_cond_wait(&h->wake, &h->lock);
+        h->turn = 0;
+        pthread_cond_broadcast(&h->wake);
+    }
+    pthread_mutex_unlock(&h->lock);
+    return NULL;
+}
+
+double hps_bench_handoff_us(int rounds, int reps)
+{
+    double *t = hps_malloc((size_t)reps * sizeof *t);
+    for (int r = 0; r < reps; r++) {
+        handoff h = {.turn = 0, .rounds = rounds};
+        pthread_t partner;
+        pthread_mutex_init(&h.lock, NULL);
+        pthread_cond_init(&h.wake, NULL);
+        HPS_CHECK(pthread_create(&partner, NULL, handoff_partner, &h) == 0);
+        double t0 = hps_now();
+        pthread_mutex_lock(&h.lock);
+        for (int i = 0; i < rounds; i++) {
+            h.turn = 1;
+            pthread_cond_broadcast(&h.wake);
+            while (h.turn != 0) pthread_cond_wait(&h.wake, &h.lock);
+        }
+        pthread_mutex_unlock(&h.lock);
+        t[r] = (hps_now() - t0) / (2.0 * rounds);
+        pthread_join(partner, NULL);
+        pthread_mutex_destroy(&h.lock);
+        pthread_cond_destroy(&h.wake);
+    }
+    double med = hps_median(t, reps);
+    free(t);
+    return med * 1e6;
 }
 
 double hps_bench_gather_mrows(int dim, int64_t rows, int reps)

@@ -313,11 +313,13 @@ json_t *hps_profile_device_header(const hps_device_spec *dev, int threads, int e
         json_object_set_new(o, "triad_gbps", hps_json_real(hps_bench_triad_gbps(1 << 24, 5)));
         json_object_set_new(o, "gather_mrows_per_s",
                             hps_json_real(hps_bench_gather_mrows(embed_dim, 1 << 20, 5)));
+        json_object_set_new(o, "handoff_us", hps_json_real(hps_bench_handoff_us(2000, 5)));
     } else {
         json_object_set_new(o, "blas_core", json_null());
         json_object_set_new(o, "sgemm_gflops", json_null());
         json_object_set_new(o, "triad_gbps", json_null());
         json_object_set_new(o, "gather_mrows_per_s", json_null());
+        json_object_set_new(o, "handoff_us", json_null());
     }
     return o;
 }

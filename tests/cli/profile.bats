@@ -83,6 +83,7 @@ for l in d["layers"]:
     t = l["forward_ms"]
     assert t["min"] <= t["median"] <= t["max"] and l["source"] == "measured"
 assert d["step_ms"]["median"] > 0 and d["layers_sum_ms"] > 0
+assert d["handoff_us"] > 0  # a thread waking another: what a stage's hand-off waits
 assert d["energy"]["step_j"] is None and d["energy"]["reason"]
 PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
@@ -201,6 +202,9 @@ for threads in (1, 2):
     json.dump(p, open(sys.argv[2].replace("p0", "p%d" % threads), "w"))
 p["devices"][0]["layers"][1]["batch_scaling"] = {"units": [1], "fixed_fraction": [1.5]}
 json.dump(p, open(sys.argv[3], "w"))
+del p["devices"][0]["layers"][1]["batch_scaling"]
+p["devices"][0]["handoff_us"] = -3
+json.dump(p, open(sys.argv[3].replace("bad", "bad2"), "w"))
 PY
     for prof in p p0 p1 p2; do
         "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/$prof.json" -t 1 -a fixed:a --objective time \
@@ -225,6 +229,9 @@ PY
     run "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/bad.json" -t 1
     [ "$status" -eq 2 ]
     [ "$output" = "hps-plan: error: $TMP/bad.json: device 'cpu:1': layer 1 'fc1': batch_scaling: fixed_fraction[0] must be a number in [0, 1]" ] || { echo "$output"; false; }
+    run "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/bad2.json" -t 1
+    [ "$status" -eq 2 ]
+    [[ "$output" == "hps-plan: error: $TMP/bad2.json: device 'cpu:1': handoff_us"* ]] || { echo "$output"; false; }
 }
 
 @test "profile: --estimate adds a GPU marked estimated, faster where the roofline says so" {

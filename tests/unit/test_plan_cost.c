@@ -129,6 +129,28 @@ static void test_worked_example(void **state)
     plan_problem_free(p);
 }
 
+/* hps-train's schedule in one process (plan_pipeline_ms): with balanced
+ * stages the step is the bubble's (M + S - 1) passes of a stage; a slow first
+ * stage never waits, and the last stage's passes hide behind it. */
+static void test_pipeline_schedule(void **state)
+{
+    (void)state;
+    double f1[] = {1, 1}, b1[] = {1, 1};
+    NEAR(plan_pipeline_ms(f1, b1, 2, 2), 6); /* (2 + 2 - 1) x 2 */
+    double f2[] = {1, 1, 1}, b2[] = {2, 2, 2};
+    NEAR(plan_pipeline_ms(f2, b2, 3, 4), 18); /* (4 + 3 - 1) x 3 */
+    double f3[] = {0.5}, b3[] = {0.5};
+    NEAR(plan_pipeline_ms(f3, b3, 1, 4), 4); /* alone: its passes in a row */
+    /* a fast stage first: stage 1 gets micro-batch 1 at 0.085, turns it
+     * around by 0.885, micro-batch 2 by 1.685; stage 0's backward passes
+     * end at 1.055 and 1.855 */
+    double f4[] = {0.085, 0.27}, b4[] = {0.17, 0.53};
+    NEAR(plan_pipeline_ms(f4, b4, 2, 2), 1.855);
+    /* a slow stage first: stage 0's 4 x (0.5 + 0.5) ms with no wait */
+    double f5[] = {0.5, 0.1875}, b5[] = {0.5, 0.1875};
+    NEAR(plan_pipeline_ms(f5, b5, 2, 4), 4);
+}
+
 /* hps-plan(1) COST MODEL, the worked example with fc1's fixed share f =
  * 0.2 on the gpu: each unit takes it whole. */
 static void test_worked_example_fixed_share(void **state)
@@ -236,6 +258,7 @@ static void test_worked_example_exchange(void **state)
     plan_eval_init(&e, p);
     e.n_stages = 2;
     e.bubble = 0.8;
+    e.micro_batches = 4;
     e.stages[0] = (plan_stage){.first = 0, .end = 1, .type = 0, .units = 5, .law = law,
                                .ms = plan_law_ms(&law, 5)};
     e.stages[1] = (plan_stage){.first = 1, .end = 3, .type = 1, .units = 1, .law = fc,
@@ -245,7 +268,15 @@ static void test_worked_example_exchange(void **state)
      * through the cpu's nic (0.64 ms) or the gpu's (0.16 ms) */
     NEAR(plan_law_in_process_ms(&law, 5), 1.8);              /* 1 + (4.64 - 0.64) / 5 */
     NEAR(plan_law_in_process_ms(&fc, 1), 2);                 /* 2.16 - 0.16 */
-    NEAR(plan_in_process_throughput(p, &e), 400000);         /* 0.8 x 1000 B / 2, fc1's stage */
+    /* one process runs each stage on one unit: stage 0 takes 5 ms, 1 of
+     * them its overhead, once a step, and its 4 ms of layers pass 4
+     * micro-batches of 0.5 + 0.5 ms to stage 1 (0.1875 + 0.1875): stage 0
+     * never waits, 1 + 4 ms a step */
+    NEAR(plan_law_in_process_ms(&law, 1), 5);
+    NEAR(plan_in_process_throughput(p, &e), 200000);
+    p->handoff_ms[0] = p->handoff_ms[1] = 0.05; /* each pass waits 0.05 ms for its hand-off */
+    NEAR(plan_in_process_throughput(p, &e), 185185.185185); /* 1 + 4.4 ms */
+    p->handoff_ms[0] = p->handoff_ms[1] = 0;
     /* a gpu stage's embedding layers run on the host cpu: its packing too */
     p->is_gpu[1] = 1, p->host_type = 0;
     plan_stage_law(p, 0, 1, 1, &law);
@@ -859,6 +890,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_example),
         cmocka_unit_test(test_worked_example_fixed_share),
+        cmocka_unit_test(test_pipeline_schedule),
         cmocka_unit_test(test_worked_example_latency_and_host),
         cmocka_unit_test(test_worked_example_exchange),
         cmocka_unit_test(test_gpu_estimate_ignores_cpu_noise),
