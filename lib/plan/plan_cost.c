@@ -126,6 +126,10 @@ double plan_pipeline_ms(const double *f, const double *b, int S, int M)
             double st = fmax(free_at[x], kb ? tb : tf);
             if (st < start) start = st, s = x, back = kb;
         }
+        if (s < 0) { /* a pass that never ends (an infinite time) */
+            end = HUGE_VAL;
+            break;
+        }
         double t;
         if (back || s == S - 1) { /* the last stage turns a forward item around at once */
             t = start + (back ? 0 : f[s]) + b[s];
