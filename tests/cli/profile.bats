@@ -353,7 +353,8 @@ exchange = x["server_ms"]["median"] + x["worker_ms"]["median"] + (net - net0) / 
 assert abs(s["ms_per_batch"] - s0["ms_per_batch"] - exchange) < 1e-6, (s, s0, exchange)
 assert abs(s["servers_ms"] - s0["servers_ms"] - exchange) < 1e-6, (s, s0, exchange)
 # one process does no exchange: the same prediction with and without it
-assert with_x["throughput"] < without["throughput"], (with_x, without)
+# (under mpirun the stage's time moved by the exchange less the bytes saved,
+# above: which way depends on the measured times, so no order is asserted)
 assert abs(with_x["in_process_throughput"] / without["in_process_throughput"] - 1) < 1e-6, (with_x, without)
 PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }

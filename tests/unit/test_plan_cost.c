@@ -783,6 +783,20 @@ static void test_cpu_units_scale_to_their_threads(void **state)
         scaled += a > 0 && pa->t1_ms[l * pa->n_types + ta] < profiled;
     }
     assert_true(scaled >= 5);
+    /* a type of 1 thread, a count the profile's scaling timed, takes that
+     * time (not the law on the 2-thread times: two passes of the profile) */
+    lab->types[tl].threads = 1, lab->types[tl].threads_given = 1;
+    plan_problem *p1 = plan_problem_build(m, lab, ps, &err);
+    assert_non_null(p1);
+    json_t *doc = json_load_file("testdata/profiles/demo-ctr.json", 0, NULL);
+    json_t *layers = json_object_get(json_array_get(json_object_get(doc, "devices"), 0), "layers");
+    assert_int_equal(json_array_size(layers), m->n_layers);
+    for (int l = 0; l < m->n_layers; l++) {
+        json_t *ms = json_object_get(json_object_get(json_array_get(layers, l), "scaling"), "ms");
+        NEAR(p1->t1_ms[l * p1->n_types + tl], json_number_value(json_array_get(ms, 0)));
+    }
+    json_decref(doc);
+    plan_problem_free(p1);
     plan_problem_free(pa);
     plan_problem_free(pl);
     hps_profiles_free(ps);
