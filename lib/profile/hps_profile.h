@@ -97,6 +97,10 @@ json_t *hps_profile_layer_json(const hps_model *m, int l, int batch, const doubl
                                const double *joules);
 json_t *hps_profile_device_header(const hps_device_spec *dev, int threads, int embed_dim);
 
+/* The share f of a layer's time on B samples that fewer samples do not
+ * shorten, from its times on B and B / 2 through t(b) = t(B) (f + (1 - f)
+ * b / B), clamped to [0, 1] (hps-profile(5), batch_scaling). */
+double hps_fixed_fraction(double full_ms, double half_ms);
 /* Fits a in t(k) = t1 ((1 - a) + a / k) by least squares, clamped to [0, 1]. */
 double hps_fit_parallel_fraction(const int *units, const double *ms, int n);
 

@@ -208,6 +208,12 @@ double hps_bench_gather_mrows(int dim, int64_t rows, int reps)
     return n / best / 1e6;
 }
 
+double hps_fixed_fraction(double full_ms, double half_ms)
+{
+    double f = full_ms > 0 ? (2 * half_ms - full_ms) / full_ms : 0;
+    return f < 0 ? 0 : f > 1 ? 1 : f;
+}
+
 double hps_fit_parallel_fraction(const int *units, const double *ms, int n)
 {
     /* t(k) = t1 - a t1 (1 - 1/k): regress (t1 - t(k)) on t1 (1 - 1/k) */

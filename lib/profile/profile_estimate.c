@@ -151,8 +151,7 @@ static json_t *estimate_batch_scaling(json_t *ref_layer, const device_spec *s, d
         json_object_set_new(half, with_samples[k], json_real(num(ref_layer, with_samples[k]) / 2));
     double half_ms = gpu_pass_ms(half, s, 0) + gpu_pass_ms(half, s, 1);
     json_decref(half);
-    double f = full_ms > 0 ? (2 * half_ms - full_ms) / full_ms : 0;
-    return json_pack("{s:[i], s:[o]}", "units", 1, "fixed_fraction", hps_json_real(f < 0 ? 0 : f > 1 ? 1 : f));
+    return json_pack("{s:[i], s:[o]}", "units", 1, "fixed_fraction", hps_json_real(hps_fixed_fraction(full_ms, half_ms)));
 }
 
 static json_t *estimate_layer(json_t *ref_layer, json_t *ref, const device_spec *s, double *sum_ms)

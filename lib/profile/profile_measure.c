@@ -226,20 +226,18 @@ static void warn_unreliable_scaling(const hps_model *m, const char *id, const sa
 
 /* ---- the batch --------------------------------------------------------------- */
 
-/* A layer's time at B and B / 2 samples at each thread count: the share f
- * of its time at B that fewer samples do not shorten (calls, thread
- * start-up, a matrix product's ramp-up), from t(b) = t(B) (f + (1 - f) b / B)
- * through both, within [0, 1].  hps-plan charges it to every data-parallel
- * unit whole, at the unit's threads. */
+/* A layer's time at B and B / 2 samples at each thread count, and the
+ * share of its time at B that fewer samples do not shorten (calls, thread
+ * start-up, a matrix product's ramp-up: hps_fixed_fraction), which hps-plan
+ * charges to every data-parallel unit whole, at the unit's threads. */
 static json_t *batch_scaling_json(int batch, const int *threads, int n, const double *full_ms,
                                   const double *half_ms)
 {
     json_t *units = json_array(), *ms = json_array(), *fixed = json_array();
     for (int k = 0; k < n; k++) {
-        double f = full_ms[k] > 0 ? (2 * half_ms[k] - full_ms[k]) / full_ms[k] : 0;
         json_array_append_new(units, json_integer(threads[k]));
         json_array_append_new(ms, json_pack("[o, o]", hps_json_real(full_ms[k]), hps_json_real(half_ms[k])));
-        json_array_append_new(fixed, hps_json_real(f < 0 ? 0 : f > 1 ? 1 : f));
+        json_array_append_new(fixed, hps_json_real(hps_fixed_fraction(full_ms[k], half_ms[k])));
     }
     return json_pack("{s:[i, i], s:o, s:o, s:o}", "samples", batch, batch / 2, "units", units, "ms", ms,
                      "fixed_fraction", fixed);
