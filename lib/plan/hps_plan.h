@@ -266,7 +266,8 @@ double plan_law_servers_ms(const plan_law *law, int units);
  * servers, and its cuts cost nothing, its stages being threads that share
  * the micro-batches' buffers. */
 double plan_law_in_process_ms(const plan_law *law, int units);
-/* Of a stage's time on each of its units, what its layers compute. */
+/* What the stage's layers take on B / n samples: each of n units, or one
+ * of n micro-batches (the fixed share whole, the rest divided). */
 double plan_law_layers_ms(const plan_law *law, int units);
 /* The units within max that make the stage fastest (1 when more never help). */
 int plan_law_best_units(const plan_law *law, int max);

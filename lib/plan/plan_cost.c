@@ -165,7 +165,7 @@ double plan_in_process_throughput(const plan_problem *p, const plan_eval *e)
     for (int i = 0; i < S; i++) {
         const plan_law *law = &e->stages[i].law;
         double layers = law->layers_ms, h = S > 1 ? p->handoff_ms[e->stages[i].type] : 0;
-        double pass = law->layers_fixed_ms + (layers - law->layers_fixed_ms) / M;
+        double pass = plan_law_layers_ms(law, M); /* B / M samples, as on a unit of M */
         double fwd = layers > 0 ? law->layers_fwd_ms / layers : 0.5;
         serial = fmax(serial, plan_law_in_process_ms(law, 1) - layers);
         f[i] = pass * fwd + h;
