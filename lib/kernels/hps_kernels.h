@@ -12,7 +12,8 @@
 
 #include <stdint.h>
 
-#include "model/hps_model.h"
+#include "core/hps_core.h"
+#include "kernels/hps_kernel_kinds.h"
 
 /* Bags of embedding rows, CSR over (sample, slot) pairs: the bag of sample b
  * in slot s is rows[offsets[b*S+s] .. offsets[b*S+s+1]).  rows index one table

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "core/hps_core.h"
+#include "kernels/hps_kernel_kinds.h"
 
 #define HPS_NAME_MAX 64
 #define HPS_MAX_BATCH (1 << 20)
@@ -30,8 +31,6 @@ typedef enum {
     HPS_LAYER_LOSS,
     HPS_LAYER_KINDS
 } hps_layer_kind;
-typedef enum { HPS_ACT_NONE, HPS_ACT_RELU, HPS_ACT_SIGMOID, HPS_ACT_TANH } hps_act;
-typedef enum { HPS_POOL_SUM, HPS_POOL_MEAN } hps_pool;
 typedef enum { HPS_LOSS_LOGLOSS, HPS_LOSS_SOFTMAX } hps_loss_kind;
 typedef enum { HPS_LABEL_BINARY, HPS_LABEL_MULTICLASS } hps_label_kind;
 

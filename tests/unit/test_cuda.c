@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "kernels/hps_backend.h"
+#include "model/hps_model.h"
 
 #define TOL 1e-4
 

@@ -5,6 +5,7 @@
 
 #include "hps_test.h"
 #include "kernels/hps_kernels.h"
+#include "model/hps_model.h"
 
 #define FD_STEP 1e-5
 #define TOL 2e-4
