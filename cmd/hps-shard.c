@@ -17,6 +17,10 @@
 #include "core/hps_json.h"
 #include "data/hps_shard_job.h"
 #include "model/hps_model.h"
+#include "plan/hps_plan_file.h"
+
+/* a plan's workers become shards: hps_plan_read bounds them by hps-shard's limit */
+_Static_assert(PLAN_MAX_SHARDS == HPS_MAX_SHARDS, "a plan's workers are shards");
 
 static void usage(FILE *f)
 {

@@ -12,7 +12,7 @@
 #include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
-#include "plan/hps_plan.h"
+#include "plan/hps_plan_file.h"
 #include "dist/hps_dist.h"
 #include "train/hps_train.h"
 

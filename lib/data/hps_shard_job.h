@@ -1,6 +1,6 @@
 /* hps_shard_job: turning text inputs into a shard directory (hps-shard's
- * default mode), and the pieces it is made of: exact splits, the plan's
- * shares, key statistics, the temporary directory, synthetic data. */
+ * default mode), and the pieces it is made of: exact splits, key
+ * statistics, the temporary directory, synthetic data. */
 #ifndef HPS_SHARD_JOB_H
 #define HPS_SHARD_JOB_H
 
@@ -20,11 +20,6 @@
  * largest fractional remainders, lower index first on ties.  The counts
  * always sum to n, and each is within one row of n*w_i/W. */
 void hps_split_counts(uint64_t n, const double *shares, int k, uint64_t *counts);
-
-/* Reads a plan's worker shares (workers[].share, in rank order) and its
- * server count (servers.count, 0 when absent); errors name the field. */
-int hps_plan_read(const char *path, double **shares, int *n_workers, int *servers,
-                  char digest[72], hps_error *err);
 
 /* ---- key statistics --------------------------------------------------------
  * Per slot: lookups, a HyperLogLog distinct-key estimate (2^12 registers,

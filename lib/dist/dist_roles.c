@@ -6,7 +6,7 @@
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "dist/dist_internal.h"
-#include "plan/hps_plan.h"
+#include "plan/hps_plan_file.h"
 
 static int take_rank(hps_dist *d, long long r, int *used, const char *name, hps_error *err)
 {

@@ -2,13 +2,15 @@
  * gets, so that a throughput limit is met at the lowest cost (hps-plan(1)).
  *
  * The pieces, in the order a plan is made:
- *   cluster   the resource types one can rent (hps-cluster(5))
+ *   cluster   the resource types one can rent (hps-cluster(5), hps_cluster.h)
  *   problem   model + cluster + profiles reduced to numbers: per layer and
  *             type the time of a batch on one unit, per type price and limits
  *   eval      the cost model: an assignment (a type per layer) becomes stages,
  *             provisioned at the bottleneck level that suits the objective
  *   solvers   rl (the default), exact, greedy, genetic, brute, fixed:TYPE
- *   plan      the result with servers, workers and placement (hps-plan(5))
+ *   plan      the result with servers, workers and placement (hps-plan(5));
+ *             read back by hps_plan_file.h
+ * The solvers' shared helpers are in plan_internal.h.
  */
 #ifndef HPS_PLAN_H
 #define HPS_PLAN_H
@@ -18,61 +20,8 @@
 
 #include "core/hps_core.h"
 #include "model/hps_model.h"
-
-#define PLAN_MAX_TYPES 16
-#define PLAN_VERSION 1
-#define PLAN_CLUSTER_VERSION 1
-/* Bandwidth in Gbit/s to bytes per millisecond. */
-#define PLAN_GBPS_TO_BPMS 125000.0
-#define PLAN_GIB 1073741824.0
-#define PLAN_MAX_SERVERS 65536 /* as hps-shard's --servers */
-
-/* ---- cluster (hps-cluster(5)) ------------------------------------------- */
-
-typedef enum { PLAN_CPU, PLAN_GPU } plan_kind;
-
-typedef struct {
-    char name[HPS_NAME_MAX];
-    plan_kind kind;
-    char device[HPS_NAME_MAX]; /* the profile device it corresponds to */
-    double price_per_hour;     /* dollars per unit and hour */
-    int max_units;
-    double nic_gbps;
-    double nic_latency_us; /* per message between two units (0 when not given) */
-    double power_w; /* 0 when not given */
-    int threads;    /* cores of one unit, pinned together by the rankfile (default 1) */
-    int threads_given; /* the cluster gives threads: a CPU type's profiled times scale to them */
-    /* Memory of one unit in bytes: host RAM for a CPU type, HBM for a GPU
-     * type (0 when not given: not checked).  A GPU unit also brings host
-     * RAM (a g4dn.xlarge: 1 T4 + 4 vCPUs + 16 GiB). */
-    double mem_bytes, host_mem_bytes;
-} plan_rtype;
-
-typedef struct {
-    int a, b; /* type indices; a link is symmetric */
-    double gbps, latency_us;
-} plan_link;
-
-typedef struct {
-    char name[HPS_NAME_MAX];
-    int units[PLAN_MAX_TYPES];
-} plan_node;
-
-typedef struct {
-    char *path, *name;
-    char digest[72]; /* of the file's canonical JSON */
-    int n_types, n_links, n_nodes;
-    plan_rtype types[PLAN_MAX_TYPES];
-    plan_link *links;
-    plan_node *nodes;
-    double server_gbps; /* NIC of one parameter server */
-    int server_type;    /* the CPU type whose units host the servers; -1 when none */
-} hps_cluster;
-
-hps_cluster *hps_cluster_load(const char *path, hps_error *err);
-hps_cluster *hps_cluster_parse(json_t *root, const char *name, hps_error *err);
-void hps_cluster_free(hps_cluster *c);
-int hps_cluster_find(const hps_cluster *c, const char *type_name); /* -1 if absent */
+#include "plan/hps_cluster.h"
+#include "plan/hps_plan_file.h"
 
 /* ---- the problem ---------------------------------------------------------- */
 
@@ -183,8 +132,6 @@ typedef struct {
 /* Fills the embedding layers' hit curves from per-slot statistics, in the
  * model's slot order; slots without statistics take the default. */
 void plan_problem_key_stats(plan_problem *p, const hps_model *m, const plan_key_stats *slots);
-/* Share of layer l's lookups served by a cache of the hottest fraction f of its rows. */
-double plan_hit_rate(const plan_problem *p, int l, double f);
 /* Fills fits[]; 0 when every layer fits some type and every table fits the
  * servers, else an error naming the layer, the bytes and the capacity. */
 int plan_problem_check_memory(plan_problem *p, hps_error *err);
@@ -256,8 +203,6 @@ typedef enum { PLAN_ROWS_NONE, PLAN_ROWS_SERVERS, PLAN_ROWS_HBM, PLAN_ROWS_CACHE
 extern const char *const plan_rows_names[]; /* "none", "servers", "hbm", "cache" */
 
 void plan_stage_law(const plan_problem *p, int first, int end, int type, plan_law *law);
-/* The memory part of the law: where the rows live, the working set. */
-void plan_stage_memory(const plan_problem *p, int first, int end, int type, plan_law *law);
 double plan_law_ms(const plan_law *law, int units);
 /* What of plan_law_ms is the exchange with the servers (their bytes, the
  * round trips): what a run with the tables in its own process does not do. */
@@ -295,18 +240,6 @@ typedef struct {
     int units, servers;
     double throughput;
 } plan_option;
-/* The fewest units and servers carrying `level`, the units within
- * max_units less the servers when the stage is on the servers' type; 0 when
- * none do (or the working set does not fit a unit). */
-int plan_stage_at_level(const plan_problem *p, const plan_law *law, int type, double level, plan_option *o);
-/* The fastest provisioning of the stage alone within its type's limit
- * (units and servers sharing it on the servers' type; servers up to
- * max_servers otherwise). */
-void plan_stage_fastest(const plan_problem *p, const plan_law *law, int type, plan_option *o);
-/* The next provisioning above cur: the fewest units and servers that carry
- * more than cur does; 0 when none does. */
-int plan_stage_next(const plan_problem *p, const plan_law *law, int type, const plan_option *cur,
-                    plan_option *next);
 /* Transfer time per batch of the link into a stage starting at layer `first`
  * (activations forward, gradients back), or 0 when no link is listed. */
 double plan_link_ms(const plan_problem *p, int first, int from_type, int to_type);
@@ -369,17 +302,6 @@ static inline double plan_objective_value(const plan_problem *p, double cost_per
     }
     return HUGE_VAL;
 }
-/* What a unit of type t and a server cost the objective per hour: the price,
- * or the power for energy and EDP (the rate the DPs of rl and its polish
- * minimise). */
-static inline double plan_unit_weight(const plan_problem *p, int t)
-{
-    return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->power[t] : p->price[t];
-}
-static inline double plan_server_weight(const plan_problem *p)
-{
-    return p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP ? p->server_power : p->server_price;
-}
 /* Objective when feasible; a huge value growing with the violation otherwise,
  * so that searches can still move towards feasibility. */
 double plan_score(const plan_eval *e);
@@ -419,22 +341,6 @@ typedef struct {
  * untrained policy), or all zero (uniform over the actions: random search). */
 enum { PLAN_START_TRAINED, PLAN_START_RANDOM, PLAN_START_UNIFORM };
 
-/* What a search may spend: evaluations of the cost model, counted so that a
- * seed gives one plan on a busy machine and a quiet one, and a wall-clock
- * cap (--time-limit) that only guards against the pathological; cut says
- * that the cap, not the count, ended the search. */
-typedef struct {
-    long evals, max_evals;
-    double deadline;
-    int cut;
-} plan_budget;
-
-void plan_budget_init(plan_budget *b, long max_evals, double seconds);
-/* 1 while evaluations and time are left (sets cut when the time is not). */
-int plan_budget_left(plan_budget *b);
-/* plan_evaluate, counted. */
-void plan_budget_evaluate(plan_budget *b, const plan_problem *p, const int *assign, plan_eval *e);
-
 typedef struct {
     double episode, objective; /* best feasible objective after that many evaluations */
 } plan_trace_point;
@@ -455,7 +361,6 @@ typedef struct {
 
 void plan_result_init(plan_result *r, const plan_problem *p);
 void plan_result_free(plan_result *r);
-void plan_trace_add(plan_result *r, double episode, double objective);
 
 int plan_solve_fixed(const plan_problem *p, int type, plan_result *r);
 int plan_solve_greedy(const plan_problem *p, plan_result *r);
@@ -469,33 +374,6 @@ int plan_solve_polish(const plan_problem *p, const plan_search_opts *o, plan_res
 /* The solver named by --algo (rl, exact, greedy, genetic, polish, brute, fixed:TYPE). */
 int plan_solve(const plan_problem *p, const hps_cluster *c, const char *algo, const plan_search_opts *so,
                plan_result *r, hps_error *err);
-/* Steepest descent over single-layer and whole-stage type changes. */
-void plan_local_search(const plan_problem *p, int *assign, plan_budget *b);
-/* The DP moves (plan_dp_polish), the local search, and both again while the
- * DP moves improve the plan. */
-#define PLAN_POLISH_WINDOW 12
-void plan_descend(const plan_problem *p, int *assign, plan_budget *b);
-/* plan_descend, then until the budget is spent or PLAN_ILS_PATIENCE rounds
- * in a row gain nothing: move a random run to a random type, descend, keep
- * the better plan. */
-#define PLAN_ILS_PATIENCE 200
-void plan_iterated_search(const plan_problem *p, int *assign, uint64_t seed, plan_budget *b);
-/* The rl polish's DP moves (plan_polish.c): re-choose the cut points of the
- * plan's stage sequence (also after retyping one stage), and the types of
- * windows of `window` layers, at a few throughput floors; keeps what the
- * cost model scores better.  Returns 1 when the plan improved. */
-int plan_dp_polish(const plan_problem *p, int *assign, int window, plan_budget *b);
-/* A DP that plans with the unit limits across stages (the binding types'
- * units in its state) at a few throughput floors; keeps what the cost model
- * scores better.  Returns 1 when the plan improved. */
-int plan_dp_limits(const plan_problem *p, int *assign, plan_budget *b);
-/* The stages [first, end) of n layers numbered row by row (the table of
- * stage laws of plan_dp_limits and of the rl policy): row[0..n] from
- * plan_stage_rows (row[n] is how many stages; free it), a stage's number
- * from plan_stage_index. */
-long *plan_stage_rows(int n_layers);
-static inline long plan_stage_index(const long *row, int first, int end) { return row[first] + end - first - 1; }
-
 /* The rl policy (plan_sched_rl.c): its file (hps-plan --train-policy) and
  * its pre-training over seeded random instances. */
 plan_policy *plan_policy_load(const char *path, hps_error *err);
@@ -583,76 +461,13 @@ void plan_calib_targets(plan_calib_stage *st, int n, double step_ms, double bubb
 /* Scales the t1 of each stage's layers on its type in p (and prepares p). */
 void plan_calibrate(plan_problem *p, plan_calib_stage *st, int n);
 
-/* ---- reading a plan back: the one reader every tool uses ------------------ */
+/* ---- a plan made before, evaluated again -------------------------------------- */
 
-#define PLAN_MAX_STAGES 64
-#define PLAN_MAX_WORKERS (1 << 20)
-
-typedef struct {
-    char type[HPS_NAME_MAX], kind[8], rows[8]; /* kind "cpu" or "gpu"; rows plan_rows_names */
-    int first, end; /* layers [first, end) */
-    int units, servers;
-    double ms_per_batch; /* 0 when not given */
-    double servers_ms;   /* what of it is the exchange with the servers; 0 when not given */
-    double layers_ms;    /* what of it its layers compute; 0 when not given */
-} plan_file_stage;
-
-typedef struct {
-    int rank, stage;
-    char type[HPS_NAME_MAX];
-    double share; /* < 0 when not given */
-    char node[HPS_NAME_MAX]; /* where the plan placed it; "" when the cluster lists no nodes */
-} plan_file_worker;
-
-typedef struct {
-    int rank;
-    char node[HPS_NAME_MAX];
-} plan_file_place; /* placement.servers[] */
-
-/* Every field a tool may need, checked and bounded; what a plan may omit is
- * 0, NULL or empty, and each tool checks what it needs. */
-typedef struct {
-    json_t *root;                  /* the document, for what only hps-plan show prints */
-    char *path, *name;             /* as given, and its last component for messages */
-    char digest[72];               /* of the file's bytes */
-    char *model_path, *cluster_path, *data_stats_path; /* inputs, resolved against the plan's directory; NULL if absent */
-    int rows_on_servers; /* made with --rows servers */
-    int n_profiles, stdin_profile; /* stdin_profile: a profile was read from stdin */
-    char **profile_paths;
-    char model_digest[72], cluster_digest[72]; /* "" when absent */
-    char objective[16];
-    double min_throughput, samples, network_bytes;
-    double predicted_throughput; /* predicted.throughput, samples/s; 0 when absent */
-    double predicted_in_process; /* predicted.in_process_throughput; 0 when absent */
-    int epochs, batch, n_layers; /* 0 when absent */
-    int micro_batches;           /* pipeline.micro_batches; 0 when absent */
-    char (*assign)[HPS_NAME_MAX]; /* n_layers type names, or NULL */
-    int n_stages, n_workers, n_servers;
-    plan_file_stage *stages;
-    plan_file_worker *workers;
-    int *server_ranks; /* n_servers, or NULL when the plan lists none */
-    /* placement (a cluster with nodes): servers' nodes and the cross-node
-     * bytes per step predicted for it; -1 when absent */
-    int n_server_places;
-    plan_file_place *server_places;
-    double cross_node_bytes;
-    /* search: how the plan was found, as hps-plan recorded it */
-    char algorithm[HPS_NAME_MAX]; /* "" when absent */
-    unsigned long long seed;
-    long episodes;
-    int optimal, timed_out;
-    double optimum;             /* search.optimum: exact's objective; < 0 when absent */
-    double predicted_objective; /* predicted value of the plan's objective; < 0 when absent */
-} plan_file;
-
-/* Reads and checks a plan (hps-plan(5)); a file of another kind is refused. */
-int plan_file_load(const char *path, plan_file *pf, hps_error *err);
 /* 1 when e, the plan's assignment evaluated again, is what the file
  * predicted (its objective to PLAN_FILE_TOLERANCE): the plan is as hps-plan
  * wrote it for these inputs, so what it records of its search still holds. */
 #define PLAN_FILE_TOLERANCE 1e-8 /* files keep 9 significant digits (hps_json_write) */
 int plan_file_rechecked(const plan_file *pf, const plan_eval *e);
-void plan_file_free(plan_file *pf);
 
 /* "hps-plan --explain": per layer, what the plan would cost with that layer on
  * each type, everything else unchanged. */

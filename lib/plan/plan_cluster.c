@@ -5,7 +5,7 @@
 
 #include "core/hps_io.h"
 #include "core/hps_json.h"
-#include "plan/hps_plan.h"
+#include "plan/hps_cluster.h"
 
 int hps_cluster_find(const hps_cluster *c, const char *type_name)
 {

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "plan/hps_plan.h"
+#include "plan/plan_internal.h"
 
 /* hps-train's worker waits, every step, for its rows (the request, the
  * server's gather, the answer) and for its gradients' apply (the push, the

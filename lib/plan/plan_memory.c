@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "plan/hps_plan.h"
+#include "plan/plan_internal.h"
 
 const char *const plan_rows_names[] = {"none", "servers", "hbm", "cache", NULL};
 

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "plan/hps_plan.h"
+#include "plan/plan_internal.h"
 
 #define PLAN_RETYPE_STAGES 12
 

@@ -10,6 +10,7 @@
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "plan/hps_plan.h"
+#include "plan/hps_plan_file.h"
 
 static int copy_str(char *dst, size_t n, const char *src, const char *what, const char *ctx, hps_error *err)
 {
@@ -167,7 +168,6 @@ static int read_stages(json_t *root, plan_file *pf, hps_error *err)
     if (!json_is_array(st) || json_array_size(st) == 0 || json_array_size(st) > PLAN_MAX_STAGES)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: stages must be an array of 1 to %d stages", pf->name,
                         PLAN_MAX_STAGES);
-    pf->stages = hps_calloc(json_array_size(st), sizeof *pf->stages);
     int next = 0;
     for (size_t i = 0; i < json_array_size(st); i++, pf->n_stages++) {
         if (read_stage(json_array_get(st, i), (int)i, pf, next, err)) return -1;
@@ -347,10 +347,45 @@ void plan_file_free(plan_file *pf)
     for (int i = 0; i < pf->n_profiles; i++) free(pf->profile_paths[i]);
     free(pf->profile_paths);
     free(pf->assign);
-    free(pf->stages);
     free(pf->workers);
     free(pf->server_ranks);
     free(pf->server_places);
     json_decref(pf->root);
     memset(pf, 0, sizeof *pf);
+}
+
+int hps_plan_read(const char *path, double **shares, int *n_workers, int *servers,
+                  char digest[72], hps_error *err)
+{
+    plan_file pf;
+    if (plan_file_load(path, &pf, err)) return -1;
+    int n = pf.n_workers, rc = 0;
+    double sum = 0, *by_rank = NULL;
+    if (n == 0 || n > PLAN_MAX_SHARDS) {
+        rc = hps_fail(err, HPS_EXIT_USAGE, "%s: workers: expected a non-empty array of at most %d", pf.name,
+                      PLAN_MAX_SHARDS);
+        goto done;
+    }
+    by_rank = hps_malloc((size_t)n * sizeof *by_rank);
+    for (int i = 0; i < n; i++) by_rank[i] = -1;
+    for (int i = 0; i < n && rc == 0; i++) {
+        const plan_file_worker *w = &pf.workers[i];
+        if (w->share < 0) rc = hps_fail(err, HPS_EXIT_USAGE, "%s: workers[%d]: missing field 'share'", pf.name, i);
+        else if (w->rank >= n || by_rank[w->rank] >= 0)
+            rc = hps_fail(err, HPS_EXIT_USAGE, "%s: workers: rank %d missing or repeated", pf.name, w->rank);
+        else by_rank[w->rank] = w->share, sum += w->share;
+    }
+    if (rc == 0 && fabs(sum - 1) > 1e-6)
+        rc = hps_fail(err, HPS_EXIT_USAGE, "%s: workers: shares sum to %.9g, expected 1", pf.name, sum);
+    if (rc == 0) {
+        memcpy(digest, pf.digest, 72);
+        *servers = pf.n_servers;
+        *shares = by_rank;
+        *n_workers = n;
+        by_rank = NULL;
+    }
+done:
+    free(by_rank);
+    plan_file_free(&pf);
+    return rc;
 }

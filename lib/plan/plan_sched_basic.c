@@ -6,6 +6,7 @@
 
 #include "core/hps_rng.h"
 #include "plan/hps_plan.h"
+#include "plan/plan_internal.h"
 
 #define BRUTE_MAX 1e7
 

@@ -37,6 +37,7 @@
 #include <stdio.h>
 
 #include "plan/hps_plan.h"
+#include "plan/plan_internal.h"
 
 #define EXACT_MAX_LABELS 20000000
 

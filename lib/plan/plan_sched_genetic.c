@@ -7,6 +7,7 @@
 
 #include "core/hps_rng.h"
 #include "plan/hps_plan.h"
+#include "plan/plan_internal.h"
 
 #define GA_POP 48
 #define GA_ELITE 2

@@ -42,6 +42,7 @@
 #include "core/hps_json.h"
 #include "core/hps_rng.h"
 #include "plan/hps_plan.h"
+#include "plan/plan_internal.h"
 
 #define RL_F 16 /* features per action */
 #define RL_H 8 /* hidden units of the scorer */

@@ -15,7 +15,7 @@
 #include <jansson.h>
 
 #include "net/hps_net.h"
-#include "plan/hps_plan.h"
+#include "plan/hps_plan_file.h"
 #include "train/train_pipeline.h"
 #include "train/train_table.h"
 

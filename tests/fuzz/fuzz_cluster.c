@@ -1,6 +1,6 @@
 /* A cluster file (hps-cluster(5)). */
 #include "fuzz.h"
-#include "plan/hps_plan.h"
+#include "plan/hps_cluster.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

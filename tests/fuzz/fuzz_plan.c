@@ -4,7 +4,7 @@
 #include "core/hps_json.h"
 #include "fuzz.h"
 #include "model/hps_model.h"
-#include "plan/hps_plan.h"
+#include "plan/hps_plan_file.h"
 #include "train/hps_train.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

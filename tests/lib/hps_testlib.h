@@ -3,7 +3,6 @@
 #ifndef HPS_TESTLIB_H
 #define HPS_TESTLIB_H
 
-#include "plan/hps_plan.h"
 #include "train/hps_train.h"
 
 /* Synthetic rows of the model's schema: labels from a planted logistic model

@@ -16,6 +16,7 @@
 
 #include "core/hps_rng.h"
 #include "plan/hps_plan.h"
+#include "plan/plan_internal.h"
 #include "hps_testlib.h"
 
 static double objective_of(const plan_problem *p, const int *assign, int *feasible)

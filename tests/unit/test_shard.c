@@ -18,6 +18,7 @@
 #include "data/hps_data.h"
 #include "data/hps_shard.h"
 #include "data/hps_shard_job.h"
+#include "plan/hps_plan_file.h"
 #include "net/hps_batch.h"
 
 static const hps_schema criteo = {HPS_CRITEO_DENSE, HPS_CRITEO_SLOTS, 0, 0, 2};
