@@ -162,7 +162,7 @@ static int engine_overhead(const hps_model *m, json_t *dev, const hps_profile_op
                            hps_error *err)
 {
     if (strcmp(json_string_value(json_object_get(dev, "kind")), "cpu") != 0) return 0;
-    hps_train_plan plan;
+    plan_file plan;
     hps_train_plan_single(m, &plan);
     plan.batch = o->batch ? o->batch : m->batch;
     hps_train_opts to = hps_train_opts_default();

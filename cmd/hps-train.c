@@ -379,7 +379,7 @@ int main(int argc, char **argv)
     hps_model *m = NULL;
     hps_source *src = NULL;
     hps_trainer *t = NULL;
-    hps_train_plan plan;
+    plan_file plan = {0};
     char *path = model_path(&a, &err);
     rc = path && (m = hps_model_load(path, &err)) ? 0 : -1;
     if (rc == 0) {
@@ -402,6 +402,7 @@ int main(int argc, char **argv)
         hps_trainer_free(t);
         if (src) src->close(src);
         hps_model_free(m);
+        plan_file_free(&plan);
         free(path);
         hps_dist_end(d);
         return err.code;
@@ -413,6 +414,7 @@ int main(int argc, char **argv)
     hps_trainer_free(t);
     if (src) src->close(src);
     hps_model_free(m);
+    plan_file_free(&plan);
     free(path);
     hps_dist_end(d);
     if (rc == 0) return HPS_EXIT_OK;

@@ -145,7 +145,7 @@ void dist_loop(hps_dist *d);
 void dist_gather_stats(hps_dist *d, hps_trainer *t);
 /* A server's tables (one per embedding layer), and one message handled:
  * msg (freed here) from rank `from` with its tag. */
-void dist_server_create(dist_server *sv, const hps_model *m, const hps_train_plan *plan,
+void dist_server_create(dist_server *sv, const hps_model *m, const plan_file *plan,
                         const hps_train_opts *o);
 void dist_server_free(dist_server *sv);
 int dist_server_handle(hps_dist *d, dist_server *sv, dist_server_state *s, char *msg, size_t n, int from,

@@ -36,7 +36,7 @@ static void no_job(void) { abort(); }
 int hps_dist_is_server(const hps_dist *d) { (void)d, no_job(); return 0; }
 int hps_dist_is_lead(const hps_dist *d) { (void)d, no_job(); return 0; }
 int hps_dist_stages(const hps_dist *d) { (void)d, no_job(); return 1; }
-int hps_dist_check_stages(hps_dist *d, const hps_model *m, const hps_train_plan *p, int eval,
+int hps_dist_check_stages(hps_dist *d, const hps_model *m, const plan_file *p, int eval,
                           hps_error *err)
 {
     (void)d, (void)m, (void)p, (void)eval, (void)err, no_job();
@@ -48,7 +48,7 @@ void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_
 }
 int hps_dist_finish(hps_dist *d, hps_trainer *t, hps_error *err) { (void)d, (void)t, (void)err, no_job(); return -1; }
 int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err) { (void)d, (void)t, (void)err, no_job(); return -1; }
-int hps_dist_serve(hps_dist *d, const hps_model *m, const hps_train_plan *plan,
+int hps_dist_serve(hps_dist *d, const hps_model *m, const plan_file *plan,
                    const hps_train_opts *o, hps_error *err)
 {
     (void)d, (void)m, (void)plan, (void)o, (void)err, no_job();

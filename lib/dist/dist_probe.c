@@ -63,7 +63,7 @@ static json_t *probe_json(probe_steps *s, int steps)
 json_t *hps_dist_probe_exchange(const hps_model *m, hps_source *src, int batch, int threads, int steps,
                                 hps_error *err)
 {
-    hps_train_plan plan;
+    plan_file plan;
     hps_train_plan_single(m, &plan);
     plan.batch = batch;
     hps_train_opts o = hps_train_opts_default();

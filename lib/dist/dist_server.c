@@ -168,7 +168,7 @@ static int on_push(hps_dist *d, dist_server *sv, dist_server_state *s, int w, ch
 }
 
 /* The server's tables: one per embedding layer, as one process has them. */
-void dist_server_create(dist_server *sv, const hps_model *m, const hps_train_plan *plan,
+void dist_server_create(dist_server *sv, const hps_model *m, const plan_file *plan,
                         const hps_train_opts *o)
 {
     *sv = (dist_server){.m = m, .o = *o};
@@ -225,7 +225,7 @@ static int serve(hps_dist *d, dist_server *sv, hps_error *err)
     return rc;
 }
 
-int hps_dist_serve(hps_dist *d, const hps_model *m, const hps_train_plan *plan,
+int hps_dist_serve(hps_dist *d, const hps_model *m, const plan_file *plan,
                    const hps_train_opts *o, hps_error *err)
 {
     dist_server sv;

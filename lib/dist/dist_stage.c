@@ -70,7 +70,7 @@ void dist_stages_place(hps_dist *d)
 
 /* The plan's layer ranges against the workers' stages: every embedding layer
  * in stage 0, where the rows are loaded and fetched. */
-int hps_dist_check_stages(hps_dist *d, const hps_model *m, const hps_train_plan *p, int eval,
+int hps_dist_check_stages(hps_dist *d, const hps_model *m, const plan_file *p, int eval,
                           hps_error *err)
 {
     d->eval = eval;

@@ -54,7 +54,7 @@ int hps_dist_stages(const hps_dist *d);
  * to serve; with stages on different ranks, the plan's layer ranges fit the
  * workers' stages and every embedding layer is in stage 0.  Every rank finds
  * the same answer.  eval: the lead evaluates after each epoch (--eval). */
-int hps_dist_check_stages(hps_dist *d, const hps_model *m, const hps_train_plan *p, int eval,
+int hps_dist_check_stages(hps_dist *d, const hps_model *m, const plan_file *p, int eval,
                           hps_error *err);
 /* A worker: hooks the trainer's steps, loads and checkpoints. */
 void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_train_opts *o);
@@ -66,7 +66,7 @@ int hps_dist_finish(hps_dist *d, hps_trainer *t, hps_error *err);
 int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err);
 /* A server: builds its tables (and nothing else of the model), serves rows
  * and applies updates until every worker is done. */
-int hps_dist_serve(hps_dist *d, const hps_model *m, const hps_train_plan *plan,
+int hps_dist_serve(hps_dist *d, const hps_model *m, const plan_file *plan,
                    const hps_train_opts *o, hps_error *err);
 
 /* hps-profile's exchange probe (hps-profile(5), "exchange"): `steps`

@@ -1,8 +1,8 @@
 /* hps_train: executes a plan (hps-train(1)).
  *
  * The pieces:
- *   plan       what hps-train reads of a plan: stages as layer ranges, their
- *              types, the digests that tie it to its model
+ *   plan       the plan file (lib/plan's plan_file) checked against its
+ *              model, or one stage without a plan file
  *   source     where batches come from (shards, or synthetic for tests)
  *   table      parameter-server embedding tables (train_table.h)
  *   pipeline   the stages as threads over micro-batches (train_pipeline.h)
@@ -19,39 +19,19 @@
 #include "train/train_pipeline.h"
 #include "train/train_table.h"
 
-/* ---- the plan, as hps-train reads it -------------------------------------- */
+/* ---- the plan ------------------------------------------------------------- */
 
+/* hps-train runs the plan file as lib/plan reads it (plan_file); the trainer
+ * keeps a pointer to it, so it lives until hps_trainer_free. */
 #define HPS_TRAIN_MAX_STAGES PLAN_MAX_STAGES
 
-typedef struct {
-    char type[HPS_NAME_MAX];
-    char kind[8];        /* "cpu" or "gpu" */
-    int first, end;      /* layers [first, end) */
-    int units;
-    double predicted_ms; /* per batch, as planned (0: unknown) */
-    double servers_ms;   /* what of it is the exchange with the servers (0: none or unknown) */
-    double layers_ms;    /* what of it its layers compute (0: unknown) */
-    char rows[8];        /* where the plan keeps its embedding rows (plan_rows_names) */
-} hps_train_stage;
-
-typedef struct {
-    char path[512];        /* empty: no plan file (--model alone) */
-    char digest[72];       /* of the plan file's bytes */
-    char model_digest[72];
-    int batch, n_layers;
-    int micro_batches; /* as planned (the plan's pipeline); 0: one per stage */
-    int n_stages;
-    hps_train_stage stages[HPS_TRAIN_MAX_STAGES];
-    int servers;
-    double predicted_samples_per_s; /* the plan's predicted.throughput (0: unknown) */
-    double predicted_in_process;    /* its in_process_throughput (0: unknown) */
-} hps_train_plan;
-
-/* Reads a plan (hps-plan(5)) and checks it against the model. */
-int hps_train_plan_load(const char *path, const hps_model *m, hps_train_plan *plan,
-                        hps_error *err);
-/* One stage of all layers on the CPU, for runs without a plan file. */
-void hps_train_plan_single(const hps_model *m, hps_train_plan *plan);
+/* Reads a plan (hps-plan(5)) and checks it against the model: its digest,
+ * layers and stages; batch and n_layers default to the model's.  Free it
+ * with plan_file_free. */
+int hps_train_plan_load(const char *path, const hps_model *m, plan_file *plan, hps_error *err);
+/* One stage of all layers on the CPU, for runs without a plan file (name
+ * NULL; nothing to free). */
+void hps_train_plan_single(const hps_model *m, plan_file *plan);
 
 /* ---- where batches come from ---------------------------------------------- */
 
@@ -105,7 +85,7 @@ hps_train_opts hps_train_opts_default(void);
 
 typedef struct hps_trainer hps_trainer;
 
-hps_trainer *hps_trainer_create(const hps_model *m, const hps_train_plan *plan,
+hps_trainer *hps_trainer_create(const hps_model *m, const plan_file *plan,
                                 const hps_train_opts *o, hps_error *err);
 void hps_trainer_free(hps_trainer *t);
 

@@ -63,7 +63,7 @@ typedef struct {
 
 static ckpt_part trainer_part(hps_trainer *t)
 {
-    return (ckpt_part){t, t->m, t->plan.digest,
+    return (ckpt_part){t, t->m, t->plan->digest,
                        {t->step, t->epoch, t->epoch_row, t->samples, t->o.seed,
                         (uint64_t)t->owner->adam_t},
                        t->tables};
@@ -297,7 +297,7 @@ static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
                         c->t ? "a trainer's" : "a parameter server's");
     if (strcmp(plan, c->plan_digest) != 0)
         hps_warnf("%s: made under another plan; resuming under %s", path,
-                  c->t && c->t->plan.path[0] ? c->t->plan.path : "this one");
+                  c->t && c->t->plan->name ? c->t->plan->name : "this one");
     if (c->t && load_dense(c->t, f))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: truncated dense parameters", path);
     for (int l = 0; l < c->m->n_layers; l++)

@@ -8,7 +8,7 @@
 
 struct hps_trainer {
     const hps_model *m;
-    hps_train_plan plan;
+    const plan_file *plan;         /* the caller's, kept until hps_trainer_free */
     hps_train_opts o;
     const hps_backend *be;
     int B, M, cap_micro, threads;  /* batch, micro-batches, samples each, threads per stage */

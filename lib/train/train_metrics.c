@@ -42,15 +42,15 @@ static int one_process(const hps_trainer *t) { return !t->dist; }
  * time (one process: less the exchange). */
 static double predicted_stage_ms(const hps_trainer *t, int s)
 {
-    const hps_train_stage *st = &t->plan.stages[s];
+    const plan_file_stage *st = &t->plan->stages[s];
     if (st->layers_ms > 0) return st->layers_ms;
-    return st->predicted_ms > 0 && one_process(t) ? st->predicted_ms - st->servers_ms : st->predicted_ms;
+    return st->ms_per_batch > 0 && one_process(t) ? st->ms_per_batch - st->servers_ms : st->ms_per_batch;
 }
 
 static double predicted_rate(const hps_trainer *t)
 {
-    return one_process(t) && t->plan.predicted_in_process > 0 ? t->plan.predicted_in_process
-                                                               : t->plan.predicted_samples_per_s;
+    return one_process(t) && t->plan->predicted_in_process > 0 ? t->plan->predicted_in_process
+                                                               : t->plan->predicted_throughput;
 }
 
 void train_metrics_start(hps_trainer *t)
@@ -59,10 +59,10 @@ void train_metrics_start(hps_trainer *t)
     t->eval_s_last = t->sum.eval_seconds;
     t->progress_start = NAN; /* set at the first progress line */
     t->step_start = t->step;
-    for (int s = 0; s < t->plan.n_stages; s++) t->busy_start[s] = t->busy_last[s] = stage_busy(t, s);
+    for (int s = 0; s < t->plan->n_stages; s++) t->busy_start[s] = t->busy_last[s] = stage_busy(t, s);
     json_t *stages = json_array();
-    for (int s = 0; s < t->plan.n_stages; s++) {
-        const hps_train_stage *st = &t->plan.stages[s];
+    for (int s = 0; s < t->plan->n_stages; s++) {
+        const plan_file_stage *st = &t->plan->stages[s];
         double pred = predicted_stage_ms(t, s);
         json_array_append_new(stages, json_pack("{s:i, s:s, s:s, s:s, s:[ii], s:i, s:o}", "index", s,
                                                 "type", st->type, "kind", st->kind, "runs_on",
@@ -71,7 +71,7 @@ void train_metrics_start(hps_trainer *t)
                                                 "predicted_ms", pred > 0 ? hps_json_real(pred) : json_null()));
     }
     emit(t, json_pack("{s:s, s:s, s:o, s:i, s:i, s:i, s:i, s:I, s:s, s:o}", "event", "start", "model",
-                      t->m->name, "plan", t->plan.path[0] ? json_string(t->plan.path) : json_null(), "batch", t->B, "micro_batches", t->M,
+                      t->m->name, "plan", t->plan->name ? json_string(t->plan->name) : json_null(), "batch", t->B, "micro_batches", t->M,
                       "threads_per_stage", t->threads, "epochs", t->o.epochs, "step",
                       (json_int_t)t->step, "blas_core", hps_blas_corename(), "stages", stages));
 }
@@ -80,7 +80,7 @@ void train_metrics_start(hps_trainer *t)
 static json_t *stage_rates(hps_trainer *t, uint64_t steps)
 {
     json_t *a = json_array();
-    for (int s = 0; s < t->plan.n_stages; s++) {
+    for (int s = 0; s < t->plan->n_stages; s++) {
         const hps_stage_stats *st = hps_pipeline_stats(t->pipe, s);
         double now = stage_busy(t, s), busy = now - t->busy_last[s];
         t->busy_last[s] = now;
@@ -149,7 +149,7 @@ static json_t *fidelity(hps_trainer *t)
     uint64_t steps = t->step - t->step_start;
     s->predicted_samples_per_s = predicted_rate(t);
     s->predicted_for = one_process(t) ? "one process" : "ranks";
-    s->n_stages = t->plan.n_stages;
+    s->n_stages = t->plan->n_stages;
     json_t *a = json_array();
     for (int i = 0; i < s->n_stages; i++) {
         double busy = stage_busy(t, i) - t->busy_start[i];

@@ -76,7 +76,7 @@ static void refresh_tables(hps_trainer *t)
 /* Where the dense layers run: on cuda:0 when the plan has a GPU stage (the
  * embedding layers stay on the CPU, beside the parameter-server tables), on
  * the CPU otherwise or with --cpu-fallback. */
-static const hps_backend *stage_backend(const hps_train_plan *plan, const hps_train_opts *o,
+static const hps_backend *stage_backend(const plan_file *plan, const hps_train_opts *o,
                                         hps_error *err)
 {
     int gpu = -1;
@@ -94,7 +94,7 @@ static const hps_backend *stage_backend(const hps_train_plan *plan, const hps_tr
         hps_fail(err, HPS_EXIT_RUNTIME,
                  "%s: stage %d runs on '%s', a GPU type, but %s; pass --cpu-fallback to run it "
                  "on the CPU",
-                 plan->path, gpu, plan->stages[gpu].type, why.msg);
+                 plan->name, gpu, plan->stages[gpu].type, why.msg);
     return be;
 }
 
@@ -120,14 +120,14 @@ static void create_nets(hps_trainer *t)
                                             t->o.table_policy, t->o.seed);
 }
 
-hps_trainer *hps_trainer_create(const hps_model *m, const hps_train_plan *plan,
+hps_trainer *hps_trainer_create(const hps_model *m, const plan_file *plan,
                                 const hps_train_opts *o, hps_error *err)
 {
     const hps_backend *be = stage_backend(plan, o, err);
     if (!be) return NULL;
     hps_trainer *t = hps_calloc(1, sizeof *t);
     t->m = m;
-    t->plan = *plan;
+    t->plan = plan;
     t->o = *o;
     t->be = be;
     t->B = plan->batch;

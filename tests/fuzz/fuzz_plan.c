@@ -13,8 +13,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hps_error err;
     if (!m) HPS_CHECK((m = hps_model_load(fuzz_testdata("models/demo-ctr.json"), &err)));
     const char *path = fuzz_path(data, size);
-    hps_train_plan plan;
-    hps_train_plan_load(path, m, &plan, &err);
+    plan_file plan;
+    if (hps_train_plan_load(path, m, &plan, &err) == 0) plan_file_free(&plan);
     plan_file pf;
     if (plan_file_load(path, &pf, &err) == 0) plan_file_free(&pf);
     return 0;

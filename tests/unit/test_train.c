@@ -133,7 +133,7 @@ static void test_table_load_checks_rows_exist(void **state)
 /* ---- the trainer --------------------------------------------------------------------- */
 
 /* A plan of S stages cutting the model's layers at `cuts`. */
-static void plan_of(const hps_model *m, hps_train_plan *p, const int *cuts, int S)
+static void plan_of(const hps_model *m, plan_file *p, const int *cuts, int S)
 {
     hps_train_plan_single(m, p);
     p->n_stages = S;
@@ -144,7 +144,7 @@ static void plan_of(const hps_model *m, hps_train_plan *p, const int *cuts, int 
     }
 }
 
-static hps_trainer *trainer_threads(const hps_model *m, const hps_train_plan *p, int micro, int threads)
+static hps_trainer *trainer_threads(const hps_model *m, const plan_file *p, int micro, int threads)
 {
     hps_train_opts o = hps_train_opts_default();
     o.micro_batches = micro;
@@ -155,7 +155,7 @@ static hps_trainer *trainer_threads(const hps_model *m, const hps_train_plan *p,
     return t;
 }
 
-static hps_trainer *trainer(const hps_model *m, const hps_train_plan *p, int micro)
+static hps_trainer *trainer(const hps_model *m, const plan_file *p, int micro)
 {
     return trainer_threads(m, p, micro, 1);
 }
@@ -179,7 +179,7 @@ static void test_pipeline_matches_single_stage(void **state)
     (void)state;
     hps_model *m = load("dlrm-small.json");
     hps_source *src = hps_source_synth(m, 64 * 20, 1, 5);
-    hps_train_plan one, three;
+    plan_file one, three;
     int cuts[2] = {3, 5};
     plan_of(m, &one, NULL, 1);
     plan_of(m, &three, cuts, 3);
@@ -203,7 +203,7 @@ static void test_pipeline_gradients(void **state)
     (void)state;
     hps_model *m = load("tiny.json");
     hps_source *src = hps_source_synth(m, 8, 1, 3);
-    hps_train_plan p;
+    plan_file p;
     int cuts[1] = {3};
     plan_of(m, &p, cuts, 2);
     hps_trainer *t = trainer(m, &p, 2);
@@ -313,7 +313,7 @@ static void *run_stage(void *arg)
  * gradients, stage 1's and its loss are one process's two-stage pipeline's. */
 static void linked_matches_local(const hps_model *m, hps_source *src, int c)
 {
-    hps_train_plan p;
+    plan_file p;
     int cuts[1] = {c};
     plan_of(m, &p, cuts, 2);
     hps_trainer *one = trainer(m, &p, 3), *a = trainer(m, &p, 3), *b = trainer(m, &p, 3);
@@ -378,7 +378,7 @@ static void test_learns_planted_model(void **state)
     (void)state;
     hps_model *m = load("two-tables.json");
     hps_source *train = hps_source_synth(m, 16 * 400, 1, 11), *eval = hps_source_synth(m, 2000, 1, 12);
-    hps_train_plan p;
+    plan_file p;
     hps_train_plan_single(m, &p);
     hps_train_opts o = hps_train_opts_default();
     o.epochs = 3;
@@ -449,7 +449,7 @@ static void test_checkpoint_resume_is_bitwise(void **state)
     assert_non_null(mkdtemp(dir));
     hps_model *m = load("dlrm-small.json");
     hps_source *src = hps_source_synth(m, 64 * 12, 1, 21);
-    hps_train_plan p;
+    plan_file p;
     int cuts[1] = {4};
     plan_of(m, &p, cuts, 2);
     hps_error err;
@@ -481,7 +481,7 @@ static void test_corrupt_checkpoint_is_refused(void **state)
     assert_non_null(mkdtemp(dir));
     hps_model *m = load("tiny.json");
     hps_source *src = hps_source_synth(m, 80, 1, 2);
-    hps_train_plan p;
+    plan_file p;
     hps_train_plan_single(m, &p);
     hps_trainer *t = trainer(m, &p, 1);
     train_steps(t, src, 0, 3);
@@ -565,7 +565,7 @@ static void test_forged_checkpoint_size_is_refused(void **state)
     assert_true(ZSTD_getFrameContentSize(frame, out.pos) == ZSTD_CONTENTSIZE_UNKNOWN);
     write_ckpt(path, UINT64_MAX, frame, out.pos);
     hps_model *m = load("tiny.json");
-    hps_train_plan p;
+    plan_file p;
     hps_train_plan_single(m, &p);
     hps_trainer *t = trainer(m, &p, 1);
     hps_error err;
@@ -591,7 +591,7 @@ static void test_export_reads_back(void **state)
     snprintf(path, sizeof path, "%s/m.safetensors", dir);
     hps_model *m = load("tiny.json");
     hps_source *src = hps_source_synth(m, 80, 1, 2);
-    hps_train_plan p;
+    plan_file p;
     hps_train_plan_single(m, &p);
     hps_trainer *t = trainer(m, &p, 1);
     train_steps(t, src, 0, 3);
@@ -641,7 +641,7 @@ static void test_diverged_run_stops(void **state)
     (void)state;
     hps_model *m = load("tiny.json");
     hps_source *src = hps_source_synth(m, 8 * 200, 1, 4);
-    hps_train_plan p;
+    plan_file p;
     hps_train_plan_single(m, &p);
     hps_train_opts o = hps_train_opts_default();
     o.threads = 1;
@@ -667,7 +667,7 @@ static void test_eval_adds_no_rows(void **state)
     (void)state;
     hps_model *m = load("tiny.json");
     hps_source *train = hps_source_synth(m, 64, 1, 1), *eval = hps_source_synth(m, 400, 1, 2);
-    hps_train_plan p;
+    plan_file p;
     hps_train_plan_single(m, &p);
     hps_trainer *t = trainer(m, &p, 1);
     hps_error err;
@@ -693,7 +693,7 @@ static void test_probe_reads_new_batches(void **state)
     (void)state;
     hps_model *m = load("tiny.json");
     hps_source *src = hps_source_synth(m, 8 * 200, 1, 4);
-    hps_train_plan p;
+    plan_file p;
     hps_train_plan_single(m, &p);
     hps_trainer *t = trainer_threads(m, &p, 1, 2);
     hps_error err;
