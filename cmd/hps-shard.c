@@ -345,18 +345,14 @@ static int cmd_stats(const options *op, int n, char **paths)
     if (n != 1) die_usage("%s", "stats: give one shard directory");
     hps_error err = {{0}, 0};
     hps_manifest *m = hps_manifest_load(paths[0], &err);
-    json_t *root = NULL;
-    char mpath[4096];
-    snprintf(mpath, sizeof mpath, "%s/manifest.json", paths[0]);
-    int rc = m ? hps_json_load(mpath, &root, &err) : -1;
-    if (rc == 0) hps_manifest_print_stats(stdout, m, root);
+    int rc = m ? 0 : -1;
+    if (rc == 0) hps_manifest_print_stats(stdout, m);
     if (rc == 0 && op->verify) {
         rc = hps_manifest_verify(m, &err);
         if (rc == 0) printf("\nverified: every block and checksum of %d shard%s\n", m->n_shards, m->n_shards == 1 ? "" : "s");
     }
     if (rc == 0 && (fflush(stdout) != 0 || ferror(stdout)))
         rc = hps_fail(&err, HPS_EXIT_RUNTIME, "<stdout>: write failed: %s", strerror(errno));
-    json_decref(root);
     hps_manifest_free(m);
     if (rc == 0) return 0;
     hps_report(&err);

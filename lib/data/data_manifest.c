@@ -326,6 +326,8 @@ hps_manifest *hps_manifest_load(const char *dir, hps_error *err)
     json_t *keys = root ? json_object_get(root, "keys") : NULL, *input = root ? json_object_get(root, "input") : NULL;
     if (rc == 0 && (hps_json_format(root, "hps-shards", 2, HPS_REQUIRED, NULL, path, err) != 0 ||
                     hps_json_str(input, "format", HPS_REQUIRED, &fmt, path, err) != 0 ||
+                    hps_json_num(input, "bytes", HPS_OPTIONAL, 0, 1e19, &m->input_bytes, path, err) != 0 ||
+                    hps_json_int(input, "skipped", HPS_OPTIONAL, 0, INT64_MAX, &m->skipped, path, err) != 0 ||
                     hps_json_str(root, "dense_transform", HPS_OPTIONAL, &transform, path, err) != 0 ||
                     hps_json_str(keys, "hash", HPS_OPTIONAL, &hash, path, err) != 0 ||
                     hps_json_int(keys, "seed", HPS_OPTIONAL, 0, INT64_MAX, &seed, path, err) != 0 ||

@@ -91,7 +91,7 @@ int hps_manifest_verify(const hps_manifest *m, hps_error *err)
     return 0;
 }
 
-void hps_manifest_print_stats(FILE *f, const hps_manifest *m, json_t *root)
+void hps_manifest_print_stats(FILE *f, const hps_manifest *m)
 {
     fprintf(f, "%s: %llu rows, %s input, %d dense, %d slot%s, %s label (%d classes)\n", m->dir,
            (unsigned long long)m->rows, hps_data_format_names[m->format], m->schema.n_dense, m->schema.n_slots,
@@ -104,20 +104,15 @@ void hps_manifest_print_stats(FILE *f, const hps_manifest *m, json_t *root)
                (unsigned long long)e->rows, (unsigned long long)e->blocks, (unsigned long long)e->bytes, e->checksum);
         bytes += e->bytes;
     }
-    json_t *in = json_object_get(root, "input");
-    double in_bytes = json_number_value(json_object_get(in, "bytes"));
+    double in_bytes = m->input_bytes;
     fprintf(f, "\ninput %.1f MB, shards %.1f MB (ratio %.2f), %lld lines skipped\n", in_bytes / 1e6,
-           (double)bytes / 1e6, bytes ? in_bytes / (double)bytes : 0,
-           (long long)json_integer_value(json_object_get(in, "skipped")));
-    json_t *slots = json_object_get(root, "slots");
-    if (json_array_size(slots)) fprintf(f, "\n%-12s %14s %14s %9s %9s %9s\n", "slot", "lookups", "distinct~", "top10", "top100", "top1000");
-    for (size_t j = 0; j < json_array_size(slots); j++) {
-        json_t *e = json_array_get(slots, j), *top = json_object_get(e, "top_share");
-        fprintf(f, "%-12s %14lld %14lld %8.1f%% %8.1f%% %8.1f%%\n", json_string_value(json_object_get(e, "name")),
-               (long long)json_integer_value(json_object_get(e, "lookups")),
-               (long long)json_integer_value(json_object_get(e, "distinct_estimate")),
-               100 * json_number_value(json_object_get(top, "10")), 100 * json_number_value(json_object_get(top, "100")),
-               100 * json_number_value(json_object_get(top, "1000")));
+           (double)bytes / 1e6, bytes ? in_bytes / (double)bytes : 0, m->skipped);
+    int n_slots = m->slot_stats ? m->schema.n_slots : 0;
+    if (n_slots) fprintf(f, "\n%-12s %14s %14s %9s %9s %9s\n", "slot", "lookups", "distinct~", "top10", "top100", "top1000");
+    for (int j = 0; j < n_slots; j++) {
+        const hps_slot_stats *st = &m->slot_stats[j];
+        fprintf(f, "%-12s %14lld %14lld %8.1f%% %8.1f%% %8.1f%%\n", m->slot_names[j], (long long)st->lookups,
+               (long long)st->distinct, 100 * st->top_share[1], 100 * st->top_share[2], 100 * st->top_share[3]);
     }
 }
 

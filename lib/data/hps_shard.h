@@ -123,6 +123,8 @@ typedef struct {
     hps_manifest_shard *shards;
     int servers; /* 0 when no key lists were written */
     hps_slot_stats *slot_stats; /* schema.n_slots, or NULL when the manifest has none */
+    double input_bytes;   /* input.bytes: the text read (0 when not recorded) */
+    long long skipped;    /* input.skipped: lines skipped as bad (0 when not recorded) */
     char digest[72]; /* sha256 of manifest.json as written */
 } hps_manifest;
 
@@ -138,10 +140,10 @@ int hps_manifest_check_shard(const hps_manifest *m, int i, const char *path,
 
 /* For people (data_view.c): a shard's rows as text again, TSV (keys in hex,
  * key:weight when weighted) or libsvm; a directory's statistics table from
- * the manifest (root: its JSON, for the hot-key figures); and every shard
- * checked against the manifest's rows, bytes and checksum. */
+ * the manifest; and every shard checked against the manifest's rows, bytes
+ * and checksum. */
 int hps_shard_cat(const char *path, int libsvm, FILE *out, hps_error *err);
-void hps_manifest_print_stats(FILE *f, const hps_manifest *m, json_t *root);
+void hps_manifest_print_stats(FILE *f, const hps_manifest *m);
 int hps_manifest_verify(const hps_manifest *m, hps_error *err);
 
 #endif
