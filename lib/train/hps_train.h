@@ -242,6 +242,24 @@ typedef struct {
 } hps_train_run;
 int hps_train_run_load(const char *path, hps_train_run *r, hps_error *err);
 
+/* The figures of one record as hps-train show draws them, each NAN when
+ * absent or null: a step record (its first HPS_TRAIN_MAX_STAGES stages), an
+ * eval record, and a start record's model name (NULL when absent). */
+typedef struct {
+    double samples_per_s, measured_ms, predicted_ms;
+} hps_train_step_stage;
+typedef struct {
+    double step, loss, samples_per_s;
+    int n_stages;
+    hps_train_step_stage stages[HPS_TRAIN_MAX_STAGES];
+} hps_train_step_record;
+typedef struct {
+    double step, logloss, auc, accuracy;
+} hps_train_eval_record;
+void hps_train_step_read(json_t *record, hps_train_step_record *r);
+void hps_train_eval_read(json_t *record, hps_train_eval_record *r);
+const char *hps_train_start_model(json_t *record);
+
 /* Training curves from a metrics file (--metrics) as one SVG picture written
  * to out_path ("-" = stdout): loss, evaluation, samples/s per stage, measured
  * against planned ms per batch (train_curves.c). */

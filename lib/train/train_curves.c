@@ -25,13 +25,6 @@ static void curve_add(curve *c, double x, double y)
     c->x[c->n] = x, c->y[c->n] = y, c->n++;
 }
 
-/* A number field, NAN when absent or null. */
-static double num(json_t *o, const char *key)
-{
-    json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 typedef struct {
     char model[HPS_NAME_MAX];
     int n_stages;
@@ -41,17 +34,15 @@ typedef struct {
 
 static void add_step(curves *c, json_t *o)
 {
-    double step = num(o, "step");
-    curve_add(&c->loss, step, num(o, "loss"));
-    curve_add(&c->rate, step, num(o, "samples_per_s"));
-    json_t *stages = json_object_get(o, "stages"), *st;
-    size_t i;
-    json_array_foreach(stages, i, st) {
-        if (i >= HPS_TRAIN_MAX_STAGES) break;
-        if ((int)i >= c->n_stages) c->n_stages = (int)i + 1;
-        curve_add(&c->stage_rate[i], step, num(st, "samples_per_s"));
-        curve_add(&c->measured[i], step, num(st, "measured_ms"));
-        curve_add(&c->predicted[i], step, num(st, "predicted_ms"));
+    hps_train_step_record r;
+    hps_train_step_read(o, &r);
+    curve_add(&c->loss, r.step, r.loss);
+    curve_add(&c->rate, r.step, r.samples_per_s);
+    if (r.n_stages > c->n_stages) c->n_stages = r.n_stages;
+    for (int i = 0; i < r.n_stages; i++) {
+        curve_add(&c->stage_rate[i], r.step, r.stages[i].samples_per_s);
+        curve_add(&c->measured[i], r.step, r.stages[i].measured_ms);
+        curve_add(&c->predicted[i], r.step, r.stages[i].predicted_ms);
     }
 }
 
@@ -60,15 +51,16 @@ static int on_record(void *ctx, const char *event, json_t *o, int line, hps_erro
     curves *c = ctx;
     (void)line, (void)err;
     if (strcmp(event, "start") == 0) {
-        const char *m = json_string_value(json_object_get(o, "model"));
+        const char *m = hps_train_start_model(o);
         snprintf(c->model, sizeof c->model, "%s", m ? m : "?");
     } else if (strcmp(event, "step") == 0) {
         add_step(c, o);
     } else if (strcmp(event, "eval") == 0) {
-        double step = num(o, "step");
-        curve_add(&c->logloss, step, num(o, "logloss"));
-        curve_add(&c->auc, step, num(o, "auc"));
-        curve_add(&c->acc, step, num(o, "accuracy"));
+        hps_train_eval_record e;
+        hps_train_eval_read(o, &e);
+        curve_add(&c->logloss, e.step, e.logloss);
+        curve_add(&c->auc, e.step, e.auc);
+        curve_add(&c->acc, e.step, e.accuracy);
     }
     return 0;
 }

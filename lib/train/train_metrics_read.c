@@ -1,6 +1,7 @@
 /* Reading a metrics file back (hps-train(1), Metrics): the one reader of the
- * NDJSON that train_metrics.c writes.  hps-train show draws its records;
- * hps-plan --calibrate takes the run's figures from its start and summary. */
+ * NDJSON that train_metrics.c writes.  hps-train show draws its records
+ * (train_curves.c); hps-plan --calibrate takes the run's figures from its
+ * start and summary. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,36 @@ int hps_train_metrics_each(const char *path, hps_metrics_record_fn fn, void *ctx
     free(text);
     return rc;
 }
+
+/* A number field, NAN when absent or null. */
+static double num(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+void hps_train_step_read(json_t *o, hps_train_step_record *r)
+{
+    r->step = num(o, "step");
+    r->loss = num(o, "loss");
+    r->samples_per_s = num(o, "samples_per_s");
+    json_t *stages = json_object_get(o, "stages"), *st;
+    size_t i;
+    r->n_stages = 0;
+    json_array_foreach(stages, i, st) {
+        if (i >= HPS_TRAIN_MAX_STAGES) break;
+        r->stages[i] = (hps_train_step_stage){num(st, "samples_per_s"), num(st, "measured_ms"),
+                                              num(st, "predicted_ms")};
+        r->n_stages = (int)i + 1;
+    }
+}
+
+void hps_train_eval_read(json_t *o, hps_train_eval_record *r)
+{
+    *r = (hps_train_eval_record){num(o, "step"), num(o, "logloss"), num(o, "auc"), num(o, "accuracy")};
+}
+
+const char *hps_train_start_model(json_t *o) { return json_string_value(json_object_get(o, "model")); }
 
 typedef struct {
     hps_train_run *run;
