@@ -12,7 +12,9 @@
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "data/hps_shard.h"
+#include "plan/hps_cluster.h"
 #include "plan/hps_plan.h"
+#include "plan/hps_plan_file.h"
 #include "profile/hps_profile.h"
 #include "train/hps_train.h"
 

@@ -10,6 +10,7 @@
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "dist/hps_dist.h"
+#include "plan/hps_plan_file.h"
 #include "profile/hps_profile.h"
 #include "train/hps_train.h"
 

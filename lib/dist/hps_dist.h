@@ -22,6 +22,7 @@
 #ifndef HPS_DIST_H
 #define HPS_DIST_H
 
+#include "plan/hps_plan_file.h"
 #include "train/hps_train.h"
 
 #define HPS_DIST_MAX_RANKS 256

@@ -2,6 +2,7 @@
  * model its seed was written for (testdata's libsvm-logreg). */
 #include "fuzz.h"
 #include "model/hps_model.h"
+#include "plan/hps_plan_file.h"
 #include "train/hps_train.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

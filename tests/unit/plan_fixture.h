@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "core/hps_io.h"
+#include "plan/hps_cluster.h"
 #include "plan/hps_plan.h"
 
 typedef struct {

@@ -13,6 +13,7 @@
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "core/hps_rng.h"
+#include "plan/hps_cluster.h"
 #include "plan/hps_plan.h"
 #include "profile/hps_profile.h"
 #include "hps_testlib.h"

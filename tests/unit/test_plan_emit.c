@@ -14,6 +14,7 @@
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "plan/hps_plan.h"
+#include "plan/hps_plan_file.h"
 #include "plan_fixture.h"
 
 static void test_plan_round_trips(void **state)

@@ -7,6 +7,7 @@
 
 #include "core/hps_io.h"
 #include "hps_test.h"
+#include "plan/hps_plan_file.h"
 #include "train/train_internal.h"
 #include "hps_testlib.h"
 
