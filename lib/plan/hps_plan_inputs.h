@@ -1,10 +1,11 @@
 /* What the planner reads from files before it plans: the model, cluster and
  * profiles reduced to a problem (plan_inputs.c), with the key statistics of
  * hps-shard's manifest; a plan made before, read back against its inputs
- * (plan_reload.c); and the stages of a run hps-train measured, for
- * --calibrate (plan_calib_run.c).  hps-plan's options name the files; the
- * errors here are the files' (status 2 for bad input), and the tool says
- * what a missing option is. */
+ * (plan_reload.c); the stages of a run hps-train measured, for --calibrate
+ * (plan_calib_run.c); and, when the plan found misses the limit, what cannot
+ * meet it (plan_diagnose.c).  hps-plan's options name the files; the errors
+ * here are the files' (status 2 for bad input), and the tool says what a
+ * missing option is. */
 #ifndef HPS_PLAN_INPUTS_H
 #define HPS_PLAN_INPUTS_H
 
