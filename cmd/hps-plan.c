@@ -11,23 +11,21 @@
 #include "core/hps_blas.h"
 #include "core/hps_io.h"
 #include "core/hps_json.h"
-#include "data/hps_shard.h"
 #include "plan/hps_cluster.h"
 #include "plan/hps_plan.h"
-#include "plan/hps_plan_file.h"
+#include "plan/hps_plan_inputs.h"
 #include "profile/hps_profile.h"
 #include "train/hps_train.h"
 
 enum { FMT_JSON, FMT_TABLE, FMT_DOT, FMT_SVG };
 
 typedef struct {
-    const char *model, *cluster, *output, *rankfile, *explain, *algo, *format_arg, *data_stats, *policy, *train_policy;
-    const char *calibrate;
-    const char **profiles;
-    int n_profiles;
+    plan_sources src; /* -m, -c, -p, --data-stats, --rows */
+    const char **profile_args; /* the -p paths src.profiles names, until show or --explain takes the plan's */
+    const char *output, *rankfile, *explain, *algo, *format_arg, *policy, *train_policy, *calibrate;
     double min_throughput, samples;
     long epochs, micro_batches;
-    int objective, pareto, rows_on_servers;
+    int objective, pareto;
     long instances;
     plan_search_opts search;
 } options;
@@ -143,13 +141,14 @@ static void parse_options(int argc, char **argv, options *o)
     o->search = (plan_search_opts){.seed = 1, .episodes = 2048, .evaluations = 1000000, .time_limit = 60,
                                    .bound_time = 5, .polish = 1};
     o->instances = 512;
-    o->profiles = hps_calloc((size_t)argc, sizeof *o->profiles);
+    o->profile_args = hps_calloc((size_t)argc, sizeof *o->profile_args);
+    o->src.profiles = o->profile_args;
     int c;
     while ((c = hps_cli_getopt(argc, argv, "m:c:p:t:a:s:f:o:qvhV", long_options)) != -1) {
         switch (c) {
-        case 'm': o->model = optarg; break;
-        case 'c': o->cluster = optarg; break;
-        case 'p': o->profiles[o->n_profiles++] = optarg; break;
+        case 'm': o->src.model = optarg; break;
+        case 'c': o->src.cluster = optarg; break;
+        case 'p': o->profile_args[o->src.n_profiles++] = optarg; break;
         case 't': o->min_throughput = hps_cli_positive("--min-throughput", optarg); break;
         case OPT_OBJECTIVE: o->objective = hps_cli_choice("--objective", optarg, plan_objective_names); break;
         case 'a': o->algo = optarg; break;
@@ -171,8 +170,8 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_PARETO: o->pareto = optarg ? (int)hps_cli_long("--pareto", optarg, 1, 1000) : 8; break;
         case OPT_EXPLAIN: o->explain = optarg; break;
         case OPT_CALIBRATE: o->calibrate = optarg; break;
-        case OPT_DATA_STATS: o->data_stats = optarg; break;
-        case OPT_ROWS: o->rows_on_servers = hps_cli_choice("--rows", optarg, rows_choices); break;
+        case OPT_DATA_STATS: o->src.data_stats = optarg; break;
+        case OPT_ROWS: o->src.rows_on_servers = hps_cli_choice("--rows", optarg, rows_choices); break;
         case 'q': hps_cli_quiet(); break;
         case 'v': hps_cli_verbose(); break;
         case 'h': fputs(usage_text, stdout); exit(0);
@@ -199,92 +198,14 @@ static int format_of(const options *o)
     return o->format_arg ? hps_cli_choice("--format", o->format_arg, plan_formats) : FMT_JSON;
 }
 
-/* Inputs: model, cluster and profiles, reduced to a problem. */
-typedef struct {
-    hps_model *model;
-    hps_cluster *cluster;
-    hps_profiles *profiles;
-    plan_problem *problem;
-} inputs;
-
-/* --data-stats: the manifest hps-shard wrote (the file or its directory);
- * the model's slots take the statistics of the data's slots of the same
- * name, else of the same position. */
-static void key_stats(const char *path, const hps_model *m, plan_problem *p)
+/* The files -m, -c, -p and --data-stats name, which must include a model
+ * and a cluster. */
+static void load_inputs(const options *o, plan_inputs *in)
 {
     hps_error err;
-    size_t n = strlen(path);
-    char *dir = hps_strdup(path);
-    if (n >= 13 && strcmp(path + n - 13, "manifest.json") == 0)
-        snprintf(dir, n + 1, "%.*s", n > 13 ? (int)(n - 14) : 1, n > 13 ? path : ".");
-    hps_manifest *mf = hps_manifest_load(dir, &err);
-    free(dir);
-    if (!mf) die(&err);
-    if (!mf->slot_stats) {
-        hps_fail(&err, HPS_EXIT_USAGE, "%s: holds no key statistics (slots); shard the data again", path);
-        die(&err);
-    }
-    plan_key_stats *ks = hps_calloc((size_t)m->n_slots, sizeof *ks);
-    for (int j = 0; j < m->n_slots; j++) {
-        int d = -1;
-        for (int i = 0; i < mf->schema.n_slots && d < 0; i++)
-            if (strcmp(mf->slot_names[i], m->slots[j].name) == 0) d = i;
-        if (d < 0 && mf->schema.n_slots == m->n_slots) d = j;
-        if (d < 0) {
-            hps_log(2, "hps-plan: %s: no slot '%s': its rows take the default skew\n", path, m->slots[j].name);
-            continue;
-        }
-        const hps_slot_stats *st = &mf->slot_stats[d];
-        static const double top_n[4] = {1, 10, 100, 1000};
-        for (int i = 0; i < 4; i++)
-            if (st->top_share[i] > 0 && top_n[i] < st->distinct) {
-                ks[j].n[ks[j].n_points] = top_n[i];
-                ks[j].share[ks[j].n_points++] = st->top_share[i];
-            }
-        if (st->distinct >= 1) { /* every distinct key cached: every lookup hits */
-            ks[j].n[ks[j].n_points] = st->distinct;
-            ks[j].share[ks[j].n_points++] = 1;
-        }
-    }
-    plan_problem_key_stats(p, m, ks);
-    free(ks);
-    hps_manifest_free(mf);
-}
-
-static void load_inputs(const options *o, inputs *in)
-{
-    hps_error err;
-    if (!o->model) hps_usage_error("missing -m MODEL");
-    if (!o->cluster) hps_usage_error("missing -c CLUSTER");
-    if (!(in->model = hps_model_load(o->model, &err))) die(&err);
-    if (!(in->cluster = hps_cluster_load(o->cluster, &err))) die(&err);
-    in->profiles = hps_profiles_new();
-    int n = o->n_profiles ? o->n_profiles : 1;
-    for (int i = 0; i < n; i++) {
-        const char *path = o->n_profiles ? o->profiles[i] : "-";
-        char *text;
-        size_t len;
-        if (hps_json_read(path, &text, &len, &err) ||
-            hps_profiles_add(in->profiles, hps_path_name(path), text, len, &err))
-            die(&err);
-        free(text);
-    }
-    if (!(in->problem = plan_problem_build(in->model, in->cluster, in->profiles, &err))) die(&err);
-    in->problem->rows_on_servers = o->rows_on_servers;
-    if (o->data_stats) key_stats(o->data_stats, in->model, in->problem);
-    for (int t = 0; t < in->cluster->n_types; t++)
-        if (in->cluster->types[t].mem_bytes <= 0)
-            hps_log(2, "hps-plan: %s: resource '%s' gives no mem_gib: its memory is not checked\n",
-                    hps_path_name(o->cluster), in->cluster->types[t].name);
-    if (plan_problem_check_memory(in->problem, &err)) die(&err);
-}
-
-static void free_inputs(inputs *in)
-{
-    plan_problem_free(in->problem);
-    hps_profiles_free(in->profiles);
-    hps_cluster_free(in->cluster);
-    hps_model_free(in->model);
+    if (!o->src.model) hps_usage_error("missing -m MODEL");
+    if (!o->src.cluster) hps_usage_error("missing -c CLUSTER");
+    if (plan_inputs_load(&o->src, in, &err)) die(&err);
 }
 
 static void check_power(const plan_problem *p, const hps_cluster *c)
@@ -328,70 +249,55 @@ static double optimum(const plan_problem *p, const char *algo, const plan_search
     return v;
 }
 
-/* Infeasible: name the stage, link or type that cannot meet the limit. */
+/* No plan meets the limit: the error names what cannot. */
 static _Noreturn void infeasible(const plan_problem *p, const plan_eval *e)
 {
-    int *a = hps_malloc((size_t)p->n_layers * sizeof *a);
-    double best = plan_max_throughput(p, a);
-    char why[300] = "";
-    for (int s = 0; s < e->n_stages && !why[0]; s++) {
-        const plan_stage *st = &e->stages[s];
-        int t = st->type, least = plan_stage_servers(p, &st->law, 0);
-        if ((st->short_of_limit & PLAN_SHORT_STAGE) && t == p->server_type && least > 0 &&
-            p->max_units[t] - least < 1) { /* no rate is reachable: the best above does not hold */
-            hps_errorf("no plan meets %.6g samples/s: stage %d ('%s'..'%s') on '%s' has no unit beside its "
-                       "%d server%s: '%s' has %d unit%s, servers included",
-                       p->min_throughput, s, p->layer_names[st->first], p->layer_names[st->end - 1],
-                       p->type_names[t], least, least == 1 ? "" : "s", p->type_names[t], p->max_units[t],
-                       p->max_units[t] == 1 ? "" : "s");
-            free(a);
-            exit(HPS_EXIT_RUNTIME);
-        }
-        if (st->short_of_limit & PLAN_SHORT_LINK)
-            snprintf(why, sizeof why, "the link from '%s' into stage %d on '%s' carries at most %.6g samples/s",
-                     p->type_names[e->stages[s - 1].type], s, p->type_names[st->type], st->link_throughput);
-        else if (st->short_of_limit & PLAN_SHORT_STAGE)
-            snprintf(why, sizeof why, "stage %d ('%s'..'%s') on '%s' reaches at most %.6g samples/s with %d unit%s%s",
-                     s, p->layer_names[st->first], p->layer_names[st->end - 1], p->type_names[st->type],
-                     st->best_throughput, st->best_units, st->best_units == 1 ? "" : "s",
-                     st->type == p->server_type && st->servers ? " beside its servers" : "");
-    }
-    for (int t = 0; t < p->n_types && !why[0]; t++)
-        if (e->used[t] > p->max_units[t])
-            snprintf(why, sizeof why, "'%s' would need %d units%s and has %d", p->type_names[t], e->used[t],
-                     t == p->server_type && e->servers ? " (servers included)" : "", p->max_units[t]);
-    free(a);
-    hps_errorf("no plan meets %.6g samples/s: %s; the best throughput reachable is %.6g samples/s",
-               p->min_throughput, why, best);
-    exit(HPS_EXIT_RUNTIME);
+    hps_error err;
+    plan_infeasible(p, e, &err);
+    die(&err);
 }
 
-/* The inputs are recorded relative to the plan file (as given when it goes
- * to stdout), so that a plan moved with its inputs still finds them;
- * owned[] holds those paths, n_profiles + 3 of them, for the caller to free. */
-static void fill_meta(const options *o, const inputs *in, plan_meta *m, const char **names,
-                      const char **digests, char **owned)
+/* The inputs a plan records, relative to the plan file (as given when it
+ * goes to stdout), so that a plan moved with its inputs still finds them. */
+typedef struct {
+    int n;                 /* profiles */
+    const char **names, **digests;
+    char **owned;          /* n + 3: the profiles', the model's, the cluster's, the data stats' */
+} recorded_inputs;
+
+static void fill_meta(const options *o, const plan_inputs *in, plan_meta *m, recorded_inputs *ri)
 {
     const char *out = o->output ? o->output : "-";
-    int n = hps_profiles_count(in->profiles);
+    int n = ri->n = hps_profiles_count(in->profiles);
+    ri->names = hps_calloc((size_t)n, sizeof *ri->names);
+    ri->digests = hps_calloc((size_t)n, sizeof *ri->digests);
+    ri->owned = hps_calloc((size_t)n + 3, sizeof *ri->owned);
     for (int i = 0; i < n; i++) {
         const char *name = hps_profiles_name(in->profiles, i);
-        owned[i] = strcmp(name, "<stdin>") == 0 ? hps_strdup(name) : hps_path_relative(out, name);
-        names[i] = owned[i];
-        digests[i] = hps_profiles_digest(in->profiles, i);
+        ri->owned[i] = strcmp(name, "<stdin>") == 0 ? hps_strdup(name) : hps_path_relative(out, name);
+        ri->names[i] = ri->owned[i];
+        ri->digests[i] = hps_profiles_digest(in->profiles, i);
     }
-    owned[n] = hps_path_relative(out, o->model);
-    owned[n + 1] = hps_path_relative(out, o->cluster);
-    owned[n + 2] = o->data_stats ? hps_path_relative(out, o->data_stats) : NULL;
-    *m = (plan_meta){.model_path = owned[n], .cluster_path = owned[n + 1], .data_stats_path = owned[n + 2],
-                     .model_digest = in->model->digest, .cluster_digest = in->cluster->digest,
-                     .n_profiles = n, .profile_names = names, .profile_digests = digests,
-                     .model_name = in->model->name, .algorithm = o->algo, .opts = o->search,
-                     .exact_objective = -1};
+    ri->owned[n] = hps_path_relative(out, o->src.model);
+    ri->owned[n + 1] = hps_path_relative(out, o->src.cluster);
+    ri->owned[n + 2] = o->src.data_stats ? hps_path_relative(out, o->src.data_stats) : NULL;
+    *m = (plan_meta){.model_path = ri->owned[n], .cluster_path = ri->owned[n + 1],
+                     .data_stats_path = ri->owned[n + 2], .model_digest = in->model->digest,
+                     .cluster_digest = in->cluster->digest, .n_profiles = n, .profile_names = ri->names,
+                     .profile_digests = ri->digests, .model_name = in->model->name, .algorithm = o->algo,
+                     .opts = o->search, .exact_objective = -1};
+}
+
+static void recorded_inputs_free(recorded_inputs *ri)
+{
+    for (int i = 0; i < ri->n + 3; i++) free(ri->owned[i]);
+    free(ri->owned);
+    free(ri->names);
+    free(ri->digests);
 }
 
 /* A plan in the format -f names; json_doc is the plan as JSON when it is known already. */
-static void write_output(const options *o, const inputs *in, const plan_eval *e, const plan_layout *l,
+static void write_output(const options *o, const plan_inputs *in, const plan_eval *e, const plan_layout *l,
                          const plan_result *r, const plan_meta *m, json_t *json_doc)
 {
     hps_error err;
@@ -413,39 +319,41 @@ static void write_output(const options *o, const inputs *in, const plan_eval *e,
     if (hps_out_commit(out, &err)) die(&err);
 }
 
-static int plan_once(const options *o, inputs *in)
+
+/* The layout of the plan e evaluates, --rankfile, and the plan itself. */
+static void emit_plan(const options *o, const plan_inputs *in, const plan_eval *e, const plan_result *r,
+                      const plan_meta *m, json_t *json_doc)
+{
+    hps_error err;
+    plan_layout l;
+    if (plan_layout_make(in->problem, in->cluster, e, &l, &err)) die(&err);
+    if (o->rankfile && plan_rankfile_write(o->rankfile, in->cluster, &l, &err)) die(&err);
+    write_output(o, in, e, &l, r, m, json_doc);
+    plan_layout_free(&l);
+}
+
+static void plan_once(const options *o, plan_inputs *in)
 {
     plan_problem *p = in->problem;
     plan_result r;
     plan_eval e;
-    plan_layout l;
     plan_meta m;
-    hps_error err;
-    const char **names = hps_calloc((size_t)hps_profiles_count(in->profiles), sizeof *names);
-    const char **digests = hps_calloc((size_t)hps_profiles_count(in->profiles), sizeof *digests);
-    char **owned = hps_calloc((size_t)hps_profiles_count(in->profiles) + 3, sizeof *owned);
+    recorded_inputs ri;
     plan_result_init(&r, p);
     plan_eval_init(&e, p);
     solve(p, in->cluster, o->algo, &o->search, &r);
     plan_evaluate(p, r.assign, &e);
     if (!e.feasible) infeasible(p, &e);
-    fill_meta(o, in, &m, names, digests, owned);
+    fill_meta(o, in, &m, &ri);
     m.exact_objective = optimum(p, o->algo, &o->search, &r, &e);
     hps_log(3, "hps-plan: %s: %.6g in %.3f s (%ld episodes)\n", o->algo, e.objective, r.seconds, r.episodes);
-    if (plan_layout_make(p, in->cluster, &e, &l, &err)) die(&err);
-    if (o->rankfile && plan_rankfile_write(o->rankfile, in->cluster, &l, &err)) die(&err);
-    write_output(o, in, &e, &l, &r, &m, NULL);
-    plan_layout_free(&l);
+    emit_plan(o, in, &e, &r, &m, NULL);
     plan_eval_free(&e);
     plan_result_free(&r);
-    for (int i = 0; i < hps_profiles_count(in->profiles) + 3; i++) free(owned[i]);
-    free(owned);
-    free(names);
-    free(digests);
-    return 0;
+    recorded_inputs_free(&ri);
 }
 
-static int pareto(const options *o, inputs *in)
+static void pareto(const options *o, plan_inputs *in)
 {
     plan_problem *p = in->problem;
     plan_frontier fr;
@@ -477,72 +385,27 @@ static int pareto(const options *o, inputs *in)
     }
     plan_frontier_free(&fr);
     if (rc) die(&err);
-    return 0;
 }
 
-/* A plan made before: its inputs default to the paths it records, their
- * digests must match, and its assignment is evaluated again. */
-typedef struct {
-    plan_file pf;
-    inputs in;
-    int *assign;
-} reloaded;
-
-static void reload(options *o, const char *path, reloaded *rl)
+/* A plan made before, on the inputs given or, those not given, the ones it
+ * records. */
+static void reload(options *o, const char *path, plan_reloaded *rl)
 {
     hps_error err;
-    plan_file *pf = &rl->pf;
-    if (plan_file_load(path, pf, &err)) die(&err);
-    if (!pf->assign || !pf->objective[0] || !pf->min_throughput || !pf->samples || !pf->epochs)
-        bad_input("%s: needs assignment, objective, min_throughput, samples and epochs", path);
-    if (!o->model) o->model = pf->model_path;
-    if (!o->cluster) o->cluster = pf->cluster_path;
-    if (!o->data_stats) o->data_stats = pf->data_stats_path;
-    o->rows_on_servers |= pf->rows_on_servers;
-    if (!o->n_profiles && pf->stdin_profile)
+    if (plan_reload_file(path, rl, &err)) die(&err);
+    plan_reload_sources(rl, &o->src);
+    if (!o->src.n_profiles && rl->pf.stdin_profile)
         hps_usage_error("%s: its profile was read from stdin; name it with -p PROFILE", hps_path_name(path));
-    if (!o->n_profiles && pf->n_profiles) {
-        free(o->profiles);
-        o->profiles = hps_calloc((size_t)pf->n_profiles, sizeof *o->profiles);
-        for (int i = 0; i < pf->n_profiles; i++) o->profiles[i] = pf->profile_paths[i];
-        o->n_profiles = pf->n_profiles;
-    }
-    memset(&rl->in, 0, sizeof rl->in);
-    load_inputs(o, &rl->in);
-    if (strcmp(pf->model_digest, rl->in.model->digest) != 0)
-        bad_input("%s: the plan was made for another model (digests differ)", o->model);
-    if (strcmp(pf->cluster_digest, rl->in.cluster->digest) != 0)
-        bad_input("%s: the plan was made for another cluster (digests differ)", o->cluster);
-    plan_problem *p = rl->in.problem;
-    int obj = -1;
-    for (int i = 0; plan_objective_names[i]; i++)
-        if (strcmp(pf->objective, plan_objective_names[i]) == 0) obj = i;
-    if (obj < 0) bad_input("%s: objective '%s' is not cost, time, energy or edp", path, pf->objective);
-    p->objective = obj;
-    p->min_throughput = pf->min_throughput;
-    p->samples = pf->samples;
-    p->epochs = pf->epochs;
-    p->micro_batches = pf->micro_batches;
-    if (pf->n_layers != p->n_layers)
-        bad_input("%s: the plan has %d layers, the model %d", path, pf->n_layers, p->n_layers);
-    rl->assign = hps_malloc((size_t)p->n_layers * sizeof *rl->assign);
-    for (int l = 0; l < p->n_layers; l++)
-        if ((rl->assign[l] = hps_cluster_find(rl->in.cluster, pf->assign[l])) < 0)
-            bad_input("%s: the plan names a type the cluster lacks", pf->assign[l]);
-}
-
-static void reloaded_free(reloaded *rl)
-{
-    free(rl->assign);
-    plan_file_free(&rl->pf);
-    free_inputs(&rl->in);
+    if (!o->src.model) hps_usage_error("missing -m MODEL");
+    if (!o->src.cluster) hps_usage_error("missing -c CLUSTER");
+    if (plan_reload_inputs(rl, &o->src, &err)) die(&err);
 }
 
 /* --explain PLAN: per layer, what the plan would cost with it on each type. */
-static int explain(options *o)
+static void explain(options *o)
 {
     hps_error err;
-    reloaded rl;
+    plan_reloaded rl;
     reload(o, o->explain, &rl);
     const char *path = o->output ? o->output : "-";
     int rc;
@@ -557,109 +420,30 @@ static int explain(options *o)
         rc = hps_out_commit(out, &err);
     }
     if (rc) die(&err);
-    reloaded_free(&rl);
-    return 0;
+    plan_reloaded_free(&rl);
 }
 
-/* The search facts the plan records.  They hold only for the plan as
- * hps-plan wrote it: one that evaluates to another objective (edited, or
- * other inputs) is neither optimal nor at a known gap, and show says so. */
-static void recorded_search(const plan_file *pf, const plan_eval *e, plan_result *r, plan_meta *m)
+/* The run as lib/plan takes it (lib/train, above lib/plan, reads the file). */
+static plan_run run_of(const hps_train_run *run, const char *name, plan_run_stage *st)
 {
-    int same = plan_file_rechecked(pf, e);
-    m->algorithm = pf->algorithm[0] ? pf->algorithm : "?";
-    m->opts.seed = pf->seed;
-    r->episodes = pf->episodes;
-    r->timed_out = pf->timed_out;
-    m->exact_objective = same ? pf->optimum : -1;
-    r->optimal = same && pf->optimal && pf->optimum >= 0 && fabs(e->objective - pf->optimum) <= PLAN_FILE_TOLERANCE * pf->optimum;
-    if (same || (!pf->optimal && pf->optimum < 0)) return;
-    if (pf->predicted_objective < 0)
-        hps_warnf("%s: records no predicted %s: its optimality is not known", pf->name, pf->objective);
-    else
-        hps_warnf("%s: evaluated again, its %s is %.6g, not the %.6g it records (edited, or other inputs): "
-                  "its optimality is not known", pf->name, pf->objective, e->objective, pf->predicted_objective);
-    /* the JSON shown is the file's: its claims go */
-    json_t *s = json_object_get(pf->root, "search");
-    if (json_is_object(s)) {
-        json_object_set_new(s, "optimal", json_false());
-        json_object_set_new(s, "gap", json_null());
-    }
-}
-
-/* show PLAN: a plan made before, in any format. */
-static int show(options *o, int argc, char **argv)
-{
-    if (optind >= argc) hps_usage_error("show: missing PLAN");
-    if (optind + 1 < argc) hps_usage_error("show: unexpected argument '%s'", argv[optind + 1]);
-    if (o->pareto || o->explain || o->min_throughput > 0)
-        hps_usage_error("show: --pareto, --explain and --min-throughput make plans; show renders one");
-    const char *path = argv[optind];
-    format_of(o); /* a bad -f fails before any work */
-    reloaded rl;
-    reload(o, path, &rl);
-    plan_problem *p = rl.in.problem;
-    plan_result r;
-    plan_eval e;
-    plan_layout l;
-    plan_meta m;
-    hps_error err;
-    const char **names = hps_calloc((size_t)hps_profiles_count(rl.in.profiles), sizeof *names);
-    const char **digests = hps_calloc((size_t)hps_profiles_count(rl.in.profiles), sizeof *digests);
-    char **owned = hps_calloc((size_t)hps_profiles_count(rl.in.profiles) + 3, sizeof *owned);
-    plan_result_init(&r, p);
-    plan_eval_init(&e, p);
-    memcpy(r.assign, rl.assign, (size_t)p->n_layers * sizeof *r.assign);
-    plan_evaluate(p, r.assign, &e);
-    fill_meta(o, &rl.in, &m, names, digests, owned);
-    recorded_search(&rl.pf, &e, &r, &m);
-    if (plan_layout_make(p, rl.in.cluster, &e, &l, &err)) die(&err);
-    if (o->rankfile && plan_rankfile_write(o->rankfile, rl.in.cluster, &l, &err)) die(&err);
-    write_output(o, &rl.in, &e, &l, &r, &m, rl.pf.root);
-    plan_layout_free(&l);
-    plan_eval_free(&e);
-    plan_result_free(&r);
-    for (int i = 0; i < hps_profiles_count(rl.in.profiles) + 3; i++) free(owned[i]);
-    free(owned);
-    free(names);
-    free(digests);
-    reloaded_free(&rl);
-    return 0;
-}
-
-/* The run's stages on the problem's types; one process ran each stage on
- * one unit, whatever the plan's units. */
-static int calib_stages(const options *o, const inputs *in, const hps_train_run *run, plan_calib_stage *st)
-{
-    const char *name = hps_path_name(o->calibrate);
-    if (strcmp(run->model, in->model->name) != 0)
-        bad_input("%s: a run of model '%s', not %s's '%s'", name, run->model, o->model, in->model->name);
-    if (run->batch != (int)in->problem->batch)
-        bad_input("%s: a run at batch %d, the profiles are of batch %d (profile at the run's batch)", name,
-                  run->batch, (int)in->problem->batch);
-    if (run->stages[run->n_stages - 1].end != in->model->n_layers)
-        bad_input("%s: its stages end at layer %d of %d", name, run->stages[run->n_stages - 1].end - 1,
-                  in->model->n_layers);
     for (int s = 0; s < run->n_stages; s++) {
         const hps_train_run_stage *r = &run->stages[s];
-        int t = hps_cluster_find(in->cluster, r->type);
-        if (t < 0) bad_input("%s: stage %d ran on type '%s', which %s lacks", name, s, r->type, o->cluster);
-        st[s] = (plan_calib_stage){.type = t, .first = r->first, .end = r->end,
-                                   .units = run->ranks ? r->units : 1, .measured_ms = r->measured_ms,
-                                   .in_process = !run->ranks};
+        st[s] = (plan_run_stage){r->type, r->first, r->end, r->units, r->measured_ms};
     }
-    return run->n_stages;
+    return (plan_run){.name = name, .model = run->model, .batch = run->batch, .ranks = run->ranks,
+                      .n_stages = run->n_stages, .stages = st};
 }
 
 /* The -p profiles as one document. */
 static json_t *profiles_doc(const options *o)
 {
     hps_error err;
-    json_t **docs = hps_calloc((size_t)o->n_profiles, sizeof *docs);
-    for (int i = 0; i < o->n_profiles; i++)
-        if (hps_json_load(o->profiles[i], &docs[i], &err)) die(&err);
-    json_t *doc = o->n_profiles == 1 ? json_incref(docs[0]) : hps_profile_merge(docs, o->profiles, o->n_profiles, &err);
-    for (int i = 0; i < o->n_profiles; i++) json_decref(docs[i]);
+    int n = o->src.n_profiles;
+    json_t **docs = hps_calloc((size_t)n, sizeof *docs);
+    for (int i = 0; i < n; i++)
+        if (hps_json_load(o->profile_args[i], &docs[i], &err)) die(&err);
+    json_t *doc = n == 1 ? json_incref(docs[0]) : hps_profile_merge(docs, o->profile_args, n, &err);
+    for (int i = 0; i < n; i++) json_decref(docs[i]);
     free(docs);
     if (!doc) die(&err);
     return doc;
@@ -667,22 +451,25 @@ static json_t *profiles_doc(const options *o)
 
 /* --calibrate RUN: each stage's layers scaled so that the model's time of
  * the stage is the run's (hps-plan(1), CALIBRATION). */
-static int calibrate(const options *o)
+static void calibrate(const options *o)
 {
     hps_error err;
     hps_train_run run;
-    if (!o->n_profiles) hps_usage_error("--calibrate needs the profiles as files: -p PROFILE");
+    if (!o->src.n_profiles) hps_usage_error("--calibrate needs the profiles as files: -p PROFILE");
     if (hps_train_run_load(o->calibrate, &run, &err)) die(&err);
-    inputs in = {0};
+    plan_inputs in = {0};
     load_inputs(o, &in);
+    const char *name = hps_path_name(o->calibrate);
+    plan_run_stage rs[HPS_TRAIN_MAX_STAGES];
+    plan_run pr = run_of(&run, name, rs);
     plan_calib_stage st[HPS_TRAIN_MAX_STAGES];
-    int n = calib_stages(o, &in, &run, st);
+    int n = plan_calib_stages(&in, &o->src, &pr, st, &err);
+    if (n < 0) die(&err);
     double step_ms = 1000.0 * run.batch / run.samples_per_s;
     in.problem->micro_batches = run.micro_batches; /* the bubble the run had */
     plan_calib_targets(st, n, step_ms, plan_bubble(in.problem, n));
     plan_calibrate(in.problem, st, n);
     json_t *doc = profiles_doc(o);
-    const char *name = hps_path_name(o->calibrate);
     for (int s = 0; s < n; s++) {
         const plan_rtype *r = &in.cluster->types[st[s].type];
         hps_profile_scale_layers(doc, r->device, st[s].first, st[s].end, st[s].factor, name);
@@ -697,14 +484,13 @@ static int calibrate(const options *o)
     }
     int rc = hps_json_write(o->output ? o->output : "-", doc, &err);
     json_decref(doc);
-    free_inputs(&in);
+    plan_inputs_free(&in);
     if (rc) die(&err);
-    return 0;
 }
 
 /* --train-policy FILE: the rl policy pre-trained over seeded random
  * instances (make plan-policy regenerates the built-in one this way). */
-static int train_policy(const options *o)
+static void train_policy(const options *o)
 {
     hps_error err;
     plan_policy *pol = plan_policy_pretrain(o->search.seed, (int)o->instances, o->search.episodes,
@@ -712,63 +498,85 @@ static int train_policy(const options *o)
     int rc = plan_policy_save(pol, o->train_policy, &err);
     plan_policy_free(pol);
     if (rc) die(&err);
+}
+
+/* The plan, or the --pareto frontier, of the inputs at the options' limit. */
+static void plan_new(options *o)
+{
+    hps_error err;
+    plan_policy *policy = NULL;
+    if (o->policy) {
+        if (!(policy = plan_policy_load(o->policy, &err))) die(&err);
+        o->search.policy = policy;
+    }
+    if (!(o->min_throughput > 0)) hps_usage_error("missing --min-throughput N");
+    plan_inputs in = {0};
+    load_inputs(o, &in);
+    plan_problem *p = in.problem;
+    p->min_throughput = o->min_throughput;
+    p->samples = o->samples;
+    p->epochs = (int)o->epochs;
+    p->micro_batches = (int)o->micro_batches;
+    p->objective = o->objective;
+    check_power(p, in.cluster);
+    if (o->pareto) pareto(o, &in);
+    else plan_once(o, &in);
+    plan_inputs_free(&in);
+    plan_policy_free(policy);
+}
+
+/* hps-plan [options]: a plan, a frontier, an explanation, a calibrated
+ * profile or a pre-trained policy, as the options say. */
+static int cmd_plan(int argc, char **argv)
+{
+    options o;
+    parse_options(argc, argv, &o);
+    if (optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
+    format_of(&o); /* a bad -f fails before any work */
+    if (o.explain) explain(&o);
+    else if (o.calibrate) calibrate(&o);
+    else if (o.train_policy) train_policy(&o);
+    else plan_new(&o);
+    free(o.profile_args);
+    return 0;
+}
+
+/* hps-plan show PLAN: a plan made before, in any format. */
+static int cmd_show(int argc, char **argv)
+{
+    options o;
+    parse_options(argc, argv, &o);
+    if (optind >= argc) hps_usage_error("show: missing PLAN");
+    if (optind + 1 < argc) hps_usage_error("show: unexpected argument '%s'", argv[optind + 1]);
+    if (o.pareto || o.explain || o.min_throughput > 0)
+        hps_usage_error("show: --pareto, --explain and --min-throughput make plans; show renders one");
+    format_of(&o); /* a bad -f fails before any work */
+    plan_reloaded rl;
+    reload(&o, argv[optind], &rl);
+    plan_problem *p = rl.in.problem;
+    plan_result r;
+    plan_eval e;
+    plan_meta m;
+    recorded_inputs ri;
+    plan_result_init(&r, p);
+    plan_eval_init(&e, p);
+    memcpy(r.assign, rl.assign, (size_t)p->n_layers * sizeof *r.assign);
+    plan_evaluate(p, r.assign, &e);
+    fill_meta(&o, &rl.in, &m, &ri);
+    plan_reload_search(&rl, &e, &r, &m);
+    emit_plan(&o, &rl.in, &e, &r, &m, rl.pf.root);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    recorded_inputs_free(&ri);
+    plan_reloaded_free(&rl);
+    free(o.profile_args);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    static const char *const commands[] = {"show", NULL};
+    static const hps_cli_command commands[] = {{"show", cmd_show}, {NULL, NULL}};
     hps_set_progname("hps-plan");
     hps_blas_init(argv); /* may re-execute: before anything else happens */
-    int is_show = 0;
-    if (argc > 1 && argv[1][0] != '-') {
-        if (strcmp(argv[1], "show") != 0) hps_cli_unknown_command(argv[1], commands);
-        is_show = 1;
-        argv[1] = argv[0];
-        argv++, argc--;
-    }
-    options o;
-    parse_options(argc, argv, &o);
-    int rc;
-    plan_policy *policy = NULL;
-    if (is_show) rc = show(&o, argc, argv);
-    else {
-        if (optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
-        format_of(&o); /* a bad -f fails before any work */
-        if (o.explain) {
-            rc = explain(&o);
-            free(o.profiles); /* reload may have replaced it */
-            return rc;
-        }
-        if (o.calibrate) {
-            rc = calibrate(&o);
-            free(o.profiles);
-            return rc;
-        }
-        if (o.train_policy) {
-            rc = train_policy(&o);
-            free(o.profiles);
-            return rc;
-        }
-        if (o.policy) {
-            hps_error err;
-            if (!(policy = plan_policy_load(o.policy, &err))) die(&err);
-            o.search.policy = policy;
-        }
-        if (!(o.min_throughput > 0)) hps_usage_error("missing --min-throughput N");
-        inputs in = {0};
-        load_inputs(&o, &in);
-        plan_problem *p = in.problem;
-        p->min_throughput = o.min_throughput;
-        p->samples = o.samples;
-        p->epochs = (int)o.epochs;
-        p->micro_batches = (int)o.micro_batches;
-        p->objective = o.objective;
-        check_power(p, in.cluster);
-        rc = o.pareto ? pareto(&o, &in) : plan_once(&o, &in);
-        free_inputs(&in);
-    }
-    plan_policy_free(policy);
-    free(o.profiles);
-    return rc;
+    return hps_cli_dispatch(argc, argv, commands, cmd_plan, HPS_CLI_OPTIONS);
 }

@@ -226,17 +226,11 @@ static json_t *merge_all(char **files, int n, hps_error *err)
     return out;
 }
 
-int main(int argc, char **argv)
+/* A profile measured (or merged, with --merge), or with show one read back:
+ * a merge of one, checked, in the format asked. */
+static int profile(int argc, char **argv, int show)
 {
-    static const char *const commands[] = {"show", NULL};
-    hps_set_progname(argv[0]);
-    hps_blas_init(argv); /* may re-execute: before anything else happens */
-    args a = {.devices = "cpu", .output = "-", .opts = hps_profile_opts_default()};
-    if (argc > 1 && argv[1][0] != '-') {
-        if (strcmp(argv[1], "show") != 0) hps_cli_unknown_command(argv[1], commands);
-        a.show = 1;
-        argv[1] = argv[0], argv++, argc--;
-    }
+    args a = {.devices = "cpu", .output = "-", .opts = hps_profile_opts_default(), .show = show};
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
     if (a.list_devices) {
@@ -246,15 +240,25 @@ int main(int argc, char **argv)
     a.opts.progress = hps_display_level >= 2 && hps_stderr_is_tty();
     if (hps_display_level >= 3) a.opts.progress = 1;
     hps_error err = {.code = HPS_EXIT_RUNTIME};
-    /* show: one profile, checked, in the format asked (a merge of one) */
     json_t *doc = a.merge || a.show ? merge_all(argv + optind, argc - optind, &err) : measure_all(&a, &err);
     for (int i = 0; doc && i < a.n_estimates; i++)
         if (hps_profile_estimate(doc, a.estimates[i], &err)) json_decref(doc), doc = NULL;
-    if (doc && emit(doc, &a, &err) == 0) {
-        json_decref(doc);
-        return HPS_EXIT_OK;
+    rc = HPS_EXIT_OK;
+    if (!doc || emit(doc, &a, &err) != 0) {
+        hps_report(&err);
+        rc = err.code;
     }
     json_decref(doc);
-    hps_report(&err);
-    return err.code;
+    return rc;
+}
+
+static int cmd_profile(int argc, char **argv) { return profile(argc, argv, 0); }
+static int cmd_show(int argc, char **argv) { return profile(argc, argv, 1); }
+
+int main(int argc, char **argv)
+{
+    static const hps_cli_command commands[] = {{"show", cmd_show}, {NULL, NULL}};
+    hps_set_progname(argv[0]);
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
+    return hps_cli_dispatch(argc, argv, commands, cmd_profile, HPS_CLI_OPTIONS);
 }

@@ -221,7 +221,7 @@ static int check_model(const options *op, hps_shard_opts *so, hps_model **mp, hp
     return 0;
 }
 
-static int cmd_shard(const options *op, int n_inputs, char **inputs)
+static int shard(const options *op, int n_inputs, char **inputs)
 {
     if (!op->output) die_usage("%s", "-o DIR is required");
     if (n_inputs == 0) die_usage("%s", "no input (give files, or '-' for stdin)");
@@ -246,7 +246,7 @@ static int cmd_shard(const options *op, int n_inputs, char **inputs)
     hps_model *model = NULL;
     double *shares = NULL;
     char digest[72] = "";
-    int servers = 0, rc = 0;
+    int servers = 0, rc = -1;
     so.inputs = (const char *const *)inputs;
     so.n_inputs = n_inputs;
     so.out_dir = op->output;
@@ -257,13 +257,13 @@ static int cmd_shard(const options *op, int n_inputs, char **inputs)
         shares = parse_weights(op->weights, &so.n_shards);
         so.split_method = "weights";
     } else if (op->plan) {
-        if (hps_plan_read(op->plan, &shares, &so.n_shards, &servers, digest, &err) != 0) goto fail;
+        if (hps_plan_read(op->plan, &shares, &so.n_shards, &servers, digest, &err) != 0) goto out;
         so.split_method = "plan";
         so.plan_path = op->plan;
         so.plan_digest = digest;
     }
     so.shares = shares;
-    if (op->model && check_model(op, &so, &model, &err) != 0) goto fail;
+    if (op->model && check_model(op, &so, &model, &err) != 0) goto out;
     so.holdout = op->holdout;
     so.shuffle = op->shuffle;
     so.shuffle_seed = (uint64_t)op->seed;
@@ -275,7 +275,7 @@ static int cmd_shard(const options *op, int n_inputs, char **inputs)
     so.servers = op->servers_given ? (int)op->servers : servers;
     so.progress = op->progress;
     hps_shard_result res;
-    if (hps_shard_run(&so, &res, &err) != 0) goto fail;
+    if (hps_shard_run(&so, &res, &err) != 0) goto out;
     /* compressed input: its decompressed size too, which is what was parsed */
     char in_size[64];
     if (res.text_bytes > res.bytes_in)
@@ -287,11 +287,12 @@ static int cmd_shard(const options *op, int n_inputs, char **inputs)
             so.holdout > 0 ? " + holdout" : "", in_size, (double)res.bytes_out / 1e6,
             res.seconds, (double)res.bytes_in / 1e6 / res.seconds, (double)res.rows / res.seconds);
     if (res.skipped) hps_warnf("skipped %llu malformed line%s", (unsigned long long)res.skipped, res.skipped == 1 ? "" : "s");
-    goto done;
-fail:
-    hps_report(&err);
-    rc = err.code ? err.code : HPS_EXIT_RUNTIME;
-done:
+    rc = 0;
+out:
+    if (rc) {
+        hps_report(&err);
+        rc = err.code ? err.code : HPS_EXIT_RUNTIME;
+    }
     free(shares);
     free(so.slot_names);
     hps_model_free(model);
@@ -306,7 +307,7 @@ static int is_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int cmd_cat(const options *op, int n, char **paths)
+static int cat(const options *op, int n, char **paths)
 {
     if (n == 0) die_usage("%s", "cat: give a shard directory or shard files");
     int as = op->as ? choice("as", op->as, (const char *const[]){"tsv", "libsvm", NULL}) : -1;
@@ -340,7 +341,7 @@ static int cmd_cat(const options *op, int n, char **paths)
 
 /* ---- stats ----------------------------------------------------------------------- */
 
-static int cmd_stats(const options *op, int n, char **paths)
+static int stats(const options *op, int n, char **paths)
 {
     if (n != 1) die_usage("%s", "stats: give one shard directory");
     hps_error err = {{0}, 0};
@@ -361,7 +362,7 @@ static int cmd_stats(const options *op, int n, char **paths)
 
 /* ---- synth ------------------------------------------------------------------------ */
 
-static int cmd_synth(const options *op, int n, char **args)
+static int synth(const options *op, int n, char **args)
 {
     if (n != 1) die_usage("%s", "synth: give the number of rows");
     long rows = opt_long("synth ROWS", args[0], 0, LONG_MAX);
@@ -390,20 +391,26 @@ static int cmd_synth(const options *op, int n, char **args)
     return err.code ? err.code : HPS_EXIT_RUNTIME;
 }
 
-int main(int argc, char **argv)
+/* ---- commands -------------------------------------------------------------------- */
+
+/* Each takes the options every command shares, and its operands. */
+static int run(int argc, char **argv, int (*fn)(const options *, int, char **))
 {
-    static const char *const commands[] = {"cat", "stats", "synth", NULL};
-    hps_set_progname(argv[0]);
-    hps_blas_init(argv); /* may re-execute: before anything else happens */
-    const char *sub = argc > 1 ? argv[1] : "";
-    int (*cmd)(const options *, int, char **) = NULL;
-    if (!strcmp(sub, "cat")) cmd = cmd_cat;
-    else if (!strcmp(sub, "stats")) cmd = cmd_stats;
-    else if (!strcmp(sub, "synth")) cmd = cmd_synth;
-    if (cmd) argv[1] = argv[0], argv++, argc--;
-    else if (sub[0] && sub[0] != '-' && access(sub, F_OK) != 0) /* not an input file: a mistyped command? */
-        if (hps_cli_nearest(sub, commands)) hps_cli_unknown_command(sub, commands);
     options op;
     parse_options(argc, argv, &op);
-    return (cmd ? cmd : cmd_shard)(&op, argc - optind, argv + optind);
+    return fn(&op, argc - optind, argv + optind);
+}
+
+static int cmd_shard(int argc, char **argv) { return run(argc, argv, shard); }
+static int cmd_cat(int argc, char **argv) { return run(argc, argv, cat); }
+static int cmd_stats(int argc, char **argv) { return run(argc, argv, stats); }
+static int cmd_synth(int argc, char **argv) { return run(argc, argv, synth); }
+
+int main(int argc, char **argv)
+{
+    static const hps_cli_command commands[] = {
+        {"cat", cmd_cat}, {"stats", cmd_stats}, {"synth", cmd_synth}, {NULL, NULL}};
+    hps_set_progname(argv[0]);
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
+    return hps_cli_dispatch(argc, argv, commands, cmd_shard, HPS_CLI_FILES);
 }

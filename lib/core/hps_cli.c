@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef HPS_COMMIT
 #define HPS_COMMIT "unknown"
@@ -78,6 +79,29 @@ _Noreturn void hps_cli_unknown_command(const char *word, const char *const *name
     append_choices(list, sizeof list, names);
     if (near) hps_usage_error("'%s' is not a command; did you mean '%s'?", word, near);
     hps_usage_error("'%s' is not a command (commands: %s)", word, list);
+}
+
+/* ---- subcommands ------------------------------------------------------------- */
+
+int hps_cli_dispatch(int argc, char **argv, const hps_cli_command *commands, hps_cli_fn default_action,
+                     hps_cli_operands operands)
+{
+    const char *names[32];
+    int n = 0;
+    for (; commands[n].name && n < 31; n++) names[n] = commands[n].name;
+    names[n] = NULL;
+    const char *word = argc > 1 ? argv[1] : NULL;
+    for (int i = 0; word && i < n; i++)
+        if (strcmp(word, names[i]) == 0) {
+            argv[1] = argv[0]; /* the command's argv: the program, then its arguments */
+            return commands[i].run(argc - 1, argv + 1);
+        }
+    if (word && word[0] != '-') {
+        if (operands == HPS_CLI_OPTIONS) hps_cli_unknown_command(word, names);
+        /* an input file, unless it names none and looks like a mistyped command */
+        if (word[0] && access(word, F_OK) != 0 && hps_cli_nearest(word, names)) hps_cli_unknown_command(word, names);
+    }
+    return default_action(argc, argv);
 }
 
 /* ---- options ---------------------------------------------------------------- */

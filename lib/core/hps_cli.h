@@ -41,6 +41,29 @@ const char *hps_cli_nearest(const char *word, const char *const *names);
 /* An unknown subcommand: usage error with the nearest of names. */
 _Noreturn void hps_cli_unknown_command(const char *word, const char *const *names);
 
+/* One subcommand of a tool, as git.c's commands[]: "hps-plan show PLAN" runs
+ * run(argc, argv) with "show" taken out of argv, argv[0] still the program,
+ * so that the command parses its options with getopt as the tool's default
+ * action does and its messages name the program alone. */
+typedef int (*hps_cli_fn)(int argc, char **argv);
+typedef struct {
+    const char *name;
+    hps_cli_fn run;
+} hps_cli_command;
+
+/* What the first argument may be when it names no command. */
+typedef enum {
+    HPS_CLI_OPTIONS, /* an option (or nothing): any other word is an unknown command */
+    HPS_CLI_FILES,   /* also an operand of the default action, an input file: a word that
+                        names no file and is near a command's name is a mistyped command */
+} hps_cli_operands;
+
+/* main's dispatch: the command of commands[] (ending {NULL, NULL}) that
+ * argv[1] names, else the default action with argv as it is; returns what
+ * it returns.  A word that is no command is hps_cli_unknown_command's error. */
+int hps_cli_dispatch(int argc, char **argv, const hps_cli_command *commands, hps_cli_fn default_action,
+                     hps_cli_operands operands);
+
 /* --version: program, version, commit, and the features this binary was
  * built with (BLAS kernel set, MPI, CUDA). */
 void hps_cli_version(FILE *out);
