@@ -2,6 +2,9 @@
 #
 #   make            build bin/hps-*
 #   make check      install missing packages, build, run every test
+#   make test T="test_train tests/cli/train.bats"
+#                   only those tests: unit test binaries or fuzz replays by
+#                   name, bats files by path (HACKING.md, "Run one test")
 #   make demo       install missing packages, build, run the pipeline on generated data
 #   make asan       the test suite under AddressSanitizer + UBSan (build-asan/)
 #   make check-cluster  hps-train across 3 test hosts (network namespaces; root);
@@ -12,6 +15,9 @@
 #   make CUDA=0     build without the CUDA kernels even where nvcc exists
 #   make MPI=0      build without Open MPI: hps-train runs as one process only
 #   make golden     rewrite the golden files of tests/cli from this build's output
+#   make bench-plan, bench-shard, bench-train, bench-dist, bench-fidelity,
+#   bench-cluster   benchmarks, not in make check (tests/bench/README.md)
+#   make clean      remove bin/ and every build directory (build, build-*)
 #   make V=1        show the full command lines
 
 VERSION   := 0.1.0
