@@ -2,6 +2,9 @@
 #
 #   make            build bin/hps-*
 #   make check      install missing packages, build, run every test
+#   make test T="test_train tests/cli/train.bats"
+#                   only those tests: unit test binaries or fuzz replays by
+#                   name, bats files by path (HACKING.md, "Run one test")
 #   make demo       install missing packages, build, run the pipeline on generated data
 #   make asan       the test suite under AddressSanitizer + UBSan (build-asan/)
 #   make check-cluster  hps-train across 3 test hosts (network namespaces; root);
@@ -12,6 +15,9 @@
 #   make CUDA=0     build without the CUDA kernels even where nvcc exists
 #   make MPI=0      build without Open MPI: hps-train runs as one process only
 #   make golden     rewrite the golden files of tests/cli from this build's output
+#   make bench-plan, bench-shard, bench-train, bench-dist, bench-fidelity,
+#   bench-cluster   benchmarks, not in make check (tests/bench/README.md)
+#   make clean      remove bin/ and every build directory (build, build-*)
 #   make V=1        show the full command lines
 
 VERSION   := 0.1.0
@@ -244,9 +250,15 @@ check: deps
 	@$(MAKE) --no-print-directory all
 	@$(MAKE) --no-print-directory test
 
-# REPLAY_BINS: the fuzz targets replayed over their seeds (see "fuzzing")
-test: $(BINS) $(UNIT_BINS) $(REPLAY_BINS) $(TEST_BIN)/hps-train
-	@HPS_BIN=$(CURDIR)/$(BIN) HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) tests/run.sh $(UNIT_BINS) $(REPLAY_BINS)
+# REPLAY_BINS: the fuzz targets replayed over their seeds (see "fuzzing").
+# T="test_train replay_model tests/cli/train.bats" runs only those: unit test
+# binaries and fuzz replays by name (build/tests/NAME), bats files by path
+# (a bare name is looked up in tests/cli/); the tools are built for bats only.
+T_BATS := $(foreach f,$(filter %.bats,$(T)),$(if $(wildcard $(f)),$(f),tests/cli/$(f)))
+T_BINS := $(addprefix $(BUILD)/tests/,$(notdir $(basename $(filter-out %.bats,$(T)))))
+test: $(if $(T),$(T_BINS) $(if $(T_BATS),$(BINS) $(TEST_BIN)/hps-train),$(BINS) $(UNIT_BINS) $(REPLAY_BINS) $(TEST_BIN)/hps-train)
+	@HPS_BIN=$(CURDIR)/$(BIN) HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) \
+	  tests/run.sh $(if $(T),--only $(T_BINS) $(T_BATS),$(UNIT_BINS) $(REPLAY_BINS))
 
 # Sanitizers: CUDA=0 because the CUDA runtime and ASan's shadow memory collide.
 # Under mpirun (tests/cli/dist.bats) Open MPI's own allocations at exit are
@@ -340,5 +352,6 @@ uninstall:
 	for f in completions/bash/*; do rm -f $(DESTDIR)$(BASHCOMPDIR)/$${f##*/}; done
 	for f in completions/zsh/*; do rm -f $(DESTDIR)$(ZSHCOMPDIR)/$${f##*/}; done
 
+# every configuration's objects (build, build-nocuda, build-asan, build-<digest>, ...)
 clean:
-	rm -rf build build-nocuda build-nompi build-nocuda-nompi build-asan build-fuzz bin
+	rm -rf build build-* bin

@@ -1,11 +1,17 @@
 #!/bin/sh
+# tests/run.sh [--only] TEST...
 # Runs every unit test binary given as arguments (cmocka, TAP output) and
 # every bats file under tests/cli, and ends with one summary line:
 #   N passed, N failed, N skipped
+# With --only, it runs just the TESTs given: binaries, and bats files (the
+# arguments that end in .bats), so `make test T=...` runs one test.
 # A test binary that dies without reporting (a sanitizer abort) counts as a
 # failure.  HPS_BIN points the bats tests at the binaries under test.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
+only=0
+if [ "${1:-}" = --only ]; then only=1; shift; fi
+bats_files=""
 log=$(mktemp)
 rcf=$(mktemp)
 trap 'rm -f "$log" "$rcf"' EXIT
@@ -13,6 +19,7 @@ status=0
 # Each line is shown as it comes (sed -u), not after the binary or the bats
 # run ends; the log keeps the bare TAP lines for the counts below.
 for t in "$@"; do
+    case $t in *.bats) bats_files="$bats_files $t"; continue ;; esac
     name=$(basename "$t")
     { CMOCKA_MESSAGE_OUTPUT=TAP "$t" 2>&1; echo $? > "$rcf"; } | tee "$log.one" | sed -u "s|^|$name: |"
     cat "$log.one" >> "$log"
@@ -22,8 +29,11 @@ for t in "$@"; do
     fi
     rm -f "$log.one"
 done
-if ls "$here"/cli/*.bats >/dev/null 2>&1; then
+if [ "$only" -eq 0 ] && ls "$here"/cli/*.bats >/dev/null 2>&1; then
     HPS_BIN="${HPS_BIN:-$here/../bin}" bats --tap "$here"/cli/*.bats 2>&1 | tee -a "$log"
+elif [ -n "$bats_files" ]; then
+    # shellcheck disable=SC2086 # one word a file
+    HPS_BIN="${HPS_BIN:-$here/../bin}" bats --tap $bats_files 2>&1 | tee -a "$log"
 fi
 # cmocka reports a skip as "not ok N # SKIP", bats as "ok N # skip"
 skipped=$(grep -Eci '^(not )?ok .*# skip' "$log")
