@@ -41,7 +41,7 @@
 #include "core/hps_io.h"
 #include "core/hps_json.h"
 #include "core/hps_rng.h"
-#include "plan/hps_plan.h"
+#include "plan/plan_limits.h"
 
 #define RL_F 16 /* features per action */
 #define RL_H 8 /* hidden units of the scorer */
@@ -113,11 +113,10 @@ typedef struct {
      * and every link as fast: a relaxation, at a few throughput floors, as
      * the actions' cost to go; HUGE_VAL when none.  The types the plain
      * relaxation takes past their limits are tracked, as many as RL_MAX_GO
-     * allows: u counts the units of each (stride[j][t] > 0, mixed radix,
-     * nu[j] combinations); the limits of any others are priced, lam[j][t]
-     * a unit (unit_prices) */
+     * allows (tr[j], plan_limits.h); the limits of any others are priced,
+     * lam[j][t] a unit (unit_prices) */
     double floor[RL_FLOORS], lam[RL_FLOORS][PLAN_MAX_TYPES];
-    long stride[RL_FLOORS][PLAN_MAX_TYPES], nu[RL_FLOORS];
+    plan_tracked tr[RL_FLOORS];
     double *togo[RL_FLOORS], *togo_thr[RL_FLOORS];
 } rl_instance;
 
@@ -195,91 +194,19 @@ static void stages_fill(rl_instance *in, int j0, int j1)
             }
 }
 
-/* One floor of the cost to go, from the last layer back, into go and gt
- * ((L + 1) (T + 1) nu each); among completions of one rate the fastest (gt:
- * its bottleneck).  The units of the types with stride > 0 are tracked
- * (state u: the units used before), the others cost lam[t] more a unit (the
- * unit limits' prices). */
-static void togo_floor(const rl_instance *in, int j, const double *lam, const long *stride, long nu, double *go,
-                       double *gt)
-{
-    double theta = in->floor[j];
-    const plan_problem *p = in->p;
-    int L = in->L, T = in->T;
-    double via[PLAN_MAX_TYPES], via_thr[PLAN_MAX_TYPES];
-    for (long x = 0; x < (T + 1) * nu; x++) {
-        go[(size_t)L * (T + 1) * nu + x] = 0;
-        gt[(size_t)L * (T + 1) * nu + x] = HUGE_VAL;
-    }
-    for (int i = L - 1; i >= 0; i--)
-        for (long u = 0; u < nu; u++) {
-            for (int t = 0; t < T; t++) { /* the best rest that starts with a stage on t */
-                via[t] = HUGE_VAL;
-                via_thr[t] = 0;
-                int room = stride[t] ? p->max_units[t] - (int)(u / stride[t] % (p->max_units[t] + 1)) : INT_MAX;
-                for (int e = i + 1; e <= L; e++) {
-                    int k;
-                    double thr, r = stage_at(in, j, i, e, t, &k, &thr);
-                    if (!k || thr < theta || k > room) continue;
-                    size_t at = ((size_t)e * (T + 1) + t) * nu + u + k * stride[t];
-                    double c = r + (stride[t] ? 0 : k * lam[t]) + go[at], ct = fmin(thr, gt[at]);
-                    if (c < via[t] * (1 - 1e-12) || (c <= via[t] * (1 + 1e-12) && ct > via_thr[t])) {
-                        via[t] = c;
-                        via_thr[t] = ct;
-                    }
-                }
-            }
-            for (int w = 0; w <= T; w++) {
-                double best = HUGE_VAL, best_thr = 0;
-                for (int t = 0; t < T; t++) {
-                    double lm = w < T ? plan_link_ms(p, i, w, t) : 0, lt = lm > 0 ? 1000.0 * p->batch / lm : HUGE_VAL;
-                    if (t == w || lt < theta || !(via[t] < HUGE_VAL)) continue;
-                    if (via[t] < best * (1 - 1e-12) || (via[t] <= best * (1 + 1e-12) && fmin(via_thr[t], lt) > best_thr)) {
-                        best = via[t];
-                        best_thr = fmin(via_thr[t], lt);
-                    }
-                }
-                size_t at = ((size_t)i * (T + 1) + w) * nu + u;
-                go[at] = best;
-                gt[at] = best_thr;
-            }
-        }
-}
+/* The stage DP of floor j (plan_limits.h): its stages at floor j, a stage's
+ * units its own only (the policy's features count the units of the stages
+ * placed so, and the cost to go must line up with them). */
+typedef struct {
+    const rl_instance *in;
+    int j;
+} rl_floor;
 
-/* The units per type of the relaxation's plan at floor j, the types with
- * stride > 0 tracked (nu combinations of their units), the others priced
- * by lam: the cost to go into go and gt ((L + 1) (T + 1) nu each), then the
- * plan that follows it from the first layer. */
-static void relaxed_units(const rl_instance *in, int j, const double *lam, const long *stride, long nu, double *go,
-                          double *gt, int *units)
+static void floor_stage(const void *ctx, int first, int end, int t, plan_limits_stage *s)
 {
-    const plan_problem *p = in->p;
-    int L = in->L, T = in->T;
-    togo_floor(in, j, lam, stride, nu, go, gt);
-    memset(units, 0, PLAN_MAX_TYPES * sizeof *units);
-    for (int i = 0, w = T; i < L;) {
-        long u = 0;
-        for (int t = 0; t < T; t++)
-            if (stride[t]) u += units[t] * stride[t];
-        double best = HUGE_VAL;
-        int bt = -1, be = -1, bk = 0;
-        for (int t = 0; t < T; t++) {
-            double lm = w < T ? plan_link_ms(p, i, w, t) : 0;
-            if (t == w || (lm > 0 && 1000.0 * p->batch / lm < in->floor[j])) continue;
-            for (int e = i + 1; e <= L; e++) {
-                int k;
-                double thr, r = stage_at(in, j, i, e, t, &k, &thr);
-                if (!k || thr < in->floor[j] || (stride[t] && units[t] + k > p->max_units[t])) continue;
-                size_t at = ((size_t)e * (T + 1) + t) * nu + u + k * stride[t];
-                double c = r + (stride[t] ? 0 : k * lam[t]) + go[at];
-                if (c < best * (1 - 1e-12)) best = c, bt = t, be = e, bk = k;
-            }
-        }
-        if (bt < 0) break;
-        units[bt] += bk;
-        i = be;
-        w = bt;
-    }
+    const rl_floor *f = ctx;
+    s->rate = stage_at(f->in, f->j, first, end, t, &s->units, &s->thr);
+    s->servers = 0;
 }
 
 /* Prices for the unit limits across stages, which the relaxation leaves
@@ -291,29 +218,28 @@ static void relaxed_units(const rl_instance *in, int j, const double *lam, const
  * types it could have filled to their limits. */
 static void unit_prices(const rl_instance *in, int j, double *go, double *gt, double *lam)
 {
-    static const long none[PLAN_MAX_TYPES];
     const plan_problem *p = in->p;
     int T = in->T;
     double wmax = 0, best[PLAN_MAX_TYPES], bound = -HUGE_VAL;
     for (int t = 0; t < T; t++) wmax = fmax(wmax, in->w[t]);
     memcpy(best, lam, sizeof best);
+    plan_tracked none;
+    plan_tracked_init(&none);
+    rl_floor f = {in, j};
+    plan_limits_dp d = {p, in->floor[j], lam, &none, floor_stage, &f};
     for (int round = 0; round < RL_PRICE_ROUNDS; round++) {
-        int units[PLAN_MAX_TYPES], over = 0;
-        relaxed_units(in, j, lam, none, 1, go, gt, units);
-        double dual = go[T]; /* the relaxed rate from the first layer, the prices paid */
+        int units[PLAN_MAX_TYPES];
+        plan_limits_togo(&d, go, gt);
+        plan_limits_follow(&d, go, units);
+        double dual = go[plan_limits_at(&d, 0, T, 0)]; /* the relaxed rate from the first layer, the prices paid */
         for (int t = 0; t < T; t++) dual -= lam[t] * p->max_units[t];
         if (dual > bound) {
             bound = dual;
             memcpy(best, lam, sizeof best);
         }
-        double step = wmax * pow(0.9, round);
-        for (int t = 0; t < T; t++) {
-            double g = (double)(units[t] - p->max_units[t]) / p->max_units[t];
-            if (g > 0) {
-                lam[t] += step * fmax(g, 0.25);
-                over = 1;
-            } else if (lam[t] > 0) lam[t] = fmax(lam[t] + step * g, 0);
-        }
+        /* many small steps, shrinking geometrically, the best bound kept: a
+         * round is one DP, and the prices steer every action's cost to go */
+        int over = plan_limits_price_step(p, units, wmax * pow(0.9, round), NULL, 0.25, NULL, lam);
         if (!over && round == 0) break;
     }
     memcpy(lam, best, sizeof best);
@@ -329,7 +255,7 @@ static void floors_init(rl_instance *in, double fastest)
 /* The objective of the relaxation's plan at floor j (from the first layer). */
 static double relaxed_objective(const rl_instance *in, int j)
 {
-    size_t at = (size_t)in->T * in->nu[j];
+    size_t at = (size_t)in->T * in->tr[j].nu;
     return plan_objective_value(in->p, in->togo[j][at], in->togo[j][at], in->togo_thr[j][at]);
 }
 
@@ -350,45 +276,32 @@ static void floors_refine(rl_instance *in)
  * within RL_MAX_GO; the limits of any left over priced (unit_prices). */
 static void togo_init(rl_instance *in, int j0, int j1)
 {
-    static const long none[PLAN_MAX_TYPES];
     const plan_problem *p = in->p;
     int L = in->L, T = in->T;
     size_t base = (size_t)(L + 1) * (T + 1);
     double *go = hps_malloc(RL_MAX_GO * sizeof *go), *gt = hps_malloc(RL_MAX_GO * sizeof *gt);
     for (int j = j0; j < j1; j++) {
-        int units[PLAN_MAX_TYPES], priced[PLAN_MAX_TYPES] = {0}, left = 0;
-        long *stride = in->stride[j];
+        int units[PLAN_MAX_TYPES], left = 0;
+        plan_tracked *tr = &in->tr[j];
         double *lam = in->lam[j];
-        for (int t = 0; t < T; t++) lam[t] = 0, stride[t] = 0;
-        in->nu[j] = 1;
+        rl_floor f = {in, j};
+        plan_limits_dp d = {p, in->floor[j], lam, tr, floor_stage, &f};
+        for (int t = 0; t < T; t++) lam[t] = 0;
+        plan_tracked_init(tr);
         for (int round = 0; round < RL_TRACK_ROUNDS; round++) {
-            int added = 0;
-            relaxed_units(in, j, lam, round ? stride : none, round ? in->nu[j] : 1, go, gt, units);
-            for (;;) {
-                int next = -1;
-                for (int t = 0; t < T; t++)
-                    if (units[t] > p->max_units[t] && !stride[t] && !priced[t] &&
-                        (next < 0 || p->max_units[t] < p->max_units[next]))
-                        next = t;
-                if (next < 0) break;
-                if ((long)base * in->nu[j] * (p->max_units[next] + 1) > RL_MAX_GO) {
-                    priced[next] = left = 1;
-                    continue;
-                }
-                stride[next] = in->nu[j];
-                in->nu[j] *= p->max_units[next] + 1;
-                added = 1;
-            }
-            if (!added) break;
+            plan_limits_togo(&d, go, gt);
+            plan_limits_follow(&d, go, units);
+            if (!plan_tracked_add(p, tr, units, (long)base, RL_MAX_GO)) break;
         }
+        for (int t = 0; t < T; t++) left |= tr->priced[t];
         if (left) {
             unit_prices(in, j, go, gt, lam);
             for (int t = 0; t < T; t++)
-                if (stride[t]) lam[t] = 0;
+                if (tr->stride[t]) lam[t] = 0;
         }
-        in->togo[j] = hps_malloc(base * in->nu[j] * sizeof *in->togo[j]);
-        in->togo_thr[j] = hps_malloc(base * in->nu[j] * sizeof *in->togo_thr[j]);
-        togo_floor(in, j, lam, stride, in->nu[j], in->togo[j], in->togo_thr[j]);
+        in->togo[j] = hps_malloc(base * tr->nu * sizeof *in->togo[j]);
+        in->togo_thr[j] = hps_malloc(base * tr->nu * sizeof *in->togo_thr[j]);
+        plan_limits_togo(&d, in->togo[j], in->togo_thr[j]);
     }
     free(go);
     free(gt);
@@ -437,14 +350,14 @@ static double togo_objective(const rl_instance *in, int i, int e, int t, const r
         long u = 0;
         int fits = 1;
         for (int x = 0; x < T && fits; x++)
-            if (in->stride[j][x]) {
+            if (in->tr[j].stride[x]) {
                 int have = pre->used[j][x] + (x == t ? k : 0);
                 fits = have <= p->max_units[x];
-                u += have * in->stride[j][x];
+                u += have * in->tr[j].stride[x];
             }
-        size_t at = ((size_t)e * (T + 1) + t) * in->nu[j] + u;
+        size_t at = ((size_t)e * (T + 1) + t) * in->tr[j].nu + u;
         if (!fits || !(in->togo[j][at] < HUGE_VAL)) continue;
-        double c = pre->rate[j] + rate + in->togo[j][at] + (in->stride[j][t] ? 0 : k * in->lam[j][t]);
+        double c = pre->rate[j] + rate + in->togo[j][at] + (in->tr[j].stride[t] ? 0 : k * in->lam[j][t]);
         best = fmin(best, plan_objective_value(p, c, c, fmin(pre->thr[j], fmin(thr, in->togo_thr[j][at]))));
     }
     return best;
