@@ -205,8 +205,8 @@ static int floors(const plan_problem *p, const plan_eval *e, double *theta)
  *
  * The moves above see the unit limits across stages only as a price, and
  * where memory confines layers to a few types of 1 to 6 units that steers
- * badly.  plan_dp_limits plans with them: a DP over (layer, type of the last
- * stage, units used of the binding types) at a throughput floor, each stage
+ * badly.  plan_dp_limits plans with them (plan_limits.c): a DP over (layer,
+ * type of the last stage, units used of the binding types) at a throughput floor, each stage
  * on the fewest units and servers carrying it.  The types it tracks are the
  * ones the plan without them takes past their limits, one or two at a time
  * (the state grows with the product of their limits); the rest are priced,
@@ -219,7 +219,7 @@ static int floors(const plan_problem *p, const plan_eval *e, double *theta)
 /* at the floor of the plan's own stage count, where the optimum most often
  * is: two types of 64 units both bind there (65 x 65 unit states) */
 #define LIMITS_MAX_WORK_OWN (1L << 30)
-#define LIMITS_MAX_STATES (1L << 23) /* 20 bytes each */
+#define LIMITS_MAX_STATES (1L << 23) /* 24 bytes each (plan_limits_best) */
 #define LIMITS_ROUNDS 12
 
 typedef struct {
