@@ -24,6 +24,7 @@
 
 #include "plan/hps_plan.h"
 #include "plan/plan_internal.h"
+#include "plan/plan_limits.h"
 
 #define PLAN_RETYPE_STAGES 12
 
@@ -206,8 +207,8 @@ static int floors(const plan_problem *p, const plan_eval *e, double *theta)
  *
  * The moves above see the unit limits across stages only as a price, and
  * where memory confines layers to a few types of 1 to 6 units that steers
- * badly.  plan_dp_limits plans with them: a DP over (layer, type of the last
- * stage, units used of the binding types) at a throughput floor, each stage
+ * badly.  plan_dp_limits plans with them (plan_limits.c): a DP over (layer,
+ * type of the last stage, units used of the binding types) at a throughput floor, each stage
  * on the fewest units and servers carrying it.  The types it tracks are the
  * ones the plan without them takes past their limits, one or two at a time
  * (the state grows with the product of their limits); the rest are priced,
@@ -220,7 +221,7 @@ static int floors(const plan_problem *p, const plan_eval *e, double *theta)
 /* at the floor of the plan's own stage count, where the optimum most often
  * is: two types of 64 units both bind there (65 x 65 unit states) */
 #define LIMITS_MAX_WORK_OWN (1L << 30)
-#define LIMITS_MAX_STATES (1L << 23) /* 20 bytes each */
+#define LIMITS_MAX_STATES (1L << 23) /* 24 bytes each (plan_limits_best) */
 #define LIMITS_ROUNDS 12
 
 typedef struct {
@@ -270,98 +271,24 @@ static void limits_table_floor(limits_table *lt, double theta)
         if (!plan_stage_at_level(lt->p, &lt->law[k], (int)(k % lt->T), theta, &lt->opt[k])) lt->opt[k].units = 0;
 }
 
-static const plan_option *limits_stage(const limits_table *lt, int first, int end, int t)
+/* A stage at the table's floor, as plan_limits_togo prices it. */
+static void limits_stage(const void *ctx, int first, int end, int t, plan_limits_stage *s)
 {
-    return &lt->opt[plan_stage_index(lt->row, first, end) * lt->T + t];
+    const limits_table *lt = ctx;
+    const plan_option *o = &lt->opt[plan_stage_index(lt->row, first, end) * lt->T + t];
+    s->units = o->units;
+    s->servers = o->servers;
+    s->thr = o->throughput;
+    s->rate = o->units * lt->w[t] + o->servers * lt->server_w;
 }
 
-/* The tracked units u after a stage on t provisioned as o (its servers
- * take units of the servers' type, hps-cluster(5)); -1 past a limit. */
-static long take_units(const plan_problem *p, const long *stride, long u, int t, const plan_option *o)
+/* The plan of least rate at the DP's floor, into out with its units per
+ * type; 0 when none, or when the state would pass max_work. */
+static int limits_plan(const limits_table *lt, const plan_limits_dp *d, long max_work, int *out, int *units)
 {
-    int type[2] = {t, p->server_type != t ? p->server_type : -1};
-    for (int k = 0; k < 2; k++) {
-        int x = type[k], n = x >= 0 ? plan_units_taken(p, t, o->units, o->servers, x) : 0;
-        if (!n || !stride[x]) continue;
-        if (u / stride[x] % (p->max_units[x] + 1) + n > p->max_units[x]) return -1;
-        u += n * stride[x];
-    }
-    return u;
-}
-
-/* The plan of least rate at the table's floor theta with the units of the
- * tracked types (track[0..nt)) within their limits, the others priced up
- * by lam; into out with its units per type; 0 when none. */
-static int limits_dp(const limits_table *lt, double theta, const int *track, int nt, const double *lam, long max_work,
-                     int *out, int *units)
-{
-    const plan_problem *p = lt->p;
-    int L = lt->L, T = lt->T;
-    long NU = 1, stride[PLAN_MAX_TYPES] = {0}; /* tracked units, mixed radix; stride 0: not tracked */
-    for (int k = 0; k < nt; k++) {
-        stride[track[k]] = NU;
-        NU *= p->max_units[track[k]] + 1;
-    }
-    long n = (long)(L + 1) * T * NU;
-    if (n * (L + T) > max_work || n > LIMITS_MAX_STATES) return 0;
-    val *g = hps_malloc((size_t)n * sizeof *g);
-    int *from = hps_malloc((size_t)n * sizeof *from); /* the state before, as (i T + t) NU + u */
-    for (long k = 0; k < n; k++) g[k] = NONE;
-    char *reach = hps_malloc((size_t)NU); /* some state at layer i has units u */
-    for (int i = 0; i < L; i++) {
-        for (long u = 0; u < NU; u++) {
-            reach[u] = i == 0 && u == 0;
-            for (int q = 0; i > 0 && q < T && !reach[u]; q++) reach[u] = g[((long)i * T + q) * NU + u].c < HUGE_VAL;
-        }
-        for (int t = 0; t < T; t++)
-            for (long u = 0; u < NU; u++) {
-                if (!reach[u]) continue;
-                /* the best way to reach layer i with units u whose next stage is on t */
-                val h = NONE;
-                int hf = -1;
-                if (i == 0) {
-                    if (u == 0) h = (val){0, HUGE_VAL};
-                } else
-                    for (int q = 0; q < T; q++) {
-                        long at = ((long)i * T + q) * NU + u;
-                        if (q == t || !(g[at].c < HUGE_VAL)) continue;
-                        val v = plus(g[at], link_val(p, i, q, t, theta));
-                        if (better(v, h)) h = v, hf = (int)at;
-                    }
-                if (!(h.c < HUGE_VAL)) continue;
-                for (int e = i + 1; e <= L; e++) {
-                    const plan_option *o = limits_stage(lt, i, e, t);
-                    long u2 = o->units ? take_units(p, stride, u, t, o) : -1;
-                    if (u2 < 0) continue;
-                    val st = {o->units * (lt->w[t] + lam[t]) + o->servers * lt->server_w, o->throughput};
-                    val v = plus(h, st);
-                    long to = ((long)e * T + t) * NU + u2;
-                    if (better(v, g[to])) {
-                        g[to] = v;
-                        from[to] = hf;
-                    }
-                }
-            }
-    }
-    free(reach);
-    long best = -1;
-    for (long k = (long)L * T * NU; k < n; k++)
-        if (better(g[k], best < 0 ? NONE : g[best])) best = k;
-    if (best >= 0) {
-        memset(units, 0, (size_t)T * sizeof *units);
-        for (long at = best; at >= 0;) {
-            int e = (int)(at / NU / T), t = (int)(at / NU % T);
-            long was = from[at];
-            int s = was < 0 ? 0 : (int)(was / NU / T);
-            for (int l = s; l < e; l++) out[l] = t;
-            const plan_option *o = limits_stage(lt, s, e, t);
-            plan_take_units(p, t, o->units, o->servers, units);
-            at = was;
-        }
-    }
-    free(g);
-    free(from);
-    return best >= 0;
+    long n = (long)(lt->L + 1) * lt->T * d->tr->nu;
+    if (n * (lt->L + lt->T) > max_work || n > LIMITS_MAX_STATES) return 0;
+    return plan_limits_best(d, out, units);
 }
 
 /* The floor a plan of n stages must carry at every stage: the limit through
@@ -384,47 +311,35 @@ static int limits_at_floor(limits_table *lt, double theta, long max_work, int *a
                            double *score, plan_budget *b)
 {
     const plan_problem *p = lt->p;
-    int T = lt->T, track[PLAN_MAX_TYPES], nt = 0, units[PLAN_MAX_TYPES], improved = 0;
+    int T = lt->T, units[PLAN_MAX_TYPES], improved = 0;
     double lam[PLAN_MAX_TYPES] = {0}, wmax = 0, step = 1;
-    int priced[PLAN_MAX_TYPES] = {0};
-    long work = (long)(lt->L + 1) * T * (lt->L + T);
+    /* the states of a unit combination, and of them what max_work allows */
+    long base = (long)(lt->L + 1) * T, max_states = max_work / (lt->L + T);
+    plan_tracked tr;
+    plan_tracked_init(&tr);
+    plan_limits_dp d = {p, theta, lam, &tr, limits_stage, lt};
     for (int t = 0; t < T; t++) wmax = fmax(wmax, lt->w[t]);
     limits_table_floor(lt, theta);
     for (int round = 0; round < LIMITS_ROUNDS && plan_budget_left(b); round++) {
-        if (!limits_dp(lt, theta, track, nt, lam, max_work, cand, units)) break;
+        if (!limits_plan(lt, &d, max_work, cand, units)) break;
         improved |= accept(p, assign, cand, e, score, b);
-        double over[PLAN_MAX_TYPES];
-        int any = 0;
+        int any = 0, n_priced = 0, was[PLAN_MAX_TYPES];
         for (int t = 0; t < T; t++) {
-            over[t] = (double)(units[t] - p->max_units[t]) / p->max_units[t];
-            any |= over[t] > 0;
+            any |= units[t] > p->max_units[t];
+            n_priced += was[t] = tr.priced[t];
         }
-        int n_priced = 0;
-        for (int t = 0; t < T; t++) n_priced += priced[t];
         if (!any && !n_priced) break;
-        /* the priced types: a subgradient step, both ways, shrinking (a
-         * plan within the limits may still be priced too high) */
-        for (int t = 0; t < T; t++)
-            if (priced[t]) {
-                lam[t] = fmax(0, lam[t] + wmax * step * over[t]);
-                over[t] = 0;
-            }
+        /* the priced types: a subgradient step, both ways, shrinking by a
+         * fixed factor (a plan within the limits may still be priced too
+         * high); each round here is a DP the full cost model then scores,
+         * so a few large steps serve better than the many small ones of the
+         * rl relaxation's prices */
+        plan_limits_price_step(p, units, wmax * step, NULL, 0, tr.priced, lam);
         step *= 0.7;
-        for (;;) { /* the smallest limits first: the most types fit in the state */
-            int worst = -1;
-            for (int t = 0; t < T; t++)
-                if (over[t] > 0 && (worst < 0 || p->max_units[t] < p->max_units[worst])) worst = t;
-            if (worst < 0) break;
-            if (work * (p->max_units[worst] + 1) <= max_work &&
-                work / (lt->L + T) * (p->max_units[worst] + 1) <= LIMITS_MAX_STATES) {
-                track[nt++] = worst;
-                work *= p->max_units[worst] + 1;
-            } else {
-                priced[worst] = 1;
-                lam[worst] = wmax * fmax(over[worst], 0.25);
-            }
-            over[worst] = 0;
-        }
+        plan_tracked_add(p, &tr, units, base, max_states < LIMITS_MAX_STATES ? max_states : LIMITS_MAX_STATES);
+        /* a type priced now starts at its overflow's price, a quarter at least */
+        for (int t = 0; t < T; t++) was[t] = tr.priced[t] && !was[t];
+        plan_limits_price_step(p, units, wmax, NULL, 0.25, was, lam);
     }
     return improved;
 }

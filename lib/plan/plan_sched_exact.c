@@ -38,6 +38,7 @@
 
 #include "plan/hps_plan.h"
 #include "plan/plan_internal.h"
+#include "plan/plan_limits.h"
 
 #define EXACT_MAX_LABELS 20000000
 
@@ -720,15 +721,17 @@ static double dual_bounds(exact_state *s)
         memcpy(lambda, warm, sizeof lambda);
         arg = arg_warm;
     }
+    double w[PLAN_MAX_TYPES];
+    for (int t = 0; t < p->n_types; t++) w[t] = plan_unit_weight(p, t);
+    /* steps halving where a step finds no better bound: each round builds
+     * the suffix fronts anew, and only a bound that rises prunes more */
     for (int round = 0; round < EXACT_DUAL_ROUNDS && mu > 1e-3 && hps_now() < s->deadline; round++) {
-        int moved = 0;
-        for (int t = 0; t < p->n_types; t++) {
-            if (!s->tracked[t]) continue;
-            double l = fmax(0, lambda[t] + mu * plan_unit_weight(p, t) * (arg.u[t] - room[t]) / room[t]);
-            moved |= l != lambda[t];
-            lambda[t] = l;
-        }
-        if (!moved) break;
+        double was[PLAN_MAX_TYPES];
+        int units[PLAN_MAX_TYPES];
+        for (int t = 0; t < p->n_types; t++) units[t] = arg.u[t];
+        memcpy(was, lambda, sizeof was);
+        plan_limits_price_step(p, units, mu, w, 0, s->tracked, lambda);
+        if (!memcmp(was, lambda, sizeof was)) break;
         if (!try_family(s, &scratch, lambda, room, &best, &arg)) mu /= 2;
     }
     free_family(&scratch, p->n_layers, p->n_types);

@@ -1,37 +1,12 @@
-/* The rl scheduler.  HeterPS trains a recurrent policy that emits a type per
- * layer; measured, such a policy learned nothing in 2048 episodes (the polish
- * did the work), because a per-layer chain of 128 choices is a needle in a
- * haystack of T^128 plans.  This policy acts at the level of stages:
- *
- *   state   the first layer i still to place, the previous stage's type,
- *           the units each type already runs
- *   action  a stage: a type t and an end e, the layers [i, e) on t; types
- *           that cannot hold a layer of the run (the problem's fits mask)
- *           and the previous type are masked out
- *   policy  a softmax over the actions of a small MLP's score of each
- *           action's features: what the stage costs at its fewest units
- *           against a reference plan, per layer and with the rest of the
- *           chain on one type, its headroom, its link, the unit limits,
- *           and the same costs relative to the state's best action (so
- *           the weights carry over from one instance to another); one
- *           looks ahead, the objective of the whole plan through the
- *           action by a relaxation (togo_objective), and one says whether
- *           the action is on the relaxation's best plan
- *   reward  -log(objective / reference plan's), or a penalty growing with
- *           the violation when infeasible; advantages normalised over a
- *           batch of samples; PPO's clipped ratio over a few epochs per
- *           batch, an entropy bonus that decays, Adam.
- *
- * The weights start from a policy pre-trained over seeded random instances
- * (plan_policy_pretrain, hps-plan --train-policy; the shipped file is
- * lib/plan/rl-policy.json, built in) and go on learning on the instance.
- * Every step is counted in cost-model evaluations, not seconds, and runs on
- * one thread: the same seed gives the same plan on any machine (unless
- * --time-limit cuts the run, which hps-plan then says).  The rest of the
- * budget goes to the polish, from the best plans the policy sampled: a DP
- * that plans with the unit limits across stages (plan_dp_limits), then the
- * descent and the iterated search (plan_iterated_search); the plan's search
- * record says which part found it. */
+/* The rl scheduler: a policy over stages, its training (PPO), and the
+ * polish from its best samples; hps-plan(1), rl, describes the algorithm.
+ * The policy acts on stages, not layers: HeterPS's per-layer policy,
+ * measured, learned nothing in 2048 episodes (a chain of 128 choices is a
+ * needle in a haystack of T^128 plans).  Every step is counted in
+ * cost-model evaluations, not seconds, and runs on one thread, so that a
+ * seed gives one plan on any machine.  The instance and the relaxation the
+ * features look ahead by are plan_rl_relax.c; the policy file
+ * plan_policy_file.c. */
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -43,10 +18,8 @@
 #include "core/hps_rng.h"
 #include "plan/hps_plan.h"
 #include "plan/plan_internal.h"
+#include "plan/plan_rl.h"
 
-#define RL_F 16 /* features per action */
-#define RL_H 8 /* hidden units of the scorer */
-#define RL_NP (RL_H * RL_F + RL_H + RL_H + RL_F)
 #define RL_BATCH 16
 #define RL_EPOCHS 2
 #define RL_CLIP 0.2f
@@ -66,460 +39,12 @@
 #define RL_ELITE 4        /* best sampled plans the polish starts from */
 #define RL_LIMITS_STARTS 2 /* of them, those planned afresh with the unit limits (plan_dp_limits) */
 #define RL_PRUNE 70       /* relaxed cost in percent above the state's best past which a stage is left out */
-#define RL_PRICE_ROUNDS 24
-/* Throughput floors of the cost to go: RL_COARSE from the limit to the
- * fastest plan, then the rest between the neighbours of the coarse floor
- * whose relaxed plan scores best (the optimum's bottleneck lies anywhere
- * between, and a plan of least rate at a floor far below it is another plan) */
-#define RL_COARSE 8
-#define RL_FLOORS 16
-#define RL_MAX_GO (1L << 18) /* states of the cost to go at one floor at most */
-#define RL_TRACK_ROUNDS 4 /* rounds of the cost to go adding the types past their limits */
 
-struct plan_policy {
-    float w[RL_NP]; /* w1 [RL_H][RL_F], b1 [RL_H], w2 [RL_H], v [RL_F] */
-    uint64_t seed;
-    long instances, episodes; /* of its pre-training; 0 when untrained */
-};
 
 static float *w1(float *w) { return w; }
 static float *b1(float *w) { return w + RL_H * RL_F; }
 static float *w2(float *w) { return w + RL_H * RL_F + RL_H; }
 static float *v(float *w) { return w + RL_H * RL_F + 2 * RL_H; }
-
-/* ---- one instance, as the policy sees it ---------------------------------- */
-
-typedef struct {
-    double rate, thr;
-    int units;
-} rl_stage;
-
-typedef struct {
-    const plan_problem *p;
-    int L, T;
-    double w[PLAN_MAX_TYPES], wmin; /* a unit's rate: price, or power for energy and EDP */
-    double server_w;                 /* a server's */
-    double ref_rate, ref_objective;  /* the reference plan's */
-    double *rest;                    /* [e * T + t]: rate of [e, L) as one stage on t; HUGE_VAL when none */
-    int *rest_units;                 /* [e * T + t]: its units (0 when none meets the limit) */
-    int *misfit;                     /* [t * (L + 1) + i]: layers before i that do not fit t */
-    /* Every stage's rate, units and throughput at every floor,
-     * [(j row[L] + plan_stage_index(row, first, end)) T + t]: the episodes ask for
-     * each many times (NULL when L is too large to keep them) */
-    rl_stage *stages;
-    long *row;
-    /* togo[j] [(i (T + 1) + prev) nu[j] + u]: the least rate of
-     * layers [i, L) after a stage on prev (T: none) with the units u used
-     * before, each stage on the fewest units and servers carrying floor[j]
-     * and every link as fast: a relaxation, at a few throughput floors, as
-     * the actions' cost to go; HUGE_VAL when none.  The types the plain
-     * relaxation takes past their limits are tracked, as many as RL_MAX_GO
-     * allows: u counts the units of each (stride[j][t] > 0, mixed radix,
-     * nu[j] combinations); the limits of any others are priced, lam[j][t]
-     * a unit (unit_prices) */
-    double floor[RL_FLOORS], lam[RL_FLOORS][PLAN_MAX_TYPES];
-    long stride[RL_FLOORS][PLAN_MAX_TYPES], nu[RL_FLOORS];
-    double *togo[RL_FLOORS], *togo_thr[RL_FLOORS];
-} rl_instance;
-
-/* Stages kept per instance at most, over all floors (24 bytes each). */
-#define RL_MAX_STAGES (1L << 22)
-
-/* The stage [first, end) on t provisioned for floor j: at j = 0 its fewest
- * units for the limit (all it may have when no number meets it: then
- * *units is 0), above the fewest units and servers carrying floor[j] (as
- * plan_evaluate provisions a plan whose bottleneck is there; *units 0 and
- * HUGE_VAL when none do). */
-static double stage_level_of(const rl_instance *in, const plan_law *law, int t, int j, int *units, double *thr)
-{
-    const plan_problem *p = in->p;
-    plan_option o;
-    if (plan_stage_at_level(p, law, t, j > 0 ? in->floor[j] : p->min_throughput, &o)) {
-        *units = o.units;
-        *thr = o.throughput;
-        return o.units * in->w[t] + o.servers * in->server_w;
-    }
-    *units = 0;
-    if (j > 0) {
-        *thr = 0;
-        return HUGE_VAL;
-    }
-    int servers = plan_stage_servers(p, law, p->min_throughput);
-    servers = servers > 0 ? servers : 0;
-    *thr = plan_stage_throughput(p, law, p->max_units[t], servers);
-    return p->max_units[t] * in->w[t] + servers * in->server_w;
-}
-
-static double stage_at(const rl_instance *in, int j, int first, int end, int t, int *units, double *thr)
-{
-    if (!in->stages) {
-        plan_law law;
-        plan_stage_law(in->p, first, end, t, &law);
-        return stage_level_of(in, &law, t, j, units, thr);
-    }
-    size_t k = (size_t)j * in->row[in->L] + plan_stage_index(in->row, first, end);
-    const rl_stage *s = &in->stages[k * in->T + t];
-    *units = s->units;
-    *thr = s->thr;
-    return s->rate;
-}
-
-/* The stage at the limit (floor 0). */
-static double stage_rate(const rl_instance *in, int first, int end, int t, int *units, double *thr)
-{
-    return stage_at(in, 0, first, end, t, units, thr);
-}
-
-static void stages_init(rl_instance *in)
-{
-    int L = in->L, T = in->T;
-    long n = (long)L * (L + 1) / 2;
-    if (n * T * RL_FLOORS > RL_MAX_STAGES) return;
-    in->row = plan_stage_rows(L);
-    in->stages = hps_malloc((size_t)n * T * RL_FLOORS * sizeof *in->stages);
-}
-
-/* Every stage at floors [j0, j1), when they are kept. */
-static void stages_fill(rl_instance *in, int j0, int j1)
-{
-    int L = in->L, T = in->T;
-    if (!in->stages) return;
-    for (int i = 0; i < L; i++)
-        for (int e = i + 1; e <= L; e++)
-            for (int t = 0; t < T; t++) {
-                plan_law law;
-                plan_stage_law(in->p, i, e, t, &law);
-                for (int j = j0; j < j1; j++) {
-                    rl_stage *s = &in->stages[((size_t)j * in->row[L] + plan_stage_index(in->row, i, e)) * T + t];
-                    s->rate = stage_level_of(in, &law, t, j, &s->units, &s->thr);
-                }
-            }
-}
-
-/* One floor of the cost to go, from the last layer back, into go and gt
- * ((L + 1) (T + 1) nu each); among completions of one rate the fastest (gt:
- * its bottleneck).  The units of the types with stride > 0 are tracked
- * (state u: the units used before), the others cost lam[t] more a unit (the
- * unit limits' prices). */
-static void togo_floor(const rl_instance *in, int j, const double *lam, const long *stride, long nu, double *go,
-                       double *gt)
-{
-    double theta = in->floor[j];
-    const plan_problem *p = in->p;
-    int L = in->L, T = in->T;
-    double via[PLAN_MAX_TYPES], via_thr[PLAN_MAX_TYPES];
-    for (long x = 0; x < (T + 1) * nu; x++) {
-        go[(size_t)L * (T + 1) * nu + x] = 0;
-        gt[(size_t)L * (T + 1) * nu + x] = HUGE_VAL;
-    }
-    for (int i = L - 1; i >= 0; i--)
-        for (long u = 0; u < nu; u++) {
-            for (int t = 0; t < T; t++) { /* the best rest that starts with a stage on t */
-                via[t] = HUGE_VAL;
-                via_thr[t] = 0;
-                int room = stride[t] ? p->max_units[t] - (int)(u / stride[t] % (p->max_units[t] + 1)) : INT_MAX;
-                for (int e = i + 1; e <= L; e++) {
-                    int k;
-                    double thr, r = stage_at(in, j, i, e, t, &k, &thr);
-                    if (!k || thr < theta || k > room) continue;
-                    size_t at = ((size_t)e * (T + 1) + t) * nu + u + k * stride[t];
-                    double c = r + (stride[t] ? 0 : k * lam[t]) + go[at], ct = fmin(thr, gt[at]);
-                    if (c < via[t] * (1 - 1e-12) || (c <= via[t] * (1 + 1e-12) && ct > via_thr[t])) {
-                        via[t] = c;
-                        via_thr[t] = ct;
-                    }
-                }
-            }
-            for (int w = 0; w <= T; w++) {
-                double best = HUGE_VAL, best_thr = 0;
-                for (int t = 0; t < T; t++) {
-                    double lm = w < T ? plan_link_ms(p, i, w, t) : 0, lt = lm > 0 ? 1000.0 * p->batch / lm : HUGE_VAL;
-                    if (t == w || lt < theta || !(via[t] < HUGE_VAL)) continue;
-                    if (via[t] < best * (1 - 1e-12) || (via[t] <= best * (1 + 1e-12) && fmin(via_thr[t], lt) > best_thr)) {
-                        best = via[t];
-                        best_thr = fmin(via_thr[t], lt);
-                    }
-                }
-                size_t at = ((size_t)i * (T + 1) + w) * nu + u;
-                go[at] = best;
-                gt[at] = best_thr;
-            }
-        }
-}
-
-/* The units per type of the relaxation's plan at floor j, the types with
- * stride > 0 tracked (nu combinations of their units), the others priced
- * by lam: the cost to go into go and gt ((L + 1) (T + 1) nu each), then the
- * plan that follows it from the first layer. */
-static void relaxed_units(const rl_instance *in, int j, const double *lam, const long *stride, long nu, double *go,
-                          double *gt, int *units)
-{
-    const plan_problem *p = in->p;
-    int L = in->L, T = in->T;
-    togo_floor(in, j, lam, stride, nu, go, gt);
-    memset(units, 0, PLAN_MAX_TYPES * sizeof *units);
-    for (int i = 0, w = T; i < L;) {
-        long u = 0;
-        for (int t = 0; t < T; t++)
-            if (stride[t]) u += units[t] * stride[t];
-        double best = HUGE_VAL;
-        int bt = -1, be = -1, bk = 0;
-        for (int t = 0; t < T; t++) {
-            double lm = w < T ? plan_link_ms(p, i, w, t) : 0;
-            if (t == w || (lm > 0 && 1000.0 * p->batch / lm < in->floor[j])) continue;
-            for (int e = i + 1; e <= L; e++) {
-                int k;
-                double thr, r = stage_at(in, j, i, e, t, &k, &thr);
-                if (!k || thr < in->floor[j] || (stride[t] && units[t] + k > p->max_units[t])) continue;
-                size_t at = ((size_t)e * (T + 1) + t) * nu + u + k * stride[t];
-                double c = r + (stride[t] ? 0 : k * lam[t]) + go[at];
-                if (c < best * (1 - 1e-12)) best = c, bt = t, be = e, bk = k;
-            }
-        }
-        if (bt < 0) break;
-        units[bt] += bk;
-        i = be;
-        w = bt;
-    }
-}
-
-/* Prices for the unit limits across stages, which the relaxation leaves
- * out: projected subgradient steps at a floor raise the price of a type
- * whose units the relaxation's plan takes past its limit and lower that of
- * one it leaves units of, and the prices whose Lagrangian bound is highest
- * are kept (the exact solver's bound, used here only to steer).  Prices
- * that only rose overshot where several types bind at once: the plan left
- * types it could have filled to their limits. */
-static void unit_prices(const rl_instance *in, int j, double *go, double *gt, double *lam)
-{
-    static const long none[PLAN_MAX_TYPES];
-    const plan_problem *p = in->p;
-    int T = in->T;
-    double wmax = 0, best[PLAN_MAX_TYPES], bound = -HUGE_VAL;
-    for (int t = 0; t < T; t++) wmax = fmax(wmax, in->w[t]);
-    memcpy(best, lam, sizeof best);
-    for (int round = 0; round < RL_PRICE_ROUNDS; round++) {
-        int units[PLAN_MAX_TYPES], over = 0;
-        relaxed_units(in, j, lam, none, 1, go, gt, units);
-        double dual = go[T]; /* the relaxed rate from the first layer, the prices paid */
-        for (int t = 0; t < T; t++) dual -= lam[t] * p->max_units[t];
-        if (dual > bound) {
-            bound = dual;
-            memcpy(best, lam, sizeof best);
-        }
-        double step = wmax * pow(0.9, round);
-        for (int t = 0; t < T; t++) {
-            double g = (double)(units[t] - p->max_units[t]) / p->max_units[t];
-            if (g > 0) {
-                lam[t] += step * fmax(g, 0.25);
-                over = 1;
-            } else if (lam[t] > 0) lam[t] = fmax(lam[t] + step * g, 0);
-        }
-        if (!over && round == 0) break;
-    }
-    memcpy(lam, best, sizeof best);
-}
-
-/* The coarse floors, from the limit to the fastest plan. */
-static void floors_init(rl_instance *in, double fastest)
-{
-    double lo = in->p->min_throughput, hi = fmax(fastest, lo);
-    for (int j = 0; j < RL_COARSE; j++) in->floor[j] = lo * pow(hi / lo, (double)j / (RL_COARSE - 1)) * (1 - 1e-12);
-}
-
-/* The objective of the relaxation's plan at floor j (from the first layer). */
-static double relaxed_objective(const rl_instance *in, int j)
-{
-    size_t at = (size_t)in->T * in->nu[j];
-    return plan_objective_value(in->p, in->togo[j][at], in->togo[j][at], in->togo_thr[j][at]);
-}
-
-/* The fine floors: between the neighbours of the best coarse one. */
-static void floors_refine(rl_instance *in)
-{
-    int b = 0;
-    for (int j = 1; j < RL_COARSE; j++)
-        if (relaxed_objective(in, j) < relaxed_objective(in, b)) b = j;
-    double lo = in->floor[b > 0 ? b - 1 : 0], hi = in->floor[b + 1 < RL_COARSE ? b + 1 : b];
-    for (int k = 0; k < RL_FLOORS - RL_COARSE; k++)
-        in->floor[RL_COARSE + k] = lo * pow(hi / lo, (k + 1.0) / (RL_FLOORS - RL_COARSE + 1));
-}
-
-/* The cost to go at floors [j0, j1): rounds of the relaxation, each adding
- * the types its plan takes past their limits to the tracked ones, smallest
- * limit first (the most types fit in the state), while the state stays
- * within RL_MAX_GO; the limits of any left over priced (unit_prices). */
-static void togo_init(rl_instance *in, int j0, int j1)
-{
-    static const long none[PLAN_MAX_TYPES];
-    const plan_problem *p = in->p;
-    int L = in->L, T = in->T;
-    size_t base = (size_t)(L + 1) * (T + 1);
-    double *go = hps_malloc(RL_MAX_GO * sizeof *go), *gt = hps_malloc(RL_MAX_GO * sizeof *gt);
-    for (int j = j0; j < j1; j++) {
-        int units[PLAN_MAX_TYPES], priced[PLAN_MAX_TYPES] = {0}, left = 0;
-        long *stride = in->stride[j];
-        double *lam = in->lam[j];
-        for (int t = 0; t < T; t++) lam[t] = 0, stride[t] = 0;
-        in->nu[j] = 1;
-        for (int round = 0; round < RL_TRACK_ROUNDS; round++) {
-            int added = 0;
-            relaxed_units(in, j, lam, round ? stride : none, round ? in->nu[j] : 1, go, gt, units);
-            for (;;) {
-                int next = -1;
-                for (int t = 0; t < T; t++)
-                    if (units[t] > p->max_units[t] && !stride[t] && !priced[t] &&
-                        (next < 0 || p->max_units[t] < p->max_units[next]))
-                        next = t;
-                if (next < 0) break;
-                if ((long)base * in->nu[j] * (p->max_units[next] + 1) > RL_MAX_GO) {
-                    priced[next] = left = 1;
-                    continue;
-                }
-                stride[next] = in->nu[j];
-                in->nu[j] *= p->max_units[next] + 1;
-                added = 1;
-            }
-            if (!added) break;
-        }
-        if (left) {
-            unit_prices(in, j, go, gt, lam);
-            for (int t = 0; t < T; t++)
-                if (stride[t]) lam[t] = 0;
-        }
-        in->togo[j] = hps_malloc(base * in->nu[j] * sizeof *in->togo[j]);
-        in->togo_thr[j] = hps_malloc(base * in->nu[j] * sizeof *in->togo_thr[j]);
-        togo_floor(in, j, lam, stride, in->nu[j], in->togo[j], in->togo_thr[j]);
-    }
-    free(go);
-    free(gt);
-}
-
-/* What the stages placed so far take at each floor of the cost to go: their
- * units per type, their summed rate and their bottleneck; rate HUGE_VAL once
- * a stage cannot carry the floor. */
-typedef struct {
-    int used[RL_FLOORS][PLAN_MAX_TYPES];
-    double rate[RL_FLOORS], thr[RL_FLOORS];
-} rl_prefix;
-
-static void prefix_init(rl_prefix *pre)
-{
-    memset(pre, 0, sizeof *pre);
-    for (int j = 0; j < RL_FLOORS; j++) pre->thr[j] = HUGE_VAL;
-}
-
-static void prefix_add(const rl_instance *in, rl_prefix *pre, int i, int e, int t)
-{
-    for (int j = 0; j < RL_FLOORS; j++) {
-        int k;
-        double thr, rate = stage_at(in, j, i, e, t, &k, &thr);
-        if (!k || thr < in->floor[j]) rate = HUGE_VAL;
-        pre->used[j][t] += k;
-        pre->rate[j] += rate;
-        pre->thr[j] = fmin(pre->thr[j], thr);
-    }
-}
-
-/* The action's best estimate of the plan through it: over the floors the
- * stages before and the stage [i, e) on t carry, the objective of the
- * stages before, this stage and the relaxation's plan after it, within the
- * units the stages before leave (the whole plan, so that following the
- * best action at every step follows one floor's plan). */
-static double togo_objective(const rl_instance *in, int i, int e, int t, const rl_prefix *pre)
-{
-    const plan_problem *p = in->p;
-    int T = in->T;
-    double best = HUGE_VAL;
-    for (int j = 0; j < RL_FLOORS; j++) {
-        int k;
-        double thr, rate = stage_at(in, j, i, e, t, &k, &thr);
-        if (!k || thr < in->floor[j] || !(pre->rate[j] < HUGE_VAL)) continue;
-        long u = 0;
-        int fits = 1;
-        for (int x = 0; x < T && fits; x++)
-            if (in->stride[j][x]) {
-                int have = pre->used[j][x] + (x == t ? k : 0);
-                fits = have <= p->max_units[x];
-                u += have * in->stride[j][x];
-            }
-        size_t at = ((size_t)e * (T + 1) + t) * in->nu[j] + u;
-        if (!fits || !(in->togo[j][at] < HUGE_VAL)) continue;
-        double c = pre->rate[j] + rate + in->togo[j][at] + (in->stride[j][t] ? 0 : k * in->lam[j][t]);
-        best = fmin(best, plan_objective_value(p, c, c, fmin(pre->thr[j], fmin(thr, in->togo_thr[j][at]))));
-    }
-    return best;
-}
-
-/* The reference for rewards and features: the best single-type plan, else
- * the fastest plan. */
-static void instance_init(rl_instance *in, const plan_problem *p, plan_budget *b)
-{
-    int L = p->n_layers, T = p->n_types;
-    memset(in, 0, sizeof *in);
-    in->p = p;
-    in->L = L;
-    in->T = T;
-    in->wmin = HUGE_VAL;
-    int by_power = p->objective == PLAN_OBJ_ENERGY || p->objective == PLAN_OBJ_EDP;
-    for (int t = 0; t < T; t++) {
-        in->w[t] = plan_unit_weight(p, t);
-        if (!(in->w[t] > 0)) in->w[t] = 1e-9;
-        in->wmin = fmin(in->wmin, in->w[t]);
-    }
-    in->server_w = plan_server_weight(p);
-    int *a = hps_malloc((size_t)L * sizeof *a);
-    plan_eval e;
-    plan_eval_init(&e, p);
-    double best = HUGE_VAL, rate = 0;
-    for (int t = 0; t < T; t++) {
-        for (int l = 0; l < L; l++) a[l] = t;
-        plan_budget_evaluate(b, p, a, &e);
-        if (e.feasible && e.objective < best) best = e.objective, rate = by_power ? e.power_w : e.cost_per_hour;
-    }
-    if (!(best < HUGE_VAL)) {
-        plan_max_throughput(p, a);
-        plan_budget_evaluate(b, p, a, &e);
-        best = e.feasible ? e.objective : 1;
-        rate = 0;
-        for (int s = 0; s < e.n_stages; s++) rate += e.stages[s].units * in->w[e.stages[s].type];
-    }
-    in->ref_objective = best > 0 ? best : 1;
-    in->ref_rate = rate > 0 ? rate : 1;
-    floors_init(in, plan_max_throughput(p, a));
-    stages_init(in);
-    stages_fill(in, 0, RL_COARSE);
-    togo_init(in, 0, RL_COARSE);
-    floors_refine(in);
-    stages_fill(in, RL_COARSE, RL_FLOORS);
-    togo_init(in, RL_COARSE, RL_FLOORS);
-    in->rest = hps_malloc((size_t)(L + 1) * T * sizeof *in->rest);
-    in->rest_units = hps_calloc((size_t)(L + 1) * T, sizeof *in->rest_units);
-    for (int s = 0; s < L; s++)
-        for (int t = 0; t < T; t++) {
-            double thr, r = stage_rate(in, s, L, t, &in->rest_units[s * T + t], &thr);
-            in->rest[s * T + t] = in->rest_units[s * T + t] ? r : HUGE_VAL;
-        }
-    in->misfit = hps_calloc((size_t)T * (L + 1), sizeof *in->misfit);
-    for (int t = 0; t < T; t++)
-        for (int l = 0; l < L; l++)
-            in->misfit[t * (L + 1) + l + 1] = in->misfit[t * (L + 1) + l] + (p->fits && !p->fits[l * T + t]);
-    plan_eval_free(&e);
-    free(a);
-}
-
-static void instance_free(rl_instance *in)
-{
-    free(in->rest);
-    free(in->rest_units);
-    free(in->misfit);
-    free(in->stages);
-    free(in->row);
-    for (int j = 0; j < RL_FLOORS; j++) {
-        free(in->togo[j]);
-        free(in->togo_thr[j]);
-    }
-}
 
 static double reward_of(const rl_instance *in, const plan_eval *e)
 {
@@ -556,7 +81,7 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, c
             for (int e = i + 1; e <= L; e++) {
                 if (mask < 2 && in->misfit[t * (L + 1) + e] > in->misfit[t * (L + 1) + i]) break;
                 int k;
-                double thr, rate = stage_rate(in, i, e, t, &k, &thr);
+                double thr, rate = plan_rl_stage_rate(in, i, e, t, &k, &thr);
                 int kk = k ? k : p->max_units[t];
                 if (mask == 0 && (!k || used[t] + k > p->max_units[t])) continue;
                 /* the rest of the chain as one stage on another type, within
@@ -590,7 +115,7 @@ static int actions_of(const rl_instance *in, int i, int prev, const int *used, c
                 f[13] = rest < HUGE_VAL;
                 f[14] = clampf(log(share * L / (e - i)), -10, 10); /* made relative below */
                 /* the relaxed optimum's cost of the plan through this stage */
-                double go = k ? togo_objective(in, i, e, t, pre) : HUGE_VAL;
+                double go = k ? plan_rl_togo_objective(in, i, e, t, pre) : HUGE_VAL;
                 f[15] = clampf(go < HUGE_VAL ? log(go / in->ref_objective) : log(whole) + 5, -10, 10);
             }
         }
@@ -713,7 +238,7 @@ static void episode(const rl_instance *in, const float *w, float eps, hps_rng *r
 {
     int used[PLAN_MAX_TYPES] = {0}, prev = -1;
     rl_prefix pre; /* at each floor of the cost to go */
-    prefix_init(&pre);
+    plan_rl_prefix_init(&pre);
     for (int i = 0; i < in->L;) {
         rl_action *a = scratch;
         if (st) {
@@ -745,9 +270,9 @@ static void episode(const rl_instance *in, const float *w, float eps, hps_rng *r
         }
         int t = a[c].type, e = a[c].end, k;
         double thr;
-        stage_rate(in, i, e, t, &k, &thr);
+        plan_rl_stage_rate(in, i, e, t, &k, &thr);
         used[t] += k ? k : in->p->max_units[t];
-        prefix_add(in, &pre, i, e, t);
+        plan_rl_prefix_add(in, &pre, i, e, t);
         for (int l = i; l < e; l++) assign[l] = t;
         prev = t;
         i = e;
@@ -947,7 +472,7 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
         plan_policy_free(shipped);
     }
     rl_instance in;
-    instance_init(&in, p, &b);
+    plan_rl_instance_init(&in, p, &b);
     rl_adam ad = {0};
     rl_run run = {.best = HUGE_VAL};
     for (int i = 0; i < RL_ELITE; i++) run.el.assign[i] = hps_malloc((size_t)L * sizeof(int));
@@ -1021,11 +546,11 @@ int plan_solve_rl(const plan_problem *p, const plan_search_opts *o, plan_result 
     free(a);
     plan_eval_free(&e);
     for (int i = 0; i < RL_ELITE; i++) free(run.el.assign[i]);
-    instance_free(&in);
+    plan_rl_instance_free(&in);
     return 0;
 }
 
-/* ---- pre-training and the policy file ------------------------------------- */
+/* ---- pre-training ---------------------------------------------------------- */
 
 plan_policy *plan_policy_pretrain(uint64_t seed, int instances, long episodes, int show)
 {
@@ -1052,93 +577,14 @@ plan_policy *plan_policy_pretrain(uint64_t seed, int instances, long episodes, i
         plan_budget b;
         plan_budget_init(&b, LONG_MAX, 0);
         rl_instance in;
-        instance_init(&in, p, &b);
+        plan_rl_instance_init(&in, p, &b);
         rl_run run = {.best = HUGE_VAL};
         for (int i = 0; i < RL_ELITE; i++) run.el.assign[i] = hps_malloc((size_t)L * sizeof(int));
         train(&in, pol->w, &ad, episodes, 0, &rng, &b, &run, NULL, 0);
         for (int i = 0; i < RL_ELITE; i++) free(run.el.assign[i]);
-        instance_free(&in);
+        plan_rl_instance_free(&in);
         plan_problem_free(p);
         progress(show, "instance", k + 1, instances, run.best < 1e30 ? run.best : NAN);
-    }
-    return pol;
-}
-
-void plan_policy_free(plan_policy *pol) { free(pol); }
-
-static const char *const policy_keys[] = {"hps_plan_policy", "features", "hidden", "weights", "trained", NULL};
-
-plan_policy *plan_policy_parse(json_t *root, const char *name, hps_error *err)
-{
-    long long version, nf, nh;
-    if (!json_is_object(root)) {
-        hps_fail(err, HPS_EXIT_RUNTIME, "%s: expected an object (an rl policy)", name);
-        return NULL;
-    }
-    if (hps_json_known_keys(root, policy_keys, name, err) ||
-        hps_json_int(root, "hps_plan_policy", HPS_REQUIRED, 1, 1, &version, name, err) ||
-        hps_json_int(root, "features", HPS_REQUIRED, RL_F, RL_F, &nf, name, err) ||
-        hps_json_int(root, "hidden", HPS_REQUIRED, RL_H, RL_H, &nh, name, err))
-        return NULL;
-    json_t *ws = json_object_get(root, "weights");
-    if (!json_is_array(ws) || json_array_size(ws) != RL_NP) {
-        hps_fail(err, HPS_EXIT_RUNTIME, "%s: weights must be an array of %d numbers", name, RL_NP);
-        return NULL;
-    }
-    plan_policy *pol = hps_calloc(1, sizeof *pol);
-    for (size_t i = 0; i < RL_NP; i++) {
-        json_t *v = json_array_get(ws, i);
-        if (!json_is_number(v) || !isfinite(json_number_value(v))) {
-            hps_fail(err, HPS_EXIT_RUNTIME, "%s: weights[%zu] must be a finite number", name, i);
-            free(pol);
-            return NULL;
-        }
-        pol->w[i] = (float)json_number_value(v);
-    }
-    json_t *tr = json_object_get(root, "trained");
-    if (json_is_object(tr)) {
-        pol->seed = (uint64_t)json_integer_value(json_object_get(tr, "seed"));
-        pol->instances = (long)json_integer_value(json_object_get(tr, "instances"));
-        pol->episodes = (long)json_integer_value(json_object_get(tr, "episodes"));
-    }
-    return pol;
-}
-
-plan_policy *plan_policy_load(const char *path, hps_error *err)
-{
-    json_t *root;
-    if (hps_json_load(path, &root, err)) return NULL;
-    plan_policy *pol = plan_policy_parse(root, hps_path_name(path), err);
-    json_decref(root);
-    return pol;
-}
-
-int plan_policy_save(const plan_policy *pol, const char *path, hps_error *err)
-{
-    json_t *ws = json_array();
-    for (int i = 0; i < RL_NP; i++) json_array_append_new(ws, json_real(pol->w[i]));
-    json_t *root = json_pack("{s:i, s:i, s:i, s:o, s:{s:I, s:I, s:I}}", "hps_plan_policy", 1, "features", RL_F,
-                             "hidden", RL_H, "weights", ws, "trained", "seed", (json_int_t)pol->seed,
-                             "instances", (json_int_t)pol->instances, "episodes", (json_int_t)pol->episodes);
-    int rc = hps_json_write(path, root, err);
-    json_decref(root);
-    return rc;
-}
-
-extern const char plan_policy_text[]; /* lib/plan/rl-policy.json, built in by the Makefile */
-
-plan_policy *plan_policy_shipped(void)
-{
-    hps_error err;
-    json_t *root;
-    plan_policy *pol = NULL;
-    if (!hps_json_loadb("rl-policy.json", plan_policy_text, strlen(plan_policy_text), &root, &err)) {
-        pol = plan_policy_parse(root, "rl-policy.json", &err);
-        json_decref(root);
-    }
-    if (!pol) { /* a build error, not the user's: the file is built in */
-        hps_report(&err);
-        abort();
     }
     return pol;
 }
