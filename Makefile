@@ -119,7 +119,7 @@ REPLAY_BINS  := $(FUZZ_NAMES:%=$(BUILD)/tests/replay_%)
 FUZZ_SECONDS ?=
 FUZZ_SEEDS_model    := testdata/models testdata/models/bad
 FUZZ_SEEDS_cluster  := testdata/clusters
-FUZZ_SEEDS_profile  := testdata/profiles
+FUZZ_SEEDS_profile  := testdata/profiles tests/fuzz/seeds/profile
 FUZZ_SEEDS_plan     := testdata/plans
 FUZZ_SEEDS_criteo   := testdata/data
 FUZZ_SEEDS_libsvm   := testdata/data

@@ -14,6 +14,7 @@
 #include "core/hps_json.h"
 #include "plan/hps_plan_file.h"
 #include "dist/hps_dist.h"
+#include "profile/hps_profile.h"
 #include "train/hps_train.h"
 
 static const char usage[] =
@@ -294,14 +295,15 @@ static int probe(const args *a, hps_trainer *t, const hps_model *m, hps_source *
                  hps_error *err)
 {
     json_t *doc = hps_trainer_probe(t, src, a->probe, err);
-    json_t *dev = doc ? json_array_get(json_object_get(doc, "devices"), 0) : NULL;
-    int rc = doc ? 0 : -1;
-    if (exchange && dev && strcmp(json_string_value(json_object_get(dev, "kind")), "cpu") == 0) {
+    hps_profile *read = doc ? hps_profile_read(doc, "probe", err) : NULL;
+    int rc = read ? 0 : -1;
+    if (exchange && read && !read->devices[0].is_gpu) {
         json_t *x = hps_dist_probe_exchange(m, src, hps_trainer_batch(t), a->o.threads, (int)a->probe, err);
-        if (x) json_object_set_new(dev, "exchange", x);
+        if (x) hps_profile_device_set_exchange(hps_profile_doc_device(doc, 0), x);
         else rc = -1;
     }
     if (rc == 0) rc = hps_json_write(a->output, doc, err);
+    hps_profile_free(read);
     json_decref(doc);
     return rc;
 }

@@ -22,6 +22,7 @@
 #include "model/hps_model.h"
 #include "plan/hps_cluster.h"
 #include "plan/hps_plan_file.h"
+#include "profile/hps_profile.h"
 
 /* ---- the problem ---------------------------------------------------------- */
 
@@ -156,18 +157,6 @@ void plan_problem_random_memory(plan_problem *p, uint64_t seed);
  * fastest plan that fits; NULL when a layer, the tables or every plan fit nowhere. */
 plan_problem *plan_problem_random_with_memory(uint64_t seed, int n_layers, int n_types, double tightness,
                                               int unit_limits);
-/* The profiles hps-plan reads (hps-profile(5)), merged: one per device id. */
-typedef struct hps_profiles hps_profiles;
-hps_profiles *hps_profiles_new(void);
-/* Adds the devices of one profile file (its text, for the digest); a device
- * id seen before is a conflict. */
-int hps_profiles_add(hps_profiles *ps, const char *name, const char *text, size_t len,
-                     hps_error *err);
-int hps_profiles_count(const hps_profiles *ps);
-const char *hps_profiles_digest(const hps_profiles *ps, int i);
-const char *hps_profiles_name(const hps_profiles *ps, int i);
-void hps_profiles_free(hps_profiles *ps);
-
 /* Builds the problem: every cluster type's device must be profiled for this
  * model (same digest, same layers). */
 plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,

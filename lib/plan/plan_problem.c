@@ -5,92 +5,10 @@
 #include <string.h>
 
 #include "core/hps_io.h"
-#include "core/hps_json.h"
 #include "plan/hps_plan.h"
 #include "profile/hps_profile.h"
 
 const char *const plan_objective_names[] = {"cost", "time", "energy", "edp", NULL};
-
-/* ---- profiles ------------------------------------------------------------- */
-
-typedef struct {
-    char *name;
-    char digest[72];
-    json_t *root;
-} profile_file;
-
-struct hps_profiles {
-    int n;
-    profile_file *files;
-};
-
-hps_profiles *hps_profiles_new(void) { return hps_calloc(1, sizeof(hps_profiles)); }
-
-int hps_profiles_count(const hps_profiles *ps) { return ps->n; }
-const char *hps_profiles_digest(const hps_profiles *ps, int i) { return ps->files[i].digest; }
-const char *hps_profiles_name(const hps_profiles *ps, int i) { return ps->files[i].name; }
-
-void hps_profiles_free(hps_profiles *ps)
-{
-    if (!ps) return;
-    for (int i = 0; i < ps->n; i++) {
-        free(ps->files[i].name);
-        json_decref(ps->files[i].root);
-    }
-    free(ps->files);
-    free(ps);
-}
-
-/* Finds a device by id: its object and the file it came from. */
-static json_t *find_device(const hps_profiles *ps, const char *id, int *file)
-{
-    for (int i = 0; i < ps->n; i++) {
-        json_t *devs = json_object_get(ps->files[i].root, "devices"), *d;
-        size_t j;
-        json_array_foreach(devs, j, d) {
-            json_t *v = json_object_get(d, "id");
-            if (json_is_string(v) && strcmp(json_string_value(v), id) == 0) {
-                if (file) *file = i;
-                return d;
-            }
-        }
-    }
-    return NULL;
-}
-
-/* The profile's own reader (lib/profile) checks the format; here only that
- * no device id appears in two files. */
-int hps_profiles_add(hps_profiles *ps, const char *name, const char *text, size_t len,
-                     hps_error *err)
-{
-    json_t *root;
-    if (hps_json_loadb(name, text, len, &root, err)) return -1;
-    json_t *devs = json_object_get(root, "devices"), *d;
-    size_t j;
-    if (hps_profile_validate(root, name, err)) goto fail;
-    if (json_array_size(devs) == 0) {
-        hps_fail(err, HPS_EXIT_USAGE, "%s: devices must be a non-empty array", name);
-        goto fail;
-    }
-    json_array_foreach(devs, j, d) {
-        const char *id = json_string_value(json_object_get(d, "id"));
-        int other;
-        if (find_device(ps, id, &other)) {
-            hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' is also in %s", name, id,
-                     ps->files[other].name);
-            goto fail;
-        }
-    }
-    ps->files = hps_realloc(ps->files, (size_t)(ps->n + 1) * sizeof *ps->files);
-    profile_file *f = &ps->files[ps->n++];
-    f->name = hps_strdup(name);
-    f->root = root;
-    hps_sha256_hex(text, len, f->digest);
-    return 0;
-fail:
-    json_decref(root);
-    return -1;
-}
 
 /* ---- the problem ---------------------------------------------------------- */
 
@@ -243,35 +161,16 @@ void plan_problem_free(plan_problem *p)
     free(p);
 }
 
-static int median_of(json_t *obj, const char *key, double *out, const char *ctx, hps_error *err)
-{
-    char sub[700];
-    snprintf(sub, sizeof sub, "%.640s: %s", ctx, key);
-    json_t *t = json_object_get(obj, key);
-    if (!json_is_object(t)) return hps_fail(err, HPS_EXIT_USAGE, "%s: missing timing object", sub);
-    return hps_json_num(t, "median", HPS_REQUIRED, 0, 1e12, out, sub, err);
-}
-
-/* The device's exchange probe (hps-profile(5)); absent or null (a profile
- * from before it, a GPU, a build without Open MPI): not charged.  Its rows
- * and bytes are the data's, not the device's: the first device's count
+/* The device's exchange probe (hps-profile(5)); none (a profile from
+ * before it, a GPU, a build without Open MPI): not charged.  Its rows and
+ * bytes are the data's, not the device's: the first device's count
  * (*rows, *bytes still 0 before it). */
-static int read_exchange(json_t *d, plan_problem *p, int t, double *rows, double *bytes, const char *ctx,
-                         hps_error *err)
+static void take_exchange(const hps_profile_device *d, plan_problem *p, int t, double *rows, double *bytes)
 {
-    json_t *x = json_object_get(d, "exchange");
-    if (!x || json_is_null(x)) return 0;
-    char sub[700];
-    snprintf(sub, sizeof sub, "%.640s: exchange", ctx);
-    if (!json_is_object(x)) return hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object or null", sub);
-    double r, b;
-    if (hps_json_num(x, "rows", HPS_REQUIRED, 0, 1e15, &r, sub, err) ||
-        hps_json_num(x, "bytes", HPS_REQUIRED, 0, 1e18, &b, sub, err) ||
-        median_of(x, "worker_ms", &p->exchange_worker_ms[t], sub, err) ||
-        median_of(x, "server_ms", &p->exchange_server_ms[t], sub, err))
-        return -1;
-    if (!(*rows > 0)) *rows = r, *bytes = b;
-    return 0;
+    if (!d->exchange.present) return;
+    p->exchange_worker_ms[t] = d->exchange.worker_ms;
+    p->exchange_server_ms[t] = d->exchange.server_ms;
+    if (!(*rows > 0)) *rows = d->exchange.rows, *bytes = d->exchange.bytes;
 }
 
 /* What the profiled exchange sent against what every lookup's row both
@@ -288,87 +187,57 @@ static void exchange_shares(plan_problem *p, double rows, double bytes)
 /* A layer's batch_scaling (hps-profile(5)): the share of its time that
  * fewer samples do not shorten, measured at the most threads up to
  * `threads` (else the fewest); 0 when the profile has none. */
-static int read_fixed(json_t *dl, int threads, double *fixed, const char *ctx, hps_error *err)
+static double fixed_at(const hps_profile_batch_scaling *b, int threads)
 {
-    json_t *bs = json_object_get(dl, "batch_scaling");
-    *fixed = 0;
-    if (!bs) return 0;
-    char bctx[700];
-    snprintf(bctx, sizeof bctx, "%.640s: batch_scaling", ctx);
-    if (!json_is_object(bs)) return hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object", bctx);
-    json_t *units = json_object_get(bs, "units"), *f = json_object_get(bs, "fixed_fraction");
-    size_t n = json_array_size(units);
-    if (!json_is_array(units) || !json_is_array(f) || n < 1 || json_array_size(f) != n)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: units and fixed_fraction must be arrays of one length", bctx);
-    size_t pick = 0;
-    for (size_t i = 0; i < n; i++) {
-        json_t *u = json_array_get(units, i), *x = json_array_get(f, i);
-        if (!json_is_integer(u) || json_integer_value(u) < 1)
-            return hps_fail(err, HPS_EXIT_USAGE, "%s: units[%zu] must be an integer >= 1", bctx, i);
-        if (!json_is_number(x) || !(json_number_value(x) >= 0 && json_number_value(x) <= 1))
-            return hps_fail(err, HPS_EXIT_USAGE, "%s: fixed_fraction[%zu] must be a number in [0, 1]", bctx, i);
-        if (json_integer_value(u) <= threads) pick = i;
-    }
-    *fixed = json_number_value(json_array_get(f, pick));
+    int pick = 0;
+    for (int i = 0; i < b->n; i++)
+        if (b->units[i] <= threads) pick = i;
+    return b->n ? b->fixed_fraction[pick] : 0;
+}
+
+/* One layer of a device: time of a batch on one unit, the parallel
+ * fraction, and the share of the time that fewer samples do not shorten
+ * on a unit of `threads`. */
+static int take_layer(plan_problem *p, int t, const hps_profile_layer *L, const hps_model *m, int l, int threads,
+                      const char *dctx, hps_error *err)
+{
+    if (strcmp(L->name, m->layers[l].name) != 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "%.500s: layer %d '%s': profile names it '%s'", dctx, l,
+                        m->layers[l].name, L->name);
+    size_t i = (size_t)l * p->n_types + t;
+    p->t1_ms[i] = L->forward_ms + L->backward_ms;
+    p->par[i] = L->scaling.parallel_fraction;
+    p->fwd[i] = p->t1_ms[i] > 0 ? L->forward_ms / p->t1_ms[i] : 0.5;
+    p->fixed[i] = fixed_at(&L->batch_scaling, threads);
     return 0;
 }
 
-/* One layer entry of a device: time of a batch on one unit, the parallel
- * fraction, and (read_fixed) the share of the time that fewer samples do
- * not shorten on a unit of `threads`. */
-static int read_layer(json_t *dl, const hps_model *m, int l, int threads, double *t1, double *a, double *fixed,
-                      double *fwd_share, const char *dctx, hps_error *err)
+/* The layer's forward+backward ms that the profile's scaling measured at
+ * `threads`, or 0 when it did not time that count. */
+static double scaling_ms_at(const hps_profile_layer *L, int threads)
 {
-    char ctx[640];
-    snprintf(ctx, sizeof ctx, "%.500s: layer %d '%s'", dctx, l, m->layers[l].name);
-    const char *name;
-    double fwd, bwd;
-    if (!json_is_object(dl)) return hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object", ctx);
-    if (hps_json_str(dl, "name", HPS_REQUIRED, &name, ctx, err)) return -1;
-    if (strcmp(name, m->layers[l].name) != 0)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: profile names it '%s'", ctx, name);
-    if (median_of(dl, "forward_ms", &fwd, ctx, err) || median_of(dl, "backward_ms", &bwd, ctx, err))
-        return -1;
-    json_t *sc = json_object_get(dl, "scaling");
-    *a = 0;
-    if (!json_is_object(sc)) return hps_fail(err, HPS_EXIT_USAGE, "%s: missing scaling", ctx);
-    char sctx[700];
-    snprintf(sctx, sizeof sctx, "%.640s: scaling", ctx);
-    if (hps_json_num(sc, "parallel_fraction", HPS_REQUIRED, 0, 1, a, sctx, err)) return -1;
-    *t1 = fwd + bwd;
-    *fwd_share = *t1 > 0 ? fwd / *t1 : 0.5;
-    return read_fixed(dl, threads, fixed, ctx, err);
+    for (int i = 0; i < L->scaling.n; i++)
+        if (L->scaling.units[i] == threads && L->scaling.ms[i] > 0) return L->scaling.ms[i];
+    return 0;
 }
 
 /* A CPU unit of n threads, profiled on p: each layer's time scales by
  * Amdahl's law with its fitted parallel fraction a,
  * ((1 - a) + a / n) / ((1 - a) + a / p).  Where every fraction is 0 (not
- * measured, or a busy machine) the profiled times stay, and hps-plan says so. */
-/* The layer's forward+backward ms that the profile's scaling measured at
- * `threads`, or 0 when it did not time that count. */
-static double scaling_ms_at(json_t *layer, int threads)
-{
-    json_t *sc = json_object_get(layer, "scaling"), *units = json_object_get(sc, "units");
-    json_t *ms = json_object_get(sc, "ms");
-    for (size_t i = 0; i < json_array_size(units) && i < json_array_size(ms); i++)
-        if (json_integer_value(json_array_get(units, i)) == threads && json_number_value(json_array_get(ms, i)) > 0)
-            return json_number_value(json_array_get(ms, i));
-    return 0;
-}
-
-/* A type of `threads` that the scaling timed takes that time, so that each
+ * measured, or a busy machine) the profiled times stay, and hps-plan says so.
+ * A type of `threads` that the scaling timed takes that time, so that each
  * thread count's figure comes from one pass of the profile (the Amdahl law
  * applied to the main pass's times mixed two passes: mlp-784's one-thread
  * layers came out at 2.0 to 2.4 ms where that pass measured 1.9 to 2.0);
  * other counts scale by the law. */
-static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, json_t *d, const char *file)
+static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, const hps_profile_device *d,
+                             const char *file)
 {
     int T = p->n_types, any = 0;
-    long long measured = json_integer_value(json_object_get(d, "threads"));
+    long long measured = d->threads;
     if (measured <= 0 || measured == r->threads) return;
-    json_t *layers = json_object_get(d, "layers");
     for (int l = 0; l < p->n_layers; l++) {
-        double a = p->par[l * T + t], at = scaling_ms_at(json_array_get(layers, l), r->threads);
+        double a = p->par[l * T + t], at = scaling_ms_at(&d->layers[l], r->threads);
         if (at > 0)
             p->t1_ms[l * T + t] = at;
         else
@@ -383,65 +252,53 @@ static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, json_t
                    "timed them, else scaled by each layer's parallel fraction\n", r->name, measured, r->threads);
 }
 
+/* The profile of cluster type t's device must be of this model, at the
+ * batch of the others. */
+static int check_model(const hps_profile *pf, const hps_model *m, int *batch, hps_error *err)
+{
+    if (strcmp(pf->digest, m->digest) != 0)
+        return hps_fail(err, HPS_EXIT_USAGE,
+                        "%s: profiled model %.15s... is not %s (%.15s...); profile this model again",
+                        pf->name, pf->digest, m->path, m->digest);
+    if (*batch && *batch != pf->batch)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: batch %d differs from another profile's %d", pf->name,
+                        pf->batch, *batch);
+    *batch = pf->batch;
+    return 0;
+}
+
 /* Fills column t of the problem from the profiled device of cluster type t;
- * exchange[2]: the rows and bytes of the first exchange read (read_exchange). */
+ * exchange[2]: the rows and bytes of the first exchange read (take_exchange). */
 static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c,
                        const hps_profiles *ps, int t, int *batch, double *exchange, hps_error *err)
 {
     const plan_rtype *r = &c->types[t];
-    int fi;
-    json_t *d = find_device(ps, r->device, &fi);
+    const hps_profile *pf;
+    const hps_profile_device *d = hps_profiles_find(ps, r->device, &pf);
     if (!d)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: resource '%s': device '%s' is in no profile",
                         c->path, r->name, r->device);
-    const char *file = ps->files[fi].name, *digest;
-    json_t *pm = json_object_get(ps->files[fi].root, "model");
+    if (check_model(pf, m, batch, err)) return -1;
     char ctx[512];
-    snprintf(ctx, sizeof ctx, "%s: model", file);
-    long long b;
-    if (!json_is_object(pm)) return hps_fail(err, HPS_EXIT_USAGE, "%s: missing field 'model'", file);
-    if (hps_json_str(pm, "digest", HPS_REQUIRED, &digest, ctx, err) ||
-        hps_json_int(pm, "batch", HPS_REQUIRED, 1, HPS_MAX_BATCH, &b, ctx, err))
-        return -1;
-    if (strcmp(digest, m->digest) != 0)
-        return hps_fail(err, HPS_EXIT_USAGE,
-                        "%s: profiled model %.15s... is not %s (%.15s...); profile this model again",
-                        file, digest, m->path, m->digest);
-    if (*batch && *batch != b)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: batch %lld differs from another profile's %d",
-                        file, b, *batch);
-    *batch = (int)b;
-    snprintf(ctx, sizeof ctx, "%s: device '%s'", file, r->device);
-    const char *kind;
-    if (hps_json_str(d, "kind", HPS_REQUIRED, &kind, ctx, err)) return -1;
-    if (strcmp(kind, r->kind == PLAN_CPU ? "cpu" : "gpu") != 0)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: kind %s but resource '%s' in %s is %s", ctx, kind,
-                        r->name, c->path, r->kind == PLAN_CPU ? "cpu" : "gpu");
-    json_t *layers = json_object_get(d, "layers");
-    if (!json_is_array(layers) || (int)json_array_size(layers) != m->n_layers)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: layers must hold the model's %d layers", ctx,
-                        m->n_layers);
+    snprintf(ctx, sizeof ctx, "%s: device '%s'", pf->name, r->device);
+    if (d->is_gpu != (r->kind == PLAN_GPU))
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: kind %s but resource '%s' in %s is %s", ctx,
+                        d->is_gpu ? "gpu" : "cpu", r->name, c->path, r->kind == PLAN_CPU ? "cpu" : "gpu");
+    if (d->n_layers != m->n_layers)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: layers must hold the model's %d layers", ctx, m->n_layers);
     /* a unit's threads: the type's, else those it was profiled on (0 for a GPU: the first entry) */
-    int threads = r->kind == PLAN_CPU && r->threads_given ? r->threads
-                                                          : (int)json_integer_value(json_object_get(d, "threads"));
+    int threads = r->kind == PLAN_CPU && r->threads_given ? r->threads : d->threads;
     for (int l = 0; l < m->n_layers; l++)
-        if (read_layer(json_array_get(layers, l), m, l, threads, &p->t1_ms[l * p->n_types + t],
-                       &p->par[l * p->n_types + t], &p->fixed[l * p->n_types + t], &p->fwd[l * p->n_types + t],
-                       ctx, err))
-            return -1;
-    if (r->kind == PLAN_CPU && r->threads_given) scale_to_threads(p, t, r, d, file);
+        if (take_layer(p, t, &d->layers[l], m, l, threads, ctx, err)) return -1;
+    if (r->kind == PLAN_CPU && r->threads_given) scale_to_threads(p, t, r, d, pf->name);
     /* absent or null: 0, the copy is not charged */
-    p->pcie_bpms[t] = json_number_value(json_object_get(d, "pcie_gbps")) * 1e6;
-    p->reduce_bpms[t] = json_number_value(json_object_get(d, "triad_gbps")) * 1e6;
-    /* absent (profiled without --data): the read is not charged */
-    if (json_object_get(d, "read_ms") && median_of(d, "read_ms", &p->read_ms[t], ctx, err)) return -1;
-    double handoff = 0; /* absent or null: 0, hand-offs are not charged */
-    json_t *h = json_object_get(d, "handoff_us");
-    if (h && !json_is_null(h) && hps_json_num(d, "handoff_us", HPS_REQUIRED, 0, 1e6, &handoff, ctx, err))
-        return -1;
-    p->handoff_ms[t] = handoff / 1000;
-    if (read_exchange(d, p, t, &exchange[0], &exchange[1], ctx, err)) return -1;
-    return median_of(d, "overhead_ms", &p->overhead_ms[t], ctx, err);
+    p->pcie_bpms[t] = d->pcie_gbps * 1e6;
+    p->reduce_bpms[t] = d->triad_gbps * 1e6;
+    p->read_ms[t] = d->read_ms;          /* absent (profiled without --data): not charged */
+    p->handoff_ms[t] = d->handoff_us / 1000; /* absent or null: hand-offs are not charged */
+    take_exchange(d, p, t, &exchange[0], &exchange[1]);
+    p->overhead_ms[t] = d->overhead_ms;
+    return 0;
 }
 
 plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
@@ -477,9 +334,8 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->server_price = r->price_per_hour;
         p->server_power = r->power_w;
         p->max_servers = r->max_units < PLAN_MAX_SERVERS ? r->max_units : PLAN_MAX_SERVERS;
-        json_t *d = find_device(ps, r->device, NULL); /* read_device found it */
-        double gather = json_number_value(json_object_get(d, "gather_mrows_per_s")); /* 0 when null */
-        p->server_rows_per_ms = gather * 1e3 / PLAN_SERVER_ROW_PASSES;
+        const hps_profile_device *d = hps_profiles_find(ps, r->device, NULL); /* read_device found it */
+        p->server_rows_per_ms = d->gather_mrows_per_s * 1e3 / PLAN_SERVER_ROW_PASSES; /* 0 when null */
     }
     for (int i = 0; i < c->n_links; i++) {
         const plan_link *k = &c->links[i];

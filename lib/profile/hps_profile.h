@@ -15,6 +15,8 @@
 
 typedef enum { HPS_DEVICE_CPU, HPS_DEVICE_CUDA } hps_device_kind;
 
+typedef struct hps_profile hps_profile;
+
 typedef struct {
     char id[32];          /* "cpu", "cpu:4", "cuda:0" */
     hps_device_kind kind;
@@ -34,6 +36,9 @@ typedef struct {
 
 hps_profile_opts hps_profile_opts_default(void);
 
+/* The threads a CPU device runs on: its count, else all the machine's. */
+int hps_device_threads(const hps_device_spec *dev);
+
 /* "cpu,cpu:1,cuda:0" -> specs (at most max); errors name the bad item. */
 int hps_device_parse(const char *list, hps_device_spec *specs, int max, int *n, hps_error *err);
 
@@ -47,8 +52,100 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
 /* The top-level document around a devices array (stolen). */
 json_t *hps_profile_doc(const hps_model *m, const hps_profile_opts *o, json_t *devices);
 
-/* Checks format, version and the fields a reader relies on. */
-int hps_profile_validate(json_t *doc, const char *name, hps_error *err);
+/* ---- the reader: a profile file as structs, every field checked once ---- */
+
+/* A layer's thread scaling: forward+backward ms at each thread count timed
+ * (n 0: none timed) and the fitted parallel fraction. */
+typedef struct {
+    int n;
+    int *units;
+    double *ms;
+    double parallel_fraction;
+} hps_profile_scaling;
+
+/* A layer's batch_scaling: the fixed fraction at each thread count (n 0:
+ * the profile has none). */
+typedef struct {
+    int n;
+    int *units;
+    double *fixed_fraction;
+} hps_profile_batch_scaling;
+
+typedef struct {
+    const char *name, *type; /* type NULL when absent */
+    double forward_ms, backward_ms; /* medians */
+    double flops_forward, flops_backward, bytes_in, bytes_out, param_bytes, sparse_bytes;
+    double calibrated; /* the factor of all calibrations so far, 1 for none */
+    hps_profile_scaling scaling;
+    hps_profile_batch_scaling batch_scaling;
+    json_t *json; /* the object read (borrowed from the document) */
+} hps_profile_layer;
+
+/* The step's exchange with a server (present 0: absent or null). */
+typedef struct {
+    int present;
+    double rows, bytes, worker_ms, server_ms;
+} hps_profile_exchange;
+
+typedef struct {
+    const char *id, *name, *source; /* name NULL when absent */
+    int is_gpu, estimated, threads;
+    /* 0 when absent or null */
+    double sgemm_gflops, triad_gbps, gather_mrows_per_s, pcie_gbps, handoff_us;
+    double overhead_ms, step_ms, layers_sum_ms, read_ms;
+    int has_read, has_step_j;
+    double step_j;
+    hps_profile_exchange exchange;
+    int n_layers;
+    hps_profile_layer *layers;
+    json_t *json;
+} hps_profile_device;
+
+struct hps_profile {
+    const char *name;              /* the file, for messages */
+    const char *model_name, *digest;
+    int batch, n_layers;
+    int n_devices;
+    hps_profile_device *devices;
+    json_t *doc;                   /* the document read (a reference held) */
+};
+
+/* Reads a profile document (a new reference to doc is kept); errors name
+ * the file, device, layer and field.  NULL on error. */
+hps_profile *hps_profile_read(json_t *doc, const char *name, hps_error *err);
+/* The same from text (stdin, fuzzing) or a file ("-" = stdin). */
+hps_profile *hps_profile_parse(const char *name, const char *text, size_t len, hps_error *err);
+hps_profile *hps_profile_load(const char *path, hps_error *err);
+void hps_profile_free(hps_profile *p);
+/* The device of that id, or NULL. */
+const hps_profile_device *hps_profile_device_find(const hps_profile *p, const char *id);
+
+/* The profiles hps-plan reads, one per device id, each file with the
+ * SHA-256 of its text (which plans record). */
+typedef struct hps_profiles hps_profiles;
+hps_profiles *hps_profiles_new(void);
+/* Adds the devices of one profile file (its text, for the digest); a device
+ * id already added from another file is an error. */
+int hps_profiles_add(hps_profiles *ps, const char *name, const char *text, size_t len,
+                     hps_error *err);
+int hps_profiles_count(const hps_profiles *ps);
+const char *hps_profiles_digest(const hps_profiles *ps, int i);
+const char *hps_profiles_name(const hps_profiles *ps, int i);
+/* The device of that id and the profile it is in, or NULL. */
+const hps_profile_device *hps_profiles_find(const hps_profiles *ps, const char *id,
+                                            const hps_profile **in);
+void hps_profiles_free(hps_profiles *ps);
+
+/* ---- the writer: what tools add to a profile they made ---- */
+
+/* Adds to a measured CPU device of a profile what hps-train's engine timed
+ * (hps_trainer_probe's document): its overhead_ms, where it came from, and
+ * with data its read_ms. */
+void hps_profile_device_set_engine(json_t *device, json_t *probe_doc, int on_data);
+/* Sets a device's exchange record (stolen; hps_dist_probe_exchange). */
+void hps_profile_device_set_exchange(json_t *device, json_t *exchange);
+/* The first device object of a profile document (one a tool just made). */
+json_t *hps_profile_doc_device(json_t *doc, int i);
 
 /* Adds an estimated device from a spec sheet (hps-profile(1), ESTIMATES),
  * calibrated against the first measured device of doc. */
@@ -65,7 +162,7 @@ json_t *hps_profile_merge(json_t **docs, const char **names, int n, hps_error *e
 int hps_profile_scale_layers(json_t *doc, const char *device_id, int first, int end, double factor,
                              const char *run);
 /* The profile for people: one table per device. */
-void hps_profile_print_table(json_t *doc, FILE *out);
+void hps_profile_print_table(const hps_profile *p, FILE *out);
 
 /* Device micro-benchmarks, shared with the estimate's calibration. */
 double hps_bench_sgemm_gflops(int n, int reps);

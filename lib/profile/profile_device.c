@@ -227,3 +227,5 @@ double hps_fit_parallel_fraction(const int *units, const double *ms, int n)
     double a = den > 0 ? num / den : 0.0;
     return a < 0 ? 0.0 : a > 1 ? 1.0 : a;
 }
+
+int hps_device_threads(const hps_device_spec *dev) { return dev->threads ? dev->threads : hps_max_threads(); }

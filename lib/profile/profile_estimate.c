@@ -66,18 +66,12 @@ static int load_spec(const char *path, device_spec *s, hps_error *err)
     return rc ? -1 : 0;
 }
 
-static double num(json_t *o, const char *key)
+static double layer_bytes(const hps_profile_layer *L)
 {
-    json_t *v = json_object_get(o, key);
-    return json_is_number(v) ? json_number_value(v) : 0.0;
+    return L->bytes_in + L->bytes_out + L->param_bytes + L->sparse_bytes;
 }
 
-static double med_ms(json_t *o, const char *key) { return num(json_object_get(o, key), "median"); }
-
-static double layer_bytes(json_t *L)
-{
-    return num(L, "bytes_in") + num(L, "bytes_out") + num(L, "param_bytes") + num(L, "sparse_bytes");
-}
+static int is_type(const hps_profile_layer *L, const char *type) { return L->type && strcmp(L->type, type) == 0; }
 
 /* Seconds at a roofline of gflops and gbps. */
 static double roofline(double flops, double bytes, double gflops, double gbps)
@@ -87,9 +81,9 @@ static double roofline(double flops, double bytes, double gflops, double gbps)
 }
 
 /* Kernel launches per pass: an fc is a gemm plus bias and activation. */
-static int kernels(const char *type, int backward)
+static int kernels(const hps_profile_layer *L, int backward)
 {
-    if (strcmp(type, "fc") == 0) return backward ? 4 : 2;
+    if (is_type(L, "fc")) return backward ? 4 : 2;
     return 1;
 }
 
@@ -102,61 +96,59 @@ static json_t *timing(double ms)
 static int is_gpu(const device_spec *s) { return strcmp(s->kind, "gpu") == 0; }
 
 /* A GPU pass from the device model alone (the comment at the top). */
-static double gpu_pass_ms(json_t *L, const device_spec *s, int backward)
+static double gpu_pass_ms(const hps_profile_layer *L, const device_spec *s, int backward)
 {
-    const char *type = json_string_value(json_object_get(L, "type"));
-    double k = backward ? 2 : 1, flops = num(L, backward ? "flops_backward" : "flops_forward");
+    double k = backward ? 2 : 1, flops = backward ? L->flops_backward : L->flops_forward;
     double bytes = layer_bytes(L) * k, P = s->peak_gflops * s->attainable * 1e9, W = s->mem_gbps * s->attainable * 1e9;
     double t;
-    if (strcmp(type, "fc") == 0) {
+    if (is_type(L, "fc")) {
         t = fmax((flops + P * s->gemm_half_us * 1e-6) / P, bytes / W);
-    } else if (strcmp(type, "embedding") == 0) {
-        double rows = num(L, "sparse_bytes") * k; /* gathered forward, scattered back */
+    } else if (is_type(L, "embedding")) {
+        double rows = L->sparse_bytes * k; /* gathered forward, scattered back */
         t = rows / (s->gather_gbps * 1e9) + (bytes - rows) / W;
     } else {
         t = fmax(flops / P, bytes / W);
     }
-    return (t + kernels(type, backward) * s->launch_us * 1e-6) * 1e3;
+    return (t + kernels(L, backward) * s->launch_us * 1e-6) * 1e3;
 }
 
-static double estimate_pass(json_t *ref_layer, json_t *ref, const device_spec *s, int backward)
+static double estimate_pass(const hps_profile_layer *L, const hps_profile_device *ref, const device_spec *s,
+                            int backward)
 {
-    if (is_gpu(s)) return gpu_pass_ms(ref_layer, s, backward);
-    const char *type = json_string_value(json_object_get(ref_layer, "type"));
-    double flops = num(ref_layer, backward ? "flops_backward" : "flops_forward");
-    double bytes = layer_bytes(ref_layer) * (backward ? 2 : 1);
-    double measured = med_ms(ref_layer, backward ? "backward_ms" : "forward_ms") * 1e-3;
-    double ref_roof = roofline(flops, bytes, num(ref, "sgemm_gflops"), num(ref, "triad_gbps"));
+    if (is_gpu(s)) return gpu_pass_ms(L, s, backward);
+    double flops = backward ? L->flops_backward : L->flops_forward;
+    double bytes = layer_bytes(L) * (backward ? 2 : 1);
+    double measured = (backward ? L->backward_ms : L->forward_ms) * 1e-3;
+    double ref_roof = roofline(flops, bytes, ref->sgemm_gflops, ref->triad_gbps);
     double e = measured > 0 ? ref_roof / measured : 1.0;
     e = e < 0.01 ? 0.01 : e > 1 ? 1 : e;
     double roof = roofline(flops, bytes, s->peak_gflops * s->attainable, s->mem_gbps * s->attainable);
-    return (roof / e + kernels(type, backward) * s->launch_us * 1e-6) * 1e3;
+    return (roof / e + kernels(L, backward) * s->launch_us * 1e-6) * 1e3;
 }
 
 /* The batch_scaling of an estimated layer (hps-profile(5)): the share of
  * its time that half the samples do not halve, on a GPU the device model's
  * own (its launches and a matrix product's ramp-up), on a CPU the
- * reference's at each thread count. */
-static json_t *estimate_batch_scaling(json_t *ref_layer, const device_spec *s, double full_ms)
+ * reference's at each thread count (its figures as written). */
+static json_t *estimate_batch_scaling(const hps_profile_layer *L, const device_spec *s, double full_ms)
 {
-    json_t *ref = json_object_get(ref_layer, "batch_scaling");
+    json_t *ref = json_object_get(L->json, "batch_scaling");
     if (!is_gpu(s))
-        return ref ? json_pack("{s:O, s:O}", "units", json_object_get(ref, "units"), "fixed_fraction",
-                               json_object_get(ref, "fixed_fraction"))
-                   : json_pack("{s:[i], s:[i]}", "units", 1, "fixed_fraction", 0);
-    static const char *const with_samples[] = {"flops_forward", "flops_backward", "bytes_in", "bytes_out",
-                                               "sparse_bytes"};
-    json_t *half = json_deep_copy(ref_layer);
-    for (size_t k = 0; k < sizeof with_samples / sizeof *with_samples; k++)
-        json_object_set_new(half, with_samples[k], json_real(num(ref_layer, with_samples[k]) / 2));
-    double half_ms = gpu_pass_ms(half, s, 0) + gpu_pass_ms(half, s, 1);
-    json_decref(half);
+        return L->batch_scaling.n ? json_pack("{s:O, s:O}", "units", json_object_get(ref, "units"), "fixed_fraction",
+                                              json_object_get(ref, "fixed_fraction"))
+                                  : json_pack("{s:[i], s:[i]}", "units", 1, "fixed_fraction", 0);
+    hps_profile_layer half = *L; /* what scales with the samples, halved */
+    half.flops_forward /= 2, half.flops_backward /= 2, half.bytes_in /= 2, half.bytes_out /= 2;
+    half.sparse_bytes /= 2;
+    double half_ms = gpu_pass_ms(&half, s, 0) + gpu_pass_ms(&half, s, 1);
     return json_pack("{s:[i], s:[o]}", "units", 1, "fixed_fraction", hps_json_real(hps_fixed_fraction(full_ms, half_ms)));
 }
 
-static json_t *estimate_layer(json_t *ref_layer, json_t *ref, const device_spec *s, double *sum_ms)
+/* The reference's layer object with the estimated figures in its place. */
+static json_t *estimate_layer(const hps_profile_layer *ref_layer, const hps_profile_device *ref,
+                              const device_spec *s, double *sum_ms)
 {
-    json_t *L = json_deep_copy(ref_layer);
+    json_t *L = json_deep_copy(ref_layer->json);
     double f = estimate_pass(ref_layer, ref, s, 0), b = estimate_pass(ref_layer, ref, s, 1);
     json_object_set_new(L, "batch_scaling", estimate_batch_scaling(ref_layer, s, f + b));
     *sum_ms += f + b;
@@ -166,8 +158,7 @@ static json_t *estimate_layer(json_t *ref_layer, json_t *ref, const device_spec 
                         json_pack("{s:[i], s:[o], s:o}", "units", 1, "ms", hps_json_real(f + b),
                                   "parallel_fraction",
                                   hps_json_real(is_gpu(s) ? s->parallel_fraction
-                                                    : num(json_object_get(ref_layer, "scaling"),
-                                                          "parallel_fraction"))));
+                                                          : ref_layer->scaling.parallel_fraction)));
     json_object_set_new(L, "energy_j",
                         s->power_w > 0 ? hps_json_real(s->power_w * (f + b) * 1e-3) : json_null());
     json_object_set_new(L, "source", json_string("estimated"));
@@ -176,51 +167,44 @@ static json_t *estimate_layer(json_t *ref_layer, json_t *ref, const device_spec 
 
 /* Overhead: the optimizer streams parameters, gradients and two moments
  * (16 bytes a parameter) through memory; a GPU also receives the batch. */
-static double estimate_overhead_ms(json_t *ref, const device_spec *s, double batch_bytes)
+static double estimate_overhead_ms(const hps_profile_device *ref, const device_spec *s, double batch_bytes)
 {
     double params = 0;
-    size_t i;
-    json_t *L;
-    json_array_foreach(json_object_get(ref, "layers"), i, L) params += num(L, "param_bytes");
+    for (int l = 0; l < ref->n_layers; l++) params += ref->layers[l].param_bytes;
     double t = params * 4 / (s->mem_gbps * s->attainable * 1e9) + 2 * s->launch_us * 1e-6;
     if (is_gpu(s)) t += batch_bytes / (s->pcie_gbps * 1e9);
     return t * 1e3;
 }
 
-static json_t *first_measured(json_t *doc)
+static const hps_profile_device *first_measured(const hps_profile *p)
 {
-    size_t i;
-    json_t *dev;
-    json_array_foreach(json_object_get(doc, "devices"), i, dev) {
-        if (strcmp(json_string_value(json_object_get(dev, "source")), "measured") == 0 &&
-            num(dev, "sgemm_gflops") > 0 && num(dev, "triad_gbps") > 0)
-            return dev;
+    for (int i = 0; i < p->n_devices; i++) {
+        const hps_profile_device *d = &p->devices[i];
+        if (!d->estimated && d->sgemm_gflops > 0 && d->triad_gbps > 0) return d;
     }
     return NULL;
 }
 
-static json_t *estimated_device(json_t *ref, const device_spec *s)
+static json_t *estimated_device(const hps_profile_device *ref, const device_spec *s)
 {
     json_t *dev = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i}", "id", s->name, "kind", s->kind,
                             "name", s->model, "host", "estimated", "source", "estimated",
                             "threads", 0);
-    json_object_set_new(dev, "calibrated_on", json_deep_copy(json_object_get(ref, "id")));
+    json_object_set_new(dev, "calibrated_on", json_string(ref->id));
     json_object_set_new(dev, "memory_bytes", json_real(s->memory_gb * 1073741824.0));
     json_object_set_new(dev, "sgemm_gflops", json_real(s->peak_gflops * s->attainable));
     json_object_set_new(dev, "triad_gbps", json_real(s->mem_gbps * s->attainable));
     if (is_gpu(s)) json_object_set_new(dev, "pcie_gbps", json_real(s->pcie_gbps));
     /* a GPU's rows of 16 floats at its gather rate; a CPU's scaled from the measured one */
-    double ratio = s->mem_gbps * s->attainable / num(ref, "triad_gbps");
+    double ratio = s->mem_gbps * s->attainable / ref->triad_gbps;
     json_object_set_new(dev, "gather_mrows_per_s",
-                        json_real(is_gpu(s) ? s->gather_gbps * 1e3 / 64 : num(ref, "gather_mrows_per_s") * ratio));
+                        json_real(is_gpu(s) ? s->gather_gbps * 1e3 / 64 : ref->gather_mrows_per_s * ratio));
     json_t *layers = json_array();
     double sum_ms = 0, batch_bytes = 0;
-    size_t i;
-    json_t *L;
-    json_array_foreach(json_object_get(ref, "layers"), i, L) {
+    for (int i = 0; i < ref->n_layers; i++) {
+        const hps_profile_layer *L = &ref->layers[i];
         json_array_append_new(layers, estimate_layer(L, ref, s, &sum_ms));
-        if (strcmp(json_string_value(json_object_get(L, "type")), "embedding") == 0 || i == 0)
-            batch_bytes += num(L, "bytes_in");
+        if (is_type(L, "embedding") || i == 0) batch_bytes += L->bytes_in;
     }
     double overhead = estimate_overhead_ms(ref, s, batch_bytes);
     json_object_set_new(dev, "layers", layers);
@@ -237,9 +221,10 @@ static json_t *estimated_device(json_t *ref, const device_spec *s)
     return dev;
 }
 
-int hps_profile_estimate(json_t *doc, const char *spec_path, hps_error *err)
+/* The estimate against a profile already read: doc is p's document. */
+static int estimate_into(json_t *doc, const hps_profile *p, const char *spec_path, hps_error *err)
 {
-    json_t *ref = first_measured(doc);
+    const hps_profile_device *ref = first_measured(p);
     if (!ref)
         return hps_fail(err, HPS_EXIT_USAGE,
                         "%s: --estimate needs a measured CPU device to calibrate against",
@@ -247,14 +232,18 @@ int hps_profile_estimate(json_t *doc, const char *spec_path, hps_error *err)
     device_spec s;
     if (load_spec(spec_path, &s, err)) return -1;
     int rc = 0;
-    size_t i;
-    json_t *dev;
-    json_array_foreach(json_object_get(doc, "devices"), i, dev) {
-        if (strcmp(json_string_value(json_object_get(dev, "id")), s.name) == 0)
-            rc = hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' is already in the profile",
-                          hps_path_name(spec_path), s.name);
-    }
+    if (hps_profile_device_find(p, s.name))
+        rc = hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' is already in the profile",
+                      hps_path_name(spec_path), s.name);
     if (rc == 0) json_array_append_new(json_object_get(doc, "devices"), estimated_device(ref, &s));
     free((char *)s.name), free((char *)s.kind), free((char *)s.model);
+    return rc;
+}
+
+int hps_profile_estimate(json_t *doc, const char *spec_path, hps_error *err)
+{
+    hps_profile *p = hps_profile_read(doc, "-", err);
+    int rc = p ? estimate_into(doc, p, spec_path, err) : -1;
+    hps_profile_free(p);
     return rc;
 }

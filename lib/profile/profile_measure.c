@@ -341,7 +341,7 @@ static const hps_backend *device_backend(const hps_device_spec *dev, int *thread
         *threads = 1;
         return hps_backend_cuda(dev->ordinal, err);
     }
-    *threads = dev->threads ? dev->threads : hps_max_threads();
+    *threads = hps_device_threads(dev);
     hps_set_threads(*threads);
     return hps_backend_cpu();
 }

@@ -617,10 +617,11 @@ static void test_infeasible_reports_violation(void **state)
 /* hps-profile --estimate: a GPU's figures come from its spec and the
  * model (hps-profile(1), ESTIMATES), so perturbing every time and rate the
  * CPU measured leaves them as they were; the CPU's noise never reaches them. */
-static json_t *gpu_estimate(json_t *cpu, const char *spec)
+static json_t *gpu_estimate(json_t *prof, json_t *cpu, const char *spec)
 {
     hps_error err;
-    json_t *doc = json_pack("{s:[O]}", "devices", cpu);
+    json_t *doc = json_deep_copy(prof); /* the estimate reads a whole profile: its model, then cpu alone */
+    json_object_set_new(doc, "devices", json_pack("[O]", cpu));
     assert_int_equal(hps_profile_estimate(doc, spec, &err), 0);
     json_t *gpu = json_incref(json_array_get(json_object_get(doc, "devices"), 1));
     json_decref(doc);
@@ -642,7 +643,7 @@ static void test_gpu_estimate_ignores_cpu_noise(void **state)
     assert_int_equal(hps_json_load(HPS_TESTDATA "/profiles/demo-ctr.json", &prof, &err), 0);
     json_t *cpu = json_array_get(json_object_get(prof, "devices"), 0);
     assert_string_equal(json_string_value(json_object_get(cpu, "source")), "measured");
-    json_t *before = gpu_estimate(cpu, HPS_TESTDATA "/devices/gpu-t4.json");
+    json_t *before = gpu_estimate(prof, cpu, HPS_TESTDATA "/devices/gpu-t4.json");
     hps_rng r;
     hps_rng_seed(&r, 7);
     json_t *L;
@@ -654,7 +655,7 @@ static void test_gpu_estimate_ignores_cpu_noise(void **state)
     scale_median(cpu, "overhead_ms", 2.5);
     json_object_set_new(cpu, "sgemm_gflops", json_real(json_number_value(json_object_get(cpu, "sgemm_gflops")) / 3));
     json_object_set_new(cpu, "triad_gbps", json_real(json_number_value(json_object_get(cpu, "triad_gbps")) * 2));
-    json_t *after = gpu_estimate(cpu, HPS_TESTDATA "/devices/gpu-t4.json");
+    json_t *after = gpu_estimate(prof, cpu, HPS_TESTDATA "/devices/gpu-t4.json");
     assert_true(json_equal(json_object_get(before, "layers"), json_object_get(after, "layers")));
     assert_true(json_equal(json_object_get(before, "overhead_ms"), json_object_get(after, "overhead_ms")));
     /* the T4's fc1 forward by hand from the model's FLOPs F and bytes M:
