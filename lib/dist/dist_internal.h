@@ -99,6 +99,7 @@ struct hps_dist {
     double t_start;
     const hps_model *m;          /* workers: the model, and where checkpoints go */
     const char *ckpt_dir;
+    int resume;                  /* --resume */
     /* hps-profile's probe (dist_probe.c): a worker and a server in one
      * process, MPI never started; messages to the server are handled at
      * once, its answer waits in loop_msg for the worker's receive */

@@ -174,11 +174,6 @@ static double stage_busy(void *ctx, int s)
     return s < d->n_stages ? d->stage_busy[s] : 0;
 }
 
-static int gather_params(void *ctx, float *params, size_t n, hps_error *err)
-{
-    return dist_stages_gather_params(ctx, params, n, err);
-}
-
 void dist_stages_hook(hps_dist *d, hps_train_dist *h)
 {
     if (d->n_stages < 2) return;
@@ -187,7 +182,6 @@ void dist_stages_hook(hps_dist *d, hps_train_dist *h)
                                .flush = link_flush};
     h->link = &d->link;
     h->stage_busy = stage_busy;
-    if (d->eval) h->gather_params = gather_params;
 }
 
 void dist_stages_free(hps_dist *d)
