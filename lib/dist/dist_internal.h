@@ -62,6 +62,7 @@ _Static_assert(sizeof(dist_stats) == DIST_STATS_N * sizeof(double), "dist_stats 
 
 struct hps_dist {
     hps_dist_opts o;
+    int alone;                    /* one process, MPI never started (hps_dist_start) */
     int rank, size, workers, servers;
     dist_role roles[HPS_DIST_MAX_RANKS];
     int worker_rank[HPS_DIST_MAX_RANKS], server_rank[HPS_DIST_MAX_RANKS];

@@ -250,6 +250,7 @@ static int gather_params(void *ctx, hps_trainer *t, hps_error *err)
 
 void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_train_opts *o)
 {
+    if (d->alone) return; /* the trainer's own hooks are one process's */
     d->m = m;
     d->ckpt_dir = o->ckpt_dir;
     d->resume = o->resume;
@@ -307,6 +308,7 @@ int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err)
 int hps_dist_finish(hps_dist *d, hps_trainer *t, hps_error *err)
 {
     (void)err;
+    if (d->alone) return 0; /* no servers to tell, no job's figures to gather */
     for (int s = 0; s < d->servers; s++) dist_send(d, NULL, 0, d->server_rank[s], TAG_DONE);
     dist_gather_stats(d, t);
     return 0;

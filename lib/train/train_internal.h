@@ -41,11 +41,11 @@ struct hps_trainer {
     /* seconds of training steps spent reading batches, and in the engine's
      * work around the stages (lookups, optimizers, waits for servers) */
     double read_s, engine_s;
-    /* the rest of the run (hps_train_dist): local, this process's own
-     * (train_local.c), unless hps_trainer_set_dist replaced it; remote_rows
-     * copied from it for the lookups' hot path */
+    /* how the step reaches the rest of the run (hps_train_dist): &local,
+     * one process's (train_local.c), unless hps_trainer_set_dist gave
+     * others; remote_rows copied from them for the lookups' hot path */
     hps_train_dist local;
-    const hps_train_dist *dist;
+    const hps_train_dist *hooks;
     int remote_rows;
     /* with remote_rows: the local rows each load touched (per layer, each
      * row once: mark[l][row] == load_id) */

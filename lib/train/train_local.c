@@ -81,6 +81,6 @@ void train_local_hooks(hps_trainer *t)
                                 .update_rows = update_rows, .step_end = step_end,
                                 .reduce_step = reduce_step, .save = save, .resume = resume,
                                 .gather_params = gather_params, .remote_rows = 0, .in_process = 1};
-    t->dist = &t->local;
+    t->hooks = &t->local;
     t->remote_rows = 0;
 }

@@ -178,7 +178,7 @@ void hps_trainer_free(hps_trainer *t)
 
 void hps_trainer_set_dist(hps_trainer *t, const hps_train_dist *d)
 {
-    t->dist = d;
+    t->hooks = d;
     t->remote_rows = d->remote_rows;
     if (d->link) hps_pipeline_set_link(t->pipe, d->link);
 }
@@ -209,7 +209,7 @@ static int fetch_rows(hps_trainer *t, hps_error *err)
         row_keys(t, l, t->touched[l], t->n_touched[l], keys + i);
         i += t->n_touched[l];
     }
-    int rc = t->dist->fetch_rows(t->dist->ctx, keys, n, out, t->evaluating, err);
+    int rc = t->hooks->fetch_rows(t->hooks->ctx, keys, n, out, t->evaluating, err);
     const float *at = out;
     for (int l = 0; rc == 0 && l < t->m->n_layers; l++) {
         int D = t->m->layers[l].dim;
@@ -256,7 +256,7 @@ static int update_sparse(hps_trainer *t, int k, hps_error *err)
     for (int l = 0; l < t->m->n_layers; l++) {
         if (!t->tables[l]) continue;
         for (int i = 0; i < k; i++) t->micro_grads[i] = t->nets[i]->layers[l].grad;
-        if (t->dist->update_rows(t->dist->ctx, l, t->tables[l], t->micro_grads, k, &t->merged[l], err))
+        if (t->hooks->update_rows(t->hooks->ctx, l, t->tables[l], t->micro_grads, k, &t->merged[l], err))
             return -1;
     }
     return 0;
@@ -271,7 +271,7 @@ static int compute(hps_trainer *t, const hps_batch *b, int lo, int hi, double *l
                    double *wait_s, hps_error *err)
 {
     double t0 = hps_now();
-    const hps_stage_link *link = t->dist->link;
+    const hps_stage_link *link = t->hooks->link;
     int k = link && link->stage > 0 ? 0 : train_load_micro(t, b, lo, hi, b->B, err);
     if (k < 0) return -1;
     *wait_s = hps_now() - t0; /* the load's own time is noise beside the fetch */
@@ -293,16 +293,16 @@ static int compute(hps_trainer *t, const hps_batch *b, int lo, int hi, double *l
 
 int hps_trainer_step(hps_trainer *t, const hps_batch *b, double *loss, hps_error *err)
 {
-    const hps_train_dist *d = t->dist;
+    const hps_train_dist *h = t->hooks;
     int lo, hi, rows;
-    d->slice(d->ctx, b->B, &lo, &hi);
+    h->slice(h->ctx, b->B, &lo, &hi);
     double t0 = hps_now(), wait_s;
     int k = compute(t, b, lo, hi, loss, &rows, &wait_s, err);
     if (k < 0) return -1;
-    if (d->reduce_step(d->ctx, t->owner->grads, t->m->n_params, loss, rows, hps_now() - t0 - wait_s, err))
+    if (h->reduce_step(h->ctx, t->owner->grads, t->m->n_params, loss, rows, hps_now() - t0 - wait_s, err))
         return -1;
     hps_net_update_dense(t->owner, &t->o.optim);
-    if (update_sparse(t, k, err) || d->step_end(d->ctx, err)) return -1;
+    if (update_sparse(t, k, err) || h->step_end(h->ctx, err)) return -1;
     t->engine_s += hps_now() - t0;
     t->step++;
     t->samples += (uint64_t)b->B;
@@ -432,7 +432,7 @@ void hps_trainer_params(hps_trainer *t, float *host, int put)
  * process takes part, though only the lead holds the eval source). */
 static int gather_and_evaluate(hps_trainer *t, hps_source *eval, hps_error *err)
 {
-    if (t->dist->gather_params(t->dist->ctx, t, err)) return -1;
+    if (t->hooks->gather_params(t->hooks->ctx, t, err)) return -1;
     return evaluate(t, eval, err);
 }
 
@@ -446,7 +446,7 @@ static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
 
 static int train_save(hps_trainer *t, hps_error *err)
 {
-    return t->dist->save(t->dist->ctx, t, t->step, err);
+    return t->hooks->save(t->hooks->ctx, t, t->step, err);
 }
 
 static int after_step(hps_trainer *t, hps_source *src, hps_error *err)
@@ -466,7 +466,7 @@ static int resume(hps_trainer *t, hps_error *err)
     int found = 0;
     if (!t->o.ckpt_dir) return 0;
     /* without --resume, the hook only checks the directory */
-    if (t->dist->resume(t->dist->ctx, t, &found, err)) return -1;
+    if (t->hooks->resume(t->hooks->ctx, t, &found, err)) return -1;
     if (!t->o.resume) return 0;
     if (!found) hps_log(2, "%s: %s: no checkpoint yet, starting afresh\n", hps_progname(), t->o.ckpt_dir);
     else hps_log(2, "%s: resuming at step %llu (epoch %llu, row %llu)\n", hps_progname(),
@@ -484,7 +484,7 @@ static int read_batch(hps_trainer *t, hps_source *src, hps_error *err)
     uint64_t left = src->rows(src) - src->tell(src);
     int due = left < (uint64_t)t->B ? (int)left : t->B, lo, hi;
     if (due == 0) return src->read(src, t->batch, t->B, err); /* the epoch's end */
-    t->dist->slice(t->dist->ctx, due, &lo, &hi);
+    t->hooks->slice(t->hooks->ctx, due, &lo, &hi);
     int got = src->read_part(src, t->batch, t->B, lo, hi, err);
     if (got > 0 && got != due)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: %d rows read where %d were due", src->name, got, due);
