@@ -235,8 +235,8 @@ static int open_log(const char *dir, const hps_dist *d, hps_error *err)
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         return hps_fail(err, HPS_EXIT_RUNTIME, "--log-dir: %s: cannot create: %s", dir, strerror(errno));
     char path[4200];
-    snprintf(path, sizeof path, "%s/%s-%d.log", dir, d && hps_dist_is_server(d) ? "server" : "worker",
-             d ? hps_dist_rank(d) : 0);
+    snprintf(path, sizeof path, "%s/%s-%d.log", dir, hps_dist_is_server(d) ? "server" : "worker",
+             hps_dist_rank(d));
     if (!freopen(path, "w", stderr))
         return hps_fail(err, HPS_EXIT_RUNTIME, "--log-dir: %s: cannot write: %s", path, strerror(errno));
     setvbuf(stderr, NULL, _IOLBF, 0); /* whole lines, also when a rank dies */
@@ -308,15 +308,15 @@ static int probe(const args *a, hps_trainer *t, const hps_model *m, hps_source *
     return rc;
 }
 
-/* A rank of an mpirun job: its role's work (hps-train(1), DISTRIBUTED). */
-static int train(const args *a, hps_trainer *t, hps_source *src, hps_error *err);
-
-static int train_rank(const args *a, hps_dist *d, const hps_model *m, hps_trainer *t,
-                      hps_source *src, hps_error *err)
+/* A worker's work: one process's, or a rank's of an mpirun job (hps-train(1),
+ * DISTRIBUTED), where the lead worker evaluates, exports and reports. */
+static int train(const args *a, hps_dist *d, const hps_model *m, hps_trainer *t, hps_source *src,
+                 hps_error *err)
 {
-    /* --probe times one host: the lead's, as one process would; the other
+    /* --probe times one host: the lead's; with, alone, the exchange with a
+     * server (a rank of a started MPI job cannot run both ends); the other
      * ranks have nothing to do */
-    if (a->probe) return hps_dist_is_lead(d) ? probe(a, t, m, src, 0, err) : 0;
+    if (a->probe) return hps_dist_is_lead(d) ? probe(a, t, m, src, !hps_dist_launched(), err) : 0;
     hps_dist_attach(d, t, m, &a->o);
     hps_source *eval = NULL;
     if (a->eval && hps_dist_is_lead(d) && !(eval = hps_source_shards(a->eval, 1, err))) return -1;
@@ -328,17 +328,6 @@ static int train_rank(const args *a, hps_dist *d, const hps_model *m, hps_traine
     if (rc == 0 && a->export_path && hps_dist_is_lead(d)) rc = hps_trainer_export(t, a->export_path, err);
     if (rc == 0) rc = hps_dist_finish(d, t, err);
     if (rc == 0 && hps_dist_is_lead(d)) print_summary(t);
-    return rc;
-}
-
-static int train(const args *a, hps_trainer *t, hps_source *src, hps_error *err)
-{
-    hps_source *eval = NULL;
-    if (a->eval && !(eval = hps_source_shards(a->eval, 1, err))) return -1;
-    int rc = hps_trainer_run(t, src, eval, err);
-    if (eval) eval->close(eval);
-    if (rc == 0 && a->export_path) rc = hps_trainer_export(t, a->export_path, err);
-    if (rc == 0) print_summary(t);
     return rc;
 }
 
@@ -359,31 +348,24 @@ int main(int argc, char **argv)
         hps_report(&err);
         return err.code;
     }
-    hps_dist *d = NULL;
     hps_error err = {.code = HPS_EXIT_RUNTIME};
-    if (hps_dist_launched() && !(d = hps_dist_start(a.plan, &a.dist, &err))) {
-        /* every rank found the same mismatch: one says it */
-        if (hps_dist_rank(NULL) == 0) hps_report(&err);
-        hps_dist_end(NULL);
-        return err.code;
-    }
-    if (a.log_dir && open_log(a.log_dir, d, &err)) {
-        if (d) hps_dist_abort(d, &err); /* says it, and no rank waits for this one */
-        hps_report(&err);
-        return err.code;
-    }
-    if (d && !hps_dist_is_lead(d)) {
+    hps_model *m = NULL;
+    hps_source *src = NULL;
+    hps_trainer *t = NULL;
+    plan_file plan = {0};
+    char *path = NULL;
+    hps_dist *d = hps_dist_start(a.plan, &a.dist, &err);
+    /* every rank found the same mismatch: one says it, and none aborts */
+    int everyone = !d;
+    rc = d ? 0 : -1;
+    if (rc == 0 && a.log_dir && open_log(a.log_dir, d, &err)) rc = -1;
+    if (rc == 0 && !hps_dist_is_lead(d)) {
         /* only the lead worker writes metrics, and reports unless each rank has its log */
         if (!a.log_dir) hps_display_level = hps_display_level > 1 ? 1 : hps_display_level;
         a.o.metrics_path = NULL;
     }
     a.o.progress = hps_display_level >= 2 && hps_stderr_is_tty() && !a.probe;
-    hps_model *m = NULL;
-    hps_source *src = NULL;
-    hps_trainer *t = NULL;
-    plan_file plan = {0};
-    char *path = model_path(&a, &err);
-    rc = path && (m = hps_model_load(path, &err)) ? 0 : -1;
+    if (rc == 0) rc = (path = model_path(&a, &err)) && (m = hps_model_load(path, &err)) ? 0 : -1;
     if (rc == 0) {
         if (a.plan) rc = hps_train_plan_load(a.plan, m, &plan, &err);
         else hps_train_plan_single(m, &plan);
@@ -394,32 +376,20 @@ int main(int argc, char **argv)
                     hps_progname(), i, plan.stages[i].rows);
     /* a server rank reads no data and builds only its tables: the workers
      * send it rows and gradients */
-    int server = d && hps_dist_is_server(d);
+    int server = rc == 0 && hps_dist_is_server(d);
     if (rc == 0 && !server && !(src = hps_source_shards(a.data, 0, &err))) rc = -1;
     if (rc == 0 && !server && hps_source_check(src, m, &err)) rc = -1;
     if (rc == 0 && !server && !(t = hps_trainer_create(m, &plan, &a.o, &err))) rc = -1;
-    if (rc == 0 && d && hps_dist_check_stages(d, m, &plan, a.eval != NULL, &err)) {
-        /* every rank found the same mismatch: one says it */
-        if (hps_dist_rank(d) == 0) hps_report(&err);
-        hps_trainer_free(t);
-        if (src) src->close(src);
-        hps_model_free(m);
-        plan_file_free(&plan);
-        free(path);
-        hps_dist_end(d);
-        return err.code;
-    }
-    if (rc == 0 && server) rc = a.probe ? 0 : hps_dist_serve(d, m, &plan, &a.o, &err);
-    else if (rc == 0 && a.probe && !d) rc = probe(&a, t, m, src, 1, &err);
-    else if (rc == 0) rc = d ? train_rank(&a, d, m, t, src, &err) : train(&a, t, src, &err);
-    if (rc != 0 && d) hps_dist_abort(d, &err); /* no rank may wait for this one */
+    if (rc == 0 && hps_dist_check_stages(d, m, &plan, a.eval != NULL, &err)) rc = -1, everyone = 1;
+    else if (rc == 0 && server) rc = a.probe ? 0 : hps_dist_serve(d, m, &plan, &a.o, &err);
+    else if (rc == 0) rc = train(&a, d, m, t, src, &err);
+    if (rc != 0 && !everyone) hps_dist_abort(d, &err); /* no rank may wait for this one */
+    if (rc != 0 && (!everyone || hps_dist_rank(d) == 0)) hps_report(&err);
     hps_trainer_free(t);
     if (src) src->close(src);
     hps_model_free(m);
     plan_file_free(&plan);
     free(path);
     hps_dist_end(d);
-    if (rc == 0) return HPS_EXIT_OK;
-    hps_report(&err);
-    return err.code;
+    return rc == 0 ? HPS_EXIT_OK : err.code;
 }

@@ -119,10 +119,12 @@ static int committed_file(hps_dist *d, const char *ckpt_dir, char *path, size_t 
     return 0;
 }
 
+/* Without --resume, nothing to load. */
 int dist_resume(void *ctx, hps_trainer *t, int *found, hps_error *err)
 {
     hps_dist *d = ctx;
     char path[4300];
+    if (!d->resume) return 0;
     if (committed_file(d, d->ckpt_dir, path, sizeof path, found, err)) return -1;
     return *found ? hps_trainer_load_file(t, path, err) : 0;
 }

@@ -128,8 +128,23 @@ static int yields_when_idle(void)
     return found;
 }
 
+/* One process, MPI never started: a job of one worker, the lead, and no
+ * servers, whose trainer keeps its own hooks (train_local.c). */
+static hps_dist *dist_alone(const hps_dist_opts *o)
+{
+    hps_dist *d = hps_calloc(1, sizeof *d);
+    d->o = *o;
+    d->alone = 1;
+    d->size = d->workers = d->n_stages = 1;
+    d->roles[0] = (dist_role){.kind = ROLE_WORKER};
+    d->me = &d->roles[0];
+    d->wcomm = d->scomm = MPI_COMM_NULL;
+    return d;
+}
+
 hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_error *err)
 {
+    if (!hps_dist_launched()) return dist_alone(o);
     hps_dist *d = hps_calloc(1, sizeof *d);
     d->o = *o;
     d->t_start = hps_now();
@@ -191,6 +206,7 @@ int hps_dist_is_lead(const hps_dist *d) { return d->rank == d->worker_rank[0]; }
 void hps_dist_abort(hps_dist *d, const hps_error *err)
 {
     char role[128];
+    if (d->alone) return; /* no other rank waits: the caller reports */
     fprintf(stderr, "%s: error: rank %d (%s): %s\n", hps_progname(), d->rank,
             dist_role_name(d, d->rank, role, sizeof role), err->msg);
     fflush(stderr);

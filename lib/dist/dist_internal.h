@@ -62,6 +62,7 @@ _Static_assert(sizeof(dist_stats) == DIST_STATS_N * sizeof(double), "dist_stats 
 
 struct hps_dist {
     hps_dist_opts o;
+    int alone;                    /* one process, MPI never started (hps_dist_start) */
     int rank, size, workers, servers;
     dist_role roles[HPS_DIST_MAX_RANKS];
     int worker_rank[HPS_DIST_MAX_RANKS], server_rank[HPS_DIST_MAX_RANKS];
@@ -99,6 +100,7 @@ struct hps_dist {
     double t_start;
     const hps_model *m;          /* workers: the model, and where checkpoints go */
     const char *ckpt_dir;
+    int resume;                  /* --resume */
     /* hps-profile's probe (dist_probe.c): a worker and a server in one
      * process, MPI never started; messages to the server are handled at
      * once, its answer waits in loop_msg for the worker's receive */

@@ -7,7 +7,6 @@
 
 #include "core/hps_json.h"
 #include "dist/dist_internal.h"
-#include "kernels/hps_kernels.h"
 
 /* One worker's gradients of one layer, on this server's rows. */
 typedef struct {
@@ -96,7 +95,8 @@ static int parse_push(dist_server *sv, const char *msg, size_t n, part *parts, h
 }
 
 /* The step: each layer's gradients summed in worker order (as the
- * micro-batches of one process are), then one AdaGrad update. */
+ * micro-batches of one process are), then one AdaGrad update, as one
+ * process updates its tables (hps_table_apply). */
 static int apply_step(hps_dist *d, dist_server *sv, char **pushes, size_t *lens, hps_error *err)
 {
     double t0 = hps_now();
@@ -106,21 +106,14 @@ static int apply_step(hps_dist *d, dist_server *sv, char **pushes, size_t *lens,
     for (int l = 0; l < L && rc == 0; l++) {
         if (!sv->tables[l]) continue;
         hps_sparse_grad views[HPS_DIST_MAX_RANKS], *src[HPS_DIST_MAX_RANKS];
-        int64_t need = 0;
         for (int w = 0; w < W; w++) {
             part *p = &parts[(size_t)w * L + l];
             views[w] = (hps_sparse_grad){.n = p->n, .cap = p->n, .D = sv->m->layers[l].dim,
                                          .rows = p->rows, .grad = p->grad};
             src[w] = &views[w];
-            need += p->n;
         }
-        if (!sv->merged[l] || sv->merged[l]->cap < need) {
-            hps_sparse_grad_free(sv->merged[l]);
-            sv->merged[l] = hps_sparse_grad_create(need * 2 + 16, sv->m->layers[l].dim);
-        }
-        hps_sparse_grad_merge(sv->merged[l], src, W);
-        sparse_adagrad(hps_table_weights(sv->tables[l]), hps_table_accum(sv->tables[l]), sv->merged[l],
-                       sv->o.optim.lr_sparse, sv->o.optim.adagrad_eps);
+        hps_table_apply(sv->tables[l], src, W, &sv->merged[l], sv->o.optim.lr_sparse,
+                        sv->o.optim.adagrad_eps);
     }
     for (size_t i = 0; i < (size_t)W * L; i++) free(parts[i].rows), free(parts[i].grad);
     free(parts);

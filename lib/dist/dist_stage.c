@@ -74,6 +74,7 @@ int hps_dist_check_stages(hps_dist *d, const hps_model *m, const plan_file *p, i
                           hps_error *err)
 {
     d->eval = eval;
+    if (d->alone) return 0; /* its one process runs every stage, beside its tables */
     if (dist_check_servers(d, m, hps_path_name(p->path), err)) return -1;
     if (d->n_stages < 2) return 0;
     if (d->n_stages != p->n_stages)
@@ -174,11 +175,6 @@ static double stage_busy(void *ctx, int s)
     return s < d->n_stages ? d->stage_busy[s] : 0;
 }
 
-static int gather_params(void *ctx, float *params, size_t n, hps_error *err)
-{
-    return dist_stages_gather_params(ctx, params, n, err);
-}
-
 void dist_stages_hook(hps_dist *d, hps_train_dist *h)
 {
     if (d->n_stages < 2) return;
@@ -187,7 +183,6 @@ void dist_stages_hook(hps_dist *d, hps_train_dist *h)
                                .flush = link_flush};
     h->link = &d->link;
     h->stage_busy = stage_busy;
-    if (d->eval) h->gather_params = gather_params;
 }
 
 void dist_stages_free(hps_dist *d)

@@ -73,7 +73,8 @@ static int take_answer(hps_dist *d, int s, const float *vals, size_t n, float *o
     return 0;
 }
 
-static int fetch(void *ctx, const hps_row_key *rows, int64_t n, float *out, int peek, hps_error *err)
+static int fetch_rows(void *ctx, const hps_row_key *rows, int64_t n, float *out, int peek,
+                      hps_error *err)
 {
     hps_dist *d = ctx_dist(ctx);
     double t0 = hps_now();
@@ -109,7 +110,7 @@ static double slow_down(hps_dist *d, double compute_s)
 
 /* Dense gradients summed over the workers; the loss and the compute times
  * gathered, and the shares re-balanced from them. */
-static int allreduce(void *ctx, float *grads, size_t n, double *loss, int rows_run, double compute_s,
+static int reduce_step(void *ctx, float *grads, size_t n, double *loss, int rows_run, double compute_s,
                      hps_error *err)
 {
     hps_dist *d = ctx_dist(ctx);
@@ -166,23 +167,29 @@ static int allreduce(void *ctx, float *grads, size_t n, double *loss, int rows_r
 }
 
 /* The probe's one worker has nothing to sum with. */
-static int loop_allreduce(void *ctx, float *grads, size_t n, double *loss, int rows_run, double compute_s,
-                          hps_error *err)
+static int loop_reduce_step(void *ctx, float *grads, size_t n, double *loss, int rows_run,
+                            double compute_s, hps_error *err)
 {
     (void)ctx, (void)grads, (void)n, (void)loss, (void)rows_run, (void)compute_s, (void)err;
     return 0;
 }
 
-/* A layer's summed gradient, by server: (layer, slot, key) then D floats. */
-static int push(void *ctx, const hps_row_key *rows, int64_t n, const float *grad, int D,
-                hps_error *err)
+/* A layer's gradient summed over the micro-batches, into the pushes by
+ * server: (layer, slot, key) then D floats a row; step_end sends them. */
+static int update_rows(void *ctx, int layer, hps_table *table, hps_sparse_grad *const *grads, int n,
+                       hps_sparse_grad **sum, hps_error *err)
 {
     hps_dist *d = ctx_dist(ctx);
+    const hps_sparse_grad *g = hps_table_grad_sum(grads, n, d->m->layers[layer].dim, sum);
     (void)err;
-    for (int64_t i = 0; i < n; i++) {
-        int s = hps_dist_route(rows[i].key, d->servers);
-        dist_buf_add(&d->push[s], &rows[i], sizeof rows[i]);
-        dist_buf_add(&d->push[s], grad + i * D, (size_t)D * sizeof(float));
+    for (int64_t i = 0; i < g->n; i++) {
+        int slot;
+        hps_row_key row = {.layer = layer};
+        hps_table_row_key(table, g->rows[i], &slot, &row.key);
+        row.slot = slot;
+        int s = hps_dist_route(row.key, d->servers);
+        dist_buf_add(&d->push[s], &row, sizeof row);
+        dist_buf_add(&d->push[s], g->grad + i * g->D, (size_t)g->D * sizeof(float));
     }
     return 0;
 }
@@ -222,20 +229,42 @@ static json_t *metrics(void *ctx)
                      hps_json_real(d->critical_s), "idle_s", hps_json_real(d->idle_s));
 }
 
+/* The other stages' weights, through host memory (all workers call it). */
+static int gather_stage_params(hps_dist *d, hps_trainer *t, hps_error *err)
+{
+    float *host = hps_malloc((d->m->n_params + 1) * sizeof *host);
+    hps_trainer_params(t, host, 0);
+    int rc = dist_stages_gather_params(d, host, d->m->n_params, err);
+    if (rc == 0 && hps_dist_is_lead(d)) hps_trainer_params(t, host, 1);
+    free(host);
+    return rc;
+}
+
+/* Before the lead evaluates (--eval): with stages across ranks it trains
+ * only its own stage's layers. */
+static int gather_params(void *ctx, hps_trainer *t, hps_error *err)
+{
+    hps_dist *d = ctx_dist(ctx);
+    return d->n_stages > 1 && d->eval ? gather_stage_params(d, t, err) : 0;
+}
+
 void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_train_opts *o)
 {
+    if (d->alone) return; /* the trainer's own hooks are one process's */
     d->m = m;
     d->ckpt_dir = o->ckpt_dir;
+    d->resume = o->resume;
     d->req = hps_calloc((size_t)d->servers, sizeof *d->req);
     d->push = hps_calloc((size_t)d->servers, sizeof *d->push);
     d->req_rows = hps_calloc((size_t)d->servers, sizeof *d->req_rows);
     d->n_req_rows = hps_calloc((size_t)d->servers, sizeof *d->n_req_rows);
     d->cap_req_rows = hps_calloc((size_t)d->servers, sizeof *d->cap_req_rows);
-    d->hooks = (hps_train_dist){.ctx = d, .slice = slice, .fetch = fetch,
-                                .allreduce = d->loop ? loop_allreduce : allreduce,
-                                .push = push, .step_end = step_end, .save = dist_save,
-                                .resume = dist_resume, .metrics = metrics,
-                                .evaluates = hps_dist_is_lead(d)};
+    d->hooks = (hps_train_dist){.ctx = d, .slice = slice, .fetch_rows = fetch_rows,
+                                .update_rows = update_rows, .step_end = step_end,
+                                .reduce_step = d->loop ? loop_reduce_step : reduce_step,
+                                .save = dist_save, .resume = dist_resume,
+                                .gather_params = gather_params, .metrics = metrics,
+                                .remote_rows = 1, .in_process = 0};
     dist_stages_hook(d, &d->hooks);
     hps_trainer_set_dist(t, &d->hooks);
 }
@@ -261,17 +290,6 @@ static int take_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, hps
     return 0;
 }
 
-/* The other stages' weights, through host memory. */
-static int gather_stage_params(hps_dist *d, hps_trainer *t, hps_error *err)
-{
-    float *host = hps_malloc((d->m->n_params + 1) * sizeof *host);
-    hps_trainer_params(t, host, 0);
-    int rc = dist_stages_gather_params(d, host, d->m->n_params, err);
-    if (rc == 0 && hps_dist_is_lead(d)) hps_trainer_params(t, host, 1);
-    free(host);
-    return rc;
-}
-
 int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err)
 {
     if (d->n_stages > 1 && gather_stage_params(d, t, err)) return -1;
@@ -290,6 +308,7 @@ int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err)
 int hps_dist_finish(hps_dist *d, hps_trainer *t, hps_error *err)
 {
     (void)err;
+    if (d->alone) return 0; /* no servers to tell, no job's figures to gather */
     for (int s = 0; s < d->servers; s++) dist_send(d, NULL, 0, d->server_rank[s], TAG_DONE);
     dist_gather_stats(d, t);
     return 0;

@@ -39,9 +39,12 @@ typedef struct hps_dist hps_dist;
  * one process alone never initialises MPI (no singleton start-up). */
 int hps_dist_launched(void);
 
-/* Initialises MPI and takes this rank's role from the plan file; NULL with
- * err (exit 2) when the job's rank count does not fit the plan.  After a
- * failure call hps_dist_end(NULL) all the same. */
+/* Under mpirun (hps_dist_launched): initialises MPI and takes this rank's
+ * role from the plan file; NULL with err (exit 2) when the job's rank count
+ * does not fit the plan.  After a failure call hps_dist_end(NULL) all the
+ * same.  Alone: a job of one process, MPI never started, the lead and only
+ * worker, whose calls below return at once (its trainer keeps its own
+ * hooks, train_local.c). */
 hps_dist *hps_dist_start(const char *plan_path, const hps_dist_opts *o, hps_error *err);
 /* This rank (d may be NULL after a failed start: the world rank, or 0). */
 int hps_dist_rank(const hps_dist *d);

@@ -143,7 +143,7 @@ void hps_trainer_record(hps_trainer *t, json_t *o);
  * (put = 0) or into it (put = 1). */
 void hps_trainer_params(hps_trainer *t, float *host, int put);
 
-/* ---- a distributed run ---------------------------------------------------- */
+/* ---- the rest of the run: one process, or a rank of many ------------------ */
 
 /* An embedding row as the parameter servers know it. */
 typedef struct {
@@ -151,43 +151,59 @@ typedef struct {
     uint64_t key;
 } hps_row_key;
 
-/* How a worker of a distributed run (lib/dist, hps-train(1) DISTRIBUTED)
- * reaches the rest of the job, in the trainer's terms only:
- *   slice      the rows [lo, hi) of an n-row batch that this worker loads
- *   fetch      the current values of n rows from their servers, dims back to
- *              back into out; peek: evaluation, which creates no rows
- *   push       a layer's summed sparse gradient for n rows of D floats
- *   step_end   waits until the servers applied the step
- *   allreduce  n dense gradients summed over the workers of this stage; the
- *              loss summed over all workers; rows and compute_s are this
- *              worker's part of the step (rows trained, compute seconds)
- *   link       NULL, or the boundary tensors to stages in other processes
- *              (train_pipeline.h): this worker runs link->stage only
- *   save, resume   every rank's checkpoint of a step, committed together
- *   gather_params  NULL, or before the lead evaluates or exports: params (n
- *              floats, host memory) get the layers other ranks train (every
- *              worker calls it)
- *   metrics, stage_busy   figures for the step records (stage_busy NULL: this
- *              process's pipeline has them)
- * evaluates: 0 on workers that leave --eval to the lead worker. */
+/* How the trainer reaches the rest of its run, in the trainer's terms only.
+ * Every step calls every hook (llm.c's collectives: one code path); one
+ * process is an implementation whose hooks return at once or act on its own
+ * tables (train_local.c), a worker of a distributed run (lib/dist,
+ * hps-train(1) DISTRIBUTED) another.
+ *   slice        the rows [lo, hi) of an n-row batch that this process loads
+ *   fetch_rows   the current values of n rows, dims back to back into out;
+ *                peek: evaluation, which creates no rows
+ *   update_rows  a layer's sparse gradient, the sum of n (the micro-batches';
+ *                sum: the caller's scratch for it, hps_table_grad_sum): applied
+ *                to the rows where they live
+ *   step_end     returns once the step's row updates are applied
+ *   reduce_step  n dense gradients summed over the processes of this stage;
+ *                the loss summed over all of them; rows and compute_s are this
+ *                process's part of the step (rows trained, compute seconds),
+ *                from which the shares of the batch are re-balanced
+ *   link         NULL, or the boundary tensors to stages in other processes
+ *                (train_pipeline.h): this process runs link->stage only
+ *   save         a checkpoint of the step (every rank's, committed together)
+ *   resume       with --resume, this process's part of the latest checkpoint
+ *                (*found: there was one); without, refuses a directory it
+ *                must not write into
+ *   gather_params  before evaluation or export: the trainer gets the weights
+ *                of layers other processes train (every process calls it)
+ *   metrics      NULL, or figures for the step records
+ *   stage_busy   NULL when this process's pipeline times every stage
+ * Properties of where the rows live:
+ *   remote_rows  the local tables only map keys to rows: each load tracks the
+ *                rows it touched and fetches their values, and evaluation maps
+ *                unseen keys too (fetched with peek); 0: the tables hold the
+ *                values, and evaluation reads them without creating rows
+ *   in_process   the plan's in-process figures are this run's prediction
+ *                (tables beside the trainer, no exchange); 0: its figures
+ *                for the ranks */
 typedef struct {
     void *ctx;
     void (*slice)(void *ctx, int n, int *lo, int *hi);
-    int (*fetch)(void *ctx, const hps_row_key *rows, int64_t n, float *out, int peek, hps_error *err);
-    int (*push)(void *ctx, const hps_row_key *rows, int64_t n, const float *grad, int D,
-                hps_error *err);
+    int (*fetch_rows)(void *ctx, const hps_row_key *rows, int64_t n, float *out, int peek,
+                      hps_error *err);
+    int (*update_rows)(void *ctx, int layer, hps_table *table, hps_sparse_grad *const *grads, int n,
+                       hps_sparse_grad **sum, hps_error *err);
     int (*step_end)(void *ctx, hps_error *err);
-    int (*allreduce)(void *ctx, float *grads, size_t n, double *loss, int rows, double compute_s,
-                     hps_error *err);
+    int (*reduce_step)(void *ctx, float *grads, size_t n, double *loss, int rows, double compute_s,
+                       hps_error *err);
     const hps_stage_link *link;
     int (*save)(void *ctx, hps_trainer *t, uint64_t step, hps_error *err);
     int (*resume)(void *ctx, hps_trainer *t, int *found, hps_error *err);
-    int (*gather_params)(void *ctx, float *params, size_t n, hps_error *err);
+    int (*gather_params)(void *ctx, hps_trainer *t, hps_error *err);
     json_t *(*metrics)(void *ctx);
     double (*stage_busy)(void *ctx, int stage);
-    int evaluates;
+    int remote_rows, in_process;
 } hps_train_dist;
-/* NULL (the default) is one process. */
+/* Replaces the trainer's own hooks (one process, the default) with d. */
 void hps_trainer_set_dist(hps_trainer *t, const hps_train_dist *d);
 
 /* ---- checkpoints and export ------------------------------------------------ */

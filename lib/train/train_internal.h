@@ -41,9 +41,14 @@ struct hps_trainer {
     /* seconds of training steps spent reading batches, and in the engine's
      * work around the stages (lookups, optimizers, waits for servers) */
     double read_s, engine_s;
-    /* distributed runs: the hooks, and the local rows each load touched
-     * (per layer, each row once: mark[l][row] == load_id) */
-    const hps_train_dist *dist;
+    /* how the step reaches the rest of the run (hps_train_dist): &local,
+     * one process's (train_local.c), unless hps_trainer_set_dist gave
+     * others; remote_rows copied from them for the lookups' hot path */
+    hps_train_dist local;
+    const hps_train_dist *hooks;
+    int remote_rows;
+    /* with remote_rows: the local rows each load touched (per layer, each
+     * row once: mark[l][row] == load_id) */
     int64_t **touched, *n_touched, *cap_touched;
     uint32_t **mark, load_id;
     int64_t *cap_mark;
@@ -53,6 +58,9 @@ struct hps_trainer {
  * table rows), each micro-batch's loss weighted by its part of `total` rows;
  * returns how many, or -1 when a table is full. */
 int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int total, hps_error *err);
+
+/* train_local.c: one process's hooks, into t->local */
+void train_local_hooks(hps_trainer *t);
 
 /* train_metrics.c */
 void train_metrics_start(hps_trainer *t);

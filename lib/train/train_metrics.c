@@ -25,17 +25,18 @@ static void emit(hps_trainer *t, json_t *o)
 void hps_trainer_record(hps_trainer *t, json_t *o) { emit(t, o); }
 
 /* Seconds stage s computed so far: this process's pipeline thread, or the
- * stage's ranks (stages across ranks). */
+ * stage's ranks (stages across ranks: the hooks time them). */
 static double stage_busy(hps_trainer *t, int s)
 {
-    if (t->dist && t->dist->stage_busy) return t->dist->stage_busy(t->dist->ctx, s);
+    if (t->hooks->stage_busy) return t->hooks->stage_busy(t->hooks->ctx, s);
     return hps_pipeline_stats(t->pipe, s)->busy_s;
 }
 
 /* The plan prices the plan's ranks, whose workers exchange rows with their
  * servers every step; one process keeps the tables beside it and does no
- * exchange, so its samples/s are compared with the plan's in-process figure. */
-static int one_process(const hps_trainer *t) { return !t->dist; }
+ * exchange, so its samples/s are compared with the plan's in-process figure
+ * (the hooks say which: in_process). */
+static int one_process(const hps_trainer *t) { return t->hooks->in_process; }
 
 /* A stage is timed by its layers (stage_busy), so it is compared with what
  * the plan says they compute; a plan from before that figure: its stage
@@ -111,7 +112,7 @@ void train_metrics_step(hps_trainer *t, int force)
                           "samples_per_s", hps_json_real(rate), "elapsed_s",
                           hps_json_real(now - t->t_start));
     json_object_set_new(o, "stages", stage_rates(t, steps));
-    if (t->dist && t->dist->metrics) json_object_set_new(o, "dist", t->dist->metrics(t->dist->ctx));
+    if (t->hooks->metrics) json_object_set_new(o, "dist", t->hooks->metrics(t->hooks->ctx));
     emit(t, o);
     t->t_last = now;
     t->step_last = t->step;

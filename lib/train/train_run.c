@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/hps_json.h"
 #include "train/train_internal.h"
@@ -17,7 +16,7 @@ hps_train_opts hps_train_opts_default(void)
 
 /* ---- parameter-server lookups ------------------------------------------------- */
 
-/* A distributed worker fetches each touched row once per load. */
+/* Rows that live elsewhere (remote_rows) are fetched once per load each. */
 static void train_touch(hps_trainer *t, int layer, int64_t row)
 {
     if (row >= t->cap_mark[layer]) {
@@ -40,17 +39,17 @@ static int64_t table_row(void *ctx, int layer, int j, uint64_t key)
 {
     hps_trainer *t = ctx;
     int slot = t->m->layers[layer].slots[j];
-    if (t->evaluating && !t->dist) { /* read only: an unseen key reads zeros, the table stays as trained */
+    if (t->evaluating && !t->remote_rows) { /* read only: an unseen key reads zeros, the table stays as trained */
         int64_t r = hps_table_find(t->tables[layer], slot, key);
         return r >= 0 ? r : hps_table_zero_row(t->tables[layer]);
     }
-    /* A worker's table only maps keys to rows: during evaluation it maps
-     * keys other workers trained too, and the fetch reads them read-only
-     * from their servers (zeros for keys no worker trained). */
+    /* A table of remote rows only maps keys to rows: during evaluation it
+     * maps keys other workers trained too, and the fetch reads them
+     * read-only from their servers (zeros for keys no worker trained). */
     int64_t r = hps_table_lookup(t->tables[layer], slot, key, t->step + 1,
                                  t->map_failed ? NULL : &t->map_err);
     if (r < 0) t->map_failed = 1;
-    else if (t->dist) train_touch(t, layer, r);
+    else if (t->remote_rows) train_touch(t, layer, r);
     return r;
 }
 
@@ -118,6 +117,12 @@ static void create_nets(hps_trainer *t)
         if (m->layers[l].kind == HPS_LAYER_EMBEDDING)
             t->tables[l] = hps_table_create(l, m->layers[l].dim, t->o.max_table_bytes,
                                             t->o.table_policy, t->o.seed);
+    int L = m->n_layers;
+    t->touched = hps_calloc((size_t)L, sizeof *t->touched);
+    t->mark = hps_calloc((size_t)L, sizeof *t->mark);
+    t->n_touched = hps_calloc((size_t)L, sizeof *t->n_touched);
+    t->cap_touched = hps_calloc((size_t)L, sizeof *t->cap_touched);
+    t->cap_mark = hps_calloc((size_t)L, sizeof *t->cap_mark);
 }
 
 hps_trainer *hps_trainer_create(const hps_model *m, const plan_file *plan,
@@ -144,6 +149,7 @@ hps_trainer *hps_trainer_create(const hps_model *m, const plan_file *plan,
     for (int s = 0; s < S; s++) ranges[s] = (hps_stage_range){plan->stages[s].first, plan->stages[s].end};
     t->pipe = hps_pipeline_create(t->nets, t->M, ranges, S, t->threads);
     t->batch = hps_batch_create(t->B, m->n_dense, m->n_slots, (int64_t)t->B * (m->n_slots + 1), 1);
+    train_local_hooks(t);
 #ifdef HPS_TEST_HOOKS
     const char *kill = getenv("HPS_TRAIN_KILL_AT_STEP");
     t->kill_at_step = kill ? strtoull(kill, NULL, 10) : 0;
@@ -159,10 +165,9 @@ void hps_trainer_free(hps_trainer *t)
     for (int l = 0; l < t->m->n_layers; l++) {
         hps_table_free(t->tables[l]);
         hps_sparse_grad_free(t->merged[l]);
+        free(t->touched[l]), free(t->mark[l]);
     }
     if (t->metrics && t->metrics != stdout) fclose(t->metrics);
-    if (t->dist)
-        for (int l = 0; l < t->m->n_layers; l++) free(t->touched[l]), free(t->mark[l]);
     free(t->touched), free(t->n_touched), free(t->cap_touched), free(t->mark), free(t->cap_mark);
     free(t->nets), free(t->tables), free(t->merged), free(t->micro_grads);
     hps_batch_free(t->batch);
@@ -173,14 +178,9 @@ void hps_trainer_free(hps_trainer *t)
 
 void hps_trainer_set_dist(hps_trainer *t, const hps_train_dist *d)
 {
-    int L = t->m->n_layers;
-    t->dist = d;
+    t->hooks = d;
+    t->remote_rows = d->remote_rows;
     if (d->link) hps_pipeline_set_link(t->pipe, d->link);
-    t->touched = hps_calloc((size_t)L, sizeof *t->touched);
-    t->mark = hps_calloc((size_t)L, sizeof *t->mark);
-    t->n_touched = hps_calloc((size_t)L, sizeof *t->n_touched);
-    t->cap_touched = hps_calloc((size_t)L, sizeof *t->cap_touched);
-    t->cap_mark = hps_calloc((size_t)L, sizeof *t->cap_mark);
 }
 
 /* The servers' names of n rows of layer l's local table, into keys. */
@@ -193,8 +193,9 @@ static void row_keys(const hps_trainer *t, int l, const int64_t *rows, int64_t n
     }
 }
 
-/* The rows this load touched get their current values from the servers:
- * the local tables only map keys to rows and stage one step's values. */
+/* The rows this load touched get their current values from where they
+ * live (remote_rows: the local tables only map keys to rows and stage one
+ * step's values; else no row was touched and this fetches nothing). */
 static int fetch_rows(hps_trainer *t, hps_error *err)
 {
     int64_t n = 0, floats = 0;
@@ -208,7 +209,7 @@ static int fetch_rows(hps_trainer *t, hps_error *err)
         row_keys(t, l, t->touched[l], t->n_touched[l], keys + i);
         i += t->n_touched[l];
     }
-    int rc = t->dist->fetch(t->dist->ctx, keys, n, out, t->evaluating, err);
+    int rc = t->hooks->fetch_rows(t->hooks->ctx, keys, n, out, t->evaluating, err);
     const float *at = out;
     for (int l = 0; rc == 0 && l < t->m->n_layers; l++) {
         int D = t->m->layers[l].dim;
@@ -223,10 +224,8 @@ static int fetch_rows(hps_trainer *t, hps_error *err)
 int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int total, hps_error *err)
 {
     int k = 0;
-    if (t->dist) {
-        t->load_id++;
-        memset(t->n_touched, 0, (size_t)t->m->n_layers * sizeof *t->n_touched);
-    }
+    t->load_id++;
+    memset(t->n_touched, 0, (size_t)t->m->n_layers * sizeof *t->n_touched);
     for (int first = lo; first < hi; first += t->cap_micro, k++) {
         int n = hi - first < t->cap_micro ? hi - first : t->cap_micro;
         t->nets[k]->loss_scale = (float)n / (float)total;
@@ -238,7 +237,7 @@ int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int tot
         }
     }
     refresh_tables(t);
-    if (t->dist && fetch_rows(t, err)) return -1;
+    if (fetch_rows(t, err)) return -1;
     return k;
 }
 
@@ -249,39 +248,16 @@ static double batch_loss(hps_trainer *t, int k, int B)
     return loss / B;
 }
 
-/* A layer's sparse gradient: applied here, or pushed to the servers. */
-static int apply_sparse(hps_trainer *t, int l, const hps_sparse_grad *g, hps_error *err)
-{
-    if (!t->dist) {
-        hps_net_update_sparse(t->owner, l, g, &t->o.optim);
-        return 0;
-    }
-    hps_row_key *keys = hps_malloc((size_t)(g->n + 1) * sizeof *keys);
-    row_keys(t, l, g->rows, g->n, keys);
-    int rc = t->dist->push(t->dist->ctx, keys, g->n, g->grad, g->D, err);
-    free(keys);
-    return rc;
-}
-
+/* Each layer's sparse gradients of the k micro-batches loaded here go to
+ * where its rows live (k == 0: a worker with no rows this step, whose
+ * servers still wait for its empty part). */
 static int update_sparse(hps_trainer *t, int k, hps_error *err)
 {
     for (int l = 0; l < t->m->n_layers; l++) {
         if (!t->tables[l]) continue;
-        if (k <= 1) {
-            if (k == 0 && !t->merged[l]) t->merged[l] = hps_sparse_grad_create(16, t->m->layers[l].dim);
-            if (k == 0) t->merged[l]->n = 0; /* a worker with no rows this step */
-            if (apply_sparse(t, l, k ? t->nets[0]->layers[l].grad : t->merged[l], err)) return -1;
-            continue;
-        }
-        hps_sparse_grad **src = t->micro_grads;
-        int64_t need = 0;
-        for (int i = 0; i < k; i++) src[i] = t->nets[i]->layers[l].grad, need += src[i]->n;
-        if (!t->merged[l] || t->merged[l]->cap < need) {
-            hps_sparse_grad_free(t->merged[l]);
-            t->merged[l] = hps_sparse_grad_create(need * 2, t->m->layers[l].dim);
-        }
-        hps_sparse_grad_merge(t->merged[l], src, k);
-        if (apply_sparse(t, l, t->merged[l], err)) return -1;
+        for (int i = 0; i < k; i++) t->micro_grads[i] = t->nets[i]->layers[l].grad;
+        if (t->hooks->update_rows(t->hooks->ctx, l, t->tables[l], t->micro_grads, k, &t->merged[l], err))
+            return -1;
     }
     return 0;
 }
@@ -295,10 +271,10 @@ static int compute(hps_trainer *t, const hps_batch *b, int lo, int hi, double *l
                    double *wait_s, hps_error *err)
 {
     double t0 = hps_now();
-    const hps_stage_link *link = t->dist ? t->dist->link : NULL;
+    const hps_stage_link *link = t->hooks->link;
     int k = link && link->stage > 0 ? 0 : train_load_micro(t, b, lo, hi, b->B, err);
     if (k < 0) return -1;
-    *wait_s = t->dist ? hps_now() - t0 : 0; /* the load's own time is noise beside the fetch */
+    *wait_s = hps_now() - t0; /* the load's own time is noise beside the fetch */
     t->be->memzero(t->owner->grads, t->m->n_params * sizeof(float));
     if (link) {
         double waits, p0 = hps_now();
@@ -317,17 +293,16 @@ static int compute(hps_trainer *t, const hps_batch *b, int lo, int hi, double *l
 
 int hps_trainer_step(hps_trainer *t, const hps_batch *b, double *loss, hps_error *err)
 {
-    int lo = 0, hi = b->B, rows;
-    if (t->dist) t->dist->slice(t->dist->ctx, b->B, &lo, &hi);
+    const hps_train_dist *h = t->hooks;
+    int lo, hi, rows;
+    h->slice(h->ctx, b->B, &lo, &hi);
     double t0 = hps_now(), wait_s;
     int k = compute(t, b, lo, hi, loss, &rows, &wait_s, err);
     if (k < 0) return -1;
-    if (t->dist && t->dist->allreduce(t->dist->ctx, t->owner->grads, t->m->n_params, loss, rows,
-                                      hps_now() - t0 - wait_s, err))
+    if (h->reduce_step(h->ctx, t->owner->grads, t->m->n_params, loss, rows, hps_now() - t0 - wait_s, err))
         return -1;
     hps_net_update_dense(t->owner, &t->o.optim);
-    if (update_sparse(t, k, err)) return -1;
-    if (t->dist && t->dist->step_end(t->dist->ctx, err)) return -1;
+    if (update_sparse(t, k, err) || h->step_end(h->ctx, err)) return -1;
     t->engine_s += hps_now() - t0;
     t->step++;
     t->samples += (uint64_t)b->B;
@@ -437,26 +412,13 @@ static int open_metrics(hps_trainer *t, hps_error *err)
 
 static int evaluate(hps_trainer *t, hps_source *eval, hps_error *err)
 {
-    if (!eval || (t->dist && !t->dist->evaluates)) return 0;
+    if (!eval) return 0; /* under mpirun only the lead holds the eval source */
     double t0 = hps_now();
     if (hps_trainer_eval(t, eval, &t->sum.eval, err)) return -1;
     t->sum.eval_seconds += hps_now() - t0;
     t->sum.have_eval = 1;
     train_metrics_eval(t);
     return 0;
-}
-
-/* Before the lead evaluates, with stages on other ranks: it gets the weights
- * of the layers it does not train (every worker takes part). */
-static int gather_params(hps_trainer *t, hps_error *err)
-{
-    if (!t->dist || !t->dist->gather_params) return 0;
-    float *host = hps_malloc((t->m->n_params + 1) * sizeof *host);
-    hps_trainer_params(t, host, 0);
-    int rc = t->dist->gather_params(t->dist->ctx, host, t->m->n_params, err);
-    if (rc == 0) hps_trainer_params(t, host, 1);
-    free(host);
-    return rc;
 }
 
 void hps_trainer_params(hps_trainer *t, float *host, int put)
@@ -466,10 +428,11 @@ void hps_trainer_params(hps_trainer *t, float *host, int put)
     else if (n) t->be->download(host, t->owner->params, n);
 }
 
-/* The evaluation after a run that --steps stopped inside an epoch. */
-static int final_eval(hps_trainer *t, hps_source *eval, hps_error *err)
+/* Before evaluating: the weights of layers other processes train (every
+ * process takes part, though only the lead holds the eval source). */
+static int gather_and_evaluate(hps_trainer *t, hps_source *eval, hps_error *err)
 {
-    if (gather_params(t, err)) return -1;
+    if (t->hooks->gather_params(t->hooks->ctx, t, err)) return -1;
     return evaluate(t, eval, err);
 }
 
@@ -478,15 +441,12 @@ static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
     t->epoch++;
     t->epoch_row = 0;
     t->sum.epochs_done = (int)t->epoch;
-    /* every worker takes part, though only the lead holds the eval source */
-    if (gather_params(t, err)) return -1;
-    return evaluate(t, eval, err);
+    return gather_and_evaluate(t, eval, err);
 }
 
 static int train_save(hps_trainer *t, hps_error *err)
 {
-    if (t->dist) return t->dist->save(t->dist->ctx, t, t->step, err);
-    return hps_trainer_save(t, t->o.ckpt_dir, err);
+    return t->hooks->save(t->hooks->ctx, t, t->step, err);
 }
 
 static int after_step(hps_trainer *t, hps_source *src, hps_error *err)
@@ -504,19 +464,10 @@ static int after_step(hps_trainer *t, hps_source *src, hps_error *err)
 static int resume(hps_trainer *t, hps_error *err)
 {
     int found = 0;
-    char latest[4200];
-    if (t->o.ckpt_dir && !t->o.resume && !t->dist) { /* never mix two runs' checkpoints */
-        snprintf(latest, sizeof latest, "%s/latest", t->o.ckpt_dir);
-        if (access(latest, F_OK) == 0)
-            return hps_fail(err, HPS_EXIT_USAGE,
-                            "%s: holds checkpoints of an earlier run: pass --resume to continue it, "
-                            "or use another directory",
-                            t->o.ckpt_dir);
-    }
-    if (!t->o.resume || !t->o.ckpt_dir) return 0;
-    if (t->dist ? t->dist->resume(t->dist->ctx, t, &found, err)
-                : hps_trainer_load(t, t->o.ckpt_dir, &found, err))
-        return -1;
+    if (!t->o.ckpt_dir) return 0;
+    /* without --resume, the hook only checks the directory */
+    if (t->hooks->resume(t->hooks->ctx, t, &found, err)) return -1;
+    if (!t->o.resume) return 0;
     if (!found) hps_log(2, "%s: %s: no checkpoint yet, starting afresh\n", hps_progname(), t->o.ckpt_dir);
     else hps_log(2, "%s: resuming at step %llu (epoch %llu, row %llu)\n", hps_progname(),
                  (unsigned long long)t->step, (unsigned long long)t->epoch + 1,
@@ -524,15 +475,16 @@ static int resume(hps_trainer *t, hps_error *err)
     return 0;
 }
 
-/* The next batch.  A data-parallel worker decodes only the rows it trains:
- * its slice of the rows due, which the step takes again. */
+/* The next batch, of which only the rows this process trains are decoded:
+ * its slice of the rows due (all of them alone), which the step takes
+ * again. */
 static int read_batch(hps_trainer *t, hps_source *src, hps_error *err)
 {
-    if (!t->dist || !src->read_part) return src->read(src, t->batch, t->B, err);
+    if (!src->read_part) return src->read(src, t->batch, t->B, err);
     uint64_t left = src->rows(src) - src->tell(src);
     int due = left < (uint64_t)t->B ? (int)left : t->B, lo, hi;
     if (due == 0) return src->read(src, t->batch, t->B, err); /* the epoch's end */
-    t->dist->slice(t->dist->ctx, due, &lo, &hi);
+    t->hooks->slice(t->hooks->ctx, due, &lo, &hi);
     int got = src->read_part(src, t->batch, t->B, lo, hi, err);
     if (got > 0 && got != due)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: %d rows read where %d were due", src->name, got, due);
@@ -568,9 +520,8 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
         if (!stop && finish_epoch(t, eval, err)) return -1;
     }
     /* --steps ended the run inside an epoch: evaluate what was trained, as
-     * --eval asks, rather than nothing.  Under mpirun only the lead holds the
-     * eval source, but every worker takes part (gather_params is set then). */
-    if (stop && (eval || (t->dist && t->dist->gather_params)) && final_eval(t, eval, err)) return -1;
+     * --eval asks, rather than nothing */
+    if (stop && gather_and_evaluate(t, eval, err)) return -1;
     train_progress(t, src, 1);
     t->sum.steps = t->step;
     t->sum.samples = t->samples;

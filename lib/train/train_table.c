@@ -314,3 +314,26 @@ int hps_table_load(hps_table *t, FILE *f, hps_error *err, const char *name)
     rehash(t, t->ht_mask + 1);
     return 0;
 }
+
+/* ---- updates ------------------------------------------------------------------- */
+
+const hps_sparse_grad *hps_table_grad_sum(hps_sparse_grad *const *grads, int n, int dim,
+                                          hps_sparse_grad **sum)
+{
+    if (n == 1) return grads[0]; /* nothing to add it to: spare the copy */
+    int64_t need = 0;
+    for (int i = 0; i < n; i++) need += grads[i]->n;
+    if (!*sum || (*sum)->cap < need) {
+        hps_sparse_grad_free(*sum);
+        *sum = hps_sparse_grad_create(need * 2 + 16, dim);
+    }
+    hps_sparse_grad_merge(*sum, grads, n);
+    return *sum;
+}
+
+void hps_table_apply(hps_table *t, hps_sparse_grad *const *grads, int n, hps_sparse_grad **sum,
+                     float lr, float eps)
+{
+    const hps_sparse_grad *g = hps_table_grad_sum(grads, n, t->dim, sum);
+    sparse_adagrad(t->weights, t->accum, g, lr, eps);
+}

@@ -17,6 +17,7 @@
 #include <stdio.h>
 
 #include "core/hps_core.h"
+#include "kernels/hps_kernels.h"
 
 typedef enum { HPS_TABLE_FULL_ERROR, HPS_TABLE_FULL_EVICT } hps_table_policy;
 
@@ -53,6 +54,17 @@ size_t hps_table_bytes(const hps_table *t);      /* allocated now */
 /* Row i (0 <= i < hps_table_rows) of the table in creation order: its slot
  * and key.  Export and checkpoints walk the rows with it. */
 void hps_table_row_key(const hps_table *t, int64_t row, int *slot, uint64_t *key);
+
+/* The sum of n sparse gradients of the table's rows, summed in their order
+ * (a process's micro-batches, a server's workers): grads[0] itself when
+ * n == 1, else *sum, scratch the caller keeps between steps (grown here). */
+const hps_sparse_grad *hps_table_grad_sum(hps_sparse_grad *const *grads, int n, int dim,
+                                          hps_sparse_grad **sum);
+/* One step's update of the rows: the sum of n sparse gradients (as above)
+ * applied with AdaGrad.  One process and a parameter server both update
+ * their rows here. */
+void hps_table_apply(hps_table *t, hps_sparse_grad *const *grads, int n, hps_sparse_grad **sum,
+                     float lr, float eps);
 
 /* Checkpoints: the whole table (keys, rows, accumulators, clock state). */
 int hps_table_save(const hps_table *t, FILE *f);

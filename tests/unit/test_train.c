@@ -1,5 +1,6 @@
 /* The training engine: parameter-server tables, the pipeline of stages,
  * checkpoints and resume, learning on planted data. */
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
@@ -43,6 +44,34 @@ static void test_table_rows_are_stable(void **state)
     assert_int_equal(hps_table_lookup(a, 1, 42, 4, &err), ra);
     hps_table_free(a);
     hps_table_free(b);
+}
+
+/* One step's update: the gradients of a row summed in order, then one
+ * AdaGrad step on the sum (what one process and a server both do). */
+static void test_table_apply_sums_then_adagrad(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_table *t = hps_table_create(0, 2, 0, HPS_TABLE_FULL_ERROR, 7);
+    int64_t r0 = hps_table_lookup(t, 0, 1, 1, &err), r1 = hps_table_lookup(t, 0, 2, 1, &err);
+    float before[4];
+    memcpy(before, hps_table_weights(t), sizeof before);
+    int64_t rows_a[] = {r0}, rows_b[] = {r1, r0};
+    float grad_a[] = {1, 2}, grad_b[] = {3, 4, 0.5f, -1};
+    hps_sparse_grad a = {.n = 1, .cap = 1, .D = 2, .rows = rows_a, .grad = grad_a};
+    hps_sparse_grad b = {.n = 2, .cap = 2, .D = 2, .rows = rows_b, .grad = grad_b};
+    hps_sparse_grad *parts[] = {&a, &b}, *sum = NULL;
+    hps_table_apply(t, parts, 2, &sum, 0.1f, 1e-8f);
+    const float g[4] = {1 + 0.5f, 2 - 1, 3, 4}; /* rows r0, r1: each once */
+    for (int i = 0; i < 4; i++) {
+        float acc = g[i] * g[i];
+        assert_float_equal(hps_table_accum(t)[i], acc, 1e-6);
+        assert_float_equal(hps_table_weights(t)[i], before[i] - 0.1f * g[i] / (sqrtf(acc) + 1e-8f), 1e-6);
+    }
+    /* one gradient is applied as it is, no copy */
+    assert_ptr_equal(hps_table_grad_sum(parts, 1, 2, &sum), &a);
+    hps_sparse_grad_free(sum);
+    hps_table_free(t);
 }
 
 static void test_table_cap_error_and_eviction(void **state)
@@ -711,6 +740,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_rows_are_stable),
+        cmocka_unit_test(test_table_apply_sums_then_adagrad),
         cmocka_unit_test(test_table_cap_error_and_eviction),
         cmocka_unit_test(test_table_save_load),
         cmocka_unit_test(test_table_load_checks_rows_exist),
