@@ -33,7 +33,7 @@ BIN       ?= bin
 CC        ?= cc
 OPT       ?= -O2 -g
 SAN       ?=
-WARN      := -Wall -Wextra -Werror
+WARN      := -Wall -Wextra -Werror -Wmissing-prototypes
 HPS_CFLAGS = -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) $(SAN) -fopenmp -pthread -Ilib \
              -DHPS_VERSION=\"$(VERSION)\" $(CUDA_DEFS) $(MPI_CFLAGS) $(CFLAGS)
 

@@ -331,23 +331,29 @@ static int train(const args *a, hps_dist *d, const hps_model *m, hps_trainer *t,
     return rc;
 }
 
-int main(int argc, char **argv)
+static args default_args(void)
 {
-    static const char *const commands[] = {"show", NULL};
-    hps_set_progname(argv[0]);
-    hps_blas_init(argv); /* may re-execute: before anything else happens */
-    args a = {.output = "-", .o = hps_train_opts_default(), .dist = {.slow_rank = -1, .rebalance = 1}};
-    int show = argc > 1 && argv[1][0] != '-';
-    if (show && strcmp(argv[1], "show") != 0) hps_cli_unknown_command(argv[1], commands);
-    if (show) argv[1] = argv[0], argv++, argc--;
-    int rc = parse_args(argc, argv, &a, show);
+    return (args){.output = "-", .o = hps_train_opts_default(), .dist = {.slow_rank = -1, .rebalance = 1}};
+}
+
+/* hps-train show METRICS: the training curves of a run. */
+static int cmd_show(int argc, char **argv)
+{
+    args a = default_args();
+    int rc = parse_args(argc, argv, &a, 1);
     if (rc >= 0) return rc;
-    if (show) {
-        hps_error err;
-        if (hps_train_curves_svg(argv[optind], a.output, &err) == 0) return HPS_EXIT_OK;
-        hps_report(&err);
-        return err.code;
-    }
+    hps_error err;
+    if (hps_train_curves_svg(argv[optind], a.output, &err) == 0) return HPS_EXIT_OK;
+    hps_report(&err);
+    return err.code;
+}
+
+/* hps-train [options]: one process, or one rank of an mpirun job. */
+static int cmd_train(int argc, char **argv)
+{
+    args a = default_args();
+    int rc = parse_args(argc, argv, &a, 0);
+    if (rc >= 0) return rc;
     hps_error err = {.code = HPS_EXIT_RUNTIME};
     hps_model *m = NULL;
     hps_source *src = NULL;
@@ -392,4 +398,12 @@ int main(int argc, char **argv)
     free(path);
     hps_dist_end(d);
     return rc == 0 ? HPS_EXIT_OK : err.code;
+}
+
+int main(int argc, char **argv)
+{
+    static const hps_cli_command commands[] = {{"show", cmd_show}, {NULL, NULL}};
+    hps_set_progname(argv[0]);
+    hps_blas_init(argv); /* may re-execute: before anything else happens */
+    return hps_cli_dispatch(argc, argv, commands, cmd_train, HPS_CLI_OPTIONS);
 }

@@ -32,14 +32,6 @@
 #define CHUNK_BYTES (4u << 20)
 #define MAX_WARNINGS 10
 
-int hps_manifest_write(const char *path, const hps_shard_opts *o, const char *const *names,
-                       int n_files, const hps_shard_info *infos, const char *const *files,
-                       const uint64_t *planned, int n_out, const hps_shard_result *res,
-                       const hps_hll_set *hll, hps_hot_set *hot, const uint64_t *server_keys,
-                       hps_error *err);
-int hps_server_keys_write(hps_tmpdir *t, const hps_shard_opts *o, char **shard_paths, int n,
-                          const hps_hll_set *hll, uint64_t *counts, hps_error *err);
-
 /* ---- inputs --------------------------------------------------------------------- */
 
 typedef struct {

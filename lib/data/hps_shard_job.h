@@ -124,6 +124,17 @@ typedef struct {
 
 int hps_shard_run(const hps_shard_opts *o, hps_shard_result *res, hps_error *err);
 
+/* The job's last two writes, in files of their own (hps_shard_run calls
+ * them): manifest.json (data_manifest.c) and, with servers, each server's
+ * key list (data_server_keys.c). */
+int hps_manifest_write(const char *path, const hps_shard_opts *o, const char *const *names,
+                       int n_files, const hps_shard_info *infos, const char *const *files,
+                       const uint64_t *planned, int n_out, const hps_shard_result *res,
+                       const hps_hll_set *hll, hps_hot_set *hot, const uint64_t *server_keys,
+                       hps_error *err);
+int hps_server_keys_write(hps_tmpdir *t, const hps_shard_opts *o, char **shard_paths, int n,
+                          const hps_hll_set *hll, uint64_t *counts, hps_error *err);
+
 /* ---- synthetic Criteo data -----------------------------------------------------
  * See hps-shard(1), SYNTHETIC DATA.  Rows are generated in chunks of
  * HPS_SYNTH_CHUNK, each from its own seeded generator, so the output is the

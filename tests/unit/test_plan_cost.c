@@ -716,8 +716,8 @@ static void test_cluster_files(void **state)
 {
     (void)state;
     hps_error err;
-    const char *files[] = {"testdata/clusters/aws.json", "testdata/clusters/gcp.json",
-                           "testdata/clusters/lab.json"};
+    const char *files[] = {HPS_TESTDATA "/clusters/aws.json", HPS_TESTDATA "/clusters/gcp.json",
+                           HPS_TESTDATA "/clusters/lab.json"};
     for (int i = 0; i < 3; i++) {
         hps_cluster *c = hps_cluster_load(files[i], &err);
         if (!c) fail_msg("%s", err.msg);
@@ -725,7 +725,7 @@ static void test_cluster_files(void **state)
         assert_int_equal(strlen(c->digest), 71);
         hps_cluster_free(c);
     }
-    hps_cluster *c = hps_cluster_load("testdata/clusters/lab.json", &err);
+    hps_cluster *c = hps_cluster_load(HPS_TESTDATA "/clusters/lab.json", &err);
     assert_int_equal(c->n_nodes, 5);
     assert_int_equal(c->types[0].max_units, 8); /* the nodes hold 8 cpus */
     assert_int_equal(c->types[1].max_units, 8);
@@ -737,14 +737,14 @@ static void test_profile_digest_mismatch(void **state)
 {
     (void)state;
     hps_error err;
-    hps_model *m = hps_model_load("testdata/models/demo-ctr.json", &err);
-    hps_cluster *c = hps_cluster_load("testdata/clusters/lab.json", &err);
+    hps_model *m = hps_model_load(HPS_TESTDATA "/models/demo-ctr.json", &err);
+    hps_cluster *c = hps_cluster_load(HPS_TESTDATA "/clusters/lab.json", &err);
     assert_non_null(m);
     assert_non_null(c);
     hps_profiles *ps = hps_profiles_new();
     char *text;
     size_t len;
-    assert_int_equal(hps_read_all("testdata/profiles/tiny.json", &text, &len, &err), 0);
+    assert_int_equal(hps_read_all(HPS_TESTDATA "/profiles/tiny.json", &text, &len, &err), 0);
     assert_int_equal(hps_profiles_add(ps, "tiny.json", text, len, &err), 0);
     /* the same devices twice are a conflict */
     assert_int_equal(hps_profiles_add(ps, "again.json", text, len, &err), -1);
@@ -765,14 +765,14 @@ static void test_cpu_units_scale_to_their_threads(void **state)
 {
     (void)state;
     hps_error err;
-    hps_model *m = hps_model_load("testdata/models/demo-ctr.json", &err);
-    hps_cluster *aws = hps_cluster_load("testdata/clusters/aws.json", &err);
-    hps_cluster *lab = hps_cluster_load("testdata/clusters/lab.json", &err);
+    hps_model *m = hps_model_load(HPS_TESTDATA "/models/demo-ctr.json", &err);
+    hps_cluster *aws = hps_cluster_load(HPS_TESTDATA "/clusters/aws.json", &err);
+    hps_cluster *lab = hps_cluster_load(HPS_TESTDATA "/clusters/lab.json", &err);
     assert_true(m && aws && lab);
     hps_profiles *ps = hps_profiles_new();
     char *text;
     size_t len;
-    assert_int_equal(hps_read_all("testdata/profiles/demo-ctr.json", &text, &len, &err), 0);
+    assert_int_equal(hps_read_all(HPS_TESTDATA "/profiles/demo-ctr.json", &text, &len, &err), 0);
     assert_int_equal(hps_profiles_add(ps, "demo-ctr.json", text, len, &err), 0);
     free(text);
     plan_problem *pa = plan_problem_build(m, aws, ps, &err), *pl = plan_problem_build(m, lab, ps, &err);
@@ -790,7 +790,7 @@ static void test_cpu_units_scale_to_their_threads(void **state)
     lab->types[tl].threads = 1, lab->types[tl].threads_given = 1;
     plan_problem *p1 = plan_problem_build(m, lab, ps, &err);
     assert_non_null(p1);
-    json_t *doc = json_load_file("testdata/profiles/demo-ctr.json", 0, NULL);
+    json_t *doc = json_load_file(HPS_TESTDATA "/profiles/demo-ctr.json", 0, NULL);
     json_t *layers = json_object_get(json_array_get(json_object_get(doc, "devices"), 0), "layers");
     assert_int_equal(json_array_size(layers), m->n_layers);
     for (int l = 0; l < m->n_layers; l++) {
@@ -832,7 +832,7 @@ static double cut_floats(const char *model, const char *profile, int c)
 {
     hps_error err;
     hps_model *m = hps_model_load(model, &err);
-    hps_cluster *cl = hps_cluster_load("testdata/clusters/lab.json", &err);
+    hps_cluster *cl = hps_cluster_load(HPS_TESTDATA "/clusters/lab.json", &err);
     assert_true(m && cl);
     hps_profiles *ps = hps_profiles_new();
     char *text;
@@ -882,8 +882,8 @@ static void test_units_taken_counts_servers_on_their_type(void **state)
 static void test_cut_charges_what_is_sent(void **state)
 {
     (void)state;
-    const char *dlrm = "testdata/models/dlrm-criteo.json", *dlrm_p = "testdata/profiles/dlrm-criteo.json";
-    const char *demo = "testdata/models/demo-ctr.json", *demo_p = "testdata/profiles/demo-ctr.json";
+    const char *dlrm = HPS_TESTDATA "/models/dlrm-criteo.json", *dlrm_p = HPS_TESTDATA "/profiles/dlrm-criteo.json";
+    const char *demo = HPS_TESTDATA "/models/demo-ctr.json", *demo_p = HPS_TESTDATA "/profiles/demo-ctr.json";
     /* dlrm-criteo after bottom1: 26 x 8 pooled + bottom1's 16 and the label
      * forward, 224 gradients back */
     NEAR(cut_floats(dlrm, dlrm_p, 3), 224 + 1 + 224);

@@ -21,8 +21,8 @@ static void test_plan_round_trips(void **state)
 {
     (void)state;
     plan_fixture f;
-    plan_fixture_load(&f, "testdata/models/demo-ctr.json", "testdata/clusters/lab.json",
-                      "testdata/profiles/demo-ctr.json", 700000);
+    plan_fixture_load(&f, HPS_TESTDATA "/models/demo-ctr.json", HPS_TESTDATA "/clusters/lab.json",
+                      HPS_TESTDATA "/profiles/demo-ctr.json", 700000);
     plan_search_opts o = {.seed = 3, .bound_time = 5};
     plan_result r;
     plan_eval e;
@@ -148,7 +148,7 @@ static void exact_plan(plan_fixture *f, const char *cluster, double limit, plan_
                        plan_layout *l)
 {
     hps_error err;
-    plan_fixture_load(f, "testdata/models/demo-ctr.json", cluster, "testdata/profiles/demo-ctr.json", limit);
+    plan_fixture_load(f, HPS_TESTDATA "/models/demo-ctr.json", cluster, HPS_TESTDATA "/profiles/demo-ctr.json", limit);
     plan_result_init(r, f->p);
     plan_eval_init(e, f->p);
     plan_solve_exact(f->p, &(plan_search_opts){.bound_time = 5}, r);
@@ -164,7 +164,7 @@ static void test_servers_are_not_the_bottleneck(void **state)
     plan_result r;
     plan_eval e;
     plan_layout l;
-    exact_plan(&f, "testdata/clusters/aws.json", 1000000, &r, &e, &l);
+    exact_plan(&f, HPS_TESTDATA "/clusters/aws.json", 1000000, &r, &e, &l);
     double per_server = f.c->server_gbps * 1.25e8;
     assert_true(l.server_bytes_per_s <= l.n_servers * per_server);
     assert_true(l.server_bytes_per_s > (l.n_servers - 1) * per_server);
@@ -185,7 +185,7 @@ static void test_gap_of_a_tie(void **state)
     plan_result r;
     plan_eval e;
     plan_layout l;
-    exact_plan(&f, "testdata/clusters/lab.json", 700000, &r, &e, &l);
+    exact_plan(&f, HPS_TESTDATA "/clusters/lab.json", 700000, &r, &e, &l);
     r.optimal = 0; /* as rl's plan */
     plan_meta meta = {.model_path = "m.json", .cluster_path = "c.json", .model_digest = f.m->digest,
                       .cluster_digest = f.c->digest, .model_name = f.m->name, .algorithm = "rl",

@@ -280,7 +280,7 @@ static void test_plan_read(void **state)
     int n, servers;
     char digest[72];
     hps_error err;
-    assert_int_equal(hps_plan_read("testdata/plans/plan-3workers.json", &shares, &n, &servers, digest, &err), 0);
+    assert_int_equal(hps_plan_read(HPS_TESTDATA "/plans/plan-3workers.json", &shares, &n, &servers, digest, &err), 0);
     assert_int_equal(n, 3);
     assert_int_equal(servers, 2);
     assert_true(shares[0] == 0.5 && shares[1] == 0.3 && shares[2] == 0.2); /* rank order */
@@ -531,8 +531,8 @@ static void write_blocks(const char *path, const hps_schema *s, hps_rows **block
 static void test_version_1_and_2_decode_alike(void **state)
 {
     (void)state;
-    const char *v1[] = {"testdata/shards-v1/libsvm-dense/shard-00000.hps",
-                        "testdata/shards-v1/criteo-small/shard-00000.hps"};
+    const char *v1[] = {HPS_TESTDATA "/shards-v1/libsvm-dense/shard-00000.hps",
+                        HPS_TESTDATA "/shards-v1/criteo-small/shard-00000.hps"};
     char path[128];
     tmp_shard(path, sizeof path);
     for (int t = 0; t < 2; t++) {

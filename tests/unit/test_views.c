@@ -96,8 +96,8 @@ static void test_pareto_frontier(void **state)
 {
     (void)state;
     plan_fixture f;
-    plan_fixture_load(&f, "testdata/models/demo-ctr.json", "testdata/clusters/aws.json",
-                      "testdata/profiles/demo-ctr.json",
+    plan_fixture_load(&f, HPS_TESTDATA "/models/demo-ctr.json", HPS_TESTDATA "/clusters/aws.json",
+                      HPS_TESTDATA "/profiles/demo-ctr.json",
          20000);
     plan_search_opts o = {.seed = 1, .bound_time = 5};
     plan_frontier fr;
@@ -132,8 +132,8 @@ static void test_dot_follows_the_data_flow(void **state)
 {
     (void)state;
     plan_fixture f;
-    plan_fixture_load(&f, "testdata/models/dlrm-criteo.json", "testdata/clusters/aws.json",
-                      "testdata/profiles/dlrm-criteo.json",
+    plan_fixture_load(&f, HPS_TESTDATA "/models/dlrm-criteo.json", HPS_TESTDATA "/clusters/aws.json",
+                      HPS_TESTDATA "/profiles/dlrm-criteo.json",
          1e6);
     plan_search_opts o = {.seed = 1, .bound_time = 5};
     plan_result r;
