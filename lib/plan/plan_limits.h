@@ -11,6 +11,8 @@
 #ifndef HPS_PLAN_LIMITS_H
 #define HPS_PLAN_LIMITS_H
 
+#include <math.h>
+
 #include "plan/plan_internal.h"
 
 /* Which types the DP's state tracks and which are priced. */
@@ -66,8 +68,20 @@ void plan_limits_togo(const plan_limits_dp *d, double *go, double *gt);
 int plan_limits_follow(const plan_limits_dp *d, const double *go, int *units);
 /* The plan of least rate at the floor, forward (of equal rates the fastest,
  * then the first found): its types into assign and its units per type into
- * units; 0 when none.  Its state is (L + 1) T nu. */
+ * units; 0 when none.  Its state is (L + 1) T nu.  The polish plans by it
+ * rather than by following the cost to go: among plans of one rate the two
+ * directions pick different ones, and the polish's plans would move (3 of
+ * 40 random instances, same score, other types). */
 int plan_limits_best(const plan_limits_dp *d, int *assign, int *units);
+
+/* The prices' steps: wmax (the dearest unit's rate) at round 0, shrinking
+ * by 0.9 a round; an overflow counts as a quarter at least, so that a type
+ * just past its limit still moves.  The polish and the rl relaxation step
+ * by it; the exact solver's dual bound steps its own way (halving where a
+ * step finds no better bound, per type at its own rate): it prunes by the
+ * bound, and only a bound that rises prunes more. */
+#define PLAN_LIMITS_OVER_FLOOR 0.25
+static inline double plan_limits_step_size(double wmax, int round) { return wmax * pow(0.9, round); }
 
 /* One projected subgradient step on the prices of the types priced[t]
  * (NULL: every type), at the relaxed plan's units: each moves by step (times

@@ -312,7 +312,7 @@ static int limits_at_floor(limits_table *lt, double theta, long max_work, int *a
 {
     const plan_problem *p = lt->p;
     int T = lt->T, units[PLAN_MAX_TYPES], improved = 0;
-    double lam[PLAN_MAX_TYPES] = {0}, wmax = 0, step = 1;
+    double lam[PLAN_MAX_TYPES] = {0}, wmax = 0;
     /* the states of a unit combination, and of them what max_work allows */
     long base = (long)(lt->L + 1) * T, max_states = max_work / (lt->L + T);
     plan_tracked tr;
@@ -329,17 +329,14 @@ static int limits_at_floor(limits_table *lt, double theta, long max_work, int *a
             n_priced += was[t] = tr.priced[t];
         }
         if (!any && !n_priced) break;
-        /* the priced types: a subgradient step, both ways, shrinking by a
-         * fixed factor (a plan within the limits may still be priced too
-         * high); each round here is a DP the full cost model then scores,
-         * so a few large steps serve better than the many small ones of the
-         * rl relaxation's prices */
-        plan_limits_price_step(p, units, wmax * step, NULL, 0, tr.priced, lam);
-        step *= 0.7;
+        /* the priced types: a subgradient step, both ways (a plan within
+         * the limits may still be priced too high), on the schedule of the
+         * rl relaxation's prices (plan_limits_step_size) */
+        plan_limits_price_step(p, units, plan_limits_step_size(wmax, round), NULL, PLAN_LIMITS_OVER_FLOOR, tr.priced, lam);
         plan_tracked_add(p, &tr, units, base, max_states < LIMITS_MAX_STATES ? max_states : LIMITS_MAX_STATES);
-        /* a type priced now starts at its overflow's price, a quarter at least */
+        /* a type priced now starts with a first step */
         for (int t = 0; t < T; t++) was[t] = tr.priced[t] && !was[t];
-        plan_limits_price_step(p, units, wmax, NULL, 0.25, was, lam);
+        plan_limits_price_step(p, units, plan_limits_step_size(wmax, 0), NULL, PLAN_LIMITS_OVER_FLOOR, was, lam);
     }
     return improved;
 }

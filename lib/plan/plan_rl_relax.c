@@ -132,9 +132,8 @@ static void unit_prices(const rl_instance *in, int j, double *go, double *gt, do
             bound = dual;
             memcpy(best, lam, sizeof best);
         }
-        /* many small steps, shrinking geometrically, the best bound kept: a
-         * round is one DP, and the prices steer every action's cost to go */
-        int over = plan_limits_price_step(p, units, wmax * pow(0.9, round), NULL, 0.25, NULL, lam);
+        int over = plan_limits_price_step(p, units, plan_limits_step_size(wmax, round), NULL, PLAN_LIMITS_OVER_FLOOR,
+                                          NULL, lam);
         if (!over && round == 0) break;
     }
     memcpy(lam, best, sizeof best);
