@@ -752,7 +752,7 @@ static void test_profile_digest_mismatch(void **state)
     free(text);
     assert_null(plan_problem_build(m, c, ps, &err));
     assert_non_null(strstr(err.msg, "tiny.json: profiled model sha256:e7a1d4a6... is not "
-                                    "testdata/models/demo-ctr.json"));
+                                    HPS_TESTDATA "/models/demo-ctr.json"));
     hps_profiles_free(ps);
     hps_cluster_free(c);
     hps_model_free(m);
