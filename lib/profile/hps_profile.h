@@ -259,6 +259,10 @@ void hps_energy_close(hps_energy *e);
  * shared with hps-train's probe. */
 void hps_profile_device_measured(hps_profile_device_out *d, char *name, char *host, const hps_device_spec *dev,
                                  int threads, int embed_dim);
+/* A measured layer l: its timings from its forward and backward samples
+ * (seconds, reps of them) and its costs at batch; no scaling, no energy. */
+void hps_profile_layer_measured(hps_profile_layer_out *L, const hps_model *m, int l, int batch,
+                                const double *fwd_sec, const double *bwd_sec, int reps);
 
 /* The share f of a layer's time on B samples that fewer samples do not
  * shorten, from its times on B and B / 2 through t(b) = t(B) (f + (1 - f)

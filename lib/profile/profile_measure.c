@@ -219,15 +219,23 @@ static hps_profile_batch_out batch_scaling_of(int batch, const int *threads, int
 
 /* ---- JSON -------------------------------------------------------------------- */
 
+void hps_profile_layer_measured(hps_profile_layer_out *L, const hps_model *m, int l, int batch,
+                                const double *fwd_sec, const double *bwd_sec, int reps)
+{
+    *L = (hps_profile_layer_out){.index = l, .name = m->layers[l].name,
+                                 .type = hps_layer_kind_names[m->layers[l].kind], .source = "measured",
+                                 .forward_ms = hps_profile_timing_of(fwd_sec, reps),
+                                 .backward_ms = hps_profile_timing_of(bwd_sec, reps), .energy_j = NAN};
+    hps_layer_costs(m, l, batch, &L->cost);
+}
+
 static json_t *layer_json(const hps_model *m, int l, int batch, const samples *s, hps_profile_scaling scaling,
                           hps_profile_batch_out batch_scaling, int have_energy)
 {
-    hps_profile_layer_out out = {.index = l, .name = m->layers[l].name,
-                                 .type = hps_layer_kind_names[m->layers[l].kind], .source = "measured",
-                                 .forward_ms = hps_profile_timing_of(s->fwd + l * s->reps, s->reps),
-                                 .backward_ms = hps_profile_timing_of(s->bwd + l * s->reps, s->reps),
-                                 .scaling = scaling, .batch_scaling = batch_scaling, .energy_j = NAN};
-    hps_layer_costs(m, l, batch, &out.cost);
+    hps_profile_layer_out out;
+    hps_profile_layer_measured(&out, m, l, batch, s->fwd + l * s->reps, s->bwd + l * s->reps, s->reps);
+    out.scaling = scaling;
+    out.batch_scaling = batch_scaling;
     if (have_energy)
         out.energy_j = (sum(s->fwd_j + l * s->reps, s->reps) + sum(s->bwd_j + l * s->reps, s->reps)) / s->reps;
     return hps_profile_layer_json(&out);

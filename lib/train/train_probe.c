@@ -2,7 +2,6 @@
  * every thread count, written as a profile (hps-profile(5)) so that hps-plan
  * can plan again on measured figures instead of hps-profile's synthetic
  * batch.  The probe trains: run it apart from the real job. */
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,13 +79,11 @@ static json_t *probe_device(hps_trainer *t, probe_samples *by_k, int T)
             units[k] = k + 1;
         }
         sum_ms += ms[T - 1];
-        hps_profile_layer_out L = {
-            .index = l, .name = m->layers[l].name, .type = hps_layer_kind_names[m->layers[l].kind],
-            .source = "measured", .forward_ms = hps_profile_timing_of(full->fwd + l * full->steps, full->steps),
-            .backward_ms = hps_profile_timing_of(full->bwd + l * full->steps, full->steps),
-            .scaling = {.n = T, .units = units, .ms = ms, .parallel_fraction = hps_fit_parallel_fraction(units, ms, T)},
-            .energy_j = NAN};
-        hps_layer_costs(m, l, t->B, &L.cost);
+        hps_profile_layer_out L;
+        hps_profile_layer_measured(&L, m, l, t->B, full->fwd + l * full->steps, full->bwd + l * full->steps,
+                                   full->steps);
+        L.scaling = (hps_profile_scaling){.n = T, .units = units, .ms = ms,
+                                          .parallel_fraction = hps_fit_parallel_fraction(units, ms, T)};
         json_array_append_new(layers, hps_profile_layer_json(&L));
     }
     out.probe = 1;
