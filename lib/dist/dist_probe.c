@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/hps_json.h"
 #include "dist/dist_internal.h"
 #include "net/hps_batch.h"
 #include "profile/hps_profile.h"
@@ -54,10 +53,10 @@ static int probe_step(hps_trainer *t, hps_dist *d, hps_source *src, hps_batch *b
 
 static json_t *probe_json(probe_steps *s, int steps)
 {
-    return json_pack("{s:o, s:o, s:o, s:o}", "rows", hps_json_real(hps_median(s->rows, steps)), "bytes",
-                     hps_json_real(hps_median(s->bytes, steps)), "worker_ms",
-                     hps_profile_timing_json(s->worker, steps), "server_ms",
-                     hps_profile_timing_json(s->server, steps));
+    hps_profile_exchange_out x = {.rows = hps_median(s->rows, steps), .bytes = hps_median(s->bytes, steps),
+                                  .worker_ms = hps_profile_timing_of(s->worker, steps),
+                                  .server_ms = hps_profile_timing_of(s->server, steps)};
+    return hps_profile_exchange_json(&x);
 }
 
 json_t *hps_dist_probe_exchange(const hps_model *m, hps_source *src, int batch, int threads, int steps,

@@ -49,9 +49,6 @@ void hps_device_list(FILE *out);
 json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
                             const hps_profile_opts *o, hps_error *err);
 
-/* The top-level document around a devices array (stolen). */
-json_t *hps_profile_doc(const hps_model *m, const hps_profile_opts *o, json_t *devices);
-
 /* ---- the reader: a profile file as structs, every field checked once ---- */
 
 /* A layer's thread scaling: forward+backward ms at each thread count timed
@@ -136,7 +133,80 @@ const hps_profile_device *hps_profiles_find(const hps_profiles *ps, const char *
                                             const hps_profile **in);
 void hps_profiles_free(hps_profiles *ps);
 
-/* ---- the writer: what tools add to a profile they made ---- */
+/* ---- the writer: structs into hps-profile(5), every field named once ---- */
+
+/* A timing object, in ms; point: one figure, not samples (an estimate),
+ * its mad written as the integer 0. */
+typedef struct {
+    double median, min, max, mad;
+    int point;
+} hps_profile_timing;
+/* The timing of n samples in seconds. */
+hps_profile_timing hps_profile_timing_of(const double *sec, int n);
+hps_profile_timing hps_profile_timing_point(double ms);
+json_t *hps_profile_timing_json(const hps_profile_timing *t);
+
+/* A layer's batch_scaling as written: measured (samples, the batch), the
+ * times on it and its half (full_ms, half_ms) at each of units; estimated
+ * (samples 0), the fractions alone.  n 0: none. */
+typedef struct {
+    int n, samples;
+    const int *units;
+    const double *full_ms, *half_ms, *fixed_fraction;
+} hps_profile_batch_out;
+
+/* A layer as written; energy_j NAN: not read (null). */
+typedef struct {
+    int index;
+    const char *name, *type, *source;
+    hps_profile_timing forward_ms, backward_ms;
+    hps_layer_cost cost;
+    hps_profile_scaling scaling;
+    hps_profile_batch_out batch_scaling;
+    double energy_j;
+} hps_profile_layer_out;
+
+/* A device as written, its layers apart.  calibrated_on NULL: measured,
+ * with blas_core and handoff_us; rates NAN: not benchmarked (null);
+ * pcie_gbps written when > 0, read_ms with has_read; the energy's source,
+ * step_j and reason NULL / NAN for null. */
+typedef struct {
+    const char *id, *name, *host, *source, *calibrated_on, *blas_core;
+    int is_gpu, threads, probe, has_read;
+    double memory_bytes, sgemm_gflops, triad_gbps, pcie_gbps, gather_mrows_per_s, handoff_us;
+    hps_profile_timing overhead_ms, read_ms, step_ms;
+    double layers_sum_ms;
+    const char *energy_source, *energy_reason;
+    double step_j;
+} hps_profile_device_out;
+
+/* The step's exchange with a server, as hps_dist_probe_exchange times it. */
+typedef struct {
+    double rows, bytes;
+    hps_profile_timing worker_ms, server_ms;
+} hps_profile_exchange_out;
+
+json_t *hps_profile_scaling_json(const hps_profile_scaling *s);
+json_t *hps_profile_batch_scaling_json(const hps_profile_batch_out *b);
+/* A layer object's batch_scaling fractions as they are written there (an
+ * estimate keeps its reference's, so odd inputs stay byte-identical);
+ * {units: [1], fixed_fraction: [0]} when it has none. */
+json_t *hps_profile_batch_scaling_copy(json_t *layer);
+json_t *hps_profile_layer_json(const hps_profile_layer_out *L);
+/* Sets an estimate's figures over a copy of its reference's layer object
+ * (batch_scaling stolen). */
+void hps_profile_layer_set_estimate(json_t *layer, const hps_profile_layer_out *L, json_t *batch_scaling);
+/* A device object around layers (stolen). */
+json_t *hps_profile_device_json(const hps_profile_device_out *d, json_t *layers);
+json_t *hps_profile_exchange_json(const hps_profile_exchange_out *x);
+
+/* The top-level document around a devices array (stolen). */
+json_t *hps_profile_doc(const hps_model *m, const hps_profile_opts *o, json_t *devices);
+/* A document's devices array; its device i (one a tool just made). */
+json_t *hps_profile_doc_devices(json_t *doc);
+json_t *hps_profile_doc_device(json_t *doc, int i);
+/* Records the files a merged document came from. */
+void hps_profile_doc_set_merged_from(json_t *doc, const char **names, int n);
 
 /* Adds to a measured CPU device of a profile what hps-train's engine timed
  * (hps_trainer_probe's document): its overhead_ms, where it came from, and
@@ -144,8 +214,9 @@ void hps_profiles_free(hps_profiles *ps);
 void hps_profile_device_set_engine(json_t *device, json_t *probe_doc, int on_data);
 /* Sets a device's exchange record (stolen; hps_dist_probe_exchange). */
 void hps_profile_device_set_exchange(json_t *device, json_t *exchange);
-/* The first device object of a profile document (one a tool just made). */
-json_t *hps_profile_doc_device(json_t *doc, int i);
+/* Multiplies a layer's timings and scaling curve by factor in its object,
+ * recording "calibrated" (hps_profile_scale_layers). */
+void hps_profile_layer_set_calibrated(const hps_profile_layer *L, double factor, const char *run);
 
 /* Adds an estimated device from a spec sheet (hps-profile(1), ESTIMATES),
  * calibrated against the first measured device of doc. */
@@ -183,16 +254,15 @@ double hps_energy_joules(hps_energy *e); /* monotonic total since open */
 const char *hps_energy_source(const hps_energy *e);
 void hps_energy_close(hps_energy *e);
 
-/* Pieces of a device object, shared with hps-train's probe: a timing object
- * from seconds; a scaling object (ms at 1..units); a layer entry from its
- * forward and backward samples (joules may be NULL); a device header with
- * the device micro-benchmarks. */
-json_t *hps_profile_timing_json(const double *sec, int n);
-json_t *hps_profile_scaling_json(const double *ms, int units, int is_gpu);
-json_t *hps_profile_layer_json(const hps_model *m, int l, int batch, const double *fwd_sec,
-                               const double *bwd_sec, int reps, json_t *scaling,
-                               const double *joules);
-json_t *hps_profile_device_header(const hps_device_spec *dev, int threads, int embed_dim);
+/* A measured device's figures besides its timings: its name and host (into
+ * name and host, 256 bytes each), memory and (a CPU) the micro-benchmarks;
+ * shared with hps-train's probe. */
+void hps_profile_device_measured(hps_profile_device_out *d, char *name, char *host, const hps_device_spec *dev,
+                                 int threads, int embed_dim);
+/* A measured layer l: its timings from its forward and backward samples
+ * (seconds, reps of them) and its costs at batch; no scaling, no energy. */
+void hps_profile_layer_measured(hps_profile_layer_out *L, const hps_model *m, int l, int batch,
+                                const double *fwd_sec, const double *bwd_sec, int reps);
 
 /* The share f of a layer's time on B samples that fewer samples do not
  * shorten, from its times on B and B / 2 through t(b) = t(B) (f + (1 - f)

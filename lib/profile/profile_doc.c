@@ -1,5 +1,5 @@
-/* Profiles as documents: merging, the table for people, calibration, and
- * what tools add to the devices they measured. */
+/* Profiles as documents: merging, the table for people and calibration
+ * (their edits written by profile_write.c). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,13 +24,10 @@ static json_t *merge_read(hps_profile **ps, const char **names, int n, hps_error
                                     names[i], ps[i]->devices[k].id),
                            NULL;
     }
-    json_t *out = json_deep_copy(ps[0]->doc), *devices = json_object_get(out, "devices");
-    json_t *from = json_array();
-    for (int i = 0; i < n; i++) {
-        for (int k = 0; i > 0 && k < ps[i]->n_devices; k++) json_array_append(devices, ps[i]->devices[k].json);
-        json_array_append_new(from, json_string(names[i]));
-    }
-    json_object_set_new(out, "merged_from", from);
+    json_t *out = json_deep_copy(ps[0]->doc), *devices = hps_profile_doc_devices(out);
+    for (int i = 1; i < n; i++)
+        for (int k = 0; k < ps[i]->n_devices; k++) json_array_append(devices, ps[i]->devices[k].json);
+    hps_profile_doc_set_merged_from(out, names, n);
     return out;
 }
 
@@ -88,15 +85,6 @@ void hps_profile_print_table(const hps_profile *p, FILE *out)
     }
 }
 
-/* Multiplies the figures of a timing object ({median, min, max, mad}). */
-static void scale_timing(json_t *t, double f)
-{
-    const char *key;
-    json_t *v;
-    json_object_foreach(t, key, v)
-        if (json_is_number(v)) json_object_set_new(t, key, json_real(json_number_value(v) * f));
-}
-
 int hps_profile_scale_layers(json_t *doc, const char *device_id, int first, int end, double factor,
                              const char *run)
 {
@@ -104,34 +92,7 @@ int hps_profile_scale_layers(json_t *doc, const char *device_id, int first, int 
     hps_profile *p = hps_profile_read(doc, "-", &err);
     const hps_profile_device *d = p ? hps_profile_device_find(p, device_id) : NULL;
     int rc = d && end <= d->n_layers ? 0 : -1;
-    for (int l = first; rc == 0 && l < end; l++) {
-        const hps_profile_layer *L = &d->layers[l];
-        json_t *sc = json_object_get(L->json, "scaling");
-        scale_timing(json_object_get(L->json, "forward_ms"), factor);
-        scale_timing(json_object_get(L->json, "backward_ms"), factor);
-        /* the curve moves with the times; its parallel fraction stays */
-        json_t *ms = json_object_get(sc, "ms");
-        for (int k = 0; k < L->scaling.n; k++) json_array_set_new(ms, (size_t)k, json_real(L->scaling.ms[k] * factor));
-        json_object_set_new(L->json, "calibrated",
-                            json_pack("{s:f, s:s}", "factor", factor * L->calibrated, "run", run));
-    }
+    for (int l = first; rc == 0 && l < end; l++) hps_profile_layer_set_calibrated(&d->layers[l], factor, run);
     hps_profile_free(p);
     return rc;
-}
-
-/* ---- what tools add to a profile they made ------------------------------------- */
-
-json_t *hps_profile_doc_device(json_t *doc, int i) { return json_array_get(json_object_get(doc, "devices"), (size_t)i); }
-
-void hps_profile_device_set_exchange(json_t *device, json_t *exchange)
-{
-    json_object_set_new(device, "exchange", exchange);
-}
-
-void hps_profile_device_set_engine(json_t *device, json_t *probe_doc, int on_data)
-{
-    json_t *pd = hps_profile_doc_device(probe_doc, 0);
-    json_object_set(device, "overhead_ms", json_object_get(pd, "overhead_ms"));
-    json_object_set_new(device, "overhead_from", json_string(on_data ? "engine on shards" : "engine"));
-    if (on_data) json_object_set(device, "read_ms", json_object_get(pd, "read_ms")); /* generating is no read */
 }

@@ -87,12 +87,6 @@ static int kernels(const hps_profile_layer *L, int backward)
     return 1;
 }
 
-static json_t *timing(double ms)
-{
-    return json_pack("{s:o, s:o, s:o, s:i}", "median", hps_json_real(ms), "min", hps_json_real(ms),
-                     "max", hps_json_real(ms), "mad", 0);
-}
-
 static int is_gpu(const device_spec *s) { return strcmp(s->kind, "gpu") == 0; }
 
 /* A GPU pass from the device model alone (the comment at the top). */
@@ -132,36 +126,32 @@ static double estimate_pass(const hps_profile_layer *L, const hps_profile_device
  * reference's at each thread count (its figures as written). */
 static json_t *estimate_batch_scaling(const hps_profile_layer *L, const device_spec *s, double full_ms)
 {
-    json_t *ref = json_object_get(L->json, "batch_scaling");
-    if (!is_gpu(s))
-        return L->batch_scaling.n ? json_pack("{s:O, s:O}", "units", json_object_get(ref, "units"), "fixed_fraction",
-                                              json_object_get(ref, "fixed_fraction"))
-                                  : json_pack("{s:[i], s:[i]}", "units", 1, "fixed_fraction", 0);
+    if (!is_gpu(s)) return hps_profile_batch_scaling_copy(L->json);
     hps_profile_layer half = *L; /* what scales with the samples, halved */
     half.flops_forward /= 2, half.flops_backward /= 2, half.bytes_in /= 2, half.bytes_out /= 2;
     half.sparse_bytes /= 2;
     double half_ms = gpu_pass_ms(&half, s, 0) + gpu_pass_ms(&half, s, 1);
-    return json_pack("{s:[i], s:[o]}", "units", 1, "fixed_fraction", hps_json_real(hps_fixed_fraction(full_ms, half_ms)));
+    static const int one = 1;
+    double fixed = hps_fixed_fraction(full_ms, half_ms);
+    return hps_profile_batch_scaling_json(&(hps_profile_batch_out){.n = 1, .units = &one, .fixed_fraction = &fixed});
 }
 
-/* The reference's layer object with the estimated figures in its place. */
+/* The reference's layer object with the estimated figures in its place
+ * (a copy, so that what the estimate does not set stays as the reference
+ * wrote it). */
 static json_t *estimate_layer(const hps_profile_layer *ref_layer, const hps_profile_device *ref,
                               const device_spec *s, double *sum_ms)
 {
     json_t *L = json_deep_copy(ref_layer->json);
-    double f = estimate_pass(ref_layer, ref, s, 0), b = estimate_pass(ref_layer, ref, s, 1);
-    json_object_set_new(L, "batch_scaling", estimate_batch_scaling(ref_layer, s, f + b));
-    *sum_ms += f + b;
-    json_object_set_new(L, "forward_ms", timing(f));
-    json_object_set_new(L, "backward_ms", timing(b));
-    json_object_set_new(L, "scaling",
-                        json_pack("{s:[i], s:[o], s:o}", "units", 1, "ms", hps_json_real(f + b),
-                                  "parallel_fraction",
-                                  hps_json_real(is_gpu(s) ? s->parallel_fraction
-                                                          : ref_layer->scaling.parallel_fraction)));
-    json_object_set_new(L, "energy_j",
-                        s->power_w > 0 ? hps_json_real(s->power_w * (f + b) * 1e-3) : json_null());
-    json_object_set_new(L, "source", json_string("estimated"));
+    double f = estimate_pass(ref_layer, ref, s, 0), b = estimate_pass(ref_layer, ref, s, 1), both = f + b;
+    int one = 1;
+    hps_profile_layer_out out = {
+        .source = "estimated", .forward_ms = hps_profile_timing_point(f), .backward_ms = hps_profile_timing_point(b),
+        .scaling = {.n = 1, .units = &one, .ms = &both,
+                    .parallel_fraction = is_gpu(s) ? s->parallel_fraction : ref_layer->scaling.parallel_fraction},
+        .energy_j = s->power_w > 0 ? s->power_w * both * 1e-3 : NAN};
+    hps_profile_layer_set_estimate(L, &out, estimate_batch_scaling(ref_layer, s, both));
+    *sum_ms += both;
     return L;
 }
 
@@ -187,18 +177,15 @@ static const hps_profile_device *first_measured(const hps_profile *p)
 
 static json_t *estimated_device(const hps_profile_device *ref, const device_spec *s)
 {
-    json_t *dev = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i}", "id", s->name, "kind", s->kind,
-                            "name", s->model, "host", "estimated", "source", "estimated",
-                            "threads", 0);
-    json_object_set_new(dev, "calibrated_on", json_string(ref->id));
-    json_object_set_new(dev, "memory_bytes", json_real(s->memory_gb * 1073741824.0));
-    json_object_set_new(dev, "sgemm_gflops", json_real(s->peak_gflops * s->attainable));
-    json_object_set_new(dev, "triad_gbps", json_real(s->mem_gbps * s->attainable));
-    if (is_gpu(s)) json_object_set_new(dev, "pcie_gbps", json_real(s->pcie_gbps));
-    /* a GPU's rows of 16 floats at its gather rate; a CPU's scaled from the measured one */
+    /* a CPU's gather rate scaled from the measured one; a GPU's rows of 16
+     * floats at its gather rate */
     double ratio = s->mem_gbps * s->attainable / ref->triad_gbps;
-    json_object_set_new(dev, "gather_mrows_per_s",
-                        json_real(is_gpu(s) ? s->gather_gbps * 1e3 / 64 : ref->gather_mrows_per_s * ratio));
+    hps_profile_device_out d = {
+        .id = s->name, .is_gpu = is_gpu(s), .name = s->model, .host = "estimated", .source = "estimated",
+        .calibrated_on = ref->id, .memory_bytes = s->memory_gb * 1073741824.0,
+        .sgemm_gflops = s->peak_gflops * s->attainable, .triad_gbps = s->mem_gbps * s->attainable,
+        .pcie_gbps = is_gpu(s) ? s->pcie_gbps : 0,
+        .gather_mrows_per_s = is_gpu(s) ? s->gather_gbps * 1e3 / 64 : ref->gather_mrows_per_s * ratio, .step_j = NAN};
     json_t *layers = json_array();
     double sum_ms = 0, batch_bytes = 0;
     for (int i = 0; i < ref->n_layers; i++) {
@@ -207,18 +194,17 @@ static json_t *estimated_device(const hps_profile_device *ref, const device_spec
         if (is_type(L, "embedding") || i == 0) batch_bytes += L->bytes_in;
     }
     double overhead = estimate_overhead_ms(ref, s, batch_bytes);
-    json_object_set_new(dev, "layers", layers);
-    json_object_set_new(dev, "overhead_ms", timing(overhead));
-    json_object_set_new(dev, "step_ms", timing(sum_ms + overhead));
-    json_object_set_new(dev, "layers_sum_ms", json_real(sum_ms + overhead));
-    json_object_set_new(dev, "energy",
-                        s->power_w > 0
-                            ? json_pack("{s:s, s:o, s:s}", "source", "estimated", "step_j",
-                                        hps_json_real(s->power_w * (sum_ms + overhead) * 1e-3),
-                                        "reason", "power_w x estimated time")
-                            : json_pack("{s:n, s:n, s:s}", "source", "step_j", "reason",
-                                        "the spec gives no power_w"));
-    return dev;
+    d.overhead_ms = hps_profile_timing_point(overhead);
+    d.step_ms = hps_profile_timing_point(sum_ms + overhead);
+    d.layers_sum_ms = sum_ms + overhead;
+    if (s->power_w > 0) {
+        d.energy_source = "estimated";
+        d.step_j = s->power_w * (sum_ms + overhead) * 1e-3;
+        d.energy_reason = "power_w x estimated time";
+    } else {
+        d.energy_reason = "the spec gives no power_w";
+    }
+    return hps_profile_device_json(&d, layers);
 }
 
 /* The estimate against a profile already read: doc is p's document. */
@@ -235,7 +221,7 @@ static int estimate_into(json_t *doc, const hps_profile *p, const char *spec_pat
     if (hps_profile_device_find(p, s.name))
         rc = hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' is already in the profile",
                       hps_path_name(spec_path), s.name);
-    if (rc == 0) json_array_append_new(json_object_get(doc, "devices"), estimated_device(ref, &s));
+    if (rc == 0) json_array_append_new(hps_profile_doc_devices(doc), estimated_device(ref, &s));
     free((char *)s.name), free((char *)s.kind), free((char *)s.model);
     return rc;
 }

@@ -1,9 +1,9 @@
 /* Measuring a model on one device: every layer's forward and backward time
  * over repetitions, the per-step overhead, the whole step, thread scaling
  * and energy, as a device object of hps-profile(5). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/hps_blas.h"
@@ -125,23 +125,6 @@ static samples *measure(bench *b, int reps, int warmup, int whole)
 
 /* ---- statistics -------------------------------------------------------------- */
 
-/* {median, min, max, mad} in milliseconds, from seconds. */
-json_t *hps_profile_timing_json(const double *sec, int n)
-{
-    double med = hps_median(sec, n), lo = sec[0], hi = sec[0];
-    double *dev = hps_malloc((size_t)n * sizeof *dev);
-    for (int i = 0; i < n; i++) {
-        lo = sec[i] < lo ? sec[i] : lo;
-        hi = sec[i] > hi ? sec[i] : hi;
-        dev[i] = sec[i] > med ? sec[i] - med : med - sec[i];
-    }
-    double mad = hps_median(dev, n);
-    free(dev);
-    return json_pack("{s:o, s:o, s:o, s:o}", "median", hps_json_real(med * 1e3), "min",
-                     hps_json_real(lo * 1e3), "max", hps_json_real(hi * 1e3), "mad",
-                     hps_json_real(mad * 1e3));
-}
-
 static double sum(const double *v, int n)
 {
     double s = 0;
@@ -173,19 +156,14 @@ static double *layer_ms(bench *b, const int *threads, int n, int rows, const hps
     return ms;
 }
 
-json_t *hps_profile_scaling_json(const double *ms, int threads, int is_gpu)
+/* The thread scaling of one layer: ms at 1..threads and its parallel
+ * fraction (units freed by the caller). */
+static hps_profile_scaling scaling_of(const double *ms, int threads, int is_gpu)
 {
-    json_t *units = json_array(), *times = json_array();
-    int *u = hps_malloc((size_t)threads * sizeof *u);
-    for (int k = 1; k <= threads; k++) {
-        u[k - 1] = k;
-        json_array_append_new(units, json_integer(k));
-        json_array_append_new(times, hps_json_real(ms[k - 1]));
-    }
-    double a = is_gpu ? GPU_PARALLEL_FRACTION : hps_fit_parallel_fraction(u, ms, threads);
-    free(u);
-    return json_pack("{s:o, s:o, s:o}", "units", units, "ms", times, "parallel_fraction",
-                     hps_json_real(a));
+    hps_profile_scaling sc = {.n = threads, .units = hps_malloc((size_t)threads * sizeof(int)), .ms = (double *)ms};
+    for (int k = 1; k <= threads; k++) sc.units[k - 1] = k;
+    sc.parallel_fraction = is_gpu ? GPU_PARALLEL_FRACTION : hps_fit_parallel_fraction(sc.units, ms, threads);
+    return sc;
 }
 
 void hps_scaling_suspect(const double *ms, int units, const double *fwd_sec, int reps,
@@ -229,55 +207,38 @@ static void warn_unreliable_scaling(const hps_model *m, const char *id, const sa
 /* A layer's time at B and B / 2 samples at each thread count, and the
  * share of its time at B that fewer samples do not shorten (calls, thread
  * start-up, a matrix product's ramp-up: hps_fixed_fraction), which hps-plan
- * charges to every data-parallel unit whole, at the unit's threads. */
-static json_t *batch_scaling_json(int batch, const int *threads, int n, const double *full_ms,
-                                  const double *half_ms)
+ * charges to every data-parallel unit whole, at the unit's threads
+ * (fixed: n of them, the caller's). */
+static hps_profile_batch_out batch_scaling_of(int batch, const int *threads, int n, const double *full_ms,
+                                              const double *half_ms, double *fixed)
 {
-    json_t *units = json_array(), *ms = json_array(), *fixed = json_array();
-    for (int k = 0; k < n; k++) {
-        json_array_append_new(units, json_integer(threads[k]));
-        json_array_append_new(ms, json_pack("[o, o]", hps_json_real(full_ms[k]), hps_json_real(half_ms[k])));
-        json_array_append_new(fixed, hps_json_real(hps_fixed_fraction(full_ms[k], half_ms[k])));
-    }
-    return json_pack("{s:[i, i], s:o, s:o, s:o}", "samples", batch, batch / 2, "units", units, "ms", ms,
-                     "fixed_fraction", fixed);
+    for (int k = 0; k < n; k++) fixed[k] = hps_fixed_fraction(full_ms[k], half_ms[k]);
+    return (hps_profile_batch_out){.n = n, .samples = batch, .units = threads, .full_ms = full_ms,
+                                   .half_ms = half_ms, .fixed_fraction = fixed};
 }
 
 /* ---- JSON -------------------------------------------------------------------- */
 
-json_t *hps_profile_layer_json(const hps_model *m, int l, int batch, const double *fwd_sec,
-                               const double *bwd_sec, int reps, json_t *scaling,
-                               const double *joules)
+void hps_profile_layer_measured(hps_profile_layer_out *L, const hps_model *m, int l, int batch,
+                                const double *fwd_sec, const double *bwd_sec, int reps)
 {
-    const hps_layer *L = &m->layers[l];
-    hps_layer_cost c;
-    hps_layer_costs(m, l, batch, &c);
-    json_t *o = json_pack("{s:i, s:s, s:s}", "index", l, "name", L->name, "type",
-                          hps_layer_kind_names[L->kind]);
-    json_object_set_new(o, "forward_ms", hps_profile_timing_json(fwd_sec, reps));
-    json_object_set_new(o, "backward_ms", hps_profile_timing_json(bwd_sec, reps));
-    json_object_set_new(o, "flops_forward", json_real(c.flops_fwd));
-    json_object_set_new(o, "flops_backward", json_real(c.flops_bwd));
-    json_object_set_new(o, "bytes_in", json_real(c.bytes_in));
-    json_object_set_new(o, "bytes_out", json_real(c.bytes_out));
-    json_object_set_new(o, "param_bytes", json_real(c.param_bytes));
-    json_object_set_new(o, "sparse_rows", json_real(c.sparse_rows));
-    json_object_set_new(o, "sparse_bytes", json_real(c.sparse_bytes));
-    json_object_set_new(o, "table_bytes", json_real(c.table_bytes));
-    json_object_set_new(o, "work_bytes", json_real(c.work_bytes));
-    json_object_set_new(o, "scaling", scaling);
-    json_object_set_new(o, "energy_j", joules ? hps_json_real(*joules) : json_null());
-    json_object_set_new(o, "source", json_string("measured"));
-    return o;
+    *L = (hps_profile_layer_out){.index = l, .name = m->layers[l].name,
+                                 .type = hps_layer_kind_names[m->layers[l].kind], .source = "measured",
+                                 .forward_ms = hps_profile_timing_of(fwd_sec, reps),
+                                 .backward_ms = hps_profile_timing_of(bwd_sec, reps), .energy_j = NAN};
+    hps_layer_costs(m, l, batch, &L->cost);
 }
 
-static json_t *layer_json(const hps_model *m, int l, int batch, const samples *s,
-                          json_t *scaling, int have_energy)
+static json_t *layer_json(const hps_model *m, int l, int batch, const samples *s, hps_profile_scaling scaling,
+                          hps_profile_batch_out batch_scaling, int have_energy)
 {
-    double j = (sum(s->fwd_j + l * s->reps, s->reps) + sum(s->bwd_j + l * s->reps, s->reps)) /
-               s->reps;
-    return hps_profile_layer_json(m, l, batch, s->fwd + l * s->reps, s->bwd + l * s->reps,
-                                  s->reps, scaling, have_energy ? &j : NULL);
+    hps_profile_layer_out out;
+    hps_profile_layer_measured(&out, m, l, batch, s->fwd + l * s->reps, s->bwd + l * s->reps, s->reps);
+    out.scaling = scaling;
+    out.batch_scaling = batch_scaling;
+    if (have_energy)
+        out.energy_j = (sum(s->fwd_j + l * s->reps, s->reps) + sum(s->bwd_j + l * s->reps, s->reps)) / s->reps;
+    return hps_profile_layer_json(&out);
 }
 
 static double layers_sum_ms(const samples *s)
@@ -288,45 +249,30 @@ static double layers_sum_ms(const samples *s)
     return total * 1e3;
 }
 
-json_t *hps_profile_device_header(const hps_device_spec *dev, int threads, int embed_dim)
+void hps_profile_device_measured(hps_profile_device_out *d, char *name, char *host, const hps_device_spec *dev,
+                                 int threads, int embed_dim)
 {
-    char name[256], host[256] = "unknown";
     double mem = 0;
-    gethostname(host, sizeof host - 1);
-    json_t *o = json_pack("{s:s, s:s}", "id", dev->id, "kind", dev->kind == HPS_DEVICE_CPU ? "cpu" : "gpu");
+    memset(host, 0, 256);
+    strcpy(host, "unknown");
+    gethostname(host, 255);
     if (dev->kind == HPS_DEVICE_CPU) {
-        hps_cpu_model_name(name, sizeof name);
+        hps_cpu_model_name(name, 256);
         mem = hps_host_memory_bytes();
-    } else if (hps_cuda_device_info(dev->ordinal, name, sizeof name, &mem) != 0) {
-        snprintf(name, sizeof name, "unknown GPU");
+    } else if (hps_cuda_device_info(dev->ordinal, name, 256, &mem) != 0) {
+        snprintf(name, 256, "unknown GPU");
     }
-    json_object_set_new(o, "name", json_string(name));
-    json_object_set_new(o, "host", json_string(host));
-    json_object_set_new(o, "source", json_string("measured"));
-    json_object_set_new(o, "threads", json_integer(dev->kind == HPS_DEVICE_CPU ? threads : 0));
-    json_object_set_new(o, "memory_bytes", json_real(mem));
+    *d = (hps_profile_device_out){.id = dev->id, .is_gpu = dev->kind == HPS_DEVICE_CUDA, .name = name, .host = host,
+                                  .source = "measured", .threads = dev->kind == HPS_DEVICE_CPU ? threads : 0,
+                                  .memory_bytes = mem, .sgemm_gflops = NAN, .triad_gbps = NAN,
+                                  .gather_mrows_per_s = NAN, .handoff_us = NAN, .step_j = NAN};
     if (dev->kind == HPS_DEVICE_CPU) { /* GPU rates would need device-side benchmarks */
-        json_object_set_new(o, "blas_core", json_string(hps_blas_corename()));
-        json_object_set_new(o, "sgemm_gflops", hps_json_real(hps_bench_sgemm_gflops(1024, 5)));
-        json_object_set_new(o, "triad_gbps", hps_json_real(hps_bench_triad_gbps(1 << 24, 5)));
-        json_object_set_new(o, "gather_mrows_per_s",
-                            hps_json_real(hps_bench_gather_mrows(embed_dim, 1 << 20, 5)));
-        json_object_set_new(o, "handoff_us", hps_json_real(hps_bench_handoff_us(2000, 5)));
-    } else {
-        json_object_set_new(o, "blas_core", json_null());
-        json_object_set_new(o, "sgemm_gflops", json_null());
-        json_object_set_new(o, "triad_gbps", json_null());
-        json_object_set_new(o, "gather_mrows_per_s", json_null());
-        json_object_set_new(o, "handoff_us", json_null());
+        d->blas_core = hps_blas_corename();
+        d->sgemm_gflops = hps_bench_sgemm_gflops(1024, 5);
+        d->triad_gbps = hps_bench_triad_gbps(1 << 24, 5);
+        d->gather_mrows_per_s = hps_bench_gather_mrows(embed_dim, 1 << 20, 5);
+        d->handoff_us = hps_bench_handoff_us(2000, 5);
     }
-    return o;
-}
-
-static json_t *energy_json(const samples *s, hps_energy *e, const char *reason)
-{
-    if (!e) return json_pack("{s:n, s:n, s:s}", "source", "step_j", "reason", reason);
-    return json_pack("{s:s, s:o, s:n}", "source", hps_energy_source(e), "step_j",
-                     hps_json_real(hps_median(s->step_j, s->reps)), "reason");
 }
 
 static void progress(const hps_profile_opts *o, const char *id, const char *what)
@@ -395,7 +341,9 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
     const hps_backend *be = device_backend(dev, &threads, err);
     if (!be) return NULL;
     progress(o, dev->id, "device benchmarks");
-    json_t *out = hps_profile_device_header(dev, threads, hps_model_embedding_dim(m));
+    hps_profile_device_out out;
+    char name[256], host[256];
+    hps_profile_device_measured(&out, name, host, dev, threads, hps_model_embedding_dim(m));
     char reason[256] = "not requested (use --energy)";
     hps_energy *energy = o->energy ? hps_energy_open(dev, reason, sizeof reason) : NULL;
     bench b = {.net = hps_net_create(m, be, batch, cap),
@@ -407,6 +355,7 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
     /* thread scaling at 1..threads, else the device's threads alone */
     int units = dev->kind == HPS_DEVICE_CPU && o->scaling ? threads : 1;
     int *counts = hps_malloc((size_t)units * sizeof *counts);
+    double *fixed = hps_malloc((size_t)units * sizeof *fixed);
     for (int k = 0; k < units; k++) counts[k] = units > 1 ? k + 1 : threads;
     progress(o, dev->id, "scaling");
     double *scale = units > 1 ? layer_ms(&b, counts, units, batch, o) : NULL;
@@ -419,43 +368,29 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
         double one[1] = {(hps_median(s->fwd + l * s->reps, s->reps) +
                           hps_median(s->bwd + l * s->reps, s->reps)) * 1e3};
         const double *full = scale ? scale + (size_t)l * units : one;
-        json_t *sc = hps_profile_scaling_json(full, units, dev->kind == HPS_DEVICE_CUDA);
-        json_t *layer = layer_json(m, l, batch, s, sc, energy != NULL);
-        if (half)
-            json_object_set_new(layer, "batch_scaling",
-                                batch_scaling_json(batch, counts, units, full, half + (size_t)l * units));
-        json_array_append_new(layers, layer);
+        hps_profile_scaling sc = scaling_of(full, units, dev->kind == HPS_DEVICE_CUDA);
+        hps_profile_batch_out bs = {0};
+        if (half) bs = batch_scaling_of(batch, counts, units, full, half + (size_t)l * units, fixed);
+        json_array_append_new(layers, layer_json(m, l, batch, s, sc, bs, energy != NULL));
+        free(sc.units);
     }
     free(half);
+    free(fixed);
     free(counts);
-    json_object_set_new(out, "layers", layers);
-    json_object_set_new(out, "overhead_ms", hps_profile_timing_json(s->overhead, s->reps));
-    json_object_set_new(out, "step_ms", hps_profile_timing_json(s->step, s->reps));
-    json_object_set_new(out, "layers_sum_ms", hps_json_real(layers_sum_ms(s)));
-    json_object_set_new(out, "energy", energy_json(s, energy, reason));
+    out.overhead_ms = hps_profile_timing_of(s->overhead, s->reps);
+    out.step_ms = hps_profile_timing_of(s->step, s->reps);
+    out.layers_sum_ms = layers_sum_ms(s);
+    if (energy) {
+        out.energy_source = hps_energy_source(energy);
+        out.step_j = hps_median(s->step_j, s->reps);
+    } else {
+        out.energy_reason = reason;
+    }
+    json_t *dev_json = hps_profile_device_json(&out, layers);
     free(scale);
     samples_free(s);
     hps_energy_close(energy);
     hps_batch_free((hps_batch *)b.batch);
     hps_net_free(b.net);
-    return out;
-}
-
-json_t *hps_profile_doc(const hps_model *m, const hps_profile_opts *o, json_t *devices)
-{
-    char when[32];
-    time_t now = time(NULL);
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    json_t *doc = json_pack("{s:s, s:i, s:s+, s:s}", "format", "hps-profile", "version",
-                            HPS_PROFILE_VERSION, "tool", "hps-profile ", HPS_VERSION, "created",
-                            when);
-    json_object_set_new(doc, "model",
-                        json_pack("{s:s, s:s, s:i, s:i}", "name", m->name, "digest", m->digest,
-                                  "batch", o->batch ? o->batch : m->batch, "layers", m->n_layers));
-    json_object_set_new(doc, "settings",
-                        json_pack("{s:i, s:i, s:I, s:I}", "reps", o->reps, "warmup", o->warmup,
-                                  "table_rows_cap", (json_int_t)o->table_rows_cap, "seed",
-                                  (json_int_t)o->seed));
-    json_object_set_new(doc, "devices", devices);
-    return doc;
+    return dev_json;
 }

@@ -63,34 +63,40 @@ static json_t *probe_device(hps_trainer *t, probe_samples *by_k, int T)
         dev = (hps_device_spec){.kind = HPS_DEVICE_CUDA, .ordinal = t->be->device};
         snprintf(dev.id, sizeof dev.id, "cuda:%d", t->be->device);
     }
-    json_t *out = hps_profile_device_header(&dev, T, hps_model_embedding_dim(m));
+    hps_profile_device_out out;
+    char name[256], host[256];
+    hps_profile_device_measured(&out, name, host, &dev, T, hps_model_embedding_dim(m));
     json_t *layers = json_array();
     probe_samples *full = &by_k[T - 1];
     double *ms = hps_malloc((size_t)T * sizeof *ms), *both = hps_malloc((size_t)full->steps * sizeof *both);
+    int *units = hps_malloc((size_t)T * sizeof *units);
     double sum_ms = median_ms(full->overhead, full->steps);
     for (int l = 0; l < m->n_layers; l++) {
         for (int k = 0; k < T; k++) {
             for (int i = 0; i < by_k[k].steps; i++)
                 both[i] = by_k[k].fwd[l * by_k[k].steps + i] + by_k[k].bwd[l * by_k[k].steps + i];
             ms[k] = median_ms(both, by_k[k].steps);
+            units[k] = k + 1;
         }
         sum_ms += ms[T - 1];
-        json_array_append_new(layers, hps_profile_layer_json(
-                                          m, l, t->B, full->fwd + l * full->steps,
-                                          full->bwd + l * full->steps, full->steps,
-                                          hps_profile_scaling_json(ms, T, 0), NULL));
+        hps_profile_layer_out L;
+        hps_profile_layer_measured(&L, m, l, t->B, full->fwd + l * full->steps, full->bwd + l * full->steps,
+                                   full->steps);
+        L.scaling = (hps_profile_scaling){.n = T, .units = units, .ms = ms,
+                                          .parallel_fraction = hps_fit_parallel_fraction(units, ms, T)};
+        json_array_append_new(layers, hps_profile_layer_json(&L));
     }
-    json_object_set_new(out, "probe", json_true());
-    json_object_set_new(out, "layers", layers);
-    json_object_set_new(out, "overhead_ms", hps_profile_timing_json(full->overhead, full->steps));
-    json_object_set_new(out, "read_ms", hps_profile_timing_json(full->read, full->steps));
-    json_object_set_new(out, "step_ms", hps_profile_timing_json(full->step, full->steps));
-    json_object_set_new(out, "layers_sum_ms", json_real(sum_ms));
-    json_object_set_new(out, "energy", json_pack("{s:n, s:n, s:s}", "source", "step_j", "reason",
-                                                 "the probe reads no energy counters"));
+    out.probe = 1;
+    out.overhead_ms = hps_profile_timing_of(full->overhead, full->steps);
+    out.read_ms = hps_profile_timing_of(full->read, full->steps);
+    out.has_read = 1;
+    out.step_ms = hps_profile_timing_of(full->step, full->steps);
+    out.layers_sum_ms = sum_ms;
+    out.energy_reason = "the probe reads no energy counters";
+    free(units);
     free(ms);
     free(both);
-    return out;
+    return hps_profile_device_json(&out, layers);
 }
 
 json_t *hps_trainer_probe(hps_trainer *t, hps_source *src, long steps, hps_error *err)

@@ -1,5 +1,7 @@
-/* The profile reader (hps-profile(5)): what it reads from testdata, and the
- * fields it refuses, each named by file, device, layer and field. */
+/* The profile reader (hps-profile(5)): what it reads from testdata, the
+ * fields it refuses, each named by file, device, layer and field, and what
+ * the writer writes read back. */
+#include <math.h>
 #include <string.h>
 
 #include "hps_test.h"
@@ -89,12 +91,66 @@ static void test_set_refuses_a_device_twice(void **state)
     free(text);
 }
 
+/* tiny.json's devices replaced by one the writer wrote: 5 layers, a
+ * batch_scaling, an exchange, rates not measured (null). */
+static void test_reads_what_the_writer_writes(void **state)
+{
+    (void)state;
+    hps_error err;
+    json_t *doc;
+    assert_int_equal(hps_json_load(TINY, &doc, &err), 0);
+    int units[2] = {1, 2};
+    double ms[2] = {4, 2.5}, full[2] = {4, 2.5}, half[2] = {2.5, 1.5}, fixed[2] = {0.25, 0.2}, sec[3] = {1e-3, 3e-3, 2e-3};
+    json_t *layers = json_array();
+    for (int l = 0; l < 5; l++) {
+        hps_profile_layer_out L = {.index = l, .name = "fc", .type = "fc", .source = "measured",
+                                   .forward_ms = hps_profile_timing_of(sec, 3),
+                                   .backward_ms = hps_profile_timing_point(3),
+                                   .cost = {.flops_fwd = 100, .bytes_in = 64},
+                                   .scaling = {.n = 2, .units = units, .ms = ms, .parallel_fraction = 0.75},
+                                   .batch_scaling = {.n = 2, .samples = 8, .units = units, .full_ms = full,
+                                                     .half_ms = half, .fixed_fraction = fixed},
+                                   .energy_j = NAN};
+        json_array_append_new(layers, hps_profile_layer_json(&L));
+    }
+    hps_profile_device_out d = {.id = "cpu:9", .name = "a CPU", .host = "h", .source = "measured", .threads = 2,
+                                .sgemm_gflops = 50, .triad_gbps = NAN, .gather_mrows_per_s = NAN, .handoff_us = 7,
+                                .overhead_ms = hps_profile_timing_point(0.5), .step_ms = hps_profile_timing_point(9),
+                                .has_read = 1, .read_ms = hps_profile_timing_point(1.5), .layers_sum_ms = 9,
+                                .energy_reason = "not requested", .step_j = NAN};
+    json_t *dev = hps_profile_device_json(&d, layers);
+    hps_profile_exchange_out x = {.rows = 10, .bytes = 2048, .worker_ms = hps_profile_timing_point(0.25),
+                                  .server_ms = hps_profile_timing_of(sec, 3)};
+    hps_profile_device_set_exchange(dev, hps_profile_exchange_json(&x));
+    json_object_set_new(doc, "devices", json_pack("[o]", dev));
+    assert_true(json_is_null(json_object_get(dev, "triad_gbps")));
+    assert_true(json_is_integer(json_object_get(json_object_get(dev, "step_ms"), "mad"))); /* a point: 0 */
+    hps_profile *p = hps_profile_read(doc, "w.json", &err);
+    json_decref(doc);
+    if (!p) fail_msg("%s", err.msg);
+    const hps_profile_device *r = &p->devices[0];
+    assert_string_equal(r->id, "cpu:9");
+    assert_false(r->is_gpu || r->estimated || r->has_step_j);
+    assert_int_equal(r->threads, 2);
+    assert_true(r->sgemm_gflops == 50 && r->triad_gbps == 0 && r->handoff_us == 7);
+    assert_true(r->has_read && r->read_ms == 1.5 && r->overhead_ms == 0.5 && r->step_ms == 9);
+    assert_true(r->exchange.present && r->exchange.rows == 10 && r->exchange.bytes == 2048);
+    assert_true(fabs(r->exchange.server_ms - 2) < 1e-9 && r->exchange.worker_ms == 0.25);
+    const hps_profile_layer *L = &r->layers[4];
+    assert_true(fabs(L->forward_ms - 2) < 1e-9 && L->backward_ms == 3);
+    assert_true(L->flops_forward == 100 && L->bytes_in == 64);
+    assert_true(L->scaling.n == 2 && L->scaling.ms[1] == 2.5 && L->scaling.parallel_fraction == 0.75);
+    assert_true(L->batch_scaling.n == 2 && L->batch_scaling.units[1] == 2 && L->batch_scaling.fixed_fraction[0] == 0.25);
+    hps_profile_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reads_testdata),
         cmocka_unit_test(test_refuses_each_field_once),
         cmocka_unit_test(test_set_refuses_a_device_twice),
+        cmocka_unit_test(test_reads_what_the_writer_writes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
