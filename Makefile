@@ -69,7 +69,7 @@ DIST_OFF  := $(filter-out lib/dist/dist_none.c lib/dist/dist_rebalance.c lib/dis
 endif
 # OpenBLAS built on OpenMP: its threads and the kernels' OpenMP loops then share
 # one pool.  With the pthread build the two pools spin against each other and
-# a 2-thread fc layer ran 3x slower than on 1 thread (see README, Performance).
+# a 2-thread fc layer ran 3x slower than on 1 thread (tests/bench/README.md, Performance notes).
 MULTIARCH   := $(shell $(CC) -print-multiarch 2>/dev/null)
 OPENBLAS_DIR ?= /usr/lib/$(MULTIARCH)/openblas-openmp
 HPS_LDFLAGS = $(SAN) -fopenmp -pthread $(LDFLAGS)
