@@ -32,23 +32,30 @@ int plan_tracked_add(const plan_problem *p, plan_tracked *tr, const int *units, 
     }
 }
 
-/* The tracked units u after stage s on t (its servers take units of the
- * servers' type, hps-cluster(5)); -1 past a limit. */
-static long take_units(const plan_problem *p, const plan_tracked *tr, long u, int t, const plan_limits_stage *s)
+/* The tracked units u after n more units of type x; -1 past its limit. */
+static inline long take_one(const plan_problem *p, const plan_tracked *tr, long u, int x, int n)
 {
-    int type[2] = {t, p->server_type != t ? p->server_type : -1};
-    for (int k = 0; k < 2; k++) {
-        int x = type[k], n = x >= 0 ? plan_units_taken(p, t, s->units, s->servers, x) : 0;
-        if (!n || !tr->stride[x]) continue;
-        if (u / tr->stride[x] % (p->max_units[x] + 1) + n > p->max_units[x]) return -1;
-        u += n * tr->stride[x];
-    }
+    if (!n || !tr->stride[x]) return u;
+    if (u / tr->stride[x] % (p->max_units[x] + 1) + n > p->max_units[x]) return -1;
+    return u + n * tr->stride[x];
+}
+
+/* The tracked units u after stage s on t (its servers take units of the
+ * servers' type, hps-cluster(5): plan_units_taken's rule); -1 past a limit.
+ * Written out rather than through plan_units_taken: this runs for every
+ * stage the DP looks at. */
+static inline long take_units(const plan_problem *p, const plan_tracked *tr, long u, int t,
+                              const plan_limits_stage *s)
+{
+    int st = p->server_type;
+    u = take_one(p, tr, u, t, s->units + (st == t ? s->servers : 0));
+    if (u >= 0 && st >= 0 && st != t) u = take_one(p, tr, u, st, s->servers);
     return u;
 }
 
 /* Stage [i, e) on t after the units u, at the floor: its priced rate, and
  * the state it leads to in *to; HUGE_VAL when it cannot be had. */
-static double stage_step(const plan_limits_dp *d, int i, int e, int t, long u, plan_limits_stage *s, size_t *to)
+static inline double stage_step(const plan_limits_dp *d, int i, int e, int t, long u, plan_limits_stage *s, size_t *to)
 {
     d->stage(d->ctx, i, e, t, s);
     long u2 = s->units && !(s->thr < d->theta) ? take_units(d->p, d->tr, u, t, s) : -1;
