@@ -85,6 +85,8 @@ hps_train_opts hps_train_opts_default(void);
 
 typedef struct hps_trainer hps_trainer;
 
+/* The trainer keeps pointers to m and plan, as to the model: both must
+ * outlive it (hps_trainer_free). */
 hps_trainer *hps_trainer_create(const hps_model *m, const plan_file *plan,
                                 const hps_train_opts *o, hps_error *err);
 void hps_trainer_free(hps_trainer *t);

@@ -12,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hps_error err;
     if (!t) {
         HPS_CHECK((m = hps_model_load(fuzz_testdata("models/libsvm-logreg.json"), &err)));
-        plan_file plan;
+        static plan_file plan; /* the trainer keeps a pointer to it */
         hps_train_plan_single(m, &plan);
         hps_train_opts o = hps_train_opts_default();
         o.threads = 1;
