@@ -347,3 +347,29 @@ PY
     run "$HPS_BIN/hps-shard" --skip-bad -m $M/criteo-small.json -o "$TMP/s2" $TESTDATA/data/criteo-bad-fields.tsv
     [[ "$output" == *"warning: skipped"* ]]
 }
+
+# The SVG tick loop stood still when two values were one ulp apart (steps
+# 1e17 and 1e17+16) and filled the disk; values near the double's limits
+# gave inf and nan coordinates.  head ends a runaway picture (SIGPIPE).
+@test "views: hps-train show draws degenerate and extreme ranges with finite coordinates" {
+    printf '{"event":"step","step":100000000000000000,"loss":0.5}\n{"event":"step","step":100000000000000016,"loss":0.5}\n{"event":"step","step":100000000000000032,"loss":0.5000000000000001}\n' \
+        > "$TMP/ulp.ndjson"
+    printf '{"event":"step","step":1,"loss":1e17}\n{"event":"step","step":2,"loss":100000000000000016}\n' \
+        > "$TMP/loss.ndjson"
+    printf '{"event":"step","step":1e308,"loss":1e308,"samples_per_s":1e-308}\n{"event":"step","step":-1e308,"loss":-1e308,"samples_per_s":1.7e308}\n{"event":"eval","step":-1e308,"logloss":1e300,"auc":-1e308}\n' \
+        > "$TMP/huge.ndjson"
+    for m in ulp loss huge; do
+        run bash -c "set -o pipefail; '$HPS_BIN/hps-train' show '$TMP/$m.ndjson' | head -c 4000000 > '$TMP/$m.svg'"
+        [ "$status" -eq 0 ] || { echo "$m: $output"; false; }
+        ! grep -E '"[^"]*(nan|inf)' "$TMP/$m.svg"
+        renders "$TMP/$m.svg"
+    done
+    # the step axis of the first: ticks that differ, about 1e17
+    python3 - "$TMP/ulp.svg" <<'PY'
+import re, sys
+svg = open(sys.argv[1]).read()
+ticks = re.findall(r'font-size="11" text-anchor="middle" font-weight="normal" fill="#333333">([^<]*)<', svg)
+x = [float(t) for t in ticks[:5]]
+assert len(set(x)) == len(x) >= 3 and all(abs(v / 1e17 - 1) < 1e-6 for v in x), ticks
+PY
+}

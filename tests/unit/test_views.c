@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,6 +91,60 @@ static void test_log_chart(void **state)
     for (pl += 8; *pl != '"'; pl++) commas += *pl == ',';
     assert_int_equal(commas, 2);
     free(text);
+}
+
+/* The tick labels of one axis (x: anchored "middle", y: "end", both at size
+ * 11), in order, into labels; their count. */
+static int tick_labels(const char *svg, const char *anchor, char labels[][64], int max)
+{
+    char key[96];
+    snprintf(key, sizeof key, "font-size=\"11\" text-anchor=\"%s\" font-weight=\"normal\" fill=\"#333333\">", anchor);
+    int n = 0;
+    for (const char *p = strstr(svg, key); p; p = strstr(p, key)) {
+        p += strlen(key);
+        size_t len = strcspn(p, "<");
+        assert_true(n < max && len < 64);
+        memcpy(labels[n], p, len);
+        labels[n++][len] = '\0';
+    }
+    return n;
+}
+
+/* A chart of the two points drawn, whatever their values: the writer
+ * returns, no coordinate is inf or nan, and each axis has 1 to 15 ticks
+ * whose labels differ from their neighbours'. */
+static void check_chart(double x0, double x1, double y0, double y1, int logy, double xmin, double xmax)
+{
+    FILE *f = tmpfile();
+    const double x[] = {x0, x1}, y[] = {y0, y1};
+    hps_svg_axes ax = {.x = 50, .y = 10, .w = 200, .h = 100, .title = "t", .xlabel = "x", .ylabel = "y",
+                       .logy = logy, .xmin = xmin, .xmax = xmax};
+    hps_svg_series s = {.name = "s", .color = hps_svg_color(0), .n = 2, .x = x, .y = y, .marks = 1};
+    hps_svg_chart(f, &ax, &s, 1);
+    char *text = slurp(f), labels[64][64];
+    assert_null(strstr(text, "nan"));
+    assert_null(strstr(text, "inf"));
+    for (int a = 0; a < 2; a++) {
+        int n = tick_labels(text, a ? "end" : "middle", labels, 64);
+        assert_in_range(n, 1, 15);
+        for (int i = 1; i < n; i++) assert_string_not_equal(labels[i], labels[i - 1]);
+    }
+    free(text);
+}
+
+static void test_chart_of_degenerate_ranges(void **state)
+{
+    (void)state;
+    check_chart(1e17, 1e17 + 16, 0.5, 0.5, 0, 0, 0);     /* steps one ulp apart: the tick loop stood still */
+    check_chart(1, 2, 1e17, 1e17 + 16, 0, 0, 0);          /* losses as close */
+    check_chart(1e17, 1e17 + 16, 0.5, 0.5, 0, 1e17, 1e17 + 16); /* the range given, as hps-train show does */
+    check_chart(3, 3, 7, 7, 0, 0, 0);                     /* one value each */
+    check_chart(-DBL_MAX, DBL_MAX, -DBL_MAX, DBL_MAX, 0, 0, 0); /* the span overflows */
+    check_chart(1, 2, 3, 4, 0, -DBL_MAX, DBL_MAX);
+    check_chart(DBL_MAX, DBL_MAX, DBL_MAX, DBL_MAX, 0, 0, 0);
+    check_chart(4.9e-324, 1e-323, 0, 4.9e-324, 0, 0, 0);  /* subnormals */
+    check_chart(1, 2, 1e-300, 1e300, 1, 0, 0);            /* 600 decades on a log scale */
+    check_chart(1, 2, DBL_MAX, DBL_MAX, 1, 0, 0);
 }
 
 static void test_pareto_frontier(void **state)
@@ -187,6 +242,7 @@ int main(void)
         cmocka_unit_test(test_svg_escapes_text),
         cmocka_unit_test(test_chart_without_points),
         cmocka_unit_test(test_log_chart),
+        cmocka_unit_test(test_chart_of_degenerate_ranges),
         cmocka_unit_test(test_pareto_frontier),
         cmocka_unit_test(test_dot_follows_the_data_flow),
     };
