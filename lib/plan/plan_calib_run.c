@@ -8,9 +8,10 @@ int plan_calib_stages(const plan_inputs *in, const plan_sources *src, const plan
                       hps_error *err)
 {
     const char *name = run->name;
+    char shown[128]; /* names from the run's file, echoed on one line (hps_printable) */
     if (strcmp(run->model, in->model->name) != 0)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: a run of model '%s', not %s's '%s'", name, run->model, src->model,
-                        in->model->name);
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: a run of model '%s', not %s's '%s'", name,
+                        hps_printable(run->model, shown, sizeof shown), src->model, in->model->name);
     if (run->batch != (int)in->problem->batch)
         return hps_fail(err, HPS_EXIT_USAGE,
                         "%s: a run at batch %d, the profiles are of batch %d (profile at the run's batch)", name,
@@ -22,8 +23,8 @@ int plan_calib_stages(const plan_inputs *in, const plan_sources *src, const plan
         const plan_run_stage *r = &run->stages[s];
         int t = hps_cluster_find(in->cluster, r->type);
         if (t < 0)
-            return hps_fail(err, HPS_EXIT_USAGE, "%s: stage %d ran on type '%s', which %s lacks", name, s, r->type,
-                            src->cluster);
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: stage %d ran on type '%s', which %s lacks", name, s,
+                            hps_printable(r->type, shown, sizeof shown), src->cluster);
         st[s] = (plan_calib_stage){.type = t, .first = r->first, .end = r->end,
                                    .units = run->ranks ? r->units : 1, .measured_ms = r->measured_ms,
                                    .in_process = !run->ranks};

@@ -7,6 +7,15 @@
 #include "core/hps_io.h"
 #include "profile/hps_profile.h"
 
+/* A string of the profile as the table shows it: a missing one as glibc's
+ * printf shows it (what the table printed when it read the JSON itself),
+ * bytes a terminal would act on as '?' (hps_printable). */
+typedef char shown_buf[256];
+static const char *shown(const char *s, shown_buf buf)
+{
+    return s ? hps_printable(s, buf, sizeof(shown_buf)) : "(null)";
+}
+
 /* Combines documents already read: the first's, with the others' devices
  * after its own. */
 static json_t *merge_read(hps_profile **ps, const char **names, int n, hps_error *err)
@@ -15,13 +24,14 @@ static json_t *merge_read(hps_profile **ps, const char **names, int n, hps_error
         if (strcmp(ps[i]->digest, ps[0]->digest) != 0 || ps[i]->batch != ps[0]->batch)
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: profiles model '%s' (batch %d), but %s profiles '%s' (batch %d)", names[i],
-                            ps[i]->model_name, ps[i]->batch, names[0], ps[0]->model_name, ps[0]->batch),
+                            shown(ps[i]->model_name, (char[256]){0}), ps[i]->batch, names[0],
+                            shown(ps[0]->model_name, (char[256]){0}), ps[0]->batch),
                    NULL;
         for (int k = 0; k < ps[i]->n_devices; k++)
             for (int j = 0; j < i; j++)
                 if (hps_profile_device_find(ps[j], ps[i]->devices[k].id))
                     return hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' is already profiled by an earlier input",
-                                    names[i], ps[i]->devices[k].id),
+                                    names[i], shown(ps[i]->devices[k].id, (char[256]){0})),
                            NULL;
     }
     json_t *out = json_deep_copy(ps[0]->doc), *devices = hps_profile_doc_devices(out);
@@ -45,14 +55,11 @@ json_t *hps_profile_merge(json_t **docs, const char **names, int n, hps_error *e
 
 /* ---- the table for people ------------------------------------------------------ */
 
-/* An optional string as glibc's printf shows a missing one (what the table
- * printed when it read the JSON itself). */
-static const char *shown(const char *s) { return s ? s : "(null)"; }
-
 static void print_device(const hps_profile_device *d, FILE *out)
 {
-    fprintf(out, "device %s (%s, %s): %s, %d threads\n", d->id, d->is_gpu ? "gpu" : "cpu", d->source, shown(d->name),
-            d->threads);
+    shown_buf id, source, name, type;
+    fprintf(out, "device %s (%s, %s): %s, %d threads\n", shown(d->id, id), d->is_gpu ? "gpu" : "cpu",
+            shown(d->source, source), shown(d->name, name), d->threads);
     fprintf(out, "  sgemm %.1f GFLOP/s, triad %.1f GB/s, gather %.1f Mrows/s\n", d->sgemm_gflops, d->triad_gbps,
             d->gather_mrows_per_s);
     fprintf(out, "  %-3s %-16s %-15s %10s %10s %9s %10s %10s %10s %6s %6s\n", "#", "layer", "type",
@@ -61,8 +68,8 @@ static void print_device(const hps_profile_device *d, FILE *out)
         const hps_profile_layer *L = &d->layers[i];
         const hps_profile_batch_scaling *b = &L->batch_scaling;
         double f = b->n ? b->fixed_fraction[b->n - 1] : 0; /* at the device's threads: the last measured */
-        fprintf(out, "  %-3d %-16.16s %-15s %10.3f %10.3f %9.3f %10.1f %10.1f %10.1f %6.2f %6.2f\n", i, L->name,
-                shown(L->type), L->forward_ms, L->backward_ms, (L->flops_forward + L->flops_backward) / 1e9,
+        fprintf(out, "  %-3d %-16.16s %-15s %10.3f %10.3f %9.3f %10.1f %10.1f %10.1f %6.2f %6.2f\n", i,
+                shown(L->name, name), shown(L->type, type), L->forward_ms, L->backward_ms, (L->flops_forward + L->flops_backward) / 1e9,
                 L->bytes_in / 1024, L->bytes_out / 1024, L->param_bytes / 1024, L->scaling.parallel_fraction, f);
     }
     fprintf(out, "  overhead %.3f ms, layers + overhead %.3f ms, whole step %.3f ms", d->overhead_ms,
@@ -78,7 +85,8 @@ static void print_device(const hps_profile_device *d, FILE *out)
 
 void hps_profile_print_table(const hps_profile *p, FILE *out)
 {
-    fprintf(out, "model %s, batch %d\n", shown(p->model_name), p->batch);
+    shown_buf model;
+    fprintf(out, "model %s, batch %d\n", shown(p->model_name, model), p->batch);
     for (int i = 0; i < p->n_devices; i++) {
         fputc('\n', out);
         print_device(&p->devices[i], out);

@@ -220,7 +220,7 @@ static int estimate_into(json_t *doc, const hps_profile *p, const char *spec_pat
     int rc = 0;
     if (hps_profile_device_find(p, s.name))
         rc = hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' is already in the profile",
-                      hps_path_name(spec_path), s.name);
+                      hps_path_name(spec_path), hps_printable(s.name, (char[128]){0}, 128));
     if (rc == 0) json_array_append_new(hps_profile_doc_devices(doc), estimated_device(ref, &s));
     free((char *)s.name), free((char *)s.kind), free((char *)s.model);
     return rc;

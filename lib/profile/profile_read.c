@@ -154,6 +154,13 @@ static int read_rates(json_t *d, hps_profile_device *dev, const char *ctx, hps_e
     return 0;
 }
 
+/* "FILE: device 'ID'", the id as hps_printable shows a name from a file. */
+static void device_ctx(char *ctx, size_t n, const char *name, const char *id)
+{
+    char shown[128];
+    snprintf(ctx, n, "%s: device '%s'", name, hps_printable(id, shown, sizeof shown));
+}
+
 static int read_device(json_t *d, hps_profile_device *dev, int n_layers, const char *name, int i,
                        hps_error *err)
 {
@@ -165,7 +172,7 @@ static int read_device(json_t *d, hps_profile_device *dev, int n_layers, const c
     snprintf(ctx, sizeof ctx, "%s: device %d", name, i);
     if (!json_is_object(d) || hps_json_str(d, "id", HPS_REQUIRED, &dev->id, ctx, err))
         return hps_fail(err, HPS_EXIT_USAGE, "%s: expected a device object with an id", ctx);
-    snprintf(ctx, sizeof ctx, "%s: device '%s'", name, dev->id);
+    device_ctx(ctx, sizeof ctx, name, dev->id);
     if (hps_json_enum(d, "kind", HPS_REQUIRED, kinds, &kind, ctx, err) ||
         hps_json_enum(d, "source", HPS_REQUIRED, sources, &source, ctx, err))
         return -1;
@@ -192,7 +199,7 @@ static int read_device_costs(hps_profile_device *dev, const char *name, hps_erro
 {
     char ctx[300];
     json_t *d = dev->json;
-    snprintf(ctx, sizeof ctx, "%s: device '%s'", name, dev->id);
+    device_ctx(ctx, sizeof ctx, name, dev->id);
     return read_rates(d, dev, ctx, err) ||
                    read_median_opt(d, "read_ms", &dev->read_ms, &dev->has_read, ctx, err) ||
                    hps_json_num(d, "handoff_us", HPS_OPTIONAL, 0, 1e6, &dev->handoff_us, ctx, err) ||
@@ -226,7 +233,8 @@ static int read_doc(hps_profile *p, hps_error *err)
     long long version = 0;
     if (hps_json_str(p->doc, "format", HPS_REQUIRED, &format, name, err)) return -1;
     if (strcmp(format, "hps-profile") != 0)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: format is '%s', expected 'hps-profile'", name, format);
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: format is '%s', expected 'hps-profile'", name,
+                        hps_printable(format, (char[128]){0}, 128));
     if (hps_json_int(p->doc, "version", HPS_REQUIRED, 1, 1 << 30, &version, name, err)) return -1;
     if (version != HPS_PROFILE_VERSION)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: profile version %lld, this hps reads version %d", name,
@@ -240,7 +248,8 @@ static int read_doc(hps_profile *p, hps_error *err)
         if (read_device(json_array_get(devices, i), dev, p->n_layers, name, (int)i, err)) return -1;
         for (size_t j = 0; j < i; j++)
             if (strcmp(dev->id, p->devices[j].id) == 0)
-                return hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' appears twice", name, dev->id);
+                return hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' appears twice", name,
+                                hps_printable(dev->id, (char[128]){0}, 128));
     }
     for (int i = 0; i < p->n_devices; i++)
         if (read_device_costs(&p->devices[i], name, err)) return -1;

@@ -53,7 +53,8 @@ int hps_profiles_add(hps_profiles *ps, const char *name, const char *text, size_
     for (int i = 0; i < p->n_devices; i++) {
         const hps_profile *other;
         if (hps_profiles_find(ps, p->devices[i].id, &other)) {
-            hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' is also in %s", name, p->devices[i].id, other->name);
+            hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s' is also in %s", name,
+                     hps_printable(p->devices[i].id, (char[128]){0}, 128), other->name);
             hps_profile_free(p);
             return -1;
         }

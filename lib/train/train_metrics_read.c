@@ -69,6 +69,16 @@ typedef struct {
     int have_start;
 } run_reader;
 
+/* A stage's [first, last] layers: indices a model can have, so that nothing
+ * computed from them overflows (a forged 2^31 - 1 did). */
+static int layer_range(json_t *layers, long long *first, long long *last)
+{
+    json_t *a = json_array_get(layers, 0), *b = json_array_get(layers, 1);
+    if (json_array_size(layers) != 2 || !json_is_integer(a) || !json_is_integer(b)) return -1;
+    *first = json_integer_value(a), *last = json_integer_value(b);
+    return *first < 0 || *first >= HPS_MAX_LAYERS || *last < 0 || *last >= HPS_MAX_LAYERS ? -1 : 0;
+}
+
 static int read_start(run_reader *rr, json_t *o, int line, hps_error *err)
 {
     hps_train_run *r = rr->run;
@@ -98,12 +108,12 @@ static int read_start(run_reader *rr, json_t *o, int line, hps_error *err)
         if (!json_is_object(st) || hps_json_str(st, "type", HPS_REQUIRED, &type, sctx, err) ||
             hps_json_int(st, "units", HPS_REQUIRED, 1, 1 << 20, &units, sctx, err))
             return json_is_object(st) ? -1 : hps_fail(err, HPS_EXIT_USAGE, "%s: expected an object", sctx);
-        if (json_array_size(layers) != 2 || !json_is_integer(json_array_get(layers, 0)) ||
-            !json_is_integer(json_array_get(layers, 1)))
-            return hps_fail(err, HPS_EXIT_USAGE, "%s: layers must be [first, last]", sctx);
+        long long first, last;
+        if (layer_range(layers, &first, &last))
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: layers must be [first, last], layer indices from 0 to %d",
+                            sctx, HPS_MAX_LAYERS - 1);
         snprintf(rs->type, sizeof rs->type, "%s", type);
-        rs->first = (int)json_integer_value(json_array_get(layers, 0));
-        rs->end = (int)json_integer_value(json_array_get(layers, 1)) + 1;
+        rs->first = (int)first, rs->end = (int)last + 1;
         rs->units = (int)units;
         if (rs->first < 0 || rs->end <= rs->first || (s && rs->first != r->stages[s - 1].end))
             return hps_fail(err, HPS_EXIT_USAGE, "%s: layers [%d, %d] do not follow the stage before", sctx,
@@ -145,7 +155,13 @@ static int on_record(void *ctx, const char *event, json_t *o, int line, hps_erro
     run_reader *rr = ctx;
     if (strcmp(event, "start") == 0) return read_start(rr, o, line, err);
     if (strcmp(event, "summary") == 0) return read_summary(rr, o, line, err);
-    if (strcmp(event, "dist") == 0) rr->run->ranks = (int)json_integer_value(json_object_get(o, "ranks"));
+    if (strcmp(event, "dist") == 0) {
+        char where[600];
+        long long ranks;
+        snprintf(where, sizeof where, "%s:%d: dist", rr->name, line);
+        if (hps_json_int(o, "ranks", HPS_REQUIRED, 1, INT32_MAX, &ranks, where, err)) return -1;
+        rr->run->ranks = (int)ranks;
+    }
     return 0;
 }
 
@@ -158,5 +174,9 @@ int hps_train_run_load(const char *path, hps_train_run *r, hps_error *err)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: no summary record: the run did not finish", rr.name);
     if (!r->steps || !(r->samples_per_s > 0))
         return hps_fail(err, HPS_EXIT_USAGE, "%s: summary: the run trained no steps", rr.name);
+    /* the bound measured_ms has: a forged rate made calibrated times a profile refuses */
+    if (1000.0 * r->batch / r->samples_per_s > 1e12)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: summary: samples_per_s=%g at batch %d: a step of more than 1e12 ms",
+                        rr.name, r->samples_per_s, r->batch);
     return 0;
 }

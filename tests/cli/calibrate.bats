@@ -84,3 +84,38 @@ PY
     [ "$status" -eq 2 ]
     [[ "$output" == "hps-plan: error: --calibrate needs the profiles as files: -p PROFILE"* ]]
 }
+
+# A forged layer index of 2^31 - 1 overflowed an int (UBSan in
+# train_metrics_read.c); names from the run reached the terminal raw.
+@test "calibrate: refuses layer indices and ranks out of range; names from the run are echoed on one line" {
+    layers=$(json_field "$TMP/p.json" 'd["model"]["layers"] - 1')
+    batch=$(json_field "$TMP/p.json" 'd["model"]["batch"]')
+    summary='{"event":"summary","steps":3,"samples_per_s":100,"stages":[{"index":0,"measured_ms":1}]}'
+    for last in 2147483647 -1 4294967296 1024; do
+        printf '{"event":"start","model":"criteo-small","batch":%s,"micro_batches":1,"stages":[{"index":0,"type":"cpu","layers":[0,%s],"units":1}]}\n%s\n' \
+            "$batch" "$last" "$summary" > "$TMP/forged.ndjson"
+        run "$HPS_BIN/hps-plan" --calibrate "$TMP/forged.ndjson" -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json"
+        [ "$status" -eq 2 ]
+        [ "$output" = "hps-plan: error: $TMP/forged.ndjson:1: start: stage 0: layers must be [first, last], layer indices from 0 to 1023" ]
+    done
+    printf '{"event":"start","model":"criteo-small","batch":%s,"micro_batches":1,"stages":[{"index":0,"type":"cpu","layers":[0,%s],"units":1}]}\n{"event":"dist","ranks":-2147483649}\n%s\n' \
+        "$batch" "$layers" "$summary" > "$TMP/ranks.ndjson"
+    run "$HPS_BIN/hps-plan" --calibrate "$TMP/ranks.ndjson" -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-plan: error: $TMP/ranks.ndjson:2: dist: ranks=-2147483649 must be in [1, 2147483647]" ]
+    printf '{"event":"start","model":"criteo-small","batch":%s,"micro_batches":1,"stages":[{"index":0,"type":"cpu","layers":[0,%s],"units":1}]}\n{"event":"summary","steps":3,"samples_per_s":1e-300,"stages":[{"index":0,"measured_ms":1}]}\n' \
+        "$batch" "$layers" > "$TMP/slow.ndjson"
+    run "$HPS_BIN/hps-plan" --calibrate "$TMP/slow.ndjson" -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-plan: error: $TMP/slow.ndjson: summary: samples_per_s=1e-300 at batch $batch: a step of more than 1e12 ms" ]
+    printf '{"event":"start","model":"x\\n\\u001b[31mhps-plan: error: forged","batch":%s,"micro_batches":1,"stages":[{"index":0,"type":"cpu","layers":[0,%s],"units":1}]}\n%s\n' \
+        "$batch" "$layers" "$summary" > "$TMP/model.ndjson"
+    run "$HPS_BIN/hps-plan" --calibrate "$TMP/model.ndjson" -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-plan: error: $TMP/model.ndjson: a run of model 'x??[31mhps-plan: error: forged', not $MODEL's 'criteo-small'" ]
+    printf '{"event":"start","model":"criteo-small","batch":%s,"micro_batches":1,"stages":[{"index":0,"type":"g\\u001b]0;pwned\\u0007pu\\r","layers":[0,%s],"units":1}]}\n%s\n' \
+        "$batch" "$layers" "$summary" > "$TMP/type.ndjson"
+    run "$HPS_BIN/hps-plan" --calibrate "$TMP/type.ndjson" -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-plan: error: $TMP/type.ndjson: stage 0 ran on type 'g?]0;pwned?pu?', which $TMP/here.json lacks" ]
+}

@@ -169,6 +169,31 @@ assert same(json.load(open(sys.argv[1]))["devices"], json.load(open(sys.argv[2])
 PY
 }
 
+# A device's name is the machine's own words, and a file may say anything:
+# a newline or an escape sequence reached the terminal raw.
+@test "views: hps-profile show -f table and its errors echo names from the file on one line each" {
+    python3 - $P/tiny.json "$TMP/evil.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+d = p["devices"][0]
+d["name"] = "Xeon\n\x1b[2J\x1b]0;pwned\x07"
+d["layers"][0]["name"] = "emb\rx"
+p["model"]["name"] = "tiny\x1b[31m"
+json.dump(p, open(sys.argv[2], "w"))
+p["devices"].append(dict(d))
+p["devices"][1]["id"] = d["id"] = "cpu\x1b[1m\n"
+json.dump(p, open(sys.argv[2] + ".twice", "w"))
+PY
+    "$HPS_BIN/hps-profile" show "$TMP/evil.json" -f table > "$TMP/t"
+    ! grep -q $'\x1b\|\r\|\x07' "$TMP/t" || false
+    grep -q '^model tiny?\[31m, batch 8$' "$TMP/t"
+    grep -q '): Xeon??\[2J?\]0;pwned?, [0-9]* threads$' "$TMP/t"
+    grep -q '^  0   emb?x ' "$TMP/t"
+    run "$HPS_BIN/hps-profile" show "$TMP/evil.json.twice" -f table
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-profile: error: $TMP/evil.json.twice: device 'cpu?[1m?' appears twice" ]
+}
+
 @test "views: a bad -f lists the choices and suggests the nearest" {
     run plan show plan.json -f tabel
     [ "$status" -eq 2 ]
@@ -361,7 +386,7 @@ PY
     for m in ulp loss huge; do
         run bash -c "set -o pipefail; '$HPS_BIN/hps-train' show '$TMP/$m.ndjson' | head -c 4000000 > '$TMP/$m.svg'"
         [ "$status" -eq 0 ] || { echo "$m: $output"; false; }
-        ! grep -E '"[^"]*(nan|inf)' "$TMP/$m.svg"
+        ! grep -E '"[^"]*(nan|inf)' "$TMP/$m.svg" || false
         renders "$TMP/$m.svg"
     done
     # the step axis of the first: ticks that differ, about 1e17
