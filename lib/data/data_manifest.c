@@ -104,14 +104,15 @@ static json_t *slots_json(const hps_shard_opts *o, const hps_hll_set *hll, hps_h
     return a;
 }
 
-static json_t *servers_json(const hps_shard_opts *o, const uint64_t *server_keys)
+static json_t *servers_json(const hps_shard_opts *o, const hps_server_keys_file *server_keys)
 {
     json_t *files = json_array();
     for (int p = 0; p < o->servers; p++) {
         char f[64];
         snprintf(f, sizeof f, "keys/server-%05d.keys", p);
-        json_array_append_new(files, json_pack("{s:i, s:s, s:I}", "server", p, "file", f, "keys",
-                                               (json_int_t)server_keys[p]));
+        json_array_append_new(files, json_pack("{s:i, s:s, s:I, s:o}", "server", p, "file", f, "keys",
+                                               (json_int_t)server_keys[p].keys, "checksum",
+                                               checksum_str(server_keys[p].checksum)));
     }
     return json_pack("{s:i, s:s, s:o}", "count", o->servers, "rule", "mix64-mod", "files", files);
 }
@@ -158,7 +159,7 @@ static int write_with_digest(const char *path, json_t *root, hps_error *err)
 int hps_manifest_write(const char *path, const hps_shard_opts *o, const char *const *names,
                        int n_files, const hps_shard_info *infos, const char *const *files,
                        const uint64_t *planned, int n_out, const hps_shard_result *res,
-                       const hps_hll_set *hll, hps_hot_set *hot, const uint64_t *server_keys,
+                       const hps_hll_set *hll, hps_hot_set *hot, const hps_server_keys_file *server_keys,
                        hps_error *err)
 {
     json_t *in_files = json_array();
@@ -299,6 +300,36 @@ static int load_slot_stats(hps_manifest *m, json_t *a, const char *ctx0, hps_err
     return 0;
 }
 
+/* servers.files: one entry a server, in order, each naming the file the
+ * server's index gives (a forged name reaches no other file); checksum
+ * optional, as manifests before it did not record one. */
+static int load_server_files(hps_manifest *m, json_t *files, const char *path, hps_error *err)
+{
+    if (!json_is_array(files) || json_array_size(files) != (size_t)m->servers)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: servers.files must be an array of the %d servers", path, m->servers);
+    m->server_files = hps_calloc((size_t)m->servers, sizeof *m->server_files);
+    for (int p = 0; p < m->servers; p++) {
+        json_t *e = json_array_get(files, (size_t)p);
+        char ctx[600], want[64];
+        const char *file, *sum = NULL;
+        long long server, keys;
+        hps_server_keys_file *f = &m->server_files[p];
+        snprintf(ctx, sizeof ctx, "%s: servers.files[%d]", path, p);
+        snprintf(want, sizeof want, "keys/server-%05d.keys", p);
+        if (!json_is_object(e)) return hps_fail(err, HPS_EXIT_USAGE, "%s: expected an object", ctx);
+        if (hps_json_int(e, "server", HPS_REQUIRED, p, p, &server, ctx, err) != 0 ||
+            hps_json_str(e, "file", HPS_REQUIRED, &file, ctx, err) != 0 ||
+            hps_json_int(e, "keys", HPS_REQUIRED, 0, INT64_MAX, &keys, ctx, err) != 0 ||
+            hps_json_str(e, "checksum", HPS_OPTIONAL, &sum, ctx, err) != 0)
+            return -1;
+        if (strcmp(file, want) != 0) return hps_fail(err, HPS_EXIT_USAGE, "%s: file must be '%s'", ctx, want);
+        if (sum && (strlen(sum) != 15 || sscanf(sum, "crc32c:%8x", &f->checksum) != 1))
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: checksum must be crc32c: and 8 hex digits", ctx);
+        f->keys = (uint64_t)keys, f->has_checksum = sum != NULL;
+    }
+    return 0;
+}
+
 hps_manifest *hps_manifest_load(const char *dir, hps_error *err)
 {
     size_t n = strlen(dir) + 32;
@@ -348,6 +379,7 @@ hps_manifest *hps_manifest_load(const char *dir, hps_error *err)
         if (json_is_object(sv) && hps_json_int(sv, "count", HPS_REQUIRED, 1, HPS_MAX_SERVERS, &count, path, err) != 0)
             rc = -1;
         m->servers = (int)count;
+        if (rc == 0 && count) rc = load_server_files(m, json_object_get(sv, "files"), path, err);
     }
     json_decref(root);
     free(path);
@@ -366,6 +398,7 @@ void hps_manifest_free(hps_manifest *m)
         for (int j = 0; j < m->schema.n_slots; j++) free(m->slot_names[j]);
     free(m->slot_names);
     free(m->slot_stats);
+    free(m->server_files);
     free(m->shards);
     free(m->dir);
     free(m);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hps_io.h"
 #include "core/hps_rng.h"
 
 #define SET_BUDGET (64u << 20)
@@ -53,9 +54,11 @@ static int by_server_slot_key(const void *a, const void *b)
 }
 
 /* File: "HPSKEYS\0", u32 version 1, u32 server, u32 servers, u32 slots,
- * u64 keys, u64 per slot, the keys slot by slot ascending, u32 CRC-32C. */
+ * u64 keys, u64 per slot, the keys slot by slot ascending, u32 CRC-32C of
+ * all that (*crc_out, which the manifest records). */
+#define KEYS_HEAD 32
 static int write_keys(const char *path, int server, int servers, int n_slots, const entry *e, size_t n,
-                      hps_error *err)
+                      uint32_t *crc_out, hps_error *err)
 {
     FILE *f = fopen(path, "wb");
     if (!f) return hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot create: %s", path, strerror(errno));
@@ -75,6 +78,7 @@ static int write_keys(const char *path, int server, int servers, int n_slots, co
         crc = hps_crc32c(crc, &e[i].key, 8);
     }
     fwrite(&crc, 4, 1, f);
+    *crc_out = crc;
     if (fclose(f) != 0) return hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", path, strerror(errno));
     return 0;
 }
@@ -101,7 +105,7 @@ static int collect(char **paths, int n, int lo, int hi, int servers, key_set *se
 }
 
 int hps_server_keys_write(hps_tmpdir *t, const hps_shard_opts *o, char **paths, int n,
-                          const hps_hll_set *hll, uint64_t *counts, hps_error *err)
+                          const hps_hll_set *hll, hps_server_keys_file *files, hps_error *err)
 {
     if (hps_tmpdir_mkdir(t, "keys", err) != 0) return -1;
     double distinct = 0;
@@ -124,11 +128,78 @@ int hps_server_keys_write(hps_tmpdir *t, const hps_shard_opts *o, char **paths, 
             char name[64];
             snprintf(name, sizeof name, "keys/server-%05d.keys", p);
             char *path = hps_tmpdir_file(t, name);
-            counts[p] = (size_t)i - start;
-            rc = write_keys(path, p, o->servers, o->parse.schema.n_slots, set.e + start, counts[p], err);
+            files[p].keys = (size_t)i - start;
+            rc = write_keys(path, p, o->servers, o->parse.schema.n_slots, set.e + start, files[p].keys,
+                            &files[p].checksum, err);
             free(path);
         }
         free(set.e);
     }
+    return rc;
+}
+
+/* ---- reading one back (hps-shard stats --verify) ------------------------------- */
+
+static int check_keys(const char *path, const uint8_t *b, size_t len, int server, int servers, int n_slots,
+                      uint64_t keys, hps_error *err)
+{
+    uint32_t u[4];
+    uint64_t total, sum = 0;
+    size_t head = KEYS_HEAD + 8 * (size_t)n_slots;
+    if (len < KEYS_HEAD || memcmp(b, "HPSKEYS", 8) != 0)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: not a server key list (expected \"HPSKEYS\")", path);
+    memcpy(u, b + 8, 16);
+    memcpy(&total, b + 24, 8);
+    if (u[0] != 1 || u[1] != (uint32_t)server || u[2] != (uint32_t)servers || u[3] != (uint32_t)n_slots)
+        return hps_fail(err, HPS_EXIT_RUNTIME,
+                        "%s: version %u, server %u of %u, %u slots; expected version 1, server %d of %d, %d slots",
+                        path, u[0], u[1], u[2], u[3], server, servers, n_slots);
+    if (total != keys)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: holds %llu keys; the manifest says %llu", path,
+                        (unsigned long long)total, (unsigned long long)keys);
+    if (len < head + 4 || (len - head - 4) % 8 || (len - head - 4) / 8 != total)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: %zu bytes; %llu keys of %d slots take %zu + 8 per key", path,
+                        len, (unsigned long long)total, n_slots, head + 4);
+    const uint8_t *k = b + head;
+    for (int j = 0; j < n_slots; j++) {
+        uint64_t per, prev = 0, key;
+        memcpy(&per, b + KEYS_HEAD + 8 * (size_t)j, 8);
+        if (per > total - sum)
+            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: slot %d: its count runs past the %llu keys", path, j,
+                            (unsigned long long)total);
+        for (uint64_t i = 0; i < per; i++, k += 8) {
+            memcpy(&key, k, 8);
+            if ((i && key <= prev) || hps_mix64(key) % (uint64_t)servers != (uint64_t)server)
+                return hps_fail(err, HPS_EXIT_RUNTIME,
+                                "%s: slot %d key %llu: 0x%016llx is out of order or not this server's", path, j,
+                                (unsigned long long)i, (unsigned long long)key);
+            prev = key;
+        }
+        sum += per;
+    }
+    if (sum != total)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: the slots' counts add up to %llu, not %llu keys", path,
+                        (unsigned long long)sum, (unsigned long long)total);
+    return 0;
+}
+
+int hps_server_keys_verify(const char *path, int server, int servers, int n_slots, uint64_t keys,
+                           uint32_t *checksum, hps_error *err)
+{
+    char *text;
+    size_t len;
+    if (hps_read_all(path, &text, &len, err)) return -1;
+    const uint8_t *b = (const uint8_t *)text;
+    int rc = 0;
+    if (len >= KEYS_HEAD + 4) {
+        uint32_t stored;
+        memcpy(&stored, b + len - 4, 4);
+        *checksum = hps_crc32c(0, b, len - 4);
+        if (stored != *checksum)
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: checksum crc32c:%08x, the file says crc32c:%08x", path,
+                          *checksum, stored);
+    }
+    if (rc == 0) rc = check_keys(path, b, len, server, servers, n_slots, keys, err);
+    free(text);
     return rc;
 }

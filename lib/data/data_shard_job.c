@@ -659,7 +659,7 @@ static int finish(output *out, const hps_hll_set *hll, inputs *in, hps_shard_res
                   hps_error *err)
 {
     const hps_shard_opts *o = out->o;
-    uint64_t *server_keys = NULL;
+    hps_server_keys_file *server_keys = NULL;
     int rc = 0;
     if (o->servers) { /* from the training shards: eval-only keys need no room */
         server_keys = hps_calloc((size_t)o->servers, sizeof *server_keys);

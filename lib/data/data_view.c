@@ -3,6 +3,7 @@
  * against its manifest. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/hps_json.h"
 #include "data/hps_shard.h"
@@ -74,6 +75,26 @@ int hps_shard_cat(const char *path, int libsvm, FILE *out, hps_error *err)
 
 /* ---- stats ----------------------------------------------------------------------- */
 
+/* Each server's key list whole, and its CRC against the manifest's where
+ * the manifest records one. */
+static int verify_server_keys(const hps_manifest *m, hps_error *err)
+{
+    for (int s = 0; s < m->servers; s++) {
+        size_t n = strlen(m->dir) + 32;
+        char *p = hps_malloc(n);
+        snprintf(p, n, "%s/keys/server-%05d.keys", m->dir, s);
+        const hps_server_keys_file *f = &m->server_files[s];
+        uint32_t crc;
+        int rc = hps_server_keys_verify(p, s, m->servers, m->schema.n_slots, f->keys, &crc, err);
+        if (rc == 0 && f->has_checksum && crc != f->checksum)
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: checksum crc32c:%08x, the manifest says crc32c:%08x", p, crc,
+                          f->checksum);
+        free(p);
+        if (rc != 0) return -1;
+    }
+    return 0;
+}
+
 int hps_manifest_verify(const hps_manifest *m, hps_error *err)
 {
     for (int s = 0; s < m->n_shards; s++) {
@@ -88,7 +109,7 @@ int hps_manifest_verify(const hps_manifest *m, hps_error *err)
         free(p);
         if (rc != 0) return -1;
     }
-    return 0;
+    return verify_server_keys(m, err);
 }
 
 void hps_manifest_print_stats(FILE *f, const hps_manifest *m)

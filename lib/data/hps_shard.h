@@ -102,6 +102,14 @@ typedef struct {
     uint32_t checksum;
 } hps_manifest_shard;
 
+/* A server's key list, keys/server-NNNNN.keys (hps-shard(5)): what the
+ * manifest records of it. */
+typedef struct {
+    uint64_t keys;     /* distinct keys the server owns */
+    uint32_t checksum; /* the file's own trailing CRC-32C */
+    int has_checksum;  /* 0: a manifest from before checksums were recorded */
+} hps_server_keys_file;
+
 /* Key statistics of one slot: lookups, distinct keys (estimated), and the
  * share of the lookups the hottest 1, 10, 100, 1000 keys take. */
 typedef struct {
@@ -122,6 +130,7 @@ typedef struct {
     int n_shards;
     hps_manifest_shard *shards;
     int servers; /* 0 when no key lists were written */
+    hps_server_keys_file *server_files; /* servers of them */
     hps_slot_stats *slot_stats; /* schema.n_slots, or NULL when the manifest has none */
     double input_bytes;   /* input.bytes: the text read (0 when not recorded) */
     long long skipped;    /* input.skipped: lines skipped as bad (0 when not recorded) */
@@ -145,5 +154,11 @@ int hps_manifest_check_shard(const hps_manifest *m, int i, const char *path,
 int hps_shard_cat(const char *path, int libsvm, FILE *out, hps_error *err);
 void hps_manifest_print_stats(FILE *f, const hps_manifest *m);
 int hps_manifest_verify(const hps_manifest *m, hps_error *err);
+/* Reads a server's key list whole (data_server_keys.c, its writer): its
+ * header as server `server` of `servers` with n_slots slots and `keys`
+ * keys, each slot's keys ascending and the server's by the mix64-mod rule,
+ * and its CRC-32C; *checksum gets that CRC. */
+int hps_server_keys_verify(const char *path, int server, int servers, int n_slots, uint64_t keys,
+                           uint32_t *checksum, hps_error *err);
 
 #endif

@@ -130,10 +130,10 @@ int hps_shard_run(const hps_shard_opts *o, hps_shard_result *res, hps_error *err
 int hps_manifest_write(const char *path, const hps_shard_opts *o, const char *const *names,
                        int n_files, const hps_shard_info *infos, const char *const *files,
                        const uint64_t *planned, int n_out, const hps_shard_result *res,
-                       const hps_hll_set *hll, hps_hot_set *hot, const uint64_t *server_keys,
+                       const hps_hll_set *hll, hps_hot_set *hot, const hps_server_keys_file *server_keys,
                        hps_error *err);
 int hps_server_keys_write(hps_tmpdir *t, const hps_shard_opts *o, char **shard_paths, int n,
-                          const hps_hll_set *hll, uint64_t *counts, hps_error *err);
+                          const hps_hll_set *hll, hps_server_keys_file *files, hps_error *err);
 
 /* ---- synthetic Criteo data -----------------------------------------------------
  * See hps-shard(1), SYNTHETIC DATA.  Rows are generated in chunks of

@@ -247,3 +247,57 @@ PY
     [[ "$output" == *"holdout.hps        holdout"* ]]
     [[ "$output" == *"C26"* ]]
 }
+
+# stats --verify read every shard but never the key lists: 60 of 60 byte
+# flips in keys/server-*.keys went unnoticed.
+@test "shard: stats --verify checks the server key lists: any flipped byte, a forged list with its own CRC" {
+    "$SHARD" -q -o "$TMP/d" --servers 2 "$DATA/criteo-small.tsv"
+    "$SHARD" stats --verify "$TMP/d" > /dev/null
+    keys=$TMP/d/keys/server-00001.keys
+    cp "$keys" "$TMP/good.keys"
+    size=$(stat -c %s "$keys")
+    caught=0
+    for i in $(seq 0 59); do
+        at=$((i * (size - 1) / 59))
+        python3 -c 'import sys; b = bytearray(open(sys.argv[1], "rb").read()); b[int(sys.argv[3])] ^= 0x10
+open(sys.argv[2], "wb").write(b)' "$TMP/good.keys" "$keys" "$at"
+        run "$SHARD" stats --verify "$TMP/d"
+        [ "$status" -eq 1 ] && [[ "${lines[0]}" == "hps-shard: error: $keys: "* ]] && caught=$((caught + 1))
+    done
+    echo "# $caught of 60 flips caught" >&3
+    [ "$caught" -eq 60 ]
+    # a key of the other server, with the file's CRC made good again: the structure is checked too
+    python3 - "$TMP/good.keys" "$keys" "$TMP/d/keys/server-00000.keys" <<'PY'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+other = open(sys.argv[3], "rb").read()
+head = 32 + 8 * struct.unpack_from("<I", b, 20)[0]
+b[head:head + 8] = other[head:head + 8]
+def crc32c(data):
+    crc = 0xffffffff
+    for x in data:
+        crc ^= x
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82f63b78 if crc & 1 else 0)
+    return crc ^ 0xffffffff
+b[-4:] = struct.pack("<I", crc32c(bytes(b[:-4])))
+open(sys.argv[2], "wb").write(b)
+PY
+    run "$SHARD" stats --verify "$TMP/d"
+    [ "$status" -eq 1 ]
+    [[ "${lines[0]}" == "hps-shard: error: $keys: slot "*" is out of order or not this server's" ]]
+    cp "$TMP/good.keys" "$keys"
+    # the manifest records each list's CRC; a manifest from before it (no checksum) still verifies
+    python3 - "$TMP/d/manifest.json" <<'PY'
+import hashlib, json, re, sys
+m = json.load(open(sys.argv[1]))
+assert all(re.fullmatch(r"crc32c:[0-9a-f]{8}", f["checksum"]) for f in m["servers"]["files"]), m["servers"]
+for f in m["servers"]["files"]:
+    del f["checksum"]
+m["sha256"] = "sha256:" + "0" * 64
+t = json.dumps(m, indent=2) + "\n"
+t = t.replace("0" * 64, hashlib.sha256(t.encode()).hexdigest())
+open(sys.argv[1], "w").write(t)
+PY
+    "$SHARD" stats --verify "$TMP/d" > /dev/null
+}
