@@ -83,6 +83,24 @@ json.dump(p,open(sys.argv[2],"w"))' "$PLAN" "$TMP/noserver.json"
     [ "$(dist_field "$TMP/dist.ndjson" 'o["servers"]')" = 1 ]
 }
 
+@test "dist: a plan whose servers have a count but no ranks puts them on the lowest ranks no worker has" {
+    # plan-3workers.json: workers on ranks 0, 2 and 1, servers {"count": 2}
+    # with no "ranks" (hps-plan(5)): the servers are ranks 3 and 4.  It has
+    # no stages: its workers and servers take those of the demo's plan.
+    python3 -c 'import json,sys; w = json.load(open(sys.argv[1])); assert "ranks" not in w["servers"], w
+p = json.load(open(sys.argv[2])); p["workers"], p["servers"] = w["workers"], w["servers"]
+p["stages"][0]["units"] = 3; json.dump(p, open(sys.argv[3], "w"))' \
+        "$TESTDATA/plans/plan-3workers.json" "$PLAN" "$TMP/plan.json"
+    run mpi 5 "$TRAIN" --plan "$TMP/plan.json" --model "$MODEL" --data "$TMP/shards" \
+        --steps 2 --threads 1 --metrics "$TMP/dist.ndjson"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"rank 3 server 0"*"rank 4 server 1"* ]]
+    [ "$(dist_field "$TMP/dist.ndjson" '(o["ranks"], o["workers"], o["servers"])')" = "(5, 3, 2)" ]
+    [ "$(dist_field "$TMP/dist.ndjson" '[r["role"] for r in o["per_rank"]]')" = \
+        "['worker', 'worker', 'worker', 'server', 'server']" ]
+}
+
 # A dense-only model (mlp-784), its data, and the plan hps-plan writes for
 # it (servers count 0, stages that pull no rows), its one unit made two
 # workers: a limit that needs 2 units would depend on the profile measured.
