@@ -216,6 +216,36 @@ int hps_rows_bad_label(const hps_rows *r)
     return -1;
 }
 
+/* 1 when a float's bits are a NaN or an infinity. */
+static int bits_not_finite(uint32_t u) { return (u & 0x7f800000u) == 0x7f800000u; }
+
+int hps_rows_bad_dense(const hps_rows *r, int *col, float *value)
+{
+    int first = -1;
+    for (int d = 0; d < r->schema.n_dense; d++) {
+        int row = -1; /* this column's first; the lowest over the columns is kept */
+        float x = 0;
+        if (r->dense_in_payload) { /* the values of the bits set, in row order */
+            const uint8_t *bits = r->dense_bits[d], *v = r->dense_vals[d];
+            for (int i = 0; i < r->rows && row < 0; i++) {
+                if (!(bits[i >> 3] >> (i & 7) & 1)) continue;
+                uint32_t u;
+                memcpy(&u, v, 4), v += 4;
+                if (bits_not_finite(u)) row = i, memcpy(&x, &u, 4);
+            }
+        } else {
+            const float *c = r->dense + (size_t)d * r->cap;
+            for (int i = 0; i < r->rows && row < 0; i++) {
+                uint32_t u;
+                memcpy(&u, &c[i], 4);
+                if (bits_not_finite(u)) row = i, x = c[i];
+            }
+        }
+        if (row >= 0 && (first < 0 || row < first)) first = row, *col = d, *value = x;
+    }
+    return first;
+}
+
 /* Reads payloads in order, never past their end. */
 typedef struct {
     const uint8_t *p, *end;

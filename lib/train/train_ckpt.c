@@ -265,16 +265,37 @@ static int unpack(const char *path, char **payload, size_t *len, hps_error *err)
     return rc;
 }
 
-static int load_dense(hps_trainer *t, FILE *f)
+/* The first of n values that is not finite, or negative where it must not
+ * be (Adam's second moment), or n. */
+static size_t bad_value(const float *v, size_t n, int nonnegative)
 {
-    size_t n = t->m->n_params;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &v[i], sizeof u);
+        if ((u & 0x7f800000u) == 0x7f800000u || (nonnegative && v[i] < 0)) return i;
+    }
+    return n;
+}
+
+/* The dense parameters and Adam's moments, each checked before it is used:
+ * a forged checkpoint's NaN would train on as one. */
+static int load_dense(hps_trainer *t, FILE *f, const char *path, hps_error *err)
+{
+    size_t n = t->m->n_params, bad = n;
     float *buf = hps_malloc((n + 1) * sizeof *buf);
     float *const dst[3] = {t->owner->params, t->owner->adam_m, t->owner->adam_v};
-    int ok = 1;
-    for (int i = 0; i < 3 && ok; i++)
-        if ((ok = HPS_FREAD(f, buf, n))) t->be->upload(dst[i], buf, n * sizeof *buf);
+    static const char *const what[3] = {"dense parameter", "Adam's first moment of dense parameter",
+                                        "Adam's second moment of dense parameter"};
+    int rc = 0;
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        if (!HPS_FREAD(f, buf, n)) rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: truncated dense parameters", path);
+        else if ((bad = bad_value(buf, n, i == 2)) < n)
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: %s %zu is %g: expected a finite number%s", path, what[i],
+                          bad, (double)buf[bad], i == 2 ? " >= 0" : "");
+        else t->be->upload(dst[i], buf, n * sizeof *buf);
+    }
     free(buf);
-    return ok ? 0 : -1;
+    return rc;
 }
 
 /* The header, then the dense part (a trainer's) or none (a server's), then
@@ -298,10 +319,11 @@ static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
     if (strcmp(plan, c->plan_digest) != 0)
         hps_warnf("%s: made under another plan; resuming under %s", path,
                   c->t && c->t->plan->name ? c->t->plan->name : "this one");
-    if (c->t && load_dense(c->t, f))
-        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: truncated dense parameters", path);
-    for (int l = 0; l < c->m->n_layers; l++)
-        if (c->tables[l] && hps_table_load(c->tables[l], f, err, path)) return -1;
+    if (c->t && load_dense(c->t, f, path, err)) return -1;
+    for (int l = 0; l < c->m->n_layers; l++) {
+        const hps_layer *L = &c->m->layers[l];
+        if (c->tables[l] && hps_table_load(c->tables[l], f, L->slots, L->n_slots, err, path)) return -1;
+    }
     if (c->state[4] != seed)
         hps_warnf("%s: made with --seed %llu, resuming with %llu: new keys start from other rows",
                   path, (unsigned long long)c->state[4], (unsigned long long)seed);
