@@ -199,13 +199,27 @@ int hps_tables_save(const hps_model *m, hps_table *const *tables, const char *pl
 
 /* ---- loading ----------------------------------------------------------------- */
 
+/* A directory of an mpirun job's checkpoints (DIR/committed and DIR/rank-R/,
+ * lib/dist/dist_ckpt.c) has no DIR/latest: one process cannot resume it,
+ * and starting afresh there would mix two runs. */
+static int mpirun_dir(const char *dir, hps_error *err)
+{
+    char committed[4200];
+    snprintf(committed, sizeof committed, "%s/committed", dir);
+    if (access(committed, F_OK) != 0) return 0;
+    return hps_fail(err, HPS_EXIT_USAGE,
+                    "%s: holds the checkpoints of an mpirun job (%s), not of one process: resume it "
+                    "under mpirun with the plan and rank count that wrote it, or use another directory",
+                    dir, committed);
+}
+
 static int read_latest(const char *dir, char *path, size_t n, int *found, hps_error *err)
 {
     char latest[4200], *text;
     snprintf(latest, sizeof latest, "%s/latest", dir);
     if (access(latest, F_OK) != 0) {
         *found = 0;
-        return 0;
+        return mpirun_dir(dir, err);
     }
     if (hps_read_all(latest, &text, NULL, err)) return -1;
     text[strcspn(text, "\n")] = '\0';
@@ -346,8 +360,8 @@ static int load_part(ckpt_part *c, const char *path, hps_error *err)
 int hps_trainer_load(hps_trainer *t, const char *dir, int *found, hps_error *err)
 {
     char path[4300];
-    if (read_latest(dir, path, sizeof path, found, err) || !*found) return *found ? -1 : 0;
-    return hps_trainer_load_file(t, path, err);
+    if (read_latest(dir, path, sizeof path, found, err)) return -1;
+    return *found ? hps_trainer_load_file(t, path, err) : 0;
 }
 
 int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err)

@@ -282,12 +282,22 @@ rank_pid() {
     python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert d["devices"], d' "$TMP/p.json"
 }
 
-@test "dist: one process does not take a distributed checkpoint for its own" {
+@test "dist: one process does not take a distributed checkpoint for its own, nor mpirun one process's" {
     mpi 3 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --threads 1 --steps 2 --checkpoint "$TMP/ck" -q
     [ -f "$TMP/ck/committed" ]
     run "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --threads 1 --checkpoint "$TMP/ck" --resume --steps 3
-    # one process reads DIR/latest, which a distributed run does not write
-    [[ "$output" == *"no checkpoint yet"* ]]
+    # one process reads DIR/latest, which a distributed run does not write:
+    # it says what the directory holds (it said "no checkpoint yet" and
+    # started afresh beside the job's checkpoints)
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-train: error: $TMP/ck: holds the checkpoints of an mpirun job ($TMP/ck/committed), not of one process: resume it under mpirun with the plan and rank count that wrote it, or use another directory" ]
+    [ ! -e "$TMP/ck/latest" ]
+    # and the other way round
+    "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --threads 1 --steps 2 --checkpoint "$TMP/one" -q
+    run mpi 3 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --threads 1 --steps 3 --checkpoint "$TMP/one" --resume
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"$TMP/one: holds the checkpoints of one process ($TMP/one/latest), not of an mpirun job: resume it without mpirun, or use another directory"* ]]
+    [ ! -e "$TMP/one/committed" ]
 }
 
 @test "dist: a server builds and saves its tables alone; a worker's checkpoint is refused for it" {
