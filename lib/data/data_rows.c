@@ -1,6 +1,7 @@
 /* hps_rows: a block of samples held column by column, and its payload. */
 #include "data/hps_data.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -216,9 +217,6 @@ int hps_rows_bad_label(const hps_rows *r)
     return -1;
 }
 
-/* 1 when a float's bits are a NaN or an infinity. */
-static int bits_not_finite(uint32_t u) { return (u & 0x7f800000u) == 0x7f800000u; }
-
 int hps_rows_bad_dense(const hps_rows *r, int *col, float *value)
 {
     int first = -1;
@@ -229,16 +227,14 @@ int hps_rows_bad_dense(const hps_rows *r, int *col, float *value)
             const uint8_t *bits = r->dense_bits[d], *v = r->dense_vals[d];
             for (int i = 0; i < r->rows && row < 0; i++) {
                 if (!(bits[i >> 3] >> (i & 7) & 1)) continue;
-                uint32_t u;
-                memcpy(&u, v, 4), v += 4;
-                if (bits_not_finite(u)) row = i, memcpy(&x, &u, 4);
+                float y;
+                memcpy(&y, v, 4), v += 4;
+                if (!isfinite(y)) row = i, x = y;
             }
         } else {
             const float *c = r->dense + (size_t)d * r->cap;
             for (int i = 0; i < r->rows && row < 0; i++) {
-                uint32_t u;
-                memcpy(&u, &c[i], 4);
-                if (bits_not_finite(u)) row = i, x = c[i];
+                if (!isfinite(c[i])) row = i, x = c[i];
             }
         }
         if (row >= 0 && (first < 0 || row < first)) first = row, *col = d, *value = x;

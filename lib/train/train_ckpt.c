@@ -18,6 +18,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -284,9 +285,7 @@ static int unpack(const char *path, char **payload, size_t *len, hps_error *err)
 static size_t bad_value(const float *v, size_t n, int nonnegative)
 {
     for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &v[i], sizeof u);
-        if ((u & 0x7f800000u) == 0x7f800000u || (nonnegative && v[i] < 0)) return i;
+        if (!isfinite(v[i]) || (nonnegative && v[i] < 0)) return i;
     }
     return n;
 }

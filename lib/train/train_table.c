@@ -1,5 +1,6 @@
 #include "train/train_table.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -293,15 +294,6 @@ int hps_table_save(const hps_table *t, FILE *f)
                : -1;
 }
 
-/* 1 when a float's bits are a NaN or an infinity (whatever the compiler
- * assumes of floats). */
-static int not_finite(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return (u & 0x7f800000u) == 0x7f800000u;
-}
-
 /* What is wrong with loaded row r, or NULL: a slot that is not one of the
  * layer's, a weight that is not finite, an AdaGrad accumulator that is not
  * finite or is negative (its square root divides the step). */
@@ -312,8 +304,8 @@ static const char *bad_row(const hps_table *t, int64_t r, const int *slots, int 
     if (!in_layer) return "a slot the layer does not have";
     const float *w = t->weights + r * t->dim, *a = t->accum + r * t->dim;
     for (int d = 0; d < t->dim; d++) {
-        if (not_finite(w[d])) return "a weight that is not finite";
-        if (not_finite(a[d]) || a[d] < 0) return "an AdaGrad accumulator that is negative or not finite";
+        if (!isfinite(w[d])) return "a weight that is not finite";
+        if (!isfinite(a[d]) || a[d] < 0) return "an AdaGrad accumulator that is negative or not finite";
     }
     return NULL;
 }
