@@ -1,6 +1,7 @@
 /* hps_rows: a block of samples held column by column, and its payload. */
 #include "data/hps_data.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -214,6 +215,31 @@ int hps_rows_bad_label(const hps_rows *r)
         if (!(y >= 0 && y <= top) || y != (float)(int)y) return i; /* NaN fails both */
     }
     return -1;
+}
+
+int hps_rows_bad_dense(const hps_rows *r, int *col, float *value)
+{
+    int first = -1;
+    for (int d = 0; d < r->schema.n_dense; d++) {
+        int row = -1; /* this column's first; the lowest over the columns is kept */
+        float x = 0;
+        if (r->dense_in_payload) { /* the values of the bits set, in row order */
+            const uint8_t *bits = r->dense_bits[d], *v = r->dense_vals[d];
+            for (int i = 0; i < r->rows && row < 0; i++) {
+                if (!(bits[i >> 3] >> (i & 7) & 1)) continue;
+                float y;
+                memcpy(&y, v, 4), v += 4;
+                if (!isfinite(y)) row = i, x = y;
+            }
+        } else {
+            const float *c = r->dense + (size_t)d * r->cap;
+            for (int i = 0; i < r->rows && row < 0; i++) {
+                if (!isfinite(c[i])) row = i, x = c[i];
+            }
+        }
+        if (row >= 0 && (first < 0 || row < first)) first = row, *col = d, *value = x;
+    }
+    return first;
 }
 
 /* Reads payloads in order, never past their end. */

@@ -202,6 +202,19 @@ static void grow(uint8_t **buf, size_t *cap, size_t n)
     *buf = hps_realloc(*buf, n);
 }
 
+/* Block b's dense values, all finite: one NaN would train on into every
+ * weight it reaches.  The row is the shard's, counted from 0. */
+static int check_dense(const hps_shard_reader *r, uint32_t b, const hps_rows *rows, hps_error *err)
+{
+    int col = 0;
+    float x = 0;
+    int bad = hps_rows_bad_dense(rows, &col, &x);
+    if (bad < 0) return 0;
+    return hps_fail(err, HPS_EXIT_RUNTIME, "%s: row %llu (block %u, row %d): dense feature %d is %s: expected a finite number",
+                    r->path, (unsigned long long)(r->index[b].first_row + (uint64_t)bad), b, bad, col + 1,
+                    x != x ? "nan" : x > 0 ? "inf" : "-inf");
+}
+
 /* Reads, checks and decodes block b into s (any thread; d is that thread's);
  * batched: for hps_shard_read, the dense columns left in s's own payload
  * (hps_rows_decode_batched). */
@@ -242,6 +255,7 @@ static void decode_block(const hps_shard_reader *r, decoder *d, uint32_t b, slot
                  r->path, b, bad, (double)s->rows->labels[bad], s->rows->schema.classes);
         return;
     }
+    if (check_dense(r, b, s->rows, err)) return;
     s->failed = 0;
 }
 

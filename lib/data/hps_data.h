@@ -164,6 +164,10 @@ void hps_rows_unpack_dense(hps_rows *r);
 void hps_rows_dense_rows(hps_rows *r, int from, int n, float *out);
 /* The first row whose label is not a class of the schema (NaN, 1e6, 0.5), or -1. */
 int hps_rows_bad_label(const hps_rows *r);
+/* The first row with a dense value that is not finite (NaN, inf), its
+ * column at *col and the value at *value, or -1; the text parsers refuse them, a forged shard may
+ * not.  Reads the columns where hps_rows_decode_batched left them. */
+int hps_rows_bad_dense(const hps_rows *r, int *col, float *value);
 
 /* ---- parsing ------------------------------------------------------------
  * Parses one line (without its newline; a trailing '\r' is ignored) and

@@ -106,6 +106,20 @@ static int read_committed(hps_dist *d, const char *path, uint64_t *step, hps_err
     return rc ? -1 : 0;
 }
 
+/* One process's checkpoints (DIR/latest, lib/train/train_ckpt.c) are not
+ * a job's: the ranks cannot resume them, and starting afresh there would
+ * mix two runs. */
+static int one_process_dir(const char *ckpt_dir, hps_error *err)
+{
+    char latest[4200];
+    snprintf(latest, sizeof latest, "%s/latest", ckpt_dir);
+    if (access(latest, F_OK) != 0) return 0;
+    return hps_fail(err, HPS_EXIT_USAGE,
+                    "%s: holds the checkpoints of one process (%s), not of an mpirun job: resume it "
+                    "without mpirun, or use another directory",
+                    ckpt_dir, latest);
+}
+
 /* This rank's file of the committed step, or *found = 0 without a commit. */
 static int committed_file(hps_dist *d, const char *ckpt_dir, char *path, size_t n, int *found,
                           hps_error *err)
@@ -113,7 +127,7 @@ static int committed_file(hps_dist *d, const char *ckpt_dir, char *path, size_t 
     uint64_t step;
     snprintf(path, n, "%s/committed", ckpt_dir);
     *found = access(path, F_OK) == 0;
-    if (!*found) return 0;
+    if (!*found) return one_process_dir(ckpt_dir, err);
     if (read_committed(d, path, &step, err)) return -1;
     snprintf(path, n, "%s/rank-%d/ckpt-%012llu.hpsckpt", ckpt_dir, d->rank, (unsigned long long)step);
     return 0;

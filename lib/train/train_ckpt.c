@@ -18,6 +18,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -199,13 +200,27 @@ int hps_tables_save(const hps_model *m, hps_table *const *tables, const char *pl
 
 /* ---- loading ----------------------------------------------------------------- */
 
+/* A directory of an mpirun job's checkpoints (DIR/committed and DIR/rank-R/,
+ * lib/dist/dist_ckpt.c) has no DIR/latest: one process cannot resume it,
+ * and starting afresh there would mix two runs. */
+static int mpirun_dir(const char *dir, hps_error *err)
+{
+    char committed[4200];
+    snprintf(committed, sizeof committed, "%s/committed", dir);
+    if (access(committed, F_OK) != 0) return 0;
+    return hps_fail(err, HPS_EXIT_USAGE,
+                    "%s: holds the checkpoints of an mpirun job (%s), not of one process: resume it "
+                    "under mpirun with the plan and rank count that wrote it, or use another directory",
+                    dir, committed);
+}
+
 static int read_latest(const char *dir, char *path, size_t n, int *found, hps_error *err)
 {
     char latest[4200], *text;
     snprintf(latest, sizeof latest, "%s/latest", dir);
     if (access(latest, F_OK) != 0) {
         *found = 0;
-        return 0;
+        return mpirun_dir(dir, err);
     }
     if (hps_read_all(latest, &text, NULL, err)) return -1;
     text[strcspn(text, "\n")] = '\0';
@@ -265,16 +280,35 @@ static int unpack(const char *path, char **payload, size_t *len, hps_error *err)
     return rc;
 }
 
-static int load_dense(hps_trainer *t, FILE *f)
+/* The first of n values that is not finite, or negative where it must not
+ * be (Adam's second moment), or n. */
+static size_t bad_value(const float *v, size_t n, int nonnegative)
 {
-    size_t n = t->m->n_params;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(v[i]) || (nonnegative && v[i] < 0)) return i;
+    }
+    return n;
+}
+
+/* The dense parameters and Adam's moments, each checked before it is used:
+ * a forged checkpoint's NaN would train on as one. */
+static int load_dense(hps_trainer *t, FILE *f, const char *path, hps_error *err)
+{
+    size_t n = t->m->n_params, bad = n;
     float *buf = hps_malloc((n + 1) * sizeof *buf);
     float *const dst[3] = {t->owner->params, t->owner->adam_m, t->owner->adam_v};
-    int ok = 1;
-    for (int i = 0; i < 3 && ok; i++)
-        if ((ok = HPS_FREAD(f, buf, n))) t->be->upload(dst[i], buf, n * sizeof *buf);
+    static const char *const what[3] = {"dense parameter", "Adam's first moment of dense parameter",
+                                        "Adam's second moment of dense parameter"};
+    int rc = 0;
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        if (!HPS_FREAD(f, buf, n)) rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: truncated dense parameters", path);
+        else if ((bad = bad_value(buf, n, i == 2)) < n)
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: %s %zu is %g: expected a finite number%s", path, what[i],
+                          bad, (double)buf[bad], i == 2 ? " >= 0" : "");
+        else t->be->upload(dst[i], buf, n * sizeof *buf);
+    }
     free(buf);
-    return ok ? 0 : -1;
+    return rc;
 }
 
 /* The header, then the dense part (a trainer's) or none (a server's), then
@@ -298,10 +332,11 @@ static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
     if (strcmp(plan, c->plan_digest) != 0)
         hps_warnf("%s: made under another plan; resuming under %s", path,
                   c->t && c->t->plan->name ? c->t->plan->name : "this one");
-    if (c->t && load_dense(c->t, f))
-        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: truncated dense parameters", path);
-    for (int l = 0; l < c->m->n_layers; l++)
-        if (c->tables[l] && hps_table_load(c->tables[l], f, err, path)) return -1;
+    if (c->t && load_dense(c->t, f, path, err)) return -1;
+    for (int l = 0; l < c->m->n_layers; l++) {
+        const hps_layer *L = &c->m->layers[l];
+        if (c->tables[l] && hps_table_load(c->tables[l], f, L->slots, L->n_slots, err, path)) return -1;
+    }
     if (c->state[4] != seed)
         hps_warnf("%s: made with --seed %llu, resuming with %llu: new keys start from other rows",
                   path, (unsigned long long)c->state[4], (unsigned long long)seed);
@@ -324,8 +359,8 @@ static int load_part(ckpt_part *c, const char *path, hps_error *err)
 int hps_trainer_load(hps_trainer *t, const char *dir, int *found, hps_error *err)
 {
     char path[4300];
-    if (read_latest(dir, path, sizeof path, found, err) || !*found) return *found ? -1 : 0;
-    return hps_trainer_load_file(t, path, err);
+    if (read_latest(dir, path, sizeof path, found, err)) return -1;
+    return *found ? hps_trainer_load_file(t, path, err) : 0;
 }
 
 int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err)

@@ -1,5 +1,6 @@
 #include "train/train_table.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -97,16 +98,25 @@ void hps_table_free(hps_table *t)
     free(t->ref), free(t->ht), free(t);
 }
 
-static void rehash(hps_table *t, int64_t slots)
+static int64_t find(const hps_table *t, int slot, uint64_t key, int64_t *at);
+
+/* Hashes the rows anew; returns the first row whose (slot, key) an earlier
+ * row has (left out of the hash), or -1.  Only a loaded table can have one. */
+static int64_t rehash(hps_table *t, int64_t slots)
 {
     free(t->ht);
     t->ht = hps_calloc((size_t)slots, sizeof *t->ht);
     t->ht_mask = slots - 1;
+    int64_t twice = -1;
     for (int64_t r = 0; r < t->rows; r++) {
-        int64_t h = (int64_t)(slot_hash(t->slot[r], t->key[r]) & (uint64_t)t->ht_mask);
-        while (t->ht[h].tag) h = (h + 1) & t->ht_mask;
+        int64_t h;
+        if (find(t, t->slot[r], t->key[r], &h) >= 0) {
+            if (twice < 0) twice = r;
+            continue;
+        }
         t->ht[h] = (hash_entry){t->key[r], entry_tag(t->slot[r], r)};
     }
+    return twice;
 }
 
 /* Grows the slabs (doubling, within max_rows) and keeps the hash half empty. */
@@ -127,7 +137,7 @@ static void grow(hps_table *t)
     t->ref = hps_realloc(t->ref, (size_t)cap * sizeof *t->ref);
     t->cap_rows = cap;
     int64_t slots = hash_slots(cap);
-    if (slots - 1 != t->ht_mask) rehash(t, slots);
+    if (slots - 1 != t->ht_mask) HPS_CHECK(rehash(t, slots) < 0);
 }
 
 static int64_t find(const hps_table *t, int slot, uint64_t key, int64_t *at)
@@ -284,11 +294,56 @@ int hps_table_save(const hps_table *t, FILE *f)
                : -1;
 }
 
-int hps_table_load(hps_table *t, FILE *f, hps_error *err, const char *name)
+/* What is wrong with loaded row r, or NULL: a slot that is not one of the
+ * layer's, a weight that is not finite, an AdaGrad accumulator that is not
+ * finite or is negative (its square root divides the step). */
+static const char *bad_row(const hps_table *t, int64_t r, const int *slots, int n_slots)
+{
+    int in_layer = 0;
+    for (int j = 0; j < n_slots && !in_layer; j++) in_layer = t->slot[r] == slots[j];
+    if (!in_layer) return "a slot the layer does not have";
+    const float *w = t->weights + r * t->dim, *a = t->accum + r * t->dim;
+    for (int d = 0; d < t->dim; d++) {
+        if (!isfinite(w[d])) return "a weight that is not finite";
+        if (!isfinite(a[d]) || a[d] < 0) return "an AdaGrad accumulator that is negative or not finite";
+    }
+    return NULL;
+}
+
+/* A loaded table's rows, checked before any is used: a forged checkpoint
+ * (its digest recomputed) could hold two rows of one key (the hash would
+ * find one, export both, and an eviction of the other would find neither),
+ * a slot past what a hash slot's tag holds, or values that train as NaN.
+ * On failure the table is left empty. */
+static int check_loaded(hps_table *t, const int *slots, int n_slots, const char *name, hps_error *err)
+{
+    for (int64_t r = 0; r < t->rows; r++) {
+        const char *why = bad_row(t, r, slots, n_slots);
+        if (why) {
+            hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: row %lld (slot %d, key %llu) has %s",
+                     name, t->layer, (long long)r, (int)t->slot[r], (unsigned long long)t->key[r], why);
+            t->rows = 0;
+            return -1;
+        }
+    }
+    int64_t twice = rehash(t, t->ht_mask + 1);
+    if (twice >= 0) {
+        int64_t at, first = find(t, t->slot[twice], t->key[twice], &at);
+        hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: rows %lld and %lld have the same slot %d and key %llu",
+                 name, t->layer, (long long)first, (long long)twice, (int)t->slot[twice],
+                 (unsigned long long)t->key[twice]);
+        t->rows = 0;
+        rehash(t, t->ht_mask + 1);
+        return -1;
+    }
+    return 0;
+}
+
+int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_error *err, const char *name)
 {
     int64_t head[4];
     if (!HPS_FREAD(f, head, 4) || head[0] != t->dim || head[1] < 0 || head[2] < 0 ||
-        head[2] >= (head[1] > 0 ? head[1] : 1))
+        head[2] >= (head[1] > 0 ? head[1] : 1) || head[3] < 0)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad table header", name,
                         t->layer);
     if (head[1] > t->max_rows)
@@ -311,8 +366,7 @@ int hps_table_load(hps_table *t, FILE *f, hps_error *err, const char *name)
     t->rows = head[1];
     t->hand = head[2];
     t->evictions = head[3];
-    rehash(t, t->ht_mask + 1);
-    return 0;
+    return check_loaded(t, slots, n_slots, name, err);
 }
 
 /* ---- updates ------------------------------------------------------------------- */

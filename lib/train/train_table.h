@@ -66,8 +66,12 @@ const hps_sparse_grad *hps_table_grad_sum(hps_sparse_grad *const *grads, int n, 
 void hps_table_apply(hps_table *t, hps_sparse_grad *const *grads, int n, hps_sparse_grad **sum,
                      float lr, float eps);
 
-/* Checkpoints: the whole table (keys, rows, accumulators, clock state). */
+/* Checkpoints: the whole table (keys, rows, accumulators, clock state).
+ * A loaded table is refused (an error naming name, the layer and the row;
+ * the table left empty) unless every row is well-formed: its slot one of
+ * the layer's n_slots slots, no (slot, key) twice, its values finite. */
 int hps_table_save(const hps_table *t, FILE *f);
-int hps_table_load(hps_table *t, FILE *f, hps_error *err, const char *name);
+int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_error *err,
+                   const char *name);
 
 #endif

@@ -83,6 +83,24 @@ json.dump(p,open(sys.argv[2],"w"))' "$PLAN" "$TMP/noserver.json"
     [ "$(dist_field "$TMP/dist.ndjson" 'o["servers"]')" = 1 ]
 }
 
+@test "dist: a plan whose servers have a count but no ranks puts them on the lowest ranks no worker has" {
+    # plan-3workers.json: workers on ranks 0, 2 and 1, servers {"count": 2}
+    # with no "ranks" (hps-plan(5)): the servers are ranks 3 and 4.  It has
+    # no stages: its workers and servers take those of the demo's plan.
+    python3 -c 'import json,sys; w = json.load(open(sys.argv[1])); assert "ranks" not in w["servers"], w
+p = json.load(open(sys.argv[2])); p["workers"], p["servers"] = w["workers"], w["servers"]
+p["stages"][0]["units"] = 3; json.dump(p, open(sys.argv[3], "w"))' \
+        "$TESTDATA/plans/plan-3workers.json" "$PLAN" "$TMP/plan.json"
+    run mpi 5 "$TRAIN" --plan "$TMP/plan.json" --model "$MODEL" --data "$TMP/shards" \
+        --steps 2 --threads 1 --metrics "$TMP/dist.ndjson"
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"rank 3 server 0"*"rank 4 server 1"* ]]
+    [ "$(dist_field "$TMP/dist.ndjson" '(o["ranks"], o["workers"], o["servers"])')" = "(5, 3, 2)" ]
+    [ "$(dist_field "$TMP/dist.ndjson" '[r["role"] for r in o["per_rank"]]')" = \
+        "['worker', 'worker', 'worker', 'server', 'server']" ]
+}
+
 # A dense-only model (mlp-784), its data, and the plan hps-plan writes for
 # it (servers count 0, stages that pull no rows), its one unit made two
 # workers: a limit that needs 2 units would depend on the profile measured.
@@ -264,12 +282,22 @@ rank_pid() {
     python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); assert d["devices"], d' "$TMP/p.json"
 }
 
-@test "dist: one process does not take a distributed checkpoint for its own" {
+@test "dist: one process does not take a distributed checkpoint for its own, nor mpirun one process's" {
     mpi 3 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --threads 1 --steps 2 --checkpoint "$TMP/ck" -q
     [ -f "$TMP/ck/committed" ]
     run "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --threads 1 --checkpoint "$TMP/ck" --resume --steps 3
-    # one process reads DIR/latest, which a distributed run does not write
-    [[ "$output" == *"no checkpoint yet"* ]]
+    # one process reads DIR/latest, which a distributed run does not write:
+    # it says what the directory holds (it said "no checkpoint yet" and
+    # started afresh beside the job's checkpoints)
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-train: error: $TMP/ck: holds the checkpoints of an mpirun job ($TMP/ck/committed), not of one process: resume it under mpirun with the plan and rank count that wrote it, or use another directory" ]
+    [ ! -e "$TMP/ck/latest" ]
+    # and the other way round
+    "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --threads 1 --steps 2 --checkpoint "$TMP/one" -q
+    run mpi 3 "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --threads 1 --steps 3 --checkpoint "$TMP/one" --resume
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"$TMP/one: holds the checkpoints of one process ($TMP/one/latest), not of an mpirun job: resume it without mpirun, or use another directory"* ]]
+    [ ! -e "$TMP/one/committed" ]
 }
 
 @test "dist: a server builds and saves its tables alone; a worker's checkpoint is refused for it" {

@@ -224,3 +224,58 @@ PY
         grep -q "^\.TH .* \"hps $version\" " "$page" || { echo "$page: not hps $version"; false; }
     done
 }
+
+# A checkpoint of 2 steps of the demo model, its table capped and evicting.
+demo_ckpt() {
+    DEMO=$TESTDATA/models/demo-ctr.json
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$DEMO" -o "$TMP/shards" "$TMP/rows.tsv"
+    "$HPS_BIN/hps-train" -q -m "$DEMO" --data "$TMP/shards" --steps 2 --max-table-mb 4 --evict \
+        --checkpoint "$TMP/ck"
+    CKPT=$TMP/ck/ckpt-000000000002.hpsckpt
+    cp "$CKPT" "$TMP/good.hpsckpt"
+}
+
+@test "robust: a checkpoint with valid digests is refused unless every row is well-formed" {
+    demo_ckpt
+    for forged in key-twice slot=16777216 slot=-1 nan-row nan-dense; do
+        cp "$TMP/good.hpsckpt" "$CKPT"
+        python3 "$ROOT/tests/cli/forge.py" ckpt "$CKPT" "$forged"
+        run "$HPS_BIN/hps-train" -m "$DEMO" --data "$TMP/shards" --epochs 4 --max-table-mb 4 --evict \
+            --checkpoint "$TMP/ck" --resume --export "$TMP/m.safetensors"
+        echo "$forged: $output"
+        # one line, naming the file and what is wrong; nothing trained or exported
+        [ "$status" -eq 1 ]
+        [ "${#lines[@]}" -eq 1 ]
+        [ ! -e "$TMP/m.safetensors" ]
+        case $forged in
+        key-twice) [[ "$output" == "hps-train: error: $CKPT: embedding layer 0: rows 0 and 1 have the same slot "*" and key "* ]] ;;
+        slot=*) [[ "$output" == "hps-train: error: $CKPT: embedding layer 0: row 0 (slot ${forged#slot=}, key "*") has a slot the layer does not have" ]] ;;
+        nan-row) [[ "$output" == "hps-train: error: $CKPT: embedding layer 0: row 0 (slot "*") has a weight that is not finite" ]] ;;
+        nan-dense) [ "$output" = "hps-train: error: $CKPT: dense parameter 0 is nan: expected a finite number" ] ;;
+        esac
+    done
+    # the forger itself: the unforged file, recompressed and re-digested, resumes
+    cp "$TMP/good.hpsckpt" "$CKPT"
+    python3 "$ROOT/tests/cli/forge.py" ckpt "$CKPT" slot=0
+    run "$HPS_BIN/hps-train" -q -m "$DEMO" --data "$TMP/shards" --epochs 4 --max-table-mb 4 --evict \
+        --checkpoint "$TMP/ck" --resume
+    [ "$status" -eq 0 ]
+}
+
+@test "robust: a shard with valid checksums but a NaN or inf dense value is refused, naming the file and row" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    for value in nan inf; do
+        rm -rf "$TMP/shards" "$TMP/m.safetensors"
+        "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+        row=$(python3 "$ROOT/tests/cli/forge.py" shard "$TMP/shards" "$value")
+        run "$HPS_BIN/hps-train" -m "$MODEL" --data "$TMP/shards" --epochs 1 --export "$TMP/m.safetensors"
+        [ "$status" -eq 1 ]
+        [ "$output" = "hps-train: error: $TMP/shards/shard-00000.hps: row $row (block 0, row $row): dense feature 1 is $value: expected a finite number" ]
+        [ ! -e "$TMP/m.safetensors" ]
+        # and --verify, which reads every block
+        run "$HPS_BIN/hps-shard" stats --verify "$TMP/shards"
+        [ "$status" -eq 1 ]
+        [[ "$output" == *"row $row (block 0, row $row): dense feature 1 is $value"* ]]
+    done
+}

@@ -793,6 +793,63 @@ static void test_bad_labels(void **state)
     unlink(path);
 }
 
+/* A dense value that is not finite (a forged shard: the text parsers refuse
+ * them) stops the read, naming the file and the shard's row, on every path
+ * that decodes blocks: batches, whole blocks, --verify.  It trained on into
+ * NaN weights before (issue 26). */
+static void test_bad_dense(void **state)
+{
+    (void)state;
+    char path[128];
+    tmp_shard(path, sizeof path);
+    const float bad[] = {NAN, INFINITY, -INFINITY};
+    const char *shown[] = {"nan", "inf", "-inf"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        hps_schema s = {3, 1, 0, 0, 2};
+        hps_error err;
+        hps_shard_writer *w = hps_shard_writer_create(path, &s, 16, &err);
+        assert_non_null(w);
+        hps_rows *rows = hps_rows_create(&s, 16);
+        hps_rng g;
+        hps_rng_seed(&g, 1);
+        void *cctx = ZSTD_createCCtx();
+        hps_block b = {0};
+        uint8_t *scratch = NULL;
+        size_t scap = 0;
+        for (int blk = 0; blk < 2; blk++) { /* block 1, row 5: the shard's row 21 */
+            fill_random(rows, 16, &g);
+            if (blk == 1) rows->dense[2 * (size_t)rows->cap + 5] = bad[k], rows->dense[2 * (size_t)rows->cap + 9] = NAN;
+            hps_block_compress(rows, cctx, 1, &b, &scratch, &scap);
+            assert_int_equal(hps_shard_writer_add(w, &b, &err), 0);
+        }
+        assert_int_equal(hps_shard_writer_close(w, NULL, &err), 0);
+        hps_block_free(&b);
+        free(scratch);
+        ZSTD_freeCCtx(cctx);
+        char want[256];
+        snprintf(want, sizeof want, "%s: row 21 (block 1, row 5): dense feature 3 is %s: expected a finite number", path,
+                 shown[k]);
+        hps_shard_reader *r = hps_shard_open(path, NULL, &err); /* batches: the values read in the payload */
+        assert_non_null(r);
+        hps_batch *batch = hps_batch_create(16, 3, 1, 64, 0);
+        assert_int_equal(hps_shard_read(r, batch, 16, &err), 16);
+        assert_int_equal(hps_shard_read(r, batch, 16, &err), -1);
+        assert_string_equal(err.msg, want);
+        hps_batch_free(batch);
+        hps_shard_close(r);
+        r = hps_shard_open(path, &(hps_shard_read_opts){.ahead = 0}, &err); /* whole blocks, no thread */
+        const hps_rows *got;
+        assert_int_equal(hps_shard_next_block(r, &got, &err), 1);
+        assert_int_equal(hps_shard_next_block(r, &got, &err), -1);
+        assert_string_equal(err.msg, want);
+        hps_shard_close(r);
+        assert_int_equal(hps_shard_verify(path, NULL, &err), -1);
+        assert_string_equal(err.msg, want);
+        hps_rows_free(rows);
+    }
+    unlink(path);
+}
+
 static void test_format_float(void **state)
 {
     (void)state;
@@ -822,7 +879,7 @@ int main(void)
         cmocka_unit_test(test_blocks_of_a_batched_reader),
         cmocka_unit_test(test_version_1_and_2_decode_alike), cmocka_unit_test(test_payload_version_2),
         cmocka_unit_test(test_corruption),      cmocka_unit_test(test_format_float),
-        cmocka_unit_test(test_hostile_header),  cmocka_unit_test(test_bad_labels),
+        cmocka_unit_test(test_hostile_header),  cmocka_unit_test(test_bad_labels), cmocka_unit_test(test_bad_dense),
         cmocka_unit_test(test_sha256_pieces),
     };
     return cmocka_run_group_tests_name("shard", tests, NULL, NULL);

@@ -123,7 +123,7 @@ static void test_table_save_load(void **state)
     fclose(f);
     hps_table *b = hps_table_create(0, 3, 0, HPS_TABLE_FULL_ERROR, 9);
     f = fmemopen(buf, len, "rb");
-    assert_int_equal(hps_table_load(b, f, &err, "mem"), 0);
+    assert_int_equal(hps_table_load(b, f, (const int[]){0, 1, 2}, 3, &err, "mem"), 0);
     fclose(f);
     assert_int_equal(hps_table_rows(b), 300);
     assert_memory_equal(hps_table_weights(a), hps_table_weights(b), 300 * 3 * sizeof(float));
@@ -151,13 +151,88 @@ static void test_table_load_checks_rows_exist(void **state)
     memcpy(buf + sizeof rows, &rows, sizeof rows); /* head[1]: the row count */
     hps_table *b = hps_table_create(0, 3, 0, HPS_TABLE_FULL_ERROR, 9);
     f = fmemopen(buf, len, "rb");
-    assert_int_equal(hps_table_load(b, f, &err, "mem"), -1);
+    assert_int_equal(hps_table_load(b, f, (const int[]){0, 1, 2}, 3, &err, "mem"), -1);
     fclose(f);
     assert_string_equal(err.msg, "mem: embedding layer 0: truncated table");
     assert_true(hps_table_bytes(b) < (1u << 20));
     free(buf);
     hps_table_free(a);
     hps_table_free(b);
+}
+
+/* A saved table of 4 rows (dim 2, slots 0 and 1) with row `row`'s field
+ * forged (valid otherwise, as a checkpoint whose digest was recomputed),
+ * loaded into a table of the layer's slots {0, 1}: 0 or -1 with err. */
+enum forged { FORGE_KEY_TWICE, FORGE_SLOT, FORGE_WEIGHT, FORGE_ACCUM };
+
+static int load_forged(enum forged what, int64_t value_bits, float value, hps_error *err, int64_t *rows_after)
+{
+    hps_error e0;
+    hps_table *a = hps_table_create(0, 2, 0, HPS_TABLE_FULL_ERROR, 9);
+    for (uint64_t k = 0; k < 4; k++) hps_table_lookup(a, (int)(k % 2), 100 + k, 1, &e0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(hps_table_save(a, f), 0);
+    fclose(f);
+    /* the layout hps_table_save writes: head[4], key[4], slot[4], step[4], ref[4], weights, accum */
+    char *key = buf + 32, *slot = key + 4 * 8, *weights = slot + 4 * 4 + 4 * 8 + 4;
+    uint64_t k2;
+    int32_t s2;
+    switch (what) {
+    case FORGE_KEY_TWICE: /* row 2 becomes row 0's (slot 0, key 100) */
+        memcpy(&k2, key, 8), memcpy(key + 2 * 8, &k2, 8);
+        break;
+    case FORGE_SLOT:
+        s2 = (int32_t)value_bits;
+        memcpy(slot + 3 * 4, &s2, 4);
+        break;
+    case FORGE_WEIGHT:
+        memcpy(weights + 5 * 4, &value, 4); /* row 2, column 1 */
+        break;
+    case FORGE_ACCUM:
+        memcpy(weights + 8 * 4 + 1 * 4, &value, 4); /* row 0, column 1 */
+        break;
+    }
+    hps_table *b = hps_table_create(0, 2, 0, HPS_TABLE_FULL_EVICT, 9);
+    f = fmemopen(buf, len, "rb");
+    int rc = hps_table_load(b, f, (const int[]){0, 1}, 2, err, "ck");
+    fclose(f);
+    *rows_after = hps_table_rows(b);
+    if (rc == 0) /* what a refused table would have risked: looking rows up, evicting */
+        for (uint64_t k = 0; k < 8; k++) assert_true(hps_table_lookup(b, (int)(k % 2), 100 + k, 2, &e0) >= 0);
+    free(buf);
+    hps_table_free(a);
+    hps_table_free(b);
+    return rc;
+}
+
+/* A checkpoint's table is refused unless every row is well-formed (issue
+ * 26: a duplicate key aborted an evicting table, NaN rows trained on). */
+static void test_table_load_refuses_bad_rows(void **state)
+{
+    (void)state;
+    hps_error err;
+    int64_t rows;
+    assert_int_equal(load_forged(FORGE_SLOT, 1, 0, &err, &rows), 0); /* the unforged value */
+    assert_int_equal(rows, 4);
+    assert_int_equal(load_forged(FORGE_KEY_TWICE, 0, 0, &err, &rows), -1);
+    assert_string_equal(err.msg, "ck: embedding layer 0: rows 0 and 2 have the same slot 0 and key 100");
+    assert_int_equal(rows, 0);
+    assert_int_equal(load_forged(FORGE_SLOT, 1 << 24, 0, &err, &rows), -1);
+    assert_string_equal(err.msg, "ck: embedding layer 0: row 3 (slot 16777216, key 103) has a slot the layer does not have");
+    assert_int_equal(rows, 0);
+    assert_int_equal(load_forged(FORGE_SLOT, 2, 0, &err, &rows), -1); /* in range of the tag, not the layer's */
+    assert_int_equal(load_forged(FORGE_SLOT, -1, 0, &err, &rows), -1);
+    assert_int_equal(load_forged(FORGE_WEIGHT, 0, NAN, &err, &rows), -1);
+    assert_string_equal(err.msg, "ck: embedding layer 0: row 2 (slot 0, key 102) has a weight that is not finite");
+    assert_int_equal(load_forged(FORGE_WEIGHT, 0, -INFINITY, &err, &rows), -1);
+    assert_int_equal(load_forged(FORGE_WEIGHT, 0, -3e38f, &err, &rows), 0); /* large is finite */
+    assert_int_equal(load_forged(FORGE_ACCUM, 0, -1.0f, &err, &rows), -1);
+    assert_string_equal(err.msg,
+                        "ck: embedding layer 0: row 0 (slot 0, key 100) has an AdaGrad accumulator that is negative or not finite");
+    assert_int_equal(load_forged(FORGE_ACCUM, 0, INFINITY, &err, &rows), -1);
+    assert_int_equal(load_forged(FORGE_ACCUM, 0, 2.0f, &err, &rows), 0);
 }
 
 /* ---- the trainer --------------------------------------------------------------------- */
@@ -744,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_table_cap_error_and_eviction),
         cmocka_unit_test(test_table_save_load),
         cmocka_unit_test(test_table_load_checks_rows_exist),
+        cmocka_unit_test(test_table_load_refuses_bad_rows),
         cmocka_unit_test(test_pipeline_matches_single_stage),
         cmocka_unit_test(test_pipeline_gradients),
         cmocka_unit_test(test_linked_stages_follow_one_process),
