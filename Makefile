@@ -45,7 +45,7 @@ else
 Q := @
 say = @printf '  %-6s %s\n' $(1) $(2)
 endif
-HPS_LDLIBS = -ljansson -lzstd -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lm \
+HPS_LDLIBS = -ljansson -lzstd -lcrypto -L$(OPENBLAS_DIR) -Wl,-rpath,$(OPENBLAS_DIR) -lopenblas -lm \
              $(CUDA_LIBS) $(MPI_LIBS) $(LDLIBS)
 # Open MPI (lib/dist): the same binary runs alone or as one rank under mpirun.
 # mpicc knows the include and library flags; without it the build stops here
@@ -140,7 +140,7 @@ CONFIG_STAMP := $(BIN)/.config
 COMMIT       := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- 2>/dev/null || echo -dirty)
 CONFIG_NOW   := CUDA=$(CUDA) MPI=$(MPI) SAN=$(SAN) OPT=$(OPT) BUILD=$(BUILD) COMMIT=$(COMMIT)
 
-DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev zstd libopenblas-openmp-dev \
+DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev libssl-dev zstd libopenblas-openmp-dev \
              libopenmpi-dev openmpi-bin libcmocka-dev bats python3 python3-numpy python3-torch time \
              clang libclang-rt-14-dev libomp-14-dev librsvg2-bin graphviz \
              iproute2 util-linux procps strace
