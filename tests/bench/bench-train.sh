@@ -14,16 +14,21 @@
 # CPU, the load at start and end, and the verdict "quiet" or "NOISY: why"
 # (load above 1.5, or one side's runs spread more than BENCH_SPREAD_MAX, 5%,
 # sd/mean) come with the table (bench_common.sh).
-# ROWS (Criteo rows, default 300000), MLP_ROWS (default 60000), THREADS
-# (default: all cores), REPS (default 3) and MODELS can be set.
+# demo-ctr-kaggle is demo-ctr's network with every slot hashed unbounded
+# (buckets 2^40) on KAGGLE_ROWS rows (default 1000000) of `hps-shard synth
+# --cardinality kaggle`: keys as many as the Criteo Kaggle set's, so the
+# tables grow to a million rows and more.
+# ROWS (Criteo rows, default 300000), MLP_ROWS (default 60000), KAGGLE_ROWS,
+# THREADS (default: all cores), REPS (default 3) and MODELS can be set.
 set -eu
 bin=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rows=${ROWS:-300000}
 mlp_rows=${MLP_ROWS:-60000}
+kaggle_rows=${KAGGLE_ROWS:-1000000}
 threads=${THREADS:-$(nproc)}
 reps=${REPS:-3}
-models=${MODELS:-demo-ctr dlrm-criteo mlp-784}
+models=${MODELS:-demo-ctr dlrm-criteo mlp-784 demo-ctr-kaggle}
 py=/usr/bin/python3
 $py -c 'import torch' 2>/dev/null || { echo "bench-train: needs Debian's python3-torch (make deps)" >&2; exit 1; }
 . "$root/tests/bench/bench_common.sh"
@@ -45,9 +50,21 @@ for name in $models; do
     model=$root/testdata/models/$name.json
     d=$work/$name
     mkdir "$d"
+    if [ "$name" = demo-ctr-kaggle ]; then
+        model=$work/demo-ctr-kaggle.json
+        $py - "$root/testdata/models/demo-ctr.json" "$model" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] = "demo-ctr-kaggle"
+m["input"]["slots"] = [{"name": s["name"], "buckets": 1 << 40} for s in m["input"]["slots"]]
+json.dump(m, open(sys.argv[2], "w"))
+PY
+        "$bin/hps-shard" synth "$kaggle_rows" --seed 1 --cardinality kaggle -o "$work/kaggle.tsv" 2>/dev/null
+    fi
     case $name in
     mlp-*) "$bin/hps-shard" -q -f libsvm --classes 10 --dense 784 --transform none -m "$model" \
                --holdout 0.1 -o "$d/shards" "$work/mnist.svm" ;;
+    demo-ctr-kaggle) "$bin/hps-shard" -q -m "$model" --holdout 0.1 -o "$d/shards" "$work/kaggle.tsv" ;;
     *) "$bin/hps-shard" -q -m "$model" --holdout 0.1 -o "$d/shards" "$work/criteo.tsv" ;;
     esac
     "$bin/hps-shard" cat --as tsv "$d/shards/shard-00000.hps" > "$d/train.tsv"
