@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kernels/hps_backend.h"
+#include "kernels/kernels_internal.h"
 
 static void *cpu_alloc(size_t bytes)
 {
@@ -18,6 +19,7 @@ static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src
 static void cpu_sync(void) {}
 static void cpu_memzero(void *p, size_t bytes) { memset(p, 0, bytes); }
 
+HPS_VECTOR_CLONES
 void adam_update(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                  int64_t n, float lr, float beta1, float beta2, float eps, int t)
 {
