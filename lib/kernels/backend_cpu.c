@@ -26,7 +26,7 @@ void adam_update(float *restrict p, const float *restrict g, float *restrict m, 
     /* the bias corrections folded into two constants: one division a parameter */
     const float c1 = 1.0f - powf(beta1, (float)t), c2 = 1.0f - powf(beta2, (float)t);
     const float step = lr / c1, rsqrt_c2 = 1.0f / sqrtf(c2);
-#pragma omp parallel for simd if (n > 65536)
+#pragma omp parallel for simd if (parallel: n > 65536)
     for (int64_t i = 0; i < n; i++) {
         float mi = beta1 * m[i] + (1.0f - beta1) * g[i];
         float vi = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];

@@ -62,7 +62,7 @@ void act_forward(float *out, const float *in, int64_t n, hps_act a)
         if (out != in) memcpy(out, in, (size_t)n * sizeof *out);
         break;
     case HPS_ACT_RELU:
-#pragma omp parallel for simd if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
         for (int64_t i = 0; i < n; i++) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
         break;
     case HPS_ACT_SIGMOID:
@@ -86,7 +86,7 @@ void act_backward(float *din, const float *dout, const float *out, int64_t n, hp
     case HPS_ACT_RELU:
         /* dout loaded unconditionally: a select the compiler vectorizes, not a
          * branch mispredicted on every other element */
-#pragma omp parallel for simd if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
         for (int64_t i = 0; i < n; i++) {
             float g = dout[i];
             din[i] = out[i] > 0.0f ? g : 0.0f;
