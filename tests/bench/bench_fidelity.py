@@ -327,8 +327,8 @@ def main():
     print(f"\n{len(rows)} configurations, {RUNS} runs each: median |error| {100 * med:.1f}% "
           f"(target <= {100 * TARGETS['median']:.0f}%), max {100 * mx:.1f}% (target <= {100 * TARGETS['max']:.0f}%); "
           f"ranking: pick measured-best in {sum(between)} of {len(between)} sets between candidates "
-          f"(target >= {100 * TARGETS['ranking']:.0f}%), {sum(near)} of {len(near)} at 1.02 x the cheapest's rate; "
-          f"load at end {load()}")
+          f"(target >= {100 * TARGETS['ranking']:.0f}%), {sum(near)} of {len(near)} at 1.02 x the cheapest's rate")
+    bench_common.end("bench-fidelity")
 
 
 main()
