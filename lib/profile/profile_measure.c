@@ -21,7 +21,8 @@
  * median (caches, clocks and the allocator settled), for WARMUP_MAX_S at
  * most; then enough repetitions that every layer's samples span
  * o->min_seconds, so a slow spell of the machine is one sample among many,
- * not the whole of a layer's time (REPS_MAX at most). */
+ * not the whole of a layer's time (REPS_MAX at most); the scaling and the
+ * half batch as long, since their times are set against the step's. */
 #define WARMUP_WINDOW 3
 #define WARMUP_STABLE 0.05
 #define WARMUP_MAX_S 0.5
@@ -129,10 +130,15 @@ static void whole_step(bench *b, samples *s, int rep)
 }
 
 /* Warm-up steps until the last WARMUP_WINDOW agree (at least `warmup` of
- * them): the seconds of a step, the median of that window. */
-static double warm_up(bench *b, int warmup)
+ * them; exactly `warmup` unless stable): the seconds of a step, the median
+ * of that window (0 when no step ran). */
+static double warm_up(bench *b, int warmup, int stable)
 {
     double last[WARMUP_WINDOW] = {0}, t0 = hps_now();
+    if (!stable) {
+        for (int i = 0; i < warmup; i++) layered_step(b, NULL, -1);
+        return 0;
+    }
     for (int i = 0;; i++) {
         last[i % WARMUP_WINDOW] = layered_step(b, NULL, -1);
         if (i + 1 < warmup || i + 1 < WARMUP_WINDOW) continue;
@@ -146,7 +152,7 @@ static double warm_up(bench *b, int warmup)
  * as many whole ones when whole is set. */
 static samples *measure(bench *b, int reps, int warmup, double min_seconds, int whole)
 {
-    double step = warm_up(b, warmup);
+    double step = warm_up(b, warmup, min_seconds > 0);
     if (min_seconds > 0 && step > 0 && reps < REPS_MAX)
         reps = (int)fmin(REPS_MAX, fmax(reps, ceil(min_seconds / step)));
     samples *s = samples_create(b->net->model->n_layers, reps);
@@ -176,7 +182,8 @@ static double *layer_ms(bench *b, const int *threads, int n, int rows, const hps
     b->rows = rows;
     for (int k = 0; k < n; k++) {
         hps_set_threads(threads[k]);
-        samples *s = measure(b, reps, 1, 0, 0);
+        /* as long as the step's own times, which they are compared with */
+        samples *s = measure(b, reps, 1, o->min_seconds, 0);
         for (int l = 0; l < L; l++) {
             for (int i = 0; i < reps; i++) both[i] = s->fwd[l * reps + i] + s->bwd[l * reps + i];
             ms[l * n + k] = hps_median(both, reps) * 1e3;
