@@ -29,8 +29,9 @@ static const char usage[] =
     "  -m, --model FILE        the model (hps-model(5)); - reads stdin\n"
     "  -d, --devices LIST      cpu, cpu:N (N threads), cuda:K, comma-separated [cpu]\n"
     "  -b, --batch N           samples per batch [the model's batch]\n"
-    "  -r, --reps N            timed repetitions [10]\n"
-    "  -w, --warmup N          untimed repetitions first [2]\n"
+    "  -r, --reps N            timed repetitions, at least [10]\n"
+    "  -w, --warmup N          untimed repetitions first, at least [2]\n"
+    "      --min-time SEC      time steps for at least SEC seconds a device [0.5]\n"
     "      --table-rows N      most rows per embedding slot while profiling [1048576]\n"
     "      --no-scaling        skip timing every thread count from 1 to N\n"
     "      --seed S            seed of the synthetic batch and weights [1]\n"
@@ -48,7 +49,7 @@ static const char usage[] =
     "  -V, --version           show the version, then exit\n";
 
 enum { OPT_TABLE_ROWS = 256, OPT_NO_SCALING, OPT_SEED, OPT_ENERGY, OPT_ESTIMATE, OPT_MERGE,
-       OPT_LIST_DEVICES, OPT_DATA };
+       OPT_LIST_DEVICES, OPT_DATA, OPT_MIN_TIME };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -56,6 +57,7 @@ static const struct option long_options[] = {
     {"batch", required_argument, NULL, 'b'},
     {"reps", required_argument, NULL, 'r'},
     {"warmup", required_argument, NULL, 'w'},
+    {"min-time", required_argument, NULL, OPT_MIN_TIME},
     {"table-rows", required_argument, NULL, OPT_TABLE_ROWS},
     {"no-scaling", no_argument, NULL, OPT_NO_SCALING},
     {"seed", required_argument, NULL, OPT_SEED},
@@ -108,6 +110,7 @@ static int parse_args(int argc, char **argv, args *a)
             if (parse_count("--warmup", optarg, 0, 100000, &v)) return HPS_EXIT_USAGE;
             a->opts.warmup = (int)v;
             break;
+        case OPT_MIN_TIME: a->opts.min_seconds = hps_cli_double("--min-time", optarg, 0, 3600); break;
         case OPT_TABLE_ROWS:
             if (parse_count("--table-rows", optarg, 1, 1L << 40, &v)) return HPS_EXIT_USAGE;
             a->opts.table_rows_cap = v;

@@ -28,7 +28,8 @@ static void usage(FILE *f)
 "usage: hps-shard [OPTIONS] -o DIR INPUT...     shard text data (INPUT '-' = stdin; .zst is decoded)\n"
 "       hps-shard cat [--as tsv|libsvm] [-o FILE] DIR|SHARD...\n"
 "       hps-shard stats [--verify] DIR\n"
-"       hps-shard synth ROWS [--seed S] [--zipf S] [--scale X] [--meta FILE] [-o FILE]\n"
+"       hps-shard synth ROWS [--seed S] [--zipf S] [--scale X] [--cardinality C] [--interactions N]\n"
+"                       [--meta FILE] [-o FILE]\n"
 "\n"
 "Input:\n"
 "  -f, --format FMT      criteo (default) or libsvm\n"
@@ -62,6 +63,8 @@ static void usage(FILE *f)
 "synth:\n"
 "      --zipf S          Zipf exponent of the categorical values (default 1.1)\n"
 "      --scale X         vocabulary sizes are Criteo's times X (default 1)\n"
+"      --cardinality C   zipf (default) or kaggle: a uniform tail, millions of ids a large slot\n"
+"      --interactions N  plant N second-order interactions between slot pairs (0-8, default 0)\n"
 "      --meta FILE       write rows, seed, planted AUC and log loss as JSON\n"
 "General:\n"
 "  -q, --quiet           errors only\n"
@@ -75,7 +78,8 @@ static void usage(FILE *f)
 enum {
     OPT_CLASSES = 256, OPT_DENSE, OPT_TRANSFORM, OPT_HASH, OPT_HASH_SEED, OPT_BUCKETS, OPT_SKIP_BAD,
     OPT_HOLDOUT, OPT_SHUFFLE, OPT_SHUFFLE_MEM, OPT_SERVERS, OPT_FORCE, OPT_BLOCK_ROWS, OPT_AS,
-    OPT_VERIFY, OPT_ZIPF, OPT_SCALE, OPT_META, OPT_PROGRESS, OPT_NO_PROGRESS
+    OPT_VERIFY, OPT_ZIPF, OPT_SCALE, OPT_META, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_CARDINALITY,
+    OPT_INTERACTIONS
 };
 
 static const struct option long_opts[] = {
@@ -93,13 +97,16 @@ static const struct option long_opts[] = {
     {"as", required_argument, 0, OPT_AS},      {"verify", no_argument, 0, OPT_VERIFY},
     {"zipf", required_argument, 0, OPT_ZIPF},  {"scale", required_argument, 0, OPT_SCALE},
     {"meta", required_argument, 0, OPT_META},  {"quiet", no_argument, 0, 'q'},
+    {"cardinality", required_argument, 0, OPT_CARDINALITY},
+    {"interactions", required_argument, 0, OPT_INTERACTIONS},
     {"verbose", no_argument, 0, 'v'},          {"progress", no_argument, 0, OPT_PROGRESS},
     {"no-progress", no_argument, 0, OPT_NO_PROGRESS}, {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, 'V'},          {0, 0, 0, 0}};
 
 typedef struct {
     const char *format, *model, *transform, *hash, *weights, *plan, *output, *as, *meta;
-    long classes, dense, shards, servers, level, block_rows, threads, shuffle_mem;
+    long classes, dense, shards, servers, level, block_rows, threads, shuffle_mem, interactions;
+    int kaggle;
     long long hash_seed, seed, buckets;
     double holdout, zipf, scale;
     int skip_bad, shuffle, force, verify, progress;
@@ -163,6 +170,12 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_ZIPF: o->zipf = opt_double("zipf", optarg, 0.01, 10); break;
         case OPT_SCALE: o->scale = opt_double("scale", optarg, 1e-9, 1000); break;
         case OPT_META: o->meta = optarg; break;
+        case OPT_CARDINALITY: {
+            static const char *const names[] = {"zipf", "kaggle", NULL};
+            o->kaggle = hps_cli_choice("--cardinality", optarg, names) == 1;
+            break;
+        }
+        case OPT_INTERACTIONS: o->interactions = opt_long("interactions", optarg, 0, HPS_SYNTH_MAX_INTERACTIONS); break;
         case 'q': hps_cli_quiet(); break;
         case 'v': hps_cli_verbose(); break;
         case OPT_PROGRESS: o->progress = 1; break;
@@ -366,7 +379,9 @@ static int synth(const options *op, int n, char **args)
 {
     if (n != 1) die_usage("%s", "synth: give the number of rows");
     long rows = opt_long("synth ROWS", args[0], 0, LONG_MAX);
-    hps_synth_opts so = {(uint64_t)rows, (uint64_t)op->seed, op->zipf, op->scale, (int)op->threads, op->progress && op->output};
+    hps_synth_opts so = {.rows = (uint64_t)rows, .seed = (uint64_t)op->seed, .zipf_s = op->zipf, .scale = op->scale,
+                         .kaggle = op->kaggle, .interactions = (int)op->interactions, .threads = (int)op->threads,
+                         .progress = op->progress && op->output};
     hps_error err = {{0}, 0};
     hps_synth_result res;
     hps_out *out = hps_out_open(op->output ? op->output : "-", &err);
@@ -378,10 +393,12 @@ static int synth(const options *op, int n, char **args)
                 (unsigned long long)res.rows, res.rows ? 100.0 * (double)res.positives / (double)res.rows : 0, res.auc,
                 res.logloss);
         if (op->meta) {
-            json_t *j = json_pack("{s:s, s:I, s:I, s:f, s:f, s:o, s:o, s:I}", "generator", "hps-shard synth " HPS_VERSION,
-                                  "rows", (json_int_t)res.rows, "seed", (json_int_t)so.seed, "zipf", so.zipf_s,
-                                  "scale", so.scale, "planted_auc", hps_json_real(res.auc), "planted_logloss",
-                                  hps_json_real(res.logloss), "positives", (json_int_t)res.positives);
+            json_t *j = json_pack("{s:s, s:I, s:I, s:f, s:f, s:s, s:i, s:o, s:o, s:I}", "generator",
+                                  "hps-shard synth " HPS_VERSION, "rows", (json_int_t)res.rows, "seed",
+                                  (json_int_t)so.seed, "zipf", so.zipf_s, "scale", so.scale, "cardinality",
+                                  so.kaggle ? "kaggle" : "zipf", "interactions", so.interactions, "planted_auc",
+                                  hps_json_real(res.auc), "planted_logloss", hps_json_real(res.logloss), "positives",
+                                  (json_int_t)res.positives);
             rc = hps_json_write(op->meta, j, &err);
             json_decref(j);
         }

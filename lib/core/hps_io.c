@@ -1,6 +1,7 @@
 #include "core/hps_io.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <limits.h>
@@ -248,88 +249,41 @@ int hps_write_atomic(const char *path, const void *buf, size_t len, hps_error *e
     return hps_out_commit(o, err);
 }
 
-/* ---- SHA-256 (FIPS 180-4), for the digests that tie plans to inputs ----- */
+/* ---- SHA-256, for the digests that tie plans to inputs ------------------- */
 
-static const uint32_t sha_k[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-    0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-    0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-    0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-    0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-    0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-    0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-    0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-    0xc67178f2};
-
-#define ROR32(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
-
-static void sha256_block(uint32_t h[8], const unsigned char *p)
+/* libcrypto fails here only when out of memory or misbuilt: like malloc's
+ * failure elsewhere, not an error a caller can act on. */
+static void sha_check(int ok)
 {
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
-               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = ROR32(w[i - 15], 7) ^ ROR32(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = ROR32(w[i - 2], 17) ^ ROR32(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    if (!ok) {
+        fprintf(stderr, "hps: fatal: libcrypto's SHA-256 failed\n");
+        abort();
     }
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = k + (ROR32(e, 6) ^ ROR32(e, 11) ^ ROR32(e, 25)) + ((e & f) ^ (~e & g)) +
-                      sha_k[i] + w[i];
-        uint32_t t2 = (ROR32(a, 2) ^ ROR32(a, 13) ^ ROR32(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        k = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
-    }
-    h[0] += a, h[1] += b, h[2] += c, h[3] += d, h[4] += e, h[5] += f, h[6] += g, h[7] += k;
 }
 
 void hps_sha256_init(hps_sha256_ctx *c)
 {
-    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(c->h, h0, sizeof h0);
-    c->n = 0;
-    c->len = 0;
+    c->md = EVP_MD_CTX_new();
+    sha_check(c->md && EVP_DigestInit_ex(c->md, EVP_sha256(), NULL));
 }
 
 void hps_sha256_update(hps_sha256_ctx *c, const void *data, size_t len)
 {
-    const unsigned char *p = data;
-    c->len += len;
-    while (len) {
-        if (c->n == 0 && len >= 64) { /* whole blocks straight from the input */
-            sha256_block(c->h, p);
-            p += 64, len -= 64;
-            continue;
-        }
-        size_t k = 64 - c->n < len ? 64 - c->n : len;
-        memcpy(c->buf + c->n, p, k);
-        c->n += k, p += k, len -= k;
-        if (c->n == 64) sha256_block(c->h, c->buf), c->n = 0;
-    }
+    sha_check(len == 0 || EVP_DigestUpdate(c->md, data, len));
 }
 
 void hps_sha256_final(hps_sha256_ctx *c, unsigned char out[32])
 {
-    unsigned char tail[128] = {0};
-    memcpy(tail, c->buf, c->n);
-    tail[c->n] = 0x80;
-    size_t tail_len = c->n + 9 <= 64 ? 64 : 128;
-    uint64_t bits = c->len * 8;
-    for (int i = 0; i < 8; i++) tail[tail_len - 1 - i] = (unsigned char)(bits >> (8 * i));
-    sha256_block(c->h, tail);
-    if (tail_len == 128) sha256_block(c->h, tail + 64);
-    for (int i = 0; i < 32; i++) out[i] = (unsigned char)(c->h[i / 4] >> (24 - 8 * (i % 4)));
+    unsigned int n = 0;
+    sha_check(EVP_DigestFinal_ex(c->md, out, &n) && n == 32);
+    EVP_MD_CTX_free(c->md);
+    c->md = NULL;
 }
 
 void hps_sha256(const void *data, size_t len, unsigned char out[32])
 {
-    hps_sha256_ctx c;
-    hps_sha256_init(&c);
-    hps_sha256_update(&c, data, len);
-    hps_sha256_final(&c, out);
+    unsigned int n = 0;
+    sha_check(EVP_Digest(data, len, out, &n, EVP_sha256(), NULL) && n == 32);
 }
 
 void hps_sha256_hex(const void *data, size_t len, char out[72])

@@ -38,14 +38,13 @@ const char *hps_path_name(const char *path);
  * either does not resolve or from is "-". */
 char *hps_path_relative(const char *from, const char *path);
 
-/* SHA-256: the raw 32 bytes, or "sha256:<64 hex>" (out must hold 72 bytes);
- * or over pieces, with a context. */
+/* SHA-256 through OpenSSL's libcrypto (the CPU's SHA extensions where it
+ * has them): the raw 32 bytes, or "sha256:<64 hex>" (out must hold 72
+ * bytes); or over pieces, with a context that init opens and final always
+ * closes (every init is paired with a final). */
 void hps_sha256(const void *data, size_t len, unsigned char out[32]);
 typedef struct {
-    uint32_t h[8];
-    unsigned char buf[64];
-    size_t n;    /* bytes in buf */
-    uint64_t len; /* bytes so far */
+    void *md; /* EVP_MD_CTX, opaque here so that callers need no OpenSSL header */
 } hps_sha256_ctx;
 void hps_sha256_init(hps_sha256_ctx *c);
 void hps_sha256_update(hps_sha256_ctx *c, const void *data, size_t len);

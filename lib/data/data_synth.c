@@ -2,11 +2,21 @@
  *
  * Each row: 13 count-like integers (log-normal, I2 sometimes negative) and
  * 26 categoricals drawn from Zipf laws over vocabularies the size of the
- * Criteo Kaggle set's, both missing at Criteo's rates.  The label is drawn
+ * Criteo Kaggle set's, both missing at Criteo's rates.  With --cardinality
+ * kaggle a share of each slot's values is drawn uniformly over its whole
+ * vocabulary instead (the long tail of rare ids that gives the Kaggle set
+ * its millions of distinct values: tail_share below).  The label is drawn
  * from a planted logistic model:
  *
  *   logit = BIAS + sum_d DENSE_W[d] * ln(1 + max(x_d, 0))
  *                + sum_s STRENGTH * g(seed, s, rank_s)   when rank_s <= HEAD
+ *                + sum_p INTER * g(seed', a_p, rank_a) * g(seed', b_p, rank_b)
+ *                                          when both ranks <= HEAD
+ *
+ * over the first --interactions pairs (a_p, b_p) of INTERACTION_PAIRS: a
+ * product of two zero-mean effects, which a linear model cannot see (each
+ * value alone carries none of it on average) and a factorization machine
+ * or an MLP can learn, so that the model families separate on the data.
  *
  * where g is a standard normal derived from a hash, so every one of the
  * HEAD most frequent values of a slot carries a fixed effect and rarer
@@ -26,6 +36,17 @@
 #define STRENGTH 0.35
 #define BIAS (-1.7)
 #define AUC_BINS (1 << 16)
+#define INTER 0.6
+/* The Criteo Kaggle set's rows: --cardinality kaggle's tail is sized so that
+ * a set this large sees about 95% of every slot's vocabulary. */
+#define KAGGLE_ROWS 45840617.0
+#define TAIL_SEEN 3.0  /* draws from the tail per vocabulary entry: 1 - e^-3 = 95% seen */
+#define TAIL_MAX 0.5
+
+/* Slot pairs of the planted interactions: slots never missing, of a few to
+ * ten thousands of values, so that a pair's head values meet often. */
+static const int INTERACTION_PAIRS[HPS_SYNTH_MAX_INTERACTIONS][2] = {
+    {0, 1}, {4, 6}, {7, 10}, {12, 13}, {14, 17}, {0, 9}, {1, 16}, {6, 12}};
 
 static const double vocab[HPS_CRITEO_SLOTS] = {
     1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593, 3194,
@@ -41,7 +62,18 @@ static const double dense_w[HPS_CRITEO_DENSE] = {
 typedef struct {
     const hps_synth_opts *o;
     hps_zipf zipf[HPS_CRITEO_SLOTS];
+    uint64_t vocab[HPS_CRITEO_SLOTS];
+    double tail[HPS_CRITEO_SLOTS]; /* share of values drawn uniformly over the vocabulary */
 } synth;
+
+/* --cardinality kaggle: the share of a slot's values drawn from the
+ * uniform tail, so that KAGGLE_ROWS rows draw TAIL_SEEN per vocabulary
+ * entry (at most TAIL_MAX: the head stays a power law). */
+static double tail_share(double vocab_size, double missing)
+{
+    double share = TAIL_SEEN * vocab_size / (KAGGLE_ROWS * (1 - missing));
+    return share < TAIL_MAX ? share : TAIL_MAX;
+}
 
 /* A standard normal that depends only on (seed, slot, rank). */
 static double planted_effect(uint64_t seed, int slot, uint64_t rank)
@@ -49,6 +81,21 @@ static double planted_effect(uint64_t seed, int slot, uint64_t rank)
     uint64_t h = hps_mix64(seed ^ hps_mix64(((uint64_t)slot << 40) ^ rank));
     double u1 = ((double)(h >> 11) + 0.5) * 0x1.0p-53, u2 = (double)(hps_mix64(h) >> 11) * 0x1.0p-53;
     return sqrt(-2 * log(u1)) * cos(2 * M_PI * u2);
+}
+
+/* The planted interactions of a row's ranks (0: missing): each pair's
+ * effects drawn apart from the main ones (another seed). */
+static double interactions(const hps_synth_opts *o, const uint64_t *ranks)
+{
+    double sum = 0;
+    uint64_t seed = hps_mix64(o->seed ^ 0x1a7e5ac7ULL);
+    for (int k = 0; k < o->interactions; k++) {
+        uint64_t ra = ranks[INTERACTION_PAIRS[k][0]], rb = ranks[INTERACTION_PAIRS[k][1]];
+        if (ra && rb && ra <= HEAD && rb <= HEAD)
+            sum += INTER * planted_effect(seed + (uint64_t)k, INTERACTION_PAIRS[k][0], ra) *
+                   planted_effect(seed + (uint64_t)k, INTERACTION_PAIRS[k][1], rb);
+    }
+    return sum;
 }
 
 static char *put_int(char *p, long long v)
@@ -97,14 +144,20 @@ static void gen_chunk(const synth *s, uint64_t c, uint64_t rows, chunk *out)
             }
             *p++ = '\t';
         }
+        uint64_t ranks[HPS_CRITEO_SLOTS]; /* 0: missing */
         for (int j = 0; j < HPS_CRITEO_SLOTS; j++) {
+            ranks[j] = 0;
             if (hps_rng_uniform(&r) >= cat_missing[j]) {
-                uint64_t rank = hps_zipf_draw(&s->zipf[j], &r);
+                uint64_t rank = s->tail[j] > 0 && hps_rng_uniform(&r) < s->tail[j]
+                                    ? 1 + hps_rng_below(&r, s->vocab[j])
+                                    : hps_zipf_draw(&s->zipf[j], &r);
+                ranks[j] = rank;
                 p = put_hex8(p, (uint32_t)hps_mix64(o->seed ^ ((uint64_t)j << 48) ^ rank));
                 if (rank <= HEAD) logit += STRENGTH * planted_effect(o->seed, j, rank);
             }
             *p++ = j + 1 < HPS_CRITEO_SLOTS ? '\t' : '\n';
         }
+        logit += interactions(o, ranks);
         double prob = 1 / (1 + exp(-logit));
         int y = hps_rng_uniform(&r) < prob;
         line[0] = (char)('0' + y), line[1] = '\t';
@@ -135,7 +188,9 @@ int hps_synth(const hps_synth_opts *o, FILE *out, const char *out_name, hps_synt
     synth s = {.o = o};
     for (int j = 0; j < HPS_CRITEO_SLOTS; j++) {
         double n = floor(vocab[j] * o->scale);
-        hps_zipf_init(&s.zipf[j], n < 2 ? 2 : (uint64_t)n, o->zipf_s);
+        s.vocab[j] = n < 2 ? 2 : (uint64_t)n;
+        hps_zipf_init(&s.zipf[j], s.vocab[j], o->zipf_s);
+        s.tail[j] = o->kaggle ? tail_share(vocab[j], cat_missing[j]) : 0;
     }
     int batch = 4 * (o->threads > 0 ? o->threads : 1);
     chunk *ch = hps_calloc((size_t)batch, sizeof *ch);

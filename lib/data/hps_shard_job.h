@@ -140,10 +140,13 @@ int hps_server_keys_write(hps_tmpdir *t, const hps_shard_opts *o, char **shard_p
  * HPS_SYNTH_CHUNK, each from its own seeded generator, so the output is the
  * same for any number of threads. */
 #define HPS_SYNTH_CHUNK 4096
+#define HPS_SYNTH_MAX_INTERACTIONS 8
 typedef struct {
     uint64_t rows, seed;
     double zipf_s;          /* exponent of the categorical Zipf laws */
     double scale;           /* vocabulary sizes are Criteo's times scale */
+    int kaggle;             /* --cardinality kaggle: a uniform tail beside the Zipf head */
+    int interactions;       /* slot pairs with a planted interaction, 0..HPS_SYNTH_MAX_INTERACTIONS */
     int threads;
     int progress;
 } hps_synth_opts;

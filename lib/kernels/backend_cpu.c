@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kernels/hps_backend.h"
+#include "kernels/kernels_internal.h"
 
 static void *cpu_alloc(size_t bytes)
 {
@@ -18,13 +19,14 @@ static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src
 static void cpu_sync(void) {}
 static void cpu_memzero(void *p, size_t bytes) { memset(p, 0, bytes); }
 
+HPS_VECTOR_CLONES
 void adam_update(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                  int64_t n, float lr, float beta1, float beta2, float eps, int t)
 {
     /* the bias corrections folded into two constants: one division a parameter */
     const float c1 = 1.0f - powf(beta1, (float)t), c2 = 1.0f - powf(beta2, (float)t);
     const float step = lr / c1, rsqrt_c2 = 1.0f / sqrtf(c2);
-#pragma omp parallel for simd if (n > 65536)
+#pragma omp parallel for simd if (parallel: n > 65536)
     for (int64_t i = 0; i < n; i++) {
         float mi = beta1 * m[i] + (1.0f - beta1) * g[i];
         float vi = beta2 * v[i] + (1.0f - beta2) * g[i] * g[i];

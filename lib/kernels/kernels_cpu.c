@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/hps_kernels.h"
+#include "kernels/kernels_internal.h"
 
 /* Loops shorter than this stay on one thread: waking the team costs more. */
 #define PAR_MIN 32768
@@ -33,6 +34,7 @@ void fc_forward(float *out, const float *in, const float *w, const float *b, int
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, B, OC, C, 1.0f, in, C, w, C, beta, out, OC);
 }
 
+HPS_VECTOR_CLONES
 void fc_backward(float *din, float *dw, float *db, const float *dout, const float *in,
                  const float *w, int B, int C, int OC)
 {
@@ -52,6 +54,7 @@ void fc_backward(float *din, float *dw, float *db, const float *dout, const floa
 
 /* ---- activations ---------------------------------------------------------- */
 
+HPS_VECTOR_CLONES
 void act_forward(float *out, const float *in, int64_t n, hps_act a)
 {
     switch (a) {
@@ -59,7 +62,7 @@ void act_forward(float *out, const float *in, int64_t n, hps_act a)
         if (out != in) memcpy(out, in, (size_t)n * sizeof *out);
         break;
     case HPS_ACT_RELU:
-#pragma omp parallel for simd if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
         for (int64_t i = 0; i < n; i++) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
         break;
     case HPS_ACT_SIGMOID:
@@ -73,6 +76,7 @@ void act_forward(float *out, const float *in, int64_t n, hps_act a)
     }
 }
 
+HPS_VECTOR_CLONES
 void act_backward(float *din, const float *dout, const float *out, int64_t n, hps_act a)
 {
     switch (a) {
@@ -82,7 +86,7 @@ void act_backward(float *din, const float *dout, const float *out, int64_t n, hp
     case HPS_ACT_RELU:
         /* dout loaded unconditionally: a select the compiler vectorizes, not a
          * branch mispredicted on every other element */
-#pragma omp parallel for simd if (n > PAR_MIN)
+#pragma omp parallel for simd if (parallel: n > PAR_MIN)
         for (int64_t i = 0; i < n; i++) {
             float g = dout[i];
             din[i] = out[i] > 0.0f ? g : 0.0f;
@@ -115,6 +119,7 @@ static float bag_scale(const hps_bags *bags, int64_t lo, int64_t hi, hps_pool po
  * larger than the caches, and each row is a miss of its own. */
 #define ROW_PREFETCH 16
 
+HPS_VECTOR_CLONES
 void embedding_bag_forward(float *out, int ld, const float *table, const hps_bags *bags, int D,
                            hps_pool pool)
 {
@@ -197,6 +202,7 @@ static void sparse_grad_reset(hps_sparse_grad *g)
     g->n = 0;
 }
 
+HPS_VECTOR_CLONES
 void hps_sparse_grad_merge(hps_sparse_grad *dst, hps_sparse_grad *const *src, int n)
 {
     sparse_grad_reset(dst);
@@ -210,6 +216,7 @@ void hps_sparse_grad_merge(hps_sparse_grad *dst, hps_sparse_grad *const *src, in
     }
 }
 
+HPS_VECTOR_CLONES
 void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const hps_bags *bags,
                             int D, hps_pool pool)
 {
@@ -228,6 +235,7 @@ void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const
     }
 }
 
+HPS_VECTOR_CLONES
 void sparse_adagrad(float *table, float *accum, const hps_sparse_grad *g, float lr, float eps)
 {
     const int D = g->D;
@@ -283,6 +291,7 @@ static void dot_vectors(const float **v, const float *emb, const float *dense, i
  * compiler keeps in vector registers across the loop that fills them. */
 #define DOT_LANES 8
 
+HPS_VECTOR_CLONES
 void dot_forward(float *out, const float *emb, const float *dense, int B, int V, int D, int W)
 {
     const int n = V + (W ? 1 : 0), width = W + n * (n - 1) / 2;
@@ -338,6 +347,7 @@ static void dot_gather_rows(float *dv, const float *G, const float **v, int n, i
     }
 }
 
+HPS_VECTOR_CLONES
 void dot_backward(float *demb, float *ddense, const float *dout, const float *emb,
                   const float *dense, int B, int V, int D, int W)
 {
@@ -372,12 +382,14 @@ void dot_backward(float *demb, float *ddense, const float *dout, const float *em
     }
 }
 
+HPS_VECTOR_CLONES
 void vec_scale(float *x, int64_t n, float a)
 {
 #pragma omp parallel for if (n > PAR_MIN)
     for (int64_t i = 0; i < n; i++) x[i] *= a;
 }
 
+HPS_VECTOR_CLONES
 void vec_axpy(float *y, const float *x, int64_t n, float a)
 {
 #pragma omp parallel for if (n > PAR_MIN)

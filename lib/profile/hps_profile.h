@@ -26,7 +26,8 @@ typedef struct {
 
 typedef struct {
     int batch;            /* samples per batch (default: the model's) */
-    int reps, warmup;
+    int reps, warmup;     /* at least; warm-up goes on until steps agree */
+    double min_seconds;   /* the timed steps span at least this (0: reps alone) */
     int64_t table_rows_cap;
     int energy;           /* read RAPL / NVML counters */
     int scaling;          /* time every thread count 1..N */
@@ -44,6 +45,12 @@ int hps_device_parse(const char *list, hps_device_spec *specs, int max, int *n, 
 
 /* One line per available device ("cpu  AMD EPYC  2 threads"), to out. */
 void hps_device_list(FILE *out);
+
+/* The relative interquartile range (q3 - q1) / median of n values, a
+ * layer's "spread" in hps-profile(5); above the bound hps-profile warns
+ * that the times are too wide to plan on. */
+#define HPS_PROFILE_SPREAD_BOUND 0.25
+double hps_profile_spread(const double *v, int n);
 
 /* Measures the model on one device: a device object of hps-profile(5). */
 json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
@@ -73,6 +80,7 @@ typedef struct {
     double forward_ms, backward_ms; /* medians */
     double flops_forward, flops_backward, bytes_in, bytes_out, param_bytes, sparse_bytes;
     double calibrated; /* the factor of all calibrations so far, 1 for none */
+    double spread;     /* relative IQR of forward+backward over the runs; NAN: not recorded */
     hps_profile_scaling scaling;
     hps_profile_batch_scaling batch_scaling;
     json_t *json; /* the object read (borrowed from the document) */

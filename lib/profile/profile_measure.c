@@ -16,10 +16,23 @@
  * (hps-plan(1), COST MODEL). */
 #define GPU_PARALLEL_FRACTION 0.95
 
+/* A noisy machine (hps-profile(1), REPETITIONS): the warm-up goes on until
+ * the last WARMUP_WINDOW layered steps are within WARMUP_STABLE of their
+ * median (caches, clocks and the allocator settled), for WARMUP_MAX_S at
+ * most; then enough repetitions that every layer's samples span
+ * o->min_seconds, so a slow spell of the machine is one sample among many,
+ * not the whole of a layer's time (REPS_MAX at most); the scaling and the
+ * half batch as long, since their times are set against the step's. */
+#define WARMUP_WINDOW 3
+#define WARMUP_STABLE 0.05
+#define WARMUP_MAX_S 0.5
+#define REPS_MAX 5000
+
 hps_profile_opts hps_profile_opts_default(void)
 {
-    return (hps_profile_opts){.batch = 0, .reps = 10, .warmup = 2, .table_rows_cap = 1 << 20,
-                              .energy = 0, .scaling = 1, .seed = 1, .progress = 0};
+    return (hps_profile_opts){.batch = 0, .reps = 10, .warmup = 2, .min_seconds = 0.5,
+                              .table_rows_cap = 1 << 20, .energy = 0, .scaling = 1, .seed = 1,
+                              .progress = 0};
 }
 
 /* Samples of one measurement run: [layer][rep] times in seconds, joules. */
@@ -75,12 +88,13 @@ static void time_layer(bench *b, int l, int backward, double *sec, double *j)
     *j = joules(b) - j0;
 }
 
-/* One training step, layer by layer, into column rep of s (rep < 0: warm-up). */
-static void layered_step(bench *b, samples *s, int rep)
+/* One training step, layer by layer, into column rep of s (rep < 0: warm-up,
+ * s unused); its seconds. */
+static double layered_step(bench *b, samples *s, int rep)
 {
     hps_net *net = b->net;
     const int L = net->model->n_layers;
-    double sec, j, t0 = hps_now();
+    double sec, j, t0 = hps_now(), start = t0;
     HPS_CHECK(hps_net_load_range(net, b->batch, 0, b->rows) == 0);
     net->be->memzero(net->grads, net->model->n_params * sizeof(float));
     net->be->sync();
@@ -97,6 +111,7 @@ static void layered_step(bench *b, samples *s, int rep)
     hps_net_update(net, &b->opt);
     net->be->sync();
     if (rep >= 0) s->overhead[rep] = overhead + hps_now() - t0;
+    return hps_now() - start;
 }
 
 /* One training step end to end, as hps-train runs it. */
@@ -114,10 +129,33 @@ static void whole_step(bench *b, samples *s, int rep)
     s->step_j[rep] = joules(b) - j0;
 }
 
-static samples *measure(bench *b, int reps, int warmup, int whole)
+/* Warm-up steps until the last WARMUP_WINDOW agree (at least `warmup` of
+ * them; exactly `warmup` unless stable): the seconds of a step, the median
+ * of that window (0 when no step ran). */
+static double warm_up(bench *b, int warmup, int stable)
 {
+    double last[WARMUP_WINDOW] = {0}, t0 = hps_now();
+    if (!stable) {
+        for (int i = 0; i < warmup; i++) layered_step(b, NULL, -1);
+        return 0;
+    }
+    for (int i = 0;; i++) {
+        last[i % WARMUP_WINDOW] = layered_step(b, NULL, -1);
+        if (i + 1 < warmup || i + 1 < WARMUP_WINDOW) continue;
+        double med = hps_median(last, WARMUP_WINDOW), worst = 0;
+        for (int k = 0; k < WARMUP_WINDOW; k++) worst = fmax(worst, fabs(last[k] - med));
+        if (worst <= WARMUP_STABLE * med || hps_now() - t0 > WARMUP_MAX_S) return med;
+    }
+}
+
+/* reps layered steps (more where min_seconds asks for them: stable), then
+ * as many whole ones when whole is set. */
+static samples *measure(bench *b, int reps, int warmup, double min_seconds, int whole)
+{
+    double step = warm_up(b, warmup, min_seconds > 0);
+    if (min_seconds > 0 && step > 0 && reps < REPS_MAX)
+        reps = (int)fmin(REPS_MAX, fmax(reps, ceil(min_seconds / step)));
     samples *s = samples_create(b->net->model->n_layers, reps);
-    for (int i = 0; i < warmup; i++) layered_step(b, s, -1);
     for (int i = 0; i < reps; i++) layered_step(b, s, i);
     for (int i = 0; i < reps && whole; i++) whole_step(b, s, i);
     return s;
@@ -144,7 +182,8 @@ static double *layer_ms(bench *b, const int *threads, int n, int rows, const hps
     b->rows = rows;
     for (int k = 0; k < n; k++) {
         hps_set_threads(threads[k]);
-        samples *s = measure(b, reps, 1, 0);
+        /* as long as the step's own times, which they are compared with */
+        samples *s = measure(b, reps, 1, o->min_seconds, 0);
         for (int l = 0; l < L; l++) {
             for (int i = 0; i < reps; i++) both[i] = s->fwd[l * reps + i] + s->bwd[l * reps + i];
             ms[l * n + k] = hps_median(both, reps) * 1e3;
@@ -217,6 +256,59 @@ static hps_profile_batch_out batch_scaling_of(int batch, const int *threads, int
                                    .half_ms = half_ms, .fixed_fraction = fixed};
 }
 
+/* ---- the spread -------------------------------------------------------------- */
+
+/* The relative interquartile range of n values: (q3 - q1) / median, each
+ * quartile the median of its half (Tukey's hinges); 0 for fewer than 4. */
+double hps_profile_spread(const double *v, int n)
+{
+    if (n < 4) return 0;
+    double *t = hps_malloc((size_t)n * sizeof *t);
+    memcpy(t, v, (size_t)n * sizeof *t);
+    hps_sort_doubles(t, n);
+    int half = (n + 1) / 2; /* the lower half holds the median when n is odd */
+    double q1 = hps_median(t, half), q3 = hps_median(t + n - half, half);
+    double med = hps_median(t, n);
+    free(t);
+    return med > 0 ? (q3 - q1) / med : 0;
+}
+
+/* A layer's forward+backward seconds over the repetitions: its spread. */
+static double layer_spread(const samples *s, int l)
+{
+    double *both = hps_malloc((size_t)s->reps * sizeof *both);
+    for (int i = 0; i < s->reps; i++) both[i] = s->fwd[l * s->reps + i] + s->bwd[l * s->reps + i];
+    double r = hps_profile_spread(both, s->reps);
+    free(both);
+    return r;
+}
+
+/* One line when a layer that weighs in the step (at least
+ * SPREAD_WEIGHT of the layers' time, and SPREAD_MIN_MS: shorter ones are
+ * the clock's and the call's noise, not work) spread past
+ * HPS_PROFILE_SPREAD_BOUND: a plan made on it may be off by as much. */
+#define SPREAD_WEIGHT 0.05
+#define SPREAD_MIN_MS 0.05
+static void warn_spread(const hps_model *m, const char *id, const samples *s, const double *spread)
+{
+    double total = 0, worst = 0;
+    int worst_l = -1, wide = 0;
+    for (int l = 0; l < s->n_layers; l++)
+        total += hps_median(s->fwd + l * s->reps, s->reps) + hps_median(s->bwd + l * s->reps, s->reps);
+    for (int l = 0; l < s->n_layers; l++) {
+        double t = hps_median(s->fwd + l * s->reps, s->reps) + hps_median(s->bwd + l * s->reps, s->reps);
+        if (t < SPREAD_WEIGHT * total || t * 1e3 < SPREAD_MIN_MS || spread[l] <= HPS_PROFILE_SPREAD_BOUND)
+            continue;
+        wide++;
+        if (spread[l] > worst) worst = spread[l], worst_l = l;
+    }
+    if (wide)
+        hps_log(2, "%s: warning: %s: layer '%s' times spread %.0f%% (interquartile range over median, %d "
+                   "runs; %d layer(s) over %.0f%%): too wide to plan on (a busy machine?)\n",
+                hps_progname(), id, m->layers[worst_l].name, 100 * worst, s->reps, wide,
+                100 * HPS_PROFILE_SPREAD_BOUND);
+}
+
 /* ---- JSON -------------------------------------------------------------------- */
 
 void hps_profile_layer_measured(hps_profile_layer_out *L, const hps_model *m, int l, int batch,
@@ -230,7 +322,7 @@ void hps_profile_layer_measured(hps_profile_layer_out *L, const hps_model *m, in
 }
 
 static json_t *layer_json(const hps_model *m, int l, int batch, const samples *s, hps_profile_scaling scaling,
-                          hps_profile_batch_out batch_scaling, int have_energy)
+                          hps_profile_batch_out batch_scaling, int have_energy, double spread)
 {
     hps_profile_layer_out out;
     hps_profile_layer_measured(&out, m, l, batch, s->fwd + l * s->reps, s->bwd + l * s->reps, s->reps);
@@ -238,7 +330,9 @@ static json_t *layer_json(const hps_model *m, int l, int batch, const samples *s
     out.batch_scaling = batch_scaling;
     if (have_energy)
         out.energy_j = (sum(s->fwd_j + l * s->reps, s->reps) + sum(s->bwd_j + l * s->reps, s->reps)) / s->reps;
-    return hps_profile_layer_json(&out);
+    json_t *j = hps_profile_layer_json(&out);
+    json_object_set_new(j, "spread", hps_json_real(spread));
+    return j;
 }
 
 static double layers_sum_ms(const samples *s)
@@ -351,7 +445,7 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
                .energy = energy};
     hps_net_init(b.net, o->seed);
     progress(o, dev->id, "layers");
-    samples *s = measure(&b, o->reps, o->warmup, 1);
+    samples *s = measure(&b, o->reps, o->warmup, o->min_seconds, 1);
     /* thread scaling at 1..threads, else the device's threads alone */
     int units = dev->kind == HPS_DEVICE_CPU && o->scaling ? threads : 1;
     int *counts = hps_malloc((size_t)units * sizeof *counts);
@@ -363,6 +457,9 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
     double *half = batch >= 2 ? layer_ms(&b, counts, units, batch / 2, o) : NULL;
     hps_set_threads(threads);
     if (scale) warn_unreliable_scaling(m, dev->id, s, scale, units);
+    double *spread = hps_malloc((size_t)L * sizeof *spread);
+    for (int l = 0; l < L; l++) spread[l] = layer_spread(s, l);
+    warn_spread(m, dev->id, s, spread);
     json_t *layers = json_array();
     for (int l = 0; l < L; l++) {
         double one[1] = {(hps_median(s->fwd + l * s->reps, s->reps) +
@@ -371,9 +468,10 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
         hps_profile_scaling sc = scaling_of(full, units, dev->kind == HPS_DEVICE_CUDA);
         hps_profile_batch_out bs = {0};
         if (half) bs = batch_scaling_of(batch, counts, units, full, half + (size_t)l * units, fixed);
-        json_array_append_new(layers, layer_json(m, l, batch, s, sc, bs, energy != NULL));
+        json_array_append_new(layers, layer_json(m, l, batch, s, sc, bs, energy != NULL, spread[l]));
         free(sc.units);
     }
+    free(spread);
     free(half);
     free(fixed);
     free(counts);
@@ -387,6 +485,7 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
         out.energy_reason = reason;
     }
     json_t *dev_json = hps_profile_device_json(&out, layers);
+    json_object_set_new(dev_json, "repetitions", json_integer(s->reps));
     free(scale);
     samples_free(s);
     hps_energy_close(energy);

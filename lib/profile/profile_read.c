@@ -3,6 +3,7 @@
  * the estimate read numbers, not JSON.  Errors name the file, the device,
  * the layer and the field ("p.json: device 'cpu': layer 1 'fc1':
  * scaling: parallel_fraction must be a number"). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -99,6 +100,11 @@ static int read_layer(json_t *o, hps_profile_layer *L, const char *lctx, hps_err
         if (hps_json_num(o, numbers[i], HPS_REQUIRED, 0, 1e30, into[i], ctx, err)) return -1;
     if (hps_json_str(o, "type", HPS_OPTIONAL, &L->type, ctx, err) ||
         read_scaling(o, &L->scaling, ctx, err) || read_batch_scaling(o, &L->batch_scaling, ctx, err))
+        return -1;
+    /* spread: optional (a profile from before it, an estimate: not recorded) */
+    L->spread = NAN;
+    json_t *sp = json_object_get(o, "spread");
+    if (sp && !json_is_null(sp) && hps_json_num(o, "spread", HPS_REQUIRED, 0, 1e6, &L->spread, ctx, err))
         return -1;
     json_t *cal = json_object_get(o, "calibrated");
     if (!cal || json_is_null(cal)) return 0;

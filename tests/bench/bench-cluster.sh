@@ -21,8 +21,10 @@ EPOCHS=${EPOCHS:-2}
 source "$ROOT/tests/cluster/hosts.bash"
 why=$(hosts_unavailable)
 [ -z "$why" ] || { echo "bench-cluster: skipped: $why"; exit 0; }
+. "$ROOT/tests/bench/bench_common.sh"
+bench_begin bench-cluster
 TMP=$(mktemp -d)
-trap 'hosts_down; rm -rf "$TMP"' EXIT
+trap 'hosts_down; rm -rf "$TMP" "$BENCH_NOISY_FILE"' EXIT
 MODEL=$ROOT/testdata/models/demo-ctr.json
 "$BIN/hps-shard" synth "$ROWS" -o "$TMP/x.tsv" 2>/dev/null
 
@@ -125,3 +127,4 @@ for label, runs in (("static shares", ("static", "static2")), ("re-balanced", ("
     wait = "; ".join("/".join(f'{r["wait_s"] / epochs:.2f}' for r in d["per_rank"] if r["role"] == "worker") for s, d, tx in res)
     print(f"| {label} | {shares} | {ep} | {crit} | {wait} |")
 PY
+bench_end

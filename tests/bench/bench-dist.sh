@@ -13,8 +13,10 @@ BIN=${1:?usage: bench-dist.sh BIN_DIR}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 ROWS=${ROWS:-30000}
 EPOCHS=${EPOCHS:-3}
+. "$ROOT/tests/bench/bench_common.sh"
+bench_begin bench-dist
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+trap 'rm -rf "$TMP" "$BENCH_NOISY_FILE"' EXIT
 command -v mpirun >/dev/null || { echo "bench-dist: mpirun is not installed (make deps)" >&2; exit 1; }
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 # the test build of hps-train (make bench-dist passes it): it has --slowdown
@@ -78,3 +80,4 @@ print(f"| ideal from the two speeds: rows / (v0 + v1) | | {ideal_compute + overh
 print()
 print(f"re-balanced compute vs ideal: {crit('rebal') / ideal_compute:.2f}x; static vs ideal: {crit('static') / ideal_compute:.2f}x")
 PY
+bench_end

@@ -9,4 +9,7 @@ set -eu
 # the benchmark binary is built by make: run it as `make bench-plan`
 [ -n "${HPS_BENCH_PLAN:-}" ] || { echo "bench-plan.sh: run it as: make bench-plan" >&2; exit 2; }
 shift
-exec "$HPS_BENCH_PLAN" "$@"
+. "$(dirname "$0")/bench_common.sh"
+bench_begin bench-plan
+"$HPS_BENCH_PLAN" "$@"
+bench_end

@@ -2,27 +2,39 @@
 # make bench-train: hps-train against PyTorch on three models, same rows, same
 # threads, same OpenBLAS kernels: demo-ctr and dlrm-criteo on Criteo-like rows
 # (hps-shard synth), and a dense MLP 784-256-128-10 on MNIST-shaped libsvm rows.
-# Per model: samples/s of both (median of REPS runs, hps and PyTorch
-# alternating), their ratio, held-out logloss (or accuracy), and both as a
-# fraction of the sgemm-bound ceiling: the samples/s at which the dense
-# layers' FLOPs (fc and the dot interaction) alone would take all the time at
-# the sgemm rate measured in this run.  Run r seeds both sides with r and the
-# quality is the mean over the runs: on dlrm-criteo one seed's held-out
-# logloss spreads over +-0.5% on either side, more than the gap measured.
-# ROWS (Criteo rows, default 300000), MLP_ROWS (default 60000), THREADS
-# (default: all cores), REPS (default 3) and MODELS can be set.
+# Per model: samples/s of both (mean +- sd of REPS runs, hps and PyTorch
+# alternating run by run, each first in turn), their ratio, held-out logloss
+# (or accuracy), and both as a fraction of the sgemm-bound ceiling: the
+# samples/s at which the dense layers' FLOPs (fc and the dot interaction)
+# alone would take all the time at the sgemm rate measured in this run.  Run r
+# seeds both sides with r and the quality is the mean over the runs: on
+# dlrm-criteo one seed's held-out logloss spreads over +-0.5% on either side,
+# more than the gap measured.  A run lasts at least BENCH_MIN_S seconds (5):
+# a timed warm-up run of hps-train sets the epochs both sides train.  The
+# CPU, the load at start and end, and the verdict "quiet" or "NOISY: why"
+# (load above 1.5, or one side's runs spread more than BENCH_SPREAD_MAX, 5%,
+# sd/mean) come with the table (bench_common.sh).
+# demo-ctr-kaggle is demo-ctr's network with every slot hashed unbounded
+# (buckets 2^40) on KAGGLE_ROWS rows (default 1000000) of `hps-shard synth
+# --cardinality kaggle`: keys as many as the Criteo Kaggle set's, so the
+# tables grow to a million rows and more.
+# ROWS (Criteo rows, default 300000), MLP_ROWS (default 60000), KAGGLE_ROWS,
+# THREADS (default: all cores), REPS (default 3) and MODELS can be set.
 set -eu
 bin=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
 rows=${ROWS:-300000}
 mlp_rows=${MLP_ROWS:-60000}
+kaggle_rows=${KAGGLE_ROWS:-1000000}
 threads=${THREADS:-$(nproc)}
 reps=${REPS:-3}
-models=${MODELS:-demo-ctr dlrm-criteo mlp-784}
+models=${MODELS:-demo-ctr dlrm-criteo mlp-784 demo-ctr-kaggle}
 py=/usr/bin/python3
 $py -c 'import torch' 2>/dev/null || { echo "bench-train: needs Debian's python3-torch (make deps)" >&2; exit 1; }
+. "$root/tests/bench/bench_common.sh"
+bench_begin bench-train
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+trap 'rm -rf "$work" "$BENCH_NOISY_FILE"' EXIT
 # PyTorch loads the same OpenBLAS: give it the kernels hps-train runs with
 core=$("$bin/hps-train" --version | sed -n 's/^blas: openblas //p')
 export OPENBLAS_CORETYPE=$core
@@ -38,26 +50,51 @@ for name in $models; do
     model=$root/testdata/models/$name.json
     d=$work/$name
     mkdir "$d"
+    if [ "$name" = demo-ctr-kaggle ]; then
+        model=$work/demo-ctr-kaggle.json
+        $py - "$root/testdata/models/demo-ctr.json" "$model" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["name"] = "demo-ctr-kaggle"
+m["input"]["slots"] = [{"name": s["name"], "buckets": 1 << 40} for s in m["input"]["slots"]]
+json.dump(m, open(sys.argv[2], "w"))
+PY
+        "$bin/hps-shard" synth "$kaggle_rows" --seed 1 --cardinality kaggle -o "$work/kaggle.tsv" 2>/dev/null
+    fi
     case $name in
     mlp-*) "$bin/hps-shard" -q -f libsvm --classes 10 --dense 784 --transform none -m "$model" \
                --holdout 0.1 -o "$d/shards" "$work/mnist.svm" ;;
+    demo-ctr-kaggle) "$bin/hps-shard" -q -m "$model" --holdout 0.1 -o "$d/shards" "$work/kaggle.tsv" ;;
     *) "$bin/hps-shard" -q -m "$model" --holdout 0.1 -o "$d/shards" "$work/criteo.tsv" ;;
     esac
     "$bin/hps-shard" cat --as tsv "$d/shards/shard-00000.hps" > "$d/train.tsv"
     "$bin/hps-shard" cat --as tsv "$d/shards/holdout.hps" > "$d/holdout.tsv"
     "$bin/hps-train" --model "$model" --data "$d/shards" --threads "$threads" --probe 20 -q \
         -o "$d/probe.json"
+    # the warm-up run (not counted) times an epoch: enough epochs for BENCH_MIN_S
+    "$bin/hps-train" --model "$model" --data "$d/shards" --threads "$threads" -q --metrics "$d/warm.ndjson"
+    epochs=$($py -c 'import json, math, sys
+s = [json.loads(l) for l in open(sys.argv[1]) if "\"summary\"" in l][-1]["seconds"]
+print(max(1, math.ceil(float(sys.argv[2]) / max(s, 1e-3))))' "$d/warm.ndjson" "$BENCH_MIN_S")
+    echo "$epochs" > "$d/epochs"
     for r in $(seq "$reps"); do
-        echo "bench-train: $name, run $r of $reps" >&2
-        "$bin/hps-train" --model "$model" --data "$d/shards" --eval "$d/shards" \
-            --threads "$threads" --seed "$r" -q --metrics "$d/hps-$r.ndjson"
-        $py "$root/tests/bench/bench_train_torch.py" "$model" "$d/train.tsv" "$d/holdout.tsv" \
-            "$threads" "$r" > "$d/torch-$r.json"
+        echo "bench-train: $name, run $r of $reps, $epochs epoch(s); load $(bench_load)" >&2
+        bench_note_load
+        hps_run() {
+            "$bin/hps-train" --model "$model" --data "$d/shards" --eval "$d/shards" --epochs "$epochs" \
+                --threads "$threads" --seed "$r" -q --metrics "$d/hps-$r.ndjson"
+        }
+        torch_run() {
+            $py "$root/tests/bench/bench_train_torch.py" "$model" "$d/train.tsv" "$d/holdout.tsv" \
+                "$threads" "$r" "$epochs" > "$d/torch-$r.json"
+        }
+        if [ $((r % 2)) = 1 ]; then hps_run; torch_run; else torch_run; hps_run; fi
     done
 done
 
-$py - "$work" "$reps" $models <<'PY'
+PYTHONPATH=$root/tests/bench $py - "$work" "$reps" $models <<'PY'
 import json, statistics, sys
+import bench_common
 work, reps, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 
 
@@ -66,7 +103,7 @@ def quality(key, xs):
     return f"{key[:3]} {statistics.mean(xs):.4f}+-{sd:.4f}"
 
 
-print(f"{'model':12} {'hps samples/s':>13} {'torch':>9} {'ratio':>6} {'hps quality':>19} "
+print(f"{'model':12} {'ep':>3} {'hps samples/s':>17} {'torch':>17} {'ratio':>6} {'hps quality':>19} "
       f"{'torch quality':>19} {'hps ceil':>8} {'torch ceil':>10} {'sgemm GF/s':>10} {'fc GF/s':>8}")
 for name in models:
     d = f"{work}/{name}"
@@ -81,16 +118,20 @@ for name in models:
     fc_flops = sum(l["flops_forward"] + l["flops_backward"] for l in fc)
     ms = sum(l["forward_ms"]["median"] + l["backward_ms"]["median"] for l in fc)
     ceiling = dev["sgemm_gflops"] * 1e9 / (flops / probe["model"]["batch"])
-    hs = statistics.median(h["samples_per_s"] for h in hps)
-    ts = statistics.median(t["samples_per_s"] for t in torch)
+    hs, hsd, _ = bench_common.stats([h["samples_per_s"] for h in hps])
+    ts, tsd, _ = bench_common.stats([t["samples_per_s"] for t in torch])
+    bench_common.spread(f"{name} hps-train", [h["samples_per_s"] for h in hps])
+    bench_common.spread(f"{name} PyTorch", [t["samples_per_s"] for t in torch])
+    epochs = open(f"{d}/epochs").read().strip()
     multi = hps[-1]["eval"]["accuracy"] is not None
     key = "accuracy" if multi else "logloss"
     hq = quality(key, [h["eval"][key] for h in hps])
     tq = quality(key, [t[key] for t in torch])
-    print(f"{name:12} {hs:13.0f} {ts:9.0f} {hs / ts:5.2f}x {hq:>19} {tq:>19} "
+    print(f"{name:12} {epochs:>3} {hs:9.0f}+-{hsd:<6.0f} {ts:9.0f}+-{tsd:<6.0f} {hs / ts:5.2f}x {hq:>19} {tq:>19} "
           f"{100 * hs / ceiling:7.0f}% {100 * ts / ceiling:9.0f}% {dev['sgemm_gflops']:10.1f} "
           f"{fc_flops / ms / 1e6:8.1f}")
-print("samples/s: median of the runs; quality: held-out logloss (log) or accuracy (acc), mean "
+print("ep: epochs a run; samples/s: mean +- sd of the runs; quality: held-out logloss (log) or accuracy (acc), mean "
       "+- sd over the runs' seeds; ceil: share of the sgemm-bound ceiling (fc and dot FLOPs); "
       "fc GF/s: the fc layers alone (probe)")
 PY
+bench_end

@@ -7,27 +7,35 @@ hps-profile measures it (cpu:2, with 1 and 2 threads), hps-plan plans on cluster
 describe this machine (CPU types of 1 and 2 threads), hps-train runs each plan
 (one process, or under mpirun with the plan's workers and servers) and its
 summary gives predicted and measured samples/s.  Each configuration runs RUNS
-times (3), in rounds, and its median run counts.  Prints per configuration
-both and the error, then the median and maximum absolute error, and the
+times (3), in rounds, each run long enough for BENCH_MIN_S seconds (5) at the
+plan's predicted rate (steps = seconds x rate / batch), and the mean of its
+runs counts.  Prints the CPU and the load at start and end, per configuration
+predicted, measured (mean +- sd) and the error, then the median and maximum absolute error, and the
 ranking check: among the candidate plans that fit this machine, for limits
 between their predicted rates, is the planner's pick (the least predicted
 cost a sample that meets the limit) the measured-cheapest plan that meets
-it."""
+it.  Noisy (bench_common.py): the load passed 1.5, or one configuration's
+runs spread more than BENCH_SPREAD_MAX (5%, sd/mean); the summary says so."""
 import json
+import math
 import os
 import statistics
 import socket
 import subprocess
 import sys
 
+import bench_common
+
 BIN, WORK = sys.argv[1], sys.argv[2]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODELS = os.environ.get("MODELS", "dlrm-criteo demo-ctr mlp-784").split()
-STEPS = int(os.environ.get("STEPS", "120"))
+SECONDS = float(os.environ.get("BENCH_MIN_S", "5"))  # each run, at the plan's predicted rate
+STEPS_MIN = 50  # and never fewer steps: the first ones warm up
 ROWS = int(os.environ.get("ROWS", "60000"))
 NIC_GBPS = float(os.environ.get("NIC_GBPS", "40"))
 MPI = os.environ.get("MPI", "1") == "1"
-REPS = os.environ.get("REPS", "20")  # hps-profile's repetitions: medians steadier on a busy machine
+REPS = os.environ.get("REPS", "20")  # hps-profile's repetitions, at least
+PROFILE_S = os.environ.get("PROFILE_S", "3")  # and its --min-time: each layer timed over seconds
 MPI_TIMEOUT = 300
 TARGETS = {"median": 0.10, "max": 0.25, "ranking": 0.90}
 
@@ -37,8 +45,7 @@ def sh(args, **kw):
 
 
 def load():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
+    return bench_common.loadavg()
 
 
 CORES = os.cpu_count()
@@ -122,17 +129,20 @@ def job(name, d, plan_path, p, micro, mpi=False):
         # servers: a dense-only model's plan has no server (hps-train(1), DISTRIBUTED)
         ranks = len(p["workers"]) + p["servers"]["count"]
         distributed = mpi or any(s["units"] > 1 for s in p["stages"])
-        JOBS[key] = {"args": (d, plan_path, micro, threads, ranks if distributed else 0), "plan": p,
+        with open(f"{ROOT}/testdata/models/{name}.json") as f:
+            batch = json.load(f)["batch"]
+        steps = max(STEPS_MIN, math.ceil(SECONDS * p["predicted"]["throughput"] / batch))
+        JOBS[key] = {"args": (d, plan_path, micro, threads, ranks if distributed else 0, steps), "plan": p,
                      "micro": micro, "runs": []}
     return key
 
 
-def run_once(d, plan_path, micro, threads, ranks):
+def run_once(d, plan_path, micro, threads, ranks, steps):
     metrics = f"{plan_path}.m{micro}.ndjson"
     if os.path.exists(metrics):
         os.remove(metrics)
     args = [f"{BIN}/hps-train", "-q", "--plan", plan_path, "--data", f"{d}/shards", "--epochs", "1000",
-            "--steps", str(STEPS), "--threads", str(threads), "--micro-batches", str(micro),
+            "--steps", str(steps), "--threads", str(threads), "--micro-batches", str(micro),
             "--metrics", metrics]
     if ranks:
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
@@ -153,14 +163,15 @@ def run_jobs():
     for r in range(RUNS):
         for key, j in JOBS.items():
             j["runs"].append(run_once(*j["args"]))
+        bench_common.note_load()
         print(f"  round {r + 1} of {RUNS}: {len(JOBS)} runs, load {load()}", file=sys.stderr, flush=True)
 
 
 def result(key):
-    """The run of median samples/s (its stage ms with it), and the spread."""
+    """The mean samples/s of the runs and their sd; the stage ms of the run of median samples/s."""
     runs = sorted(JOBS[key]["runs"], key=lambda r: r["measured"])
     res = dict(runs[(len(runs) - 1) // 2])
-    res["low"], res["high"] = runs[0]["measured"], runs[-1]["measured"]
+    res["measured"], res["sd"], res["cv"] = bench_common.stats([r["measured"] for r in runs])
     return res
 
 
@@ -224,13 +235,14 @@ def tag_of(p):
 
 def main():
     rows, pools = [], []
-    print(f"bench-fidelity: {STEPS} steps a run, {RUNS} runs a configuration (median), NIC {NIC_GBPS:g} Gbit/s "
-          f"in the clusters; load at start {load()}", flush=True)
+    bench_common.begin("bench-fidelity")
+    print(f"bench-fidelity: runs of {SECONDS:g} s at the predicted rate (at least {STEPS_MIN} steps), {RUNS} runs "
+          f"a configuration (mean +- sd), NIC {NIC_GBPS:g} Gbit/s in the clusters", flush=True)
     for name in MODELS:
         d = data(name)
         model = f"{ROOT}/testdata/models/{name}.json"
         # the engine's overhead and the read timed on the shards the runs read
-        sh([f"{BIN}/hps-profile", "-q", "-m", model, "-d", "cpu:2", "-r", REPS, "--data", f"{d}/shards",
+        sh([f"{BIN}/hps-profile", "-q", "-m", model, "-d", "cpu:2", "-r", REPS, "--min-time", PROFILE_S, "--data", f"{d}/shards",
             "-o", f"{d}/profile.json"])
         # this machine as it is: its cores hold 1-thread workers and servers
         # alike (a CTR plan's server takes one); the 2-thread cluster gives a
@@ -285,14 +297,16 @@ def main():
     run_jobs()
     print()
     print(f"{'model':12} {'configuration':52} {'predicted':>10} {'measured':>10} {'error':>7}  "
-          f"{'runs (low-high)':>17}  stage ms (measured/predicted)")
+          f"{'sd':>8} {'steps':>6}  stage ms (measured/predicted)")
     errs = []
     for name, p, micro, key in rows:
         res = result(key)
         err = res["measured"] / res["predicted"] - 1
         errs.append(abs(err))
+        bench_common.spread(f"{name} {tag_of(p)} M={micro} ({res['ranks']} rank(s))",
+                            [r["measured"] for r in JOBS[key]["runs"]])
         print(f"{name:12} {describe(p, micro, res):52} {res['predicted']:10.0f} {res['measured']:10.0f} "
-              f"{100 * err:+6.1f}%  {res['low']:8.0f}-{res['high']:<8.0f}  " +
+              f"{100 * err:+6.1f}%  {res['sd']:8.0f} {JOBS[key]['args'][5]:6}  " +
               " ".join(f"{m:.2f}/{q:.2f}" for m, q in res["stages"]))
     sets = {"between": [], "near": []}
     print()
@@ -313,8 +327,8 @@ def main():
     print(f"\n{len(rows)} configurations, {RUNS} runs each: median |error| {100 * med:.1f}% "
           f"(target <= {100 * TARGETS['median']:.0f}%), max {100 * mx:.1f}% (target <= {100 * TARGETS['max']:.0f}%); "
           f"ranking: pick measured-best in {sum(between)} of {len(between)} sets between candidates "
-          f"(target >= {100 * TARGETS['ranking']:.0f}%), {sum(near)} of {len(near)} at 1.02 x the cheapest's rate; "
-          f"load at end {load()}")
+          f"(target >= {100 * TARGETS['ranking']:.0f}%), {sum(near)} of {len(near)} at 1.02 x the cheapest's rate")
+    bench_common.end("bench-fidelity")
 
 
 main()

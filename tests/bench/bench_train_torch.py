@@ -7,8 +7,10 @@ rows hps-train trained on (decoded by `hps-shard cat --as tsv`), tensors
 preloaded.  Keys first seen in the held-out rows read zeros, as in hps-train's
 evaluation.
 
-usage: bench_train_torch.py MODEL.json TRAIN.tsv HOLDOUT.tsv THREADS [SEED]
-prints one JSON line: samples_per_s, logloss and accuracy (held out), seconds."""
+usage: bench_train_torch.py MODEL.json TRAIN.tsv HOLDOUT.tsv THREADS [SEED [EPOCHS]]
+prints one JSON line: samples_per_s, logloss and accuracy (held out), seconds.
+EPOCHS passes over the rows (1), as hps-train's --epochs: bench-train sets
+both so that a run lasts long enough to be stable."""
 import json
 import sys
 import time
@@ -100,6 +102,7 @@ def main():
     model_path, train_path, holdout_path, threads = sys.argv[1:5]
     torch.set_num_threads(int(threads))
     torch.manual_seed(int(sys.argv[5]) if len(sys.argv) > 5 else 1)
+    epochs = int(sys.argv[6]) if len(sys.argv) > 6 else 1
     spec = json.load(open(model_path))
     n_dense, n_slots = spec["input"]["dense"], len(spec["input"]["slots"])
     softmax = spec["input"]["label"]["kind"] == "multiclass"
@@ -121,7 +124,7 @@ def main():
         loss_fn = lambda out, y: torch.nn.functional.binary_cross_entropy_with_logits(out.squeeze(1), y)
     todo = list(batches(train, train_len, n_slots, batch))
     start = time.perf_counter()
-    for y, x, rows, offsets, b in todo:
+    for y, x, rows, offsets, b in todo * epochs:
         if sparse:
             sparse.zero_grad()
         dense_opt.zero_grad()
@@ -139,7 +142,7 @@ def main():
             pred = out.argmax(1) if softmax else (out.squeeze(1) > 0).float()
             correct += int((pred == (y.long() if softmax else y)).sum())
             n += b
-    print(json.dumps({"samples_per_s": len(train[0]) / seconds, "logloss": total / n,
+    print(json.dumps({"samples_per_s": epochs * len(train[0]) / seconds, "logloss": total / n,
                       "accuracy": correct / n, "seconds": seconds,
                       "threads": torch.get_num_threads(), "torch": torch.__version__}))
 

@@ -5,7 +5,7 @@ load helpers
 
 setup() {
     TMP=$(mktemp -d)
-    FAST="--reps 2 --warmup 0 --no-scaling"
+    FAST="--reps 2 --warmup 0 --no-scaling --min-time 0"
 }
 
 teardown() {
@@ -87,6 +87,28 @@ assert d["handoff_us"] > 0  # a thread waking another: what a stage's hand-off w
 assert d["energy"]["step_j"] is None and d["energy"]["reason"]
 PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+@test "profile: --min-time times the layers for that long, each layer's spread in the profile" {
+    # tiny's step takes microseconds: 0.3 s of it is far more than --reps 4
+    # (as many as fit, 5000 at most)
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:1 --reps 4 --no-scaling \
+        --min-time 0.3 -o "$TMP/p.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:1 --reps 4 --no-scaling \
+        --min-time 0 -o "$TMP/p0.json"
+    run python3 - "$TMP/p.json" "$TMP/p0.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))["devices"][0]
+d0 = json.load(open(sys.argv[2]))["devices"][0]
+assert d0["repetitions"] == 4, d0["repetitions"]
+assert 4 < d["repetitions"] <= 5000, d["repetitions"]
+for l in d["layers"] + d0["layers"]:
+    assert l["spread"] >= 0, l
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" --min-time -1
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--min-time"* ]]
 }
 
 @test "profile: scaling times every thread count and fits a fraction in [0, 1]" {

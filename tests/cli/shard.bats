@@ -144,6 +144,37 @@ PY
     [ "$(awk -F'\t' 'NF != 40' "$TMP/s.tsv" | wc -l)" -eq 0 ]
 }
 
+@test "shard: synth --cardinality kaggle draws a long tail: many more distinct ids in the large slots" {
+    "$SHARD" synth 50000 --seed 3 -o "$TMP/z.tsv" 2> /dev/null
+    "$SHARD" synth 50000 --seed 3 --cardinality kaggle -o "$TMP/k.tsv" 2> /dev/null
+    # C3 (column 17, 10M values in the Kaggle set) and C9 (column 23, 3 values)
+    distinct() { cut -f "$2" "$1" | grep -v '^$' | sort -u | wc -l; }
+    z=$(distinct "$TMP/z.tsv" 17) k=$(distinct "$TMP/k.tsv" 17)
+    echo "C3: zipf $z, kaggle $k"
+    [ "$k" -gt $((z * 3 / 2)) ]
+    [ "$(distinct "$TMP/k.tsv" 23)" -eq 3 ]
+    run "$SHARD" synth 10 --cardinality criteo
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--cardinality: 'criteo' is not one of zipf, kaggle"* ]]
+}
+
+@test "shard: synth --interactions plants pair effects: the same features, labels a linear model cannot explain alone" {
+    "$SHARD" synth 30000 --seed 4 -o "$TMP/a.tsv" --meta "$TMP/a.json" 2> /dev/null
+    "$SHARD" synth 30000 --seed 4 --interactions 8 -o "$TMP/b.tsv" --meta "$TMP/b.json" 2> /dev/null
+    # the features are drawn alike; only labels move
+    cmp <(cut -f 2- "$TMP/a.tsv") <(cut -f 2- "$TMP/b.tsv")
+    ! cmp -s <(cut -f 1 "$TMP/a.tsv") <(cut -f 1 "$TMP/b.tsv")
+    python3 - "$TMP/a.json" "$TMP/b.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["interactions"] == 0 and b["interactions"] == 8, (a, b)
+# the planted model explains more of the labels with its pair effects
+assert b["planted_auc"] > a["planted_auc"] + 0.01, (a["planted_auc"], b["planted_auc"])
+PY
+    run "$SHARD" synth 10 --interactions 9
+    [ "$status" -eq 2 ]
+}
+
 @test "shard: version 1 shards (hps 0.1.0) still read, verify and cat as the same text shards again" {
     old=$ROOT/testdata/shards-v1
     "$SHARD" stats --verify "$old/libsvm-dense" > /dev/null

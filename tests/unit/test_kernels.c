@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "hps_test.h"
+#include "kernels/hps_backend.h"
 #include "kernels/hps_kernels.h"
 #include "model/hps_model.h"
 
@@ -405,6 +406,114 @@ static void test_softmax(void **state)
     check_grad(softmax_ref, &c, z, dz, B * C, "softmax grad");
 }
 
+/* ---- the vector clones -------------------------------------------------------------- */
+
+/* The loops outside BLAS run as the AVX2 or AVX-512 clone this CPU picks
+ * (kernels_internal.h); each must compute what the plain loop written here
+ * (this file is compiled for the baseline x86-64) computes, on lengths with
+ * a tail past any vector width, and past the length that goes parallel. */
+static float lcg(uint32_t *s) { return (float)((*s = *s * 1664525u + 1013904223u) >> 8) / 8388608.0f - 1.0f; }
+
+static void assert_same(const float *got, const float *want, int64_t n, const char *what)
+{
+    for (int64_t i = 0; i < n; i++)
+        if (fabsf(got[i] - want[i]) > 1e-6f * fmaxf(1.0f, fabsf(want[i])))
+            fail_msg("%s[%lld]: %.9g, the plain loop %.9g", what, (long long)i, got[i], want[i]);
+}
+
+static void test_vector_clones(void **state)
+{
+    (void)state;
+    const int64_t lengths[] = {1, 7, 67, 100003};
+    for (size_t li = 0; li < sizeof lengths / sizeof *lengths; li++) {
+        int64_t n = lengths[li];
+        float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+        float *got = malloc((size_t)n * sizeof *got), *want = malloc((size_t)n * sizeof *want);
+        float *m = malloc((size_t)n * sizeof *m), *v = malloc((size_t)n * sizeof *v);
+        float *m2 = malloc((size_t)n * sizeof *m2), *v2 = malloc((size_t)n * sizeof *v2);
+        uint32_t seed = 7;
+        for (int64_t i = 0; i < n; i++) x[i] = 4 * lcg(&seed), y[i] = lcg(&seed);
+        for (int a = HPS_ACT_RELU; a <= HPS_ACT_TANH; a++) {
+            act_forward(got, x, n, (hps_act)a);
+            for (int64_t i = 0; i < n; i++)
+                want[i] = a == HPS_ACT_RELU      ? (x[i] > 0.0f ? x[i] : 0.0f)
+                          : a == HPS_ACT_SIGMOID ? 1.0f / (1.0f + expf(-x[i]))
+                                                 : tanhf(x[i]);
+            assert_same(got, want, n, hps_act_names[a]);
+            act_backward(got, y, want, n, (hps_act)a);
+            for (int64_t i = 0; i < n; i++) {
+                float o = want[i];
+                want[i] = a == HPS_ACT_RELU      ? (o > 0.0f ? y[i] : 0.0f)
+                          : a == HPS_ACT_SIGMOID ? y[i] * o * (1.0f - o)
+                                                 : y[i] * (1.0f - o * o);
+            }
+            assert_same(got, want, n, "act_backward");
+        }
+        memcpy(got, y, (size_t)n * sizeof *got);
+        vec_axpy(got, x, n, 0.3f);
+        for (int64_t i = 0; i < n; i++) want[i] = y[i] + 0.3f * x[i];
+        assert_same(got, want, n, "vec_axpy");
+        vec_scale(got, n, -1.7f);
+        for (int64_t i = 0; i < n; i++) want[i] *= -1.7f;
+        assert_same(got, want, n, "vec_scale");
+        /* Adam, step 3, from the same moments */
+        for (int64_t i = 0; i < n; i++) m[i] = m2[i] = 0.1f * y[i], v[i] = v2[i] = 0.01f * x[i] * x[i];
+        memcpy(got, y, (size_t)n * sizeof *got);
+        memcpy(want, y, (size_t)n * sizeof *want);
+        adam_update(got, x, m, v, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 3);
+        const float c1 = 1.0f - powf(0.9f, 3.0f), c2 = 1.0f - powf(0.999f, 3.0f);
+        const float step = 1e-3f / c1, rsqrt_c2 = 1.0f / sqrtf(c2);
+        for (int64_t i = 0; i < n; i++) {
+            float mi = 0.9f * m2[i] + (1.0f - 0.9f) * x[i];
+            float vi = 0.999f * v2[i] + (1.0f - 0.999f) * x[i] * x[i];
+            m2[i] = mi, v2[i] = vi;
+            want[i] -= step * mi / (sqrtf(vi) * rsqrt_c2 + 1e-8f);
+        }
+        assert_same(got, want, n, "adam p");
+        assert_same(m, m2, n, "adam m");
+        assert_same(v, v2, n, "adam v");
+        free(x), free(y), free(got), free(want), free(m), free(v), free(m2), free(v2);
+    }
+    /* gathers, pooling and AdaGrad on rows of 13 floats (a tail past every width) */
+    enum { D = 13, ROWS = 50, B = 300, S = 3 };
+    float *table = malloc(ROWS * D * sizeof *table), *accum = calloc(ROWS * D, sizeof *accum);
+    float *out = malloc(B * S * D * sizeof *out), *ref = calloc(B * S * D, sizeof *ref);
+    int64_t offsets[B * S + 1], rows[B * S * 2];
+    float weights[B * S * 2];
+    uint32_t seed = 11;
+    for (int i = 0; i < ROWS * D; i++) table[i] = lcg(&seed);
+    offsets[0] = 0;
+    for (int bag = 0; bag < B * S; bag++) {
+        int k = bag % 3; /* 0, 1 or 2 rows */
+        offsets[bag + 1] = offsets[bag] + k;
+        for (int j = 0; j < k; j++) {
+            rows[offsets[bag] + j] = (int64_t)((lcg(&seed) + 1.0f) * 0.5f * (ROWS - 1));
+            weights[offsets[bag] + j] = lcg(&seed) + 2.0f;
+        }
+    }
+    hps_bags bags = {.B = B, .S = S, .offsets = offsets, .rows = rows, .weights = weights};
+    embedding_bag_forward(out, S * D, table, &bags, D, HPS_POOL_SUM);
+    for (int bag = 0; bag < B * S; bag++)
+        for (int64_t k = offsets[bag]; k < offsets[bag + 1]; k++)
+            for (int d = 0; d < D; d++) ref[bag * D + d] += weights[k] * table[rows[k] * D + d];
+    assert_same(out, ref, B * S * D, "embedding_bag_forward");
+    hps_sparse_grad *g = hps_sparse_grad_create(ROWS, D);
+    embedding_bag_backward(g, out, S * D, &bags, D, HPS_POOL_SUM);
+    float *t2 = malloc(ROWS * D * sizeof *t2), *a2 = calloc(ROWS * D, sizeof *a2);
+    memcpy(t2, table, ROWS * D * sizeof *t2);
+    sparse_adagrad(table, accum, g, 0.05f, 1e-8f);
+    for (int64_t i = 0; i < g->n; i++)
+        for (int d = 0; d < D; d++) {
+            float gr = g->grad[i * D + d], *a = a2 + g->rows[i] * D + d;
+            *a += gr * gr;
+            t2[g->rows[i] * D + d] -= 0.05f * gr / (sqrtf(*a) + 1e-8f);
+        }
+    assert_same(table, t2, ROWS * D, "sparse_adagrad table");
+    assert_same(accum, a2, ROWS * D, "sparse_adagrad accum");
+    hps_sparse_grad_free(g);
+    free(table), free(accum), free(out), free(ref), free(t2), free(a2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -412,6 +521,7 @@ int main(void)
         cmocka_unit_test(test_embedding_bag), cmocka_unit_test(test_sparse_adagrad),
         cmocka_unit_test(test_concat),       cmocka_unit_test(test_dot_interaction),
         cmocka_unit_test(test_logloss),      cmocka_unit_test(test_softmax),
+        cmocka_unit_test(test_vector_clones),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 
 #include "hps_test.h"
 #include "core/hps_json.h"
+#include "model/hps_model.h"
 #include "profile/hps_profile.h"
 
 #define TINY HPS_TESTDATA "/profiles/tiny.json"
@@ -28,6 +29,7 @@ static void test_reads_testdata(void **state)
     assert_int_equal(d->layers[0].scaling.n, 2);
     assert_int_equal(d->layers[0].scaling.units[1], 2);
     assert_int_equal(d->layers[0].batch_scaling.n, 0); /* profiled before it: none */
+    assert_true(isnan(d->layers[0].spread));            /* profiled before it: not recorded */
     assert_false(d->exchange.present);
     hps_profile_free(p);
 }
@@ -65,7 +67,11 @@ static void test_refuses_each_field_once(void **state)
     assert_string_equal(refused("triad_gbps", "\"fast\"", 0), "p.json: device 'cpu': triad_gbps must be a number");
     assert_string_equal(refused("threads", "\"two\"", 0),
                         "p.json: device 'cpu': threads must be an integer in [0, 1048576]");
+    assert_string_equal(refused("spread", "-0.1", 1),
+                        "p.json: device 'cpu': layer 1 'concat': spread=-0.1 must be in [0, 1e+06]");
+    assert_string_equal(refused("spread", "\"wide\"", 1), "p.json: device 'cpu': layer 1 'concat': spread must be a number");
     /* null stays "not measured" */
+    assert_string_equal(refused("spread", "null", 1), "");
     assert_string_equal(refused("pcie_gbps", "null", 0), "");
     assert_string_equal(refused("handoff_us", "null", 0), "");
     assert_string_equal(refused("exchange", "null", 0), "");
@@ -144,6 +150,45 @@ static void test_reads_what_the_writer_writes(void **state)
     hps_profile_free(p);
 }
 
+/* A layer's spread: the interquartile range over the median, the quartiles
+ * Tukey's hinges; a slow outlier moves it less than it moves the mean. */
+static void test_spread(void **state)
+{
+    (void)state;
+    double even[8] = {8, 1, 7, 2, 6, 3, 5, 4}; /* hinges 2.5 and 6.5, median 4.5 */
+    assert_true(fabs(hps_profile_spread(even, 8) - 4.0 / 4.5) < 1e-12);
+    double odd[5] = {10, 10, 11, 12, 100}; /* hinges 10 (of 10 10 11) and 12 (of 11 12 100) */
+    assert_true(fabs(hps_profile_spread(odd, 5) - 2.0 / 11) < 1e-12);
+    double flat[4] = {3, 3, 3, 3};
+    assert_true(hps_profile_spread(flat, 4) == 0);
+    assert_true(hps_profile_spread(odd, 3) == 0); /* too few to say */
+}
+
+/* A measured profile carries every layer's spread, and reads it back. */
+static void test_measured_spread(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_model *m = hps_model_load(HPS_TESTDATA "/models/tiny.json", &err);
+    if (!m) fail_msg("%s", err.msg);
+    hps_device_spec dev;
+    int n;
+    assert_int_equal(hps_device_parse("cpu:1", &dev, 1, &n, &err), 0);
+    hps_profile_opts o = hps_profile_opts_default();
+    o.reps = 8, o.min_seconds = 0, o.scaling = 0;
+    json_t *d = hps_profile_measure(m, &dev, &o, &err);
+    if (!d) fail_msg("%s", err.msg);
+    json_t *doc;
+    assert_int_equal(hps_json_load(TINY, &doc, &err), 0);
+    json_object_set_new(doc, "devices", json_pack("[o]", d));
+    hps_profile *p = hps_profile_read(doc, "m.json", &err);
+    json_decref(doc);
+    if (!p) fail_msg("%s", err.msg);
+    for (int l = 0; l < p->devices[0].n_layers; l++) assert_true(p->devices[0].layers[l].spread >= 0);
+    hps_profile_free(p);
+    hps_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -151,6 +196,8 @@ int main(void)
         cmocka_unit_test(test_refuses_each_field_once),
         cmocka_unit_test(test_set_refuses_a_device_twice),
         cmocka_unit_test(test_reads_what_the_writer_writes),
+        cmocka_unit_test(test_spread),
+        cmocka_unit_test(test_measured_spread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
