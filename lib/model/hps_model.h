@@ -158,6 +158,13 @@ int hps_model_tensor_width(const hps_model *m, int producer);
  * and labels never do). */
 int hps_model_tensor_grad(const hps_model *m, int producer);
 
+/* Whether the layer owns a table of rows per key (embedding; linear, whose
+ * rows are 1 wide). */
+static inline int hps_layer_has_table(const hps_layer *L)
+{
+    return L->kind == HPS_LAYER_EMBEDDING || L->kind == HPS_LAYER_LINEAR;
+}
+
 /* The dim of the model's first embedding layer (16 when it has none). */
 int hps_model_embedding_dim(const hps_model *m);
 
