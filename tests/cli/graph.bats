@@ -76,3 +76,34 @@ PY
     [[ "$output" == *"resuming at step 80"* ]] || { echo "$output"; false; }
     cmp "$TMP/a.safetensors" "$TMP/resumed.safetensors"
 }
+
+@test "graph: hps-profile times every CTR layer, and the GPU device model estimates them" {
+    for m in deepfm dcn-v2-stacked dcn; do
+        "$HPS_BIN/hps-profile" -m "$TESTDATA/models/$m.json" --reps 2 --warmup 0 \
+            --estimate "$TESTDATA/devices/gpu-a100.json" --estimate "$TESTDATA/devices/gpu-t4.json" \
+            > "$TMP/$m.json"
+    done
+    run python3 - "$TMP" <<'PY'
+import json, sys
+seen = set()
+for m in ("deepfm", "dcn-v2-stacked", "dcn"):
+    devs = {d["id"]: d for d in json.load(open(f"{sys.argv[1]}/{m}.json"))["devices"]}
+    for dev in devs.values():
+        for l in dev["layers"]:
+            if l["type"] not in ("linear", "fm", "cross", "add", "dropout"):
+                continue
+            seen.add(l["type"])
+            where = (m, dev["id"], l["name"])
+            assert l["forward_ms"]["median"] > 0 and l["backward_ms"]["median"] > 0, where
+            assert l["flops_forward"] > 0 and l["flops_backward"] > 0, where
+            assert l["bytes_in"] > 0 and l["bytes_out"] > 0, where
+            assert 0 <= l["batch_scaling"]["fixed_fraction"][0] <= 1, where
+    cross = lambda d: next(l for l in devs[d]["layers"] if l["type"] == "cross")
+    if "cross" in (l["type"] for l in devs["cpu"]["layers"]):
+        # the estimate follows the device: more FLOP/s and bandwidth, a faster cross
+        assert cross("gpu-a100")["forward_ms"]["median"] < cross("gpu-t4")["forward_ms"]["median"], m
+        assert cross("cpu")["flops_forward"] == cross("gpu-a100")["flops_forward"]
+assert seen == {"linear", "fm", "cross", "add", "dropout"}, seen
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
