@@ -67,14 +67,19 @@ PY
     cmp "$TMP/a.safetensors" "$TMP/b.safetensors"
     "$HPS_BIN/hps-train" "${args[@]}" -q --seed 2 --export "$TMP/c.safetensors"
     ! cmp -s "$TMP/a.safetensors" "$TMP/c.safetensors"
-    run env HPS_TRAIN_KILL_AT_STEP=97 "$HPS_TEST_BIN/hps-train" "${args[@]}" -q \
-        --checkpoint "$TMP/ckpt" --checkpoint-every 20
-    [ "$status" -eq 137 ]
-    run "$HPS_BIN/hps-train" "${args[@]}" --checkpoint "$TMP/ckpt" --checkpoint-every 20 \
-        --resume --export "$TMP/resumed.safetensors"
-    [ "$status" -eq 0 ] || { echo "$output"; false; }
-    [[ "$output" == *"resuming at step 80"* ]] || { echo "$output"; false; }
-    cmp "$TMP/a.safetensors" "$TMP/resumed.safetensors"
+    # and deepfm: a linear layer's table checkpoints and resumes as an embedding's
+    "$HPS_BIN/hps-train" "${args[@]/dcn-v2-stacked/deepfm}" -q --export "$TMP/d.safetensors"
+    for m in dcn-v2-stacked deepfm; do
+        run env HPS_TRAIN_KILL_AT_STEP=97 "$HPS_TEST_BIN/hps-train" "${args[@]/dcn-v2-stacked/$m}" -q \
+            --checkpoint "$TMP/ckpt-$m" --checkpoint-every 20
+        [ "$status" -eq 137 ]
+        run "$HPS_BIN/hps-train" "${args[@]/dcn-v2-stacked/$m}" --checkpoint "$TMP/ckpt-$m" \
+            --checkpoint-every 20 --resume --export "$TMP/resumed-$m.safetensors"
+        [ "$status" -eq 0 ] || { echo "$output"; false; }
+        [[ "$output" == *"resuming at step 80"* ]] || { echo "$output"; false; }
+    done
+    cmp "$TMP/a.safetensors" "$TMP/resumed-dcn-v2-stacked.safetensors"
+    cmp "$TMP/d.safetensors" "$TMP/resumed-deepfm.safetensors"
 }
 
 @test "graph: hps-profile times every CTR layer, and the GPU device model estimates them" {
