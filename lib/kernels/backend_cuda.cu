@@ -828,6 +828,256 @@ static void cuda_vec_axpy(float *y, const float *x, int64_t n, float a)
     CUBLAS_CHECK(cublasSaxpy(g_blas, (int)n, &a, x, 1, y, 1));
 }
 
+/* ---- the CTR layers: linear, fm, cross, dropout, column copies ------------------------- */
+
+__global__ void linear_forward_kernel(float *out, const float *pooled, int S, const float *dense,
+                                      const float *w, const float *b, int B, int W)
+{
+    GRID_STRIDE(r, B)
+    {
+        float z = b[0];
+        for (int s = 0; s < S; s++) z += pooled[r * S + s];
+        for (int j = 0; dense && j < W; j++) z += w[j] * dense[r * W + j];
+        out[r] = z;
+    }
+}
+
+static void cuda_linear_forward(float *out, const float *pooled, int S, const float *dense,
+                                const float *w, const float *b, int B, int W)
+{
+    if (B <= 0) return;
+    use_device();
+    linear_forward_kernel<<<blocks_for(B), THREADS, 0, g_stream>>>(out, pooled, S, dense, w, b, B,
+                                                                   W);
+    LAUNCH_CHECK();
+}
+
+__global__ void broadcast_rows_kernel(float *dst, const float *v, int B, int S)
+{
+    GRID_STRIDE(i, (int64_t)B * S) dst[i] = v[i / S];
+}
+
+/* col[j] += sum over rows r of a[r] * x[r, j] (a NULL: of x alone): one block
+ * a column, a fixed-order tree sum. */
+__global__ void weighted_col_sum_kernel(float *col, const float *a, const float *x, int B, int W)
+{
+    const int j = blockIdx.x;
+    float s = 0.0f;
+    for (int r = threadIdx.x; r < B; r += THREADS)
+        s += (a ? a[r] : 1.0f) * x[(int64_t)r * W + j];
+    s = block_sum(s);
+    if (threadIdx.x == 0) col[j] += s;
+}
+
+static void cuda_linear_backward(float *dpooled, float *dw, float *db, const float *dout,
+                                 const float *dense, int B, int S, int W)
+{
+    if (B <= 0) return;
+    use_device();
+    if (dpooled && S)
+        broadcast_rows_kernel<<<blocks_for((int64_t)B * S), THREADS, 0, g_stream>>>(dpooled, dout,
+                                                                                    B, S);
+    if (dense && W) weighted_col_sum_kernel<<<W, THREADS, 0, g_stream>>>(dw, dout, dense, B, W);
+    weighted_col_sum_kernel<<<1, THREADS, 0, g_stream>>>(db, NULL, dout, B, 1);
+    LAUNCH_CHECK();
+}
+
+__global__ void fm_forward_kernel(float *out, const float *v, int B, int n, int D, int vector)
+{
+    GRID_STRIDE(r, B)
+    {
+        const float *x = v + r * n * D;
+        float total = 0;
+        for (int f = 0; f < D; f++) {
+            float s = 0, q = 0;
+            for (int i = 0; i < n; i++) {
+                float e = x[i * D + f];
+                s += e, q += e * e;
+            }
+            float o = 0.5f * (s * s - q);
+            if (vector)
+                out[r * D + f] = o;
+            else
+                total += o;
+        }
+        if (!vector) out[r] = total;
+    }
+}
+
+__global__ void fm_backward_kernel(float *dv, const float *dout, const float *v, int B, int n,
+                                   int D, int vector)
+{
+    GRID_STRIDE(k, (int64_t)B * D)
+    {
+        const int64_t r = k / D;
+        const int f = (int)(k % D);
+        const float *x = v + r * n * D;
+        float s = 0;
+        for (int i = 0; i < n; i++) s += x[i * D + f];
+        const float g = vector ? dout[r * D + f] : dout[r];
+        for (int i = 0; i < n; i++) dv[r * n * D + i * D + f] = g * (s - x[i * D + f]);
+    }
+}
+
+static void cuda_fm_forward(float *out, const float *v, int B, int n, int D, int vector)
+{
+    if (B <= 0) return;
+    use_device();
+    fm_forward_kernel<<<blocks_for(B), THREADS, 0, g_stream>>>(out, v, B, n, D, vector);
+    LAUNCH_CHECK();
+}
+
+static void cuda_fm_backward(float *dv, const float *dout, const float *v, int B, int n, int D,
+                             int vector)
+{
+    if (B <= 0) return;
+    use_device();
+    fm_backward_kernel<<<blocks_for((int64_t)B * D), THREADS, 0, g_stream>>>(dv, dout, v, B, n, D,
+                                                                            vector);
+    LAUNCH_CHECK();
+}
+
+/* out[r] = sum_j a[r, j] * (b ? b[r, j] : w[j]) */
+__global__ void row_dot_kernel(float *out, const float *a, const float *b, const float *w, int B,
+                               int W)
+{
+    GRID_STRIDE(r, B)
+    {
+        float t = 0;
+        for (int j = 0; j < W; j++) t += a[r * W + j] * (b ? b[r * W + j] : w[j]);
+        out[r] = t;
+    }
+}
+
+__global__ void cross_vector_out_kernel(float *y, const float *s, const float *x0, const float *x,
+                                        const float *b, int B, int W)
+{
+    GRID_STRIDE(i, (int64_t)B * W) y[i] = x0[i] * s[i / W] + b[i % W] + x[i];
+}
+
+static void cuda_cross_vector_forward(float *y, float *s, const float *x0, const float *x,
+                                      const float *w, const float *b, int B, int W)
+{
+    if (B <= 0) return;
+    use_device();
+    row_dot_kernel<<<blocks_for(B), THREADS, 0, g_stream>>>(s, x, NULL, w, B, W);
+    cross_vector_out_kernel<<<blocks_for((int64_t)B * W), THREADS, 0, g_stream>>>(y, s, x0, x, b,
+                                                                                 B, W);
+    LAUNCH_CHECK();
+}
+
+/* d loss / d s per sample, between the backward kernels */
+static std::mutex g_cross_lock;
+static float *g_cross_g;
+static int64_t g_cross_cap;
+
+__global__ void cross_vector_dx_kernel(float *dx, float *dx0, const float *dy, const float *g,
+                                       const float *s, const float *w, int B, int W)
+{
+    GRID_STRIDE(i, (int64_t)B * W)
+    {
+        if (dx0) dx0[i] += dy[i] * s[i / W];
+        dx[i] = dy[i] + g[i / W] * w[i % W];
+    }
+}
+
+static void cuda_cross_vector_backward(float *dx, float *dx0, float *dw, float *db,
+                                       const float *dy, const float *x0, const float *x,
+                                       const float *s, const float *w, int B, int W)
+{
+    if (B <= 0) return;
+    use_device();
+    std::lock_guard<std::mutex> hold(g_cross_lock);
+    if (B > g_cross_cap) {
+        if (g_cross_g) CUDA_CHECK(cudaFree(g_cross_g));
+        CUDA_CHECK(cudaMalloc(&g_cross_g, (size_t)B * sizeof(float)));
+        g_cross_cap = B;
+    }
+    row_dot_kernel<<<blocks_for(B), THREADS, 0, g_stream>>>(g_cross_g, dy, x0, NULL, B, W);
+    weighted_col_sum_kernel<<<W, THREADS, 0, g_stream>>>(dw, g_cross_g, x, B, W);
+    weighted_col_sum_kernel<<<W, THREADS, 0, g_stream>>>(db, NULL, dy, B, W);
+    cross_vector_dx_kernel<<<blocks_for((int64_t)B * W), THREADS, 0, g_stream>>>(
+        dx, dx0, dy, g_cross_g, s, w, B, W);
+    LAUNCH_CHECK();
+}
+
+__global__ void cross_gate_forward_kernel(float *y, const float *x0, const float *z,
+                                          const float *x, int64_t n)
+{
+    GRID_STRIDE(i, n) y[i] = x0[i] * z[i] + x[i];
+}
+
+__global__ void cross_gate_backward_kernel(float *dz, float *dx0, const float *dy,
+                                           const float *x0, const float *z, int64_t n)
+{
+    GRID_STRIDE(i, n)
+    {
+        dz[i] = dy[i] * x0[i];
+        if (dx0) dx0[i] += dy[i] * z[i];
+    }
+}
+
+static void cuda_cross_gate_forward(float *y, const float *x0, const float *z, const float *x,
+                                    int64_t n)
+{
+    if (n <= 0) return;
+    use_device();
+    cross_gate_forward_kernel<<<blocks_for(n), THREADS, 0, g_stream>>>(y, x0, z, x, n);
+    LAUNCH_CHECK();
+}
+
+static void cuda_cross_gate_backward(float *dz, float *dx0, const float *dy, const float *x0,
+                                     const float *z, int64_t n)
+{
+    if (n <= 0) return;
+    use_device();
+    cross_gate_backward_kernel<<<blocks_for(n), THREADS, 0, g_stream>>>(dz, dx0, dy, x0, z, n);
+    LAUNCH_CHECK();
+}
+
+/* dropout_keep of kernels_ctr.c, bit for bit */
+__device__ int dropout_keep_dev(uint64_t seed, int64_t i, float rate)
+{
+    uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (uint64_t)(i + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53 >= rate;
+}
+
+__global__ void dropout_kernel(float *out, const float *in, int64_t n, float rate, float scale,
+                               uint64_t seed)
+{
+    GRID_STRIDE(i, n) out[i] = dropout_keep_dev(seed, i, rate) ? in[i] * scale : 0.0f;
+}
+
+static void cuda_dropout_forward(float *out, const float *in, int64_t n, float rate,
+                                 uint64_t seed)
+{
+    if (n <= 0) return;
+    use_device();
+    dropout_kernel<<<blocks_for(n), THREADS, 0, g_stream>>>(out, in, n, rate, 1.0f / (1.0f - rate),
+                                                           seed);
+    LAUNCH_CHECK();
+}
+
+__global__ void cols_add_kernel(float *dst, int ldd, const float *src, int lds, int B, int W)
+{
+    GRID_STRIDE(i, (int64_t)B * W) dst[(i / W) * ldd + i % W] += src[(i / W) * lds + i % W];
+}
+
+static void cuda_cols_copy(float *dst, int ldd, const float *src, int lds, int B, int W, int add)
+{
+    if (B <= 0 || W <= 0) return;
+    use_device();
+    if (!add) {
+        copy_2d(dst, ldd, src, lds, B, W);
+        return;
+    }
+    cols_add_kernel<<<blocks_for((int64_t)B * W), THREADS, 0, g_stream>>>(dst, ldd, src, lds, B, W);
+    LAUNCH_CHECK();
+}
+
 /* ---- the table, device selection ------------------------------------------------------ */
 
 static hps_backend g_backend;
@@ -856,6 +1106,17 @@ static void fill_backend(hps_backend *be, int device)
     be->concat_backward = cuda_concat_backward;
     be->dot_forward = cuda_dot_forward;
     be->dot_backward = cuda_dot_backward;
+    be->linear_forward = cuda_linear_forward;
+    be->linear_backward = cuda_linear_backward;
+    be->fm_forward = cuda_fm_forward;
+    be->fm_backward = cuda_fm_backward;
+    be->cross_vector_forward = cuda_cross_vector_forward;
+    be->cross_vector_backward = cuda_cross_vector_backward;
+    be->cross_gate_forward = cuda_cross_gate_forward;
+    be->cross_gate_backward = cuda_cross_gate_backward;
+    be->dropout_forward = cuda_dropout_forward;
+    be->dropout_backward = cuda_dropout_forward; /* the same mask on the gradient */
+    be->cols_copy = cuda_cols_copy;
     be->logloss_forward = cuda_logloss_forward;
     be->logloss_backward = cuda_logloss_backward;
     be->softmax_forward = cuda_softmax_forward;

@@ -48,6 +48,26 @@ typedef struct hps_backend {
                          const float *dense, int B, int V, int D, int W);
     void (*vec_scale)(float *x, int64_t n, float a);
     void (*vec_axpy)(float *y, const float *x, int64_t n, float a);
+    /* the CTR layers (kernels_ctr.c) */
+    void (*linear_forward)(float *out, const float *pooled, int S, const float *dense,
+                           const float *w, const float *b, int B, int W);
+    void (*linear_backward)(float *dpooled, float *dw, float *db, const float *dout,
+                            const float *dense, int B, int S, int W);
+    void (*fm_forward)(float *out, const float *v, int B, int n, int D, int vector);
+    void (*fm_backward)(float *dv, const float *dout, const float *v, int B, int n, int D,
+                        int vector);
+    void (*cross_vector_forward)(float *y, float *s, const float *x0, const float *x,
+                                 const float *w, const float *b, int B, int W);
+    void (*cross_vector_backward)(float *dx, float *dx0, float *dw, float *db, const float *dy,
+                                  const float *x0, const float *x, const float *s, const float *w,
+                                  int B, int W);
+    void (*cross_gate_forward)(float *y, const float *x0, const float *z, const float *x,
+                               int64_t n);
+    void (*cross_gate_backward)(float *dz, float *dx0, const float *dy, const float *x0,
+                                const float *z, int64_t n);
+    void (*dropout_forward)(float *out, const float *in, int64_t n, float rate, uint64_t seed);
+    void (*dropout_backward)(float *din, const float *dout, int64_t n, float rate, uint64_t seed);
+    void (*cols_copy)(float *dst, int ldd, const float *src, int lds, int B, int W, int add);
     /* losses return the mean loss on the host */
     double (*logloss_forward)(float *prob, const float *z, const float *y, int B);
     void (*logloss_backward)(float *dz, const float *z, const float *y, int B);

@@ -77,6 +77,46 @@ void dot_forward(float *out, const float *emb, const float *dense, int B, int V,
 void dot_backward(float *demb, float *ddense, const float *dout, const float *emb,
                   const float *dense, int B, int V, int D, int W);
 
+/* ---- the CTR layers (kernels_ctr.c) ---- */
+
+/* linear (the first-order term): out[b] = sum_s pooled[b,s] + w.dense[b] + b[0],
+ * pooled [B,S] being the slots' 1-wide rows summed (embedding_bag_forward with
+ * D=1); dense may be NULL (W ignored).  Backward: dpooled[b,s] = dout[b]. */
+void linear_forward(float *out, const float *pooled, int S, const float *dense, const float *w,
+                    const float *b, int B, int W);
+void linear_backward(float *dpooled, float *dw, float *db, const float *dout, const float *dense,
+                     int B, int S, int W);
+
+/* fm: over n vectors of D per sample, v[B, n*D]: out[b,f] = (s_f^2 - q_f)/2,
+ * s_f = sum_i v_if, q_f = sum_i v_if^2 (vector: out [B,D]; else their sum [B]). */
+void fm_forward(float *out, const float *v, int B, int n, int D, int vector);
+void fm_backward(float *dv, const float *dout, const float *v, int B, int n, int D, int vector);
+
+/* One DCN cross layer, vector kind: s[b] = x[b].w, y = x0 s + b + x.
+ * Backward overwrites dx and accumulates into dx0 (may be NULL), dw and db. */
+void cross_vector_forward(float *y, float *s, const float *x0, const float *x, const float *w,
+                          const float *b, int B, int W);
+void cross_vector_backward(float *dx, float *dx0, float *dw, float *db, const float *dy,
+                           const float *x0, const float *x, const float *s, const float *w, int B,
+                           int W);
+/* The DCN-v2 gate after z = W x + b (fc_forward): y = x0 * z + x, elementwise.
+ * Backward: dz = dy * x0 (overwritten), dx0 += dy * z (may be NULL); dx = dy
+ * plus what fc_backward gives through z. */
+void cross_gate_forward(float *y, const float *x0, const float *z, const float *x, int64_t n);
+void cross_gate_backward(float *dz, float *dx0, const float *dy, const float *x0, const float *z,
+                         int64_t n);
+
+/* Inverted dropout: element i is kept when dropout_keep(seed, i, rate), a
+ * hash of both, so a run's seed fixes every mask on any backend; kept
+ * elements scale by 1/(1-rate).  Backward applies the same mask. */
+int dropout_keep(uint64_t seed, int64_t i, float rate);
+void dropout_forward(float *out, const float *in, int64_t n, float rate, uint64_t seed);
+void dropout_backward(float *din, const float *dout, int64_t n, float rate, uint64_t seed);
+
+/* dst[b, 0..W) (row stride ldd) = or += src[b, 0..W) (row stride lds): how a
+ * graph gathers a layer's inputs and hands their gradients back. */
+void cols_copy(float *dst, int ldd, const float *src, int lds, int B, int W, int add);
+
 /* x[0..n) *= a (micro-batches rescale their loss gradient to the whole batch). */
 void vec_scale(float *x, int64_t n, float a);
 /* y[0..n) += a * x[0..n) (plain SGD is axpy with a = -lr). */

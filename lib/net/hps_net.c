@@ -21,11 +21,14 @@ static float *carve(float *base, size_t *off, size_t n)
     return p;
 }
 
+static size_t assign_graph_buffers(hps_net *net, float *base);
+
 /* Points every layer at its buffers; returns the floats needed. */
 static size_t assign_buffers(hps_net *net, float *base)
 {
     const hps_model *m = net->model;
     const size_t cap = (size_t)net->cap;
+    if (m->graph) return assign_graph_buffers(net, base);
     size_t off = 0;
     net->dense_in = carve(base, &off, cap * m->n_dense);
     net->labels = carve(base, &off, cap);
@@ -39,6 +42,7 @@ static size_t assign_buffers(hps_net *net, float *base)
         switch (L->kind) {
         case HPS_LAYER_EMBEDDING: break;
         case HPS_LAYER_FC:
+        case HPS_LAYER_DROPOUT:
             N->in = L->on_dense ? dense : flat;
             N->din = L->on_dense ? ddense : dflat;
             N->out = carve(base, &off, cap * L->out_width);
@@ -67,6 +71,397 @@ static size_t assign_buffers(hps_net *net, float *base)
         }
     }
     return off;
+}
+
+/* ---- graphs ------------------------------------------------------------------ */
+
+/* The floats a layer with a table fills per sample in the pooled buffer: an
+ * embedding its pooled vectors, a linear layer one sum a slot. */
+static int pooled_width(const hps_layer *L)
+{
+    return L->kind == HPS_LAYER_LINEAR ? L->n_slots : L->out_width;
+}
+
+static int reads_one(const hps_layer *L)
+{
+    return L->kind == HPS_LAYER_FC || L->kind == HPS_LAYER_FM || L->kind == HPS_LAYER_CROSS ||
+           L->kind == HPS_LAYER_DROPOUT || L->kind == HPS_LAYER_LOSS;
+}
+
+void hps_net_tensor(hps_net *net, int p, float **x, float **dx)
+{
+    if (p == HPS_TENSOR_DENSE) {
+        *x = net->dense_in, *dx = NULL;
+        return;
+    }
+    *x = net->layers[p].out;
+    *dx = net->model->layers[p].needs_grad ? net->layers[p].dout : NULL;
+}
+
+/* Who reads each layer's output: the count, and the last reader, which
+ * writes the gradient that the others add to. */
+static void graph_uses(hps_net *net)
+{
+    const hps_model *m = net->model;
+    if (!m->graph) return;
+    net->last_use = hps_malloc((size_t)m->n_layers * sizeof *net->last_use);
+    net->n_uses = hps_calloc((size_t)m->n_layers, sizeof *net->n_uses);
+    for (int l = 0; l < m->n_layers; l++) net->last_use[l] = -1;
+    for (int l = 0; l < m->n_layers; l++)
+        for (int i = 0; i < m->layers[l].n_inputs; i++) {
+            int p = m->layers[l].inputs[i];
+            if (p < 0) continue;
+            net->last_use[p] = l;
+            net->n_uses[p]++;
+        }
+}
+
+/* Scratch of a cross layer: the inner layers' outputs, then their z (s for
+ * the vector kind), then their t (low rank); backward: two gradients of the
+ * running x, dz, dt. */
+static size_t cross_work(const hps_layer *L, size_t cap)
+{
+    size_t w = (size_t)L->in_width, zw = L->cross == HPS_CROSS_VECTOR ? 1 : w;
+    return cap * ((L->depth - 1) * w + L->depth * zw + L->depth * (size_t)L->rank);
+}
+
+static size_t assign_graph_buffers(hps_net *net, float *base)
+{
+    const hps_model *m = net->model;
+    const size_t cap = (size_t)net->cap;
+    size_t off = 0;
+    net->dense_in = carve(base, &off, cap * m->n_dense);
+    net->labels = carve(base, &off, cap);
+    net->pooled = carve(base, &off, cap * net->E);
+    net->dpooled = carve(base, &off, cap * net->E);
+    for (int l = 0; l < m->n_layers; l++) {
+        const hps_layer *L = &m->layers[l];
+        hps_net_layer *N = &net->layers[l];
+        float *region = base ? net->pooled + cap * N->col : NULL;
+        float *dregion = base ? net->dpooled + cap * N->col : NULL;
+        if (L->kind == HPS_LAYER_EMBEDDING) {
+            N->out = region, N->dout = dregion;
+            continue;
+        }
+        if (L->kind == HPS_LAYER_LINEAR) N->emb = region, N->demb = dregion;
+        N->out = carve(base, &off, cap * L->out_width);
+        N->dout = carve(base, &off, cap * L->out_width);
+        if (reads_one(L)) {
+            float *x, *dx;
+            int p = L->inputs[0];
+            if (base) hps_net_tensor(net, p, &x, &dx);
+            else x = dx = NULL;
+            N->in = x;
+            /* a sole reader writes its input's gradient in place; one of
+             * several into its own buffer, added to the input's after */
+            int grad = hps_model_tensor_grad(m, p);
+            N->din = !grad ? NULL : net->n_uses[p] == 1 ? dx : carve(base, &off, cap * L->in_width);
+        }
+        if (L->kind == HPS_LAYER_CROSS) {
+            N->work = carve(base, &off, cross_work(L, cap));
+            N->dwork = carve(base, &off, cap * (3 * (size_t)L->in_width + (size_t)L->rank));
+        }
+        if (L->kind == HPS_LAYER_DOT) {
+            int emb_width = L->in_width - L->dense_in;
+            N->work = carve(base, &off, cap * emb_width);  /* the vectors, gathered */
+            N->dwork = carve(base, &off, cap * emb_width); /* and their gradient */
+            N->ddense = carve(base, &off, cap * L->dense_in);
+        }
+    }
+    return off;
+}
+
+/* Hands a gradient [B, w] (row stride lds) to producer p: the last reader
+ * writes it, the others add. */
+static void grad_to(hps_net *net, int l, int p, const float *src, int lds, int w)
+{
+    float *x, *dx;
+    hps_net_tensor(net, p, &x, &dx);
+    if (dx) net->be->cols_copy(dx, w, src, lds, net->B, w, net->last_use[p] != l);
+}
+
+/* A one-input layer that wrote its input's gradient into its own buffer. */
+static void din_done(hps_net *net, int l)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    if (!net->model->graph || !N->din) return;
+    float *x, *dx;
+    hps_net_tensor(net, L->inputs[0], &x, &dx);
+    if (N->din != dx) grad_to(net, l, L->inputs[0], N->din, L->in_width, L->in_width);
+}
+
+static uint64_t dropout_seed(const hps_net *net, int l)
+{
+    return net->dropout_seed ^ (0x9e3779b97f4a7c15ULL * (uint64_t)(l + 1));
+}
+
+static void dropout_run(hps_net *net, int l, int backward)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    const int64_t n = (int64_t)net->B * L->out_width;
+    float *dst = backward ? N->din : N->out;
+    const float *src = backward ? N->dout : N->in;
+    if (!dst) return;
+    if (net->training && L->rate > 0)
+        (backward ? net->be->dropout_backward : net->be->dropout_forward)(dst, src, n, (float)L->rate,
+                                                                         dropout_seed(net, l));
+    else
+        net->be->cols_copy(dst, L->out_width, src, L->out_width, net->B, L->out_width, 0);
+}
+
+/* Where the pooled rows of a table layer are on the host side. */
+static float *host_block(hps_net *net, float *base, int l)
+{
+    return base + (size_t)net->cap * net->layers[l].col;
+}
+
+static void table_forward(hps_net *net, int l, float *block)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    const int w = pooled_width(L);
+    float *h = host_block(net, net->h_pooled, l);
+    net->emb_be->embedding_bag_forward(h, w, N->table, &N->bags, L->dim, L->pooling);
+    if (net->host_embeddings)
+        net->be->upload(block, h, (size_t)net->B * w * sizeof(float));
+}
+
+static void table_backward(hps_net *net, int l, const float *dblock)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    const int w = pooled_width(L);
+    float *h = host_block(net, net->h_dpooled, l);
+    if (net->host_embeddings)
+        net->be->download(h, dblock, (size_t)net->B * w * sizeof(float));
+    net->emb_be->embedding_bag_backward(N->grad, h, w, &N->bags, L->dim, L->pooling);
+}
+
+static void linear_run(hps_net *net, int l, int backward)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    const int W = L->linear_dense ? net->model->n_dense : 0;
+    const float *dense = W ? net->dense_in : NULL;
+    const size_t off = L->param_offset;
+    if (!backward) {
+        table_forward(net, l, N->emb);
+        net->be->linear_forward(N->out, N->emb, L->n_slots, dense, net->params + off,
+                                net->params + off + W, net->B, W);
+        return;
+    }
+    net->be->linear_backward(N->demb, net->grads + off, net->grads + off + W, N->dout, dense,
+                             net->B, L->n_slots, W);
+    table_backward(net, l, N->demb);
+}
+
+static void concat_run(hps_net *net, int l, int backward)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    int at = 0;
+    for (int i = 0; i < L->n_inputs; i++) {
+        int p = L->inputs[i], w = hps_model_tensor_width(net->model, p);
+        float *x, *dx;
+        hps_net_tensor(net, p, &x, &dx);
+        if (backward)
+            grad_to(net, l, p, N->dout + at, L->out_width, w);
+        else
+            net->be->cols_copy(N->out + at, L->out_width, x, w, net->B, w, 0);
+        at += w;
+    }
+}
+
+static void add_run(hps_net *net, int l, int backward)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    const int w = L->out_width;
+    for (int i = 0; i < L->n_inputs; i++) {
+        float *x, *dx;
+        hps_net_tensor(net, L->inputs[i], &x, &dx);
+        if (backward)
+            grad_to(net, l, L->inputs[i], N->dout, w, w);
+        else
+            net->be->cols_copy(N->out, w, x, w, net->B, w, i > 0);
+    }
+}
+
+/* dot_interaction of a graph: its embedding inputs gathered into one
+ * [B, vectors] buffer, the other input (if any) passing through. */
+static void dot_forward_graph(hps_net *net, int l)
+{
+    const hps_model *m = net->model;
+    const hps_layer *L = &m->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    const int emb_width = L->in_width - L->dense_in;
+    float *dense = NULL;
+    int at = 0;
+    for (int i = 0; i < L->n_inputs; i++) {
+        int p = L->inputs[i], w = hps_model_tensor_width(m, p);
+        float *x, *dx;
+        hps_net_tensor(net, p, &x, &dx);
+        if (p != HPS_TENSOR_DENSE && m->layers[p].kind == HPS_LAYER_EMBEDDING) {
+            net->be->cols_copy(N->work + at, emb_width, x, w, net->B, w, 0);
+            at += w;
+        } else {
+            dense = x;
+        }
+    }
+    net->be->dot_forward(N->out, N->work, dense, net->B, L->n_vec - (L->dense_in ? 1 : 0),
+                         L->vec_dim, L->dense_in);
+}
+
+static void dot_backward_graph(hps_net *net, int l)
+{
+    const hps_model *m = net->model;
+    const hps_layer *L = &m->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    float *dense = NULL, *ddense = NULL;
+    int dense_p = HPS_TENSOR_LABELS;
+    for (int i = 0; i < L->n_inputs; i++) {
+        int p = L->inputs[i];
+        if (p == HPS_TENSOR_DENSE || m->layers[p].kind != HPS_LAYER_EMBEDDING) {
+            float *dx;
+            hps_net_tensor(net, p, &dense, &dx);
+            ddense = dx ? N->ddense : NULL;
+            dense_p = p;
+        }
+    }
+    const int V = L->n_vec - (L->dense_in ? 1 : 0);
+    net->be->dot_backward(N->dwork, ddense, N->dout, N->work, dense, net->B, V, L->vec_dim,
+                          L->dense_in);
+    if (ddense) grad_to(net, l, dense_p, ddense, L->dense_in, L->dense_in);
+    int at = 0, emb_width = L->in_width - L->dense_in;
+    for (int i = 0; i < L->n_inputs; i++) {
+        int p = L->inputs[i];
+        if (p == HPS_TENSOR_DENSE || m->layers[p].kind != HPS_LAYER_EMBEDDING) continue;
+        int w = m->layers[p].out_width;
+        grad_to(net, l, p, N->dwork + at, emb_width, w);
+        at += w;
+    }
+}
+
+/* Per inner layer i of a cross: its parameters' offset from the layer's. */
+static size_t cross_per(const hps_layer *L)
+{
+    size_t w = (size_t)L->in_width, r = (size_t)L->rank;
+    return L->cross == HPS_CROSS_VECTOR ? 2 * w : r ? 2 * w * r + w : w * w + w;
+}
+
+static void cross_forward_all(hps_net *net, int l)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    const hps_backend *be = net->be;
+    const int B = net->B, w = L->in_width, r = L->rank, d = L->depth;
+    const size_t cap = (size_t)net->cap, zw = L->cross == HPS_CROSS_VECTOR ? 1 : (size_t)w;
+    float *X = N->work, *Z = X + (size_t)(d - 1) * cap * w, *T = Z + (size_t)d * cap * zw;
+    const float *x0 = N->in, *x = x0;
+    for (int i = 0; i < d; i++) {
+        float *y = i == d - 1 ? N->out : X + (size_t)i * cap * w;
+        float *z = Z + (size_t)i * cap * zw, *t = T + (size_t)i * cap * r;
+        const float *p = net->params + L->param_offset + (size_t)i * cross_per(L);
+        if (L->cross == HPS_CROSS_VECTOR) {
+            be->cross_vector_forward(y, z, x0, x, p, p + w, B, w);
+        } else {
+            if (r == 0) {
+                be->fc_forward(z, x, p, p + (size_t)w * w, B, w, w);
+            } else { /* W x = u (v x): p holds u [w, r], v [r, w], b */
+                be->fc_forward(t, x, p + (size_t)w * r, NULL, B, w, r);
+                be->fc_forward(z, t, p, p + 2 * (size_t)w * r, B, r, w);
+            }
+            be->cross_gate_forward(y, x0, z, x, (int64_t)B * w);
+        }
+        x = y;
+    }
+}
+
+static void cross_backward_all(hps_net *net, int l)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    const hps_backend *be = net->be;
+    const int B = net->B, w = L->in_width, r = L->rank, d = L->depth;
+    const int64_t n = (int64_t)B * w;
+    const size_t cap = (size_t)net->cap, zw = L->cross == HPS_CROSS_VECTOR ? 1 : (size_t)w;
+    float *X = N->work, *Z = X + (size_t)(d - 1) * cap * w, *T = Z + (size_t)d * cap * zw;
+    float *gA = N->dwork, *gB = gA + cap * w, *dz = gB + cap * w, *dt = dz + cap * w;
+    const float *x0 = N->in;
+    float *dx0 = N->din; /* every inner layer adds its share */
+    if (dx0) be->memzero(dx0, (size_t)n * sizeof(float));
+    be->cols_copy(gA, w, N->dout, w, B, w, 0);
+    for (int i = d - 1; i >= 0; i--) {
+        const float *x = i == 0 ? x0 : X + (size_t)(i - 1) * cap * w;
+        float *z = Z + (size_t)i * cap * zw, *t = T + (size_t)i * cap * r;
+        const size_t at = L->param_offset + (size_t)i * cross_per(L);
+        const float *p = net->params + at;
+        float *dp = net->grads + at;
+        if (L->cross == HPS_CROSS_VECTOR) {
+            be->cross_vector_backward(gB, dx0, dp, dp + w, gA, x0, x, z, p, B, w);
+        } else {
+            be->cross_gate_backward(dz, dx0, gA, x0, z, n);
+            if (r == 0) {
+                be->fc_backward(gB, dp, dp + (size_t)w * w, dz, x, p, B, w, w);
+            } else {
+                be->fc_backward(dt, dp, dp + 2 * (size_t)w * r, dz, t, p, B, r, w);
+                be->fc_backward(gB, dp + (size_t)w * r, NULL, dt, x, p + (size_t)w * r, B, w, r);
+            }
+            be->vec_axpy(gB, gA, n, 1.0f); /* the residual x */
+        }
+        float *swap = gA;
+        gA = gB, gB = swap;
+    }
+    if (dx0) be->vec_axpy(dx0, gA, n, 1.0f); /* the first layer's x is x0 */
+}
+
+static void graph_forward(hps_net *net, int l)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    const hps_backend *be = net->be;
+    switch (L->kind) {
+    case HPS_LAYER_EMBEDDING: table_forward(net, l, N->out); break;
+    case HPS_LAYER_LINEAR: linear_run(net, l, 0); break;
+    case HPS_LAYER_CONCAT: concat_run(net, l, 0); break;
+    case HPS_LAYER_ADD: add_run(net, l, 0); break;
+    case HPS_LAYER_DOT: dot_forward_graph(net, l); break;
+    case HPS_LAYER_FM:
+        be->fm_forward(N->out, N->in, net->B, L->n_vec, L->vec_dim, L->fm_vector);
+        break;
+    case HPS_LAYER_CROSS: cross_forward_all(net, l); break;
+    default: HPS_CHECK(0);
+    }
+}
+
+static void graph_backward(hps_net *net, int l)
+{
+    const hps_layer *L = &net->model->layers[l];
+    hps_net_layer *N = &net->layers[l];
+    switch (L->kind) {
+    case HPS_LAYER_EMBEDDING: table_backward(net, l, N->dout); break;
+    case HPS_LAYER_LINEAR: linear_run(net, l, 1); break;
+    case HPS_LAYER_CONCAT: concat_run(net, l, 1); break;
+    case HPS_LAYER_ADD: add_run(net, l, 1); break;
+    case HPS_LAYER_DOT: dot_backward_graph(net, l); break;
+    case HPS_LAYER_FM:
+        net->be->fm_backward(N->din, N->dout, N->in, net->B, L->n_vec, L->vec_dim, L->fm_vector);
+        din_done(net, l);
+        break;
+    case HPS_LAYER_CROSS:
+        cross_backward_all(net, l);
+        din_done(net, l);
+        break;
+    default: HPS_CHECK(0);
+    }
+}
+
+void hps_net_set_dropout(hps_net *net, int training, uint64_t seed)
+{
+    net->training = training;
+    net->dropout_seed = seed;
 }
 
 static void embedding_create(hps_net *net, int l, int64_t rows_cap, int col)
@@ -152,10 +547,11 @@ hps_net *hps_net_create(const hps_model *m, const hps_backend *be, int cap,
     net->loss_scale = 1.0f;
     net->layers = hps_calloc((size_t)m->n_layers, sizeof *net->layers);
     for (int l = 0; l < m->n_layers; l++)
-        if (m->layers[l].kind == HPS_LAYER_EMBEDDING) {
+        if (hps_layer_has_table(&m->layers[l])) {
             embedding_create(net, l, table_rows_cap, net->E);
-            net->E += m->layers[l].out_width;
+            net->E += pooled_width(&m->layers[l]);
         }
+    graph_uses(net);
     size_t n = assign_buffers(net, NULL);
     net->acts = be->alloc(n * sizeof(float));
     assign_buffers(net, net->acts);
@@ -181,8 +577,9 @@ hps_net *hps_net_create_shared(hps_net *owner, int cap)
                      .loss_scale = 1.0f, .E = owner->E, .params = owner->params,
                      .grads = owner->grads, .adam_m = owner->adam_m, .adam_v = owner->adam_v};
     net->layers = hps_calloc((size_t)m->n_layers, sizeof *net->layers);
+    graph_uses(net);
     for (int l = 0; l < m->n_layers; l++) {
-        if (m->layers[l].kind != HPS_LAYER_EMBEDDING) continue;
+        if (!hps_layer_has_table(&m->layers[l])) continue;
         const hps_net_layer *O = &owner->layers[l];
         hps_net_layer *N = &net->layers[l];
         int S = m->layers[l].n_slots;
@@ -213,7 +610,7 @@ void hps_net_set_row_prefetch(hps_net *net, hps_row_prefetch prefetch)
 
 void hps_net_set_table(hps_net *net, int layer, float *table, float *accum)
 {
-    HPS_CHECK(net->model->layers[layer].kind == HPS_LAYER_EMBEDDING && net->shared_tables);
+    HPS_CHECK(hps_layer_has_table(&net->model->layers[layer]) && net->shared_tables);
     net->layers[layer].table = table;
     net->layers[layer].accum = accum;
 }
@@ -224,7 +621,7 @@ void hps_net_free(hps_net *net)
     const hps_backend *be = net->emb_be;
     for (int l = 0; l < net->model->n_layers; l++) {
         hps_net_layer *N = &net->layers[l];
-        if (net->model->layers[l].kind != HPS_LAYER_EMBEDDING) continue;
+        if (!hps_layer_has_table(&net->model->layers[l])) continue;
         if (!net->shared_tables) {
             be->release(N->table);
             be->release(N->accum);
@@ -244,6 +641,8 @@ void hps_net_free(hps_net *net)
     be->release(net->acts);
     if (!net->shared) be->release(net->params);
     free(net->layers);
+    free(net->last_use);
+    free(net->n_uses);
     free(net->h_offsets);
     free(net->h_rows);
     free(net->h_weights);
@@ -274,10 +673,13 @@ void hps_net_init(hps_net *net, uint64_t seed)
     for (int l = 0; l < m->n_layers; l++) {
         const hps_layer *L = &m->layers[l];
         hps_net_layer *N = &net->layers[l];
-        if (L->kind == HPS_LAYER_FC)
+        /* fc and cross: +-1/sqrt(in), as PyTorch's Linear; linear's dense
+         * weights +-1/sqrt(dense) */
+        int fan_in = L->kind == HPS_LAYER_LINEAR ? m->n_dense : L->in_width;
+        if (L->n_params)
             upload_uniform(net->be, net->params + L->param_offset, L->n_params,
-                           1.0f / sqrtf((float)L->in_width), &r);
-        if (L->kind == HPS_LAYER_EMBEDDING && !net->shared_tables) {
+                           1.0f / sqrtf((float)(fan_in > 0 ? fan_in : 1)), &r);
+        if (hps_layer_has_table(L) && !net->shared_tables) {
             upload_uniform(net->emb_be, N->table, (size_t)N->rows * L->dim, 0.05f, &r);
             net->emb_be->memzero(N->accum, (size_t)N->rows * L->dim * sizeof(float));
         }
@@ -352,7 +754,7 @@ int hps_net_load_range(hps_net *net, const hps_batch *b, int first, int n)
                         (size_t)n * m->n_dense * sizeof(float));
     net->be->upload(net->labels, b->labels + first, (size_t)n * sizeof(float));
     for (int l = 0; l < m->n_layers; l++)
-        if (m->layers[l].kind == HPS_LAYER_EMBEDDING && load_embedding(net, l, b, first, n))
+        if (hps_layer_has_table(&m->layers[l]) && load_embedding(net, l, b, first, n))
             return -1;
     return 0;
 }
@@ -368,6 +770,11 @@ void hps_net_layer_forward(hps_net *net, int l)
     hps_net_layer *N = &net->layers[l];
     const hps_backend *be = net->be;
     const int B = net->B;
+    if (net->model->graph && L->kind != HPS_LAYER_FC && L->kind != HPS_LAYER_DROPOUT &&
+        L->kind != HPS_LAYER_LOSS) {
+        graph_forward(net, l);
+        return;
+    }
     switch (L->kind) {
     case HPS_LAYER_EMBEDDING:
         net->emb_be->embedding_bag_forward(net->h_pooled + N->col, net->E, N->table, &N->bags,
@@ -380,6 +787,7 @@ void hps_net_layer_forward(hps_net *net, int l)
         be->act_forward(N->out, N->out, (int64_t)B * L->out_width, L->act);
         break;
     }
+    case HPS_LAYER_DROPOUT: dropout_run(net, l, 0); break;
     case HPS_LAYER_CONCAT:
         pooled_to_device(net);
         be->concat_forward(N->out, N->emb, N->dense, B, net->E, L->dense_in);
@@ -404,6 +812,12 @@ void hps_net_layer_backward(hps_net *net, int l)
     hps_net_layer *N = &net->layers[l];
     const hps_backend *be = net->be;
     const int B = net->B;
+    if (!L->needs_grad) return; /* nothing before it learns */
+    if (net->model->graph && L->kind != HPS_LAYER_FC && L->kind != HPS_LAYER_DROPOUT &&
+        L->kind != HPS_LAYER_LOSS) {
+        graph_backward(net, l);
+        return;
+    }
     switch (L->kind) {
     case HPS_LAYER_EMBEDDING:
         net->emb_be->embedding_bag_backward(N->grad, net->h_dpooled + N->col, net->E, &N->bags,
@@ -416,8 +830,13 @@ void hps_net_layer_backward(hps_net *net, int l)
         be->act_backward(N->dout, N->dout, N->out, (int64_t)B * L->out_width, L->act);
         be->fc_backward(N->din, dw, dw + (size_t)L->in_width * L->out_width, N->dout, N->in, w, B,
                         L->in_width, L->out_width);
+        din_done(net, l);
         break;
     }
+    case HPS_LAYER_DROPOUT:
+        dropout_run(net, l, 1);
+        din_done(net, l);
+        break;
     case HPS_LAYER_CONCAT:
         be->concat_backward(N->demb, N->ddense, N->dout, B, net->E, L->dense_in);
         dpooled_to_host(net);
@@ -434,6 +853,7 @@ void hps_net_layer_backward(hps_net *net, int l)
             be->softmax_backward(N->din, N->out, net->labels, B, L->in_width);
         if (net->loss_scale != 1.0f)
             be->vec_scale(N->din, (int64_t)B * L->in_width, net->loss_scale);
+        din_done(net, l);
         break;
     default: HPS_CHECK(0);
     }
@@ -475,7 +895,7 @@ void hps_net_update(hps_net *net, const hps_optim *opt)
     const hps_model *m = net->model;
     hps_net_update_dense(net, opt);
     for (int l = 0; l < m->n_layers; l++)
-        if (m->layers[l].kind == HPS_LAYER_EMBEDDING && net->layers[l].grad)
+        if (hps_layer_has_table(&m->layers[l]) && net->layers[l].grad)
             hps_net_update_sparse(net, l, net->layers[l].grad, opt);
 }
 

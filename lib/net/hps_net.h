@@ -8,6 +8,12 @@
  * Before the merge layer the chain has two streams, as hps-model(5) says: the
  * pooled embeddings (one [B, E] buffer that every embedding layer fills at its
  * column) and the dense features (through the bottom fc layers).
+ *
+ * A graph (model->graph) gives every tensor its own contiguous [B, width]
+ * buffer: a layer's out (and dout, its gradient), an embedding or linear
+ * layer's pooled rows a block of the pooled buffer.  A tensor with several
+ * consumers gets the sum of their gradients: the last consumer in the
+ * topological order (the first to run backward) writes it, the others add.
  */
 #ifndef HPS_NET_H
 #define HPS_NET_H
@@ -23,7 +29,9 @@ typedef struct {
     /* embedding layer */
     float *table, *accum;   /* rows x dim, and AdaGrad's accumulators */
     int64_t rows, *slot_base, *slot_rows; /* per slot of the layer */
-    int col;                /* column of the layer's output in the pooled buffer */
+    int col;                /* column of the layer's output in the pooled buffer
+                             * (a graph: its block starts at cap * col) */
+    float *work, *dwork;    /* a graph layer's scratch: cross's inner layers, gathers */
     hps_bags bags;          /* arrays in backend memory */
     int64_t *bag_offsets, *bag_rows;
     float *bag_weights;
@@ -51,6 +59,10 @@ typedef struct {
     void *row_map_ctx;
     int cap, B;             /* samples allocated, samples in the current batch */
     float loss_scale;       /* the loss gradient is multiplied by it (micro-batches) */
+    int training;           /* dropout is active (hps_net_set_dropout) */
+    uint64_t dropout_seed;  /* this batch's masks */
+    int *last_use;          /* a graph: per layer, the last layer reading its output, or -1 */
+    int *n_uses;            /* a graph: per layer, how many layers read its output */
     int E;                  /* pooled embedding width */
     float *params, *grads, *adam_m, *adam_v; /* n_params each, one allocation */
     float *acts;            /* every activation and gradient buffer */
@@ -108,6 +120,14 @@ void hps_net_init(hps_net *net, uint64_t seed);
 int hps_net_load_range(hps_net *net, const hps_batch *b, int first, int n);
 /* The whole batch (b->B <= cap); with the fold map it cannot fail. */
 void hps_net_load_batch(hps_net *net, const hps_batch *b);
+
+/* Dropout on (training) with the masks of seed, or off (evaluation): set
+ * before each forward; a seed a micro-batch keeps runs reproducible. */
+void hps_net_set_dropout(hps_net *net, int training, uint64_t seed);
+
+/* A graph's tensor by producer (a layer index or HPS_TENSOR_DENSE): its
+ * buffer [B, width] and its gradient's (NULL: it takes none). */
+void hps_net_tensor(hps_net *net, int producer, float **x, float **dx);
 
 void hps_net_layer_forward(hps_net *net, int l);
 void hps_net_layer_backward(hps_net *net, int l);

@@ -28,7 +28,7 @@ mlp_rows=${MLP_ROWS:-60000}
 kaggle_rows=${KAGGLE_ROWS:-1000000}
 threads=${THREADS:-$(nproc)}
 reps=${REPS:-3}
-models=${MODELS:-demo-ctr dlrm-criteo mlp-784 demo-ctr-kaggle}
+models=${MODELS:-demo-ctr dlrm-criteo mlp-784 wide-deep deepfm dcn-v2-parallel dlrm-dcn demo-ctr-kaggle}
 py=/usr/bin/python3
 $py -c 'import torch' 2>/dev/null || { echo "bench-train: needs Debian's python3-torch (make deps)" >&2; exit 1; }
 . "$root/tests/bench/bench_common.sh"

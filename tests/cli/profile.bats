@@ -440,8 +440,8 @@ PY
     run "$HPS_BIN/hps-profile" -m "$TESTDATA/clusters/lab.json"
     [ "$status" -eq 2 ]
     [ "$output" = "hps-profile: error: $TESTDATA/clusters/lab.json: format is 'hps-cluster', expected 'hps-model'" ]
-    sed 's/"version": 1/"version": 2/' "$TESTDATA/models/tiny.json" > "$TMP/v2.json"
-    run "$HPS_BIN/hps-profile" -m "$TMP/v2.json"
+    sed 's/"version": 1/"version": 3/' "$TESTDATA/models/tiny.json" > "$TMP/v3.json"
+    run "$HPS_BIN/hps-profile" -m "$TMP/v3.json"
     [ "$status" -eq 2 ]
-    [[ "$output" == *"v2.json: hps-model version 2, this hps reads versions 1 to 1" ]]
+    [[ "$output" == *"v3.json: hps-model version 3, this hps reads versions 1 to 2" ]]
 }

@@ -510,6 +510,96 @@ static void test_adam(void **state)
     gpu->release(d_p), gpu->release(d_m), gpu->release(d_v);
 }
 
+/* ---- the CTR layers: each kernel on the same random inputs, cpu against cuda ------------ */
+
+typedef struct {
+    float *h, *d;
+    int64_t n;
+} pair;
+
+static pair mk(int64_t n)
+{
+    pair p = {randv(n), NULL, n};
+    p.d = to_gpu(p.h, (size_t)(n ? n : 1) * sizeof(float));
+    return p;
+}
+
+static void check_free(pair *ps, int n, const char *const *what)
+{
+    for (int i = 0; i < n; i++) {
+        if (what && what[i]) expect_gpu(ps[i].h, ps[i].d, ps[i].n, what[i]);
+        free(ps[i].h);
+        gpu->release(ps[i].d);
+    }
+}
+
+static void test_ctr_layers(void **state)
+{
+    (void)state;
+    need_cuda();
+    seed = 31;
+    const int B = 37, S = 5, W = 13, D = 6, n = 4, R = 3;
+    { /* linear */
+        pair p[] = {mk(B), mk((int64_t)B * S), mk((int64_t)B * W), mk(W), mk(1), mk(W), mk(1)};
+        cpu->linear_forward(p[0].h, p[1].h, S, p[2].h, p[3].h, p[4].h, B, W);
+        gpu->linear_forward(p[0].d, p[1].d, S, p[2].d, p[3].d, p[4].d, B, W);
+        cpu->linear_backward(p[1].h, p[5].h, p[6].h, p[0].h, p[2].h, B, S, W);
+        gpu->linear_backward(p[1].d, p[5].d, p[6].d, p[0].d, p[2].d, B, S, W);
+        const char *what[] = {"linear out", "linear dpooled", NULL, NULL, NULL, "linear dw",
+                              "linear db"};
+        check_free(p, 7, what);
+    }
+    for (int vector = 0; vector <= 1; vector++) { /* fm */
+        pair p[] = {mk((int64_t)B * D), mk((int64_t)B * n * D), mk((int64_t)B * n * D)};
+        cpu->fm_forward(p[0].h, p[1].h, B, n, D, vector);
+        gpu->fm_forward(p[0].d, p[1].d, B, n, D, vector);
+        cpu->fm_backward(p[2].h, p[0].h, p[1].h, B, n, D, vector);
+        gpu->fm_backward(p[2].d, p[0].d, p[1].d, B, n, D, vector);
+        const char *what[] = {"fm out", NULL, "fm dv"};
+        check_free(p, 3, what);
+    }
+    { /* cross, vector kind: y s x0 x w b | dx dx0 dw db dy */
+        pair p[] = {mk((int64_t)B * W), mk(B), mk((int64_t)B * W), mk((int64_t)B * W), mk(W),
+                    mk(W), mk((int64_t)B * W), mk((int64_t)B * W), mk(W), mk(W), mk((int64_t)B * W)};
+        cpu->cross_vector_forward(p[0].h, p[1].h, p[2].h, p[3].h, p[4].h, p[5].h, B, W);
+        gpu->cross_vector_forward(p[0].d, p[1].d, p[2].d, p[3].d, p[4].d, p[5].d, B, W);
+        cpu->cross_vector_backward(p[6].h, p[7].h, p[8].h, p[9].h, p[10].h, p[2].h, p[3].h, p[1].h,
+                                   p[4].h, B, W);
+        gpu->cross_vector_backward(p[6].d, p[7].d, p[8].d, p[9].d, p[10].d, p[2].d, p[3].d, p[1].d,
+                                   p[4].d, B, W);
+        const char *what[] = {"cross y", "cross s", NULL, NULL, NULL, NULL,
+                              "cross dx", "cross dx0", "cross dw", "cross db", NULL};
+        check_free(p, 11, what);
+    }
+    { /* the DCN-v2 gate: y x0 z x | dz dx0 dy */
+        const int64_t m = (int64_t)B * W;
+        pair p[] = {mk(m), mk(m), mk(m), mk(m), mk(m), mk(m), mk(m)};
+        cpu->cross_gate_forward(p[0].h, p[1].h, p[2].h, p[3].h, m);
+        gpu->cross_gate_forward(p[0].d, p[1].d, p[2].d, p[3].d, m);
+        cpu->cross_gate_backward(p[4].h, p[5].h, p[6].h, p[1].h, p[2].h, m);
+        gpu->cross_gate_backward(p[4].d, p[5].d, p[6].d, p[1].d, p[2].d, m);
+        const char *what[] = {"gate y", NULL, NULL, NULL, "gate dz", "gate dx0", NULL};
+        check_free(p, 7, what);
+    }
+    { /* dropout: the same mask on both */
+        const int64_t m = (int64_t)B * W;
+        pair p[] = {mk(m), mk(m), mk(m)};
+        cpu->dropout_forward(p[0].h, p[1].h, m, 0.25f, 1234);
+        gpu->dropout_forward(p[0].d, p[1].d, m, 0.25f, 1234);
+        cpu->dropout_backward(p[2].h, p[1].h, m, 0.25f, 1234);
+        gpu->dropout_backward(p[2].d, p[1].d, m, 0.25f, 1234);
+        const char *what[] = {"dropout out", NULL, "dropout din"};
+        check_free(p, 3, what);
+    }
+    for (int add = 0; add <= 1; add++) { /* column copies between strides */
+        pair p[] = {mk((int64_t)B * W), mk((int64_t)B * (W + R))};
+        cpu->cols_copy(p[0].h + 2, W, p[1].h + 1, W + R, B, W - 4, add);
+        gpu->cols_copy(p[0].d + 2, W, p[1].d + 1, W + R, B, W - 4, add);
+        const char *what[] = {add ? "cols add" : "cols copy", NULL};
+        check_free(p, 2, what);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -523,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_logloss),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_adam),
+        cmocka_unit_test(test_ctr_layers),
     };
     return cmocka_run_group_tests_name("cuda", tests, NULL, NULL);
 }

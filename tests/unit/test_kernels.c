@@ -514,6 +514,193 @@ static void test_vector_clones(void **state)
     free(table), free(accum), free(out), free(ref), free(t2), free(a2);
 }
 
+/* ---- the CTR layers (kernels_ctr.c) ----------------------------------------------- */
+
+/* A layer's reference: the loss sum(out * r) in double over packed inputs x. */
+typedef struct {
+    int B, S, W, n, D, vector;
+    const double *dense, *r;
+} ctr_ctx;
+
+static double linear_ref(void *vctx, const double *x)
+{
+    const ctr_ctx *c = vctx;
+    const double *p = x, *w = x + c->B * c->S, *b = w + c->W;
+    double L = 0;
+    for (int r = 0; r < c->B; r++) {
+        double z = b[0];
+        for (int s = 0; s < c->S; s++) z += p[r * c->S + s];
+        for (int j = 0; j < c->W; j++) z += w[j] * c->dense[r * c->W + j];
+        L += z * c->r[r];
+    }
+    return L;
+}
+
+static void test_linear(void **state)
+{
+    (void)state;
+    hps_rng rng;
+    hps_rng_seed(&rng, 21);
+    enum { B = 4, S = 3, W = 5, N = B * S + W + 1 };
+    double x[N], dense[B * W], r[B];
+    float xf[N], densef[B * W], rf[B], out[B], grad[N] = {0};
+    fill_random(&rng, xf, x, N);
+    fill_random(&rng, densef, dense, B * W);
+    fill_random(&rng, rf, r, B);
+    ctr_ctx c = {.B = B, .S = S, .W = W, .dense = dense, .r = r};
+    linear_forward(out, xf, S, densef, xf + B * S, xf + B * S + W, B, W);
+    double L = 0;
+    for (int i = 0; i < B; i++) L += out[i] * r[i];
+    assert_close(L, linear_ref(&c, x), TOL, "linear forward", 0);
+    linear_backward(grad, grad + B * S, grad + B * S + W, rf, densef, B, S, W);
+    check_grad(linear_ref, &c, x, grad, N, "linear grad");
+}
+
+static double fm_ref(void *vctx, const double *v)
+{
+    const ctr_ctx *c = vctx;
+    double L = 0;
+    for (int r = 0; r < c->B; r++)
+        for (int f = 0; f < c->D; f++) {
+            double o = 0;
+            for (int i = 0; i < c->n; i++)
+                for (int j = i + 1; j < c->n; j++) /* the pairwise form: sum_{i<j} v_if v_jf */
+                    o += v[(r * c->n + i) * c->D + f] * v[(r * c->n + j) * c->D + f];
+            L += o * (c->vector ? c->r[r * c->D + f] : c->r[r]);
+        }
+    return L;
+}
+
+static void test_fm(void **state)
+{
+    (void)state;
+    hps_rng rng;
+    hps_rng_seed(&rng, 22);
+    enum { B = 3, n = 4, D = 5, N = B * n * D };
+    for (int vector = 0; vector <= 1; vector++) {
+        double v[N], r[B * D];
+        float vf[N], rf[B * D], out[B * D], grad[N];
+        fill_random(&rng, vf, v, N);
+        fill_random(&rng, rf, r, B * D);
+        ctr_ctx c = {.B = B, .n = n, .D = D, .vector = vector, .r = r};
+        fm_forward(out, vf, B, n, D, vector);
+        double L = 0;
+        for (int i = 0; i < (vector ? B * D : B); i++) L += out[i] * r[i];
+        assert_close(L, fm_ref(&c, v), TOL, vector ? "fm vector forward" : "fm forward", 0);
+        fm_backward(grad, rf, vf, B, n, D, vector);
+        check_grad(fm_ref, &c, v, grad, N, vector ? "fm vector grad" : "fm grad");
+    }
+}
+
+/* x = [x0 | x | w | b] */
+static double cross_vector_ref(void *vctx, const double *x)
+{
+    const ctr_ctx *c = vctx;
+    const int B = c->B, W = c->W;
+    const double *x0 = x, *xl = x + B * W, *w = xl + B * W, *b = w + W;
+    double L = 0;
+    for (int r = 0; r < B; r++) {
+        double s = 0;
+        for (int j = 0; j < W; j++) s += xl[r * W + j] * w[j];
+        for (int j = 0; j < W; j++)
+            L += (x0[r * W + j] * s + b[j] + xl[r * W + j]) * c->r[r * W + j];
+    }
+    return L;
+}
+
+static void test_cross_vector(void **state)
+{
+    (void)state;
+    hps_rng rng;
+    hps_rng_seed(&rng, 23);
+    enum { B = 3, W = 6, N = 2 * B * W + 2 * W };
+    double x[N], r[B * W];
+    float xf[N], rf[B * W], y[B * W], s[B], grad[N] = {0};
+    fill_random(&rng, xf, x, N);
+    fill_random(&rng, rf, r, B * W);
+    ctr_ctx c = {.B = B, .W = W, .r = r};
+    float *x0 = xf, *xl = xf + B * W, *w = xl + B * W, *b = w + W;
+    cross_vector_forward(y, s, x0, xl, w, b, B, W);
+    double L = 0;
+    for (int i = 0; i < B * W; i++) L += y[i] * r[i];
+    assert_close(L, cross_vector_ref(&c, x), TOL, "cross vector forward", 0);
+    cross_vector_backward(grad + B * W, grad, grad + 2 * B * W, grad + 2 * B * W + W, rf, x0, xl,
+                          s, w, B, W);
+    check_grad(cross_vector_ref, &c, x, grad, N, "cross vector grad");
+}
+
+/* x = [x0 | z | x]: y = x0 z + x */
+static double cross_gate_ref(void *vctx, const double *x)
+{
+    const ctr_ctx *c = vctx;
+    const int n = c->n;
+    double L = 0;
+    for (int i = 0; i < n; i++) L += (x[i] * x[n + i] + x[2 * n + i]) * c->r[i];
+    return L;
+}
+
+static void test_cross_gate(void **state)
+{
+    (void)state;
+    hps_rng rng;
+    hps_rng_seed(&rng, 24);
+    enum { n = 17, N = 3 * n };
+    double x[N], r[n];
+    float xf[N], rf[n], y[n], grad[N] = {0};
+    fill_random(&rng, xf, x, N);
+    fill_random(&rng, rf, r, n);
+    ctr_ctx c = {.n = n, .r = r};
+    cross_gate_forward(y, xf, xf + n, xf + 2 * n, n);
+    double L = 0;
+    for (int i = 0; i < n; i++) L += y[i] * r[i];
+    assert_close(L, cross_gate_ref(&c, x), TOL, "cross gate forward", 0);
+    cross_gate_backward(grad + n, grad, rf, xf, xf + n, n);
+    memcpy(grad + 2 * n, rf, sizeof rf); /* dx = dy: the residual, the net adds it */
+    check_grad(cross_gate_ref, &c, x, grad, N, "cross gate grad");
+}
+
+static void test_dropout(void **state)
+{
+    (void)state;
+    enum { n = 20000 };
+    float *in = malloc(n * sizeof *in), *out = malloc(n * sizeof *out);
+    float *again = malloc(n * sizeof *again), *din = malloc(n * sizeof *din);
+    for (int i = 0; i < n; i++) in[i] = 1.0f + (float)(i % 7);
+    const float rate = 0.3f;
+    dropout_forward(out, in, n, rate, 99);
+    int dropped = 0;
+    for (int i = 0; i < n; i++) {
+        int keep = dropout_keep(99, i, rate);
+        dropped += !keep;
+        assert_true(out[i] == (keep ? in[i] * (1.0f / (1.0f - rate)) : 0.0f));
+    }
+    /* a fixed seed: the count is deterministic, and near the rate */
+    assert_true(dropped > 0.28 * n && dropped < 0.32 * n);
+    dropout_forward(again, in, n, rate, 99);
+    assert_memory_equal(out, again, n * sizeof *out);
+    dropout_forward(again, in, n, rate, 100);
+    assert_true(memcmp(out, again, n * sizeof *out) != 0);
+    /* backward: the same mask and scale on the gradient */
+    dropout_backward(din, in, n, rate, 99);
+    assert_memory_equal(din, out, n * sizeof *out);
+    free(in), free(out), free(again), free(din);
+}
+
+static void test_cols_copy(void **state)
+{
+    (void)state;
+    float src[3 * 5], dst[3 * 4];
+    for (int i = 0; i < 15; i++) src[i] = (float)i;
+    for (int i = 0; i < 12; i++) dst[i] = -1;
+    cols_copy(dst + 1, 4, src + 2, 5, 3, 2, 0); /* columns 2..3 of src into 1..2 of dst */
+    for (int r = 0; r < 3; r++) {
+        assert_true(dst[r * 4] == -1 && dst[r * 4 + 3] == -1);
+        assert_true(dst[r * 4 + 1] == src[r * 5 + 2] && dst[r * 4 + 2] == src[r * 5 + 3]);
+    }
+    cols_copy(dst + 1, 4, src + 2, 5, 3, 2, 1);
+    for (int r = 0; r < 3; r++) assert_true(dst[r * 4 + 2] == 2 * src[r * 5 + 3]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -522,6 +709,9 @@ int main(void)
         cmocka_unit_test(test_concat),       cmocka_unit_test(test_dot_interaction),
         cmocka_unit_test(test_logloss),      cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_vector_clones),
+        cmocka_unit_test(test_linear),       cmocka_unit_test(test_fm),
+        cmocka_unit_test(test_cross_vector), cmocka_unit_test(test_cross_gate),
+        cmocka_unit_test(test_dropout),      cmocka_unit_test(test_cols_copy),
     };
     return cmocka_run_group_tests_name("kernels", tests, NULL, NULL);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hps_test.h"
+#include "core/hps_json.h"
 #include "net/hps_net.h"
 
 #define NET_STEP 1e-3
@@ -81,6 +82,7 @@ static int check_model(const char *path)
     const int B = 6;
     hps_net *net = hps_net_create(m, hps_backend_cpu(), B, 64);
     hps_net_init(net, 11);
+    hps_net_set_dropout(net, 1, 77); /* fixed masks: the loss stays a function of the parameters */
     hps_batch *batch = hps_batch_synth(m, B, 12);
     hps_net_load_batch(net, batch);
     hps_net_forward(net);
@@ -89,8 +91,8 @@ static int check_model(const char *path)
     hps_rng_seed(&r, 13);
     int bad = 0;
     for (int l = 0; l < m->n_layers; l++) {
-        if (m->layers[l].kind == HPS_LAYER_FC) bad += check_fc(net, &m->layers[l], m->name, &r);
-        if (m->layers[l].kind == HPS_LAYER_EMBEDDING) bad += check_embedding(net, l, m->name);
+        if (m->layers[l].n_params) bad += check_fc(net, &m->layers[l], m->name, &r);
+        if (hps_layer_has_table(&m->layers[l])) bad += check_embedding(net, l, m->name);
     }
     hps_batch_free(batch);
     hps_net_free(net);
@@ -155,29 +157,37 @@ static int64_t fold_row(void *ctx, int layer, int j, uint64_t key)
     return (int64_t)j * 64 + (int64_t)(key % 64);
 }
 
-static void test_host_tables_match(void **state)
+/* Host tables (the embedding layers on the CPU beside them, the pooled rows
+ * crossing over) train bit for bit as external tables on the same backend. */
+static void check_host_tables(const char *path)
 {
-    (void)state;
     hps_error err;
-    hps_model *m = hps_model_load(HPS_TESTDATA "/models/dlrm-small.json", &err);
+    hps_model *m = hps_model_load(path, &err);
     assert_non_null(m);
     const hps_backend *cpu = hps_backend_cpu();
     hps_net *a = hps_net_create(m, cpu, 16, HPS_NET_EXTERNAL_TABLES);
     hps_net *b = hps_net_create(m, cpu, 16, HPS_NET_HOST_TABLES);
     assert_true(b->host_embeddings && !a->host_embeddings);
-    size_t n = (size_t)6 * 64 * 8;
-    float *ta = calloc(n, sizeof *ta), *tb = calloc(n, sizeof *tb);
-    float *aa = calloc(n, sizeof *aa), *ab = calloc(n, sizeof *ab);
-    hps_rng r;
-    hps_rng_seed(&r, 4);
-    fill_random(&r, ta, NULL, n);
-    memcpy(tb, ta, n * sizeof *ta);
     hps_net_init(a, 3);
     hps_net_init(b, 3);
     hps_net_set_row_map(a, fold_row, NULL);
     hps_net_set_row_map(b, fold_row, NULL);
-    hps_net_set_table(a, 0, ta, aa);
-    hps_net_set_table(b, 0, tb, ab);
+    float *mem[4][HPS_MAX_LAYERS / 64] = {{0}};
+    size_t bytes[HPS_MAX_LAYERS / 64] = {0};
+    int k = 0;
+    hps_rng r;
+    hps_rng_seed(&r, 4);
+    for (int l = 0; l < m->n_layers; l++) {
+        const hps_layer *L = &m->layers[l];
+        if (!hps_layer_has_table(L)) continue;
+        size_t n = (size_t)L->n_slots * 64 * L->dim;
+        for (int j = 0; j < 4; j++) mem[j][k] = calloc(n, sizeof(float));
+        fill_random(&r, mem[0][k], NULL, n);
+        memcpy(mem[1][k], mem[0][k], n * sizeof(float));
+        hps_net_set_table(a, l, mem[0][k], mem[2][k]);
+        hps_net_set_table(b, l, mem[1][k], mem[3][k]);
+        bytes[k++] = n * sizeof(float);
+    }
     hps_batch *batch = hps_batch_synth(m, 16, 5);
     hps_optim opt = hps_optim_default();
     for (int step = 0; step < 3; step++) {
@@ -190,12 +200,21 @@ static void test_host_tables_match(void **state)
         hps_net_update(b, &opt);
     }
     assert_memory_equal(a->params, b->params, m->n_params * sizeof(float));
-    assert_memory_equal(ta, tb, n * sizeof *ta);
+    for (int i = 0; i < k; i++) {
+        assert_memory_equal(mem[0][i], mem[1][i], bytes[i]);
+        for (int j = 0; j < 4; j++) free(mem[j][i]);
+    }
     hps_batch_free(batch);
     hps_net_free(a);
     hps_net_free(b);
-    free(ta), free(tb), free(aa), free(ab);
     hps_model_free(m);
+}
+
+static void test_host_tables_match(void **state)
+{
+    (void)state;
+    check_host_tables(HPS_TESTDATA "/models/dlrm-small.json");
+    check_host_tables(HPS_TESTDATA "/models/deepfm.json"); /* a graph, a linear layer's table */
 }
 
 /* The first fc after the merge computes an input gradient only when
@@ -223,6 +242,45 @@ static void test_input_gradient_only_when_taken(void **state)
     }
 }
 
+/* A chain written as a graph (named inputs) runs the graph executor: the
+ * same parameters give the same loss and gradients as the chain's. */
+static void test_graph_runs_as_its_chain(void **state)
+{
+    (void)state;
+    hps_error err;
+    json_t *root = NULL;
+    assert_int_equal(hps_json_load(HPS_TESTDATA "/models/dlrm-small.json", &root, &err), 0);
+    hps_model *chain = hps_model_parse(root, "dlrm-small", &err);
+    /* interact reads emb and bottom2; top1 the interaction */
+    json_t *layers = json_object_get(root, "layers");
+    json_object_set_new(json_array_get(layers, 3), "inputs", json_pack("[ss]", "emb", "bottom2"));
+    json_object_set_new(json_array_get(layers, 4), "inputs", json_pack("[s]", "interact"));
+    hps_model *graph = hps_model_parse(root, "dlrm-graph", &err);
+    json_decref(root);
+    assert_non_null(chain);
+    assert_non_null(graph);
+    assert_true(graph->graph && !chain->graph);
+    hps_net *a = hps_net_create(chain, hps_backend_cpu(), 8, 64);
+    hps_net *b = hps_net_create(graph, hps_backend_cpu(), 8, 64);
+    hps_net_init(a, 5);
+    hps_net_init(b, 5);
+    hps_batch *batch = hps_batch_synth(chain, 8, 6);
+    hps_net_load_batch(a, batch);
+    hps_net_load_batch(b, batch);
+    assert_true(hps_net_forward(a) == hps_net_forward(b));
+    hps_net_backward(a);
+    hps_net_backward(b);
+    assert_memory_equal(a->grads, b->grads, chain->n_params * sizeof(float));
+    assert_int_equal(a->layers[0].grad->n, b->layers[0].grad->n);
+    assert_memory_equal(a->layers[0].grad->grad, b->layers[0].grad->grad,
+                        (size_t)a->layers[0].grad->n * 8 * sizeof(float));
+    hps_batch_free(batch);
+    hps_net_free(a);
+    hps_net_free(b);
+    hps_model_free(chain);
+    hps_model_free(graph);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -230,6 +288,7 @@ int main(void)
         cmocka_unit_test(test_training_lowers_loss),
         cmocka_unit_test(test_host_tables_match),
         cmocka_unit_test(test_input_gradient_only_when_taken),
+        cmocka_unit_test(test_graph_runs_as_its_chain),
     };
     return cmocka_run_group_tests_name("net", tests, NULL, NULL);
 }
