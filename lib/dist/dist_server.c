@@ -169,7 +169,7 @@ void dist_server_create(dist_server *sv, const hps_model *m, const plan_file *pl
     sv->tables = hps_calloc((size_t)m->n_layers, sizeof *sv->tables);
     sv->merged = hps_calloc((size_t)m->n_layers, sizeof *sv->merged);
     for (int l = 0; l < m->n_layers; l++)
-        if (m->layers[l].kind == HPS_LAYER_EMBEDDING)
+        if (hps_layer_has_table(&m->layers[l]))
             sv->tables[l] = hps_table_create(l, m->layers[l].dim, o->max_table_bytes, o->table_policy,
                                             o->seed);
 }

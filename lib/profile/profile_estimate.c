@@ -80,10 +80,21 @@ static double roofline(double flops, double bytes, double gflops, double gbps)
     return tc > tm ? tc : tm;
 }
 
-/* Kernel launches per pass: an fc is a gemm plus bias and activation. */
+/* Inner layers of a cross: hps_layer_costs counts each one's output
+ * (bytes_out) against the one input. */
+static double cross_depth(const hps_profile_layer *L)
+{
+    return L->bytes_in > 0 ? fmax(1.0, round(L->bytes_out / L->bytes_in)) : 1.0;
+}
+
+/* Kernel launches per pass: an fc is a gemm plus bias and activation; a
+ * cross layer per inner layer its products and gate (counted as a matrix's,
+ * the vector kind's are as many); linear a bag and its sum. */
 static int kernels(const hps_profile_layer *L, int backward)
 {
     if (is_type(L, "fc")) return backward ? 4 : 2;
+    if (is_type(L, "cross")) return (int)cross_depth(L) * (backward ? 4 : 2);
+    if (is_type(L, "linear")) return backward ? 3 : 2;
     return 1;
 }
 
@@ -97,7 +108,9 @@ static double gpu_pass_ms(const hps_profile_layer *L, const device_spec *s, int 
     double t;
     if (is_type(L, "fc")) {
         t = fmax((flops + P * s->gemm_half_us * 1e-6) / P, bytes / W);
-    } else if (is_type(L, "embedding")) {
+    } else if (is_type(L, "cross")) { /* a gemm's ramp-up per inner layer */
+        t = fmax((flops + P * s->gemm_half_us * 1e-6 * cross_depth(L)) / P, bytes / W);
+    } else if (is_type(L, "embedding") || is_type(L, "linear")) {
         double rows = L->sparse_bytes * k; /* gathered forward, scattered back */
         t = rows / (s->gather_gbps * 1e9) + (bytes - rows) / W;
     } else {

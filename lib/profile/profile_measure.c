@@ -301,7 +301,7 @@ static double net_bytes(const hps_model *m, int batch, int64_t cap, double *fixe
     for (int l = 0; l < m->n_layers; l++) {
         const hps_layer *L = &m->layers[l];
         rest += 2.0 * batch * (L->in_width + L->out_width) * sizeof(float);
-        for (int i = 0; L->kind == HPS_LAYER_EMBEDDING && i < L->n_slots; i++) {
+        for (int i = 0; hps_layer_has_table(L) && i < L->n_slots; i++) {
             double rows = (double)m->slots[L->slots[i]].rows;
             tables += 2.0 * (rows < (double)cap ? rows : (double)cap) * L->dim * sizeof(float);
         }
@@ -350,6 +350,7 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
                .batch = hps_batch_synth(m, batch, o->seed), .rows = batch, .opt = hps_optim_default(),
                .energy = energy};
     hps_net_init(b.net, o->seed);
+    hps_net_set_dropout(b.net, 1, o->seed); /* dropout timed as training runs it */
     progress(o, dev->id, "layers");
     samples *s = measure(&b, o->reps, o->warmup, 1);
     /* thread scaling at 1..threads, else the device's threads alone */

@@ -385,6 +385,58 @@ static void add_fc(hps_trainer *t, int l, tensor **ts, int *n)
     (*ts)[*n - 1].owned = 0;
 }
 
+/* A slice [d0] or [d0, d1] of a layer's dense parameters, inside the
+ * allocation `all` (the first tensor of the layer owns it). */
+static void add_slice(tensor **ts, int *n, const char *name, float *all, size_t at, int64_t d0,
+                      int64_t d1, int owner)
+{
+    size_t count = (size_t)d0 * (size_t)(d1 ? d1 : 1);
+    add_tensor(ts, n, name, "F32", d1 ? 2 : 1, d0, d1, NULL, count * sizeof(float));
+    (*ts)[*n - 1].data = all + at;
+    (*ts)[*n - 1].owned = owner;
+}
+
+/* linear: NAME.dense.weight [1, dense] (with "dense": true), NAME.bias [1];
+ * cross, per inner layer I: NAME.I.weight ([w] vector, [w, w] matrix) or
+ * NAME.I.u [w, r] and NAME.I.v [r, w], then NAME.I.bias [w] (hps-model(5)). */
+static void add_dense_params(hps_trainer *t, int l, tensor **ts, int *n)
+{
+    const hps_layer *L = &t->m->layers[l];
+    float *w = hps_malloc(L->n_params * sizeof *w);
+    t->be->download(w, t->owner->params + L->param_offset, L->n_params * sizeof *w);
+    char name[200];
+    int owner = 1;
+    if (L->kind == HPS_LAYER_LINEAR) {
+        size_t dense = L->linear_dense ? (size_t)t->m->n_dense : 0;
+        if (dense) {
+            snprintf(name, sizeof name, "%s.dense.weight", L->name);
+            add_slice(ts, n, name, w, 0, 1, (int64_t)dense, owner), owner = 0;
+        }
+        snprintf(name, sizeof name, "%s.bias", L->name);
+        add_slice(ts, n, name, w, dense, 1, 0, owner);
+        return;
+    }
+    const int64_t W = L->in_width, r = L->rank;
+    size_t at = 0;
+    for (int i = 0; i < L->depth; i++) {
+        if (L->cross == HPS_CROSS_VECTOR || r == 0) {
+            snprintf(name, sizeof name, "%s.%d.weight", L->name, i);
+            add_slice(ts, n, name, w, at, W, L->cross == HPS_CROSS_VECTOR ? 0 : W, owner);
+            at += (size_t)W * (L->cross == HPS_CROSS_VECTOR ? 1 : (size_t)W);
+        } else {
+            snprintf(name, sizeof name, "%s.%d.u", L->name, i);
+            add_slice(ts, n, name, w, at, W, r, owner);
+            snprintf(name, sizeof name, "%s.%d.v", L->name, i);
+            add_slice(ts, n, name, w, at + (size_t)(W * r), r, W, 0);
+            at += 2 * (size_t)(W * r);
+        }
+        owner = 0;
+        snprintf(name, sizeof name, "%s.%d.bias", L->name, i);
+        add_slice(ts, n, name, w, at, W, 0, 0);
+        at += (size_t)W;
+    }
+}
+
 /* Per slot: its keys (I64 [n]) and rows (F32 [n, dim]), in the table's order. */
 static void add_embedding(hps_trainer *t, int l, tensor **ts, int *n)
 {
@@ -479,6 +531,8 @@ int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
     for (int l = 0; l < t->m->n_layers; l++) {
         if (t->m->layers[l].kind == HPS_LAYER_FC) add_fc(t, l, &ts, &n);
         if (t->tables[l]) add_embedding(t, l, &ts, &n);
+        if (t->m->layers[l].kind == HPS_LAYER_LINEAR || t->m->layers[l].kind == HPS_LAYER_CROSS)
+            add_dense_params(t, l, &ts, &n);
     }
     size_t hlen;
     char *header = safetensors_header(t, ts, n, &hlen);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/hps_json.h"
+#include "core/hps_rng.h"
 #include "train/train_internal.h"
 
 hps_train_opts hps_train_opts_default(void)
@@ -114,7 +115,7 @@ static void create_nets(hps_trainer *t)
     t->merged = hps_calloc((size_t)m->n_layers, sizeof *t->merged);
     t->micro_grads = hps_calloc((size_t)t->M, sizeof *t->micro_grads);
     for (int l = 0; l < m->n_layers; l++)
-        if (m->layers[l].kind == HPS_LAYER_EMBEDDING)
+        if (hps_layer_has_table(&m->layers[l]))
             t->tables[l] = hps_table_create(l, m->layers[l].dim, t->o.max_table_bytes,
                                             t->o.table_policy, t->o.seed);
     int L = m->n_layers;
@@ -229,6 +230,10 @@ int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int tot
     for (int first = lo; first < hi; first += t->cap_micro, k++) {
         int n = hi - first < t->cap_micro ? hi - first : t->cap_micro;
         t->nets[k]->loss_scale = (float)n / (float)total;
+        /* dropout's masks: a function of the run's seed, the step and the
+         * micro-batch, so a resumed run draws the ones it would have */
+        hps_net_set_dropout(t->nets[k], !t->evaluating,
+                            hps_mix64(t->o.seed ^ hps_mix64(t->step * HPS_MAX_MICRO_BATCHES + (uint64_t)k)));
         if (hps_net_load_range(t->nets[k], b, first, n)) {
             *err = t->map_err;
             t->map_failed = 0;

@@ -1,0 +1,109 @@
+#!/usr/bin/env bats
+# Model graphs (hps-model(5) version 2) through hps-train in one process:
+# every CTR model of testdata learns, exports its parameters under the
+# documented names, and dropout keeps runs reproducible and resumable.
+
+load helpers
+
+GRAPHS="wide-deep deepfm dcn dcn-v2-stacked dcn-v2-parallel dlrm-dcn"
+
+setup_file() {
+    export DATA=$BATS_FILE_TMPDIR/data
+    mkdir -p "$DATA"
+    "$HPS_BIN/hps-shard" synth 20000 --seed 3 --scale 0.001 -o "$DATA/rows.tsv" 2>/dev/null
+    # the graphs share criteo-small's input, so one set of shards serves all
+    "$HPS_BIN/hps-shard" -q -m "$TESTDATA/models/criteo-small.json" --holdout 0.1 -n 2 \
+        -o "$DATA/shards" "$DATA/rows.tsv"
+}
+
+setup() {
+    TMP=$(mktemp -d)
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+@test "graph: every CTR model of testdata trains an epoch and learns (held-out AUC > 0.65)" {
+    for m in $GRAPHS; do
+        "$HPS_BIN/hps-train" --model "$TESTDATA/models/$m.json" --data "$DATA/shards" \
+            --eval "$DATA/shards" --threads 1 -q --metrics "$TMP/$m.ndjson"
+        run python3 -c 'import json,sys
+s = [json.loads(l) for l in open(sys.argv[1])][-1]
+assert s["event"] == "summary" and s["eval"]["auc"] > 0.65, s["eval"]' "$TMP/$m.ndjson"
+        [ "$status" -eq 0 ] || { echo "$m: $output"; false; }
+    done
+}
+
+@test "graph: the export names linear and cross parameters as hps-model(5) says" {
+    for m in deepfm dcn dcn-v2-parallel dcn-v2-stacked; do
+        "$HPS_BIN/hps-train" --model "$TESTDATA/models/$m.json" --data "$DATA/shards" \
+            --threads 1 -q --steps 3 --export "$TMP/$m.safetensors"
+    done
+    run python3 - "$TMP" <<'PY'
+import json, struct, sys
+def shapes(name):
+    f = open(f"{sys.argv[1]}/{name}.safetensors", "rb")
+    h = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    return {k: v["shape"] for k, v in h.items() if k != "__metadata__"}
+d = shapes("deepfm")
+assert d["linear.dense.weight"] == [1, 13] and d["linear.bias"] == [1], d
+assert d["linear.C1.weight"][1] == 1 and d["linear.C1.keys"][0] == d["linear.C1.weight"][0]
+assert not any(k.startswith("fm.") for k in d), "fm has no parameters"
+c = shapes("dcn")
+assert [c[f"cross.{i}.weight"] for i in range(3)] == [[221]] * 3 and c["cross.2.bias"] == [221]
+p = shapes("dcn-v2-parallel")
+assert p["cross.1.u"] == [221, 32] and p["cross.1.v"] == [32, 221] and p["cross.1.bias"] == [221]
+s = shapes("dcn-v2-stacked")
+assert s["cross.0.weight"] == [221, 221] and "cross.2.weight" not in s
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+@test "graph: dropout draws its masks from the seed: runs repeat, and a killed run resumes bit for bit" {
+    args=(--model "$TESTDATA/models/dcn-v2-stacked.json" --data "$DATA/shards" --epochs 2 --threads 1)
+    "$HPS_BIN/hps-train" "${args[@]}" -q --export "$TMP/a.safetensors"
+    "$HPS_BIN/hps-train" "${args[@]}" -q --export "$TMP/b.safetensors"
+    cmp "$TMP/a.safetensors" "$TMP/b.safetensors"
+    "$HPS_BIN/hps-train" "${args[@]}" -q --seed 2 --export "$TMP/c.safetensors"
+    ! cmp -s "$TMP/a.safetensors" "$TMP/c.safetensors"
+    run env HPS_TRAIN_KILL_AT_STEP=97 "$HPS_TEST_BIN/hps-train" "${args[@]}" -q \
+        --checkpoint "$TMP/ckpt" --checkpoint-every 20
+    [ "$status" -eq 137 ]
+    run "$HPS_BIN/hps-train" "${args[@]}" --checkpoint "$TMP/ckpt" --checkpoint-every 20 \
+        --resume --export "$TMP/resumed.safetensors"
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    [[ "$output" == *"resuming at step 80"* ]] || { echo "$output"; false; }
+    cmp "$TMP/a.safetensors" "$TMP/resumed.safetensors"
+}
+
+@test "graph: hps-profile times every CTR layer, and the GPU device model estimates them" {
+    for m in deepfm dcn-v2-stacked dcn; do
+        "$HPS_BIN/hps-profile" -m "$TESTDATA/models/$m.json" --reps 2 --warmup 0 \
+            --estimate "$TESTDATA/devices/gpu-a100.json" --estimate "$TESTDATA/devices/gpu-t4.json" \
+            > "$TMP/$m.json"
+    done
+    run python3 - "$TMP" <<'PY'
+import json, sys
+seen = set()
+for m in ("deepfm", "dcn-v2-stacked", "dcn"):
+    devs = {d["id"]: d for d in json.load(open(f"{sys.argv[1]}/{m}.json"))["devices"]}
+    for dev in devs.values():
+        for l in dev["layers"]:
+            if l["type"] not in ("linear", "fm", "cross", "add", "dropout"):
+                continue
+            seen.add(l["type"])
+            where = (m, dev["id"], l["name"])
+            assert l["forward_ms"]["median"] > 0 and l["backward_ms"]["median"] > 0, where
+            assert l["flops_forward"] > 0 and l["flops_backward"] > 0, where
+            assert l["bytes_in"] > 0 and l["bytes_out"] > 0, where
+            assert 0 <= l["batch_scaling"]["fixed_fraction"][0] <= 1, where
+    cross = lambda d: next(l for l in devs[d]["layers"] if l["type"] == "cross")
+    if "cross" in (l["type"] for l in devs["cpu"]["layers"]):
+        # the estimate follows the device: more FLOP/s and bandwidth, a faster cross
+        assert cross("gpu-a100")["forward_ms"]["median"] < cross("gpu-t4")["forward_ms"]["median"], m
+        assert cross("cpu")["flops_forward"] == cross("gpu-a100")["flops_forward"]
+assert seen == {"linear", "fm", "cross", "add", "dropout"}, seen
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
