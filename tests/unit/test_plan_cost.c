@@ -897,6 +897,8 @@ static void test_graph_cut_charges_the_live_set(void **state)
     }
     /* before fc1: deep_in's 26 x 8 + 13, the linear and fm logits, the label; 223 back */
     NEAR(p->cut_bytes[4], 256.0 * (223 + 1 + 223) * sizeof(float));
+    /* before fm: emb's 208, linear's 1 and the dense 13 forward, 209 back */
+    NEAR(p->cut_bytes[2], 256.0 * (222 + 1 + 209) * sizeof(float));
     /* before the add: the three logits */
     NEAR(p->cut_bytes[7], 256.0 * (3 + 1 + 3) * sizeof(float));
     assert_int_equal(wider, m->n_layers - 2); /* all but the cut before the loss */
