@@ -18,7 +18,7 @@ rows=${ROWS:-300000}
 mlp_rows=${MLP_ROWS:-60000}
 threads=${THREADS:-$(nproc)}
 reps=${REPS:-3}
-models=${MODELS:-demo-ctr dlrm-criteo mlp-784}
+models=${MODELS:-demo-ctr dlrm-criteo mlp-784 wide-deep deepfm dcn-v2-parallel dlrm-dcn}
 py=/usr/bin/python3
 $py -c 'import torch' 2>/dev/null || { echo "bench-train: needs Debian's python3-torch (make deps)" >&2; exit 1; }
 work=$(mktemp -d)

@@ -1,147 +1,371 @@
 #!/usr/bin/env python3
-"""The PyTorch side of make bench-train: the model of an hps model file built
-from torch layers (EmbeddingBag for the embedding layers, Linear + activation
-for fc, concat or DLRM's pairwise dots for the merge, BCE or cross-entropy),
-AdaGrad for the embeddings and Adam for the dense layers, trained on the very
-rows hps-train trained on (decoded by `hps-shard cat --as tsv`), tensors
-preloaded.  Keys first seen in the held-out rows read zeros, as in hps-train's
-evaluation.
+"""The PyTorch side of make bench-train, and the check that hps computes what
+PyTorch computes.  The model is built from the hps model file itself
+(hps-model(5), version 1 chains and version 2 graphs alike): a table per
+embedding or linear layer, Linear + activation for fc, concat, DLRM's
+pairwise dots, the FM term, DCN/DCN-v2 cross layers, add, dropout, BCE or
+cross-entropy; a layer without "inputs" reads what hps-model(5) says a chain
+reads.
 
-usage: bench_train_torch.py MODEL.json TRAIN.tsv HOLDOUT.tsv THREADS [SEED]
-prints one JSON line: samples_per_s, logloss and accuracy (held out), seconds."""
+Train (make bench-train): AdaGrad for the tables and Adam for the dense
+layers, on the very rows hps-train trained on (decoded by `hps-shard cat --as
+tsv`), tensors preloaded.  Keys first seen in the held-out rows read zeros, as
+in hps-train's evaluation.
+
+  bench_train_torch.py MODEL.json TRAIN.tsv HOLDOUT.tsv THREADS [SEED]
+  prints one JSON line: samples_per_s, logloss and accuracy (held out), seconds.
+
+Check (tests/cli/graph.bats): one batch forward and backward against hps-train's
+first step.  W0 is hps-train's export after a step that changed nothing (every
+rate 1e-12), LOSS that step's loss, W1 its export after the same step by SGD
+at rate ETA, so that (W0 - W1) / ETA is hps's gradient of each dense
+parameter.  Dropout draws hps's masks (the same hash of the run's SEED).
+
+  bench_train_torch.py --check MODEL.json BATCH.tsv W0 W1 ETA LOSS SEED
+  exits 1, naming the tensor, when a value differs by more than 1e-5 relative."""
 import json
+import struct
 import sys
 import time
 
 import numpy as np
 import torch
 
-ACT = {"relu": torch.nn.ReLU, "sigmoid": torch.nn.Sigmoid, "tanh": torch.nn.Tanh}
+ACT = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh,
+       "none": lambda x: x}
+TABLES = ("embedding", "linear")
 
 
-def load(path, n_dense, n_slots, vocab):
-    """Labels, dense floats, and per-slot keys mapped to row ids (new keys get new rows)."""
-    labels, dense, rows, lengths = [], [], [], []
+def resolve(spec):
+    """Each layer's input names, by its "inputs" or by a chain's rules:
+    before the merge, fc and dropout read the dense stream and concat or
+    dot_interaction every embedding layer and the dense stream; otherwise a
+    layer reads the previous one.  Also each table layer's slot indices."""
+    slots = [s["name"] for s in spec["input"]["slots"]]
+    n_dense = spec["input"].get("dense", 0)
+    merged, dense_prod, taken = False, "dense" if n_dense else None, set()
+    out = []
+    for i, L in enumerate(spec["layers"]):
+        kind = L["type"]
+        want = L.get("slots", "all")
+        if kind in TABLES:
+            names = [s for s in slots if kind == "linear" or s not in taken] if want == "all" else want
+            L = dict(L, _slots=[slots.index(s) for s in names])
+            if kind == "embedding":
+                taken.update(names)
+            out.append(L)
+            continue
+        if "inputs" in L:
+            ins = L["inputs"]
+        elif not merged and kind in ("fc", "dropout"):
+            ins = [dense_prod]
+        elif not merged and kind in ("concat", "dot_interaction"):
+            ins = [l["name"] for l in out if l["type"] == "embedding"] + ([dense_prod] if dense_prod else [])
+        else:
+            ins = [out[i - 1]["name"]]
+        if not merged and "inputs" not in L and kind in ("fc", "dropout"):
+            dense_prod = L["name"]
+        if "inputs" in L or kind in ("concat", "dot_interaction"):
+            merged = True
+        out.append(dict(L, _inputs=ins))
+    return out
+
+
+def mix64(x):
+    """hps_mix64 (splitmix64's finaliser) on uint64 arrays."""
+    with np.errstate(over="ignore"):
+        x = (np.asarray(x, dtype=np.uint64) + np.uint64(0x9E3779B97F4A7C15))
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def dropout_mask(seed, step, micro, layer, shape, rate):
+    """hps's mask (kernels_ctr.c dropout_keep, train_run.c's seed)."""
+    with np.errstate(over="ignore"):
+        s = mix64(np.uint64(seed) ^ mix64(np.uint64(step * 4096 + micro)))
+        s = s ^ (np.uint64(0x9E3779B97F4A7C15) * np.uint64(layer + 1))
+        i = np.arange(int(np.prod(shape)), dtype=np.uint64)
+        z = s + np.uint64(0x9E3779B97F4A7C15) * (i + np.uint64(1))
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    keep = (z >> np.uint64(11)).astype(np.float64) * 2.0 ** -53 >= np.float32(rate)
+    return torch.from_numpy(keep.reshape(shape)).float() * np.float32(1.0 / np.float32(1.0 - np.float32(rate)))
+
+
+class Graph(torch.nn.Module):
+    """The layers of an hps model; rows[name] is [B, slots] of row indices
+    into that table layer's weight (0: the zero row of a missing key)."""
+
+    def __init__(self, spec, table_rows):
+        super().__init__()
+        self.layers = resolve(spec)
+        self.n_dense = spec["input"].get("dense", 0)
+        self.tables = torch.nn.ModuleDict()
+        self.dense = torch.nn.ParameterDict()
+        self.dropout = None  # (seed, step) when hps's masks are drawn
+        width = {"dense": self.n_dense}
+        for L in self.layers:
+            name, kind = L["name"], L["type"]
+            w = [width[i] for i in L.get("_inputs", [])]
+            if kind in TABLES:
+                dim = L.get("dim", 1) if kind == "embedding" else 1
+                t = torch.nn.Embedding(table_rows[name] + 1, dim, padding_idx=0, sparse=True)
+                torch.nn.init.uniform_(t.weight, -0.05, 0.05)
+                with torch.no_grad():
+                    t.weight[0] = 0
+                self.tables[name] = t
+                width[name] = len(L["_slots"]) * dim if kind == "embedding" else 1
+                if kind == "linear":
+                    n = self.n_dense if L.get("dense") else 0
+                    self.param(f"{name}.bias", torch.zeros(1))
+                    if n:
+                        self.param(f"{name}.dense.weight", torch.empty(1, n).uniform_(-n ** -0.5, n ** -0.5))
+            elif kind == "fc":
+                lin = torch.nn.Linear(w[0], L["out"])
+                self.param(f"{name}.weight", lin.weight.data)
+                self.param(f"{name}.bias", lin.bias.data)
+                width[name] = L["out"]
+            elif kind == "cross":
+                x, r, b = w[0], L.get("rank", 0), w[0] ** -0.5
+                for i in range(L["depth"]):
+                    if L["kind"] == "vector":
+                        self.param(f"{name}.{i}.weight", torch.empty(x).uniform_(-b, b))
+                    elif r:
+                        self.param(f"{name}.{i}.u", torch.empty(x, r).uniform_(-b, b))
+                        self.param(f"{name}.{i}.v", torch.empty(r, x).uniform_(-b, b))
+                    else:
+                        self.param(f"{name}.{i}.weight", torch.empty(x, x).uniform_(-b, b))
+                    self.param(f"{name}.{i}.bias", torch.empty(x).uniform_(-b, b))
+                width[name] = x
+            elif kind in ("concat",):
+                width[name] = sum(w)
+            elif kind == "dot_interaction":
+                dims = [l.get("dim") for l in self.layers if l["name"] in L["_inputs"] and l["type"] == "embedding"]
+                n = sum(len(l["_slots"]) for l in self.layers if l["name"] in L["_inputs"] and l["type"] == "embedding")
+                other = sum(width[i] for i in L["_inputs"] if not self.is_emb(i))
+                n += 1 if other else 0
+                L["_pairs"] = torch.tril_indices(n, n, offset=-1)
+                L["_dim"] = dims[0]
+                width[name] = other + n * (n - 1) // 2
+            elif kind == "fm":
+                width[name] = next(l["dim"] for l in self.layers if l["name"] == L["_inputs"][0]) if L.get("vector") else 1
+            else:  # add, dropout, loss
+                width[name] = w[0]
+
+    def param(self, name, value):
+        self.dense[name.replace(".", "__")] = torch.nn.Parameter(value.clone().float())
+
+    def p(self, name):
+        return self.dense[name.replace(".", "__")]
+
+    def is_emb(self, name):
+        return any(l["name"] == name and l["type"] == "embedding" for l in self.layers)
+
+    def forward(self, dense, rows):
+        """The logits (the loss layer's input)."""
+        t = {"dense": dense}
+        B = dense.shape[0]
+        for li, L in enumerate(self.layers):
+            name, kind = L["name"], L["type"]
+            x = [t[i] for i in L.get("_inputs", [])]
+            if kind == "embedding":
+                pooled = self.tables[name](rows[name])  # [B, S, dim]
+                t[name] = pooled.reshape(B, -1)
+            elif kind == "linear":
+                z = self.tables[name](rows[name]).sum(dim=(1, 2)).unsqueeze(1) + self.p(f"{name}.bias")
+                if L.get("dense"):
+                    z = z + dense @ self.p(f"{name}.dense.weight").t()
+                t[name] = z
+            elif kind == "fc":
+                t[name] = ACT[L.get("activation", "none")](x[0] @ self.p(f"{name}.weight").t() + self.p(f"{name}.bias"))
+            elif kind == "concat":
+                t[name] = torch.cat(x, dim=1)
+            elif kind == "dot_interaction":
+                vecs = [t[i].reshape(B, -1, L["_dim"]) for i in L["_inputs"] if self.is_emb(i)]
+                other = [t[i] for i in L["_inputs"] if not self.is_emb(i)]
+                v = torch.cat([o.unsqueeze(1) for o in other] + vecs, dim=1)
+                z = torch.bmm(v, v.transpose(1, 2))[:, L["_pairs"][0], L["_pairs"][1]]
+                t[name] = torch.cat(other + [z], dim=1)
+            elif kind == "fm":
+                dim = next(l["dim"] for l in self.layers if l["name"] == L["_inputs"][0])
+                v = x[0].reshape(B, -1, dim)
+                o = 0.5 * (v.sum(1) ** 2 - (v * v).sum(1))
+                t[name] = o if L.get("vector") else o.sum(1, keepdim=True)
+            elif kind == "cross":
+                x0 = xl = x[0]
+                for i in range(L["depth"]):
+                    b = self.p(f"{name}.{i}.bias")
+                    if L["kind"] == "vector":
+                        xl = x0 * (xl @ self.p(f"{name}.{i}.weight")).unsqueeze(1) + b + xl
+                    else:
+                        if L.get("rank"):
+                            z = (xl @ self.p(f"{name}.{i}.v").t()) @ self.p(f"{name}.{i}.u").t() + b
+                        else:
+                            z = xl @ self.p(f"{name}.{i}.weight").t() + b
+                        xl = x0 * z + xl
+                t[name] = xl
+            elif kind == "add":
+                t[name] = sum(x)
+            elif kind == "dropout":
+                if self.training and self.dropout is not None:
+                    seed, step = self.dropout
+                    x = [x[0] * dropout_mask(seed, step, 0, li, tuple(x[0].shape), L["rate"])]
+                elif self.training:
+                    x = [torch.nn.functional.dropout(x[0], L["rate"])]
+                t[name] = x[0]
+            elif kind == "loss":
+                return x[0]
+        raise ValueError("the model has no loss layer")
+
+
+def read_tsv(path, n_dense, n_slots):
+    """Labels, dense floats, and each row's key string per slot ("" when absent)."""
+    labels, dense, keys = [], [], []
     for line in open(path):
         f = line.rstrip("\n").split("\t")
         labels.append(float(f[0]))
         dense.append(np.array(f[1:1 + n_dense], dtype=np.float32))
-        for s, key in enumerate(f[1 + n_dense:1 + n_dense + n_slots]):
-            if key:
-                rows.append(vocab.setdefault((s, key), len(vocab)))
-                lengths.append(1)
-            else:
-                lengths.append(0)
-    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]) if lengths else np.zeros(0)
+        keys.append(f[1 + n_dense:1 + n_dense + n_slots])
     dense = np.stack(dense) if n_dense else np.zeros((len(labels), 0), dtype=np.float32)
-    return (torch.tensor(labels), torch.from_numpy(dense), torch.tensor(rows, dtype=torch.int64),
-            torch.tensor(offsets, dtype=torch.int64), np.array(lengths, dtype=np.int64))
+    return torch.tensor(labels), torch.from_numpy(dense), keys
 
 
-def mlp(specs, width):
-    layers = []
-    for spec in specs:
-        layers.append(torch.nn.Linear(width, spec["out"]))
-        if spec.get("activation", "none") != "none":
-            layers.append(ACT[spec["activation"]]())
-        width = spec["out"]
-    return torch.nn.Sequential(*layers), width
+def row_ids(layers, keys, vocab, grow):
+    """Per table layer, [rows, slots] of indices (0 for a missing or unknown key)."""
+    out = {}
+    for L in layers:
+        if L["type"] not in TABLES:
+            continue
+        v = vocab.setdefault(L["name"], {})
+        ids = np.zeros((len(keys), len(L["_slots"])), dtype=np.int64)
+        for r, row in enumerate(keys):
+            for j, s in enumerate(L["_slots"]):
+                k = row[s]
+                if k and (grow or (s, k) in v):
+                    ids[r, j] = v.setdefault((s, k), len(v) + 1)
+        out[L["name"]] = torch.from_numpy(ids)
+    return out
 
 
-class Net(torch.nn.Module):
-    """The layers of an hps model: embeddings, fc on the dense features
-    (bottom), the merge, fc after it (top)."""
-
-    def __init__(self, spec, rows):
-        super().__init__()
-        kinds = [l["type"] for l in spec["layers"]]
-        merge = next(i for i, k in enumerate(kinds) if k in ("concat", "dot_interaction"))
-        self.dot = kinds[merge] == "dot_interaction"
-        self.n_slots = len(spec["input"]["slots"])
-        emb = [l for l in spec["layers"] if l["type"] == "embedding"]
-        self.dim = emb[0]["dim"] if emb else 0
-        self.emb = torch.nn.EmbeddingBag(rows, self.dim, mode="sum", sparse=True) if emb else None
-        if self.emb is not None:
-            torch.nn.init.uniform_(self.emb.weight, -0.05, 0.05)
-        self.bottom, dense = mlp([l for l in spec["layers"][:merge] if l["type"] == "fc"],
-                                 spec["input"]["dense"])
-        if self.dot:
-            n = self.n_slots + (1 if dense else 0)
-            self.pairs = torch.tril_indices(n, n, offset=-1)
-            width = dense + n * (n - 1) // 2
-        else:
-            width = self.n_slots * self.dim + dense
-        self.top, _ = mlp([l for l in spec["layers"][merge:] if l["type"] == "fc"], width)
-
-    def forward(self, dense, rows, offsets, batch):
-        x = self.bottom(dense)
-        if self.emb is None:
-            return self.top(x)
-        pooled = self.emb(rows, offsets).view(batch, self.n_slots, self.dim)
-        if self.dot:
-            t = torch.cat([x.unsqueeze(1), pooled], dim=1) if x.shape[1] else pooled
-            z = torch.bmm(t, t.transpose(1, 2))[:, self.pairs[0], self.pairs[1]]
-            return self.top(torch.cat([x, z], dim=1))
-        return self.top(torch.cat([pooled.view(batch, -1), x], dim=1))
+def loss_fn(spec):
+    if spec["input"]["label"]["kind"] == "multiclass":
+        return lambda out, y: torch.nn.functional.cross_entropy(out, y.long())
+    return lambda out, y: torch.nn.functional.binary_cross_entropy_with_logits(out.squeeze(1), y)
 
 
-def batches(data, lengths, n_slots, batch):
-    labels, dense, rows, offsets = data
-    n = len(labels)
-    per_sample = lengths.reshape(n, n_slots).sum(axis=1) if n_slots else np.zeros(n, np.int64)
-    starts = np.concatenate([[0], np.cumsum(per_sample)])
+def train(argv):
+    model_path, train_path, holdout_path, threads = argv[:4]
+    torch.set_num_threads(int(threads))
+    torch.manual_seed(int(argv[4]) if len(argv) > 4 else 1)
+    spec = json.load(open(model_path))
+    n_dense, n_slots = spec["input"].get("dense", 0), len(spec["input"]["slots"])
+    softmax = spec["input"]["label"]["kind"] == "multiclass"
+    batch, layers, vocab = spec["batch"], resolve(spec), {}
+    y_tr, x_tr, k_tr = read_tsv(train_path, n_dense, n_slots)
+    rows_tr = row_ids(layers, k_tr, vocab, True)
+    y_ho, x_ho, k_ho = read_tsv(holdout_path, n_dense, n_slots)
+    rows_ho = row_ids(layers, k_ho, vocab, False)  # unseen keys read the zero row
+    net = Graph(spec, {name: len(v) for name, v in vocab.items()})
+    sparse = torch.optim.Adagrad(net.tables.parameters(), lr=0.05) if len(net.tables) else None
+    dense_opt = torch.optim.Adam(net.dense.parameters(), lr=1e-3)
+    lf = loss_fn(spec)
+    n = len(y_tr)
+    start = time.perf_counter()
+    net.train()
     for i in range(0, n, batch):
         j = min(i + batch, n)
-        lo, hi = starts[i], starts[j]
-        yield (labels[i:j], dense[i:j], rows[lo:hi], offsets[i * n_slots:j * n_slots] - lo, j - i)
-
-
-def main():
-    model_path, train_path, holdout_path, threads = sys.argv[1:5]
-    torch.set_num_threads(int(threads))
-    torch.manual_seed(int(sys.argv[5]) if len(sys.argv) > 5 else 1)
-    spec = json.load(open(model_path))
-    n_dense, n_slots = spec["input"]["dense"], len(spec["input"]["slots"])
-    softmax = spec["input"]["label"]["kind"] == "multiclass"
-    batch = spec["batch"]
-    vocab = {}
-    *train, train_len = load(train_path, n_dense, n_slots, vocab)
-    trained = len(vocab)
-    *hold, hold_len = load(holdout_path, n_dense, n_slots, vocab)
-    net = Net(spec, max(len(vocab), 1))
-    if net.emb is not None:
-        with torch.no_grad():
-            net.emb.weight[trained:] = 0
-    sparse = torch.optim.Adagrad(net.emb.parameters(), lr=0.05) if net.emb is not None else None
-    dense_params = [p for name, p in net.named_parameters() if not name.startswith("emb.")]
-    dense_opt = torch.optim.Adam(dense_params, lr=1e-3)
-    if softmax:
-        loss_fn = lambda out, y: torch.nn.functional.cross_entropy(out, y.long())
-    else:
-        loss_fn = lambda out, y: torch.nn.functional.binary_cross_entropy_with_logits(out.squeeze(1), y)
-    todo = list(batches(train, train_len, n_slots, batch))
-    start = time.perf_counter()
-    for y, x, rows, offsets, b in todo:
         if sparse:
             sparse.zero_grad()
         dense_opt.zero_grad()
-        loss = loss_fn(net(x, rows, offsets, b), y)
+        loss = lf(net(x_tr[i:j], {k: v[i:j] for k, v in rows_tr.items()}), y_tr[i:j])
         loss.backward()
         if sparse:
             sparse.step()
         dense_opt.step()
     seconds = time.perf_counter() - start
-    total, correct, n = 0.0, 0, 0
+    net.eval()
     with torch.no_grad():
-        for y, x, rows, offsets, b in batches(hold, hold_len, n_slots, batch):
-            out = net(x, rows, offsets, b)
-            total += loss_fn(out, y).item() * b
-            pred = out.argmax(1) if softmax else (out.squeeze(1) > 0).float()
-            correct += int((pred == (y.long() if softmax else y)).sum())
-            n += b
-    print(json.dumps({"samples_per_s": len(train[0]) / seconds, "logloss": total / n,
-                      "accuracy": correct / n, "seconds": seconds,
+        out = net(x_ho, rows_ho)
+        total = lf(out, y_ho).item()
+        pred = out.argmax(1) if softmax else (out.squeeze(1) > 0).float()
+        correct = int((pred == (y_ho.long() if softmax else y_ho)).sum())
+    print(json.dumps({"samples_per_s": n / seconds, "logloss": total,
+                      "accuracy": correct / len(y_ho), "seconds": seconds,
                       "threads": torch.get_num_threads(), "torch": torch.__version__}))
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        head = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, t in head.items():
+        if name == "__metadata__":
+            continue
+        lo, hi = t["data_offsets"]
+        dt = {"F32": np.float32, "I64": np.int64}[t["dtype"]]
+        out[name] = np.frombuffer(data[lo:hi], dtype=dt).reshape(t["shape"])
+    return out
+
+
+def check(argv):
+    model_path, batch_path, w0_path, w1_path, eta, hps_loss, seed = argv
+    eta, hps_loss, seed = float(eta), float(hps_loss), int(seed)
+    torch.set_num_threads(1)
+    spec = json.load(open(model_path))
+    n_dense, n_slots = spec["input"].get("dense", 0), len(spec["input"]["slots"])
+    slot_names = [s["name"] for s in spec["input"]["slots"]]
+    y, x, keys = read_tsv(batch_path, n_dense, n_slots)
+    w0, w1 = read_safetensors(w0_path), read_safetensors(w1_path)
+    layers = resolve(spec)
+    # the tables as exported: each slot's keys (as `hps-shard cat` prints them) and rows
+    vocab, weights = {}, {}
+    for L in layers:
+        if L["type"] not in TABLES:
+            continue
+        v, rows = {}, [np.zeros(L.get("dim", 1) if L["type"] == "embedding" else 1, np.float32)]
+        for s in L["_slots"]:
+            name = f"{L['name']}.{slot_names[s]}"
+            for k, row in zip(w0[name + ".keys"], w0[name + ".weight"]):
+                v[(s, format(int(k) & (2 ** 64 - 1), "x"))] = len(rows)
+                rows.append(row)
+        vocab[L["name"]], weights[L["name"]] = v, np.stack(rows)
+    rows = row_ids(layers, keys, vocab, False)
+    net = Graph(spec, {name: len(v) for name, v in vocab.items()})
+    with torch.no_grad():
+        for name, w in weights.items():
+            net.tables[name].weight.copy_(torch.from_numpy(w))
+        for key, p in net.dense.items():
+            p.copy_(torch.from_numpy(w0[key.replace("__", ".")].reshape(p.shape).copy()))
+    net.train()
+    net.dropout = (seed, 0)
+    loss = loss_fn(spec)(net(x, rows), y)
+    loss.backward()
+    bad = []
+    if abs(loss.item() - hps_loss) > 1e-5 * abs(loss.item()):
+        bad.append(f"loss: torch {loss.item():.9g}, hps {hps_loss:.9g}")
+    for key, p in net.dense.items():
+        name = key.replace("__", ".")
+        g_hps = (w0[name].astype(np.float64) - w1[name].astype(np.float64)).reshape(p.shape) / eta
+        g = p.grad.double().numpy()
+        scale = max(np.abs(g).max(), 1e-12)
+        err = np.abs(g - g_hps).max()
+        if err > 1e-5 * scale:
+            bad.append(f"{name}: gradients differ by {err:.3g}, {err / scale:.3g} of their largest")
+    for b in bad:
+        print(f"{model_path}: {b}", file=sys.stderr)
+    print(json.dumps({"model": spec["name"], "loss": loss.item(), "hps_loss": hps_loss,
+                      "tensors": len(net.dense), "bad": len(bad)}))
+    return 1 if bad else 0
+
+
+def main():
+    if sys.argv[1:2] == ["--check"]:
+        sys.exit(check(sys.argv[2:]))
+    train(sys.argv[1:])
 
 
 if __name__ == "__main__":

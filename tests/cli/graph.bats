@@ -67,14 +67,19 @@ PY
     cmp "$TMP/a.safetensors" "$TMP/b.safetensors"
     "$HPS_BIN/hps-train" "${args[@]}" -q --seed 2 --export "$TMP/c.safetensors"
     ! cmp -s "$TMP/a.safetensors" "$TMP/c.safetensors"
-    run env HPS_TRAIN_KILL_AT_STEP=97 "$HPS_TEST_BIN/hps-train" "${args[@]}" -q \
-        --checkpoint "$TMP/ckpt" --checkpoint-every 20
-    [ "$status" -eq 137 ]
-    run "$HPS_BIN/hps-train" "${args[@]}" --checkpoint "$TMP/ckpt" --checkpoint-every 20 \
-        --resume --export "$TMP/resumed.safetensors"
-    [ "$status" -eq 0 ] || { echo "$output"; false; }
-    [[ "$output" == *"resuming at step 80"* ]] || { echo "$output"; false; }
-    cmp "$TMP/a.safetensors" "$TMP/resumed.safetensors"
+    # and deepfm: a linear layer's table checkpoints and resumes as an embedding's
+    "$HPS_BIN/hps-train" "${args[@]/dcn-v2-stacked/deepfm}" -q --export "$TMP/d.safetensors"
+    for m in dcn-v2-stacked deepfm; do
+        run env HPS_TRAIN_KILL_AT_STEP=97 "$HPS_TEST_BIN/hps-train" "${args[@]/dcn-v2-stacked/$m}" -q \
+            --checkpoint "$TMP/ckpt-$m" --checkpoint-every 20
+        [ "$status" -eq 137 ]
+        run "$HPS_BIN/hps-train" "${args[@]/dcn-v2-stacked/$m}" --checkpoint "$TMP/ckpt-$m" \
+            --checkpoint-every 20 --resume --export "$TMP/resumed-$m.safetensors"
+        [ "$status" -eq 0 ] || { echo "$output"; false; }
+        [[ "$output" == *"resuming at step 80"* ]] || { echo "$output"; false; }
+    done
+    cmp "$TMP/a.safetensors" "$TMP/resumed-dcn-v2-stacked.safetensors"
+    cmp "$TMP/d.safetensors" "$TMP/resumed-deepfm.safetensors"
 }
 
 @test "graph: hps-profile times every CTR layer, and the GPU device model estimates them" {
@@ -106,4 +111,24 @@ for m in ("deepfm", "dcn-v2-stacked", "dcn"):
 assert seen == {"linear", "fm", "cross", "add", "dropout"}, seen
 PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+@test "graph: one batch forward and backward agrees with PyTorch to 1e-5 (weights from hps's export)" {
+    /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null || skip "no python3-torch (make deps)"
+    head -n 256 "$DATA/rows.tsv" > "$TMP/one.tsv"
+    for m in criteo-small demo-ctr dlrm-criteo $GRAPHS; do
+        model=$TESTDATA/models/$m.json
+        "$HPS_BIN/hps-shard" -q -m "$model" -n 1 -o "$TMP/$m" "$TMP/one.tsv"
+        "$HPS_BIN/hps-shard" cat --as tsv "$TMP/$m" > "$TMP/$m.tsv"
+        # a step that changes nothing exports the weights it ran with; the
+        # same step by SGD at rate 1e4 exports them moved by 1e4 gradients
+        common=(--model "$model" --data "$TMP/$m" --steps 1 --threads 1 --seed 1 --optimizer sgd
+                --lr-sparse 1e-12 -q)
+        "$HPS_BIN/hps-train" "${common[@]}" --lr 1e-12 --export "$TMP/$m.w0" --metrics "$TMP/$m.ndjson"
+        "$HPS_BIN/hps-train" "${common[@]}" --lr 1e4 --export "$TMP/$m.w1"
+        loss=$(python3 -c 'import json,sys; print(next(r["loss"] for r in map(json.loads, open(sys.argv[1])) if r["event"] == "step"))' "$TMP/$m.ndjson")
+        run /usr/bin/python3 "$ROOT/tests/bench/bench_train_torch.py" --check "$model" "$TMP/$m.tsv" \
+            "$TMP/$m.w0" "$TMP/$m.w1" 1e4 "$loss" 1
+        [ "$status" -eq 0 ] || { echo "$m: $output"; false; }
+    done
 }
