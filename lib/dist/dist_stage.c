@@ -68,8 +68,10 @@ void dist_stages_place(hps_dist *d)
             if (i % d->stage_n[s] == d->sidx) d->up_rank[d->n_up++] = d->worker_rank[d->stage_w[s - 1][i]];
 }
 
-/* The plan's layer ranges against the workers' stages: every embedding layer
- * in stage 0, where the rows are loaded and fetched. */
+/* The plan's layer ranges against the workers' stages: every layer with a
+ * table (embedding, linear) in stage 0, where the keys are loaded and the
+ * rows fetched; any other cut is fine, its live set crossing
+ * (train_pipeline.c). */
 int hps_dist_check_stages(hps_dist *d, const hps_model *m, const plan_file *p, int eval,
                           hps_error *err)
 {
@@ -82,11 +84,12 @@ int hps_dist_check_stages(hps_dist *d, const hps_model *m, const plan_file *p, i
                         hps_path_name(p->path), d->n_stages, p->n_stages);
     for (int s = 1; s < p->n_stages; s++)
         for (int l = p->stages[s].first; l < p->stages[s].end; l++)
-            if (m->layers[l].kind == HPS_LAYER_EMBEDDING)
+            if (m->layers[l].kind == HPS_LAYER_EMBEDDING || m->layers[l].kind == HPS_LAYER_LINEAR)
                 return hps_fail(err, HPS_EXIT_USAGE,
-                                "%s: embedding layer %d ('%s') is in stage %d: stages on "
-                                "different ranks need every embedding layer in stage 0",
-                                hps_path_name(p->path), l, m->layers[l].name, s);
+                                "%s: %s layer %d ('%s') is in stage %d: stages on different ranks "
+                                "need every embedding and linear layer (they read the keys) in stage 0",
+                                hps_path_name(p->path), hps_layer_kind_names[m->layers[l].kind], l,
+                                m->layers[l].name, s);
     for (int s = 0; s < p->n_stages; s++) d->range[s] = (hps_stage_range){p->stages[s].first, p->stages[s].end};
     return 0;
 }

@@ -143,6 +143,11 @@ void plan_problem_prepare(plan_problem *p); /* prefix sums; call after filling *
 /* cut_bytes of a chain without a model (synthetic and hand-made problems):
  * each layer's output forward and its gradient back. */
 void plan_problem_chain_cuts(plan_problem *p);
+/* cut_bytes of a model at p->batch: what hps-train sends across each cut,
+ * the live set (hps_model_cut_live: every tensor produced before the cut
+ * and read after it, not the last layer's output alone) and the labels
+ * forward, the gradients of those that take one back. */
+void plan_problem_model_cuts(plan_problem *p, const hps_model *m);
 void plan_problem_free(plan_problem *p);
 /* A seeded CTR-like instance for the rl policy's pre-training, the tests and
  * the benchmark: the limit is tightness times the largest throughput

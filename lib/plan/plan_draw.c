@@ -42,34 +42,25 @@ static int stage_of(const plan_eval *e, int layer)
     return -1;
 }
 
-/* The model's layers run as a chain, but the data flows as a graph: each
- * embedding reads the sparse slots, the bottom MLP reads the dense features,
- * and the merge layer takes them all.  Returns the predecessors of layer l
+/* The data flows as a graph, whether the model names its layers' inputs or
+ * is a chain: each embedding (and linear) layer reads the sparse slots, the
+ * bottom MLP the dense features, the merge layer takes them all, a branch
+ * its named inputs (hps_layer.inputs).  Returns the predecessors of layer l
  * (-1: the dense input, -2: the sparse input). */
 static int inputs_of(const hps_model *m, int l, int *from, int max)
 {
     const hps_layer *L = &m->layers[l];
-    int merge = m->merge_layer, n = 0;
-    if (merge < 0 || l > merge) {
-        from[n++] = l ? l - 1 : (L->kind == HPS_LAYER_EMBEDDING ? -2 : -1);
+    int n = 0;
+    if (L->kind == HPS_LAYER_EMBEDDING || L->kind == HPS_LAYER_LINEAR) {
+        from[n++] = -2;
+        if (L->kind == HPS_LAYER_LINEAR && L->linear_dense) from[n++] = -1;
         return n;
     }
-    if (l < merge) {
-        if (L->kind == HPS_LAYER_EMBEDDING) from[n++] = -2;
-        else {
-            int prev = -1;
-            for (int k = l - 1; k >= 0 && prev < 0; k--)
-                if (m->layers[k].kind != HPS_LAYER_EMBEDDING) prev = k;
-            from[n++] = prev;
-        }
+    if (!L->n_inputs) { /* a chain's loss reads the previous layer */
+        from[n++] = l ? l - 1 : -1;
         return n;
     }
-    int last_dense = -1;
-    for (int k = 0; k < merge && n < max - 1; k++) {
-        if (m->layers[k].kind == HPS_LAYER_EMBEDDING) from[n++] = k;
-        else last_dense = k;
-    }
-    if (last_dense >= 0 || m->n_dense > 0) from[n++] = last_dense;
+    for (int i = 0; i < L->n_inputs && n < max; i++) from[n++] = L->inputs[i] == HPS_TENSOR_DENSE ? -1 : L->inputs[i];
     return n;
 }
 

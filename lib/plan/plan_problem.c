@@ -111,9 +111,7 @@ void plan_problem_chain_cuts(plan_problem *p)
     for (int c = 1; c < p->n_layers; c++) p->cut_bytes[c] = 2 * p->bytes_out[c - 1];
 }
 
-/* What hps-train sends at each cut: the activations and the labels forward,
- * the gradients back. */
-static void model_cuts(plan_problem *p, const hps_model *m)
+void plan_problem_model_cuts(plan_problem *p, const hps_model *m)
 {
     for (int c = 1; c < m->n_layers; c++) {
         int act, grad;
@@ -359,7 +357,7 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->table_bytes[l] = 2 * lc.table_bytes; /* weights and AdaGrad's accumulators */
         p->rows[l] = lc.table_bytes / (m->layers[l].kind == HPS_LAYER_EMBEDDING ? m->layers[l].dim * 4.0 : 1);
     }
-    model_cuts(p, m);
+    plan_problem_model_cuts(p, m);
     plan_problem_key_stats(p, m, NULL);
     plan_problem_prepare(p);
     exchange_shares(p, exchange[0], exchange[1]);

@@ -235,11 +235,14 @@ double hps_pipeline_layer_bwd(const hps_pipeline *p, int l) { return p->layer_bw
  * here, with the weights the other ranks trained. */
 void hps_pipeline_set_link(hps_pipeline *p, const hps_stage_link *link) { p->link = link; }
 
-/* The buffers that cross the cut before layer c.  After the merge layer:
- * the one stream, layer c-1's output.  Before it: the pooled embeddings and
- * the dense stream at c (the last bottom fc's output, or the raw dense
- * features, which have no gradient).  How wide they are forward and back is
- * the model's rule (hps_model_cut_widths), which hps-plan charges. */
+/* The tensors that cross the cut before layer c, forward and back: the
+ * model's live set (hps_model_cut_live), which hps-plan charges
+ * (hps_model_cut_widths).  A graph: every tensor produced before c that a
+ * layer at or after c reads, each in its own buffer (the dense features and
+ * tensors before every parameter have no gradient).  A chain, as it always
+ * ran: after the merge layer the one stream, layer c-1's output; before it
+ * the pooled embeddings and the dense stream at c (the last bottom fc's
+ * output, or the raw dense features).  The labels go forward besides. */
 typedef struct {
     float *x, *dx;
     size_t width;
@@ -247,31 +250,57 @@ typedef struct {
 } cut_part;
 typedef struct {
     int n;
-    cut_part part[2];
+    cut_part *part;
     size_t act, grad; /* floats per sample forward and back */
 } cut;
 
-static cut cut_at(hps_net *net, int c)
+static void graph_cut(hps_net *net, int c, cut *k)
 {
     const hps_model *m = net->model;
-    cut k = {0};
-    int act, grad;
-    hps_model_cut_widths(m, c, &act, &grad);
-    k.act = (size_t)act, k.grad = (size_t)grad;
+    int *live = hps_malloc(((size_t)c + 2) * sizeof *live);
+    int n = hps_model_cut_live(m, c, live, c + 2);
+    k->part = hps_malloc((size_t)n * sizeof *k->part);
+    for (int i = 0; i < n; i++) {
+        if (live[i] == HPS_TENSOR_LABELS) continue;
+        cut_part *q = &k->part[k->n++];
+        hps_net_tensor(net, live[i], &q->x, &q->dx);
+        q->width = (size_t)hps_model_tensor_width(m, live[i]);
+        q->be = net->be;
+    }
+    free(live);
+}
+
+static void chain_cut(hps_net *net, int c, cut *k)
+{
+    const hps_model *m = net->model;
+    k->part = hps_malloc(2 * sizeof *k->part);
     if (m->merge_layer < c) {
         hps_net_layer *N = &net->layers[c - 1];
-        k.part[k.n++] = (cut_part){N->out, N->dout, k.act, net->be};
-        return k;
+        k->part[k->n++] = (cut_part){N->out, N->dout, k->act, net->be};
+        return;
     }
     /* the rule's width less the pooled embeddings is the dense stream's */
-    k.part[k.n++] = (cut_part){net->h_pooled, net->h_dpooled, (size_t)net->E, net->emb_be};
+    k->part[k->n++] = (cut_part){net->h_pooled, net->h_dpooled, (size_t)net->E, net->emb_be};
     float *x = net->dense_in, *dx = NULL;
     for (int l = 0; l < c; l++)
         if (m->layers[l].kind == HPS_LAYER_FC && m->layers[l].on_dense)
             x = net->layers[l].out, dx = net->layers[l].dout;
-    k.part[k.n++] = (cut_part){x, dx, k.act - (size_t)net->E, net->be};
+    k->part[k->n++] = (cut_part){x, dx, k->act - (size_t)net->E, net->be};
+}
+
+/* cut_free releases it. */
+static cut cut_at(hps_net *net, int c)
+{
+    cut k = {0};
+    int act, grad;
+    hps_model_cut_widths(net->model, c, &act, &grad);
+    k.act = (size_t)act, k.grad = (size_t)grad;
+    if (net->model->graph) graph_cut(net, c, &k);
+    else chain_cut(net, c, &k);
     return k;
 }
+
+static void cut_free(cut *k) { free(k->part); }
 
 /* B rows of the cut's activations (grad = 0) or gradients to b, or from b. */
 static void cut_copy(const cut *k, int grad, int B, char *b, int out)
@@ -295,8 +324,16 @@ static char *reserve(char **buf, size_t *cap, size_t n)
     return *buf;
 }
 
-/* Activations and labels of net's B rows at the cut before layer c, into
- * send buffer m; its length. */
+/* What a micro-batch's dropout masks are drawn from (hps_net_set_dropout):
+ * it goes with the activations, so that a stage in another process masks as
+ * the one process would. */
+typedef struct {
+    uint64_t seed;
+    int64_t training;
+} dropout_state;
+
+/* Activations, labels and dropout state of net's B rows at the cut before
+ * layer c, into send buffer m; its length. */
 static size_t pack(hps_pipeline *p, hps_net *net, int c, int m)
 {
     if (m >= p->n_sbuf) {
@@ -306,10 +343,13 @@ static size_t pack(hps_pipeline *p, hps_net *net, int c, int m)
     }
     cut k = cut_at(net, c);
     size_t n = (size_t)net->B * k.act * sizeof(float), labels = (size_t)net->B * sizeof(float);
-    char *b = reserve(&p->sbuf[m], &p->scap[m], n + labels);
+    dropout_state d = {net->dropout_seed, net->training};
+    char *b = reserve(&p->sbuf[m], &p->scap[m], n + labels + sizeof d);
     cut_copy(&k, 0, net->B, b, 1);
+    cut_free(&k);
     if (net->B) net->be->download(b + n, net->labels, labels);
-    return n + labels;
+    memcpy(b + n + labels, &d, sizeof d);
+    return n + labels + sizeof d;
 }
 
 static char *timed_recv(hps_pipeline *p, int up, int from, int kind, size_t *n, hps_error *err)
@@ -348,13 +388,12 @@ static int exchange_down(hps_pipeline *p, hps_net **nets, int k, hps_error *err)
         if (!g) return -1;
         cut c = cut_at(nets[m], r->end);
         size_t want = (size_t)nets[m]->B * c.grad * sizeof(float);
-        if (n != want) {
-            free(g);
+        if (n == want) cut_copy(&c, 1, nets[m]->B, g, 0);
+        cut_free(&c);
+        free(g);
+        if (n != want)
             return hps_fail(err, HPS_EXIT_RUNTIME, "stage %d sent %zu bytes of gradient, not %zu",
                             L->stage + 1, n, want);
-        }
-        cut_copy(&c, 1, nets[m]->B, g, 0);
-        free(g);
         run_layers(p, L->stage, m, 1);
     }
     return timed_flush(p, err);
@@ -369,19 +408,23 @@ static int take_micro(hps_pipeline *p, int from, int total, double *loss, int *r
     const hps_stage_range *r = &p->ranges[L->stage];
     hps_net *net = p->nets[0];
     int cap = net->cap;
-    cut c = cut_at(net, r->first);
     size_t n;
     char *msg = timed_recv(p, 1, from, HPS_LINK_ACT, &n, err);
     if (!msg) return -1;
-    size_t got = n / ((c.act + 1) * sizeof(float));
-    if (got * (c.act + 1) * sizeof(float) != n || got > (size_t)cap) {
+    cut c = cut_at(net, r->first);
+    dropout_state d;
+    size_t row = (c.act + 1) * sizeof(float), got = n >= sizeof d ? (n - sizeof d) / row : 0;
+    if (n < sizeof d || got * row + sizeof d != n || got > (size_t)cap) {
         free(msg);
+        cut_free(&c);
         return hps_fail(err, HPS_EXIT_RUNTIME, "stage %d sent %zu bytes of activations", L->stage - 1, n);
     }
     net->B = (int)got;
     net->loss_scale = (float)got / (float)total;
     cut_copy(&c, 0, net->B, msg, 0);
     if (got) net->be->upload(net->labels, msg + got * c.act * sizeof(float), got * sizeof(float));
+    memcpy(&d, msg + got * row, sizeof d);
+    hps_net_set_dropout(net, (int)d.training, d.seed);
     free(msg);
     *rows += (int)got;
     if (!L->down) {
@@ -389,11 +432,13 @@ static int take_micro(hps_pipeline *p, int from, int total, double *loss, int *r
         *loss += net->loss * (double)got / total;
         run_layers(p, L->stage, 0, 1);
     } else if (exchange_down(p, &net, 1, err)) { /* a middle stage passes it on */
+        cut_free(&c);
         return -1;
     }
     size_t gn = got * c.grad * sizeof(float);
     reserve(&p->gbuf, &p->gcap, gn + 1);
     cut_copy(&c, 1, net->B, p->gbuf, 1);
+    cut_free(&c);
     if (L->send(L->ctx, 1, from, HPS_LINK_GRAD, p->gbuf, gn, err)) return -1;
     return timed_flush(p, err);
 }

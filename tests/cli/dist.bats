@@ -417,8 +417,44 @@ json.dump(p, open(sys.argv[2], "w"))' "$@"
     run mpi 3 "$TRAIN" -m "$DM" --plan "$TMP/cut.json" --data "$TMP/dl" --steps 2 -q
     echo "$output"
     [ "$status" -eq 2 ]
-    [[ "$output" == *"hps-train: error: "*"cut.json: embedding layer 1 ('emb_b') is in stage 1: stages on different ranks need every embedding layer in stage 0"* ]]
+    [[ "$output" == *"hps-train: error: "*"cut.json: embedding layer 1 ('emb_b') is in stage 1: stages on different ranks need every embedding and linear layer (they read the keys) in stage 0"* ]]
     [ "$(grep -c "hps-train: error" <<< "$output")" -eq 1 ]
+}
+
+# plan-dist-dlrm-cut3's ranks (a worker per stage, a server) for graph
+# model $1, its two stages cut before layer $3, to $2.
+graph_cut_plan() {
+    local digest
+    digest=$("$HPS_BIN/hps-profile" -m "$1" -d cpu:1 -b 16 -r 1 -w 0 --no-scaling -q |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["model"]["digest"])')
+    python3 -c 'import json,sys
+p = json.load(open(sys.argv[1]))
+m = json.load(open(sys.argv[2]))
+c, n = int(sys.argv[4]), len(m["layers"])
+p["digests"]["model"], p["inputs"]["model"] = sys.argv[5], sys.argv[2]
+p["model"] = {"batch": m["batch"], "layers": n}
+p["stages"][0]["layers"], p["stages"][1]["layers"] = [0, c - 1], [c, n - 1]
+json.dump(p, open(sys.argv[3], "w"))' "$TESTDATA/plans/plan-dist-dlrm-cut3.json" "$1" "$2" "$3" "$digest"
+}
+
+@test "dist: a graph cut anywhere after its table layers sends the live set and follows one process" {
+    # deepfm: emb, linear, fm, deep_in, fc1, fc2, deep, logit (add), loss
+    DM=$TESTDATA/models/deepfm.json
+    "$HPS_BIN/hps-shard" -m "$DM" -o "$TMP/fm" "$TMP/x.tsv" 2>/dev/null
+    args=(-m "$DM" --data "$TMP/fm" --epochs 2 --threads 1 --micro-batches 2 --metrics-interval 0 -q)
+    # before fm: emb, linear and the dense features cross; before fc1: the
+    # wide and FM logits beside deep_in; before the add: the three logits
+    for c in 2 4 7; do
+        graph_cut_plan "$DM" "$TMP/cut.json" $c
+        "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/one.ndjson"
+        mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/d.ndjson"
+        same_losses "$TMP/one.ndjson" "$TMP/d.ndjson"
+    done
+    # a linear layer reads the keys, which only stage 0 loads
+    graph_cut_plan "$DM" "$TMP/cut.json" 1
+    run mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"cut.json: linear layer 1 ('linear') is in stage 1: stages on different ranks need every embedding and linear layer (they read the keys) in stage 0"* ]]
 }
 
 @test "dist: the rankfile hps-plan writes starts the plan's ranks under mpirun" {

@@ -855,6 +855,57 @@ static double cut_floats(const char *model, const char *profile, int c)
     return floats;
 }
 
+/* The live set across the cut before layer c, found here from the layers'
+ * inputs: floats per sample forward (with the label) and back. */
+static void live_floats(const hps_model *m, int c, int *fwd, int *bwd)
+{
+    *fwd = 1, *bwd = 0;
+    for (int q = HPS_TENSOR_DENSE; q < c; q++) {
+        int read_after = 0;
+        for (int l = c; l < m->n_layers; l++)
+            for (int i = 0; i < m->layers[l].n_inputs; i++) read_after |= m->layers[l].inputs[i] == q;
+        if (!read_after) continue;
+        int w = q == HPS_TENSOR_DENSE ? m->n_dense : m->layers[q].out_width;
+        *fwd += w;
+        *bwd += q == HPS_TENSOR_DENSE ? 0 : w; /* every deepfm layer before the loss takes a gradient */
+    }
+}
+
+/* A graph's cut carries its live set, not the last layer's output: in
+ * deepfm the wide and FM logits cross every cut of the deep part beside
+ * it (hps-plan(1), the worked DeepFM cut).  The cost model charges it. */
+static void test_graph_cut_charges_the_live_set(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_model *m = hps_model_load(HPS_TESTDATA "/models/deepfm.json", &err);
+    if (!m) fail_msg("%s", err.msg);
+    plan_problem *p = plan_problem_new(m->n_layers, 1);
+    p->batch = m->batch;
+    p->nic_bpms[0] = 10 * PLAN_GBPS_TO_BPMS;
+    p->max_units[0] = 1;
+    plan_problem_model_cuts(p, m);
+    plan_problem_prepare(p);
+    int wider = 0;
+    for (int c = 1; c < m->n_layers; c++) {
+        int fwd, bwd, last = m->layers[c - 1].out_width;
+        live_floats(m, c, &fwd, &bwd);
+        plan_law law;
+        plan_stage_law(p, 0, c, 0, &law);
+        NEAR(law.boundary_ms * p->nic_bpms[0], (double)p->batch * (fwd + bwd) * sizeof(float));
+        wider += fwd + bwd > 2 * last + 1;
+    }
+    /* before fc1: deep_in's 26 x 8 + 13, the linear and fm logits, the label; 223 back */
+    NEAR(p->cut_bytes[4], 256.0 * (223 + 1 + 223) * sizeof(float));
+    /* before fm: emb's 208, linear's 1 and the dense 13 forward, 209 back */
+    NEAR(p->cut_bytes[2], 256.0 * (222 + 1 + 209) * sizeof(float));
+    /* before the add: the three logits */
+    NEAR(p->cut_bytes[7], 256.0 * (3 + 1 + 3) * sizeof(float));
+    assert_int_equal(wider, m->n_layers - 2); /* all but the cut before the loss */
+    plan_problem_free(p);
+    hps_model_free(m);
+}
+
 /* A stage takes its own units from its type's limit, and on the servers'
  * type its servers too; without a servers' type, only its units. */
 static void test_units_taken_counts_servers_on_their_type(void **state)
@@ -905,6 +956,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_example),
+        cmocka_unit_test(test_graph_cut_charges_the_live_set),
         cmocka_unit_test(test_worked_example_fixed_share),
         cmocka_unit_test(test_pipeline_schedule),
         cmocka_unit_test(test_worked_example_latency_and_host),

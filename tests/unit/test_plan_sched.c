@@ -362,6 +362,82 @@ static void test_exact_is_optimal_over_any_units(void **state)
     assert_true(feasible_count > 60 && beyond > 10 && piped > 3 && latent > 5 && shared > 5);
 }
 
+/* A model graph in a topological order (hps-model(5), inputs): layer l's
+ * output is used up to layer last[l] >= l + 1, not always by the next layer
+ * alone (a wide part used only by the final add, an embedding read by the FM
+ * and the deep part), and the dense features up to layer last_dense.  The cut
+ * before layer c carries every tensor produced before c and used at or after
+ * it, forward and back, the dense features forward only, and the labels: its
+ * bytes are the live set's, computed here from the spans, not from layer
+ * c - 1's width. */
+static void random_graph_cuts(plan_problem *p, uint64_t seed, int *last)
+{
+    int L = p->n_layers;
+    uint64_t r = hps_mix64(seed);
+    for (int l = 0; l < L - 1; l++) {
+        r = hps_mix64(r);
+        last[l] = r % 2 ? l + 1 : l + 1 + (int)(r / 2 % (uint64_t)(L - 1 - l));
+    }
+    int last_dense = (int)(hps_mix64(r) % (uint64_t)L);
+    double dense = p->batch * 13 * 4, labels = p->batch * 4;
+    for (int c = 1; c < L; c++) {
+        p->cut_bytes[c] = labels + (c <= last_dense ? dense : 0);
+        for (int l = 0; l < c; l++)
+            if (last[l] >= c) p->cut_bytes[c] += 2 * p->bytes_out[l];
+    }
+    plan_problem_prepare(p);
+}
+
+/* Graph models: the cuts carry live sets that are not the last layer's
+ * output, wider where a branch crosses them; exact still equals brute force
+ * (on the documented provisioning and on any units), and the live sets move
+ * the optimum away from the one a chain's cuts give. */
+static void test_exact_equals_brute_on_graphs(void **state)
+{
+    (void)state;
+    plan_search_opts o = {.bound_time = 10};
+    int feasible_count = 0, moved = 0, branchy = 0;
+    for (uint64_t seed = 1; seed <= 240; seed++) {
+        int L = 3 + (int)(seed % 3), T = 2 + (int)(seed / 3 % 2), last[8], a[8];
+        double tight = (double[]){0.3, 0.7, 0.95, 1.05}[seed / 6 % 4];
+        plan_problem *p = plan_problem_random(seed * 7121, L, T, tight, 1);
+        p->objective = (plan_objective)(seed / 18 % 4);
+        for (int t = 0; t < T; t++) /* brute_any_units tries every count */
+            if (p->max_units[t] > 4) p->max_units[t] = 4;
+        p->max_servers = 3;
+        if (seed % 2) p->micro_batches = 0; /* hps-train's pipeline: one micro-batch per stage */
+        if (seed % 4 == 1) { /* a link between the CPU and the first GPU type prices the cut again */
+            p->link_bpms[0][1] = p->link_bpms[1][0] = 10 * PLAN_GBPS_TO_BPMS;
+            p->link_ms[0][1] = p->link_ms[1][0] = 0.02;
+        }
+        /* the optimum with chain cuts, then the same instance as a graph at the same limit */
+        plan_result chain;
+        plan_result_init(&chain, p);
+        assert_int_equal(plan_solve_exact(p, &o, &chain), 0);
+        random_graph_cuts(p, seed, last);
+        for (int l = 0; l < L - 1; l++) branchy += last[l] > l + 1;
+        p->min_throughput = tight * plan_max_throughput(p, a);
+        plan_result exact, brute;
+        int fb = exact_equals_brute(p, seed, &exact, &brute);
+        int fa, n;
+        double thr, vb = objective_of(p, brute.assign, &fb), va = brute_any_units(p, &fa, &thr, &n);
+        if (fa != fb || (fb && fabs(va - vb) > 1e-9 * vb))
+            fail_msg("seed %llu: brute %.9g (feasible %d), any units %.9g (feasible %d)", (unsigned long long)seed,
+                     vb, fb, va, fa);
+        feasible_count += fb;
+        int fc;
+        double vc = objective_of(p, chain.assign, &fc);
+        moved += fb && (!fc || vc > vb * (1 + 1e-9));
+        plan_result_free(&chain);
+        plan_result_free(&exact);
+        plan_result_free(&brute);
+        plan_problem_free(p);
+    }
+    print_message("# %d feasible, %d layers used past the next, %d whose optimum the live sets moved\n",
+                  feasible_count, branchy, moved);
+    assert_true(feasible_count > 100 && feasible_count < 240 && branchy > 100 && moved > 5);
+}
+
 /* --objective time is the fastest plan that meets the limit: no point of
  * the --pareto sweep from the same limit is faster. */
 static void test_time_is_fastest_of_pareto(void **state)
@@ -766,6 +842,7 @@ int main(void)
         cmocka_unit_test(test_exact_equals_brute_with_memory),
         cmocka_unit_test(test_exact_binding_units_128),
         cmocka_unit_test(test_exact_is_optimal_over_any_units),
+        cmocka_unit_test(test_exact_equals_brute_on_graphs),
         cmocka_unit_test(test_time_is_fastest_of_pareto),
         cmocka_unit_test(test_dp_polish),
         cmocka_unit_test(test_dp_limits),

@@ -415,8 +415,10 @@ static void *run_stage(void *arg)
 }
 
 /* A cut at layer c between two trainers joined by the link: stage 0's
- * gradients, stage 1's and its loss are one process's two-stage pipeline's. */
-static void linked_matches_local(const hps_model *m, hps_source *src, int c)
+ * gradients, stage 1's and its loss are one process's two-stage pipeline's.
+ * With dropout, each micro-batch masks from its own seed, which stage 1 only
+ * learns from the link. */
+static void linked_matches_local(const hps_model *m, hps_source *src, int c, int dropout)
 {
     plan_file p;
     int cuts[1] = {c};
@@ -432,6 +434,10 @@ static void linked_matches_local(const hps_model *m, hps_source *src, int c)
     }
     k = train_load_micro(one, one->batch, 0, one->B, one->B, &err);
     assert_int_equal(train_load_micro(a, a->batch, 0, a->B, a->B, &err), k);
+    for (int i = 0; dropout && i < k; i++) {
+        hps_net_set_dropout(one->nets[i], 1, 1000 + (uint64_t)i);
+        hps_net_set_dropout(a->nets[i], 1, 1000 + (uint64_t)i);
+    }
     hps_pipeline_run(one->pipe, k);
     wire w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
     end ea = {&w, 0}, eb = {&w, 1};
@@ -466,16 +472,38 @@ static void linked_matches_local(const hps_model *m, hps_source *src, int c)
     for (int i = 0; i < 3; i++) hps_trainer_free(ts[i]);
 }
 
-/* Cuts before the merge layer (two streams cross) and after it (one). */
+/* Every cut of a model that leaves the table layers (embedding, linear:
+ * they read the keys, which only stage 0 loads) in stage 0; returns how
+ * many. */
+static int linked_every_cut(const char *name, int dropout)
+{
+    hps_model *m = load(name);
+    hps_source *src = hps_source_synth(m, (uint64_t)m->batch, 1, 7);
+    int tables = 0, n = 0;
+    for (int l = 0; l < m->n_layers; l++)
+        if (m->layers[l].kind == HPS_LAYER_EMBEDDING || m->layers[l].kind == HPS_LAYER_LINEAR) tables = l + 1;
+    for (int c = tables; c < m->n_layers; c++, n++) linked_matches_local(m, src, c, dropout);
+    src->close(src);
+    hps_model_free(m);
+    return n;
+}
+
+/* A chain: cuts before the merge layer (two streams cross) and after it
+ * (one).  Graphs: the live set crosses, tensors that skip the next stage's
+ * first layer included (deepfm's wide and FM logits beside its deep part,
+ * dcn-v2's x0 read by both towers); dcn-v2 stacked with its dropout on. */
 static void test_linked_stages_follow_one_process(void **state)
 {
     (void)state;
     hps_model *m = load("dlrm-small.json");
     hps_source *src = hps_source_synth(m, 64, 1, 7);
-    linked_matches_local(m, src, 2);
-    linked_matches_local(m, src, 4);
+    linked_matches_local(m, src, 2, 0);
+    linked_matches_local(m, src, 4, 0);
     src->close(src);
     hps_model_free(m);
+    assert_int_equal(linked_every_cut("dcn-v2-parallel.json", 0), 7);
+    assert_int_equal(linked_every_cut("dcn-v2-stacked.json", 1), 7);
+    assert_int_equal(linked_every_cut("deepfm.json", 0), 7);
 }
 
 static void test_learns_planted_model(void **state)

@@ -235,6 +235,59 @@ static void test_dot_follows_the_data_flow(void **state)
     plan_fixture_free(&f);
 }
 
+/* A graph's branches: deepfm's wide and FM parts skip the deep part and
+ * meet it at the add, so the drawing has their edges (not the execution
+ * chain), and edges from a stage into a later one cross the cut. */
+static void test_dot_draws_branches(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_model *m = hps_model_load(HPS_TESTDATA "/models/deepfm.json", &err);
+    if (!m) fail_msg("%s", err.msg);
+    plan_problem *p = plan_problem_new(m->n_layers, 2);
+    static const char *types[] = {"cpu", "gpu"};
+    memcpy(p->type_names, types, sizeof types);
+    p->batch = m->batch;
+    for (int l = 0; l < m->n_layers; l++) {
+        p->layer_names[l] = m->layers[l].name;
+        p->kind[l] = (int)m->layers[l].kind;
+        p->t1_ms[l * 2] = p->t1_ms[l * 2 + 1] = 1;
+    }
+    for (int t = 0; t < 2; t++) p->price[t] = 1, p->nic_bpms[t] = PLAN_GBPS_TO_BPMS, p->max_units[t] = 4;
+    p->min_throughput = 1;
+    plan_problem_model_cuts(p, m);
+    plan_problem_prepare(p);
+    int assign[16];
+    for (int l = 0; l < m->n_layers; l++) assign[l] = l >= 4; /* cut before fc1 */
+    plan_eval e;
+    plan_eval_init(&e, p);
+    plan_evaluate(p, assign, &e);
+    assert_int_equal(e.n_stages, 2);
+    plan_layout lay = {0};
+    FILE *out = tmpfile();
+    plan_print_dot(out, m, p, &e, &lay);
+    char *s = slurp(out);
+    static const char *const edges[] = {"  sparse -> l0;\n", "  sparse -> l1;\n", "  dense -> l1;\n",
+                                        "  l0 -> l2;\n",     "  l0 -> l3;\n",     "  dense -> l3;\n",
+                                        "  l4 -> l5;\n",     "  l6 -> l7;\n",     "  l7 -> l8;\n"};
+    for (size_t i = 0; i < sizeof edges / sizeof *edges; i++)
+        if (!strstr(s, edges[i])) fail_msg("no edge %s", edges[i]);
+    /* into stage 1: fc1 from deep_in with the cut's bytes, and the wide and
+     * FM logits that skip the deep part */
+    char label[96];
+    snprintf(label, sizeof label, "  l3 -> l4 [penwidth=2.5, label=\"%.0f kB/batch\"]", p->cut_bytes[4] / 1e3);
+    assert_non_null(strstr(s, label));
+    assert_non_null(strstr(s, "  l1 -> l7 [penwidth=2.5"));
+    assert_non_null(strstr(s, "  l2 -> l7 [penwidth=2.5"));
+    assert_null(strstr(s, "l0 -> l1")); /* not the execution chain */
+    assert_null(strstr(s, "l1 -> l2"));
+    assert_null(strstr(s, "l2 -> l3"));
+    free(s);
+    plan_eval_free(&e);
+    plan_problem_free(p);
+    hps_model_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -245,6 +298,7 @@ int main(void)
         cmocka_unit_test(test_chart_of_degenerate_ranges),
         cmocka_unit_test(test_pareto_frontier),
         cmocka_unit_test(test_dot_follows_the_data_flow),
+        cmocka_unit_test(test_dot_draws_branches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
