@@ -65,7 +65,7 @@ static int read_servers(hps_dist *d, const plan_file *pf, int *used, hps_error *
     if (!count && pulls_rows(pf)) count = 1;
     for (int s = 0, next = 0; s < count; s++) {
         long long r;
-        if (s < pf->n_servers) { /* listed; the one a plan without servers gets is not */
+        if (pf->server_ranks) { /* listed; a count without ranks, or no servers at all, is not */
             r = pf->server_ranks[s];
         } else {
             while (next < HPS_DIST_MAX_RANKS && used[next]) next++;
