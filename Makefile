@@ -287,11 +287,12 @@ endif
 # libFuzzer under ASan+UBSan and runs them: over the same inputs, or for
 # FUZZ_SECONDS each.  A crash, leak or timeout fails; its input is left in
 # build-fuzz/crashes/ (copy it into tests/fuzz/regress/NAME once fixed).
-# The fuzz build (and fuzz-cov's) alone defines FUZZING_BUILD_MODE_UNSAFE_FOR_
-# PRODUCTION: checksums are computed but a mismatch passes (hps_checksum_ok),
-# so that mutations reach the parsers behind them.  `make fuzz-cov` builds the
-# replays with clang's source-based coverage and prints each target's over
-# its inputs and build-fuzz/corpus/NAME (tests/fuzz/cov.sh).
+# The fuzz build, and fuzz-cov's, alone define
+# FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION (FUZZ_CLANG): checksums are
+# computed but a mismatch passes (hps_checksum_ok), so that mutations reach
+# the parsers behind them.  `make fuzz-cov` builds the replays with clang's
+# source-based coverage and prints each target's coverage of lib/ over its
+# inputs and build-fuzz/corpus/NAME (tests/fuzz/cov.sh).
 
 $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(LIBHPS)
 	@mkdir -p $(dir $@)
