@@ -8,7 +8,7 @@
 #include "model/hps_model.h"
 #include "plan/hps_plan_file.h"
 #include "train/hps_train.h"
-#if HPS_MPI
+#ifdef HPS_MPI
 #include "dist/dist_internal.h"
 
 /* Roles for a world of `size` ranks, each named as the start-up message does. */
