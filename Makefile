@@ -11,6 +11,7 @@
 #                   SAN=1 runs them on the asan build
 #   make fuzz       libFuzzer targets of every parser (build-fuzz/), run over their
 #                   seeds; FUZZ_SECONDS=N fuzzes each for N seconds
+#   make fuzz-cov   each fuzz target's coverage of lib/ over its inputs and corpus
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make CUDA=0     build without the CUDA kernels even where nvcc exists
 #   make MPI=0      build without Open MPI: hps-train runs as one process only
@@ -57,7 +58,7 @@ ifeq ($(MPI),1)
 MPI_CFLAGS := -DHPS_MPI=1 $(shell $(MPICC) --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell $(MPICC) --showme:link 2>/dev/null)
 ifeq ($(strip $(MPI_LIBS)),)
-ifeq ($(filter deps check asan fuzz demo clean check-cluster,$(MAKECMDGOALS)),)
+ifeq ($(filter deps check asan fuzz fuzz-cov demo clean check-cluster,$(MAKECMDGOALS)),)
 $(error Open MPI not found ($(MPICC) --showme failed): run 'make deps' or apt-get install libopenmpi-dev openmpi-bin, or build without it: make MPI=0)
 endif
 endif
@@ -148,7 +149,7 @@ DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev libssl-dev zs
 # keep objects that pattern rules built on the way to a binary
 .SECONDARY:
 
-.PHONY: all deps check test asan fuzz fuzz-targets golden demo install uninstall clean FORCE \
+.PHONY: all deps check test asan fuzz fuzz-targets fuzz-cov golden demo install uninstall clean FORCE \
         bench-plan bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy bench-fidelity
 all: $(BINS)
 
@@ -291,6 +292,12 @@ endif
 # libFuzzer under ASan+UBSan and runs them: over the same inputs, or for
 # FUZZ_SECONDS each.  A crash, leak or timeout fails; its input is left in
 # build-fuzz/crashes/ (copy it into tests/fuzz/regress/NAME once fixed).
+# The fuzz build, and fuzz-cov's, alone define
+# FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION (FUZZ_CLANG): checksums are
+# computed but a mismatch passes (hps_checksum_ok), so that mutations reach
+# the parsers behind them.  `make fuzz-cov` builds the replays with clang's
+# source-based coverage and prints each target's coverage of lib/ over its
+# inputs and build-fuzz/corpus/NAME (tests/fuzz/cov.sh).
 
 $(BUILD)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(LIBHPS)
 	@mkdir -p $(dir $@)
@@ -309,12 +316,18 @@ fuzz-targets: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 FUZZ_SAN := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 # clang at -O1 reports the kernels' `omp simd` loops it leaves scalar as
 # warnings (errors under -Werror); the fuzz build is about the parsers
-FUZZ_CLANG := -Wno-pass-failed
+FUZZ_CLANG := -Wno-pass-failed -DFUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
 fuzz: deps
 	@$(MAKE) --no-print-directory BUILD=build-fuzz BIN=build-fuzz/bin CC=clang CUDA=0 OPT="-O1 -g" \
 	  SAN="$(FUZZ_SAN) -fsanitize=fuzzer-no-link" CFLAGS="$(CFLAGS) $(FUZZ_CLANG)" fuzz-targets
 	@$(foreach t,$(FUZZ_NAMES),tests/fuzz/run.sh build-fuzz $(t) "$(FUZZ_SECONDS)" \
 	  $(if $(filter $(t),$(FUZZ_JSON)),tests/fuzz/json.dict,-) $(call fuzz_inputs,$(t)) &&) true
+
+fuzz-cov: deps
+	@$(MAKE) --no-print-directory BUILD=build-cov BIN=build-cov/bin CC=clang CUDA=0 OPT="-O1 -g" \
+	  SAN="-fprofile-instr-generate -fcoverage-mapping" CFLAGS="$(CFLAGS) $(FUZZ_CLANG)" \
+	  $(FUZZ_NAMES:%=build-cov/tests/replay_%)
+	@tests/fuzz/cov.sh build-cov build-fuzz/corpus $(FUZZ_NAMES)
 
 demo: deps
 	@$(MAKE) --no-print-directory all

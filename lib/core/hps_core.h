@@ -67,6 +67,12 @@ const char *hps_printable_n(const char *s, size_t len, char *buf, size_t n);
  * more letters, digits, '.', '-', '_' or one of `extra`.  1 when s is one. */
 int hps_name_ok(const char *s, const char *extra);
 
+/* A checksum or digest check: 1 when it matched.  The fuzz build (`make
+ * fuzz`, and only it, defines FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION as
+ * zstd's and OSS-Fuzz's do) lets every mismatch pass, so that mutated inputs
+ * reach the parsers behind the CRCs and SHA-256s; the sum is still computed. */
+int hps_checksum_ok(int matched);
+
 /* Overflow-checked size addition: 0 on success, -1 on overflow. */
 int hps_add_size(size_t a, size_t b, size_t *out);
 

@@ -349,7 +349,7 @@ hps_manifest *hps_manifest_load(const char *dir, hps_error *err)
     if (rc == 0 && (hps_json_int(root, "version", HPS_REQUIRED, 1, 2, &version, path, err) != 0 ||
                     hps_json_str(root, "sha256", version >= 2, &sum, path, err) != 0))
         rc = -1;
-    if (rc == 0 && sum && !digest_matches(text, len, sum))
+    if (rc == 0 && sum && !hps_checksum_ok(digest_matches(text, len, sum)))
         rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: sha256 mismatch: the manifest is corrupted", path);
     free(text);
     const char *fmt = NULL, *transform = "none", *hash = "none";

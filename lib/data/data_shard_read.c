@@ -86,7 +86,7 @@ static int read_header(hps_shard_reader *r, uint64_t file_size, uint64_t *index_
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: header: file too short", r->path);
     if (memcmp(h, HPS_SHARD_MAGIC, 8) != 0)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: header: bad magic (not an hps shard)", r->path);
-    if (get32(h + 60) != hps_crc32c(0, h, 60))
+    if (!hps_checksum_ok(get32(h + 60) == hps_crc32c(0, h, 60)))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: header: checksum mismatch", r->path);
     r->version = (int)get32(h + 8);
     if (r->version < 1 || r->version > HPS_SHARD_VERSION)
@@ -130,7 +130,7 @@ static int read_index(hps_shard_reader *r, uint64_t index_offset, hps_error *err
     else if (memcmp(x, HPS_SHARD_INDEX_MAGIC, 8) != 0 || get32(x + 8) != HPS_SHARD_ENTRY_SIZE ||
              get32(x + 12) != i->blocks)
         rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: index: bad magic or size", r->path);
-    else if (get32(x + len - 8) != hps_crc32c(0, x, len - 8))
+    else if (!hps_checksum_ok(get32(x + len - 8) == hps_crc32c(0, x, len - 8)))
         rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: index: checksum mismatch", r->path);
     r->index = hps_calloc(i->blocks ? i->blocks : 1, sizeof *r->index);
     uint64_t row = 0, off = HPS_SHARD_HEADER_SIZE;
@@ -233,7 +233,7 @@ static void decode_block(const hps_shard_reader *r, decoder *d, uint32_t b, slot
         return;
     }
     uint32_t crc = hps_crc32c(0, d->cbuf, e->csize);
-    if (crc != e->crc) {
+    if (!hps_checksum_ok(crc == e->crc)) {
         hps_fail(err, HPS_EXIT_RUNTIME, "%s: block %u: checksum mismatch (stored %08x, computed %08x)",
                  r->path, b, e->crc, crc);
         return;

@@ -254,7 +254,7 @@ static int unpack(const char *path, char **payload, size_t *len, hps_error *err)
     int rc = 0;
     if (n < CKPT_HEADER || memcmp(h, CKPT_MAGIC, 8) != 0 || get_u64(h + 16) != n - CKPT_HEADER)
         rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: not a checkpoint, or truncated", path);
-    if (rc == 0 && !digest_matches(h, n))
+    if (rc == 0 && !hps_checksum_ok(digest_matches(h, n)))
         rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: checksum mismatch: the checkpoint is corrupted", path);
     /* a forged file passes the digest: the size must be the frame's own, and
      * no more than its blocks can hold, before it is allocated */
@@ -689,7 +689,7 @@ static int check_sidecar(const char *path, const char *buf, size_t len, hps_erro
     if (hps_read_at_most(side, 4096, &text, NULL, err)) return -1;
     char hex[72];
     hps_sha256_hex(buf, len, hex);
-    int ok = strlen(text) >= 64 && strncmp(text, hex + 7, 64) == 0;
+    int ok = hps_checksum_ok(strlen(text) >= 64 && strncmp(text, hex + 7, 64) == 0);
     free(text);
     return ok ? 0 : hps_fail(err, HPS_EXIT_RUNTIME, "%s: does not match %s: the file is corrupted", path, side);
 }

@@ -34,6 +34,20 @@ static inline const char *fuzz_path(const uint8_t *data, size_t size)
     return path;
 }
 
+/* A second in-memory file, for what a target writes and reads back. */
+static inline const char *fuzz_scratch_path(void)
+{
+    static int fd = -1;
+    static char path[64];
+    if (fd < 0) {
+        fd = memfd_create("hps-fuzz-scratch", 0);
+        HPS_CHECK(fd >= 0);
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    }
+    HPS_CHECK(ftruncate(fd, 0) == 0);
+    return path;
+}
+
 /* Every line of the input through parse (hps_criteo_parse, hps_libsvm_parse)
  * into blocks of 8 rows, as hps-shard's workers do. */
 typedef int (*fuzz_line_parser)(const hps_parse_opts *o, const char *line, size_t len, hps_rows *r,

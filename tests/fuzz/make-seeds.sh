@@ -2,6 +2,9 @@
 # Regenerates the binary seeds of the fuzz targets (tests/fuzz/seeds/) from
 # testdata with the tools in BIN (default bin/):  tests/fuzz/make-seeds.sh [BIN]
 # Run it after a change to the shard, manifest or checkpoint format.
+# Beside the whole files, the shard and checkpoint targets take payloads
+# (tests/fuzz/fuzz_shard.c, fuzz_ckpt.c): blocks of the shards behind their
+# 8-byte prefix, and the checkpoint's payload, decompressed here.
 set -eu
 root=$(cd "$(dirname "$0")/../.." && pwd)
 bin=${1:-$root/bin}
@@ -24,3 +27,28 @@ cp "$tmp/c/manifest.json" "$seeds/manifest/criteo.json"
 cp "$tmp/l/manifest.json" "$seeds/manifest/libsvm.json"
 cp "$tmp/ck"/ckpt-*.hpsckpt "$seeds/ckpt/libsvm-logreg.hpsckpt"
 cp "$tmp/m.safetensors" "$seeds/safetensors/libsvm-logreg.safetensors"
+cp "$root/testdata/shards-v1/criteo-small/shard-00000.hps" "$seeds/shard/criteo-v1.hps"
+# a checkpoint's payload: its zstd frame after the 64-byte header
+tail -c +65 "$seeds/ckpt/libsvm-logreg.hpsckpt" | zstd -dq > "$seeds/ckpt/libsvm-logreg.payload"
+# each shard's first two blocks: flags (weighted, multiclass, version 2),
+# n_dense, n_slots, classes, rows (u16), 0, 0, then the payload
+for f in "$seeds"/shard/*.hps; do
+    python3 - "$f" "$tmp/block" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+version, _, flags, dense, slots, classes = struct.unpack_from("<6I", data, 8)
+index = struct.unpack_from("<Q", data, 48)[0]
+blocks = struct.unpack_from("<I", data, index + 12)[0]
+for b in range(min(blocks, 2)):
+    off, csize, usize, rows = struct.unpack_from("<Q3I", data, index + 16 + 32 * b)
+    prefix = bytes([flags & 1 | flags & 2 | (4 if version == 2 else 0), dense, slots, classes]) + \
+        struct.pack("<HH", rows, 0)
+    open("%s-%d.zst" % (sys.argv[2], b), "wb").write(data[off:off + csize])
+    open("%s-%d.prefix" % (sys.argv[2], b), "wb").write(prefix)
+PY
+    for z in "$tmp"/block-*.zst; do
+        out=$seeds/shard/$(basename "$f" .hps)-block${z##*block-}
+        { cat "${z%.zst}.prefix"; zstd -dqc "$z"; } > "${out%.zst}.payload"
+    done
+    rm -f "$tmp"/block-*
+done

@@ -1,6 +1,7 @@
 /* The fuzz targets without libFuzzer, for `make check`: every file under the
  * directories HPS_FUZZ_INPUTS names (':'-separated; the target's seeds and the
- * crashers found so far) goes through LLVMFuzzerTestOneInput once.  A crash,
+ * crashers found so far), and under those named as arguments (a corpus, for
+ * tests/fuzz/cov.sh), goes through LLVMFuzzerTestOneInput once.  A crash,
  * a sanitizer report or a leak under `make asan` fails the run; otherwise one
  * TAP line says how many inputs passed. */
 #include <dirent.h>
@@ -42,13 +43,14 @@ static int replay_dir(const char *dir)
     return n;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     char *dirs = strdup(HPS_FUZZ_INPUTS);
     int n = 0;
     for (char *save, *dir = strtok_r(dirs, ":", &save); dir; dir = strtok_r(NULL, ":", &save))
         n += replay_dir(dir);
     free(dirs);
+    for (int i = 1; i < argc; i++) n += replay_dir(argv[i]);
     printf("1..1\n%s 1 - %s: %d inputs replayed\n", n > 0 ? "ok" : "not ok", HPS_FUZZ_NAME, n);
     return n > 0 ? 0 : 1;
 }
