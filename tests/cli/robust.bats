@@ -334,3 +334,27 @@ PY
     [ -f "$TMP/out/manifest.json" ]
     [ -z "$(ls "$TMP" | grep '^out\.')" ]
 }
+
+# ulimit -v in a subshell, under timeout: a regression fails instead of hanging.
+@test "robust: under ulimit -v a tool starts or says why in one line; it never spins in OpenBLAS's start" {
+    run timeout 30 sh -c "ulimit -v 150000; '$HPS_BIN/hps-shard' -V"
+    echo "150 MB: $status: $output"
+    [ "$status" -eq 1 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == "hps-shard: error: the address-space limit (ulimit -v 150000) leaves less than the "*" MiB that OpenBLAS (1 thread) and the tool need to start" ]]
+    run timeout 30 sh -c "ulimit -v 300000; '$HPS_BIN/hps-shard' -V"
+    echo "300 MB: $status"
+    [ "$status" -eq 0 ]
+    [[ "$output" == "hps-shard (hps) "* ]]
+}
+
+@test "robust: out of memory on the data path is one error line and exit 1, not an abort" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+    sed 's/"batch": 256/"batch": 1048576/' "$MODEL" > "$TMP/big.json" # GiBs of activations
+    run timeout 60 sh -c "ulimit -v 1500000; '$HPS_BIN/hps-train' --model '$TMP/big.json' --data '$TMP/shards' --threads 1 -q"
+    echo "$status: $output"
+    [ "$status" -eq 1 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == "hps-train: error: out of memory: "* ]]
+}
