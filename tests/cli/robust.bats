@@ -358,3 +358,12 @@ PY
     [ "${#lines[@]}" -eq 1 ]
     [[ "$output" == "hps-train: error: out of memory: "* ]]
 }
+
+@test "robust: what users run has no crash points (HPS_CRASH_AT)" {
+    "$HPS_BIN/hps-shard" synth 500 -o "$TMP/a.tsv" 2>/dev/null
+    HPS_CRASH_AT=before-rename:shards "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/a.tsv"
+    HPS_CRASH_AT=moved-aside:shards "$HPS_BIN/hps-shard" -q --force -m "$MODEL" -o "$TMP/shards" "$TMP/a.tsv"
+    HPS_CRASH_AT=before-rename:m.safetensors "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/shards" \
+        --threads 1 -q --steps 1 --export "$TMP/m.safetensors"
+    (cd "$TMP" && sha256sum -c --quiet m.safetensors.sha256)
+}
