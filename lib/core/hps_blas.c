@@ -119,7 +119,7 @@ const char *hps_blas_corename(void)
  *   CPU.  The tools set their threads themselves (hps_set_threads; OpenBLAS
  *   then allocates the buffers of the threads used), so OpenBLAS and OpenMP
  *   start with one thread (OMP_NUM_THREADS, which an OpenMP build of
- *   OpenBLAS follows, and OPENBLAS_NUM_THREADS), and hps_blas_init gives
+ *   OpenBLAS follows, and OPENBLAS_NUM_THREADS), and restore_start_env gives
  *   them back; a limit too small for the buffers is one line and exit 1.
  *
  * HPS_BLAS_START, in the re-executed tool's environment only, says which of
@@ -177,7 +177,7 @@ static void blas_preinit(int argc, char **argv, char **envp)
     environ = envp; /* libc's start sets it later: getenv and setenv need it now */
     char set[4] = "";
     int k = 0;
-    if (!getenv(START_MARK) && !getenv(REEXEC_MARK))
+    if (!getenv(START_MARK))
         for (int i = 0; i < 3; i++)
             if (!getenv(start_env[i].name) && setenv(start_env[i].name, start_env[i].value, 1) == 0)
                 set[k++] = start_env[i].flag;
@@ -226,10 +226,11 @@ int hps_blas_reserve_callers(int n)
     return k;
 }
 
-/* What blas_preinit set for the constructors only goes: OpenMP's threads
- * are its default again, and the tool's children start as it did.  The
- * wait policy stays: it is what the tool runs with. */
-static void restore_start_env(void)
+/* What blas_preinit set for the constructors only goes once they ran (the
+ * executable's constructors run after its libraries'): OpenMP's threads are
+ * its default again, and the tool's children start as it did.  The wait
+ * policy stays: it is what the tool runs with. */
+__attribute__((constructor)) static void restore_start_env(void)
 {
     const char *set = getenv(START_MARK);
     if (!set) return;
@@ -256,7 +257,6 @@ void hps_blas_init(char **argv)
         char asked[64];
         snprintf(asked, sizeof asked, "%s", mark);
         unsetenv(REEXEC_MARK); /* the tool's own children start afresh */
-        restore_start_env();
         check_reexec(asked, have);
         return;
     }
@@ -269,20 +269,14 @@ void hps_blas_init(char **argv)
                 user, have, want);
         fix_core = 0;
     }
-    if (!fix_core) {
-        restore_start_env();
-        return;
-    }
-    /* OpenBLAS reads it in its constructor: only a fresh process sees it;
-     * the start environment goes with it, and REEXEC_MARK tells
-     * blas_preinit there is nothing to add */
+    if (!fix_core) return;
+    /* OpenBLAS reads it in its constructor: only a fresh process sees it */
     setenv("OPENBLAS_CORETYPE", want, 1);
     setenv(REEXEC_MARK, want, 1);
     execv("/proc/self/exe", argv);
     int e = errno;
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv(REEXEC_MARK);
-    restore_start_env();
     hps_warnf("cannot re-execute with openblas's %s kernels (%s); running on its %s kernels, "
               "several times slower",
               want, strerror(e), have);
