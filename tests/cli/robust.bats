@@ -367,3 +367,18 @@ PY
         --threads 1 -q --steps 1 --export "$TMP/m.safetensors"
     (cd "$TMP" && sha256sum -c --quiet m.safetensors.sha256)
 }
+
+@test "robust: hps-plan and hps-profile check -o (and --rankfile) before any work" {
+    run "$HPS_BIN/hps-plan" -c "$TESTDATA/clusters/lab.json" -p "$TESTDATA/profiles/demo-ctr-cpu.json" \
+        --min-throughput 1000 -o "$TMP/nodir/plan.json"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-plan: error: --output: $TMP/nodir/plan.json: no directory '$TMP/nodir'" ]
+    run "$HPS_BIN/hps-plan" -c "$TESTDATA/clusters/lab.json" -p "$TESTDATA/profiles/demo-ctr-cpu.json" \
+        --min-throughput 1000 --rankfile "$TMP"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-plan: error: --rankfile: $TMP: is a directory" ]
+    run "$HPS_BIN/hps-profile" -m "$MODEL" -o "$TMP/nodir/p.json"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-profile: error: --output: $TMP/nodir/p.json: no directory '$TMP/nodir'" ]
+    [ -z "$(ls "$TMP")" ]
+}
