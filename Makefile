@@ -219,12 +219,15 @@ $(BUILD)/bench/%: tests/bench/%.c $(TESTLIB) $(LIBHPS)
 -include $(LIB_OBJ:.o=.d) $(TOOLS:%=$(BUILD)/cmd/%.d) $(TESTLIB_SRC:%.c=$(BUILD)/%.d) $(UNIT_BINS:=.d) \
          $(BUILD)/bench/bench_plan.d $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%.d)
 
-# Testing aids (--slowdown, HPS_TRAIN_KILL_AT_STEP) exist only in a test build
-# of hps-train, $(TEST_BIN)/hps-train: the files that hold them compiled again
-# with HPS_TEST_HOOKS.  What `make` and `make install` give users has none.
+# Testing aids (--slowdown, HPS_TRAIN_KILL_AT_STEP, HPS_CRASH_AT) exist only in
+# the test builds of hps-train and hps-shard, $(TEST_BIN)/: the files that hold
+# them compiled again with HPS_TEST_HOOKS.  What `make` and `make install` give
+# users has none.
 TEST_BIN  := $(BUILD)/test-bin
-HOOK_SRC  := cmd/hps-train.c lib/train/train_run.c $(if $(filter 1,$(MPI)),lib/dist/dist_worker.c)
+HOOK_LIB  := lib/core/hps_io.c lib/train/train_run.c $(if $(filter 1,$(MPI)),lib/dist/dist_worker.c)
+HOOK_SRC  := cmd/hps-train.c $(HOOK_LIB)
 HOOK_OBJ  := $(HOOK_SRC:%.c=$(BUILD)/hooks/%.o)
+TEST_TOOLS := $(TEST_BIN)/hps-train $(TEST_BIN)/hps-shard
 
 $(BUILD)/hooks/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -234,6 +237,10 @@ $(BUILD)/hooks/%.o: %.c
 $(TEST_BIN)/hps-train: $(HOOK_OBJ) $(LIBHPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(HPS_LDFLAGS) $(HOOK_OBJ) $(LIBHPS) -o $@ $(HPS_LDLIBS)
+
+$(TEST_BIN)/hps-shard: $(BUILD)/cmd/hps-shard.o $(BUILD)/hooks/lib/core/hps_io.o $(LIBHPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(HPS_LDFLAGS) $^ -o $@ $(HPS_LDLIBS)
 
 -include $(HOOK_OBJ:.o=.d)
 
@@ -262,7 +269,7 @@ check: deps
 # (a bare name is looked up in tests/cli/); the tools are built for bats only.
 T_BATS := $(foreach f,$(filter %.bats,$(T)),$(if $(wildcard $(f)),$(f),tests/cli/$(f)))
 T_BINS := $(addprefix $(BUILD)/tests/,$(notdir $(basename $(filter-out %.bats,$(T)))))
-test: $(if $(T),$(T_BINS) $(if $(T_BATS),$(BINS) $(TEST_BIN)/hps-train),$(BINS) $(UNIT_BINS) $(REPLAY_BINS) $(TEST_BIN)/hps-train)
+test: $(if $(T),$(T_BINS) $(if $(T_BATS),$(BINS) $(TEST_TOOLS)),$(BINS) $(UNIT_BINS) $(REPLAY_BINS) $(TEST_TOOLS))
 	@HPS_BIN=$(CURDIR)/$(BIN) HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) \
 	  tests/run.sh $(if $(T),--only $(T_BINS) $(T_BATS),$(UNIT_BINS) $(REPLAY_BINS))
 
@@ -281,7 +288,7 @@ check-cluster: deps
 ifeq ($(SAN),1)
 	@$(ASAN_MAKE) check-cluster
 else
-	@$(MAKE) --no-print-directory all $(TEST_BIN)/hps-train
+	@$(MAKE) --no-print-directory all $(TEST_TOOLS)
 	@HPS_BIN=$(CURDIR)/$(BIN) HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) tests/cluster/run.sh
 endif
 
@@ -340,7 +347,7 @@ bench-shard bench-train bench-fidelity: all
 	@tests/bench/$@.sh $(CURDIR)/$(BIN)
 
 # bench-dist slows a rank with the test build's --slowdown
-bench-dist bench-cluster: all $(TEST_BIN)/hps-train
+bench-dist bench-cluster: all $(TEST_TOOLS)
 	@HPS_TEST_BIN=$(CURDIR)/$(TEST_BIN) tests/bench/$@.sh $(CURDIR)/$(BIN)
 
 # Re-trains the rl policy built into hps-plan over seeded random instances

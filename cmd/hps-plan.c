@@ -533,6 +533,10 @@ static int cmd_plan(int argc, char **argv)
     parse_options(argc, argv, &o);
     if (optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
     format_of(&o); /* a bad -f fails before any work */
+    hps_error err = {.code = HPS_EXIT_RUNTIME}; /* and an output that cannot be written */
+    if ((o.output && hps_out_check("--output", o.output, 0, &err)) ||
+        (o.rankfile && hps_out_check("--rankfile", o.rankfile, 0, &err)))
+        die(&err);
     if (o.explain) explain(&o);
     else if (o.calibrate) calibrate(&o);
     else if (o.train_policy) train_policy(&o);

@@ -240,6 +240,10 @@ static int profile(int argc, char **argv, int show)
     a.opts.progress = hps_display_level >= 2 && hps_stderr_is_tty();
     if (hps_display_level >= 3) a.opts.progress = 1;
     hps_error err = {.code = HPS_EXIT_RUNTIME};
+    if (hps_out_check("--output", a.output, 0, &err)) { /* before measuring for minutes */
+        hps_report(&err);
+        return err.code;
+    }
     json_t *doc = a.merge || a.show ? merge_all(argv + optind, argc - optind, &err) : measure_all(&a, &err);
     for (int i = 0; doc && i < a.n_estimates; i++)
         if (hps_profile_estimate(doc, a.estimates[i], &err)) json_decref(doc), doc = NULL;

@@ -215,6 +215,18 @@ static int parse_args(int argc, char **argv, args *a, int show)
     return -1;
 }
 
+/* Every output option's path, before any work: a run of hours must not
+ * end in "cannot create" with nothing saved. */
+static int check_outputs(const args *a, hps_error *err)
+{
+    return (a->export_path && hps_out_check("--export", a->export_path, 0, err)) ||
+           (a->o.ckpt_dir && hps_out_check("--checkpoint", a->o.ckpt_dir, 1, err)) ||
+           (a->o.metrics_path && hps_out_check("--metrics", a->o.metrics_path, 0, err)) ||
+           (a->log_dir && hps_out_check("--log-dir", a->log_dir, 1, err)) ||
+           (a->probe && hps_out_check("--output", a->output, 0, err))
+               ? -1 : 0;
+}
+
 /* The model: --model, else the path the plan records (relative to the plan). */
 static char *model_path(const args *a, hps_error *err)
 {
@@ -355,6 +367,10 @@ static int cmd_train(int argc, char **argv)
     int rc = parse_args(argc, argv, &a, 0);
     if (rc >= 0) return rc;
     hps_error err = {.code = HPS_EXIT_RUNTIME};
+    if (check_outputs(&a, &err)) {
+        hps_report(&err);
+        return err.code;
+    }
     hps_model *m = NULL;
     hps_source *src = NULL;
     hps_trainer *t = NULL;

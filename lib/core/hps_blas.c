@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <omp.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "core/hps_core.h"
@@ -97,6 +100,147 @@ const char *hps_blas_corename(void)
     return name && *name ? name : "unknown";
 }
 
+/* ---- the environment OpenBLAS and OpenMP start with ---------------------------
+ *
+ * Both read it in their constructors, before main(), so only a fresh process
+ * sees a change: blas_preinit sets what is missing and re-executes the tool
+ * at once, from .preinit_array (an executable's preinit functions run before
+ * any library's constructor; what setenv adds there is lost when libc's
+ * own start resets the environment, an exec keeps it).  What the user set is kept.
+ *
+ * - Kernels and OpenBLAS share one OpenMP pool.  Threads that spin between
+ *   kernels (libgomp's default) take the cores from the shard decoder and
+ *   from other stages; on a busy 2-core machine a 2-thread step ran 5-10x
+ *   slower than with passive waits: OMP_WAIT_POLICY=passive.
+ * - OpenBLAS's constructor allocates one buffer of BUFFER_SIZE (128 MiB on
+ *   x86-64: address space, not resident memory) for each thread it starts
+ *   with, one a core by default (8 GiB on a 64-core host), and when a limit
+ *   on the address space (ulimit -v) refuses one it retries forever at 100%
+ *   CPU.  The tools set their threads themselves (hps_set_threads; OpenBLAS
+ *   then allocates the buffers of the threads used), so OpenBLAS and OpenMP
+ *   start with one thread (OMP_NUM_THREADS, which an OpenMP build of
+ *   OpenBLAS follows, and OPENBLAS_NUM_THREADS), and restore_start_env gives
+ *   them back; a limit too small for the buffers is one line and exit 1.
+ *
+ * HPS_BLAS_START, in the re-executed tool's environment only, says which of
+ * the three it set (W, O, B). */
+#define START_MARK "HPS_BLAS_START"
+#define BLAS_BUFFER_BYTES ((size_t)128 << 20)
+#define TOOL_START_BYTES ((size_t)32 << 20) /* the tool's own start, beside the buffers */
+
+static const struct {
+    char flag;
+    const char *name, *value;
+} start_env[] = {{'W', "OMP_WAIT_POLICY", "passive"}, {'O', "OMP_NUM_THREADS", "1"},
+                 {'B', "OPENBLAS_NUM_THREADS", "1"}};
+
+/* The threads OpenBLAS's constructor will start, by the environment. */
+static size_t start_threads(void)
+{
+    long n = 1;
+    for (int i = 1; i < 3; i++) {
+        const char *v = getenv(start_env[i].name);
+        long k = v ? strtol(v, NULL, 10) : 0;
+        if (k > n) n = k;
+    }
+    return (size_t)(n > 1024 ? 1024 : n);
+}
+
+/* Whether bytes more of address space can be had now. */
+static int address_space_for(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return 0;
+    munmap(p, bytes);
+    return 1;
+}
+
+/* Exits with one line when the address space cannot hold what OpenBLAS's
+ * constructor is about to allocate: it would spin instead. */
+static void check_start_memory(char **argv)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return;
+    size_t threads = start_threads(), need = threads * BLAS_BUFFER_BYTES + TOOL_START_BYTES;
+    if (address_space_for(need)) return;
+    const char *name = argv && argv[0] ? strrchr(argv[0], '/') : NULL;
+    name = name ? name + 1 : argv && argv[0] ? argv[0] : "hps";
+    fprintf(stderr, "%s: error: the address-space limit (ulimit -v %llu) leaves less than the %zu MiB "
+                    "that OpenBLAS (%zu thread%s) and the tool need to start\n",
+            name, (unsigned long long)(rl.rlim_cur >> 10), need >> 20, threads, threads > 1 ? "s" : "");
+    _exit(HPS_EXIT_RUNTIME);
+}
+
+static void blas_preinit(int argc, char **argv, char **envp)
+{
+    (void)argc;
+    environ = envp; /* libc's start sets it later: getenv and setenv need it now */
+    char set[4] = "";
+    int k = 0;
+    if (!getenv(START_MARK))
+        for (int i = 0; i < 3; i++)
+            if (!getenv(start_env[i].name) && setenv(start_env[i].name, start_env[i].value, 1) == 0)
+                set[k++] = start_env[i].flag;
+    check_start_memory(argv);
+    if (!k || setenv(START_MARK, set, 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    /* no /proc: run as we are (libc's start drops what we set) */
+}
+
+__attribute__((used, section(".preinit_array"))) static void (*const preinit_blas)(int, char **, char **) =
+    blas_preinit;
+
+/* OpenBLAS's own buffer pool (exported, not in cblas.h): a product takes
+ * a buffer from it for its run; one taken and given back stays allocated
+ * for the next product. */
+void *blas_memory_alloc(int procpos);
+void blas_memory_free(void *buffer);
+
+/* Threads whose buffers OpenBLAS holds (it never frees one), and the pool
+ * buffers reserved for callers. */
+static int blas_threads_held, blas_callers_held;
+
+int hps_blas_threads_fit(int n)
+{
+    if (!blas_threads_held) blas_threads_held = (int)start_threads();
+    struct rlimit rl;
+    int limited = getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
+    while (limited && n > 1 && n > blas_threads_held &&
+           !address_space_for((size_t)(n - blas_threads_held) * BLAS_BUFFER_BYTES + TOOL_START_BYTES))
+        n--;
+    if (n > blas_threads_held) blas_threads_held = n;
+    return n;
+}
+
+int hps_blas_reserve_callers(int n)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return n;
+    void *taken[256];
+    int k = 0;
+    /* taken all at once, so that each is a buffer of its own */
+    while (k < n && k < 256 && (k < blas_callers_held || address_space_for(BLAS_BUFFER_BYTES + TOOL_START_BYTES)))
+        taken[k++] = blas_memory_alloc(0);
+    for (int i = 0; i < k; i++) blas_memory_free(taken[i]);
+    if (k > blas_callers_held) blas_callers_held = k;
+    return k;
+}
+
+/* What blas_preinit set for the constructors only goes once they ran (the
+ * executable's constructors run after its libraries'): OpenMP's threads are
+ * its default again, and the tool's children start as it did.  The wait
+ * policy stays: it is what the tool runs with. */
+__attribute__((constructor)) static void restore_start_env(void)
+{
+    const char *set = getenv(START_MARK);
+    if (!set) return;
+    for (int i = 1; i < 3; i++)
+        if (strchr(set, start_env[i].flag)) unsetenv(start_env[i].name);
+    blas_threads_held = (int)start_threads();
+    if (strchr(set, 'O')) omp_set_num_threads(omp_get_num_procs());
+    unsetenv(START_MARK);
+}
+
 /* After the re-exec: did the kernels we asked for arrive? */
 static void check_reexec(const char *asked, const char *have)
 {
@@ -125,24 +269,15 @@ void hps_blas_init(char **argv)
                 user, have, want);
         fix_core = 0;
     }
-    /* Kernels and OpenBLAS share one OpenMP pool.  Threads that spin between
-     * kernels (libgomp's default) take the cores from the shard decoder and
-     * from other stages; on a busy 2-core machine a 2-thread step ran 5-10x
-     * slower than with passive waits. */
-    int fix_wait = getenv("OMP_WAIT_POLICY") == NULL;
-    if (!fix_core && !fix_wait) return;
-    /* OpenBLAS and libgomp read these in their constructors: only a fresh
-     * process sees them */
-    if (fix_core) setenv("OPENBLAS_CORETYPE", want, 1);
-    if (fix_wait) setenv("OMP_WAIT_POLICY", "passive", 1);
-    setenv(REEXEC_MARK, fix_core ? want : "", 1);
+    if (!fix_core) return;
+    /* OpenBLAS reads it in its constructor: only a fresh process sees it */
+    setenv("OPENBLAS_CORETYPE", want, 1);
+    setenv(REEXEC_MARK, want, 1);
     execv("/proc/self/exe", argv);
     int e = errno;
-    if (fix_core) unsetenv("OPENBLAS_CORETYPE");
-    if (fix_wait) unsetenv("OMP_WAIT_POLICY");
+    unsetenv("OPENBLAS_CORETYPE");
     unsetenv(REEXEC_MARK);
-    if (fix_core)
-        hps_warnf("cannot re-execute with openblas's %s kernels (%s); running on its %s kernels, "
-                  "several times slower",
-                  want, strerror(e), have);
+    hps_warnf("cannot re-execute with openblas's %s kernels (%s); running on its %s kernels, "
+              "several times slower",
+              want, strerror(e), have);
 }

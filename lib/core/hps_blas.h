@@ -6,6 +6,9 @@
  * kernels, 4-6x slower at sgemm.  hps_blas_init() compares OpenBLAS's choice
  * with the CPU's vector extensions and, when OpenBLAS chose worse, re-executes
  * the tool with OPENBLAS_CORETYPE set, so the constructor chooses again.
+ * Before that, from .preinit_array, the tool starts OpenMP and OpenBLAS with
+ * one thread (hps_blas.c says why): start-up memory does not grow with the
+ * cores, and an address-space limit too small is an error, not a hang.
  */
 #ifndef HPS_BLAS_H
 #define HPS_BLAS_H
@@ -33,6 +36,16 @@ const char *hps_blas_core_for(const hps_cpu_features *f);
  * return.  What the user set in either is kept; slower kernels it cannot fix
  * are one warning. */
 void hps_blas_init(char **argv);
+
+/* OpenBLAS needs a buffer of 128 MiB of address space for each of its
+ * threads and for each product running at once, allocates them when first
+ * needed and retries forever, at 100% CPU, when the address-space limit
+ * (ulimit -v) refuses one.  hps_blas_threads_fit: how many of n threads
+ * fit (at least 1); hps_blas_reserve_callers: allocates the buffers of n
+ * products at once (the pipeline's stages) while they fit, and returns how
+ * many it has.  Both are n where there is no limit. */
+int hps_blas_threads_fit(int n);
+int hps_blas_reserve_callers(int n);
 
 /* The kernel set OpenBLAS runs with ("SkylakeX"). */
 const char *hps_blas_corename(void);

@@ -79,24 +79,33 @@ _Noreturn void hps_panic(const char *file, int line, const char *what)
     abort();
 }
 
+/* Running out of memory is the machine's limit (ulimit -v, a container),
+ * not a bug: one line and exit 1, and the atexit handlers remove the
+ * temporaries, where an abort would dump core and leave them. */
+_Noreturn void hps_out_of_memory(size_t n, const char *file, int line)
+{
+    fprintf(stderr, "%s: error: out of memory: %zu bytes more refused (%s:%d)\n", progname, n, file, line);
+    exit(HPS_EXIT_RUNTIME);
+}
+
 void *hps_malloc_(size_t n, const char *file, int line)
 {
     void *p = malloc(n ? n : 1);
-    if (!p) hps_panic(file, line, "out of memory");
+    if (!p) hps_out_of_memory(n, file, line);
     return p;
 }
 
 void *hps_calloc_(size_t count, size_t size, const char *file, int line)
 {
     void *p = calloc(count ? count : 1, size ? size : 1);
-    if (!p) hps_panic(file, line, "out of memory");
+    if (!p) hps_out_of_memory(count * size, file, line);
     return p;
 }
 
 void *hps_realloc_(void *p, size_t n, const char *file, int line)
 {
     void *q = realloc(p, n ? n : 1);
-    if (!q) hps_panic(file, line, "out of memory");
+    if (!q) hps_out_of_memory(n, file, line);
     return q;
 }
 

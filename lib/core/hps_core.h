@@ -42,14 +42,16 @@ void hps_report(const hps_error *err); /* "PROG: error: MSG" */
 void hps_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void hps_warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Fail-fast checks for programming errors and out-of-memory: print file and
- * line, then abort.  Never used for bad user input. */
+/* Fail-fast checks for programming errors: print file and line, then
+ * abort.  Never used for bad user input.  The allocators below end the
+ * tool when memory runs out: one error line and exit 1 (not an abort). */
 #define HPS_CHECK(cond)                                                        \
     do {                                                                       \
         if (!(cond)) hps_panic(__FILE__, __LINE__, #cond);                     \
     } while (0)
 _Noreturn void hps_panic(const char *file, int line, const char *what);
 
+_Noreturn void hps_out_of_memory(size_t n, const char *file, int line);
 void *hps_malloc_(size_t n, const char *file, int line);
 void *hps_calloc_(size_t count, size_t size, const char *file, int line);
 void *hps_realloc_(void *p, size_t n, const char *file, int line);

@@ -1,5 +1,6 @@
 #include "core/hps_io.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <openssl/evp.h>
 #include <fcntl.h>
@@ -7,6 +8,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -175,6 +177,7 @@ hps_out *hps_out_open(const char *path, hps_error *err)
         return NULL;
     }
     fchmod(fd, 0644);
+    flock(fd, LOCK_EX); /* ours while we live: hps_out_remove_stale passes it by */
     o->f = fdopen(fd, "wb");
     HPS_CHECK(o->f);
     install_cleanup();
@@ -220,11 +223,15 @@ int hps_out_commit(hps_out *o, hps_error *err)
     }
     if (fflush(o->f) != 0 || fsync(fileno(o->f)) != 0 || ferror(o->f))
         rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", o->path, strerror(errno));
-    if (fclose(o->f) != 0 && rc == 0)
-        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", o->path, strerror(errno));
+    if (rc == 0) hps_crash_point("before-rename", o->path);
+    /* renamed before it is closed: the lock covers the temporary until it
+     * has its name (the data is already on disk: fsync) */
     if (rc == 0 && rename(o->tmp, o->path) != 0)
         rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot rename into place: %s", o->path,
                       strerror(errno));
+    if (rc == 0) hps_crash_point("after-rename", o->path);
+    if (fclose(o->f) != 0 && rc == 0)
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", o->path, strerror(errno));
     if (rc != 0) unlink(o->tmp);
     out_free(o);
     return rc;
@@ -236,6 +243,85 @@ void hps_out_abort(hps_out *o)
     if (o->f != stdout) fclose(o->f);
     if (o->tmp) unlink(o->tmp);
     out_free(o);
+}
+
+/* The directory of path and its file name; dir is malloc'd. */
+static char *split_path(const char *path, const char **base)
+{
+    char *dir = hps_strdup(path), *slash = strrchr(dir, '/');
+    *base = slash ? path + (slash - dir) + 1 : path;
+    if (!slash) strcpy(dir, ".");
+    else slash[slash == dir] = '\0'; /* "/x" lies in "/" */
+    return dir;
+}
+
+void hps_out_remove_stale(const char *path)
+{
+    if (strcmp(path, "-") == 0 || !replaceable(path)) return;
+    const char *base;
+    char *dir = split_path(path, &base);
+    size_t blen = strlen(base);
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        const char *rest = e->d_name + blen; /* ".tmp." and mkstemp's six characters */
+        if (strncmp(e->d_name, base, blen) != 0 || strncmp(rest, ".tmp.", 5) != 0 || strlen(rest) != 11)
+            continue;
+        size_t n = strlen(dir) + strlen(e->d_name) + 2;
+        char *p = hps_malloc(n);
+        snprintf(p, n, "%s/%s", dir, e->d_name);
+        int fd = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0)
+            unlink(p);
+        if (fd >= 0) close(fd);
+        free(p);
+    }
+    if (d) closedir(d);
+    free(dir);
+}
+
+int hps_out_check(const char *opt, const char *path, int is_dir, hps_error *err)
+{
+    struct stat st;
+    if (!is_dir && strcmp(path, "-") == 0) return 0;
+    if (stat(path, &st) == 0) {
+        if (is_dir && !S_ISDIR(st.st_mode))
+            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: %s: exists and is not a directory", opt, path);
+        if (!is_dir && S_ISDIR(st.st_mode))
+            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: %s: is a directory", opt, path);
+        if (is_dir && access(path, W_OK | X_OK) != 0)
+            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: %s: cannot write into it: %s", opt, path,
+                            strerror(errno));
+        if (is_dir || !S_ISREG(st.st_mode)) return 0; /* a device or FIFO is written in place */
+    } else if (errno != ENOENT && errno != ENOTDIR) {
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: %s: %s", opt, path, strerror(errno));
+    }
+    /* a new file, or a file replaced by a rename: made in its directory */
+    const char *base;
+    char *dir = split_path(path, &base);
+    int rc = 0;
+    if (stat(dir, &st) != 0)
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: %s: no directory '%s'", opt, path, dir);
+    else if (!S_ISDIR(st.st_mode))
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: %s: '%s' is not a directory", opt, path, dir);
+    else if (access(dir, W_OK | X_OK) != 0)
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: %s: cannot write into '%s': %s", opt, path, dir,
+                      strerror(errno));
+    free(dir);
+    return rc;
+}
+
+void hps_crash_point(const char *step, const char *path)
+{
+#ifdef HPS_TEST_HOOKS
+    const char *at = getenv("HPS_CRASH_AT"), *slash = strrchr(path, '/');
+    size_t n = strlen(step);
+    if (at && strncmp(at, step, n) == 0 && at[n] == ':' && strcmp(at + n + 1, slash ? slash + 1 : path) == 0)
+        raise(SIGKILL);
+#else
+    (void)step, (void)path;
+#endif
 }
 
 int hps_write_atomic(const char *path, const void *buf, size_t len, hps_error *err)

@@ -27,6 +27,24 @@ FILE *hps_out_file(hps_out *o);
 const char *hps_out_name(const hps_out *o); /* for messages: "<stdout>" or the path */
 int hps_out_commit(hps_out *o, hps_error *err); /* flush; a temporary: fsync, rename; frees o */
 void hps_out_abort(hps_out *o);                 /* closes, removes a temporary; frees o */
+/* Removes the temporaries of path (PATH.tmp.XXXXXX) that no running process
+ * writes: a SIGKILL leaves them, and the next run writing path clears them.
+ * A writer holds a lock on its temporary, so one beside us keeps its own. */
+void hps_out_remove_stale(const char *path);
+
+/* Before any work: can an output option's path be written?  A file ("-" is
+ * stdout) needs an existing directory to land in and must not be one; a
+ * directory (is_dir) must be one if it exists, else have its parent.  The
+ * error names the option: "--export: nodir/m.safetensors: no directory 'nodir'". */
+int hps_out_check(const char *opt, const char *path, int is_dir, hps_error *err);
+
+/* A point between two steps of a commit, named "STEP:BASENAME": STEP says
+ * where (hps_out_commit's before-rename and after-rename; hps-shard's
+ * moved-aside, between --force's two renames), BASENAME is the output's
+ * file name.  The test builds (HPS_TEST_HOOKS, HACKING.md) SIGKILL
+ * themselves there when HPS_CRASH_AT names it, so that tests see what a
+ * crash at that moment leaves; elsewhere it does nothing. */
+void hps_crash_point(const char *step, const char *path);
 
 /* Writes buf to path atomically ("-" = stdout). */
 int hps_write_atomic(const char *path, const void *buf, size_t len, hps_error *err);

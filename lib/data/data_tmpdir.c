@@ -5,6 +5,8 @@
  * async-signal-safe, then re-raises the signal with the default action. */
 #include "data/hps_shard_job.h"
 
+#include "core/hps_io.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <signal.h>
@@ -58,8 +60,10 @@ static int check_target(const char *target, int force, hps_error *err)
     return 0;
 }
 
-/* Removes TARGET.tmp.PID.* whose process is gone: a run killed by SIGKILL
- * could not clean up after itself. */
+/* What a run killed by SIGKILL left beside TARGET, found by the PID in its
+ * name once that process is gone: TARGET.tmp.PID.* (a half-written set) is
+ * removed; TARGET.old.PID.* (the set --force moved aside) is put back when
+ * the kill came before the new set took its place, else removed. */
 static void remove_stale(const char *target)
 {
     char *dir = hps_strdup(target);
@@ -71,7 +75,8 @@ static void remove_stale(const char *target)
     struct dirent *e;
     while (d && (e = readdir(d))) {
         const char *rest = e->d_name + blen;
-        if (strncmp(e->d_name, base, blen) != 0 || strncmp(rest, ".tmp.", 5) != 0) continue;
+        int tmp = strncmp(rest, ".tmp.", 5) == 0, old = strncmp(rest, ".old.", 5) == 0;
+        if (strncmp(e->d_name, base, blen) != 0 || !(tmp || old)) continue;
         char *end;
         long pid = strtol(rest + 5, &end, 10);
         if (end == rest + 5 || *end != '.' || pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
@@ -79,7 +84,8 @@ static void remove_stale(const char *target)
         size_t n = strlen(dir) + strlen(e->d_name) + 2;
         char *p = hps_malloc(n);
         snprintf(p, n, "%s/%s", slash ? dir : ".", e->d_name);
-        remove_tree(p);
+        struct stat st;
+        if (!old || lstat(target, &st) == 0 || rename(p, target) != 0) remove_tree(p);
         free(p);
     }
     if (d) closedir(d);
@@ -89,8 +95,8 @@ static void remove_stale(const char *target)
 hps_tmpdir *hps_tmpdir_create(const char *target, int force, hps_error *err)
 {
     HPS_CHECK(!active);
+    remove_stale(target); /* first: it may put back the set a killed --force moved aside */
     if (check_target(target, force, err)) return NULL;
-    remove_stale(target);
     size_t n = strlen(target) + 40;
     char *path = hps_malloc(n);
     snprintf(path, n, "%s.tmp.%ld.XXXXXX", target, (long)getpid());
@@ -185,9 +191,9 @@ int hps_tmpdir_commit(hps_tmpdir *t, int force, hps_error *err)
     char *old = NULL;
     if (check_target(t->target, force, err)) return -1; /* made while we worked */
     if (lstat(t->target, &st) == 0) {
-        size_t n = strlen(t->target) + 16;
+        size_t n = strlen(t->target) + 40;
         old = hps_malloc(n);
-        snprintf(old, n, "%s.old.XXXXXX", t->target);
+        snprintf(old, n, "%s.old.%ld.XXXXXX", t->target, (long)getpid()); /* for remove_stale */
         int made = mkdtemp(old) != NULL;
         if (!made || rename(t->target, old) != 0) { /* a directory renames over the empty one */
             int e = errno;
@@ -196,12 +202,14 @@ int hps_tmpdir_commit(hps_tmpdir *t, int force, hps_error *err)
             return hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot move it aside: %s", t->target, strerror(e));
         }
     }
+    hps_crash_point("moved-aside", t->target);
     if (rename(t->path, t->target) != 0) {
         int e = errno;
         if (old) rename(old, t->target), free(old);
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot rename into place: %s", t->target, strerror(e));
     }
     active = NULL; /* committed: nothing to clean any more */
+    hps_crash_point("after-rename", t->target);
     if (old) remove_tree(old), free(old);
     tmpdir_free(t);
     return 0;

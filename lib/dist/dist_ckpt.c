@@ -6,7 +6,9 @@
  * allreduce), and only then the lead worker replaces DIR/committed, a small
  * JSON file naming the step, the rank count and the workers' shares.  A kill
  * at any moment leaves the previous committed step in force: each rank keeps
- * its two newest files, and at most one of them is newer than the commit. */
+ * its two newest files, and at most one of them is newer than the commit.
+ * The temporary of a commit a kill interrupted (committed.tmp.XXXXXX) goes
+ * at the next commit. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,7 @@ static int write_committed(hps_dist *d, uint64_t step, const char *ckpt_dir, hps
     size_t n = strlen(text);
     text = hps_realloc(text, n + 2);
     strcpy(text + n, "\n");
+    hps_out_remove_stale(path); /* a commit a kill interrupted left its temporary */
     int rc = hps_write_atomic(path, text, n + 1, err);
     free(text);
     return rc;

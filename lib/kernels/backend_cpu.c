@@ -10,7 +10,7 @@ static void *cpu_alloc(size_t bytes)
     /* 64-byte aligned for the vector units; zero-filled like the CUDA side */
     void *p = NULL;
     size_t n = (bytes + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, n ? n : 64) != 0) hps_panic(__FILE__, __LINE__, "out of memory");
+    if (posix_memalign(&p, 64, n ? n : 64) != 0) hps_out_of_memory(n, __FILE__, __LINE__);
     memset(p, 0, n);
     return p;
 }

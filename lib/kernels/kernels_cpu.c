@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hps_blas.h"
 #include "kernels/hps_kernels.h"
 #include "kernels/kernels_internal.h"
 
@@ -12,9 +13,17 @@
 
 void hps_set_threads(int n)
 {
+    static int warned;
     if (n < 1) n = 1;
-    omp_set_num_threads(n);
-    openblas_set_num_threads(n);
+    /* OpenBLAS follows OpenMP's count and spins when its buffers do not fit */
+    int fit = hps_blas_threads_fit(n);
+    if (fit < n && fit != warned)
+        hps_warnf("the address-space limit (ulimit -v) leaves room for OpenBLAS's buffers of %d thread%s, "
+                  "not %d: running %d",
+                  fit, fit > 1 ? "s" : "", n, fit);
+    if (fit < n) warned = fit;
+    omp_set_num_threads(fit);
+    openblas_set_num_threads(fit);
 }
 
 int hps_max_threads(void) { return omp_get_num_procs(); }

@@ -120,9 +120,11 @@ static int cmp_names(const void *a, const void *b)
 }
 
 /* Removes all but the newest CKPT_KEEP checkpoints (names sort by step),
- * and never `keep`, the one just written; and the temporaries of earlier
- * steps and of `latest`, which only a killed run leaves (each rank saves in
- * its own directory, so none of them is still being written). */
+ * and never `keep`, the one just written; and every checkpoint temporary
+ * and `latest`'s, which only a killed run leaves: ours were renamed before
+ * this, and each rank saves in its own directory, so none of them is still
+ * being written (a killed run that got to step S left one of S, which a
+ * resumed run ending at S must clear too). */
 static void prune(const char *dir, const char *keep)
 {
     DIR *d = opendir(dir);
@@ -130,12 +132,10 @@ static void prune(const char *dir, const char *keep)
     char **names = NULL;
     size_t n = 0;
     struct dirent *e;
-    const size_t step_end = strlen("ckpt-") + 12;
     while ((e = readdir(d))) {
         size_t len = strlen(e->d_name);
-        if ((!strncmp(e->d_name, "ckpt-", 5) && strstr(e->d_name, ".hpsckpt.tmp.") &&
-             strncmp(e->d_name, keep, step_end) < 0) ||
-            !strncmp(e->d_name, "latest.tmp.", 11)) { /* ours was renamed before this */
+        if ((!strncmp(e->d_name, "ckpt-", 5) && strstr(e->d_name, ".hpsckpt.tmp.")) ||
+            !strncmp(e->d_name, "latest.tmp.", 11)) {
             char path[4200];
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             unlink(path);
@@ -537,26 +537,59 @@ static int put_hashed(FILE *f, hps_sha256_ctx *c, const void *p, size_t n)
     return n == 0 || fwrite(p, 1, n, f) == n;
 }
 
-/* Only a regular file gets a sidecar and is read back: not stdout, a
- * device or a FIFO. */
-static int is_regular(const char *path)
+/* Only a regular file (or a new one) gets a sidecar and is read back: not
+ * stdout, a device or a FIFO. */
+static int gets_sidecar(const char *path)
 {
     struct stat st;
-    return strcmp(path, "-") != 0 && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    return strcmp(path, "-") != 0 && (stat(path, &st) != 0 || S_ISREG(st.st_mode));
 }
 
 /* PATH.sha256 beside the export, in sha256sum(1)'s format, so that
  * `sha256sum -c PATH.sha256` (run in PATH's directory) catches a corrupted
- * copy. */
-static int write_sidecar(const char *path, const unsigned char sum[32], hps_error *err)
+ * copy; written to its temporary, committed by commit_pair. */
+static hps_out *open_sidecar(const char *path, const unsigned char sum[32], hps_error *err)
 {
     const char *slash = strrchr(path, '/');
-    char line[4200], side[4200];
-    int k = 0;
-    for (int i = 0; i < 32; i++) k += snprintf(line + k, sizeof line - (size_t)k, "%02x", sum[i]);
-    snprintf(line + k, sizeof line - (size_t)k, "  %s\n", slash ? slash + 1 : path);
+    char side[4200];
     snprintf(side, sizeof side, "%s.sha256", path);
-    return hps_write_atomic(side, line, strlen(line), err);
+    hps_out *o = hps_out_open(side, err);
+    if (!o) return NULL;
+    FILE *f = hps_out_file(o);
+    for (int i = 0; i < 32; i++) fprintf(f, "%02x", sum[i]);
+    fprintf(f, "  %s\n", slash ? slash + 1 : path);
+    return o;
+}
+
+/* The export and its sidecar replace an earlier pair so that a crash at any
+ * moment leaves the old pair, the new pair or an export without a sidecar,
+ * never an export beside another's digest (hps-train(1), FILES): both are
+ * whole in their temporaries first, then the old sidecar goes, the export
+ * is renamed into place, and its sidecar after it. */
+static int commit_pair(hps_out *o, hps_out *side, const char *path, hps_error *err)
+{
+    if (!side) return hps_out_commit(o, err);
+    char old[4200];
+    snprintf(old, sizeof old, "%s.sha256", path);
+    if (unlink(old) != 0 && errno != ENOENT) {
+        int e = errno;
+        hps_out_abort(o), hps_out_abort(side);
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot replace it: %s", old, strerror(e));
+    }
+    if (hps_out_commit(o, err)) {
+        hps_out_abort(side);
+        return -1;
+    }
+    return hps_out_commit(side, err);
+}
+
+/* What a killed export left: the temporaries of the export and of its sidecar. */
+static void remove_stale_export(const char *path)
+{
+    char side[4200];
+    snprintf(side, sizeof side, "%s.sha256", path);
+    hps_out_remove_stale(path);
+    hps_out_remove_stale(side);
 }
 
 int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
@@ -571,6 +604,8 @@ int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
     }
     size_t hlen;
     char *header = safetensors_header(t, ts, n, &hlen);
+    int sidecar = gets_sidecar(path);
+    if (sidecar) remove_stale_export(path);
     hps_out *o = hps_out_open_binary(path, "safetensors", err);
     int rc = o ? 0 : -1;
     if (o) {
@@ -582,10 +617,12 @@ int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
         int ok = put_hashed(f, &c, len8, 8) && put_hashed(f, &c, header, hlen);
         for (int i = 0; i < n && ok; i++) ok = put_hashed(f, &c, ts[i].data, ts[i].bytes);
         hps_sha256_final(&c, sum);
-        if (ok) rc = hps_out_commit(o, err);
-        else hps_out_abort(o), rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", path, strerror(errno));
-        if (rc == 0 && is_regular(path)) /* read back: what landed on disk is whole */
-            rc = write_sidecar(path, sum, err) || hps_safetensors_verify(path, NULL, err) ? -1 : 0;
+        hps_out *side = NULL;
+        if (!ok) hps_out_abort(o), rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", path, strerror(errno));
+        else if (sidecar && !(side = open_sidecar(path, sum, err))) hps_out_abort(o), rc = -1;
+        else rc = commit_pair(o, side, path, err);
+        if (rc == 0 && sidecar) /* read back: what landed on disk is whole */
+            rc = hps_safetensors_verify(path, NULL, err);
     }
     for (int i = 0; i < n; i++)
         if (ts[i].owned) free(ts[i].data);

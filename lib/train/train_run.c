@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hps_blas.h"
 #include "core/hps_json.h"
 #include "core/hps_rng.h"
 #include "train/train_internal.h"
@@ -145,6 +146,16 @@ hps_trainer *hps_trainer_create(const hps_model *m, const plan_file *plan,
     int threads = o->threads > 0 ? o->threads : hps_max_threads() / S;
     t->threads = threads < 1 ? 1 : threads;
     hps_set_threads(t->threads);
+    /* each stage's thread runs its products at once, each with an OpenBLAS
+     * buffer: had now, or one line; later, OpenBLAS would spin */
+    int fit = hps_blas_reserve_callers(S);
+    if (fit < S) {
+        free(t);
+        hps_fail(err, HPS_EXIT_RUNTIME, "out of memory: the address-space limit (ulimit -v) leaves room for "
+                                        "OpenBLAS's buffers of %d of the %d stages",
+                 fit, S);
+        return NULL;
+    }
     create_nets(t);
     hps_stage_range ranges[HPS_TRAIN_MAX_STAGES];
     for (int s = 0; s < S; s++) ranges[s] = (hps_stage_range){plan->stages[s].first, plan->stages[s].end};

@@ -263,6 +263,21 @@ rank_pid() {
     [[ "$output" == *"12 steps, 12000 samples"* ]]
 }
 
+@test "dist: a kill during the commit leaves the last commit in force; the next commit removes its temporary" {
+    args=(--plan "$PLAN" --data "$TMP/shards" --threads 1 --checkpoint "$TMP/ck" --checkpoint-every 2)
+    # the lead dies between writing committed's temporary and renaming it
+    run env HPS_CRASH_AT=before-rename:committed timeout 120 mpirun --oversubscribe -x HPS_CRASH_AT \
+        -np 3 "$TEST_TRAIN" "${args[@]}" --steps 4
+    [ "$status" -ne 0 ]
+    ls "$TMP/ck" | grep -q '^committed\.tmp\.'
+    [ ! -e "$TMP/ck/committed" ]
+    run mpi 3 "$TRAIN" "${args[@]}" --steps 4 --resume
+    echo "$output"
+    [ "$status" -eq 0 ]
+    [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["step"])' "$TMP/ck/committed")" -eq 4 ]
+    [ -z "$(ls "$TMP/ck" | grep '\.tmp\.')" ]
+}
+
 @test "dist: --export under mpirun writes one process's model (2 workers; 2 stages on 2+1)" {
     "$TRAIN" --plan "$PLAN" --data "$TMP/shards" --epochs 2 --threads 1 --micro-batches 2 \
         --export "$TMP/one.safetensors" -q

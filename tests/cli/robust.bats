@@ -279,3 +279,161 @@ demo_ckpt() {
         [[ "$output" == *"row $row (block 0, row $row): dense feature 1 is $value"* ]]
     done
 }
+
+# Outputs checked up front (hps-train(1), EXIT STATUS): --data names nothing,
+# so an error about the output shows that it came before any work.
+@test "robust: hps-train checks every output path before any work" {
+    echo file > "$TMP/file"
+    opts=("--export $TMP/nodir/m.safetensors" "--export $TMP" "--checkpoint $TMP/file"
+          "--checkpoint $TMP/nodir/ckpt" "--metrics $TMP/nodir/m.ndjson" "--log-dir $TMP/file/logs"
+          "--probe 1 -o $TMP/nodir/p.json")
+    want=("--export: $TMP/nodir/m.safetensors: no directory '$TMP/nodir'"
+          "--export: $TMP: is a directory"
+          "--checkpoint: $TMP/file: exists and is not a directory"
+          "--checkpoint: $TMP/nodir/ckpt: no directory '$TMP/nodir'"
+          "--metrics: $TMP/nodir/m.ndjson: no directory '$TMP/nodir'"
+          "--log-dir: $TMP/file/logs: '$TMP/file' is not a directory"
+          "--output: $TMP/nodir/p.json: no directory '$TMP/nodir'")
+    for i in "${!opts[@]}"; do
+        run "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/no-shards" -q ${opts[$i]}
+        echo "${opts[$i]}: $output"
+        [ "$status" -eq 1 ]
+        [ "$output" = "hps-train: error: ${want[$i]}" ]
+    done
+    [ "$(ls "$TMP")" = file ]
+}
+
+# Crash points (HPS_CRASH_AT, the test build's): the export and its .sha256
+# are replaced so that no crash leaves a pair that disagrees, and the next run
+# removes the temporaries a crash left.
+@test "robust: a kill at any step of --export leaves no export beside another's digest; a rerun cleans up" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+    train=("--model" "$MODEL" --data "$TMP/shards" --threads 1 -q --steps 3)
+    for at in before-rename:m.safetensors after-rename:m.safetensors before-rename:m.safetensors.sha256; do
+        "$HPS_BIN/hps-train" "${train[@]}" --export "$TMP/m.safetensors"
+        (cd "$TMP" && sha256sum -c --quiet m.safetensors.sha256)
+        cp "$TMP/m.safetensors" "$TMP/old"
+        run env HPS_CRASH_AT=$at "$HPS_TEST_BIN/hps-train" "${train[@]}" --seed 9 --export "$TMP/m.safetensors"
+        echo "$at: $status"
+        [ "$status" -eq 137 ]
+        ls "$TMP" | grep -q '^m\.safetensors.*\.tmp\.' # what the kill left
+        # the old pair, or an export without a digest: never a good file called FAILED
+        if [ -e "$TMP/m.safetensors.sha256" ]; then (cd "$TMP" && sha256sum -c --quiet m.safetensors.sha256); fi
+        [ "$at" != before-rename:m.safetensors ] || cmp -s "$TMP/m.safetensors" "$TMP/old"
+        rm "$TMP/old"
+        "$HPS_BIN/hps-train" "${train[@]}" --export "$TMP/m.safetensors"
+        (cd "$TMP" && sha256sum -c --quiet m.safetensors.sha256)
+        [ -z "$(ls "$TMP" | grep '\.tmp\.')" ]
+    done
+}
+
+@test "robust: temporaries of an export a kill interrupted are removed by the next export" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+    echo partial > "$TMP/m.safetensors.tmp.AbC123"
+    echo partial > "$TMP/m.safetensors.sha256.tmp.XyZ789"
+    echo other > "$TMP/other.safetensors.tmp.AbC123" # not ours: stays
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/shards" --threads 1 -q --steps 3 --export "$TMP/m.safetensors"
+    [ "$(ls "$TMP" | grep '\.tmp\.')" = other.safetensors.tmp.AbC123 ]
+}
+
+@test "robust: a checkpoint temporary of the last step, left by a kill, is removed by the resumed run" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+    train=(--model "$MODEL" --data "$TMP/shards" --threads 1 -q --checkpoint "$TMP/ckpt" --checkpoint-every 3 --steps 6)
+    run env HPS_CRASH_AT=before-rename:ckpt-000000000006.hpsckpt "$HPS_TEST_BIN/hps-train" "${train[@]}"
+    [ "$status" -eq 137 ]
+    ls "$TMP/ckpt" | grep -q '^ckpt-000000000006\.hpsckpt\.tmp\.'
+    [ "$(cat "$TMP/ckpt/latest")" = ckpt-000000000003.hpsckpt ]
+    "$HPS_BIN/hps-train" "${train[@]}" --resume
+    [ "$(cat "$TMP/ckpt/latest")" = ckpt-000000000006.hpsckpt ]
+    [ -z "$(ls "$TMP/ckpt" | grep '\.tmp\.')" ]
+}
+
+@test "robust: a kill during hps-shard --force's swap leaves one shard set; the next run tidies up" {
+    "$HPS_BIN/hps-shard" synth 500 -o "$TMP/a.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" synth 700 --seed 2 -o "$TMP/b.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/out" "$TMP/a.tsv"
+    cp "$TMP/out/manifest.json" "$TMP/old.json"
+    # between moving the old set aside and renaming the new one in: the
+    # next run puts the old set back (then refuses it without --force)
+    run env HPS_CRASH_AT=moved-aside:out "$HPS_TEST_BIN/hps-shard" -q --force -m "$MODEL" -o "$TMP/out" "$TMP/b.tsv"
+    [ "$status" -eq 137 ]
+    [ ! -e "$TMP/out" ]
+    ls "$TMP" | grep -q '^out\.old\.'
+    run "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/out" "$TMP/b.tsv"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-shard: error: $TMP/out: already exists (--force replaces it)" ]
+    cmp "$TMP/out/manifest.json" "$TMP/old.json"
+    [ -z "$(ls "$TMP" | grep '^out\.')" ]
+    # after the new set is in place, before the old one is removed
+    run env HPS_CRASH_AT=after-rename:out "$HPS_TEST_BIN/hps-shard" -q --force -m "$MODEL" -o "$TMP/out" "$TMP/b.tsv"
+    [ "$status" -eq 137 ]
+    ls "$TMP" | grep -q '^out\.old\.'
+    "$HPS_BIN/hps-shard" stats "$TMP/out" >/dev/null
+    ! cmp -s "$TMP/out/manifest.json" "$TMP/old.json"
+    "$HPS_BIN/hps-shard" -q --force -m "$MODEL" -o "$TMP/out" "$TMP/a.tsv"
+    [ -z "$(ls "$TMP" | grep '^out\.')" ]
+}
+
+@test "robust: an old set a killed --force left aside is put back or removed by the next run" {
+    "$HPS_BIN/hps-shard" synth 500 -o "$TMP/a.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/set" "$TMP/a.tsv"
+    # as a SIGKILL between the two renames leaves it, by a process now gone
+    sh -c 'exit 0' & gone=$!
+    wait "$gone"
+    mv "$TMP/set" "$TMP/out.old.$gone.AbC123"
+    run "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/out" "$TMP/a.tsv"
+    [ "$status" -eq 1 ]
+    [ -f "$TMP/out/manifest.json" ]
+    [ -z "$(ls "$TMP" | grep '^out\.')" ]
+}
+
+# ulimit -v in a subshell, under timeout: a regression fails instead of hanging.
+@test "robust: under ulimit -v a tool starts or says why in one line; it never spins in OpenBLAS's start" {
+    run timeout 30 sh -c "ulimit -v 150000; '$HPS_BIN/hps-shard' -V"
+    echo "150 MB: $status: $output"
+    [ "$status" -eq 1 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == "hps-shard: error: the address-space limit (ulimit -v 150000) leaves less than the "*" MiB that OpenBLAS (1 thread) and the tool need to start" ]]
+    run timeout 30 sh -c "ulimit -v 300000; '$HPS_BIN/hps-shard' -V"
+    echo "300 MB: $status"
+    [ "$status" -eq 0 ]
+    [[ "$output" == "hps-shard (hps) "* ]]
+}
+
+@test "robust: out of memory on the data path is one error line and exit 1, not an abort" {
+    "$HPS_BIN/hps-shard" synth 2000 -o "$TMP/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
+    sed 's/"batch": 256/"batch": 1048576/' "$MODEL" > "$TMP/big.json" # GiBs of activations
+    run timeout 60 sh -c "ulimit -v 1500000; '$HPS_BIN/hps-train' --model '$TMP/big.json' --data '$TMP/shards' --threads 1 -q"
+    echo "$status: $output"
+    [ "$status" -eq 1 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == "hps-train: error: out of memory: "* ]]
+}
+
+@test "robust: what users run has no crash points (HPS_CRASH_AT)" {
+    "$HPS_BIN/hps-shard" synth 500 -o "$TMP/a.tsv" 2>/dev/null
+    HPS_CRASH_AT=before-rename:shards "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/a.tsv"
+    HPS_CRASH_AT=moved-aside:shards "$HPS_BIN/hps-shard" -q --force -m "$MODEL" -o "$TMP/shards" "$TMP/a.tsv"
+    HPS_CRASH_AT=before-rename:m.safetensors "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/shards" \
+        --threads 1 -q --steps 1 --export "$TMP/m.safetensors"
+    (cd "$TMP" && sha256sum -c --quiet m.safetensors.sha256)
+}
+
+@test "robust: hps-plan and hps-profile check -o (and --rankfile) before any work" {
+    run "$HPS_BIN/hps-plan" -c "$TESTDATA/clusters/lab.json" -p "$TESTDATA/profiles/demo-ctr-cpu.json" \
+        --min-throughput 1000 -o "$TMP/nodir/plan.json"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-plan: error: --output: $TMP/nodir/plan.json: no directory '$TMP/nodir'" ]
+    run "$HPS_BIN/hps-plan" -c "$TESTDATA/clusters/lab.json" -p "$TESTDATA/profiles/demo-ctr-cpu.json" \
+        --min-throughput 1000 --rankfile "$TMP"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-plan: error: --rankfile: $TMP: is a directory" ]
+    run "$HPS_BIN/hps-profile" -m "$MODEL" -o "$TMP/nodir/p.json"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-profile: error: --output: $TMP/nodir/p.json: no directory '$TMP/nodir'" ]
+    [ -z "$(ls "$TMP")" ]
+}
