@@ -48,6 +48,7 @@ struct hps_source {
     void (*close)(hps_source *s);
     int n_dense, n_slots, weighted, classes;
     const char *name;
+    const char *digest; /* what identifies the data (the SHA-256 of its manifest.json), or NULL */
 };
 
 /* A shard directory's training shards, in manifest order (hps-shard(5));

@@ -13,6 +13,8 @@
  * It is written to a temporary file and renamed; then DIR/latest, a one-line
  * file naming it, is replaced the same way, so a kill at any moment leaves
  * the previous checkpoint in force.  The two newest checkpoints are kept.
+ * The payload (read_payload) names the model, the plan and the training data
+ * by digest, then the state, the dense part and the tables.
  * A parameter server's checkpoint (hps-train(1), DISTRIBUTED) is the same
  * file with no dense part (0 parameters): its tables alone.
  */
@@ -34,7 +36,10 @@
 #define CKPT_DIGEST 24 /* offset of the SHA-256 in the header */
 #define CKPT_HEADER 64
 #define CKPT_KEEP 2
-#define PAYLOAD_MAGIC 0x48505331u /* "HPS1": the payload layout's version */
+/* The payload layout's version: "HPS2" adds the training data's digest after
+ * the state; "HPS1" payloads (no digest) still load. */
+#define PAYLOAD_MAGIC1 0x48505331u /* "HPS1" */
+#define PAYLOAD_MAGIC 0x48505332u  /* "HPS2" */
 
 
 /* Dense parameters and Adam's moments, through the host. */
@@ -59,6 +64,7 @@ typedef struct {
     const hps_model *m;
     const char *plan_digest;
     uint64_t state[6]; /* step, epoch, epoch_row, samples, seed, adam_t */
+    const char *data_digest; /* the training data's, "" when unknown or a server's */
     hps_table *const *tables;
 } ckpt_part;
 
@@ -67,15 +73,18 @@ static ckpt_part trainer_part(hps_trainer *t)
     return (ckpt_part){t, t->m, t->plan->digest,
                        {t->step, t->epoch, t->epoch_row, t->samples, t->o.seed,
                         (uint64_t)t->owner->adam_t},
-                       t->tables};
+                       t->data_digest, t->tables};
 }
 
 static int write_payload(const ckpt_part *c, FILE *f)
 {
     uint32_t magic = PAYLOAD_MAGIC;
     uint64_t n_params = c->t ? c->m->n_params : 0;
+    char data[72] = {0};
+    snprintf(data, sizeof data, "%s", c->data_digest);
     if (!HPS_FWRITE(f, &magic, 1) || !HPS_FWRITE(f, c->m->digest, 72) || !HPS_FWRITE(f, c->plan_digest, 72) ||
-        !HPS_FWRITE(f, c->state, 6) || !HPS_FWRITE(f, &n_params, 1) || (c->t && save_dense(c->t, f)))
+        !HPS_FWRITE(f, c->state, 6) || !HPS_FWRITE(f, data, 72) || !HPS_FWRITE(f, &n_params, 1) ||
+        (c->t && save_dense(c->t, f)))
         return -1;
     for (int l = 0; l < c->m->n_layers; l++)
         if (c->tables[l] && hps_table_save(c->tables[l], f)) return -1;
@@ -194,7 +203,7 @@ int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err)
 int hps_tables_save(const hps_model *m, hps_table *const *tables, const char *plan_digest,
                     uint64_t step, uint64_t seed, const char *dir, hps_error *err)
 {
-    ckpt_part c = {NULL, m, plan_digest, {step, 0, 0, 0, seed, 0}, tables};
+    ckpt_part c = {NULL, m, plan_digest, {step, 0, 0, 0, seed, 0}, "", tables};
     return save_part(&c, dir, err);
 }
 
@@ -313,15 +322,26 @@ static int load_dense(hps_trainer *t, FILE *f, const char *path, hps_error *err)
 
 /* The header, then the dense part (a trainer's) or none (a server's), then
  * the tables; c->state gets the file's. */
+/* Resuming on other data of the same schema is allowed (a next day's shards
+ * continue a model), but never silent: both sides' digests are named. */
+static void other_data(const ckpt_part *c, const char *data, const char *path)
+{
+    if (!c->t || !data[0] || !c->data_digest[0] || strcmp(data, c->data_digest) == 0) return;
+    hps_warnf("%s: made on other data (manifest.json %.19s...), resuming on manifest.json %.19s...: "
+              "the tables and optimizer state carry over, the epoch goes on at row %llu",
+              path, data, c->data_digest, (unsigned long long)c->state[2]);
+}
+
 static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
 {
     uint32_t magic = 0;
-    char model[72], plan[72];
+    char model[72], plan[72], data[72] = {0};
     uint64_t n_params = 0, seed = c->state[4];
-    if (!HPS_FREAD(f, &magic, 1) || magic != PAYLOAD_MAGIC || !HPS_FREAD(f, model, 72) ||
-        !HPS_FREAD(f, plan, 72) || !HPS_FREAD(f, c->state, 6) || !HPS_FREAD(f, &n_params, 1))
+    if (!HPS_FREAD(f, &magic, 1) || (magic != PAYLOAD_MAGIC && magic != PAYLOAD_MAGIC1) ||
+        !HPS_FREAD(f, model, 72) || !HPS_FREAD(f, plan, 72) || !HPS_FREAD(f, c->state, 6) ||
+        (magic == PAYLOAD_MAGIC && !HPS_FREAD(f, data, 72)) || !HPS_FREAD(f, &n_params, 1))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: unknown checkpoint layout", path);
-    model[71] = plan[71] = '\0';
+    model[71] = plan[71] = data[71] = '\0';
     if (strcmp(model, c->m->digest) != 0 || (n_params && n_params != c->m->n_params))
         return hps_fail(err, HPS_EXIT_USAGE, "%s: made for model %.19s..., but %s is %.19s...",
                         path, model, c->m->path, c->m->digest);
@@ -337,6 +357,7 @@ static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
         const hps_layer *L = &c->m->layers[l];
         if (c->tables[l] && hps_table_load(c->tables[l], f, L->slots, L->n_slots, err, path)) return -1;
     }
+    other_data(c, data, path);
     if (c->state[4] != seed)
         hps_warnf("%s: made with --seed %llu, resuming with %llu: new keys start from other rows",
                   path, (unsigned long long)c->state[4], (unsigned long long)seed);
@@ -376,7 +397,7 @@ int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err)
 int hps_tables_load_file(const hps_model *m, hps_table *const *tables, const char *plan_digest,
                          uint64_t seed, const char *path, uint64_t *step, hps_error *err)
 {
-    ckpt_part c = {NULL, m, plan_digest, {0, 0, 0, 0, seed, 0}, tables};
+    ckpt_part c = {NULL, m, plan_digest, {0, 0, 0, 0, seed, 0}, "", tables};
     if (load_part(&c, path, err)) return -1;
     *step = c.state[0];
     return 0;

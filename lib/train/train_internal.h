@@ -9,6 +9,7 @@
 struct hps_trainer {
     const hps_model *m;
     const plan_file *plan;         /* the caller's, kept until hps_trainer_free */
+    char data_digest[72];          /* the training data's (hps_source.digest), "" when unknown */
     hps_train_opts o;
     const hps_backend *be;
     int B, M, cap_micro, threads;  /* batch, micro-batches, samples each, threads per stage */

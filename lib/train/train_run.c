@@ -509,9 +509,10 @@ static int read_batch(hps_trainer *t, hps_source *src, hps_error *err)
 
 int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error *err)
 {
-    if (hps_source_check(src, t->m, err) || (eval && hps_source_check(eval, t->m, err)) ||
-        open_metrics(t, err) || resume(t, err))
+    if (hps_source_check(src, t->m, err) || (eval && hps_source_check(eval, t->m, err)))
         return -1;
+    snprintf(t->data_digest, sizeof t->data_digest, "%s", src->digest ? src->digest : "");
+    if (open_metrics(t, err) || resume(t, err)) return -1;
     t->t_start = t->t_last = hps_now();
     train_metrics_start(t);
     int stop = t->o.max_steps && t->step >= (uint64_t)t->o.max_steps; /* a resume may be done */

@@ -140,7 +140,8 @@ hps_source *hps_source_shards(const char *dir, int holdout, hps_error *err)
     s->base = (hps_source){.read = shards_read, .read_part = shards_read_part, .seek = shards_seek, .tell = shards_tell,
                            .rows = shards_rows, .close = shards_close, .n_dense = sc->n_dense,
                            .n_slots = sc->n_slots, .weighted = sc->weighted,
-                           .classes = sc->classes, .name = s->name};
+                           .classes = sc->classes, .name = s->name,
+                           .digest = man->digest[0] ? man->digest : NULL};
     s->cur = s->held = -1;
     if (s->n == 0) {
         hps_fail(err, HPS_EXIT_USAGE, "%s: holds no %s shards", dir, role);

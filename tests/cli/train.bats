@@ -416,6 +416,22 @@ PY
     [ "$(cat "$TMP/ck/latest")" = "ckpt-000000000005.hpsckpt" ]
 }
 
+# Day-by-day continuation is allowed, but never silent (hps-train(1), Checkpoints).
+@test "train: resuming on other data of the same schema says so, naming both manifests" {
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --steps 5 --checkpoint "$TMP/ck"
+    few=sha256:$(sha256sum < "$DATA/few/manifest.json" | cut -c1-64)
+    other=sha256:$(sha256sum < "$DATA/shards/manifest.json" | cut -c1-64)
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/shards" --threads 1 --steps 8 \
+        --checkpoint "$TMP/ck" --resume
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"hps-train: warning: $TMP/ck/ckpt-000000000005.hpsckpt: made on other data (manifest.json ${few:0:19}...), resuming on manifest.json ${other:0:19}...: the tables and optimizer state carry over"* ]]
+    # the same data again: no word
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/shards" --threads 1 --steps 10 \
+        --checkpoint "$TMP/ck" --resume
+    [ "$status" -eq 0 ]
+    [[ "$output" != *"other data"* ]]
+}
+
 @test "train: the progress bar on a terminal follows --steps and shows an ETA" {
     run on_terminal "$HPS_BIN/hps-train --model $MODEL --data $DATA/few --steps 5 --threads 1"
     [ "$status" -eq 0 ] || { echo "$output"; false; }
