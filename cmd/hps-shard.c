@@ -31,7 +31,7 @@ static void usage(FILE *f)
 "       hps-shard synth ROWS [--seed S] [--zipf S] [--scale X] [--meta FILE] [-o FILE]\n"
 "\n"
 "Input:\n"
-"  -f, --format FMT      criteo (default) or libsvm\n"
+"      --format FMT      criteo (default) or libsvm\n"
 "  -m, --model FILE      check the data against this model's input; take its slot names\n"
 "      --classes N       libsvm labels are classes 0..N-1 (default: binary 0/1 or -1/+1)\n"
 "      --dense N         libsvm features 1..N become dense features instead of a weighted slot\n"
@@ -43,7 +43,7 @@ static void usage(FILE *f)
 "Split:\n"
 "  -n, --shards N        N equal shards (default 1)\n"
 "  -w, --weights A,B,..  one shard per weight, rows in proportion\n"
-"  -p, --plan FILE       one shard per worker of an hps-plan plan, by its shares\n"
+"  -P, --plan FILE       one shard per worker of an hps-plan plan, by its shares\n"
 "      --holdout F       also write holdout.hps with the last fraction F of the rows\n"
 "      --shuffle         shuffle the rows (two passes; memory bounded by --shuffle-mem)\n"
 "  -s, --seed S          seed of --shuffle and of synth (default 0)\n"
@@ -73,18 +73,18 @@ static void usage(FILE *f)
 }
 
 enum {
-    OPT_CLASSES = 256, OPT_DENSE, OPT_TRANSFORM, OPT_HASH, OPT_HASH_SEED, OPT_BUCKETS, OPT_SKIP_BAD,
+    OPT_CLASSES = 256, OPT_FORMAT, OPT_DENSE, OPT_TRANSFORM, OPT_HASH, OPT_HASH_SEED, OPT_BUCKETS, OPT_SKIP_BAD,
     OPT_HOLDOUT, OPT_SHUFFLE, OPT_SHUFFLE_MEM, OPT_SERVERS, OPT_FORCE, OPT_BLOCK_ROWS, OPT_AS,
     OPT_VERIFY, OPT_ZIPF, OPT_SCALE, OPT_META, OPT_PROGRESS, OPT_NO_PROGRESS
 };
 
 static const struct option long_opts[] = {
-    {"format", required_argument, 0, 'f'},     {"model", required_argument, 0, 'm'},
+    {"format", required_argument, 0, OPT_FORMAT},     {"model", required_argument, 0, 'm'},
     {"classes", required_argument, 0, OPT_CLASSES}, {"dense", required_argument, 0, OPT_DENSE},
     {"transform", required_argument, 0, OPT_TRANSFORM}, {"hash", required_argument, 0, OPT_HASH},
     {"hash-seed", required_argument, 0, OPT_HASH_SEED}, {"buckets", required_argument, 0, OPT_BUCKETS},
     {"skip-bad", no_argument, 0, OPT_SKIP_BAD}, {"shards", required_argument, 0, 'n'},
-    {"weights", required_argument, 0, 'w'},    {"plan", required_argument, 0, 'p'},
+    {"weights", required_argument, 0, 'w'},    {"plan", required_argument, 0, 'P'},
     {"holdout", required_argument, 0, OPT_HOLDOUT}, {"shuffle", no_argument, 0, OPT_SHUFFLE},
     {"seed", required_argument, 0, 's'},       {"shuffle-mem", required_argument, 0, OPT_SHUFFLE_MEM},
     {"servers", required_argument, 0, OPT_SERVERS}, {"output", required_argument, 0, 'o'},
@@ -134,9 +134,10 @@ static void parse_options(int argc, char **argv, options *o)
                    .threads = cpus > 0 ? cpus : 1, .shuffle_mem = 64, .zipf = 1.1, .scale = 1,
                    .progress = hps_stderr_is_tty()};
     int c;
-    while ((c = hps_cli_getopt(argc, argv, "f:m:n:w:p:s:o:l:T:qvhV", long_opts)) != -1) {
+    while ((c = hps_cli_getopt(argc, argv, "f:m:n:w:P:p:s:o:l:T:qvhV", long_opts)) != -1) {
         switch (c) {
-        case 'f': o->format = optarg; break;
+        case 'f': hps_cli_deprecated_letter('f', "format", 0); /* fallthrough */
+        case OPT_FORMAT: o->format = optarg; break;
         case 'm': o->model = optarg; break;
         case OPT_CLASSES: o->classes = opt_long("classes", optarg, 2, HPS_DATA_MAX_CLASSES); break;
         case OPT_DENSE: o->dense = opt_long("dense", optarg, 1, HPS_DATA_MAX_DENSE); break;
@@ -147,7 +148,8 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_SKIP_BAD: o->skip_bad = 1; break;
         case 'n': o->shards = opt_long("shards", optarg, 1, HPS_MAX_SHARDS), o->shards_given = 1; break;
         case 'w': o->weights = optarg; break;
-        case 'p': o->plan = optarg; break;
+        case 'p': hps_cli_deprecated_letter('p', "plan", 'P'); /* fallthrough */
+        case 'P': o->plan = optarg; break;
         case OPT_HOLDOUT: o->holdout = opt_double("holdout", optarg, 0, 0.999999); break;
         case OPT_SHUFFLE: o->shuffle = 1; break;
         case 's': o->seed = opt_long("seed", optarg, 0, LONG_MAX), o->seed_given = 1; break;

@@ -153,6 +153,16 @@ int hps_cli_getopt(int argc, char **argv, const char *shortopts, const struct op
     return c;
 }
 
+void hps_cli_deprecated_letter(char letter, const char *long_name, char new_letter)
+{
+    if (new_letter)
+        hps_warnf("-%c is deprecated for --%s and will go in the next release; use -%c or --%s (hps(7), OPTION LETTERS)",
+                  letter, long_name, new_letter, long_name);
+    else
+        hps_warnf("-%c is deprecated for --%s and will go in the next release; use --%s (hps(7), OPTION LETTERS)",
+                  letter, long_name, long_name);
+}
+
 long hps_cli_long(const char *opt, const char *arg, long min, long max)
 {
     long v;

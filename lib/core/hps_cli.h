@@ -22,6 +22,12 @@ _Noreturn void hps_usage_error(const char *fmt, ...) __attribute__((format(print
  * missing values by name, as a usage error; returns like getopt_long. */
 int hps_cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
 
+/* A short option letter that meant something else in this tool than it does
+ * across the toolkit (hps(7), OPTION LETTERS): it keeps its old meaning for
+ * one release, with a one-line warning naming what to type instead
+ * (new_letter 0: the long option alone). */
+void hps_cli_deprecated_letter(char letter, const char *long_name, char new_letter);
+
 /* -q and -v: the one meaning of both across the tools. */
 void hps_cli_quiet(void);
 void hps_cli_verbose(void);

@@ -68,7 +68,7 @@ bench() {
 
 : > "$work/table"
 bench criteo
-bench libsvm -f libsvm --classes 10 --dense 784 --transform none
+bench libsvm --format libsvm --classes 10 --dense 784 --transform none
 
 printf "%d threads, median of %d runs each, hps-shard and zstd -3 -T%d alternating; load: %s\n\n" \
     "$threads" "$reps" "$threads" "$(uptime | sed 's/.*load average: //')"

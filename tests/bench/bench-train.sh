@@ -39,7 +39,7 @@ for name in $models; do
     d=$work/$name
     mkdir "$d"
     case $name in
-    mlp-*) "$bin/hps-shard" -q -f libsvm --classes 10 --dense 784 --transform none -m "$model" \
+    mlp-*) "$bin/hps-shard" -q --format libsvm --classes 10 --dense 784 --transform none -m "$model" \
                --holdout 0.1 -o "$d/shards" "$work/mnist.svm" ;;
     *) "$bin/hps-shard" -q -m "$model" --holdout 0.1 -o "$d/shards" "$work/criteo.tsv" ;;
     esac

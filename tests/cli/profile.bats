@@ -90,7 +90,7 @@ PY
 }
 
 @test "profile: scaling times every thread count and fits a fraction in [0, 1]" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:2 --reps 2 --warmup 0 > "$TMP/p.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:2 --reps 2 --warmup 0 > "$TMP/p.json"
     run python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))["devices"][0]
@@ -138,7 +138,7 @@ for l in d["layers"]:
     run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" --batch 0
     [ "$status" -eq 2 ]
     [[ "$output" == *"--batch: '0' is not an integer in [1, 1048576]"* ]]
-    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d gpu
+    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D gpu
     [ "$status" -eq 2 ]
     [[ "$output" == *"'gpu' is not a device (expected cpu, cpu:N or cuda:K)"* ]]
     run "$HPS_BIN/hps-profile"
@@ -149,15 +149,15 @@ for l in d["layers"]:
     if "$HPS_BIN/hps-profile" --list-devices | grep -q '^cuda:0'; then
         skip "this machine has a CUDA device"
     fi
-    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cuda:0 -o "$TMP/p.json"
+    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cuda:0 -o "$TMP/p.json"
     [ "$status" -eq 1 ]
     [[ "$output" == "hps-profile: error: cuda:0: "* ]]
     [ ! -e "$TMP/p.json" ]
 }
 
 @test "profile: --merge combines devices and refuses a device twice" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:1 $FAST > "$TMP/a.json"
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:2 $FAST > "$TMP/b.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 $FAST > "$TMP/a.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:2 $FAST > "$TMP/b.json"
     "$HPS_BIN/hps-profile" --merge "$TMP/a.json" "$TMP/b.json" > "$TMP/m.json"
     run python3 -c 'import json,sys; print(",".join(d["id"] for d in json.load(open(sys.argv[1]))["devices"]))' "$TMP/m.json"
     [ "$output" = "cpu:1,cpu:2" ]
@@ -168,8 +168,8 @@ for l in d["layers"]:
 }
 
 @test "profile: --merge refuses profiles of different models" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:1 $FAST > "$TMP/a.json"
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/two-tables.json" -d cpu:2 $FAST > "$TMP/b.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 $FAST > "$TMP/a.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/two-tables.json" -D cpu:2 $FAST > "$TMP/b.json"
     run "$HPS_BIN/hps-profile" --merge "$TMP/a.json" "$TMP/b.json"
     [ "$status" -eq 2 ]
     [[ "$output" == *"b.json: profiles model 'two-tables' (batch 16), but "*"a.json profiles 'tiny' (batch 8)" ]]
@@ -177,7 +177,7 @@ for l in d["layers"]:
 
 @test "profile: a layer's time on half the batch gives its fixed share; hps-plan charges it to every unit whole" {
     local M="$TESTDATA/models/mlp-784.json"
-    "$HPS_BIN/hps-profile" -q -m "$M" -d cpu:1 --reps 4 --warmup 1 -o "$TMP/p.json"
+    "$HPS_BIN/hps-profile" -q -m "$M" -D cpu:1 --reps 4 --warmup 1 -o "$TMP/p.json"
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 4, "nic_gbps": 1000}]}' > "$TMP/c.json"
     python3 - "$TMP/p.json" "$TMP/p0.json" "$TMP/bad.json" <<'PY'
@@ -261,7 +261,7 @@ PY
 }
 
 @test "profile: a CPU device's overhead is timed on hps-train's engine; an estimated GPU keeps its own" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" -d cpu:1 $FAST \
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" -D cpu:1 $FAST \
         --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"
     run python3 - "$TMP/p.json" <<'PY'
 import json, sys
@@ -278,7 +278,7 @@ profile_demo_on_shards() {
     M=$TESTDATA/models/demo-ctr.json
     "$HPS_BIN/hps-shard" synth 3000 -o "$TMP/x.tsv" 2>/dev/null
     "$HPS_BIN/hps-shard" -q -m "$M" -o "$TMP/shards" "$TMP/x.tsv"
-    "$HPS_BIN/hps-profile" -m "$M" -d cpu:1 $FAST --data "$TMP/shards" -o "$TMP/p.json"
+    "$HPS_BIN/hps-profile" -m "$M" -D cpu:1 $FAST --data "$TMP/shards" -o "$TMP/p.json"
 }
 
 @test "profile: --data times the engine and the read on shards; hps-plan charges the read to the first stage" {

@@ -63,7 +63,7 @@ PY
 
 @test "train: a multi-class libsvm set learns; a logistic regression baseline beside it" {
     python3 "$BATS_TEST_DIRNAME/make_multiclass.py" 20000 5 1 > "$TMP/mc.svm"
-    "$HPS_BIN/hps-shard" -q -f libsvm --classes 5 -m "$TESTDATA/models/libsvm-multiclass.json" \
+    "$HPS_BIN/hps-shard" -q --format libsvm --classes 5 -m "$TESTDATA/models/libsvm-multiclass.json" \
         --holdout 0.2 -o "$TMP/mc" "$TMP/mc.svm"
     for m in libsvm-multiclass libsvm-logreg; do
         "$HPS_BIN/hps-train" --model "$TESTDATA/models/$m.json" --data "$TMP/mc" --eval "$TMP/mc" \
@@ -154,7 +154,7 @@ PY
     run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --model "$MODEL" --data "$DATA/few"
     [ "$status" -eq 2 ]
     [[ "$output" == "hps-train: error: $TMP/plan.json: made for model sha256:"*"but $MODEL is sha256:"*"(re-run hps-plan)" ]]
-    "$HPS_BIN/hps-shard" -q -f libsvm --classes 5 -o "$TMP/svm" "$TESTDATA/data/libsvm-multiclass.svm"
+    "$HPS_BIN/hps-shard" -q --format libsvm --classes 5 -o "$TMP/svm" "$TESTDATA/data/libsvm-multiclass.svm"
     run "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/svm"
     [ "$status" -eq 2 ]
     [ "$output" = "hps-train: error: $TMP/svm: rows have 0 dense features, $MODEL expects 13" ]
@@ -219,7 +219,7 @@ PY
     "$HPS_BIN/hps-profile" --merge "$TMP/probe.json" --format table > /dev/null
     python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["devices"][0]["id"]="cpu"; json.dump(p,open(sys.argv[1],"w"))' "$TMP/probe.json"
     "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/probe.json" \
-        -p <("$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --warmup 0 --no-scaling -d cpu:1 \
+        -p <("$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --warmup 0 --no-scaling -D cpu:1 \
              --estimate "$TESTDATA/devices/gpu-t4.json" | python3 -c 'import json,sys; p=json.load(sys.stdin); p["devices"]=p["devices"][1:]; json.dump(p,sys.stdout)') \
         --min-throughput 1000 --algo exact -f table > /dev/null
 }

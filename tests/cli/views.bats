@@ -220,9 +220,9 @@ PY
     [[ "$output" == *"hps-plan: error: <stdin>: is a terminal; pipe the input in or name a file"* ]]
 }
 
-@test "views: -d cpu:N beyond the cores warns" {
+@test "views: -D cpu:N beyond the cores warns" {
     local n=$(( $(nproc) + 1 ))
-    run "$HPS_BIN/hps-profile" -m $M/tiny.json -d cpu:$n --reps 1 --warmup 0 --no-scaling -o "$TMP/p.json"
+    run "$HPS_BIN/hps-profile" -m $M/tiny.json -D cpu:$n --reps 1 --warmup 0 --no-scaling -o "$TMP/p.json"
     [ "$status" -eq 0 ]
     [[ "$output" == *"warning: --devices: 'cpu:$n' asks for $n threads on $(nproc) cores"* ]]
 }
@@ -331,7 +331,7 @@ PY
 }
 
 @test "views: -q means errors only in every tool" {
-    run "$HPS_BIN/hps-profile" -q -m $M/tiny.json -d cpu:999 --reps 1 --warmup 0 --no-scaling -o "$TMP/p.json"
+    run "$HPS_BIN/hps-profile" -q -m $M/tiny.json -D cpu:999 --reps 1 --warmup 0 --no-scaling -o "$TMP/p.json"
     [ "$status" -eq 0 ]
     [ -z "$output" ]
     run "$HPS_BIN/hps-profile" -q -m "$TMP/missing.json"

@@ -1,0 +1,54 @@
+#!/usr/bin/env bats
+# What a new user meets first: option letters, numbers as typed, hints,
+# examples that run as shown (issue 31).
+
+load helpers
+
+setup() {
+    TMP=$(mktemp -d)
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+# "-X --long" of every tool's --help, one "X long tool" line each.
+letters() {
+    local t
+    for t in hps-plan hps-profile hps-shard hps-train; do
+        "$HPS_BIN/$t" --help | sed -nE "s/^ +-([a-zA-Z]), --([a-z0-9-]+).*/\1 \2 $t/p"
+    done
+}
+
+@test "usage: a short option letter means one long option across the four tools, as hps(7) tables it" {
+    letters > "$TMP/l"
+    [ -s "$TMP/l" ]
+    # one long name per letter, whatever the tool
+    clash=$(awk '{ if (($1 in m) && m[$1] != $2) print $1": --"m[$1]" and --"$2; m[$1] = $2 }' "$TMP/l")
+    [ -z "$clash" ] || { echo "$clash"; false; }
+    # each pair in hps(7)'s OPTION LETTERS table, with every tool that has it
+    sed -n '/^\.SS OPTION LETTERS/,/^\.TE/p' "$ROOT/man/hps.7" > "$TMP/table"
+    while read -r l long tool; do
+        row=$(grep -F "\\fB\\-$l\\fR	" "$TMP/table") || { echo "hps(7): no row for -$l"; false; }
+        echo "$row" | grep -qF -- "\\-\\-${long//-/\\-}" || { echo "hps(7): -$l is not --$long: $row"; false; }
+        echo "$row" | grep -qE "$tool|all" || { echo "hps(7): -$l lacks $tool: $row"; false; }
+    done < "$TMP/l"
+}
+
+@test "usage: the old letters still work for a release, with a one-line warning naming the new one" {
+    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:1 --reps 1 -w 0 --no-scaling -o "$TMP/p.json"
+    [ "$status" -eq 0 ]
+    [ -s "$TMP/p.json" ]
+    [[ "$output" == *"warning: -d is deprecated for --devices"*"use -D or --devices"* ]]
+    [[ "$output" == *"warning: -w is deprecated for --warmup"*"use --warmup"* ]]
+    "$HPS_BIN/hps-shard" synth 50 --seed 1 -o "$TMP/d.tsv" 2>/dev/null
+    run "$HPS_BIN/hps-shard" -f criteo -o "$TMP/s" "$TMP/d.tsv"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"warning: -f is deprecated for --format"* ]]
+    run "$HPS_BIN/hps-train" -p "$TMP/none.json" -d "$TMP/s"
+    [[ "$output" == *"warning: -p is deprecated for --plan"*"use -P or --plan"* ]]
+    # the new letters, without a warning
+    run "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 --reps 1 --warmup 0 --no-scaling -o "$TMP/p2.json"
+    [ "$status" -eq 0 ]
+    [ -z "$output" ]
+}
