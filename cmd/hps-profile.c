@@ -82,7 +82,7 @@ typedef struct {
 
 static int parse_count(const char *opt, const char *s, long min, long max, long *out)
 {
-    *out = hps_cli_long(opt, s, min, max);
+    *out = hps_cli_count(opt, s, min, max);
     return 0;
 }
 

@@ -120,6 +120,13 @@ static long opt_long(const char *name, const char *arg, long min, long max)
     return hps_cli_long(opt, arg, min, max);
 }
 
+static long opt_count(const char *name, const char *arg, long min, long max) /* 500k, 2e5, 1.5M */
+{
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", name);
+    return hps_cli_count(opt, arg, min, max);
+}
+
 static double opt_double(const char *name, const char *arg, double min, double max)
 {
     char opt[64];
@@ -144,9 +151,9 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_TRANSFORM: o->transform = optarg; break;
         case OPT_HASH: o->hash = optarg; break;
         case OPT_HASH_SEED: o->hash_seed = opt_long("hash-seed", optarg, 0, LONG_MAX); break;
-        case OPT_BUCKETS: o->buckets = opt_long("buckets", optarg, 1, LONG_MAX); break;
+        case OPT_BUCKETS: o->buckets = opt_count("buckets", optarg, 1, LONG_MAX); break;
         case OPT_SKIP_BAD: o->skip_bad = 1; break;
-        case 'n': o->shards = opt_long("shards", optarg, 1, HPS_MAX_SHARDS), o->shards_given = 1; break;
+        case 'n': o->shards = opt_count("shards", optarg, 1, HPS_MAX_SHARDS), o->shards_given = 1; break;
         case 'w': o->weights = optarg; break;
         case 'p': hps_cli_deprecated_letter('p', "plan", 'P'); /* fallthrough */
         case 'P': o->plan = optarg; break;
@@ -158,7 +165,7 @@ static void parse_options(int argc, char **argv, options *o)
         case 'o': o->output = optarg; break;
         case OPT_FORCE: o->force = 1; break;
         case 'l': o->level = opt_long("level", optarg, -7, 19); break;
-        case OPT_BLOCK_ROWS: o->block_rows = opt_long("block-rows", optarg, 1, HPS_SHARD_MAX_BLOCK_ROWS); break;
+        case OPT_BLOCK_ROWS: o->block_rows = opt_count("block-rows", optarg, 1, HPS_SHARD_MAX_BLOCK_ROWS); break;
         case 'T': o->threads = opt_long("threads", optarg, 1, 1024); break;
         case OPT_AS: o->as = optarg; break;
         case OPT_VERIFY: o->verify = 1; break;
@@ -367,7 +374,7 @@ static int stats(const options *op, int n, char **paths)
 static int synth(const options *op, int n, char **args)
 {
     if (n != 1) die_usage("%s", "synth: give the number of rows");
-    long rows = opt_long("synth ROWS", args[0], 0, LONG_MAX);
+    long rows = opt_count("synth ROWS", args[0], 0, LONG_MAX);
     hps_synth_opts so = {(uint64_t)rows, (uint64_t)op->seed, op->zipf, op->scale, (int)op->threads, op->progress && op->output};
     hps_error err = {{0}, 0};
     hps_synth_result res;

@@ -114,7 +114,7 @@ static int bad_value(const char *opt, const char *value, const char *expected)
 
 static int count_arg(const char *opt, long min, long max, long *out)
 {
-    *out = hps_cli_long(opt, optarg, min, max);
+    *out = hps_cli_count(opt, optarg, min, max);
     return 0;
 }
 

@@ -187,6 +187,26 @@ double hps_cli_positive(const char *opt, const char *arg)
     return v;
 }
 
+long hps_cli_count(const char *opt, const char *arg, long min, long max)
+{
+    double v;
+    if (hps_parse_number(arg, &v))
+        hps_usage_error("%s: '%s' is not a count (digits, an exponent or a suffix: 500, 2e5, 500k, 1.5M)", opt, arg);
+    if (v != floor(v)) hps_usage_error("%s: '%s' is not a whole number", opt, arg);
+    if (!(v >= (double)min && v <= (double)max) || v >= 0x1p63) /* (double)LONG_MAX rounds up */
+        hps_usage_error("%s: '%s' is not a count in [%ld, %ld]", opt, arg, min, max);
+    return (long)v;
+}
+
+double hps_cli_rate(const char *opt, const char *arg)
+{
+    double v;
+    if (hps_parse_number(arg, &v))
+        hps_usage_error("%s: '%s' is not a number (digits, an exponent or a suffix: 500, 2e5, 500k, 1.5M)", opt, arg);
+    if (!(v > 0)) hps_usage_error("%s: '%s' is not a positive number", opt, arg);
+    return v;
+}
+
 int hps_cli_choice(const char *opt, const char *arg, const char *const *names)
 {
     for (int i = 0; names[i]; i++)

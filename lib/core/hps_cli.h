@@ -36,6 +36,10 @@ void hps_cli_verbose(void);
 long hps_cli_long(const char *opt, const char *arg, long min, long max);
 double hps_cli_double(const char *opt, const char *arg, double min, double max);
 double hps_cli_positive(const char *opt, const char *arg); /* finite and > 0 */
+/* A count or a rate as people type them (hps_parse_number: 500k, 2e5,
+ * 1.5M): a count is a whole number in [min, max], a rate finite and > 0. */
+long hps_cli_count(const char *opt, const char *arg, long min, long max);
+double hps_cli_rate(const char *opt, const char *arg);
 /* Index of arg in names (NULL-terminated); otherwise the error lists the
  * choices and suggests the nearest. */
 int hps_cli_choice(const char *opt, const char *arg, const char *const *names);

@@ -84,4 +84,10 @@ int hps_stderr_is_tty(void);
 int hps_parse_long(const char *s, long min, long max, long *out);
 int hps_parse_double(const char *s, double *out);
 
+/* A rate or a count as people type them: decimal digits with an optional
+ * exponent (2e5) and an optional SI suffix, k or K (10^3), M (10^6),
+ * G (10^9), T (10^12): "500k", "1.5M".  Finite, no hex, no inf or nan;
+ * 0 on success, -1 otherwise. */
+int hps_parse_number(const char *s, double *out);
+
 #endif

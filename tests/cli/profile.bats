@@ -137,7 +137,7 @@ for l in d["layers"]:
     [ "$output" = "hps-profile: error: $TMP/missing.json: cannot open: No such file or directory" ]
     run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" --batch 0
     [ "$status" -eq 2 ]
-    [[ "$output" == *"--batch: '0' is not an integer in [1, 1048576]"* ]]
+    [[ "$output" == *"--batch: '0' is not a count in [1, 1048576]"* ]]
     run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D gpu
     [ "$status" -eq 2 ]
     [[ "$output" == *"'gpu' is not a device (expected cpu, cpu:N or cuda:K)"* ]]

@@ -52,3 +52,23 @@ letters() {
     [ "$status" -eq 0 ]
     [ -z "$output" ]
 }
+
+@test "usage: rates and counts as people type them: 500k, 2e5, 1.5M; a clear error otherwise" {
+    plan() {
+        "$HPS_BIN/hps-plan" -q -m "$TESTDATA/models/demo-ctr.json" -c "$TESTDATA/clusters/lab.json" \
+            -p "$TESTDATA/profiles/demo-ctr.json" -a greedy "$@"
+    }
+    plan -t 200000 > "$TMP/a.json"
+    plan -t 2e5 > "$TMP/b.json"
+    plan -t 200k > "$TMP/c.json"
+    cmp "$TMP/a.json" "$TMP/b.json"
+    cmp "$TMP/a.json" "$TMP/c.json"
+    "$HPS_BIN/hps-shard" synth 1.5k --seed 1 -o "$TMP/d.tsv" 2>/dev/null
+    [ "$(wc -l < "$TMP/d.tsv")" -eq 1500 ]
+    run plan -t 5m
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--min-throughput: '5m' is not a number"*"500k, 1.5M"* ]]
+    run "$HPS_BIN/hps-train" --steps 1.5 -P x -d y
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--steps: '1.5' is not a whole number"* ]]
+}

@@ -114,6 +114,27 @@ static void test_unknown_command(void **state)
     assert_string_equal(msg, "hps-x: error: 'cta' is not a command; did you mean 'cat'?\ntry 'hps-x --help'\n");
 }
 
+static void test_numbers_as_typed(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        double v;
+    } good[] = {{"500", 500}, {"500k", 5e5}, {"500K", 5e5}, {"2e5", 2e5}, {"1.5M", 1.5e6}, {"2G", 2e9},
+                {"1T", 1e12}, {".5k", 500}, {"+3", 3}, {"-2", -2}, {"1.25e3k", 1.25e6}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        double v = -1;
+        assert_int_equal(hps_parse_number(good[i].s, &v), 0);
+        assert_true(v == good[i].v);
+    }
+    static const char *const bad[] = {"", "k", "5kk", "5m", "5 k", "0x10", "inf", "nan", "1e400", "abc", ".", "5e"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        double v = -1;
+        assert_int_equal(hps_parse_number(bad[i], &v), -1);
+        assert_true(v == -1); /* untouched */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -121,6 +142,7 @@ int main(void)
         cmocka_unit_test(test_default_action),
         cmocka_unit_test(test_file_operands),
         cmocka_unit_test(test_unknown_command),
+        cmocka_unit_test(test_numbers_as_typed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
