@@ -72,3 +72,25 @@ letters() {
     [ "$status" -eq 2 ]
     [[ "$output" == *"--steps: '1.5' is not a whole number"* ]]
 }
+
+@test "usage: an empty input is an error naming the file, in hps-shard and hps-train" {
+    : > "$TMP/empty.tsv"
+    run "$HPS_BIN/hps-shard" -o "$TMP/s" "$TMP/empty.tsv"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"error: $TMP/empty.tsv: no rows"* ]]
+    [ ! -e "$TMP/s" ]
+    # every line malformed and skipped: no rows either
+    printf 'not a row\n' > "$TMP/bad.tsv"
+    run "$HPS_BIN/hps-shard" --skip-bad -o "$TMP/s" "$TMP/bad.tsv"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"$TMP/bad.tsv: no rows: all 1 line was malformed"* ]]
+    # training shards of no rows (the one row went to the holdout): no 0-step run, no nan
+    "$HPS_BIN/hps-shard" synth 1 --seed 1 -o "$TMP/one.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q --holdout 0.5 -o "$TMP/h" "$TMP/one.tsv"
+    "$HPS_BIN/hps-plan" -q -m "$TESTDATA/models/demo-ctr.json" -c "$TESTDATA/clusters/lab.json" \
+        -p "$TESTDATA/profiles/demo-ctr.json" -t 1000 -o "$TMP/plan.json"
+    run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$TMP/h" --cpu-fallback
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"error: $TMP/h: its train shards hold no rows"* ]]
+    [[ "$output" != *nan* ]]
+}
