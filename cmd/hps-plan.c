@@ -284,7 +284,7 @@ static void fill_meta(const options *o, const plan_inputs *in, plan_meta *m, rec
     *m = (plan_meta){.model_path = ri->owned[n], .cluster_path = ri->owned[n + 1],
                      .data_stats_path = ri->owned[n + 2], .model_digest = in->model->digest,
                      .cluster_digest = in->cluster->digest, .n_profiles = n, .profile_names = ri->names,
-                     .profile_digests = ri->digests, .model_name = in->model->name, .algorithm = o->algo,
+                     .profile_digests = ri->digests, .stdin_profile = in->stdin_profile, .model_name = in->model->name, .algorithm = o->algo,
                      .opts = o->search, .exact_objective = -1};
 }
 
@@ -394,8 +394,10 @@ static void reload(options *o, const char *path, plan_reloaded *rl)
     hps_error err;
     if (plan_reload_file(path, rl, &err)) die(&err);
     plan_reload_sources(rl, &o->src);
-    if (!o->src.n_profiles && rl->pf.stdin_profile)
-        hps_usage_error("%s: its profile was read from stdin; name it with -p PROFILE", hps_path_name(path));
+    if (!o->src.n_profiles && rl->pf.stdin_profile) /* a plan of an hps-plan that kept no copy */
+        hps_usage_error("%s: its profile was read from stdin and the plan holds no copy; name the profile: "
+                        "hps-plan show %s -p PROFILE (the file hps-profile -o wrote)", hps_path_name(path),
+                        path);
     if (!o->src.model) hps_usage_error("missing -m MODEL");
     if (!o->src.cluster) hps_usage_error("missing -c CLUSTER");
     if (plan_reload_inputs(rl, &o->src, &err)) die(&err);

@@ -156,6 +156,8 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
     json_t *inputs = json_pack("{s:s, s:s, s:o}", "model", m->model_path, "cluster", m->cluster_path, "profiles",
                                str_array(m->n_profiles, m->profile_names));
     json_object_set_new(inputs, "data_stats", m->data_stats_path ? json_string(m->data_stats_path) : json_null());
+    json_t *piped = m->stdin_profile ? json_loads(m->stdin_profile, 0, NULL) : NULL; /* read and checked before */
+    if (piped) json_object_set_new(inputs, "stdin_profile", piped);
     json_object_set_new(root, "inputs", inputs);
     json_object_set_new(root, "rows", json_string(p->rows_on_servers ? "servers" : "auto"));
     json_object_set_new(root, "digests", json_pack("{s:s, s:s, s:o}", "model", m->model_digest, "cluster",

@@ -94,3 +94,24 @@ letters() {
     [[ "$output" == *"error: $TMP/h: its train shards hold no rows"* ]]
     [[ "$output" != *nan* ]]
 }
+
+@test "usage: a plan made from a piped profile keeps it: show and --explain need no -p" {
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" --estimate "$TESTDATA/devices/gpu-t4.json" 2>/dev/null |
+        "$HPS_BIN/hps-plan" -q -m "$TESTDATA/models/demo-ctr.json" -c "$TESTDATA/clusters/lab.json" -p - -t 20000 \
+            -o "$TMP/plan.json"
+    run "$HPS_BIN/hps-plan" show "$TMP/plan.json" -f table
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"plan for demo-ctr"* ]]
+    # the same table as from the profile named on the command line
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" --estimate "$TESTDATA/devices/gpu-t4.json" \
+        -o "$TMP/p.json" 2>/dev/null
+    [ "$output" = "$("$HPS_BIN/hps-plan" show "$TMP/plan.json" -f table -p "$TMP/p.json")" ]
+    run "$HPS_BIN/hps-plan" --explain "$TMP/plan.json"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"gpu-t4"* ]]
+    # a plan that kept no copy (an older hps-plan's) says what to run
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); del d['inputs']['stdin_profile']; json.dump(d, open(sys.argv[1], 'w'))" "$TMP/plan.json"
+    run "$HPS_BIN/hps-plan" show "$TMP/plan.json"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"the plan holds no copy; name the profile: hps-plan show $TMP/plan.json -p PROFILE"* ]]
+}
