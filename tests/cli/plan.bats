@@ -178,7 +178,7 @@ assert s["cache_hit_rate"] > 0.95 > d["cache_hit_rate"], (d["cache_hit_rate"], s
     echo '{"format": "hps-cluster", "version": 1}' > "$TMP/manifest.json"
     run big --data-stats "$TMP/manifest.json"
     [ "$status" -eq 2 ]
-    [[ "$output" == *"manifest.json: format is 'hps-cluster', expected 'hps-shards'" ]]
+    [[ "$output" == *"manifest.json: format is 'hps-cluster', expected 'hps-shards': a cluster given where a shard manifest is expected" ]]
 }
 
 @test "plan: rl is deterministic for a seed and exact is optimal" {

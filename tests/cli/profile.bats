@@ -417,7 +417,7 @@ PY
         "$TMP/a.json" "$TMP/b.json"
     run "$HPS_BIN/hps-profile" -m "$TESTDATA/clusters/lab.json"
     [ "$status" -eq 2 ]
-    [ "$output" = "hps-profile: error: $TESTDATA/clusters/lab.json: format is 'hps-cluster', expected 'hps-model'" ]
+    [ "$output" = "hps-profile: error: $TESTDATA/clusters/lab.json: format is 'hps-cluster', expected 'hps-model': a cluster given where a model is expected" ]
     sed 's/"version": 1/"version": 2/' "$TESTDATA/models/tiny.json" > "$TMP/v2.json"
     run "$HPS_BIN/hps-profile" -m "$TMP/v2.json"
     [ "$status" -eq 2 ]

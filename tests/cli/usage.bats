@@ -115,3 +115,42 @@ letters() {
     [ "$status" -eq 2 ]
     [[ "$output" == *"the plan holds no copy; name the profile: hps-plan show $TMP/plan.json -p PROFILE"* ]]
 }
+
+@test "usage: where the fix is known the error says it: a spec sheet, the kind of file given, a misspelt field" {
+    # a device no profile has, with a spec sheet in testdata/devices: the command that estimates it
+    run "$HPS_BIN/hps-plan" -m "$TESTDATA/models/demo-ctr.json" -c "$TESTDATA/clusters/aws.json" \
+        -p "$TESTDATA/profiles/demo-ctr-cpu.json" -t 10
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"device 'gpu-t4' is in no profile; estimate it from its spec sheet: hps-profile -m $TESTDATA/models/demo-ctr.json --estimate $TESTDATA/devices/gpu-t4.json -o PROFILE"* ]]
+    # a file of one kind where another is expected
+    run "$HPS_BIN/hps-plan" -m "$TESTDATA/profiles/demo-ctr.json" -c "$TESTDATA/clusters/lab.json" \
+        -p "$TESTDATA/profiles/demo-ctr.json" -t 10
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"a profile given where a model is expected"* ]]
+    echo '{"name": "x", "layers": []}' > "$TMP/noformat.json"
+    run "$HPS_BIN/hps-plan" show "$TMP/noformat.json"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"noformat.json: missing field 'format': expected a plan (\"format\": \"hps-plan\")"* ]]
+    printf '{"event": "step", "step": 1}\n{"event": "step", "step": 2}\n' > "$TMP/metrics.ndjson"
+    run "$HPS_BIN/hps-plan" show "$TMP/metrics.ndjson"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"metrics.ndjson:2: one JSON value a line (NDJSON, as hps-train --metrics writes"* ]]
+    # --data given a shard file, a raw TSV, a manifest
+    "$HPS_BIN/hps-shard" synth 100 --seed 1 -o "$TMP/d.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -o "$TMP/s" "$TMP/d.tsv"
+    "$HPS_BIN/hps-plan" -q -m "$TESTDATA/models/demo-ctr.json" -c "$TESTDATA/clusters/lab.json" \
+        -p "$TESTDATA/profiles/demo-ctr.json" -t 1000 -o "$TMP/plan.json"
+    run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$TMP/s/shard-00000.hps"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"$TMP/s/shard-00000.hps: is one shard file; give the directory that holds it and its manifest.json ($TMP/s)"* ]]
+    run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$TMP/d.tsv"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"$TMP/d.tsv: is a file, not a directory of shards; if it is Criteo TSV or libsvm text, shard it first: hps-shard -o DIR $TMP/d.tsv"* ]]
+    run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$TMP/s/manifest.json"
+    [[ "$output" == *"give the directory of the shards, not its manifest ($TMP/s)"* ]]
+    # a misspelt field of a JSON input: did you mean, as for options
+    sed 's/"activation"/"activaton"/' "$TESTDATA/models/demo-ctr.json" > "$TMP/typo.json"
+    run "$HPS_BIN/hps-profile" -m "$TMP/typo.json" --estimate "$TESTDATA/devices/gpu-t4.json"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"unknown field 'activaton'; did you mean 'activation'?"* ]]
+}

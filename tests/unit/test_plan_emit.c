@@ -113,9 +113,9 @@ static void test_plan_file_errors(void **state)
     static const struct {
         const char *text, *msg;
     } cases[] = {
-        {"{\"format\": \"hps-cluster\", \"version\": 1}", "p.json: format is 'hps-cluster', expected 'hps-plan'"},
+        {"{\"format\": \"hps-cluster\", \"version\": 1}", "p.json: format is 'hps-cluster', expected 'hps-plan': a cluster given where a plan is expected"},
         {"{\"format\": \"hps-plan\", \"version\": 2}", "p.json: hps-plan version 2, this hps reads versions 1 to 1"},
-        {"{\"version\": 1}", "p.json: missing field 'format'"},
+        {"{\"version\": 1}", "p.json: missing field 'format': expected a plan (\"format\": \"hps-plan\")"},
         {PLAN_HEAD "\"stages\": [{\"type\": \"cpu\", \"units\": 1, \"layers\": [0, 2147483647]}]}",
          "p.json: stage 0: layers [0, 2147483647]: expected [0, last] with last < 1024"},
         {PLAN_HEAD "\"model\": {\"layers\": 3}, \"stages\": [{\"type\": \"cpu\", \"units\": 1, \"layers\": [0, 1]}]}",
