@@ -358,6 +358,28 @@ PY
     [ "$output" = "hps-train: error: $TMP/bad.ndjson:1: expected a metrics record (a JSON object with \"event\")" ]
 }
 
+@test "train: a short run records a curve by default, and one record draws inside its charts" {
+    # no --metrics-interval: records every 1/100 of the run's steps, not one per 10 s
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --metrics "$TMP/m.ndjson"
+    steps=$(json_field "$TMP/m.ndjson" "d['steps']")
+    records=$(grep -c '"event": *"step"' "$TMP/m.ndjson")
+    [ "$steps" -ge 3 ]
+    [ "$records" -ge "$steps" ] || { echo "$records step records for $steps steps"; false; }
+    # one step, one record: every dot inside a chart's frame
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --steps 1 --metrics "$TMP/one.ndjson"
+    "$HPS_BIN/hps-train" show "$TMP/one.ndjson" -o "$TMP/one.svg"
+    python3 - "$TMP/one.svg" <<'PY'
+import re, sys
+svg = open(sys.argv[1]).read()
+frames = [tuple(float(v) for v in m) for m in
+          re.findall(r'<rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)" fill="none"', svg)]
+dots = [(float(x), float(y)) for x, y in re.findall(r'<circle cx="([-\d.]+)" cy="([-\d.]+)"', svg)]
+assert len(frames) == 4 and dots, (frames, dots)
+out = [d for d in dots if not any(x <= d[0] <= x + w and y <= d[1] <= y + h for x, y, w, h in frames)]
+assert not out, "dots outside every chart: %s" % out
+PY
+}
+
 @test "train: more than 256 micro-batches (was a stack overflow)" {
     python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); m["batch"]=600; json.dump(m,open(sys.argv[2],"w"))' \
         "$MODEL" "$TMP/m600.json"
