@@ -291,8 +291,8 @@ static int shard(const options *op, int n_inputs, char **inputs)
         snprintf(in_size, sizeof in_size, "%.1f MB (%.1f MB compressed)", (double)res.text_bytes / 1e6,
                  (double)res.bytes_in / 1e6);
     else snprintf(in_size, sizeof in_size, "%.1f MB", (double)res.bytes_in / 1e6);
-    hps_log(2, "%s: %llu rows in %d shard%s%s, %s -> %.1f MB in %.2f s (%.0f MB/s, %.0f rows/s)\n",
-            op->output, (unsigned long long)res.rows, so.n_shards, so.n_shards == 1 ? "" : "s",
+    hps_log(2, "%s: %llu row%s in %d shard%s%s, %s -> %.1f MB in %.2f s (%.0f MB/s, %.0f rows/s)\n",
+            op->output, (unsigned long long)res.rows, res.rows == 1 ? "" : "s", so.n_shards, so.n_shards == 1 ? "" : "s",
             so.holdout > 0 ? " + holdout" : "", in_size, (double)res.bytes_out / 1e6,
             res.seconds, (double)res.bytes_in / 1e6 / res.seconds, (double)res.rows / res.seconds);
     if (res.skipped) hps_warnf("skipped %llu malformed line%s", (unsigned long long)res.skipped, res.skipped == 1 ? "" : "s");

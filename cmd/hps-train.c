@@ -277,8 +277,8 @@ static void print_fidelity(const hps_trainer *t)
 static void print_summary(const hps_trainer *t)
 {
     const hps_train_summary *s = hps_trainer_summary(t);
-    hps_log(2, "%s: %llu steps, %llu samples, loss %.4f, %.0f samples/s\n", hps_progname(),
-            (unsigned long long)s->steps, (unsigned long long)s->samples, s->last_loss,
+    hps_log(2, "%s: %llu step%s, %llu samples, loss %.4f, %.0f samples/s\n", hps_progname(),
+            (unsigned long long)s->steps, s->steps == 1 ? "" : "s", (unsigned long long)s->samples, s->last_loss,
             s->samples_per_s);
     print_fidelity(t);
     if (s->have_eval)

@@ -193,6 +193,21 @@ int hps_parse_number(const char *s, double *out)
     return 0;
 }
 
+const char *hps_format_number(double v, int digits, char *buf, size_t n)
+{
+    static const char suffix[] = "MGT";
+    double a = fabs(v);
+    if (!isfinite(v) || a < 1e6) {
+        /* below a million: %g's exponent only past `digits` digits: print those whole */
+        if (isfinite(v) && a >= pow(10, digits)) snprintf(buf, n, "%.0f", v);
+        else snprintf(buf, n, "%.*g", digits, v);
+        return buf;
+    }
+    int k = a >= 1e12 ? 2 : a >= 1e9 ? 1 : 0;
+    snprintf(buf, n, "%.*g%c", digits, v / pow(1e3, k + 2), suffix[k]);
+    return buf;
+}
+
 int hps_parse_double(const char *s, double *out)
 {
     char *end;

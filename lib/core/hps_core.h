@@ -89,5 +89,9 @@ int hps_parse_double(const char *s, double *out);
  * G (10^9), T (10^12): "500k", "1.5M".  Finite, no hex, no inf or nan;
  * 0 on success, -1 otherwise. */
 int hps_parse_number(const char *s, double *out);
+/* The other way, for tables: at most `digits` significant digits and never an
+ * exponent, a million and more with the suffix hps_parse_number reads back
+ * ("93542.7", "3.93252M", "100M"), so that a column reads one way. */
+const char *hps_format_number(double v, int digits, char *buf, size_t n);
 
 #endif

@@ -51,8 +51,11 @@ static const char *shown(const char *s) { return s ? s : "(null)"; }
 
 static void print_device(const hps_profile_device *d, FILE *out)
 {
-    fprintf(out, "device %s (%s, %s): %s, %d threads\n", d->id, d->is_gpu ? "gpu" : "cpu", d->source, shown(d->name),
-            d->threads);
+    /* threads are a CPU's (a GPU's are 0), and a measured CPU's name already says them */
+    const char *name = shown(d->name);
+    if (d->is_gpu || strstr(name, " threads")) fprintf(out, "device %s (%s, %s): %s\n", d->id, d->is_gpu ? "gpu" : "cpu", d->source, name);
+    else fprintf(out, "device %s (%s, %s): %s, %d thread%s\n", d->id, "cpu", d->source, name, d->threads,
+                 d->threads == 1 ? "" : "s");
     fprintf(out, "  sgemm %.1f GFLOP/s, triad %.1f GB/s, gather %.1f Mrows/s\n", d->sgemm_gflops, d->triad_gbps,
             d->gather_mrows_per_s);
     fprintf(out, "  %-3s %-16s %-15s %10s %10s %9s %10s %10s %10s %6s %6s\n", "#", "layer", "type",

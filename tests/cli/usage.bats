@@ -154,3 +154,35 @@ letters() {
     [ "$status" -eq 2 ]
     [[ "$output" == *"unknown field 'activaton'; did you mean 'activation'?"* ]]
 }
+
+@test "usage: the tables' words agree with their numbers, and a column's numbers read one way" {
+    run "$HPS_BIN/hps-plan" -q -m "$TESTDATA/models/demo-ctr.json" -c "$TESTDATA/clusters/lab.json" \
+        -p "$TESTDATA/profiles/demo-ctr.json" -t 20000 -a exact -f table
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"total  1 unit, "* ]]
+    [[ "$output" == *"1 episode, optimal"* ]]
+    [[ "$output" == *"cost at >= 20000 samples/s, 100M samples x 1 epoch"* ]]
+    [[ "$output" != *"e+0"* ]]
+    run "$HPS_BIN/hps-profile" show "$TESTDATA/profiles/demo-ctr.json" -f table
+    [[ "$output" == *"device gpu-t4 (gpu, estimated): NVIDIA T4 (estimated)"$'\n'* ]]
+    [[ "$output" != *"0 threads"* ]]
+    [[ "$output" != *"threads, 2 threads"* ]]
+}
+
+@test "usage: the bash completions work in a bash without the bash-completion package" {
+    mkdir "$TMP/dir" && touch "$TMP/dir/plan.json" "$TMP/dir/notes.txt"
+    for t in hps-plan hps-profile hps-shard hps-train; do
+        # a bare bash: no bash-completion, so no _init_completion nor _filedir
+        run env -i HOME="$TMP" PATH="$PATH" bash --norc --noprofile -c '
+            source "$1" || exit 1
+            fn=$(complete -p "$2" | sed -E "s/.*-F ([^ ]+) .*/\1/")
+            COMP_WORDS=("$2" --versi) COMP_CWORD=1; "$fn" 2>&1; echo "opts: ${COMPREPLY[*]}"
+            COMP_WORDS=("$2" -m "$3/") COMP_CWORD=2; "$fn" 2>&1; echo "files: ${COMPREPLY[*]}"' \
+            _ "$ROOT/completions/bash/$t" "$t" "$TMP/dir"
+        [ "$status" -eq 0 ] || { echo "$t: $output"; false; }
+        [[ "$output" != *"command not found"* ]] || { echo "$t: $output"; false; }
+        [[ "$output" == *"opts: --version"* ]] || { echo "$t: $output"; false; }
+        [[ "$output" == *"files: $TMP/dir/plan.json"* ]] || { echo "$t: $output"; false; }
+        [[ "$output" != *notes.txt* ]] || { echo "$t: $output"; false; }
+    done
+}

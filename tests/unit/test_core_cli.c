@@ -1,6 +1,7 @@
 /* The subcommand dispatch of lib/core/hps_cli.c: a command gets argv with
  * its name taken out, the default action gets argv as it is, and a word
  * that is no command is a usage error naming the nearest. */
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -135,6 +136,26 @@ static void test_numbers_as_typed(void **state)
     }
 }
 
+static void test_numbers_for_tables(void **state)
+{
+    (void)state;
+    char b[32];
+    assert_string_equal(hps_format_number(93542.7, 6, b, sizeof b), "93542.7");
+    assert_string_equal(hps_format_number(3.93252e6, 6, b, sizeof b), "3.93252M");
+    assert_string_equal(hps_format_number(1e8, 6, b, sizeof b), "100M");
+    assert_string_equal(hps_format_number(2.5e9, 6, b, sizeof b), "2.5G");
+    assert_string_equal(hps_format_number(0.0127107, 6, b, sizeof b), "0.0127107");
+    assert_string_equal(hps_format_number(93542.7, 4, b, sizeof b), "93543"); /* no 9.354e+04 */
+    assert_string_equal(hps_format_number(-5e6, 4, b, sizeof b), "-5M");
+    /* what a table prints reads back as an option's value */
+    static const double v[] = {20000, 1e6, 3.93252e6, 1e8, 7.5e12};
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        double back;
+        assert_int_equal(hps_parse_number(hps_format_number(v[i], 6, b, sizeof b), &back), 0);
+        assert_true(fabs(back - v[i]) <= 1e-5 * v[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -143,6 +164,7 @@ int main(void)
         cmocka_unit_test(test_file_operands),
         cmocka_unit_test(test_unknown_command),
         cmocka_unit_test(test_numbers_as_typed),
+        cmocka_unit_test(test_numbers_for_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
