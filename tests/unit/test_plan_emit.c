@@ -199,7 +199,7 @@ static void test_gap_of_a_tie(void **state)
     plan_print_table(mem, f.p, &e, &l, &r, &meta);
     fclose(mem);
     assert_null(strstr(text, "-0.00%"));
-    assert_non_null(strstr(text, ", 0.00% above the optimum"));
+    assert_non_null(strstr(text, ", at the optimum (within 0.01%)"));
     free(text);
     json_decref(root);
     plan_layout_free(&l);
