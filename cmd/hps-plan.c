@@ -149,21 +149,21 @@ static void parse_options(int argc, char **argv, options *o)
         case 'm': o->src.model = optarg; break;
         case 'c': o->src.cluster = optarg; break;
         case 'p': o->profile_args[o->src.n_profiles++] = optarg; break;
-        case 't': o->min_throughput = hps_cli_positive("--min-throughput", optarg); break;
+        case 't': o->min_throughput = hps_cli_rate("--min-throughput", optarg); break;
         case OPT_OBJECTIVE: o->objective = hps_cli_choice("--objective", optarg, plan_objective_names); break;
         case 'a': o->algo = optarg; break;
         case 's': o->search.seed = (uint64_t)hps_cli_long("--seed", optarg, 0, 2147483647L); break;
-        case OPT_SAMPLES: o->samples = hps_cli_positive("--samples", optarg); break;
-        case OPT_EPOCHS: o->epochs = hps_cli_long("--epochs", optarg, 1, 1000000); break;
+        case OPT_SAMPLES: o->samples = hps_cli_rate("--samples", optarg); break;
+        case OPT_EPOCHS: o->epochs = hps_cli_count("--epochs", optarg, 1, 1000000); break;
         case OPT_MICRO: o->micro_batches = hps_cli_long("--micro-batches", optarg, 1, HPS_MAX_MICRO_BATCHES); break;
-        case OPT_EPISODES: o->search.episodes = hps_cli_long("--episodes", optarg, 1, 100000000); break;
+        case OPT_EPISODES: o->search.episodes = hps_cli_count("--episodes", optarg, 1, 100000000); break;
         case OPT_TIME_LIMIT: o->search.time_limit = hps_cli_positive("--time-limit", optarg); break;
         case OPT_BOUND_TIME: o->search.bound_time = hps_cli_positive("--bound-time", optarg); break;
         case OPT_NO_POLISH: o->search.polish = 0; break;
-        case OPT_EVALUATIONS: o->search.evaluations = hps_cli_long("--evaluations", optarg, 1, 1000000000); break;
+        case OPT_EVALUATIONS: o->search.evaluations = hps_cli_count("--evaluations", optarg, 1, 1000000000); break;
         case OPT_POLICY: o->policy = optarg; break;
         case OPT_TRAIN_POLICY: o->train_policy = optarg; break;
-        case OPT_INSTANCES: o->instances = hps_cli_long("--instances", optarg, 1, 1000000); break;
+        case OPT_INSTANCES: o->instances = hps_cli_count("--instances", optarg, 1, 1000000); break;
         case 'f': o->format_arg = optarg; break;
         case 'o': o->output = optarg; break;
         case OPT_RANKFILE: o->rankfile = optarg; break;
@@ -284,7 +284,7 @@ static void fill_meta(const options *o, const plan_inputs *in, plan_meta *m, rec
     *m = (plan_meta){.model_path = ri->owned[n], .cluster_path = ri->owned[n + 1],
                      .data_stats_path = ri->owned[n + 2], .model_digest = in->model->digest,
                      .cluster_digest = in->cluster->digest, .n_profiles = n, .profile_names = ri->names,
-                     .profile_digests = ri->digests, .model_name = in->model->name, .algorithm = o->algo,
+                     .profile_digests = ri->digests, .stdin_profile = in->stdin_profile, .model_name = in->model->name, .algorithm = o->algo,
                      .opts = o->search, .exact_objective = -1};
 }
 
@@ -394,8 +394,10 @@ static void reload(options *o, const char *path, plan_reloaded *rl)
     hps_error err;
     if (plan_reload_file(path, rl, &err)) die(&err);
     plan_reload_sources(rl, &o->src);
-    if (!o->src.n_profiles && rl->pf.stdin_profile)
-        hps_usage_error("%s: its profile was read from stdin; name it with -p PROFILE", hps_path_name(path));
+    if (!o->src.n_profiles && rl->pf.stdin_profile) /* a plan of an hps-plan that kept no copy */
+        hps_usage_error("%s: its profile was read from stdin and the plan holds no copy; name the profile: "
+                        "hps-plan show %s -p PROFILE (the file hps-profile -o wrote)", hps_path_name(path),
+                        path);
     if (!o->src.model) hps_usage_error("missing -m MODEL");
     if (!o->src.cluster) hps_usage_error("missing -c CLUSTER");
     if (plan_reload_inputs(rl, &o->src, &err)) die(&err);

@@ -27,10 +27,10 @@ static const char usage[] =
     "(JSON, hps-profile(5)) for hps-plan.\n"
     "\n"
     "  -m, --model FILE        the model (hps-model(5)); - reads stdin\n"
-    "  -d, --devices LIST      cpu, cpu:N (N threads), cuda:K, comma-separated [cpu]\n"
+    "  -D, --devices LIST      cpu, cpu:N (N threads), cuda:K, comma-separated [cpu]\n"
     "  -b, --batch N           samples per batch [the model's batch]\n"
     "  -r, --reps N            timed repetitions, at least [10]\n"
-    "  -w, --warmup N          untimed repetitions first, at least [2]\n"
+    "      --warmup N          untimed repetitions first, at least [2]\n"
     "      --min-time SEC      time steps for at least SEC seconds a device [0.5]\n"
     "      --table-rows N      most rows per embedding slot while profiling [1048576]\n"
     "      --no-scaling        skip timing every thread count from 1 to N\n"
@@ -48,15 +48,15 @@ static const char usage[] =
     "  -h, --help              show this help, then exit\n"
     "  -V, --version           show the version, then exit\n";
 
-enum { OPT_TABLE_ROWS = 256, OPT_NO_SCALING, OPT_SEED, OPT_ENERGY, OPT_ESTIMATE, OPT_MERGE,
+enum { OPT_TABLE_ROWS = 256, OPT_WARMUP, OPT_NO_SCALING, OPT_SEED, OPT_ENERGY, OPT_ESTIMATE, OPT_MERGE,
        OPT_LIST_DEVICES, OPT_DATA, OPT_MIN_TIME };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
-    {"devices", required_argument, NULL, 'd'},
+    {"devices", required_argument, NULL, 'D'},
     {"batch", required_argument, NULL, 'b'},
     {"reps", required_argument, NULL, 'r'},
-    {"warmup", required_argument, NULL, 'w'},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
     {"min-time", required_argument, NULL, OPT_MIN_TIME},
     {"table-rows", required_argument, NULL, OPT_TABLE_ROWS},
     {"no-scaling", no_argument, NULL, OPT_NO_SCALING},
@@ -84,7 +84,7 @@ typedef struct {
 
 static int parse_count(const char *opt, const char *s, long min, long max, long *out)
 {
-    *out = hps_cli_long(opt, s, min, max);
+    *out = hps_cli_count(opt, s, min, max);
     return 0;
 }
 
@@ -94,10 +94,11 @@ static int parse_args(int argc, char **argv, args *a)
     static const char *const formats[] = {"json", "table", NULL};
     long v;
     int c;
-    while ((c = hps_cli_getopt(argc, argv, "m:d:b:r:w:f:o:qvhV", long_options)) != -1) {
+    while ((c = hps_cli_getopt(argc, argv, "m:D:d:b:r:w:f:o:qvhV", long_options)) != -1) {
         switch (c) {
         case 'm': a->model = optarg; break;
-        case 'd': a->devices = optarg; break;
+        case 'd': hps_cli_deprecated_letter('d', "devices", 'D'); /* fallthrough */
+        case 'D': a->devices = optarg; break;
         case 'b':
             if (parse_count("--batch", optarg, 1, HPS_MAX_BATCH, &v)) return HPS_EXIT_USAGE;
             a->opts.batch = (int)v;
@@ -106,7 +107,8 @@ static int parse_args(int argc, char **argv, args *a)
             if (parse_count("--reps", optarg, 1, 100000, &v)) return HPS_EXIT_USAGE;
             a->opts.reps = (int)v;
             break;
-        case 'w':
+        case 'w': hps_cli_deprecated_letter('w', "warmup", 0); /* fallthrough */
+        case OPT_WARMUP:
             if (parse_count("--warmup", optarg, 0, 100000, &v)) return HPS_EXIT_USAGE;
             a->opts.warmup = (int)v;
             break;

@@ -32,7 +32,7 @@ static void usage(FILE *f)
 "                       [--meta FILE] [-o FILE]\n"
 "\n"
 "Input:\n"
-"  -f, --format FMT      criteo (default) or libsvm\n"
+"      --format FMT      criteo (default) or libsvm\n"
 "  -m, --model FILE      check the data against this model's input; take its slot names\n"
 "      --classes N       libsvm labels are classes 0..N-1 (default: binary 0/1 or -1/+1)\n"
 "      --dense N         libsvm features 1..N become dense features instead of a weighted slot\n"
@@ -44,7 +44,7 @@ static void usage(FILE *f)
 "Split:\n"
 "  -n, --shards N        N equal shards (default 1)\n"
 "  -w, --weights A,B,..  one shard per weight, rows in proportion\n"
-"  -p, --plan FILE       one shard per worker of an hps-plan plan, by its shares\n"
+"  -P, --plan FILE       one shard per worker of an hps-plan plan, by its shares\n"
 "      --holdout F       also write holdout.hps with the last fraction F of the rows\n"
 "      --shuffle         shuffle the rows (two passes; memory bounded by --shuffle-mem)\n"
 "  -s, --seed S          seed of --shuffle and of synth (default 0)\n"
@@ -76,19 +76,19 @@ static void usage(FILE *f)
 }
 
 enum {
-    OPT_CLASSES = 256, OPT_DENSE, OPT_TRANSFORM, OPT_HASH, OPT_HASH_SEED, OPT_BUCKETS, OPT_SKIP_BAD,
+    OPT_CLASSES = 256, OPT_FORMAT, OPT_DENSE, OPT_TRANSFORM, OPT_HASH, OPT_HASH_SEED, OPT_BUCKETS, OPT_SKIP_BAD,
     OPT_HOLDOUT, OPT_SHUFFLE, OPT_SHUFFLE_MEM, OPT_SERVERS, OPT_FORCE, OPT_BLOCK_ROWS, OPT_AS,
     OPT_VERIFY, OPT_ZIPF, OPT_SCALE, OPT_META, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_CARDINALITY,
     OPT_INTERACTIONS
 };
 
 static const struct option long_opts[] = {
-    {"format", required_argument, 0, 'f'},     {"model", required_argument, 0, 'm'},
+    {"format", required_argument, 0, OPT_FORMAT},     {"model", required_argument, 0, 'm'},
     {"classes", required_argument, 0, OPT_CLASSES}, {"dense", required_argument, 0, OPT_DENSE},
     {"transform", required_argument, 0, OPT_TRANSFORM}, {"hash", required_argument, 0, OPT_HASH},
     {"hash-seed", required_argument, 0, OPT_HASH_SEED}, {"buckets", required_argument, 0, OPT_BUCKETS},
     {"skip-bad", no_argument, 0, OPT_SKIP_BAD}, {"shards", required_argument, 0, 'n'},
-    {"weights", required_argument, 0, 'w'},    {"plan", required_argument, 0, 'p'},
+    {"weights", required_argument, 0, 'w'},    {"plan", required_argument, 0, 'P'},
     {"holdout", required_argument, 0, OPT_HOLDOUT}, {"shuffle", no_argument, 0, OPT_SHUFFLE},
     {"seed", required_argument, 0, 's'},       {"shuffle-mem", required_argument, 0, OPT_SHUFFLE_MEM},
     {"servers", required_argument, 0, OPT_SERVERS}, {"output", required_argument, 0, 'o'},
@@ -127,6 +127,13 @@ static long opt_long(const char *name, const char *arg, long min, long max)
     return hps_cli_long(opt, arg, min, max);
 }
 
+static long opt_count(const char *name, const char *arg, long min, long max) /* 500k, 2e5, 1.5M */
+{
+    char opt[64];
+    snprintf(opt, sizeof opt, "--%s", name);
+    return hps_cli_count(opt, arg, min, max);
+}
+
 static double opt_double(const char *name, const char *arg, double min, double max)
 {
     char opt[64];
@@ -141,20 +148,22 @@ static void parse_options(int argc, char **argv, options *o)
                    .threads = cpus > 0 ? cpus : 1, .shuffle_mem = 64, .zipf = 1.1, .scale = 1,
                    .progress = hps_stderr_is_tty()};
     int c;
-    while ((c = hps_cli_getopt(argc, argv, "f:m:n:w:p:s:o:l:T:qvhV", long_opts)) != -1) {
+    while ((c = hps_cli_getopt(argc, argv, "f:m:n:w:P:p:s:o:l:T:qvhV", long_opts)) != -1) {
         switch (c) {
-        case 'f': o->format = optarg; break;
+        case 'f': hps_cli_deprecated_letter('f', "format", 0); /* fallthrough */
+        case OPT_FORMAT: o->format = optarg; break;
         case 'm': o->model = optarg; break;
         case OPT_CLASSES: o->classes = opt_long("classes", optarg, 2, HPS_DATA_MAX_CLASSES); break;
         case OPT_DENSE: o->dense = opt_long("dense", optarg, 1, HPS_DATA_MAX_DENSE); break;
         case OPT_TRANSFORM: o->transform = optarg; break;
         case OPT_HASH: o->hash = optarg; break;
         case OPT_HASH_SEED: o->hash_seed = opt_long("hash-seed", optarg, 0, LONG_MAX); break;
-        case OPT_BUCKETS: o->buckets = opt_long("buckets", optarg, 1, LONG_MAX); break;
+        case OPT_BUCKETS: o->buckets = opt_count("buckets", optarg, 1, LONG_MAX); break;
         case OPT_SKIP_BAD: o->skip_bad = 1; break;
-        case 'n': o->shards = opt_long("shards", optarg, 1, HPS_MAX_SHARDS), o->shards_given = 1; break;
+        case 'n': o->shards = opt_count("shards", optarg, 1, HPS_MAX_SHARDS), o->shards_given = 1; break;
         case 'w': o->weights = optarg; break;
-        case 'p': o->plan = optarg; break;
+        case 'p': hps_cli_deprecated_letter('p', "plan", 'P'); /* fallthrough */
+        case 'P': o->plan = optarg; break;
         case OPT_HOLDOUT: o->holdout = opt_double("holdout", optarg, 0, 0.999999); break;
         case OPT_SHUFFLE: o->shuffle = 1; break;
         case 's': o->seed = opt_long("seed", optarg, 0, LONG_MAX), o->seed_given = 1; break;
@@ -163,7 +172,7 @@ static void parse_options(int argc, char **argv, options *o)
         case 'o': o->output = optarg; break;
         case OPT_FORCE: o->force = 1; break;
         case 'l': o->level = opt_long("level", optarg, -7, 19); break;
-        case OPT_BLOCK_ROWS: o->block_rows = opt_long("block-rows", optarg, 1, HPS_SHARD_MAX_BLOCK_ROWS); break;
+        case OPT_BLOCK_ROWS: o->block_rows = opt_count("block-rows", optarg, 1, HPS_SHARD_MAX_BLOCK_ROWS); break;
         case 'T': o->threads = opt_long("threads", optarg, 1, 1024); break;
         case OPT_AS: o->as = optarg; break;
         case OPT_VERIFY: o->verify = 1; break;
@@ -295,8 +304,8 @@ static int shard(const options *op, int n_inputs, char **inputs)
         snprintf(in_size, sizeof in_size, "%.1f MB (%.1f MB compressed)", (double)res.text_bytes / 1e6,
                  (double)res.bytes_in / 1e6);
     else snprintf(in_size, sizeof in_size, "%.1f MB", (double)res.bytes_in / 1e6);
-    hps_log(2, "%s: %llu rows in %d shard%s%s, %s -> %.1f MB in %.2f s (%.0f MB/s, %.0f rows/s)\n",
-            op->output, (unsigned long long)res.rows, so.n_shards, so.n_shards == 1 ? "" : "s",
+    hps_log(2, "%s: %llu row%s in %d shard%s%s, %s -> %.1f MB in %.2f s (%.0f MB/s, %.0f rows/s)\n",
+            op->output, (unsigned long long)res.rows, res.rows == 1 ? "" : "s", so.n_shards, so.n_shards == 1 ? "" : "s",
             so.holdout > 0 ? " + holdout" : "", in_size, (double)res.bytes_out / 1e6,
             res.seconds, (double)res.bytes_in / 1e6 / res.seconds, (double)res.rows / res.seconds);
     if (res.skipped) hps_warnf("skipped %llu malformed line%s", (unsigned long long)res.skipped, res.skipped == 1 ? "" : "s");
@@ -378,7 +387,7 @@ static int stats(const options *op, int n, char **paths)
 static int synth(const options *op, int n, char **args)
 {
     if (n != 1) die_usage("%s", "synth: give the number of rows");
-    long rows = opt_long("synth ROWS", args[0], 0, LONG_MAX);
+    long rows = opt_count("synth ROWS", args[0], 0, LONG_MAX);
     hps_synth_opts so = {.rows = (uint64_t)rows, .seed = (uint64_t)op->seed, .zipf_s = op->zipf, .scale = op->scale,
                          .kaggle = op->kaggle, .interactions = (int)op->interactions, .threads = (int)op->threads,
                          .progress = op->progress && op->output};

@@ -25,7 +25,7 @@ static const char usage[] =
     "Trains the model a plan was made for, on shards written by hps-shard: embedding\n"
     "tables on parameter-server tables, the plan's stages pipelined over micro-batches.\n"
     "\n"
-    "  -p, --plan FILE             the plan (hps-plan(5))\n"
+    "  -P, --plan FILE             the plan (hps-plan(5))\n"
     "  -d, --data DIR              training shards (hps-shard(5))\n"
     "  -m, --model FILE            the model [the plan's inputs.model]\n"
     "  -e, --epochs N              passes over the data [1]\n"
@@ -64,7 +64,7 @@ enum { OPT_STEPS = 256, OPT_EVAL, OPT_CKPT, OPT_CKPT_EVERY, OPT_RESUME, OPT_EXPO
        OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE, OPT_LOG_DIR };
 
 static const struct option long_options[] = {
-    {"plan", required_argument, NULL, 'p'},
+    {"plan", required_argument, NULL, 'P'},
     {"data", required_argument, NULL, 'd'},
     {"model", required_argument, NULL, 'm'},
     {"epochs", required_argument, NULL, 'e'},
@@ -114,7 +114,7 @@ static int bad_value(const char *opt, const char *value, const char *expected)
 
 static int count_arg(const char *opt, long min, long max, long *out)
 {
-    *out = hps_cli_long(opt, optarg, min, max);
+    *out = hps_cli_count(opt, optarg, min, max);
     return 0;
 }
 
@@ -150,7 +150,8 @@ static int parse_one(int c, args *a)
     long v;
     double d;
     switch (c) {
-    case 'p': a->plan = optarg; break;
+    case 'p': hps_cli_deprecated_letter('p', "plan", 'P'); /* fallthrough */
+    case 'P': a->plan = optarg; break;
     case 'd': a->data = optarg; break;
     case 'm': a->model = optarg; break;
     case 'e': if (count_arg("--epochs", 1, INT_MAX, &v)) return HPS_EXIT_USAGE; a->o.epochs = (int)v; break;
@@ -199,7 +200,7 @@ static int parse_one(int c, args *a)
 static int parse_args(int argc, char **argv, args *a, int show)
 {
     int c, rc;
-    while ((c = hps_cli_getopt(argc, argv, "p:d:m:e:o:f:qvhV", long_options)) != -1)
+    while ((c = hps_cli_getopt(argc, argv, "P:p:d:m:e:o:f:qvhV", long_options)) != -1)
         if ((rc = parse_one(c, a)) >= 0) return rc;
     if (show) {
         if (optind >= argc) hps_usage_error("show: missing METRICS");
@@ -288,8 +289,8 @@ static void print_fidelity(const hps_trainer *t)
 static void print_summary(const hps_trainer *t)
 {
     const hps_train_summary *s = hps_trainer_summary(t);
-    hps_log(2, "%s: %llu steps, %llu samples, loss %.4f, %.0f samples/s\n", hps_progname(),
-            (unsigned long long)s->steps, (unsigned long long)s->samples, s->last_loss,
+    hps_log(2, "%s: %llu step%s, %llu samples, loss %.4f, %.0f samples/s\n", hps_progname(),
+            (unsigned long long)s->steps, s->steps == 1 ? "" : "s", (unsigned long long)s->samples, s->last_loss,
             s->samples_per_s);
     print_fidelity(t);
     if (s->have_eval)

@@ -153,6 +153,16 @@ int hps_cli_getopt(int argc, char **argv, const char *shortopts, const struct op
     return c;
 }
 
+void hps_cli_deprecated_letter(char letter, const char *long_name, char new_letter)
+{
+    if (new_letter)
+        hps_warnf("-%c is deprecated for --%s and will go in the next release; use -%c or --%s (hps(7), OPTION LETTERS)",
+                  letter, long_name, new_letter, long_name);
+    else
+        hps_warnf("-%c is deprecated for --%s and will go in the next release; use --%s (hps(7), OPTION LETTERS)",
+                  letter, long_name, long_name);
+}
+
 long hps_cli_long(const char *opt, const char *arg, long min, long max)
 {
     long v;
@@ -174,6 +184,26 @@ double hps_cli_positive(const char *opt, const char *arg)
     double v;
     if (hps_parse_double(arg, &v) || !(v > 0) || !isfinite(v))
         hps_usage_error("%s: '%s' is not a positive number", opt, arg);
+    return v;
+}
+
+long hps_cli_count(const char *opt, const char *arg, long min, long max)
+{
+    double v;
+    if (hps_parse_number(arg, &v))
+        hps_usage_error("%s: '%s' is not a count (digits, an exponent or a suffix: 500, 2e5, 500k, 1.5M)", opt, arg);
+    if (v != floor(v)) hps_usage_error("%s: '%s' is not a whole number", opt, arg);
+    if (!(v >= (double)min && v <= (double)max) || v >= 0x1p63) /* (double)LONG_MAX rounds up */
+        hps_usage_error("%s: '%s' is not a count in [%ld, %ld]", opt, arg, min, max);
+    return (long)v;
+}
+
+double hps_cli_rate(const char *opt, const char *arg)
+{
+    double v;
+    if (hps_parse_number(arg, &v))
+        hps_usage_error("%s: '%s' is not a number (digits, an exponent or a suffix: 500, 2e5, 500k, 1.5M)", opt, arg);
+    if (!(v > 0)) hps_usage_error("%s: '%s' is not a positive number", opt, arg);
     return v;
 }
 

@@ -22,6 +22,12 @@ _Noreturn void hps_usage_error(const char *fmt, ...) __attribute__((format(print
  * missing values by name, as a usage error; returns like getopt_long. */
 int hps_cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts);
 
+/* A short option letter that meant something else in this tool than it does
+ * across the toolkit (hps(7), OPTION LETTERS): it keeps its old meaning for
+ * one release, with a one-line warning naming what to type instead
+ * (new_letter 0: the long option alone). */
+void hps_cli_deprecated_letter(char letter, const char *long_name, char new_letter);
+
 /* -q and -v: the one meaning of both across the tools. */
 void hps_cli_quiet(void);
 void hps_cli_verbose(void);
@@ -30,6 +36,10 @@ void hps_cli_verbose(void);
 long hps_cli_long(const char *opt, const char *arg, long min, long max);
 double hps_cli_double(const char *opt, const char *arg, double min, double max);
 double hps_cli_positive(const char *opt, const char *arg); /* finite and > 0 */
+/* A count or a rate as people type them (hps_parse_number: 500k, 2e5,
+ * 1.5M): a count is a whole number in [min, max], a rate finite and > 0. */
+long hps_cli_count(const char *opt, const char *arg, long min, long max);
+double hps_cli_rate(const char *opt, const char *arg);
 /* Index of arg in names (NULL-terminated); otherwise the error lists the
  * choices and suggests the nearest. */
 int hps_cli_choice(const char *opt, const char *arg, const char *const *names);

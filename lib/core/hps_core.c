@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -190,6 +191,40 @@ int hps_parse_long(const char *s, long min, long max, long *out)
     if (errno || end == s || *end || v < min || v > max) return -1;
     *out = v;
     return 0;
+}
+
+int hps_parse_number(const char *s, double *out)
+{
+    /* strtod would also take "inf", "nan" and hex: a number here is digits */
+    const char *p = s + (*s == '+' || *s == '-');
+    if (!(isdigit((unsigned char)p[0]) || (p[0] == '.' && isdigit((unsigned char)p[1])))) return -1;
+    if (strpbrk(p, "xX")) return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s) return -1;
+    static const char suffixes[] = "kKMGT";
+    static const double scale[] = {1e3, 1e3, 1e6, 1e9, 1e12};
+    const char *at = *end ? strchr(suffixes, *end) : NULL;
+    if (at) v *= scale[at - suffixes], end++;
+    if (*end || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+const char *hps_format_number(double v, int digits, char *buf, size_t n)
+{
+    static const char suffix[] = "MGT";
+    double a = fabs(v);
+    if (!isfinite(v) || a < 1e6) {
+        /* below a million: %g's exponent only past `digits` digits: print those whole */
+        if (isfinite(v) && a >= pow(10, digits)) snprintf(buf, n, "%.0f", v);
+        else snprintf(buf, n, "%.*g", digits, v);
+        return buf;
+    }
+    int k = a >= 1e12 ? 2 : a >= 1e9 ? 1 : 0;
+    snprintf(buf, n, "%.*g%c", digits, v / pow(1e3, k + 2), suffix[k]);
+    return buf;
 }
 
 int hps_parse_double(const char *s, double *out)

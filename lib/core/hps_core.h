@@ -92,4 +92,14 @@ int hps_stderr_is_tty(void);
 int hps_parse_long(const char *s, long min, long max, long *out);
 int hps_parse_double(const char *s, double *out);
 
+/* A rate or a count as people type them: decimal digits with an optional
+ * exponent (2e5) and an optional SI suffix, k or K (10^3), M (10^6),
+ * G (10^9), T (10^12): "500k", "1.5M".  Finite, no hex, no inf or nan;
+ * 0 on success, -1 otherwise. */
+int hps_parse_number(const char *s, double *out);
+/* The other way, for tables: at most `digits` significant digits and never an
+ * exponent, a million and more with the suffix hps_parse_number reads back
+ * ("93542.7", "3.93252M", "100M"), so that a column reads one way. */
+const char *hps_format_number(double v, int digits, char *buf, size_t n);
+
 #endif

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hps_cli.h" /* hps_cli_nearest: one did-you-mean for options and fields */
 #include "core/hps_io.h"
 
 int hps_json_loadb(const char *name, const char *buf, size_t len, json_t **root,
@@ -16,6 +17,17 @@ int hps_json_loadb(const char *name, const char *buf, size_t len, json_t **root,
          * not be JSON at all (a secret a plan pointed at); the position is enough */
         char *near = strstr(je.text, " near '");
         if (near) *near = '\0';
+        /* one JSON value a line: hps-train's --metrics (NDJSON), given where one document is read */
+        const char *nl = memchr(buf, '\n', len);
+        json_t *first = nl && strcmp(je.text, "end of file expected") == 0
+                            ? json_loadb(buf, (size_t)(nl - buf), JSON_DISABLE_EOF_CHECK, NULL)
+                            : NULL;
+        int ndjson = json_is_object(first);
+        json_decref(first);
+        if (ndjson)
+            return hps_fail(err, HPS_EXIT_USAGE, "%s:%d: one JSON value a line (NDJSON, as hps-train --metrics "
+                            "writes; 'hps-train show' draws it), where one JSON document is expected",
+                            name, je.line);
         return hps_fail(err, HPS_EXIT_USAGE, "%s:%d:%d: invalid JSON: %s", name, je.line,
                         je.column, je.text);
     }
@@ -131,8 +143,24 @@ int hps_json_enum(json_t *obj, const char *key, int required, const char *const 
         snprintf(list + n, sizeof list - n, "%s%s", i ? "|" : "", choices[i]);
     }
     char shown[40];
+    const char *near = hps_cli_nearest(s, choices);
+    if (near)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be one of %s; did you mean '%s'?", ctx, key,
+                        hps_printable(s, shown, sizeof shown), list, near);
     return hps_fail(err, HPS_EXIT_USAGE, "%s: %s '%s' must be one of %s", ctx, key,
                     hps_printable(s, shown, sizeof shown), list);
+}
+
+/* What a file of format f is, in words, for the error of a file given in the
+ * wrong place: "a cluster given where a model is expected". */
+static const char *format_noun(const char *f)
+{
+    static const char *const names[][2] = {{"hps-model", "a model"},      {"hps-cluster", "a cluster"},
+                                           {"hps-profile", "a profile"},  {"hps-plan", "a plan"},
+                                           {"hps-shards", "a shard manifest"}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcmp(f, names[i][0]) == 0) return names[i][1];
+    return NULL;
 }
 
 int hps_json_format(json_t *root, const char *format, int version, int required, int *out,
@@ -140,10 +168,22 @@ int hps_json_format(json_t *root, const char *format, int version, int required,
 {
     const char *f = NULL;
     long long v = version;
-    if (!json_is_object(root)) return hps_fail(err, HPS_EXIT_USAGE, "%s: expected a JSON object", ctx);
+    const char *want = format_noun(format);
+    if (!json_is_object(root))
+        return want ? hps_fail(err, HPS_EXIT_USAGE, "%s: expected a JSON object: %s (%s(5))", ctx, want,
+                               strcmp(format, "hps-shards") == 0 ? "hps-shard" : format)
+                    : hps_fail(err, HPS_EXIT_USAGE, "%s: expected a JSON object", ctx);
+    if (required && want && !json_object_get(root, "format"))
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: missing field 'format': expected %s (\"format\": \"%s\")", ctx,
+                        want, format);
     if (hps_json_str(root, "format", required, &f, ctx, err)) return -1;
-    if (f && strcmp(f, format) != 0)
+    if (f && strcmp(f, format) != 0) {
+        const char *is = format_noun(f);
+        if (is && want)
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: format is '%s', expected '%s': %s given where %s is expected",
+                            ctx, f, format, is, want);
         return hps_fail(err, HPS_EXIT_USAGE, "%s: format is '%s', expected '%s'", ctx, f, format);
+    }
     if (hps_json_int(root, "version", required, 0, 1 << 30, &v, ctx, err)) return -1;
     if (v < 1 || v > version)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: %s version %lld, this hps reads versions 1 to %d", ctx,
@@ -160,7 +200,13 @@ int hps_json_known_keys(json_t *obj, const char *const *allowed, const char *ctx
     json_object_foreach(obj, key, v) {
         int ok = 0;
         for (int i = 0; allowed[i] && !ok; i++) ok = strcmp(key, allowed[i]) == 0;
-        if (!ok) return hps_fail(err, HPS_EXIT_USAGE, "%s: unknown field '%s'", ctx, key);
+        if (ok) continue;
+        /* a misspelt field gets the did-you-mean a misspelt option gets */
+        const char *near = hps_cli_nearest(key, allowed);
+        char shown[64];
+        hps_printable(key, shown, sizeof shown);
+        if (near) return hps_fail(err, HPS_EXIT_USAGE, "%s: unknown field '%s'; did you mean '%s'?", ctx, shown, near);
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: unknown field '%s'", ctx, shown);
     }
     return 0;
 }

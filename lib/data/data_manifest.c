@@ -1,8 +1,10 @@
 /* manifest.json: what a shard directory holds (see hps-shard(5)). */
 #include "data/hps_shard_job.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/hps_io.h"
 #include "core/hps_json.h"
@@ -330,8 +332,34 @@ static int load_server_files(hps_manifest *m, json_t *files, const char *path, h
     return 0;
 }
 
+/* --data given a file where the directory hps-shard wrote is expected: say
+ * what the file is and what to give instead. */
+static int not_a_shard_dir(const char *dir, hps_error *err)
+{
+    char head[8] = {0};
+    FILE *f = fopen(dir, "rb");
+    size_t n = f ? fread(head, 1, sizeof head, f) : 0;
+    if (f) fclose(f);
+    const char *slash = strrchr(dir, '/');
+    int up = slash ? (int)(slash - dir) : 1;
+    const char *parent = slash ? dir : ".";
+    if (strcmp(slash ? slash + 1 : dir, "manifest.json") == 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: give the directory of the shards, not its manifest (%.*s)", dir, up,
+                        parent);
+    if (n == sizeof head && memcmp(head, HPS_SHARD_MAGIC, sizeof head) == 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: is one shard file; give the directory that holds it and its "
+                        "manifest.json (%.*s)", dir, up, parent);
+    return hps_fail(err, HPS_EXIT_USAGE, "%s: is a file, not a directory of shards; if it is Criteo TSV or libsvm "
+                    "text, shard it first: hps-shard -o DIR %s", dir, dir);
+}
+
 hps_manifest *hps_manifest_load(const char *dir, hps_error *err)
 {
+    struct stat st;
+    if (stat(dir, &st) == 0 && !S_ISDIR(st.st_mode)) {
+        not_a_shard_dir(dir, err);
+        return NULL;
+    }
     size_t n = strlen(dir) + 32;
     char *path = hps_malloc(n), *text = NULL;
     size_t len = 0;

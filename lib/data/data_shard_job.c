@@ -677,6 +677,21 @@ static int finish(output *out, const hps_hll_set *hll, inputs *in, hps_shard_res
     return rc;
 }
 
+/* Shards of no rows would train for 0 steps and report nan: an input with no
+ * row is refused, by the name of the input. */
+static int no_rows(const inputs *in, const hps_shard_result *res, hps_error *err)
+{
+    char names[256] = "";
+    for (int i = 0; i < in->n; i++) {
+        size_t len = strlen(names);
+        snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", in->names[i]);
+    }
+    if (res->skipped)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: no rows: all %llu line%s malformed (skipped); nothing to shard", names,
+                        (unsigned long long)res->skipped, res->skipped == 1 ? " was" : "s were");
+    return hps_fail(err, HPS_EXIT_USAGE, "%s: no rows (the input is empty); nothing to shard", names);
+}
+
 int hps_shard_run(const hps_shard_opts *o, hps_shard_result *res, hps_error *err)
 {
     memset(res, 0, sizeof *res);
@@ -713,6 +728,7 @@ int hps_shard_run(const hps_shard_opts *o, hps_shard_result *res, hps_error *err
     output_progress(&out, 1);
     if (rc == 0) rc = finish(&out, hll, &in, res, err);
     hps_hll_free(hll);
+    if (rc == 0 && res->rows == 0) rc = no_rows(&in, res, err);
     if (rc != 0) goto fail;
     for (int i = 0; i < in.n; i++) /* the stdin spool is not part of the result */
         if (strcmp(o->inputs[i], "-") == 0) hps_tmpdir_unlink(tmp, in.paths[i]);

@@ -114,8 +114,8 @@ int hps_manifest_verify(const hps_manifest *m, hps_error *err)
 
 void hps_manifest_print_stats(FILE *f, const hps_manifest *m)
 {
-    fprintf(f, "%s: %llu rows, %s input, %d dense, %d slot%s, %s label (%d classes)\n", m->dir,
-           (unsigned long long)m->rows, hps_data_format_names[m->format], m->schema.n_dense, m->schema.n_slots,
+    fprintf(f, "%s: %llu row%s, %s input, %d dense, %d slot%s, %s label (%d classes)\n", m->dir,
+           (unsigned long long)m->rows, m->rows == 1 ? "" : "s", hps_data_format_names[m->format], m->schema.n_dense, m->schema.n_slots,
            m->schema.n_slots == 1 ? "" : "s", m->schema.multiclass ? "multiclass" : "binary", m->schema.classes);
     fprintf(f, "\n%-18s %-8s %8s %12s %8s %12s  %s\n", "shard", "role", "share", "rows", "blocks", "bytes", "checksum");
     uint64_t bytes = 0;

@@ -417,6 +417,7 @@ typedef struct {
     const char *model_digest, *cluster_digest;
     int n_profiles;
     const char *const *profile_names, *const *profile_digests;
+    const char *stdin_profile; /* the text of the profile read from stdin, kept in the plan; or NULL */
     const char *model_name;
     const char *algorithm;
     plan_search_opts opts;

@@ -44,7 +44,8 @@ typedef struct {
     char *model_path, *cluster_path, *data_stats_path; /* inputs, resolved against the plan's directory; NULL if absent */
     int rows_on_servers; /* made with --rows servers */
     int n_profiles, stdin_profile; /* stdin_profile: a profile was read from stdin */
-    char **profile_paths;
+    char **profile_paths;          /* "-" for the one read from stdin */
+    char *stdin_profile_text;      /* inputs.stdin_profile, the profile read from stdin, as JSON text; or NULL */
     char model_digest[72], cluster_digest[72]; /* "" when absent */
     char objective[16];
     double min_throughput, samples, network_bytes;

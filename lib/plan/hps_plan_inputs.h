@@ -21,6 +21,7 @@ typedef struct {
     const char *const *profiles;     /* n_profiles paths; none: one profile from stdin */
     int n_profiles;
     int rows_on_servers;             /* --rows servers */
+    const char *stdin_profile;       /* the text "-" stands for (a plan kept it); NULL: read stdin */
 } plan_sources;
 
 typedef struct {
@@ -28,6 +29,7 @@ typedef struct {
     hps_cluster *cluster;
     hps_profiles *profiles;
     plan_problem *problem;
+    char *stdin_profile; /* the text of the profile read from stdin, for the plan to keep; or NULL */
 } plan_inputs;
 
 /* Loads the files src names (model and cluster must be given) into a

@@ -156,6 +156,8 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
     json_t *inputs = json_pack("{s:s, s:s, s:o}", "model", m->model_path, "cluster", m->cluster_path, "profiles",
                                str_array(m->n_profiles, m->profile_names));
     json_object_set_new(inputs, "data_stats", m->data_stats_path ? json_string(m->data_stats_path) : json_null());
+    json_t *piped = m->stdin_profile ? json_loads(m->stdin_profile, 0, NULL) : NULL; /* read and checked before */
+    if (piped) json_object_set_new(inputs, "stdin_profile", piped);
     json_object_set_new(root, "inputs", inputs);
     json_object_set_new(root, "rows", json_string(p->rows_on_servers ? "servers" : "auto"));
     json_object_set_new(root, "digests", json_pack("{s:s, s:s, s:o}", "model", m->model_digest, "cluster",
@@ -225,8 +227,10 @@ static void memory_cell(char *buf, size_t n, double used, double capacity)
 void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const plan_layout *l,
                       const plan_result *r, const plan_meta *m)
 {
-    fprintf(f, "plan for %s: %s at >= %.6g samples/s, %.6g samples x %d epoch%s%s\n", m->model_name,
-            plan_objective_names[p->objective], p->min_throughput, p->samples, p->epochs,
+    char limit[32], samples[32];
+    fprintf(f, "plan for %s: %s at >= %s samples/s, %s samples x %d epoch%s%s\n", m->model_name,
+            plan_objective_names[p->objective], hps_format_number(p->min_throughput, 6, limit, sizeof limit),
+            hps_format_number(p->samples, 6, samples, sizeof samples), p->epochs,
             p->epochs == 1 ? "" : "s", e->feasible ? "" : " (NOT FEASIBLE)");
     fprintf(f, "%-5s  %-12s  %-22s  %5s  %10s  %12s  %9s  %-22s  %s\n", "stage", "type", "layers", "units",
             "ms/batch", "samples/s", "$/hour", "memory/unit", "rows");
@@ -255,7 +259,7 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
     }
     int total = 0;
     for (int t = 0; t < p->n_types; t++) total += e->units[t];
-    fprintf(f, "total  %d units, %.1f samples/s, %.1f s, $%.4f ($%.3f/hour)", total, e->throughput,
+    fprintf(f, "total  %d unit%s, %.1f samples/s, %.1f s, $%.4f ($%.3f/hour)", total, total == 1 ? "" : "s", e->throughput,
             e->time_s, e->cost, e->cost_per_hour);
     if (energy_known(p, e)) fprintf(f, ", %.4g kWh", e->energy_j / 3.6e6);
     fputc('\n', f);
@@ -266,10 +270,13 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
     if (l->cross_node_bytes >= 0)
         fprintf(f, "placement %s/step across nodes (round robin: %s/step)\n",
                 human_bytes(l->cross_node_bytes, b1, sizeof b1), human_bytes(l->round_robin_bytes, b2, sizeof b2));
-    fprintf(f, "search %s, seed %llu, %ld episodes", m->algorithm, (unsigned long long)m->opts.seed, r->episodes);
+    fprintf(f, "search %s, seed %llu, %ld episode%s", m->algorithm, (unsigned long long)m->opts.seed, r->episodes,
+            r->episodes == 1 ? "" : "s");
     if (r->found_by) fprintf(f, ", found by the %s", r->found_by);
     double gap = gap_of(e, m);
     if (r->optimal && e->feasible) fprintf(f, ", optimal\n");
+    else if (isfinite(gap) && 100 * gap < 0.005) /* a rounding of the optimum, not a plan below it */
+        fprintf(f, ", at the optimum (within 0.01%%)\n");
     else if (isfinite(gap)) fprintf(f, ", %.2f%% above the optimum\n", 100 * gap);
     else fprintf(f, ", optimum not known\n");
 }
@@ -300,9 +307,10 @@ void plan_explain(FILE *f, const plan_problem *p, const int *assign)
     plan_eval_init(&e, p);
     double *v = explain_cells(p, assign, &e);
     const char *what = plan_objective_names[p->objective];
-    fprintf(f, "%s of the plan: %.6g%s; each cell: one unit's ms per batch, then the plan's %s with the\n"
+    char objective[32];
+    fprintf(f, "%s of the plan: %s%s; each cell: one unit's ms per batch, then the plan's %s with the\n"
                "layer moved there (* the layer's type now, - no plan meets the limit)\n",
-            what, e.objective, e.feasible ? "" : " (not feasible)", what);
+            what, hps_format_number(e.objective, 6, objective, sizeof objective), e.feasible ? "" : " (not feasible)", what);
     fprintf(f, "%-14s", "layer");
     for (int t = 0; t < T; t++) fprintf(f, "  %23s", p->type_names[t]);
     fputc('\n', f);
@@ -311,7 +319,7 @@ void plan_explain(FILE *f, const plan_problem *p, const int *assign)
         for (int t = 0; t < T; t++) {
             char cell[64];
             char value[32] = "-";
-            if (isfinite(v[l * T + t])) snprintf(value, sizeof value, "%.4g", v[l * T + t]);
+            if (isfinite(v[l * T + t])) hps_format_number(v[l * T + t], 4, value, sizeof value);
             snprintf(cell, sizeof cell, "%8.3f ms %10s%c", p->t1_ms[l * T + t], value, t == assign[l] ? '*' : ' ');
             fprintf(f, "  %23s", cell);
         }

@@ -57,16 +57,19 @@ int plan_problem_data_stats(plan_problem *p, const hps_model *m, const char *pat
     return 0;
 }
 
-static int load_profiles(const plan_sources *src, hps_profiles *ps, hps_error *err)
+static int load_profiles(const plan_sources *src, plan_inputs *in, hps_error *err)
 {
     int n = src->n_profiles ? src->n_profiles : 1;
     for (int i = 0; i < n; i++) {
         const char *path = src->n_profiles ? src->profiles[i] : "-";
+        int piped = strcmp(path, "-") == 0;
         char *text;
         size_t len;
-        if (hps_json_read(path, &text, &len, err)) return -1;
-        int rc = hps_profiles_add(ps, hps_path_name(path), text, len, err);
-        free(text);
+        if (piped && src->stdin_profile) text = hps_strdup(src->stdin_profile), len = strlen(text);
+        else if (hps_json_read(path, &text, &len, err)) return -1;
+        int rc = hps_profiles_add(in->profiles, hps_path_name(path), text, len, err);
+        if (piped && !in->stdin_profile) in->stdin_profile = text;
+        else free(text);
         if (rc) return -1;
     }
     return 0;
@@ -77,7 +80,7 @@ int plan_inputs_load(const plan_sources *src, plan_inputs *in, hps_error *err)
     if (!(in->model = hps_model_load(src->model, err))) return -1;
     if (!(in->cluster = hps_cluster_load(src->cluster, err))) return -1;
     in->profiles = hps_profiles_new();
-    if (load_profiles(src, in->profiles, err)) return -1;
+    if (load_profiles(src, in, err)) return -1;
     if (!(in->problem = plan_problem_build(in->model, in->cluster, in->profiles, err))) return -1;
     in->problem->rows_on_servers = src->rows_on_servers;
     if (src->data_stats && plan_problem_data_stats(in->problem, in->model, src->data_stats, err)) return -1;
@@ -92,6 +95,7 @@ void plan_inputs_free(plan_inputs *in)
 {
     plan_problem_free(in->problem);
     hps_profiles_free(in->profiles);
+    free(in->stdin_profile);
     hps_cluster_free(in->cluster);
     hps_model_free(in->model);
     memset(in, 0, sizeof *in);

@@ -273,9 +273,19 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
     const plan_rtype *r = &c->types[t];
     const hps_profile *pf;
     const hps_profile_device *d = hps_profiles_find(ps, r->device, &pf);
-    if (!d)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: resource '%s': device '%s' is in no profile",
-                        c->path, r->name, r->device);
+    if (!d) {
+        char *sheet = hps_spec_sheet_find(r->device, c->path);
+        if (!sheet)
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: resource '%s': device '%s' is in no profile",
+                            c->path, r->name, r->device);
+        /* the fix is known: a profile with the device estimated from its sheet */
+        hps_fail(err, HPS_EXIT_USAGE,
+                 "%s: resource '%s': device '%s' is in no profile; estimate it from its spec sheet: "
+                 "hps-profile -m %s --estimate %s -o PROFILE, then add -p PROFILE",
+                 c->path, r->name, r->device, m->path ? m->path : "MODEL", sheet);
+        free(sheet);
+        return -1;
+    }
     if (check_model(pf, m, batch, err)) return -1;
     char ctx[512];
     snprintf(ctx, sizeof ctx, "%s: device '%s'", pf->name, r->device);

@@ -56,8 +56,13 @@ static int read_inputs(json_t *root, plan_file *pf, hps_error *err)
             return hps_fail(err, HPS_EXIT_USAGE, "%s: profiles[%zu] must be a path", ctx, i);
         if (strcmp(json_string_value(v), "<stdin>") != 0)
             pf->profile_paths[pf->n_profiles++] = resolve(pf->path, json_string_value(v));
-        else pf->stdin_profile = 1;
+        else pf->profile_paths[pf->n_profiles++] = hps_strdup("-"), pf->stdin_profile = 1;
     }
+    /* the profile piped in, kept so that show and --explain need no -p */
+    json_t *kept = json_object_get(in, "stdin_profile");
+    if (kept && !json_is_object(kept))
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: stdin_profile must be an object (a profile)", ctx);
+    if (kept && pf->stdin_profile) pf->stdin_profile_text = json_dumps(kept, JSON_COMPACT);
     return 0;
 }
 
@@ -346,6 +351,7 @@ void plan_file_free(plan_file *pf)
     free(pf->data_stats_path);
     for (int i = 0; i < pf->n_profiles; i++) free(pf->profile_paths[i]);
     free(pf->profile_paths);
+    free(pf->stdin_profile_text);
     free(pf->assign);
     free(pf->workers);
     free(pf->server_ranks);

@@ -230,6 +230,13 @@ void hps_profile_layer_set_calibrated(const hps_profile_layer *L, double factor,
  * calibrated against the first measured device of doc. */
 int hps_profile_estimate(json_t *doc, const char *spec_path, hps_error *err);
 
+/* The spec sheet whose "name" is device, for the hint of a device no profile
+ * has: searched in devices/ beside the directory of near (a cluster file:
+ * testdata/clusters/x.json -> testdata/devices/), devices/ in near's own
+ * directory, then ./devices and ./testdata/devices.  A malloc'd path, or
+ * NULL when none names it. */
+char *hps_spec_sheet_find(const char *device, const char *near);
+
 /* Combines profiles of the same model and batch; a device id present in two
  * inputs is a conflict.  Returns a new document. */
 json_t *hps_profile_merge(json_t **docs, const char **names, int n, hps_error *err);

@@ -58,8 +58,14 @@ json_t *hps_profile_merge(json_t **docs, const char **names, int n, hps_error *e
 static void print_device(const hps_profile_device *d, FILE *out)
 {
     shown_buf id, source, name, type;
-    fprintf(out, "device %s (%s, %s): %s, %d threads\n", shown(d->id, id), d->is_gpu ? "gpu" : "cpu",
-            shown(d->source, source), shown(d->name, name), d->threads);
+    const char *nm = shown(d->name, name);
+    /* threads are a CPU's (a GPU's are 0), and a measured CPU's name already says them */
+    if (d->is_gpu || strstr(nm, " threads"))
+        fprintf(out, "device %s (%s, %s): %s\n", shown(d->id, id), d->is_gpu ? "gpu" : "cpu",
+                shown(d->source, source), nm);
+    else
+        fprintf(out, "device %s (cpu, %s): %s, %d thread%s\n", shown(d->id, id), shown(d->source, source), nm,
+                d->threads, d->threads == 1 ? "" : "s");
     fprintf(out, "  sgemm %.1f GFLOP/s, triad %.1f GB/s, gather %.1f Mrows/s\n", d->sgemm_gflops, d->triad_gbps,
             d->gather_mrows_per_s);
     fprintf(out, "  %-3s %-16s %-15s %10s %10s %9s %10s %10s %10s %6s %6s\n", "#", "layer", "type",

@@ -15,6 +15,7 @@
  * where the measured device's "peaks" are its own measured sgemm and triad
  * rates.  hps-profile(1) documents the spec fields and defaults.
  */
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,56 @@ static int load_spec(const char *path, device_spec *s, hps_error *err)
         s->name = hps_strdup(s->name), s->kind = hps_strdup(s->kind), s->model = hps_strdup(s->model);
     json_decref(root);
     return rc ? -1 : 0;
+}
+
+/* Reads only "name": a sheet that does not parse is no match, not an error. */
+static int sheet_names(const char *path, const char *device)
+{
+    json_t *root = json_load_file(path, 0, NULL);
+    const char *name = json_string_value(json_object_get(root, "name"));
+    int same = name && strcmp(name, device) == 0;
+    json_decref(root);
+    return same;
+}
+
+static char *sheet_in(const char *dir, const char *device)
+{
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    char *found = NULL;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
+        size_t len = strlen(dir) + n + 2;
+        char *path = hps_malloc(len);
+        snprintf(path, len, "%s/%s", dir, e->d_name);
+        if (sheet_names(path, device)) found = path;
+        else free(path);
+    }
+    closedir(d);
+    return found;
+}
+
+char *hps_spec_sheet_find(const char *device, const char *near)
+{
+    char here[4096] = ".", up[4096] = "..";
+    const char *slash = near ? strrchr(near, '/') : NULL;
+    if (slash) snprintf(here, sizeof here, "%.*s", (int)(slash - near), near);
+    const char *up_slash = strrchr(here, '/');
+    if (up_slash) snprintf(up, sizeof up, "%.*s", (int)(up_slash - here), here);
+    else if (slash && strcmp(here, ".") != 0 && strcmp(here, "..") != 0) snprintf(up, sizeof up, ".");
+    char dirs[4][4200];
+    snprintf(dirs[0], sizeof dirs[0], "%s/devices", up);
+    snprintf(dirs[1], sizeof dirs[1], "%s/devices", here);
+    snprintf(dirs[2], sizeof dirs[2], "devices");
+    snprintf(dirs[3], sizeof dirs[3], "testdata/devices");
+    for (int i = 0; i < 4; i++) {
+        if (strncmp(dirs[i], "./", 2) == 0) memmove(dirs[i], dirs[i] + 2, strlen(dirs[i] + 2) + 1);
+        char *path = sheet_in(dirs[i], device);
+        if (path) return path;
+    }
+    return NULL;
 }
 
 static double layer_bytes(const hps_profile_layer *L)

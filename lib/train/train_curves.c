@@ -94,6 +94,8 @@ static void draw(FILE *f, curves *c)
     /* every chart over the steps trained, so that they line up */
     double x0 = c->loss.n ? c->loss.x[0] : 0, x1 = c->loss.n ? c->loss.x[c->loss.n - 1] : 0;
     for (int i = 0; i < c->logloss.n; i++) x0 = fmin(x0, c->logloss.x[i]), x1 = fmax(x1, c->logloss.x[i]);
+    /* a run of one record: a step on either side, so that the point sits mid-chart in all four */
+    if (!(x1 > x0)) x0 = x0 >= 1 ? x0 - 1 : 0, x1 = x0 + 2;
     hps_svg_axes a1 = {X0, Y0, W, H, "training loss", "step", "loss", 0, 0, x0, x1};
     hps_svg_series loss = series("loss of the last batch", 0, &c->loss, 0);
     hps_svg_chart(f, &a1, &loss, 1);

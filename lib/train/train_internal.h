@@ -33,6 +33,7 @@ struct hps_trainer {
     int metrics_errno; /* the first failed write: reported at the end */
     double t_start, t_last, t_bar;
     uint64_t step_last;
+    uint64_t metrics_every;        /* steps between step records, from the run's size (a curve of ~100 points) */
     double samples_last;
     double eval_s_last;            /* sum.eval_seconds at the last step record */
     double progress_start;         /* run fraction at the first progress line (NAN before) */

@@ -99,7 +99,9 @@ static json_t *stage_rates(hps_trainer *t, uint64_t steps)
 void train_metrics_step(hps_trainer *t, int force)
 {
     double now = hps_now();
-    if (!force && now - t->t_last < t->o.metrics_interval) return;
+    /* every metrics_every steps, so that a short run draws a curve too;
+     * at most metrics_interval seconds apart, so that a long one is watched */
+    if (!force && now - t->t_last < t->o.metrics_interval && t->step - t->step_last < t->metrics_every) return;
     uint64_t steps = t->step - t->step_last;
     /* training alone: evaluations since the last record do not count */
     double busy = now - t->t_last - (t->sum.eval_seconds - t->eval_s_last);

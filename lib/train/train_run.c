@@ -507,6 +507,17 @@ static int read_batch(hps_trainer *t, hps_source *src, hps_error *err)
     return got;
 }
 
+/* Steps between step records: the run's steps over TRAIN_CURVE_POINTS, so
+ * that the curves of hps-train show have points whatever the run's length. */
+#define TRAIN_CURVE_POINTS 100
+static uint64_t metrics_every(const hps_trainer *t, hps_source *src)
+{
+    uint64_t per_epoch = (src->rows(src) + (uint64_t)t->B - 1) / (uint64_t)t->B;
+    uint64_t steps = per_epoch * (uint64_t)t->o.epochs;
+    if (t->o.max_steps && (uint64_t)t->o.max_steps < steps) steps = (uint64_t)t->o.max_steps;
+    return steps / TRAIN_CURVE_POINTS > 1 ? steps / TRAIN_CURVE_POINTS : 1;
+}
+
 int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error *err)
 {
     if (hps_source_check(src, t->m, err) || (eval && hps_source_check(eval, t->m, err)))
@@ -514,6 +525,7 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
     snprintf(t->data_digest, sizeof t->data_digest, "%s", src->digest ? src->digest : "");
     if (open_metrics(t, err) || resume(t, err)) return -1;
     t->t_start = t->t_last = hps_now();
+    t->metrics_every = metrics_every(t, src);
     train_metrics_start(t);
     int stop = t->o.max_steps && t->step >= (uint64_t)t->o.max_steps; /* a resume may be done */
     while (!stop && t->epoch < (uint64_t)t->o.epochs) {

@@ -148,6 +148,12 @@ hps_source *hps_source_shards(const char *dir, int holdout, hps_error *err)
         shards_close(&s->base);
         return NULL;
     }
+    if (s->rows == 0) { /* 0 steps would report nan ms and exit 0 */
+        hps_fail(err, HPS_EXIT_USAGE, "%s: its %s shards hold no rows: nothing to %s", dir, role,
+                 holdout ? "evaluate" : "train on");
+        shards_close(&s->base);
+        return NULL;
+    }
     if (open_shard(s, 0, err)) {
         shards_close(&s->base);
         return NULL;

@@ -101,7 +101,7 @@ bench() {
 
 : > "$work/table"
 bench criteo
-bench libsvm -f libsvm --classes 10 --dense 784 --transform none
+bench libsvm --format libsvm --classes 10 --dense 784 --transform none
 
 printf "%d threads, mean +- sd of %d runs each, hps-shard and zstd -3 -T%d alternating\n\n" \
     "$threads" "$reps" "$threads"

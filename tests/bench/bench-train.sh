@@ -62,7 +62,7 @@ PY
         "$bin/hps-shard" synth "$kaggle_rows" --seed 1 --cardinality kaggle -o "$work/kaggle.tsv" 2>/dev/null
     fi
     case $name in
-    mlp-*) "$bin/hps-shard" -q -f libsvm --classes 10 --dense 784 --transform none -m "$model" \
+    mlp-*) "$bin/hps-shard" -q --format libsvm --classes 10 --dense 784 --transform none -m "$model" \
                --holdout 0.1 -o "$d/shards" "$work/mnist.svm" ;;
     demo-ctr-kaggle) "$bin/hps-shard" -q -m "$model" --holdout 0.1 -o "$d/shards" "$work/kaggle.tsv" ;;
     *) "$bin/hps-shard" -q -m "$model" --holdout 0.1 -o "$d/shards" "$work/criteo.tsv" ;;

@@ -60,7 +60,7 @@ mpi() {
 }
 
 @test "dist: a plan priced on a profile of the shards predicts the bytes a step sends to its server" {
-    "$HPS_BIN/hps-profile" -q -m "$MODEL" -d cpu:1 -r 3 --data "$TMP/shards" -o "$TMP/p.json"
+    "$HPS_BIN/hps-profile" -q -m "$MODEL" -D cpu:1 -r 3 --data "$TMP/shards" -o "$TMP/p.json"
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 2, "nic_gbps": 10}], "servers": {"type": "a"}}' \
         > "$TMP/c.json"
@@ -111,9 +111,9 @@ r = random.Random(1)
 for i in range(1024):
     print(r.randrange(10), " ".join(f"{j}:{r.random():.3f}" for j in sorted(r.sample(range(1, 785), 40))))' \
         > "$TMP/d.svm"
-    "$HPS_BIN/hps-shard" -q -f libsvm --classes 10 --dense 784 --transform none -m "$DMODEL" -n 2 \
+    "$HPS_BIN/hps-shard" -q --format libsvm --classes 10 --dense 784 --transform none -m "$DMODEL" -n 2 \
         -o "$TMP/dshards" "$TMP/d.svm"
-    "$HPS_BIN/hps-profile" -q -m "$DMODEL" -d cpu:1 -r 2 -o "$TMP/dprof.json"
+    "$HPS_BIN/hps-profile" -q -m "$DMODEL" -D cpu:1 -r 2 -o "$TMP/dprof.json"
     cat > "$TMP/dc.json" <<'EOF'
 {"format": "hps-cluster", "version": 1, "name": "here", "resources": [{"name": "t1", "kind": "cpu",
  "device": "cpu:1", "threads": 1, "price_per_hour": 1, "max_units": 2, "mem_gib": 8, "nic_gbps": 40}]}

@@ -178,7 +178,7 @@ assert s["cache_hit_rate"] > 0.95 > d["cache_hit_rate"], (d["cache_hit_rate"], s
     echo '{"format": "hps-cluster", "version": 1}' > "$TMP/manifest.json"
     run big --data-stats "$TMP/manifest.json"
     [ "$status" -eq 2 ]
-    [[ "$output" == *"manifest.json: format is 'hps-cluster', expected 'hps-shards'" ]]
+    [[ "$output" == *"manifest.json: format is 'hps-cluster', expected 'hps-shards': a cluster given where a shard manifest is expected" ]]
 }
 
 @test "plan: rl is deterministic for a seed and exact is optimal" {
@@ -253,7 +253,7 @@ PY
 {"name": "here", "resources": [{"name": "cpu", "kind": "cpu", "device": "cpu",
   "price_per_hour": 0.68, "max_units": 4, "nic_gbps": 10}]}
 JSON
-    "$HPS_BIN/hps-profile" -m $M/tiny.json -r 2 -w 0 | \
+    "$HPS_BIN/hps-profile" -m $M/tiny.json -r 2 --warmup 0 | \
         plan -m $M/tiny.json -c "$TMP/c.json" --min-throughput 1000 -a exact > "$TMP/plan.json"
     python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["stages"][0]["type"]=="cpu"' "$TMP/plan.json"
 }

@@ -92,9 +92,9 @@ PY
 @test "profile: --min-time times the layers for that long, each layer's spread in the profile" {
     # tiny's step takes microseconds: 0.3 s of it is far more than --reps 4
     # (as many as fit, 5000 at most)
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:1 --reps 4 --no-scaling \
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 --reps 4 --no-scaling \
         --min-time 0.3 -o "$TMP/p.json"
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:1 --reps 4 --no-scaling \
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 --reps 4 --no-scaling \
         --min-time 0 -o "$TMP/p0.json"
     run python3 - "$TMP/p.json" "$TMP/p0.json" <<'PY'
 import json, sys
@@ -112,7 +112,7 @@ PY
 }
 
 @test "profile: scaling times every thread count and fits a fraction in [0, 1]" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:2 --reps 2 --warmup 0 > "$TMP/p.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:2 --reps 2 --warmup 0 > "$TMP/p.json"
     run python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))["devices"][0]
@@ -159,8 +159,8 @@ for l in d["layers"]:
     [ "$output" = "hps-profile: error: $TMP/missing.json: cannot open: No such file or directory" ]
     run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" --batch 0
     [ "$status" -eq 2 ]
-    [[ "$output" == *"--batch: '0' is not an integer in [1, 1048576]"* ]]
-    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d gpu
+    [[ "$output" == *"--batch: '0' is not a count in [1, 1048576]"* ]]
+    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D gpu
     [ "$status" -eq 2 ]
     [[ "$output" == *"'gpu' is not a device (expected cpu, cpu:N or cuda:K)"* ]]
     run "$HPS_BIN/hps-profile"
@@ -171,15 +171,15 @@ for l in d["layers"]:
     if "$HPS_BIN/hps-profile" --list-devices | grep -q '^cuda:0'; then
         skip "this machine has a CUDA device"
     fi
-    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cuda:0 -o "$TMP/p.json"
+    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cuda:0 -o "$TMP/p.json"
     [ "$status" -eq 1 ]
     [[ "$output" == "hps-profile: error: cuda:0: "* ]]
     [ ! -e "$TMP/p.json" ]
 }
 
 @test "profile: --merge combines devices and refuses a device twice" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:1 $FAST > "$TMP/a.json"
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:2 $FAST > "$TMP/b.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 $FAST > "$TMP/a.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:2 $FAST > "$TMP/b.json"
     "$HPS_BIN/hps-profile" --merge "$TMP/a.json" "$TMP/b.json" > "$TMP/m.json"
     run python3 -c 'import json,sys; print(",".join(d["id"] for d in json.load(open(sys.argv[1]))["devices"]))' "$TMP/m.json"
     [ "$output" = "cpu:1,cpu:2" ]
@@ -190,8 +190,8 @@ for l in d["layers"]:
 }
 
 @test "profile: --merge refuses profiles of different models" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:1 $FAST > "$TMP/a.json"
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/two-tables.json" -d cpu:2 $FAST > "$TMP/b.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 $FAST > "$TMP/a.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/two-tables.json" -D cpu:2 $FAST > "$TMP/b.json"
     run "$HPS_BIN/hps-profile" --merge "$TMP/a.json" "$TMP/b.json"
     [ "$status" -eq 2 ]
     [[ "$output" == *"b.json: profiles model 'two-tables' (batch 16), but "*"a.json profiles 'tiny' (batch 8)" ]]
@@ -199,7 +199,7 @@ for l in d["layers"]:
 
 @test "profile: a layer's time on half the batch gives its fixed share; hps-plan charges it to every unit whole" {
     local M="$TESTDATA/models/mlp-784.json"
-    "$HPS_BIN/hps-profile" -q -m "$M" -d cpu:1 --reps 4 --warmup 1 -o "$TMP/p.json"
+    "$HPS_BIN/hps-profile" -q -m "$M" -D cpu:1 --reps 4 --warmup 1 -o "$TMP/p.json"
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 4, "nic_gbps": 1000}]}' > "$TMP/c.json"
     python3 - "$TMP/p.json" "$TMP/p0.json" "$TMP/bad.json" <<'PY'
@@ -283,7 +283,7 @@ PY
 }
 
 @test "profile: a CPU device's overhead is timed on hps-train's engine; an estimated GPU keeps its own" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" -d cpu:1 $FAST \
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" -D cpu:1 $FAST \
         --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"
     run python3 - "$TMP/p.json" <<'PY'
 import json, sys
@@ -300,7 +300,7 @@ profile_demo_on_shards() {
     M=$TESTDATA/models/demo-ctr.json
     "$HPS_BIN/hps-shard" synth 3000 -o "$TMP/x.tsv" 2>/dev/null
     "$HPS_BIN/hps-shard" -q -m "$M" -o "$TMP/shards" "$TMP/x.tsv"
-    "$HPS_BIN/hps-profile" -m "$M" -d cpu:1 $FAST --data "$TMP/shards" -o "$TMP/p.json"
+    "$HPS_BIN/hps-profile" -m "$M" -D cpu:1 $FAST --data "$TMP/shards" -o "$TMP/p.json"
 }
 
 @test "profile: --data times the engine and the read on shards; hps-plan charges the read to the first stage" {
@@ -439,7 +439,7 @@ PY
         "$TMP/a.json" "$TMP/b.json"
     run "$HPS_BIN/hps-profile" -m "$TESTDATA/clusters/lab.json"
     [ "$status" -eq 2 ]
-    [ "$output" = "hps-profile: error: $TESTDATA/clusters/lab.json: format is 'hps-cluster', expected 'hps-model'" ]
+    [ "$output" = "hps-profile: error: $TESTDATA/clusters/lab.json: format is 'hps-cluster', expected 'hps-model': a cluster given where a model is expected" ]
     sed 's/"version": 1/"version": 3/' "$TESTDATA/models/tiny.json" > "$TMP/v3.json"
     run "$HPS_BIN/hps-profile" -m "$TMP/v3.json"
     [ "$status" -eq 2 ]

@@ -59,15 +59,15 @@ teardown() {
 
 @test "robust: a libsvm value beyond a float's range is refused, not trained on as inf" {
     printf '1 3:1e39 7:1\n0 2:1\n' > "$TMP/inf.svm"
-    run "$HPS_BIN/hps-shard" -f libsvm -o "$TMP/svm" "$TMP/inf.svm"
+    run "$HPS_BIN/hps-shard" --format libsvm -o "$TMP/svm" "$TMP/inf.svm"
     [ "$status" -eq 1 ]
     [[ "$output" == *"inf.svm:1: field 2 (feature): expected idx:value, got '3:1e39'"* ]]
 }
 
 @test "robust: a 10-class shard copied into a 5-class directory is refused by hps-train and stats --verify" {
     python3 "$BATS_TEST_DIRNAME/make_multiclass.py" 200 5 1 > "$TMP/mc.svm"
-    "$HPS_BIN/hps-shard" -q -f libsvm --classes 5 -o "$TMP/c5" "$TMP/mc.svm"
-    "$HPS_BIN/hps-shard" -q -f libsvm --classes 10 -o "$TMP/c10" "$TMP/mc.svm"
+    "$HPS_BIN/hps-shard" -q --format libsvm --classes 5 -o "$TMP/c5" "$TMP/mc.svm"
+    "$HPS_BIN/hps-shard" -q --format libsvm --classes 10 -o "$TMP/c10" "$TMP/mc.svm"
     cp "$TMP/c10/shard-00000.hps" "$TMP/c5/"
     run "$HPS_BIN/hps-train" --model "$TESTDATA/models/libsvm-logreg.json" --data "$TMP/c5" --threads 1 -q
     [ "$status" -eq 1 ]

@@ -179,7 +179,7 @@ PY
     old=$ROOT/testdata/shards-v1
     "$SHARD" stats --verify "$old/libsvm-dense" > /dev/null
     "$SHARD" stats --verify "$old/criteo-small" > /dev/null
-    "$SHARD" -q -o "$TMP/svm" -f libsvm --classes 3 --dense 5 --transform none --block-rows 4 "$DATA/libsvm-dense.svm"
+    "$SHARD" -q -o "$TMP/svm" --format libsvm --classes 3 --dense 5 --transform none --block-rows 4 "$DATA/libsvm-dense.svm"
     "$SHARD" -q -o "$TMP/tsv" --block-rows 7 "$DATA/criteo-small.tsv"
     [ "$(od -An -tu4 -j8 -N4 "$TMP/svm/shard-00000.hps" | tr -d ' ')" = 2 ]
     [ "$(od -An -tu4 -j8 -N4 "$old/libsvm-dense/shard-00000.hps" | tr -d ' ')" = 1 ]
@@ -222,19 +222,19 @@ PY
 }
 
 @test "shard: libsvm binary, multi-class and dense; malformed libsvm" {
-    "$SHARD" -q -f libsvm -o "$TMP/b" "$DATA/libsvm-binary.svm"
+    "$SHARD" -q --format libsvm -o "$TMP/b" "$DATA/libsvm-binary.svm"
     "$SHARD" cat "$TMP/b" > "$TMP/b.svm"
     sed -e 's/^+1/1/' -e 's/^-1/0/' "$DATA/libsvm-binary.svm" | cmp - "$TMP/b.svm"
-    "$SHARD" -q -f libsvm --classes 5 -n 2 -o "$TMP/m" "$DATA/libsvm-multiclass.svm"
+    "$SHARD" -q --format libsvm --classes 5 -n 2 -o "$TMP/m" "$DATA/libsvm-multiclass.svm"
     "$SHARD" cat "$TMP/m" | cmp - "$DATA/libsvm-multiclass.svm"
     python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); assert m["schema"]["label"] == {"kind": "multiclass", "classes": 5} and m["schema"]["slots"][0]["weighted"]' "$TMP/m/manifest.json"
-    "$SHARD" -q -f libsvm --classes 5 -m "$ROOT/testdata/models/libsvm-multiclass.json" -o "$TMP/mm" "$DATA/libsvm-multiclass.svm"
-    "$SHARD" -q -f libsvm --dense 19 -o "$TMP/d" "$DATA/libsvm-binary.svm"
+    "$SHARD" -q --format libsvm --classes 5 -m "$ROOT/testdata/models/libsvm-multiclass.json" -o "$TMP/mm" "$DATA/libsvm-multiclass.svm"
+    "$SHARD" -q --format libsvm --dense 19 -o "$TMP/d" "$DATA/libsvm-binary.svm"
     "$SHARD" cat --as libsvm "$TMP/d" | head -1 | grep -q '^0 5:0.25 6:0.25 13:1 15:4$'
-    run "$SHARD" -f libsvm -o "$TMP/x" "$DATA/libsvm-bad.svm"
+    run "$SHARD" --format libsvm -o "$TMP/x" "$DATA/libsvm-bad.svm"
     [ "$status" -eq 1 ]
     [[ "$output" == *"libsvm-bad.svm:3: field 2 (feature): expected idx:value, got '4:x'" ]]
-    run "$SHARD" -f libsvm --classes 3 -o "$TMP/x" "$DATA/libsvm-multiclass.svm"
+    run "$SHARD" --format libsvm --classes 3 -o "$TMP/x" "$DATA/libsvm-multiclass.svm"
     [ "$status" -eq 1 ]
     [[ "$output" == *"field 1 (label): expected a class in [0, 3)"* ]]
     [ ! -e "$TMP/x" ]

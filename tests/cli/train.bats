@@ -63,7 +63,7 @@ PY
 
 @test "train: a multi-class libsvm set learns; a logistic regression baseline beside it" {
     python3 "$BATS_TEST_DIRNAME/make_multiclass.py" 20000 5 1 > "$TMP/mc.svm"
-    "$HPS_BIN/hps-shard" -q -f libsvm --classes 5 -m "$TESTDATA/models/libsvm-multiclass.json" \
+    "$HPS_BIN/hps-shard" -q --format libsvm --classes 5 -m "$TESTDATA/models/libsvm-multiclass.json" \
         --holdout 0.2 -o "$TMP/mc" "$TMP/mc.svm"
     for m in libsvm-multiclass libsvm-logreg; do
         "$HPS_BIN/hps-train" --model "$TESTDATA/models/$m.json" --data "$TMP/mc" --eval "$TMP/mc" \
@@ -154,7 +154,7 @@ PY
     run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --model "$MODEL" --data "$DATA/few"
     [ "$status" -eq 2 ]
     [[ "$output" == "hps-train: error: $TMP/plan.json: made for model sha256:"*"but $MODEL is sha256:"*"(re-run hps-plan)" ]]
-    "$HPS_BIN/hps-shard" -q -f libsvm --classes 5 -o "$TMP/svm" "$TESTDATA/data/libsvm-multiclass.svm"
+    "$HPS_BIN/hps-shard" -q --format libsvm --classes 5 -o "$TMP/svm" "$TESTDATA/data/libsvm-multiclass.svm"
     run "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/svm"
     [ "$status" -eq 2 ]
     [ "$output" = "hps-train: error: $TMP/svm: rows have 0 dense features, $MODEL expects 13" ]
@@ -219,7 +219,7 @@ PY
     "$HPS_BIN/hps-profile" --merge "$TMP/probe.json" --format table > /dev/null
     python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["devices"][0]["id"]="cpu"; json.dump(p,open(sys.argv[1],"w"))' "$TMP/probe.json"
     "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/probe.json" \
-        -p <("$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --warmup 0 --no-scaling -d cpu:1 \
+        -p <("$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --warmup 0 --no-scaling -D cpu:1 \
              --estimate "$TESTDATA/devices/gpu-t4.json" | python3 -c 'import json,sys; p=json.load(sys.stdin); p["devices"]=p["devices"][1:]; json.dump(p,sys.stdout)') \
         --min-throughput 1000 --algo exact -f table > /dev/null
 }
@@ -356,6 +356,28 @@ PY
     run "$HPS_BIN/hps-train" show "$TMP/bad.ndjson"
     [ "$status" -eq 2 ]
     [ "$output" = "hps-train: error: $TMP/bad.ndjson:1: expected a metrics record (a JSON object with \"event\")" ]
+}
+
+@test "train: a short run records a curve by default, and one record draws inside its charts" {
+    # no --metrics-interval: records every 1/100 of the run's steps, not one per 10 s
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --metrics "$TMP/m.ndjson"
+    steps=$(json_field "$TMP/m.ndjson" "d['steps']")
+    records=$(grep -c '"event": *"step"' "$TMP/m.ndjson")
+    [ "$steps" -ge 3 ]
+    [ "$records" -ge "$steps" ] || { echo "$records step records for $steps steps"; false; }
+    # one step, one record: every dot inside a chart's frame
+    "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --threads 1 -q --steps 1 --metrics "$TMP/one.ndjson"
+    "$HPS_BIN/hps-train" show "$TMP/one.ndjson" -o "$TMP/one.svg"
+    python3 - "$TMP/one.svg" <<'PY'
+import re, sys
+svg = open(sys.argv[1]).read()
+frames = [tuple(float(v) for v in m) for m in
+          re.findall(r'<rect x="([\d.]+)" y="([\d.]+)" width="([\d.]+)" height="([\d.]+)" fill="none"', svg)]
+dots = [(float(x), float(y)) for x, y in re.findall(r'<circle cx="([-\d.]+)" cy="([-\d.]+)"', svg)]
+assert len(frames) == 4 and dots, (frames, dots)
+out = [d for d in dots if not any(x <= d[0] <= x + w and y <= d[1] <= y + h for x, y, w, h in frames)]
+assert not out, "dots outside every chart: %s" % out
+PY
 }
 
 @test "train: more than 256 micro-batches (was a stack overflow)" {

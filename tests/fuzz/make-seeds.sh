@@ -13,8 +13,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 head -n 20 "$root/testdata/data/criteo-small.tsv" > "$tmp/c.tsv"
 "$bin/hps-shard" -q --block-rows 8 -o "$tmp/c" "$tmp/c.tsv"
-"$bin/hps-shard" -q -f libsvm --classes 5 --block-rows 16 -o "$tmp/l" "$root/testdata/data/libsvm-multiclass.svm"
-"$bin/hps-shard" -q -f libsvm --dense 20 --block-rows 16 -o "$tmp/d" "$root/testdata/data/libsvm-binary.svm"
+"$bin/hps-shard" -q --format libsvm --classes 5 --block-rows 16 -o "$tmp/l" "$root/testdata/data/libsvm-multiclass.svm"
+"$bin/hps-shard" -q --format libsvm --dense 20 --block-rows 16 -o "$tmp/d" "$root/testdata/data/libsvm-binary.svm"
 "$bin/hps-train" --model "$root/testdata/models/libsvm-logreg.json" --data "$tmp/l" --threads 1 -q \
     --checkpoint "$tmp/ck"
 "$bin/hps-train" --model "$root/testdata/models/libsvm-logreg.json" --data "$tmp/l" --threads 1 -q \

@@ -1,6 +1,7 @@
 /* The subcommand dispatch of lib/core/hps_cli.c: a command gets argv with
  * its name taken out, the default action gets argv as it is, and a word
  * that is no command is a usage error naming the nearest. */
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -114,6 +115,47 @@ static void test_unknown_command(void **state)
     assert_string_equal(msg, "hps-x: error: 'cta' is not a command; did you mean 'cat'?\ntry 'hps-x --help'\n");
 }
 
+static void test_numbers_as_typed(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s;
+        double v;
+    } good[] = {{"500", 500}, {"500k", 5e5}, {"500K", 5e5}, {"2e5", 2e5}, {"1.5M", 1.5e6}, {"2G", 2e9},
+                {"1T", 1e12}, {".5k", 500}, {"+3", 3}, {"-2", -2}, {"1.25e3k", 1.25e6}};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        double v = -1;
+        assert_int_equal(hps_parse_number(good[i].s, &v), 0);
+        assert_true(v == good[i].v);
+    }
+    static const char *const bad[] = {"", "k", "5kk", "5m", "5 k", "0x10", "inf", "nan", "1e400", "abc", ".", "5e"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        double v = -1;
+        assert_int_equal(hps_parse_number(bad[i], &v), -1);
+        assert_true(v == -1); /* untouched */
+    }
+}
+
+static void test_numbers_for_tables(void **state)
+{
+    (void)state;
+    char b[32];
+    assert_string_equal(hps_format_number(93542.7, 6, b, sizeof b), "93542.7");
+    assert_string_equal(hps_format_number(3.93252e6, 6, b, sizeof b), "3.93252M");
+    assert_string_equal(hps_format_number(1e8, 6, b, sizeof b), "100M");
+    assert_string_equal(hps_format_number(2.5e9, 6, b, sizeof b), "2.5G");
+    assert_string_equal(hps_format_number(0.0127107, 6, b, sizeof b), "0.0127107");
+    assert_string_equal(hps_format_number(93542.7, 4, b, sizeof b), "93543"); /* no 9.354e+04 */
+    assert_string_equal(hps_format_number(-5e6, 4, b, sizeof b), "-5M");
+    /* what a table prints reads back as an option's value */
+    static const double v[] = {20000, 1e6, 3.93252e6, 1e8, 7.5e12};
+    for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+        double back;
+        assert_int_equal(hps_parse_number(hps_format_number(v[i], 6, b, sizeof b), &back), 0);
+        assert_true(fabs(back - v[i]) <= 1e-5 * v[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -121,6 +163,8 @@ int main(void)
         cmocka_unit_test(test_default_action),
         cmocka_unit_test(test_file_operands),
         cmocka_unit_test(test_unknown_command),
+        cmocka_unit_test(test_numbers_as_typed),
+        cmocka_unit_test(test_numbers_for_tables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -695,10 +695,12 @@ static void test_cluster_errors(void **state)
         {RES(", \"price_per_hour\": 0"), "c.json: resource 'gpu-v100': price_per_hour must be > 0"},
         {RES(""), "c.json: resource 'gpu-v100': missing field 'price_per_hour'"},
         {RES(", \"price_per_hour\": 1, \"colour\": 1"), "c.json: resource 'gpu-v100': unknown field 'colour'"},
+        {RES(", \"price_per_hour\": 1, \"mem_gbi\": 1"),
+         "c.json: resource 'gpu-v100': unknown field 'mem_gbi'; did you mean 'mem_gib'?"},
         {"{\"name\": \"x\", \"resources\": []}", "c.json: resources must be an array of 1 to 16 objects"},
         {"{\"name\": \"x\", \"resources\": [{\"name\": \"a\", \"kind\": \"tpu\", \"device\": \"d\", "
          "\"price_per_hour\": 1, \"max_units\": 1, \"nic_gbps\": 1}]}",
-         "c.json: resource 'a': kind 'tpu' must be one of cpu|gpu"},
+         "c.json: resource 'a': kind 'tpu' must be one of cpu|gpu; did you mean 'cpu'?"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         assert_null(parse_cluster(cases[i].text, &err));

@@ -113,9 +113,9 @@ static void test_plan_file_errors(void **state)
     static const struct {
         const char *text, *msg;
     } cases[] = {
-        {"{\"format\": \"hps-cluster\", \"version\": 1}", "p.json: format is 'hps-cluster', expected 'hps-plan'"},
+        {"{\"format\": \"hps-cluster\", \"version\": 1}", "p.json: format is 'hps-cluster', expected 'hps-plan': a cluster given where a plan is expected"},
         {"{\"format\": \"hps-plan\", \"version\": 2}", "p.json: hps-plan version 2, this hps reads versions 1 to 1"},
-        {"{\"version\": 1}", "p.json: missing field 'format'"},
+        {"{\"version\": 1}", "p.json: missing field 'format': expected a plan (\"format\": \"hps-plan\")"},
         {PLAN_HEAD "\"stages\": [{\"type\": \"cpu\", \"units\": 1, \"layers\": [0, 2147483647]}]}",
          "p.json: stage 0: layers [0, 2147483647]: expected [0, last] with last < 1024"},
         {PLAN_HEAD "\"model\": {\"layers\": 3}, \"stages\": [{\"type\": \"cpu\", \"units\": 1, \"layers\": [0, 1]}]}",
@@ -199,7 +199,7 @@ static void test_gap_of_a_tie(void **state)
     plan_print_table(mem, f.p, &e, &l, &r, &meta);
     fclose(mem);
     assert_null(strstr(text, "-0.00%"));
-    assert_non_null(strstr(text, ", 0.00% above the optimum"));
+    assert_non_null(strstr(text, ", at the optimum (within 0.01%)"));
     free(text);
     json_decref(root);
     plan_layout_free(&l);
