@@ -440,7 +440,7 @@ json.dump(p, open(sys.argv[2], "w"))' "$@"
 # model $1, its two stages cut before layer $3, to $2.
 graph_cut_plan() {
     local digest
-    digest=$("$HPS_BIN/hps-profile" -m "$1" -d cpu:1 -b 16 -r 1 -w 0 --no-scaling -q |
+    digest=$("$HPS_BIN/hps-profile" -m "$1" -D cpu:1 -b 16 -r 1 --warmup 0 --no-scaling -q |
         python3 -c 'import json,sys; print(json.load(sys.stdin)["model"]["digest"])')
     python3 -c 'import json,sys
 p = json.load(open(sys.argv[1]))
