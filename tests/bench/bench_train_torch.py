@@ -13,7 +13,8 @@ tsv`), tensors preloaded.  Keys first seen in the held-out rows read zeros, as
 in hps-train's evaluation.
 
   bench_train_torch.py MODEL.json TRAIN.tsv HOLDOUT.tsv THREADS [SEED [EPOCHS]]
-  prints one JSON line: samples_per_s, logloss and accuracy (held out), seconds.
+  prints one JSON line: samples_per_s, logloss, AUC (a binary label; else
+  null) and accuracy (held out), seconds.
   EPOCHS passes over the rows (1), as hps-train's --epochs: bench-train sets
   both so that a run lasts long enough to be stable.
 
@@ -257,6 +258,21 @@ def loss_fn(spec):
     return lambda out, y: torch.nn.functional.binary_cross_entropy_with_logits(out.squeeze(1), y)
 
 
+def auc(score, label):
+    """Held-out AUC as hps-train's eval computes it: the rank sum of the
+    positives (Mann-Whitney), tied scores sharing their mean rank; NaN without
+    both classes or with a NaN score."""
+    score, pos = np.asarray(score, dtype=np.float64), np.asarray(label) > 0.5
+    n_pos, n_neg = int(pos.sum()), len(pos) - int(pos.sum())
+    if not n_pos or not n_neg or np.isnan(score).any():
+        return float("nan")
+    order = np.argsort(score, kind="stable")
+    _, first, count = np.unique(score[order], return_index=True, return_counts=True)
+    ranks = np.empty(len(score))
+    ranks[order] = np.repeat(first + (count + 1) / 2.0, count)  # ranks first+1 .. first+count
+    return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
+
+
 def train(argv):
     model_path, train_path, holdout_path, threads = argv[:4]
     torch.set_num_threads(int(threads))
@@ -294,7 +310,8 @@ def train(argv):
         total = lf(out, y_ho).item()
         pred = out.argmax(1) if softmax else (out.squeeze(1) > 0).float()
         correct = int((pred == (y_ho.long() if softmax else y_ho)).sum())
-    print(json.dumps({"samples_per_s": epochs * n / seconds, "logloss": total,
+    area = None if softmax else auc(out.squeeze(1).numpy(), y_ho.numpy())
+    print(json.dumps({"samples_per_s": epochs * n / seconds, "logloss": total, "auc": area,
                       "accuracy": correct / len(y_ho), "seconds": seconds,
                       "threads": torch.get_num_threads(), "torch": torch.__version__}))
 
