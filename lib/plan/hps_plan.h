@@ -39,6 +39,11 @@ typedef struct {
     /* per cut, [c] for the cut before layer c (0 and n_layers: none): bytes a
      * batch sends across it, both ways (hps-plan(1), COST MODEL) */
     double *cut_bytes;
+    /* a graph's stage [first, end) also holds what crosses it unread (a
+     * tensor produced before it and read after it, its gradient, the
+     * labels): [first * (n_layers + 1) + end], bytes a batch; NULL for a
+     * chain (plan_problem_model_cuts) */
+    double *pass_bytes;
     /* per layer x type, [l * n_types + t] */
     double *t1_ms; /* forward + backward of one batch on one unit */
     double *par;   /* fitted parallel fraction a over threads: t(n) = t1 ((1 - a) + a / n) */
@@ -148,6 +153,8 @@ void plan_problem_chain_cuts(plan_problem *p);
  * and read after it, not the last layer's output alone) and the labels
  * forward, the gradients of those that take one back. */
 void plan_problem_model_cuts(plan_problem *p, const hps_model *m);
+/* pass_bytes of a graph model at p->batch (called by the above). */
+void plan_problem_model_passes(plan_problem *p, const hps_model *m);
 void plan_problem_free(plan_problem *p);
 /* A seeded CTR-like instance for the rl policy's pre-training, the tests and
  * the benchmark: the limit is tightness times the largest throughput

@@ -108,13 +108,50 @@ static double stage_hit(const plan_problem *p, int first, int end, double f)
     return total > 0 ? hit / total : 0;
 }
 
+/* The first layer at or after `from` that reads tensor q (the loss, last,
+ * reads the labels); n_layers when none does. */
+static int next_reader(const hps_model *m, int q, int from)
+{
+    if (q == HPS_TENSOR_LABELS) return m->n_layers - 1;
+    for (int l = from; l < m->n_layers; l++)
+        for (int i = 0; i < m->layers[l].n_inputs; i++)
+            if (m->layers[l].inputs[i] == q) return l;
+    return m->n_layers;
+}
+
+/* A layer's working set counts the tensors it reads and writes; a stage of
+ * a graph also receives and sends, unread, each tensor of the live set at
+ * its first cut that no layer of it reads before its last cut (deepfm's
+ * wide and FM logits through the deep part's stages), and its gradient. */
+void plan_problem_model_passes(plan_problem *p, const hps_model *m)
+{
+    int L = m->n_layers;
+    free(p->pass_bytes);
+    p->pass_bytes = NULL;
+    if (!m->graph) return; /* a chain's layers read what its cuts carry */
+    p->pass_bytes = hps_calloc((size_t)(L + 1) * (L + 1), sizeof(double));
+    int *live = hps_malloc(((size_t)L + 2) * sizeof *live);
+    for (int first = 1; first < L; first++) {
+        int n = hps_model_cut_live(m, first, live, first + 2);
+        for (int i = 0; i < n; i++) {
+            int q = live[i], last = next_reader(m, q, first);
+            double w = hps_model_tensor_width(m, q) * (1.0 + (hps_model_tensor_grad(m, q) != 0));
+            for (int end = first + 1; end <= last && end < L; end++)
+                p->pass_bytes[(size_t)first * (L + 1) + end] += p->batch * w * sizeof(float);
+        }
+    }
+    free(live);
+}
+
 /* A unit holds its layers' working sets (parameters with Adam's state, one
- * batch of activations and their gradients, the rows a batch touches), a
- * reserve for the runtime, and on a GPU the tables when they fit, else as
- * many hot rows as the rest of its memory holds. */
+ * batch of activations and their gradients, the rows a batch touches), what
+ * crosses the stage unread, a reserve for the runtime, and on a GPU the
+ * tables when they fit, else as many hot rows as the rest of its memory
+ * holds. */
 void plan_stage_memory(const plan_problem *p, int first, int end, int t, plan_law *law)
 {
     double work = PLAN_UNIT_RESERVE + p->pre_work[end] - p->pre_work[first];
+    if (p->pass_bytes) work += p->pass_bytes[(size_t)first * (p->n_layers + 1) + end];
     double tables = p->pre_table[end] - p->pre_table[first], touched = p->pre_sparse[end] - p->pre_sparse[first];
     double cap = p->mem_bytes[t];
     law->fits = cap <= 0 || work <= cap;

@@ -118,6 +118,7 @@ void plan_problem_model_cuts(plan_problem *p, const hps_model *m)
         hps_model_cut_widths(m, c, &act, &grad);
         p->cut_bytes[c] = p->batch * (act + 1 + grad) * sizeof(float);
     }
+    plan_problem_model_passes(p, m);
 }
 
 void plan_problem_free(plan_problem *p)
@@ -130,6 +131,7 @@ void plan_problem_free(plan_problem *p)
     free(p->bytes_in);
     free(p->bytes_out);
     free(p->cut_bytes);
+    free(p->pass_bytes);
     free(p->param_bytes);
     free(p->sparse_bytes);
     free(p->sparse_rows);

@@ -908,6 +908,57 @@ static void test_graph_cut_charges_the_live_set(void **state)
     hps_model_free(m);
 }
 
+/* Memory of deepfm's stage [first, end) past the reserve, with no layer's
+ * own working set: only what crosses it unread. */
+static double passing_bytes(const plan_problem *p, int first, int end)
+{
+    plan_law law;
+    plan_stage_law(p, first, end, 0, &law);
+    return law.mem_bytes - PLAN_UNIT_RESERVE;
+}
+
+/* A graph's stage holds what crosses it unread (hps-plan(1), MEMORY): the
+ * wide and FM logits and their gradients through the deep part, the labels
+ * through every stage before the loss's; a chain's stage only its layers'. */
+static void test_graph_stage_memory_counts_what_passes_through(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_model *m = hps_model_load(HPS_TESTDATA "/models/deepfm.json", &err);
+    if (!m) fail_msg("%s", err.msg);
+    plan_problem *p = plan_problem_new(m->n_layers, 1);
+    p->batch = m->batch;
+    p->max_units[0] = 1;
+    plan_problem_model_cuts(p, m);
+    plan_problem_prepare(p);
+    double f = 256.0 * sizeof(float);
+    NEAR(passing_bytes(p, 4, 7), f * (2 + 2 + 1));       /* fc1..deep: linear, fm both ways; labels */
+    NEAR(passing_bytes(p, 2, 3), f * (2 + 13 + 1));      /* fm: linear both ways, dense, labels */
+    NEAR(passing_bytes(p, 1, 2), f * (2 * 208 + 13 + 1)); /* linear: emb both ways, dense, labels */
+    NEAR(passing_bytes(p, 7, 8), f * 1);                 /* the add reads all three logits */
+    NEAR(passing_bytes(p, 0, 4), 0);                     /* nothing reaches the first stage */
+    NEAR(passing_bytes(p, 4, m->n_layers), 0);           /* nor leaves the last */
+    NEAR(passing_bytes(p, 1, m->n_layers), 0);
+    /* a stage too small for what passes through it fits no unit */
+    p->mem_bytes[0] = PLAN_UNIT_RESERVE + f * 4;
+    plan_law law;
+    plan_stage_law(p, 4, 7, 0, &law);
+    assert_false(law.fits);
+    plan_problem_free(p);
+    hps_model_free(m);
+
+    m = hps_model_load(HPS_TESTDATA "/models/demo-ctr.json", &err);
+    if (!m) fail_msg("%s", err.msg);
+    p = plan_problem_new(m->n_layers, 1);
+    p->batch = m->batch;
+    plan_problem_model_cuts(p, m);
+    plan_problem_prepare(p);
+    assert_null(p->pass_bytes);
+    for (int c = 1; c < m->n_layers; c++) NEAR(passing_bytes(p, c - 1, c), 0);
+    plan_problem_free(p);
+    hps_model_free(m);
+}
+
 /* A stage takes its own units from its type's limit, and on the servers'
  * type its servers too; without a servers' type, only its units. */
 static void test_units_taken_counts_servers_on_their_type(void **state)
@@ -959,6 +1010,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_worked_example),
         cmocka_unit_test(test_graph_cut_charges_the_live_set),
+        cmocka_unit_test(test_graph_stage_memory_counts_what_passes_through),
         cmocka_unit_test(test_worked_example_fixed_share),
         cmocka_unit_test(test_pipeline_schedule),
         cmocka_unit_test(test_worked_example_latency_and_host),
