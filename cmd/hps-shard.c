@@ -231,6 +231,9 @@ static int check_model(const options *op, hps_shard_opts *so, hps_model **mp, hp
     hps_schema *s = &so->parse.schema;
     if (m->label == HPS_LABEL_MULTICLASS && so->parse.format == HPS_FMT_LIBSVM && !op->classes)
         s->multiclass = 1, s->classes = m->classes;
+    /* a dense-only model takes Criteo's 13 counts; its 26 categorical fields are dropped */
+    if (so->parse.format == HPS_FMT_CRITEO && m->n_slots == 0 && m->n_dense == s->n_dense)
+        s->n_slots = 0;
     if (m->n_dense != s->n_dense || m->n_slots != s->n_slots)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: input has %d dense features and %d slots, %s data gives %d and %d",
                         op->model, m->n_dense, m->n_slots, hps_data_format_names[so->parse.format], s->n_dense, s->n_slots);
