@@ -267,6 +267,22 @@ EOF
     [[ "$output" == *"bad.tsv:1: field 15 (C1): expected 1 to 16 hex digits, got 'zz'"* ]]
 }
 
+@test "shard: raw libsvm dense values that look unscaled get a warning naming the feature, its figure and --transform" {
+    printf '0 1:0.5 2:3\n1 1:0.25 2:1500\n0 1:-0.75 2:12\n' > "$TMP/raw.svm"
+    run "$SHARD" --format libsvm --dense 2 -o "$TMP/a" "$TMP/raw.svm"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"warning: dense feature 2 reaches 1500 and the values are kept raw (--transform none, the libsvm default): give --transform log, or scale the data"* ]]
+    # said: --transform none; scaled: nothing to say
+    run "$SHARD" --format libsvm --dense 2 --transform none -o "$TMP/b" "$TMP/raw.svm"
+    [[ "$output" != *warning* ]]
+    run "$SHARD" --format libsvm --dense 2 --transform log -o "$TMP/c" "$TMP/raw.svm"
+    [[ "$output" != *warning* ]]
+    printf '0 1:0.5 2:3\n1 1:0.25 2:-99\n' > "$TMP/scaled.svm"
+    run "$SHARD" --format libsvm --dense 2 -o "$TMP/d" "$TMP/scaled.svm"
+    [ "$status" -eq 0 ]
+    [[ "$output" != *warning* ]]
+}
+
 @test "shard: an existing output needs --force; an interrupted run leaves nothing" {
     "$SHARD" -q -o "$TMP/d" "$DATA/criteo-small.tsv"
     run "$SHARD" -q -o "$TMP/d" -n 2 "$DATA/criteo-small.tsv"
