@@ -85,7 +85,10 @@ static void label_as(char *buf, size_t n, double v, int digits)
     if (digits) snprintf(buf, n, "%.*g", digits, v);
     else if (a >= 1e6) snprintf(buf, n, "%.4gM", v / 1e6);
     else if (a > 0 && a < 1e-3) snprintf(buf, n, "%.3g", v);
-    else snprintf(buf, n, "%.10g", round(v * 1e6) / 1e6);
+    else {
+        double r = round(v * 1e6) / 1e6;
+        snprintf(buf, n, "%.10g", r == 0 ? 0.0 : r); /* a tick a hair below zero reads 0, not -0 */
+    }
 }
 
 /* The short label, unless it would not tell this tick from the next one
