@@ -245,9 +245,11 @@ static void draw_series(FILE *f, const hps_svg_axes *ax, range r, const hps_svg_
 static void draw_legend(FILE *f, const hps_svg_axes *ax, const hps_svg_series *s, int n_series)
 {
     double x = ax->x + 10, y = ax->y + 16;
-    for (int k = 0; k < n_series; k++, y += 16) {
+    for (int k = 0; k < n_series; k++) {
+        if (!s[k].name) continue;
         hps_svg_line(f, x, y - 4, x + 22, y - 4, s[k].color, 2.5, s[k].dashed);
         hps_svg_text(f, x + 28, y, 11, "start", "normal", "#000000", "%s", s[k].name);
+        y += 16;
     }
 }
 
