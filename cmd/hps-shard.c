@@ -205,6 +205,9 @@ static int choice(const char *name, const char *arg, const char *const *names)
 
 /* ---- shard ------------------------------------------------------------------- */
 
+/* |dense value| beyond which raw values look unscaled (a count, a pixel 0..255) */
+#define HPS_DENSE_UNSCALED 100.0
+
 static double *parse_weights(const char *s, int *n)
 {
     double *w = hps_malloc((strlen(s) / 2 + 1) * sizeof *w), sum = 0;
@@ -231,6 +234,9 @@ static int check_model(const options *op, hps_shard_opts *so, hps_model **mp, hp
     hps_schema *s = &so->parse.schema;
     if (m->label == HPS_LABEL_MULTICLASS && so->parse.format == HPS_FMT_LIBSVM && !op->classes)
         s->multiclass = 1, s->classes = m->classes;
+    /* a dense-only model takes Criteo's 13 counts; its 26 categorical fields are dropped */
+    if (so->parse.format == HPS_FMT_CRITEO && m->n_slots == 0 && m->n_dense == s->n_dense)
+        s->n_slots = 0;
     if (m->n_dense != s->n_dense || m->n_slots != s->n_slots)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: input has %d dense features and %d slots, %s data gives %d and %d",
                         op->model, m->n_dense, m->n_slots, hps_data_format_names[so->parse.format], s->n_dense, s->n_slots);
@@ -308,6 +314,12 @@ static int shard(const options *op, int n_inputs, char **inputs)
             op->output, (unsigned long long)res.rows, res.rows == 1 ? "" : "s", so.n_shards, so.n_shards == 1 ? "" : "s",
             so.holdout > 0 ? " + holdout" : "", in_size, (double)res.bytes_out / 1e6,
             res.seconds, (double)res.bytes_in / 1e6 / res.seconds, (double)res.rows / res.seconds);
+    /* libsvm's default keeps raw values: a count column in the thousands
+     * saturates the first layer and trains to nonsense without a word */
+    if (!op->transform && po->transform == HPS_TRANSFORM_NONE && res.dense_max_abs > HPS_DENSE_UNSCALED)
+        hps_warnf("dense feature %d reaches %g and the values are kept raw (--transform none, the libsvm "
+                  "default): give --transform log, or scale the data",
+                  res.dense_max_col + 1, res.dense_max_abs);
     if (res.skipped) hps_warnf("skipped %llu malformed line%s", (unsigned long long)res.skipped, res.skipped == 1 ? "" : "s");
     rc = 0;
 out:

@@ -85,7 +85,10 @@ static void label_as(char *buf, size_t n, double v, int digits)
     if (digits) snprintf(buf, n, "%.*g", digits, v);
     else if (a >= 1e6) snprintf(buf, n, "%.4gM", v / 1e6);
     else if (a > 0 && a < 1e-3) snprintf(buf, n, "%.3g", v);
-    else snprintf(buf, n, "%.10g", round(v * 1e6) / 1e6);
+    else {
+        double r = round(v * 1e6) / 1e6;
+        snprintf(buf, n, "%.10g", r == 0 ? 0.0 : r); /* a tick a hair below zero reads 0, not -0 */
+    }
 }
 
 /* The short label, unless it would not tell this tick from the next one
@@ -242,9 +245,11 @@ static void draw_series(FILE *f, const hps_svg_axes *ax, range r, const hps_svg_
 static void draw_legend(FILE *f, const hps_svg_axes *ax, const hps_svg_series *s, int n_series)
 {
     double x = ax->x + 10, y = ax->y + 16;
-    for (int k = 0; k < n_series; k++, y += 16) {
+    for (int k = 0; k < n_series; k++) {
+        if (!s[k].name) continue;
         hps_svg_line(f, x, y - 4, x + 22, y - 4, s[k].color, 2.5, s[k].dashed);
         hps_svg_text(f, x + 28, y, 11, "start", "normal", "#000000", "%s", s[k].name);
+        y += 16;
     }
 }
 

@@ -23,7 +23,7 @@ void hps_svg_rect(FILE *f, double x, double y, double w, double h, const char *f
 /* Colours of the charts' series and of plan stages, in order. */
 const char *hps_svg_color(int i);
 
-/* One series of a chart: n points; step draws a staircase that rises at
+/* One series of a chart (a NULL name: not in the legend): n points; step draws a staircase that rises at
  * each point's x to the next point's y (the price of the next point holds
  * for every x above this one), for prices that jump. */
 typedef struct {

@@ -229,7 +229,7 @@ static int criteo_parse_careful(const hps_parse_opts *o, const char *line, size_
                           "1 to 16 hex digits", p, n);
                 goto bad;
             }
-            hps_rows_add_key(r, slot, hps_key_inline(o, slot, v), 1.0f);
+            if (o->schema.n_slots) hps_rows_add_key(r, slot, hps_key_inline(o, slot, v), 1.0f);
         }
         p = q + 1;
     }
@@ -250,7 +250,8 @@ int hps_criteo_parse(const hps_parse_opts *o, const char *line, size_t len, hps_
     float dense[HPS_CRITEO_DENSE];
     hps_dense_transform_ints(o->transform, f.ints, f.has_int, dense, HPS_CRITEO_DENSE);
     for (int i = 0; i < HPS_CRITEO_DENSE; i++) r->dense[(size_t)i * r->cap + row] = dense[i];
-    for (int s = 0; s < HPS_CRITEO_SLOTS; s++)
+    /* a dense-only schema reads the categorical fields and drops them */
+    for (int s = 0; s < HPS_CRITEO_SLOTS && o->schema.n_slots; s++)
         if (f.has_hex >> s & 1) hps_rows_add_key(r, s, hps_key_inline(o, s, f.hex[s]), 1.0f);
     return 0;
 }

@@ -16,6 +16,7 @@
 #include "data/hps_shard_job.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -540,6 +541,16 @@ static void output_progress(output *out, int final)
     if (final) fputc('\n', stderr);
 }
 
+/* The largest |dense value| of a block, into the result. */
+static void dense_extent(hps_shard_result *res, const hps_rows *r)
+{
+    for (int d = 0; d < r->schema.n_dense; d++)
+        for (int i = 0; i < r->rows; i++) {
+            double x = fabs((double)r->dense[(size_t)d * (size_t)r->cap + (size_t)i]);
+            if (x > res->dense_max_abs) res->dense_max_abs = x, res->dense_max_col = d;
+        }
+}
+
 /* A finished job: its error, its skipped lines, its block. */
 static int output_job(output *out, job *j, hps_error *err)
 {
@@ -556,6 +567,7 @@ static int output_job(output *out, job *j, hps_error *err)
     if (j->rows->rows) {
         if (hps_shard_writer_add(out->w, &j->block, err) != 0) return -1;
         hps_hot_merge(out->hot, j->hot, j->rows);
+        dense_extent(out->res, j->rows);
         out->res->rows += (uint64_t)j->rows->rows;
     }
     output_progress(out, 0);
@@ -695,6 +707,7 @@ static int no_rows(const inputs *in, const hps_shard_result *res, hps_error *err
 int hps_shard_run(const hps_shard_opts *o, hps_shard_result *res, hps_error *err)
 {
     memset(res, 0, sizeof *res);
+    res->dense_max_col = -1;
     hps_tmpdir *tmp = hps_tmpdir_create(o->out_dir, o->force, err);
     if (!tmp) return -1;
     inputs in = {0};

@@ -120,6 +120,10 @@ typedef struct {
     uint64_t rows, lines, skipped, bytes_in, bytes_out;
     uint64_t text_bytes; /* the input decompressed */
     double seconds;
+    /* the largest |dense value| written and its feature (0-based; -1: no
+     * dense features): hps-shard warns when raw values look unscaled */
+    double dense_max_abs;
+    int dense_max_col;
 } hps_shard_result;
 
 int hps_shard_run(const hps_shard_opts *o, hps_shard_result *res, hps_error *err);

@@ -636,19 +636,24 @@ static int parse_layer(json_t *jl, hps_model *m, int li, chain_state *st, const 
     return 0;
 }
 
-/* A graph: some layer names its inputs or is of a kind a chain cannot hold. */
-static int is_graph(json_t *layers)
+/* A graph: some layer names its inputs or is of a kind a chain cannot hold,
+ * or the model has no slots and no merge: with nothing to merge, its first
+ * fc reads the dense features and each later layer the one before it, as a
+ * graph's layers without "inputs" do (a leading concat keeps it a chain). */
+static int is_graph(json_t *layers, int n_slots)
 {
     size_t i;
     json_t *jl;
+    int merge = 0;
     json_array_foreach(layers, i, jl) {
         const char *t = json_string_value(json_object_get(jl, "type"));
         if (json_object_get(jl, "inputs")) return 1;
         if (t && (strcmp(t, "linear") == 0 || strcmp(t, "fm") == 0 || strcmp(t, "cross") == 0 ||
                   strcmp(t, "add") == 0))
             return 1;
+        merge |= t && (strcmp(t, "concat") == 0 || strcmp(t, "dot_interaction") == 0);
     }
-    return 0;
+    return n_slots == 0 && !merge;
 }
 
 /* Every output feeds a later layer (the loss's feeds nothing), and every
@@ -694,7 +699,7 @@ static int parse_layers(json_t *root, hps_model *m, const char *file, hps_error 
         return hps_fail(err, HPS_EXIT_USAGE, "%s: more than %d layers", file, HPS_MAX_LAYERS);
     m->n_layers = (int)json_array_size(layers);
     m->layers = hps_calloc(m->n_layers, sizeof *m->layers);
-    m->graph = is_graph(layers);
+    m->graph = is_graph(layers, m->n_slots);
     chain_state st = {.dense_prod = HPS_TENSOR_DENSE, .dense = m->n_dense, .jlayers = layers};
     st.slot_used = hps_malloc((m->n_slots + 1) * sizeof *st.slot_used);
     st.slot_linear = hps_calloc(m->n_slots + 1, sizeof *st.slot_linear);

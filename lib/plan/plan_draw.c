@@ -211,13 +211,20 @@ void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const pla
 void plan_frontier_svg(FILE *f, const plan_problem *p, const plan_frontier *fr)
 {
     double *x = hps_malloc((size_t)(fr->n + 1) * sizeof *x), *y = hps_malloc((size_t)(fr->n + 1) * sizeof *y);
-    for (int i = 0; i < fr->n; i++) x[i] = fr->points[i].throughput, y[i] = fr->points[i].cost_per_hour;
-    hps_svg_begin(f, 800, 570, "hps-plan --pareto");
-    hps_svg_axes ax = {.x = 90, .y = 50, .w = 660, .h = 380, .title = "cost against throughput (--pareto)",
-                       .xlabel = "samples/s", .ylabel = "$ per hour", .ymin_zero = 1};
-    hps_svg_series s = {.name = "cheapest plan reaching that throughput", .color = hps_svg_color(0), .n = fr->n,
-                        .x = x, .y = y, .step = 1, .marks = 1};
+    /* the objective the sweep minimised, per job as the table's */
+    static const char *const unit[] = {"$ per job", "seconds per job", "joules per job", "joule-seconds per job"};
+    char title[96], ylabel[96];
+    snprintf(title, sizeof title, "%s against throughput (--pareto)", plan_objective_names[p->objective]);
+    snprintf(ylabel, sizeof ylabel, "%s (%s)", plan_objective_names[p->objective], unit[p->objective]);
+    for (int i = 0; i < fr->n; i++) x[i] = fr->points[i].throughput, y[i] = fr->points[i].objective;
+    hps_svg_begin(f, 800, 590, "hps-plan --pareto");
+    hps_svg_axes ax = {.x = 90, .y = 50, .w = 660, .h = 380, .title = title, .xlabel = "samples/s",
+                       .ylabel = ylabel, .ymin_zero = 1};
+    /* the staircase fills the frame: its legend goes under the x label */
+    hps_svg_series s = {.name = NULL, .color = hps_svg_color(0), .n = fr->n, .x = x, .y = y, .step = 1, .marks = 1};
     hps_svg_chart(f, &ax, &s, 1);
+    hps_svg_line(f, 90, 482, 112, 482, s.color, 2.5, 0);
+    hps_svg_text(f, 118, 486, 11, "start", "normal", "#000000", "the best plan reaching that throughput");
     /* each point's stages under the chart, in order */
     for (int i = 0; i < fr->n && i < 5; i++) {
         char line[256] = "";
@@ -226,10 +233,10 @@ void plan_frontier_svg(FILE *f, const plan_problem *p, const plan_frontier *fr)
             snprintf(line + len, sizeof line - len, "%s%s x%d", k ? " | " : "",
                      p->type_names[fr->points[i].stages[k].type], fr->points[i].stages[k].units);
         }
-        hps_svg_text(f, 90, 480 + 12 * i, 10, "start", "normal", "#333333", "%.0f samples/s, $%.3f/h: %s",
-                     x[i], y[i], line);
+        hps_svg_text(f, 90, 510 + 12 * i, 10, "start", "normal", "#333333", "%.0f samples/s, %s %.4g: %s",
+                     x[i], plan_objective_names[p->objective], y[i], line);
     }
-    if (fr->n > 5) hps_svg_text(f, 90, 480 + 60, 10, "start", "normal", "#333333", "... (%d points)", fr->n);
+    if (fr->n > 5) hps_svg_text(f, 90, 510 + 60, 10, "start", "normal", "#333333", "... (%d points)", fr->n);
     hps_svg_end(f);
     free(x);
     free(y);

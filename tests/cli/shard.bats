@@ -248,6 +248,41 @@ PY
     grep -q '"digest": "sha256:' "$TMP/ok/manifest.json"
 }
 
+@test "shard: criteo data feeds a dense-only model: its 13 counts, the categorical fields dropped" {
+    cat > "$TMP/dense.json" <<'EOF'
+{"name": "criteo-dense", "batch": 16,
+ "input": {"dense": 13, "slots": [], "label": {"kind": "binary"}},
+ "layers": [{"name": "fc1", "type": "fc", "out": 8, "activation": "relu"},
+            {"name": "out", "type": "fc", "out": 1},
+            {"name": "loss", "type": "loss", "loss": "logloss"}]}
+EOF
+    "$SHARD" -q --transform none -m "$TMP/dense.json" -o "$TMP/d" "$DATA/criteo-small.tsv"
+    python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["schema"]; assert s["dense"] == 13 and s["slots"] == [], s' "$TMP/d/manifest.json"
+    "$SHARD" cat "$TMP/d" > "$TMP/d.tsv"
+    criteo_parsed "$DATA/criteo-small.tsv" | cut -f1-14 | cmp - "$TMP/d.tsv"
+    # a malformed categorical field is still an error naming it
+    printf '0\t1\t2\t3\t4\t5\t6\t7\t8\t9\t10\t11\t12\t13\tzz%s\n' "$(printf '\t%.0s' $(seq 25))" > "$TMP/bad.tsv"
+    run "$SHARD" -m "$TMP/dense.json" -o "$TMP/x" "$TMP/bad.tsv"
+    [ "$status" -eq 1 ]
+    [[ "$output" == *"bad.tsv:1: field 15 (C1): expected 1 to 16 hex digits, got 'zz'"* ]]
+}
+
+@test "shard: raw libsvm dense values that look unscaled get a warning naming the feature, its figure and --transform" {
+    printf '0 1:0.5 2:3\n1 1:0.25 2:1500\n0 1:-0.75 2:12\n' > "$TMP/raw.svm"
+    run "$SHARD" --format libsvm --dense 2 -o "$TMP/a" "$TMP/raw.svm"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"warning: dense feature 2 reaches 1500 and the values are kept raw (--transform none, the libsvm default): give --transform log, or scale the data"* ]]
+    # said: --transform none; scaled: nothing to say
+    run "$SHARD" --format libsvm --dense 2 --transform none -o "$TMP/b" "$TMP/raw.svm"
+    [[ "$output" != *warning* ]]
+    run "$SHARD" --format libsvm --dense 2 --transform log -o "$TMP/c" "$TMP/raw.svm"
+    [[ "$output" != *warning* ]]
+    printf '0 1:0.5 2:3\n1 1:0.25 2:-99\n' > "$TMP/scaled.svm"
+    run "$SHARD" --format libsvm --dense 2 -o "$TMP/d" "$TMP/scaled.svm"
+    [ "$status" -eq 0 ]
+    [[ "$output" != *warning* ]]
+}
+
 @test "shard: an existing output needs --force; an interrupted run leaves nothing" {
     "$SHARD" -q -o "$TMP/d" "$DATA/criteo-small.tsv"
     run "$SHARD" -q -o "$TMP/d" -n 2 "$DATA/criteo-small.tsv"

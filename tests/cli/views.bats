@@ -111,6 +111,25 @@ json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/aws.json"
     grep -q '<polyline' "$TMP/pareto.svg"
 }
 
+@test "views: the Pareto SVG plots the table's objective per job, its legend under the frame, clear of the line" {
+    plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
+        --pareto -f svg -o "$TMP/pareto.svg"
+    plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
+        --pareto -f json -o "$TMP/pareto.json"
+    grep -q '>cost (\$ per job)<' "$TMP/pareto.svg"
+    python3 - "$TMP/pareto.svg" "$TMP/pareto.json" <<'EOF'
+import json, re, sys
+svg, pts = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))["points"]
+# each point's line under the chart gives the objective the table gives
+for p in pts[:5]:
+    assert "cost %.4g:" % p["objective"] in svg, p["objective"]
+# the frame's bottom edge, and the legend's text below it
+frame = re.search(r'<rect x="90.0" y="50.0" width="660.0" height="([0-9.]+)"', svg)
+legend = re.search(r'<text x="[0-9.]+" y="([0-9.]+)"[^>]*>the best plan reaching', svg)
+assert frame and legend and float(legend.group(1)) > 50 + float(frame.group(1)) + 34, svg
+EOF
+}
+
 @test "views: --pareto rows keep the limit that produced them; -f json gives stages as objects" {
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
         --rows servers --pareto -f table > "$TMP/table"

@@ -281,6 +281,43 @@ static void test_graph_runs_as_its_chain(void **state)
     hps_model_free(graph);
 }
 
+/* A model without slots needs no merge: mlp-784 without its leading concat
+ * reads the dense features in its first fc and computes what the chain
+ * with the concat computes. */
+static void test_dense_only_needs_no_concat(void **state)
+{
+    (void)state;
+    hps_error err;
+    json_t *root = NULL;
+    assert_int_equal(hps_json_load(HPS_TESTDATA "/models/mlp-784.json", &root, &err), 0);
+    hps_model *chain = hps_model_parse(root, "mlp-784", &err);
+    assert_non_null(chain);
+    assert_int_equal(json_array_remove(json_object_get(root, "layers"), 0), 0);
+    hps_model *bare = hps_model_parse(root, "mlp-bare", &err);
+    json_decref(root);
+    if (!bare) fail_msg("%s", err.msg);
+    assert_int_equal(bare->n_layers, chain->n_layers - 1);
+    assert_int_equal(bare->layers[0].n_inputs, 1);
+    assert_int_equal(bare->layers[0].inputs[0], HPS_TENSOR_DENSE);
+    assert_int_equal(bare->n_params, chain->n_params);
+    hps_net *a = hps_net_create(chain, hps_backend_cpu(), 8, 0);
+    hps_net *b = hps_net_create(bare, hps_backend_cpu(), 8, 0);
+    hps_net_init(a, 5);
+    memcpy(b->params, a->params, chain->n_params * sizeof(float));
+    hps_batch *batch = hps_batch_synth(chain, 8, 6);
+    hps_net_load_batch(a, batch);
+    hps_net_load_batch(b, batch);
+    assert_true(hps_net_forward(a) == hps_net_forward(b));
+    hps_net_backward(a);
+    hps_net_backward(b);
+    assert_memory_equal(a->grads, b->grads, chain->n_params * sizeof(float));
+    hps_batch_free(batch);
+    hps_net_free(a);
+    hps_net_free(b);
+    hps_model_free(chain);
+    hps_model_free(bare);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +326,7 @@ int main(void)
         cmocka_unit_test(test_host_tables_match),
         cmocka_unit_test(test_input_gradient_only_when_taken),
         cmocka_unit_test(test_graph_runs_as_its_chain),
+        cmocka_unit_test(test_dense_only_needs_no_concat),
     };
     return cmocka_run_group_tests_name("net", tests, NULL, NULL);
 }

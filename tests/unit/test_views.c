@@ -132,6 +132,29 @@ static void check_chart(double x0, double x1, double y0, double y1, int logy, do
     free(text);
 }
 
+/* One point (a one-record run's loss): the axis around it has a tick at
+ * zero, labelled 0 and not -0 (a sum of steps just below zero). */
+static void test_zero_tick_is_0(void **state)
+{
+    (void)state;
+    const double ys[] = {0.6446, 0.3, 0.7, 0.05};
+    for (size_t k = 0; k < sizeof ys / sizeof *ys; k++) {
+        FILE *f = tmpfile();
+        const double x[] = {1}, y[] = {ys[k]};
+        hps_svg_axes ax = {.x = 50, .y = 10, .w = 200, .h = 100, .title = "t", .xlabel = "x", .ylabel = "y"};
+        hps_svg_series s = {.name = "loss", .color = hps_svg_color(0), .n = 1, .x = x, .y = y, .marks = 1};
+        hps_svg_chart(f, &ax, &s, 1);
+        char *text = slurp(f), labels[64][64];
+        int n = tick_labels(text, "end", labels, 64), zero = 0;
+        for (int i = 0; i < n; i++) {
+            if (strcmp(labels[i], "-0") == 0) fail_msg("y %g: a tick labelled -0", ys[k]);
+            zero += strcmp(labels[i], "0") == 0;
+        }
+        assert_int_equal(zero, 1);
+        free(text);
+    }
+}
+
 static void test_chart_of_degenerate_ranges(void **state)
 {
     (void)state;
@@ -296,6 +319,7 @@ int main(void)
         cmocka_unit_test(test_chart_without_points),
         cmocka_unit_test(test_log_chart),
         cmocka_unit_test(test_chart_of_degenerate_ranges),
+        cmocka_unit_test(test_zero_tick_is_0),
         cmocka_unit_test(test_pareto_frontier),
         cmocka_unit_test(test_dot_follows_the_data_flow),
         cmocka_unit_test(test_dot_draws_branches),
