@@ -180,6 +180,31 @@ static int ticks(double lo, double hi, double st, double *v)
     return n;
 }
 
+void hps_svg_xaxis(FILE *f, double x, double y, double w, double lo, double hi, const char *label)
+{
+    char lab[64];
+    double v[MAX_TICKS];
+    sane_axis(&lo, &hi);
+    hps_svg_line(f, x, y, x + w, y, "#444444", 1, 0);
+    double st = tick_step(hi / 2 - lo / 2);
+    int n = ticks(lo, hi, st, v), widest = 0;
+    for (int i = 0; i < n; i++) {
+        tick_label(lab, sizeof lab, v[i], st);
+        if ((int)strlen(lab) > widest) widest = (int)strlen(lab);
+    }
+    /* a label every k ticks, so that labels (about 7 px a character at 11 px) keep apart on a short axis */
+    double gap = n > 1 ? (axis_frac(v[1], lo, hi) - axis_frac(v[0], lo, hi)) * w : w;
+    int k = (int)ceil((7.0 * widest + 8) / fmax(gap, 1));
+    for (int i = 0; i < n; i++) {
+        double px = x + axis_frac(v[i], lo, hi) * w;
+        hps_svg_line(f, px, y, px, y + 4, "#444444", 1, 0);
+        if (i % k) continue;
+        tick_label(lab, sizeof lab, v[i], st);
+        hps_svg_text(f, px, y + 16, 11, "middle", "normal", "#333333", "%s", lab);
+    }
+    hps_svg_text(f, x + w + 20, y + 16, 11, "start", "normal", "#333333", "%s", label);
+}
+
 static void draw_axes(FILE *f, const hps_svg_axes *ax, range r)
 {
     char lab[64];

@@ -43,6 +43,11 @@ typedef struct {
     double xmin, xmax; /* the x range when xmax > xmin (charts side by side); else the data's */
 } hps_svg_axes;
 
+/* A horizontal axis for values lo..hi from x to x + w at height y: a rule,
+ * ticks labelled as the charts' are, and its label after its end; for bars
+ * drawn by hand (a plan's stages). */
+void hps_svg_xaxis(FILE *f, double x, double y, double w, double lo, double hi, const char *label);
+
 /* Frame, ticks, grid, the series and their legend.  Series with n == 0 are
  * listed in the legend only; a chart with no points says "no data". */
 void hps_svg_chart(FILE *f, const hps_svg_axes *ax, const hps_svg_series *s, int n_series);

@@ -169,7 +169,7 @@ void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const pla
     for (int s = 0; s < e->n_stages; s++)
         top = fmax(top, fmax(e->stages[s].throughput, e->stages[s].link_ms > 0 ? e->stages[s].link_throughput : 0));
     top = fmax(top, p->min_throughput) * 1.05;
-    int h = 110 + 34 * rows + 70;
+    int h = 110 + 34 * rows + 86;
     hps_svg_begin(f, 1040, h, "hps plan");
     hps_svg_text(f, 20, 28, 16, "start", "bold", "#000000", "plan for %s: %s at >= %.0f samples/s", m->name,
                  plan_objective_names[p->objective], p->min_throughput);
@@ -198,11 +198,13 @@ void plan_draw_svg(FILE *f, const hps_model *m, const plan_problem *p, const pla
                      "%.0f samples/s, %.3f ms/batch, $%.3f/h%s", st->throughput, st->ms, st->units * p->price[st->type], b ? "  bottleneck" : "");
         y += 34;
     }
+    /* the scale the bars are read on, a lone stage's too */
+    hps_svg_xaxis(f, 250, y + 2, 300, 0, top, "samples/s");
     double lx = 250 + 300 * p->min_throughput / top;
-    hps_svg_line(f, lx, 90, lx, y + 4, "#d62728", 1.5, 1);
-    hps_svg_text(f, lx, y + 20, 11, "middle", "normal", "#d62728", "limit %.0f", p->min_throughput);
+    hps_svg_line(f, lx, 90, lx, y + 2, "#d62728", 1.5, 1);
+    hps_svg_text(f, lx, y + 36, 11, "middle", "normal", "#d62728", "limit %.0f", p->min_throughput);
     if (l->n_servers)
-        hps_svg_text(f, 20, y + 44, 12, "start", "normal", "#333333",
+        hps_svg_text(f, 20, y + 60, 12, "start", "normal", "#333333",
                      "parameter servers: %d, %.1f MB/s of embedding rows pulled and pushed", l->n_servers,
                      l->server_bytes_per_s / 1e6);
     hps_svg_end(f);

@@ -99,6 +99,35 @@ json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/aws.json"
     renders "$TMP/dlrm-dot.svg"
 }
 
+@test "views: a plan's SVG has a samples/s axis under its bars, one stage too" {
+    plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --min-throughput 1000000 -o "$TMP/one.json"
+    [ "$(json_field "$TMP/one.json" 'len(d["stages"])')" = 1 ]
+    plan show "$TMP/one.json" -f svg -o "$TMP/one.svg"
+    renders "$TMP/one.svg"
+    dlrm_plan -f svg -o "$TMP/two.svg"
+    for svg in "$TMP/one.svg" "$TMP/two.svg"; do
+        python3 - "$svg" <<'EOF2'
+import re, sys
+svg = open(sys.argv[1]).read()
+bars = [(float(x), float(y), float(w)) for x, y, w in
+        re.findall(r'<rect x="([0-9.]+)" y="([0-9.]+)" width="([0-9.]+)" height="22.0" fill="#f2f2f2"', svg)]
+assert bars, "no bars"
+x0, w = bars[0][0], bars[0][2]
+under = max(y for _, y, _ in bars) + 22
+rule = re.search(r'<line x1="%.1f" y1="([0-9.]+)" x2="%.1f" y2="\1"' % (x0, x0 + w), svg)
+assert rule and float(rule.group(1)) >= under, "no axis rule under the bars"
+ay = float(rule.group(1))
+ticks = [(float(x), t) for x, y, t in re.findall(
+    r'<text x="([0-9.]+)" y="([0-9.]+)" font-size="11" text-anchor="middle" font-weight="normal" fill="#333333">([^<]*)<', svg)
+    if ay < float(y) < ay + 24]
+assert len(ticks) >= 3 and ticks[0] == (x0, "0"), ticks
+assert all(x0 <= x <= x0 + w for x, _ in ticks) and [x for x, _ in ticks] == sorted(x for x, _ in ticks), ticks
+assert all(b[0] - a[0] >= 3.5 * (len(a[1]) + len(b[1])) for a, b in zip(ticks, ticks[1:])), ticks  # apart
+assert re.search(r'>samples/s</text>', svg), "no axis label"
+EOF2
+    done
+}
+
 @test "views: the plan and the Pareto frontier as SVG pictures render" {
     dlrm_plan -o "$TMP/plan.json"
     plan show "$TMP/plan.json" -f svg -o "$TMP/plan.svg"
