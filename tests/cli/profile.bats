@@ -239,7 +239,10 @@ layers = json.load(open(sys.argv[1]))["devices"][0]["layers"]
 t1 = sum(l["forward_ms"]["median"] + l["backward_ms"]["median"] for l in layers)
 fixed = sum(l["batch_scaling"]["fixed_fraction"][0] * (l["forward_ms"]["median"] + l["backward_ms"]["median"])
             for l in layers)
-assert 0 < fixed < t1, (fixed, t1)
+# the measured share may be 0 on a busy machine (half the batch timed as long
+# as half the time): the planner's charge is checked whatever it is, and
+# against the set shares of p1 and p2
+assert 0 <= fixed < t1, (fixed, t1)
 assert s["units"] > 1 and s1["units"] > 1, (s, s1)  # the fastest plan splits the batch
 # each unit computes its B / k samples, but the fixed share whole
 assert abs(s["layers_ms"] - (fixed + (t1 - fixed) / s["units"])) < 1e-6, (s, fixed, t1)
