@@ -150,7 +150,7 @@ DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev libssl-dev zs
 .SECONDARY:
 
 .PHONY: all deps check test asan fuzz fuzz-targets fuzz-cov golden demo install uninstall clean FORCE \
-        bench-plan bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy bench-fidelity
+        bench-plan bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy check-policy bench-fidelity
 all: $(BINS)
 
 $(CONFIG_STAMP): FORCE
@@ -261,6 +261,11 @@ deps:
 # ---- tests ------------------------------------------------------------------
 check: deps
 	@$(MAKE) --no-print-directory all
+
+# The built-in policy is what plan-policy writes (about 2 min of CPU, more
+# than make check's budget allows: CI runs it beside make check, .ci/run).
+check-policy: $(BIN)/hps-plan
+	@HPS_BIN=$(CURDIR)/$(BIN) HPS_CHECK_POLICY=1 tests/run.sh --only tests/cli/policy.bats
 	@$(MAKE) --no-print-directory test
 
 # REPLAY_BINS: the fuzz targets replayed over their seeds (see "fuzzing").

@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/run.sh [--only] TEST...
 # Runs every unit test binary given as arguments (cmocka, TAP output) and
-# every bats file under tests/cli, and ends with one summary line:
+# every bats file under tests/cli (each test's time beside it, the five
+# slowest listed at the end), and ends with one summary line:
 #   N passed, N failed, N skipped
 # With --only, it runs just the TESTs given: binaries, and bats files (the
 # arguments that end in .bats), so `make test T=...` runs one test.
@@ -30,11 +31,16 @@ for t in "$@"; do
     rm -f "$log.one"
 done
 if [ "$only" -eq 0 ] && ls "$here"/cli/*.bats >/dev/null 2>&1; then
-    HPS_BIN="${HPS_BIN:-$here/../bin}" bats --tap "$here"/cli/*.bats 2>&1 | tee -a "$log"
+    HPS_BIN="${HPS_BIN:-$here/../bin}" bats --tap --timing "$here"/cli/*.bats 2>&1 | tee -a "$log"
 elif [ -n "$bats_files" ]; then
     # shellcheck disable=SC2086 # one word a file
-    HPS_BIN="${HPS_BIN:-$here/../bin}" bats --tap $bats_files 2>&1 | tee -a "$log"
+    HPS_BIN="${HPS_BIN:-$here/../bin}" bats --tap --timing $bats_files 2>&1 | tee -a "$log"
 fi
+# The slowest bats tests, so that the suite's time (CI's budget: make check
+# under 10 minutes) has names beside it.
+grep -E '^(not )?ok [0-9]+ .* in [0-9]+ms' "$log" |
+    sed -E 's/^(not )?ok [0-9]+ (.*) in ([0-9]+)ms.*/\3 \2/' | sort -rn | head -5 |
+    awk '{ ms = $1; $1 = ""; printf "slow: %6.1f s %s\n", ms / 1000, $0 }'
 # cmocka reports a skip as "not ok N # SKIP", bats as "ok N # skip"
 skipped=$(grep -Eci '^(not )?ok .*# skip' "$log")
 passed=$(grep -E '^ok ' "$log" | grep -Evic '# skip')

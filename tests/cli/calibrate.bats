@@ -21,7 +21,7 @@ setup() {
                 "max_units": 2, "nic_gbps": 100, "mem_gib": 4}],
  "servers": {"gbps": 100}}
 JSON
-    "$HPS_BIN/hps-profile" -m "$MODEL" -D cpu:1 --reps 2 --warmup 1 -q -o "$TMP/p.json"
+    "$HPS_BIN/hps-profile" -m "$MODEL" -D cpu:1 --reps 2 --min-time 0 --warmup 1 -q -o "$TMP/p.json"
 }
 
 teardown() {

@@ -228,15 +228,6 @@ PY
     [[ "$output" == "hps-plan: error: "*"bad.json: weights must be an array of 160 numbers" ]]
 }
 
-@test "plan: the built-in policy is the one make plan-policy writes" {
-    # the Makefile's training command, at its settings, gives lib/plan/rl-policy.json
-    local args
-    args=$(sed -n 's/^PLAN_POLICY_TRAIN := //p' Makefile)
-    [ -n "$args" ]
-    plan --train-policy "$TMP/p.json" $args
-    cmp "$TMP/p.json" lib/plan/rl-policy.json
-}
-
 @test "plan: the profile comes from stdin, or from several files" {
     demo -a exact -f table > "$TMP/one"
     plan -m $M/demo-ctr.json -c $C/aws.json --min-throughput 1000000 -a exact -f table \
@@ -253,7 +244,7 @@ PY
 {"name": "here", "resources": [{"name": "cpu", "kind": "cpu", "device": "cpu",
   "price_per_hour": 0.68, "max_units": 4, "nic_gbps": 10}]}
 JSON
-    "$HPS_BIN/hps-profile" -m $M/tiny.json -r 2 --warmup 0 | \
+    "$HPS_BIN/hps-profile" -m $M/tiny.json -r 2 --min-time 0 --warmup 0 | \
         plan -m $M/tiny.json -c "$TMP/c.json" --min-throughput 1000 -a exact > "$TMP/plan.json"
     python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["stages"][0]["type"]=="cpu"' "$TMP/plan.json"
 }

@@ -112,7 +112,7 @@ PY
 }
 
 @test "profile: scaling times every thread count and fits a fraction in [0, 1]" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:2 --reps 2 --warmup 0 > "$TMP/p.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:2 --reps 2 --min-time 0 --warmup 0 > "$TMP/p.json"
     run python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))["devices"][0]
@@ -199,7 +199,7 @@ for l in d["layers"]:
 
 @test "profile: a layer's time on half the batch gives its fixed share; hps-plan charges it to every unit whole" {
     local M="$TESTDATA/models/mlp-784.json"
-    "$HPS_BIN/hps-profile" -q -m "$M" -D cpu:1 --reps 4 --warmup 1 -o "$TMP/p.json"
+    "$HPS_BIN/hps-profile" -q -m "$M" -D cpu:1 --reps 4 --min-time 0 --warmup 1 -o "$TMP/p.json"
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 4, "nic_gbps": 1000}]}' > "$TMP/c.json"
     python3 - "$TMP/p.json" "$TMP/p0.json" "$TMP/bad.json" <<'PY'

@@ -295,7 +295,7 @@ PY
 
 @test "views: -D cpu:N beyond the cores warns" {
     local n=$(( $(nproc) + 1 ))
-    run "$HPS_BIN/hps-profile" -m $M/tiny.json -D cpu:$n --reps 1 --warmup 0 --no-scaling -o "$TMP/p.json"
+    run "$HPS_BIN/hps-profile" -m $M/tiny.json -D cpu:$n --reps 1 --min-time 0 --warmup 0 --no-scaling -o "$TMP/p.json"
     [ "$status" -eq 0 ]
     [[ "$output" == *"warning: --devices: 'cpu:$n' asks for $n threads on $(nproc) cores"* ]]
 }
@@ -325,7 +325,7 @@ PY
     cp "$TESTDATA/devices/gpu-t4.json" .
     pipeline() {
         make --no-print-directory -f "$mk" HPS="$HPS_BIN/" GPUS=gpu-t4.json \
-            PROFILE_FLAGS="--reps 2 --warmup 0 --no-scaling" TRAIN_FLAGS="--cpu-fallback --threads 1 --steps 5" "$@" 2>&1
+            PROFILE_FLAGS="--reps 2 --warmup 0 --no-scaling --min-time 0" TRAIN_FLAGS="--cpu-fallback --threads 1 --steps 5" "$@" 2>&1
     }
     pipeline MIN_THROUGHPUT=20000 > first
     grep -q 'hps-profile -m' first && grep -q 'hps-train --plan' first
@@ -404,7 +404,7 @@ PY
 }
 
 @test "views: -q means errors only in every tool" {
-    run "$HPS_BIN/hps-profile" -q -m $M/tiny.json -D cpu:999 --reps 1 --warmup 0 --no-scaling -o "$TMP/p.json"
+    run "$HPS_BIN/hps-profile" -q -m $M/tiny.json -D cpu:999 --reps 1 --min-time 0 --warmup 0 --no-scaling -o "$TMP/p.json"
     [ "$status" -eq 0 ]
     [ -z "$output" ]
     run "$HPS_BIN/hps-profile" -q -m "$TMP/missing.json"
