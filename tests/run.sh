@@ -38,7 +38,7 @@ elif [ -n "$bats_files" ]; then
 fi
 # The slowest bats tests, so that the suite's time (CI's budget: make check
 # under 10 minutes) has names beside it.
-grep -E '^(not )?ok [0-9]+ .* in [0-9]+ms' "$log" |
+grep -E '^(not )?ok [0-9]+ .* in [0-9]+ms' "$log" | grep -vi '# skip' |
     sed -E 's/^(not )?ok [0-9]+ (.*) in ([0-9]+)ms.*/\3 \2/' | sort -rn | head -5 |
     awk '{ ms = $1; $1 = ""; printf "slow: %6.1f s %s\n", ms / 1000, $0 }'
 # cmocka reports a skip as "not ok N # SKIP", bats as "ok N # skip"
