@@ -146,6 +146,7 @@ static int parse_args(int argc, char **argv, args *a)
         case 'V': hps_cli_version(stdout); return HPS_EXIT_OK;
         }
     }
+    if (a->check && a->table) hps_usage_error("--check-estimate prints a table already: drop --format");
     if (a->show) {
         if (optind >= argc) hps_usage_error("show: missing PROFILE");
         if (optind + 1 < argc) hps_usage_error("show: unexpected argument '%s'", argv[optind + 1]);
@@ -155,7 +156,6 @@ static int parse_args(int argc, char **argv, args *a)
     if (a->merge && optind == argc) hps_usage_error("--merge needs profiles");
     if (a->describe_cpu && (a->model || a->merge || a->check || a->n_estimates))
         hps_usage_error("--describe-cpu takes no model, profile or spec (it describes this machine)");
-    if (a->check && a->table) hps_usage_error("--check-estimate prints a table already: drop --format");
     if (!a->merge && !a->list_devices && !a->describe_cpu && !a->model)
         hps_usage_error("no model given (use -m MODEL)");
     return -1;
