@@ -8,12 +8,16 @@
  *     embedding  sparse bytes / gather rate + the rest of M / W + launch
  *     others     max(F / P, M / W) + launch
  * with P, W the attainable compute rate and bandwidth; the overhead adds the
- * batch over PCIe.  A CPU spec is calibrated on the measured device, layer
- * by layer:
- *     e = roofline(measured device) / measured time,   clamped to [0.01, 1]
- *     t(estimated device) = roofline(spec) / e + kernels * launch overhead
- * where the measured device's "peaks" are its own measured sgemm and triad
- * rates.  hps-profile(1) documents the spec fields and defaults.
+ * batch over PCIe.  A CPU is the measured CPU device times the ratio of the
+ * two machines' modelled times, layer by layer (hps_cpu_pass_ms):
+ *     t = min(t_m, B_m) * B_s / B_m + (t_m - min(t_m, B_m)) * clock_m / clock_s
+ * with B a pass's bound on each machine (GEMM: FLOPs / GEMM rate; anything
+ * else: bytes / bandwidth), the measured device's rates its own sgemm and
+ * triad, the sheet's its peaks times attainable; what the bound does not
+ * explain is latency, and scales by the clock.  So a sheet of the measured
+ * machine gives its times back, and --check-estimate can test the model
+ * where it can be tested: on this machine's other thread counts.
+ * hps-profile(1) documents the spec fields and defaults.
  */
 #include <dirent.h>
 #include <math.h>
