@@ -21,6 +21,7 @@ static const char usage[] =
     "usage: hps-profile -m MODEL [options]\n"
     "       hps-profile --merge PROFILE... [-o FILE]\n"
     "       hps-profile --list-devices\n"
+    "       hps-profile --describe-cpu [-D cpu:N] [-o FILE]\n"
     "       hps-profile show PROFILE [-f json|table] [-o FILE]\n"
     "\n"
     "Measures what every layer of MODEL costs on each device and prints a profile\n"
@@ -39,6 +40,9 @@ static const char usage[] =
     "                          hps-train runs them [synthetic batches, no read]\n"
     "      --energy            read energy counters (RAPL, NVML) where readable\n"
     "      --estimate SPEC     add a device estimated from a spec sheet (repeatable)\n"
+    "      --check-estimate SPEC  print how the CPU model predicts the measured CPU\n"
+    "                          devices from SPEC (this machine's sheet) instead\n"
+    "      --describe-cpu      write this machine's CPU spec sheet, then exit\n"
     "      --merge             combine the profiles given as arguments\n"
     "      --list-devices      list the devices this machine has, then exit\n"
     "  -f, --format FMT        json or table [json]\n"
@@ -49,7 +53,7 @@ static const char usage[] =
     "  -V, --version           show the version, then exit\n";
 
 enum { OPT_TABLE_ROWS = 256, OPT_WARMUP, OPT_NO_SCALING, OPT_SEED, OPT_ENERGY, OPT_ESTIMATE, OPT_MERGE,
-       OPT_LIST_DEVICES, OPT_DATA, OPT_MIN_TIME };
+       OPT_LIST_DEVICES, OPT_DATA, OPT_MIN_TIME, OPT_CHECK_ESTIMATE, OPT_DESCRIBE_CPU };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -64,6 +68,8 @@ static const struct option long_options[] = {
     {"data", required_argument, NULL, OPT_DATA},
     {"energy", no_argument, NULL, OPT_ENERGY},
     {"estimate", required_argument, NULL, OPT_ESTIMATE},
+    {"check-estimate", required_argument, NULL, OPT_CHECK_ESTIMATE},
+    {"describe-cpu", no_argument, NULL, OPT_DESCRIBE_CPU},
     {"merge", no_argument, NULL, OPT_MERGE},
     {"list-devices", no_argument, NULL, OPT_LIST_DEVICES},
     {"format", required_argument, NULL, 'f'},
@@ -76,10 +82,10 @@ static const struct option long_options[] = {
 };
 
 typedef struct {
-    const char *model, *devices, *output, *data;
+    const char *model, *devices, *output, *data, *check;
     hps_profile_opts opts;
     const char *estimates[MAX_ESTIMATES];
-    int n_estimates, merge, list_devices, table, show;
+    int n_estimates, merge, list_devices, table, show, describe_cpu;
 } args;
 
 static int parse_count(const char *opt, const char *s, long min, long max, long *out)
@@ -127,6 +133,8 @@ static int parse_args(int argc, char **argv, args *a)
             if (a->n_estimates == MAX_ESTIMATES) hps_usage_error("--estimate: at most %d", MAX_ESTIMATES);
             a->estimates[a->n_estimates++] = optarg;
             break;
+        case OPT_CHECK_ESTIMATE: a->check = optarg; break;
+        case OPT_DESCRIBE_CPU: a->describe_cpu = 1; break;
         case OPT_MERGE: a->merge = 1; break;
         case OPT_LIST_DEVICES: a->list_devices = 1; break;
         case 'f': a->table = hps_cli_choice("--format", optarg, formats) == 1; break;
@@ -138,6 +146,7 @@ static int parse_args(int argc, char **argv, args *a)
         case 'V': hps_cli_version(stdout); return HPS_EXIT_OK;
         }
     }
+    if (a->check && a->table) hps_usage_error("--check-estimate prints a table already: drop --format");
     if (a->show) {
         if (optind >= argc) hps_usage_error("show: missing PROFILE");
         if (optind + 1 < argc) hps_usage_error("show: unexpected argument '%s'", argv[optind + 1]);
@@ -145,7 +154,10 @@ static int parse_args(int argc, char **argv, args *a)
     }
     if (!a->merge && optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
     if (a->merge && optind == argc) hps_usage_error("--merge needs profiles");
-    if (!a->merge && !a->list_devices && !a->model) hps_usage_error("no model given (use -m MODEL)");
+    if (a->describe_cpu && (a->model || a->merge || a->check || a->n_estimates))
+        hps_usage_error("--describe-cpu takes no model, profile or spec (it describes this machine)");
+    if (!a->merge && !a->list_devices && !a->describe_cpu && !a->model)
+        hps_usage_error("no model given (use -m MODEL)");
     return -1;
 }
 
@@ -212,6 +224,31 @@ static json_t *measure_all(const args *a, hps_error *err)
     return doc;
 }
 
+/* --describe-cpu: the sheet of this machine on -D cpu[:N]'s threads. */
+static int describe_cpu(const args *a, hps_error *err)
+{
+    hps_device_spec dev;
+    int n = 0;
+    if (hps_device_parse(a->devices, &dev, 1, &n, err)) return -1;
+    if (dev.kind != HPS_DEVICE_CPU)
+        return hps_fail(err, HPS_EXIT_USAGE, "--describe-cpu: '%s' is not a CPU device (cpu or cpu:N)", dev.id);
+    json_t *sheet = hps_cpu_describe(NULL, hps_device_threads(&dev));
+    int rc = hps_json_write(a->output, sheet, err);
+    json_decref(sheet);
+    return rc;
+}
+
+/* --check-estimate: the model's predictions of doc's measured CPU devices. */
+static int check_estimate(json_t *doc, const args *a, const char *name, hps_error *err)
+{
+    hps_profile *p = hps_profile_read(doc, name, err);
+    hps_out *o = p ? hps_out_open(a->output, err) : NULL;
+    int rc = o ? hps_profile_check_estimate(p, a->check, hps_out_file(o), err) : -1;
+    hps_profile_free(p);
+    if (o && rc) hps_out_abort(o);
+    return o && rc == 0 ? hps_out_commit(o, err) : -1;
+}
+
 static json_t *merge_all(char **files, int n, hps_error *err)
 {
     json_t **docs = hps_calloc((size_t)n, sizeof *docs), *out = NULL;
@@ -246,11 +283,18 @@ static int profile(int argc, char **argv, int show)
         hps_report(&err);
         return err.code;
     }
+    if (a.describe_cpu) {
+        if (describe_cpu(&a, &err)) {
+            hps_report(&err);
+            return err.code;
+        }
+        return HPS_EXIT_OK;
+    }
     json_t *doc = a.merge || a.show ? merge_all(argv + optind, argc - optind, &err) : measure_all(&a, &err);
     for (int i = 0; doc && i < a.n_estimates; i++)
         if (hps_profile_estimate(doc, a.estimates[i], &err)) json_decref(doc), doc = NULL;
     rc = HPS_EXIT_OK;
-    if (!doc || emit(doc, &a, &err) != 0) {
+    if (!doc || (a.check ? check_estimate(doc, &a, a.show ? hps_path_name(argv[optind]) : "profile", &err) : emit(doc, &a, &err)) != 0) {
         hps_report(&err);
         rc = err.code;
     }

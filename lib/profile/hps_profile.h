@@ -97,6 +97,7 @@ typedef struct {
     int is_gpu, estimated, threads;
     /* 0 when absent or null */
     double sgemm_gflops, triad_gbps, gather_mrows_per_s, pcie_gbps, handoff_us;
+    double clock_ghz; /* a CPU's clock (/proc/cpuinfo or its sheet); 0 when absent */
     double overhead_ms, step_ms, layers_sum_ms, read_ms;
     int has_read, has_step_j;
     double step_j;
@@ -182,6 +183,7 @@ typedef struct {
     const char *id, *name, *host, *source, *calibrated_on, *blas_core;
     int is_gpu, threads, probe, has_read;
     double memory_bytes, sgemm_gflops, triad_gbps, pcie_gbps, gather_mrows_per_s, handoff_us;
+    double clock_ghz; /* written when > 0 */
     hps_profile_timing overhead_ms, read_ms, step_ms;
     double layers_sum_ms;
     const char *energy_source, *energy_reason;
@@ -229,6 +231,32 @@ void hps_profile_layer_set_calibrated(const hps_profile_layer *L, double factor,
 /* Adds an estimated device from a spec sheet (hps-profile(1), ESTIMATES),
  * calibrated against the first measured device of doc. */
 int hps_profile_estimate(json_t *doc, const char *spec_path, hps_error *err);
+
+/* Checks a spec sheet's text as --estimate reads it (the fuzz target). */
+int hps_spec_sheet_parse(const char *name, const char *text, size_t len, hps_error *err);
+
+/* The CPU device model (hps-profile(1), ESTIMATES): a CPU's rates, its
+ * measured or attainable GEMM rate, bandwidth and clock (0: unknown). */
+typedef struct {
+    double gflops, gbps, clock_ghz;
+} hps_cpu_rates;
+/* A layer's pass (backward 0/1) measured on a CPU of rates from, on one of
+ * rates to: the measured time times the ratio of the two modelled times,
+ * its bound (GEMM: FLOPs / gflops; else bytes / gbps) by the rates, the
+ * rest (latency) by the clocks. */
+double hps_cpu_pass_ms(const hps_profile_layer *L, int backward, const hps_cpu_rates *from, const hps_cpu_rates *to);
+/* "gemm" or "bandwidth": which rate bounds a layer in that model. */
+const char *hps_cpu_layer_bound(const hps_profile_layer *L);
+/* --check-estimate: the model predicts the measured CPU devices of p, from
+ * the one with the fewest threads, to the sheet's rates (the device of the
+ * sheet's threads) or their own measured rates (another thread count); a
+ * table of each layer's error to out. */
+int hps_profile_check_estimate(const hps_profile *p, const char *sheet_path, FILE *out, hps_error *err);
+/* --describe-cpu: this machine's spec sheet, from /proc/cpuinfo, sysconf
+ * and its measured sgemm and triad at threads; the sheet's name is name. */
+json_t *hps_cpu_describe(const char *name, int threads);
+/* The CPU's clock in GHz from /proc/cpuinfo (the fastest core), 0 unknown. */
+double hps_cpu_clock_ghz(void);
 
 /* The spec sheet whose "name" is device, for the hint of a device no profile
  * has: searched in devices/ beside the directory of near (a cluster file:

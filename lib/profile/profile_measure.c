@@ -362,6 +362,7 @@ void hps_profile_device_measured(hps_profile_device_out *d, char *name, char *ho
                                   .gather_mrows_per_s = NAN, .handoff_us = NAN, .step_j = NAN};
     if (dev->kind == HPS_DEVICE_CPU) { /* GPU rates would need device-side benchmarks */
         d->blas_core = hps_blas_corename();
+        d->clock_ghz = hps_cpu_clock_ghz();
         d->sgemm_gflops = hps_bench_sgemm_gflops(1024, 5);
         d->triad_gbps = hps_bench_triad_gbps(1 << 24, 5);
         d->gather_mrows_per_s = hps_bench_gather_mrows(embed_dim, 1 << 20, 5);

@@ -147,8 +147,10 @@ static int read_energy(json_t *d, hps_profile_device *dev, const char *ctx, hps_
 /* The device's figures besides its layers, each 0 when absent or null. */
 static int read_rates(json_t *d, hps_profile_device *dev, const char *ctx, hps_error *err)
 {
-    static const char *const rates[] = {"sgemm_gflops", "triad_gbps", "gather_mrows_per_s", "pcie_gbps", NULL};
-    double *const into[] = {&dev->sgemm_gflops, &dev->triad_gbps, &dev->gather_mrows_per_s, &dev->pcie_gbps};
+    static const char *const rates[] = {"sgemm_gflops", "triad_gbps", "gather_mrows_per_s", "pcie_gbps",
+                                        "clock_ghz", NULL};
+    double *const into[] = {&dev->sgemm_gflops, &dev->triad_gbps, &dev->gather_mrows_per_s, &dev->pcie_gbps,
+                            &dev->clock_ghz};
     long long threads = 0;
     for (int i = 0; rates[i]; i++)
         if (hps_json_num(d, rates[i], HPS_OPTIONAL, 0, 1e15, into[i], ctx, err)) return -1;

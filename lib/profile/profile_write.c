@@ -128,6 +128,7 @@ json_t *hps_profile_device_json(const hps_profile_device_out *d, json_t *layers)
     json_object_set_new(o, "sgemm_gflops", hps_json_real(d->sgemm_gflops));
     json_object_set_new(o, "triad_gbps", hps_json_real(d->triad_gbps));
     if (d->pcie_gbps > 0) json_object_set_new(o, "pcie_gbps", hps_json_real(d->pcie_gbps));
+    if (d->clock_ghz > 0) json_object_set_new(o, "clock_ghz", hps_json_real(d->clock_ghz));
     json_object_set_new(o, "gather_mrows_per_s", hps_json_real(d->gather_mrows_per_s));
     if (measured) json_object_set_new(o, "handoff_us", hps_json_real(d->handoff_us));
     if (d->probe) json_object_set_new(o, "probe", json_true());

@@ -448,3 +448,130 @@ PY
     [ "$status" -eq 2 ]
     [[ "$output" == *"v3.json: hps-model version 3, this hps reads versions 1 to 2" ]]
 }
+
+@test "profile: --describe-cpu writes this machine's sheet, which --estimate reads and predicts back" {
+    "$HPS_BIN/hps-profile" --describe-cpu -D cpu:1 -o "$TMP/host.json"
+    run python3 - "$TMP/host.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["kind"] == "cpu" and s["name"].startswith("cpu-"), s
+assert s["threads"] == 1 and s["cores"] == 1 and s["attainable"] == 1, s
+assert s["peak_gflops"] > 0 and s["mem_gbps"] > 0 and s["vector_width"] in (4, 8, 16), s
+assert s["flops_per_cycle"] >= s["vector_width"], s
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    # the sheet of the machine a profile measured, at the profile's own rates: its times back
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 $FAST > "$TMP/p.json"
+    python3 - "$TMP/p.json" "$TMP/host.json" "$TMP/self.json" <<'PY'
+import json, sys
+cpu = json.load(open(sys.argv[1]))["devices"][0]
+s = json.load(open(sys.argv[2]))
+s.update(name="cpu-self", peak_gflops=cpu["sgemm_gflops"], mem_gbps=cpu["triad_gbps"])
+s["clock_ghz"] = cpu.get("clock_ghz", s.get("clock_ghz"))
+json.dump(s, open(sys.argv[3], "w"))
+PY
+    "$HPS_BIN/hps-profile" show "$TMP/p.json" --estimate "$TMP/self.json" > "$TMP/e.json"
+    run python3 - "$TMP/e.json" <<'PY'
+import json, sys
+devs = {d["id"]: d for d in json.load(open(sys.argv[1]))["devices"]}
+cpu, self = devs["cpu:1"], devs["cpu-self"]
+assert self["source"] == "estimated" and self["kind"] == "cpu" and self["threads"] == 1
+for a, b in zip(cpu["layers"], self["layers"]):
+    for k in ("forward_ms", "backward_ms"):
+        assert abs(a[k]["median"] - b[k]["median"]) <= 1e-6 * max(a[k]["median"], 1e-9), (a["name"], k)
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+@test "profile: --describe-cpu takes no model and only a CPU" {
+    run "$HPS_BIN/hps-profile" --describe-cpu -m "$TESTDATA/models/tiny.json"
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "hps-profile: error: --describe-cpu takes no model, profile or spec (it describes this machine)" ]
+    run "$HPS_BIN/hps-profile" --describe-cpu -D cuda:0
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-profile: error: --describe-cpu: 'cuda:0' is not a CPU device (cpu or cpu:N)" ]
+}
+
+@test "profile: --estimate of a published CPU sheet: a cpu device on the sheet's threads, faster where it is" {
+    "$HPS_BIN/hps-profile" show "$TESTDATA/profiles/demo-ctr-cpu.json" -o "$TMP/base.json"
+    python3 - "$TMP/base.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["devices"] = [d for d in p["devices"] if d["id"] == "cpu"]
+json.dump(p, open(sys.argv[1], "w"))
+PY
+    "$HPS_BIN/hps-profile" show "$TMP/base.json" --estimate "$TESTDATA/devices/cpu-c5.json" \
+        --estimate "$TESTDATA/devices/cpu-r5.json" > "$TMP/p.json"
+    run python3 - "$TMP/p.json" <<'PY'
+import json, sys
+devs = {d["id"]: d for d in json.load(open(sys.argv[1]))["devices"]}
+cpu, c5, r5 = devs["cpu"], devs["cpu-c5"], devs["cpu-r5"]
+for d in (c5, r5):
+    assert d["kind"] == "cpu" and d["source"] == "estimated" and d["calibrated_on"] == "cpu", d["id"]
+    assert d["threads"] == 16 and all(l["scaling"]["units"] == [16] for l in d["layers"]), d["id"]
+assert c5["sgemm_gflops"] == 8 * 3.6 * 64 * 0.7 and c5["clock_ghz"] == 3.6
+ms = lambda d, i: d["layers"][i]["forward_ms"]["median"]
+fc1 = [i for i, l in enumerate(cpu["layers"]) if l["type"] == "fc"][0]
+# 16 threads at 3.6 GHz with AVX-512 against the fixture's 50 GFLOP/s: a faster GEMM,
+# and the c5's higher clock and peak beat the r5's
+assert ms(c5, fc1) < ms(cpu, fc1) and ms(c5, fc1) < ms(r5, fc1)
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+@test "profile: --check-estimate prints each layer's error, cpu:1 to cpu:2 and the sheet's" {
+    printf '{"name": "cpu-here", "kind": "cpu", "cores": 2, "threads": 2, "clock_ghz": 2, "peak_gflops": 40, "mem_gbps": 8, "attainable": 1}\n' \
+        > "$TMP/host.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1,cpu:2 $FAST > "$TMP/p.json"
+    run "$HPS_BIN/hps-profile" show "$TMP/p.json" --check-estimate "$TMP/host.json"
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    [ "${lines[0]}" = "cpu:2 (2 threads) from cpu:1 (1 thread) at the rates of cpu-here: 40.0 GFLOP/s, 8.0 GB/s" ]
+    [[ "${lines[1]}" == "  layer "*" bound "*" measured_ms predicted_ms    error" ]]
+    # one row a layer of tiny.json, the bound by its kind, then the sum and the largest error
+    [ "$(printf '%s\n' "$output" | grep -cE '^  (emb|concat|fc1|out|loss) ')" -eq 5 ]
+    [[ "$output" == *"  fc1                  gemm "* ]]
+    [[ "$output" == *"  emb                  bandwidth "* ]]
+    [[ "$output" == *"  (layers) "* ]]
+    [[ "${lines[-1]}" == "largest layer error "*"%" ]]
+    # a sheet of other threads than any device: cpu:2 from cpu:1 at cpu:2's own rates
+    sed 's/"threads": 2/"threads": 8/; s/"cores": 2/"cores": 8/' "$TMP/host.json" > "$TMP/eight.json"
+    run "$HPS_BIN/hps-profile" show "$TMP/p.json" --check-estimate "$TMP/eight.json"
+    [ "$status" -eq 0 ]
+    [[ "${lines[0]}" == "cpu:2 (2 threads) from cpu:1 (1 thread) at its own measured rates: "* ]]
+}
+
+@test "profile: --check-estimate's errors: a GPU's sheet, nothing to predict, with --format" {
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 $FAST > "$TMP/p.json"
+    run "$HPS_BIN/hps-profile" show "$TMP/p.json" --check-estimate "$TESTDATA/devices/gpu-t4.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-profile: error: $TESTDATA/devices/gpu-t4.json: --check-estimate checks a CPU's sheet (this one's kind is gpu)" ]
+    run "$HPS_BIN/hps-profile" show "$TMP/p.json" --check-estimate "$TESTDATA/devices/cpu-c5.json" -o "$TMP/out.txt"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-profile: error: $TMP/p.json: nothing to check: $TMP/p.json has one measured CPU device and $TESTDATA/devices/cpu-c5.json is of 16 threads; profile -D cpu:1,cpu:16" ]
+    [ ! -e "$TMP/out.txt" ]
+    run "$HPS_BIN/hps-profile" show "$TMP/p.json" --check-estimate "$TESTDATA/devices/cpu-c5.json" -f table
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "hps-profile: error: --check-estimate prints a table already: drop --format" ]
+}
+
+@test "profile: a CPU sheet's bad field is named; a GPU's sheet with a CPU's field is refused" {
+    printf '{"name": "cpu-x", "kind": "cpu", "cores": 8, "clock_ghz": 0, "vector_width": 16, "mem_gbps": 40}\n' > "$TMP/s.json"
+    run "$HPS_BIN/hps-profile" show "$TESTDATA/profiles/tiny.json" --estimate "$TMP/s.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-profile: error: $TMP/s.json: clock_ghz=0 must be in [0.01, 100]" ]
+    printf '{"name": "gpu-x", "peak_gflops": 100, "mem_gbps": 100, "vector_width": 16}\n' > "$TMP/g.json"
+    run "$HPS_BIN/hps-profile" show "$TESTDATA/profiles/tiny.json" --estimate "$TMP/g.json"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-profile: error: $TMP/g.json: vector_width is a CPU's field (this sheet's kind is gpu)" ]
+}
+
+@test "profile: a plan's CPU instance is its own device, and one no profile has names the sheet to estimate it" {
+    # aws.json's c5 and r5 are cpu-c5 and cpu-r5, not the machine that profiled
+    run python3 -c 'import json,sys; print(sorted(r["device"] for r in json.load(open(sys.argv[1]))["resources"] if r["kind"] == "cpu"))' \
+        "$TESTDATA/clusters/aws.json"
+    [ "$output" = "['cpu-c5', 'cpu-r5']" ]
+    run "$HPS_BIN/hps-plan" -m "$TESTDATA/models/demo-ctr.json" -c "$TESTDATA/clusters/aws.json" \
+        -p "$TESTDATA/profiles/demo-ctr-gpu.json" --min-throughput 1000
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-plan: error: $TESTDATA/clusters/aws.json: resource 'cpu-c5': device 'cpu-c5' is in no profile; estimate it from its spec sheet: hps-profile -m $TESTDATA/models/demo-ctr.json --estimate $TESTDATA/devices/cpu-c5.json -o PROFILE, then add -p PROFILE" ] || { echo "$output"; false; }
+}

@@ -2,7 +2,10 @@
  * fields it refuses, each named by file, device, layer and field, and what
  * the writer writes read back. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hps_test.h"
 #include "core/hps_json.h"
@@ -189,6 +192,174 @@ static void test_measured_spread(void **state)
     hps_model_free(m);
 }
 
+/* ---- the CPU device model (hps-profile(1), ESTIMATES) ---- */
+
+/* A sheet's text in a temporary file named *.json (the caller unlinks it). */
+static void write_sheet(char *path, const char *text)
+{
+    strcpy(path, "/tmp/hps-sheet-XXXXXX.json");
+    int fd = mkstemps(path, 5);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A machine's own rates predict its measured times exactly: every layer of
+ * the tiny fixture, both passes. */
+static void test_cpu_model_same_machine_is_exact(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_profile *p = hps_profile_load(TINY, &err);
+    if (!p) fail_msg("%s", err.msg);
+    const hps_profile_device *d = &p->devices[0];
+    hps_cpu_rates r = {d->sgemm_gflops, d->triad_gbps, 2.5};
+    for (int l = 0; l < d->n_layers; l++) {
+        assert_true(fabs(hps_cpu_pass_ms(&d->layers[l], 0, &r, &r) - d->layers[l].forward_ms) < 1e-12);
+        assert_true(fabs(hps_cpu_pass_ms(&d->layers[l], 1, &r, &r) - d->layers[l].backward_ms) < 1e-12);
+    }
+    hps_profile_free(p);
+}
+
+/* The bound scales by its rate alone, the latency by the clock alone. */
+static void test_cpu_model_ratios(void **state)
+{
+    (void)state;
+    /* an embedding moving 20 MB forward: 2 ms at 10 GB/s, measured at its bound */
+    hps_profile_layer emb = {.name = "emb", .type = "embedding", .forward_ms = 2, .backward_ms = 4,
+                             .bytes_in = 5e6, .bytes_out = 5e6, .sparse_bytes = 10e6};
+    /* an fc of 1 GFLOP forward: 10 ms at 100 GFLOP/s, measured 3 ms above its bound */
+    hps_profile_layer fc = {.name = "fc", .type = "fc", .forward_ms = 13, .backward_ms = 20,
+                            .flops_forward = 1e9, .flops_backward = 2e9, .bytes_in = 1e3, .bytes_out = 1e3};
+    hps_cpu_rates here = {100, 10, 2}, more_bw = {100, 20, 2}, more_flops = {200, 10, 2}, faster = {100, 10, 4};
+    assert_true(fabs(hps_cpu_pass_ms(&emb, 0, &here, &more_bw) - 1) < 1e-12);    /* twice the bandwidth: half */
+    assert_true(fabs(hps_cpu_pass_ms(&emb, 1, &here, &more_bw) - 2) < 1e-12);
+    assert_true(fabs(hps_cpu_pass_ms(&emb, 0, &here, &more_flops) - 2) < 1e-12); /* FLOPs do not help it */
+    assert_true(fabs(hps_cpu_pass_ms(&fc, 0, &here, &more_flops) - 8) < 1e-12);  /* 10 / 2 + 3 */
+    assert_true(fabs(hps_cpu_pass_ms(&fc, 0, &here, &more_bw) - 13) < 1e-12);    /* bandwidth does not */
+    assert_true(fabs(hps_cpu_pass_ms(&fc, 0, &here, &faster) - 11.5) < 1e-12);   /* 10 + 3 / 2 */
+    assert_true(fabs(hps_cpu_pass_ms(&fc, 1, &here, &more_flops) - 10) < 1e-12); /* all bound: halved */
+    /* faster than its bound (cached): all of it scales by the rate */
+    hps_profile_layer cached = emb;
+    cached.forward_ms = 1;
+    assert_true(fabs(hps_cpu_pass_ms(&cached, 0, &here, &more_bw) - 0.5) < 1e-12);
+    assert_string_equal(hps_cpu_layer_bound(&fc), "gemm");
+    assert_string_equal(hps_cpu_layer_bound(&emb), "bandwidth");
+}
+
+/* --estimate with a sheet of the measured device's own rates gives back its
+ * measured times, on its threads. */
+static void test_estimate_from_own_sheet(void **state)
+{
+    (void)state;
+    char sheet[64];
+    write_sheet(sheet, "{\"name\": \"cpu-self\", \"kind\": \"cpu\", \"cores\": 2, \"threads\": 2, "
+                       "\"peak_gflops\": 50, \"mem_gbps\": 15, \"attainable\": 1}");
+    hps_error err;
+    json_t *doc;
+    assert_int_equal(hps_json_load(TINY, &doc, &err), 0);
+    int rc = hps_profile_estimate(doc, sheet, &err);
+    unlink(sheet);
+    if (rc) fail_msg("%s", err.msg);
+    hps_profile *p = hps_profile_read(doc, "tiny", &err);
+    if (!p) fail_msg("%s", err.msg);
+    const hps_profile_device *d = &p->devices[0], *e = hps_profile_device_find(p, "cpu-self");
+    assert_non_null(e);
+    assert_true(e->estimated && !e->is_gpu);
+    assert_int_equal(e->threads, 2);
+    assert_true(d->sgemm_gflops == 50 && d->triad_gbps == 15); /* the sheet's rates are the fixture's */
+    for (int l = 0; l < d->n_layers; l++) {
+        assert_true(fabs(e->layers[l].forward_ms - d->layers[l].forward_ms) < 1e-9);
+        assert_true(fabs(e->layers[l].backward_ms - d->layers[l].backward_ms) < 1e-9);
+    }
+    hps_profile_free(p);
+    json_decref(doc);
+}
+
+/* A published sheet: the peak from cores x clock x FLOPs a cycle, rated at
+ * the default attainable share, on its threads, with its clock. */
+static void test_estimate_published_sheet(void **state)
+{
+    (void)state;
+    hps_error err;
+    json_t *doc;
+    assert_int_equal(hps_json_load(TINY, &doc, &err), 0);
+    json_t *devices = hps_profile_doc_devices(doc); /* the fixture's own cpu-c5 out, the cpu first */
+    for (size_t i = json_array_size(devices); i-- > 1;)
+        if (strcmp(json_string_value(json_object_get(json_array_get(devices, i), "id")), "cpu-c5") == 0)
+            json_array_remove(devices, i);
+    if (hps_profile_estimate(doc, HPS_TESTDATA "/devices/cpu-c5.json", &err)) fail_msg("%s", err.msg);
+    hps_profile *p = hps_profile_read(doc, "tiny", &err);
+    const hps_profile_device *e = hps_profile_device_find(p, "cpu-c5");
+    assert_non_null(e);
+    assert_true(fabs(e->sgemm_gflops - 8 * 3.6 * 64 * 0.7) < 1e-6);
+    assert_true(fabs(e->triad_gbps - 46.9 * 0.7) < 1e-6);
+    assert_int_equal(e->threads, 16);
+    assert_true(e->clock_ghz == 3.6);
+    assert_int_equal(e->layers[0].scaling.n, 1);
+    assert_int_equal(e->layers[0].scaling.units[0], 16);
+    hps_profile_free(p);
+    json_decref(doc);
+}
+
+static const char *sheet_refused(const char *text)
+{
+    static hps_error err;
+    err.msg[0] = '\0';
+    if (hps_spec_sheet_parse("s.json", text, strlen(text), &err) == 0) return "";
+    return err.msg;
+}
+
+static void test_sheet_refuses(void **state)
+{
+    (void)state;
+    assert_string_equal(sheet_refused("{\"name\": \"g\", \"kind\": \"gpu\", \"peak_gflops\": 1, \"mem_gbps\": 1, "
+                                      "\"cores\": 4}"),
+                        "s.json: cores is a CPU's field (this sheet's kind is gpu)");
+    assert_string_equal(sheet_refused("{\"name\": \"c\", \"kind\": \"cpu\", \"cores\": 4, \"mem_gbps\": 1}"),
+                        "s.json: peak_gflops is missing (give it, or clock_ghz and vector_width or "
+                        "flops_per_cycle)");
+    assert_string_equal(sheet_refused("{\"name\": \"c\", \"kind\": \"cpu\", \"cores\": 4.5, \"peak_gflops\": 1, "
+                                      "\"mem_gbps\": 1}"),
+                        "s.json: cores and threads must be whole numbers");
+    assert_string_equal(sheet_refused("{\"name\": \"c\", \"kind\": \"cpu\", \"peak_gflops\": 1, \"mem_gbps\": 1}"),
+                        "s.json: missing field 'cores'");
+    assert_string_equal(sheet_refused("{\"name\": \"c\", \"kind\": \"cpu\", \"cores\": 4, \"clock_ghz\": 3, "
+                                      "\"vector_width\": 8, \"mem_gbps\": 1}"),
+                        "");
+}
+
+/* --check-estimate on one device: its own sheet's rates predict it at 0%
+ * error; a sheet of other threads leaves nothing to check. */
+static void test_check_estimate(void **state)
+{
+    (void)state;
+    char sheet[64], *text = NULL;
+    size_t len = 0;
+    write_sheet(sheet, "{\"name\": \"cpu-self\", \"kind\": \"cpu\", \"cores\": 2, \"peak_gflops\": 50, "
+                       "\"mem_gbps\": 15, \"attainable\": 1}");
+    hps_error err;
+    hps_profile *p = hps_profile_load(TINY, &err);
+    FILE *out = open_memstream(&text, &len);
+    int rc = hps_profile_check_estimate(p, sheet, out, &err);
+    fclose(out);
+    unlink(sheet);
+    if (rc) fail_msg("%s", err.msg);
+    assert_non_null(strstr(text, "cpu (2 threads) from cpu (2 threads) at the rates of cpu-self"));
+    assert_non_null(strstr(text, "largest layer error 0.0%"));
+    free(text);
+    write_sheet(sheet, "{\"name\": \"c\", \"kind\": \"cpu\", \"cores\": 16, \"peak_gflops\": 50, \"mem_gbps\": 15}");
+    out = open_memstream(&text, &len);
+    rc = hps_profile_check_estimate(p, sheet, out, &err);
+    fclose(out);
+    unlink(sheet);
+    free(text);
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err.msg, "nothing to check"));
+    hps_profile_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -198,6 +369,12 @@ int main(void)
         cmocka_unit_test(test_reads_what_the_writer_writes),
         cmocka_unit_test(test_spread),
         cmocka_unit_test(test_measured_spread),
+        cmocka_unit_test(test_cpu_model_same_machine_is_exact),
+        cmocka_unit_test(test_cpu_model_ratios),
+        cmocka_unit_test(test_estimate_from_own_sheet),
+        cmocka_unit_test(test_estimate_published_sheet),
+        cmocka_unit_test(test_sheet_refuses),
+        cmocka_unit_test(test_check_estimate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
