@@ -557,6 +557,26 @@ static void write_joint(const options *o, json_t *root, const char *name)
     if (hps_out_commit(out, &err)) die(&err);
 }
 
+/* --rankfile PREFIX with --jobs: each job's ranks in PREFIX.JOB. */
+static void write_job_rankfiles(const char *prefix, json_t *root, const char *cluster)
+{
+    hps_error err;
+    json_t *jobs = json_object_get(root, "jobs"), *job;
+    size_t i;
+    json_array_foreach(jobs, i, job) {
+        json_t *lines = json_object_get(job, "rankfile"), *line;
+        if (!json_is_array(lines)) hps_usage_error("--rankfile: %s lists no nodes to place ranks on", cluster);
+        char *path = hps_malloc(strlen(prefix) + HPS_NAME_MAX + 2);
+        sprintf(path, "%s.%s", prefix, json_string_value(json_object_get(job, "name")));
+        hps_out *out = hps_out_open(path, &err);
+        if (!out) die(&err);
+        size_t k;
+        json_array_foreach(lines, k, line) fprintf(hps_out_file(out), "%s\n", json_string_value(line));
+        free(path);
+        if (hps_out_commit(out, &err)) die(&err);
+    }
+}
+
 /* --jobs JOBS: several jobs on one cluster (hps-plan(1), JOBS). */
 static void plan_jobs_new(const options *o)
 {
@@ -583,6 +603,7 @@ static void plan_jobs_new(const options *o)
                                 "what each job's candidates take"});
     json_t *root = plan_jobs_to_json(j, &s, &sep, algo, o->output ? o->output : "-", &err);
     if (!root) die(&err);
+    if (o->rankfile) write_job_rankfiles(o->rankfile, root, jf.cluster);
     write_joint(o, root, o->jobs);
     json_decref(root);
     plan_jobs_free(j);

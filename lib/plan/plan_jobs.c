@@ -34,7 +34,11 @@ static int parse_job(json_t *o, const char *file, int i, plan_job_spec *js, hps_
     if (hps_json_str(o, "name", HPS_REQUIRED, &name, ctx, err)) return -1;
     if (!*name || strlen(name) >= HPS_NAME_MAX)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: name must be 1 to %d characters", ctx, HPS_NAME_MAX - 1);
-    snprintf(ctx, sizeof ctx, "%s: job '%s'", file, hps_printable(name, buf, sizeof buf));
+    /* it names the job's rankfile (--rankfile PREFIX.NAME) */
+    if (name[0] == '.' || strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != strlen(name))
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: name '%s' must be letters, digits, '.', '_' and '-', not first '.'",
+                        ctx, hps_printable(name, buf, sizeof buf));
+    snprintf(ctx, sizeof ctx, "%s: job '%s'", file, name);
     js->name = hps_strdup(name);
     long long epochs = 1;
     double hours = 0;

@@ -190,38 +190,75 @@ static void first_order(const plan_jobs_problem *jp, const int *option, int *ord
         }
 }
 
-void plan_jobs_solve_greedy(const plan_jobs_problem *jp, plan_jobs_schedule *s)
+/* Local search from s: the first move that gains is taken (a job's
+ * candidate changed, a job moved to another place in the order), until none
+ * gains.  Returns the schedules built. */
+static long descend(const plan_jobs_problem *jp, plan_jobs_schedule *s)
 {
-    int option[PLAN_JOBS_MAX] = {0}, order[PLAN_JOBS_MAX];
-    first_order(jp, option, order);
-    plan_jobs_schedule_build(jp, order, option, s);
-    long built = 1;
-    /* each round takes the single move that gains most: a job's candidate
-     * changed, or two jobs' places in the order swapped */
-    for (;;) {
-        plan_jobs_schedule best = *s, t;
-        int n = jp->n_jobs;
-        for (int j = 0; j < n; j++)
-            for (int k = 0; k < jp->jobs[j].n_options; k++) {
+    int n = jp->n_jobs, option[PLAN_JOBS_MAX], order[PLAN_JOBS_MAX], o2[PLAN_JOBS_MAX];
+    long built = 0;
+    plan_jobs_schedule t;
+    for (int gained = 1; gained;) {
+        gained = 0;
+        memcpy(option, s->option, sizeof option);
+        memcpy(order, s->order, sizeof order);
+        for (int j = 0; j < n && !gained; j++)
+            for (int k = 0; k < jp->jobs[j].n_options && !gained; k++) {
                 if (k == option[j]) continue;
                 int was = option[j];
                 option[j] = k;
                 plan_jobs_schedule_build(jp, order, option, &t), built++;
-                if (t.objective < best.objective * (1 - 1e-12)) best = t;
+                if (t.objective < s->objective * (1 - 1e-12)) *s = t, gained = 1;
                 option[j] = was;
             }
-        for (int a = 0; a < n; a++)
-            for (int b = a + 1; b < n; b++) {
-                int o2[PLAN_JOBS_MAX];
-                memcpy(o2, order, sizeof(int) * (size_t)n);
-                o2[a] = order[b], o2[b] = order[a];
+        for (int a = 0; a < n && !gained; a++)
+            for (int b = 0; b < n && !gained; b++) {
+                if (a == b) continue;
+                /* the job at a taken out and put in at b */
+                int q = 0;
+                for (int i = 0; i < n; i++)
+                    if (i != a) o2[q++] = order[i];
+                memmove(o2 + b + 1, o2 + b, sizeof(int) * (size_t)(n - 1 - b));
+                o2[b] = order[a];
                 plan_jobs_schedule_build(jp, o2, option, &t), built++;
-                if (t.objective < best.objective * (1 - 1e-12)) best = t;
+                if (t.objective < s->objective * (1 - 1e-12)) *s = t, gained = 1;
             }
-        if (!(best.objective < s->objective)) break;
-        *s = best;
-        memcpy(order, s->order, sizeof(int) * (size_t)n);
-        memcpy(option, s->option, sizeof(int) * (size_t)n);
+    }
+    return built;
+}
+
+/* Marginal gain (as Optimus adds units where they gain most), in the form
+ * of a local search over candidates and order: from each job's cheapest and
+ * each job's fastest candidate, in Smith's order; then kicks of the best
+ * (two candidates changed at random, seeded) followed by the search again,
+ * 8 per job. */
+void plan_jobs_solve_greedy(const plan_jobs_problem *jp, plan_jobs_schedule *s)
+{
+    int n = jp->n_jobs, option[PLAN_JOBS_MAX] = {0}, order[PLAN_JOBS_MAX];
+    long built = 0;
+    plan_jobs_schedule t;
+    for (int start = 0; start < 2; start++) {
+        for (int j = 0; j < n && start; j++) {
+            const plan_job_choice *c = &jp->jobs[j];
+            for (int k = 0; k < c->n_options; k++)
+                if (c->options[k].duration_s < c->options[option[j]].duration_s) option[j] = k;
+        }
+        first_order(jp, option, order);
+        plan_jobs_schedule_build(jp, order, option, &t), built++;
+        built += descend(jp, &t);
+        if (start == 0 || t.objective < s->objective) *s = t;
+    }
+    hps_rng r;
+    hps_rng_seed(&r, 1);
+    for (int kick = 0; kick < 8 * n; kick++) {
+        memcpy(option, s->option, sizeof option);
+        for (int m = 0; m < 2; m++) {
+            int j = (int)hps_rng_below(&r, (uint64_t)n);
+            option[j] = (int)hps_rng_below(&r, (uint64_t)jp->jobs[j].n_options);
+        }
+        plan_jobs_schedule_build(jp, s->order, option, &t), built++;
+        built += descend(jp, &t);
+        if (t.objective < s->objective * (1 - 1e-12)) *s = t;
     }
     s->optimal = 0;
     s->schedules = built;
