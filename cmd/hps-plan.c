@@ -597,10 +597,19 @@ static void plan_jobs_new(const options *o)
     if (strcmp(algo, "exact") == 0) plan_jobs_solve_exact(jp, o->search.bound_time, &s);
     else plan_jobs_solve_greedy(jp, &s);
     plan_jobs_separate(jp, &sep);
-    if (!s.feasible)
-        die(&(hps_error){.code = HPS_EXIT_RUNTIME,
-                         .msg = "no joint plan meets every deadline and the budget; hps-plan --jobs -v says "
-                                "what each job's candidates take"});
+    if (!s.feasible) {
+        double cheapest = 0;
+        for (int i = 0; i < jp->n_jobs; i++) cheapest += jp->jobs[i].options[0].cost;
+        hps_error e = {.code = HPS_EXIT_RUNTIME};
+        if (cheapest > jp->budget)
+            snprintf(e.msg, sizeof e.msg, "%s: budget $%.6g is below the jobs' cheapest plans, $%.6g in all",
+                     hps_path_name(o->jobs), jp->budget, cheapest);
+        else
+            snprintf(e.msg, sizeof e.msg, "%s: no joint plan meets every deadline%s (the jobs' candidates at "
+                     "their fastest, one after another where the units are short)", hps_path_name(o->jobs),
+                     jp->budget < HUGE_VAL ? " within the budget" : "");
+        die(&e);
+    }
     json_t *root = plan_jobs_to_json(j, &s, &sep, algo, o->output ? o->output : "-", &err);
     if (!root) die(&err);
     if (o->rankfile) write_job_rankfiles(o->rankfile, root, jf.cluster);

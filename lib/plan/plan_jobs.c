@@ -233,8 +233,13 @@ plan_jobs *plan_jobs_create(const plan_jobs_file *jf, double bound_s, hps_error 
         const plan_job_spec *js = &jf->jobs[i];
         plan_sources src = {.model = js->model, .cluster = jf->cluster,
                             .profiles = (const char *const *)js->profiles, .n_profiles = js->n_profiles};
-        if (plan_inputs_load(&src, &j->jobs[i].in, err) ||
-            plan_candidates(js, &j->jobs[i], &jp->jobs[i], bound_s, err)) {
+        int rc = plan_inputs_load(&src, &j->jobs[i].in, err);
+        if (rc) { /* which job named the file */
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            hps_fail(err, err->code, "%s: job '%s': %s", hps_path_name(jf->path), js->name, msg);
+        }
+        if (rc || plan_candidates(js, &j->jobs[i], &jp->jobs[i], bound_s, err)) {
             plan_jobs_free(j);
             return NULL;
         }
