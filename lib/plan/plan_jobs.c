@@ -267,12 +267,15 @@ plan_jobs_problem *plan_jobs_problem_of(plan_jobs *j) { return &j->problem; }
 
 /* ---- the joint plan ------------------------------------------------------- */
 
+/* The units of each type a job holds: [k][i], its i-th unit of type k. */
+typedef struct {
+    int *of[PLAN_MAX_TYPES];
+} job_units;
+
 /* Which units of each type each job holds: the lowest free ones at its
  * start, freed at its end (the schedule never asks for more than there are). */
-static void assign_units(const plan_jobs_problem *jp, const plan_jobs_schedule *s, int first[][PLAN_MAX_TYPES],
-                         int **ids)
+static void assign_units(const plan_jobs_problem *jp, const plan_jobs_schedule *s, job_units *ids)
 {
-    int busy[PLAN_MAX_TYPES][512] = {{0}}; /* the job holding each unit, + 1 */
     int order[PLAN_JOBS_MAX];
     for (int i = 0; i < jp->n_jobs; i++) order[i] = i;
     for (int i = 1; i < jp->n_jobs; i++) /* by start */
@@ -280,19 +283,19 @@ static void assign_units(const plan_jobs_problem *jp, const plan_jobs_schedule *
             int t = order[k];
             order[k] = order[k - 1], order[k - 1] = t;
         }
-    for (int i = 0; i < jp->n_jobs; i++) {
-        int j = order[i];
-        const plan_job_option *o = &jp->jobs[j].options[s->option[j]];
-        for (int k = 0; k < jp->n_types; k++) {
-            first[j][k] = -1;
-            int n = 0;
-            for (int u = 0; u < jp->max_units[k] && u < 512 && n < o->units[k]; u++) {
-                int h = busy[k][u] - 1;
+    for (int k = 0; k < jp->n_types; k++) {
+        int *holder = hps_calloc((size_t)jp->max_units[k], sizeof *holder); /* the job holding each unit, + 1 */
+        for (int i = 0; i < jp->n_jobs; i++) {
+            int j = order[i], want = jp->jobs[j].options[s->option[j]].units[k], n = 0;
+            ids[j].of[k] = hps_calloc((size_t)want + 1, sizeof(int));
+            for (int u = 0; u < jp->max_units[k] && n < want; u++) {
+                int h = holder[u] - 1;
                 if (h >= 0 && s->end_s[h] > s->start_s[j]) continue;
-                busy[k][u] = j + 1;
-                ids[j][k * 512 + n++] = u;
+                holder[u] = j + 1;
+                ids[j].of[k][n++] = u;
             }
         }
+        free(holder);
     }
 }
 
@@ -322,14 +325,16 @@ static int unit_node(const hps_cluster *c, int k, int u, int *core)
 
 /* The job's units and, on a cluster with nodes, its ranks on them: workers
  * stage by stage on its units of their type, then its servers on its units
- * of the servers' type. */
-static void placement_json(const hps_cluster *c, const plan_eval *e, const int *ids, json_t *job)
+ * of the servers' type; where the servers are no type's, on the cores past
+ * every unit's of a node (extra_cores[node]: the next, over all jobs). */
+static void placement_json(const hps_cluster *c, const plan_eval *e, const job_units *ids, int *extra_cores,
+                           json_t *job)
 {
     json_t *units = json_object();
     for (int k = 0; k < c->n_types; k++) {
         if (!e->used[k]) continue;
         json_t *a = json_array();
-        for (int i = 0; i < e->used[k]; i++) json_array_append_new(a, json_integer(ids[k * 512 + i]));
+        for (int i = 0; i < e->used[k]; i++) json_array_append_new(a, json_integer(ids->of[k][i]));
         json_object_set_new(units, c->types[k].name, a);
     }
     json_object_set_new(job, "unit_ids", units);
@@ -342,14 +347,19 @@ static void placement_json(const hps_cluster *c, const plan_eval *e, const int *
     char line[HPS_NAME_MAX + 64];
     for (int s = 0; s < e->n_stages; s++)
         for (int w = 0; w < e->stages[s].units; w++, rank++) {
-            int k = e->stages[s].type, core, n = unit_node(c, k, ids[k * 512 + next[k]++], &core);
+            int k = e->stages[s].type, core, n = unit_node(c, k, ids->of[k][next[k]++], &core);
             int th = c->types[k].threads;
             if (th > 1) snprintf(line, sizeof line, "rank %d=%s slot=%d-%d", rank, c->nodes[n].name, core, core + th - 1);
             else snprintf(line, sizeof line, "rank %d=%s slot=%d", rank, c->nodes[n].name, core);
             json_array_append_new(lines, json_string(line));
         }
-    for (int v = 0; v < e->servers && c->server_type >= 0; v++, rank++) {
-        int k = c->server_type, core, n = unit_node(c, k, ids[k * 512 + next[k]++], &core);
+    for (int v = 0; v < e->servers; v++, rank++) {
+        int k = c->server_type, core, n;
+        if (k >= 0) n = unit_node(c, k, ids->of[k][next[k]++], &core);
+        else { /* servers that are no type's units: a core past the units' on the first worker's node */
+            n = unit_node(c, e->stages[0].type, ids->of[e->stages[0].type][0], &core);
+            core = extra_cores[n]++;
+        }
         snprintf(line, sizeof line, "rank %d=%s slot=%d", rank, c->nodes[n].name, core);
         json_array_append_new(lines, json_string(line));
     }
@@ -358,7 +368,7 @@ static void placement_json(const hps_cluster *c, const plan_eval *e, const int *
 
 /* The job's plan as hps-plan writes it alone (hps-plan(5)). */
 static json_t *job_plan_json(const plan_job_spec *js, job_plans *jp, int option, const char *out, json_t *job,
-                             const int *ids, hps_error *err)
+                             const job_units *ids, int *extra_cores, hps_error *err)
 {
     plan_problem *p = jp->in.problem;
     double floor = p->min_throughput;
@@ -389,7 +399,7 @@ static json_t *job_plan_json(const plan_job_spec *js, job_plans *jp, int option,
                        .model_name = jp->in.model->name, .algorithm = "exact",
                        .opts = {.seed = 1}, .exact_objective = -1};
         doc = plan_to_json(p, &e, &l, &r, &m, jp->in.cluster);
-        placement_json(jp->in.cluster, &e, ids, job);
+        placement_json(jp->in.cluster, &e, ids, extra_cores, job);
         for (int i = 0; i < n + 2; i++) free(names[i]);
         free(names);
         free(digests);
@@ -461,10 +471,12 @@ json_t *plan_jobs_to_json(plan_jobs *j, const plan_jobs_schedule *s, const plan_
     json_object_set_new(root, "max_units", limits);
     json_object_set_new(root, "totals", totals_json(s));
     json_object_set_new(root, "separate", totals_json(separate));
-    int(*first)[PLAN_MAX_TYPES] = hps_calloc(PLAN_JOBS_MAX, sizeof *first);
-    int **ids = hps_calloc(PLAN_JOBS_MAX, sizeof *ids);
-    for (int i = 0; i < jp->n_jobs; i++) ids[i] = hps_calloc(PLAN_MAX_TYPES * 512, sizeof(int));
-    assign_units(jp, s, first, ids);
+    job_units *ids = hps_calloc(PLAN_JOBS_MAX, sizeof *ids);
+    assign_units(jp, s, ids);
+    const hps_cluster *c = j->cluster;
+    int *extra_cores = hps_calloc((size_t)c->n_nodes + 1, sizeof *extra_cores);
+    for (int n = 0; n < c->n_nodes; n++)
+        for (int k = 0; k < c->n_types; k++) extra_cores[n] += c->nodes[n].units[k] * c->types[k].threads;
     int rc = 0;
     for (int i = 0; i < jp->n_jobs && rc == 0; i++) {
         const plan_job_spec *js = &j->jf->jobs[i];
@@ -481,14 +493,15 @@ json_t *plan_jobs_to_json(plan_jobs *j, const plan_jobs_schedule *s, const plan_
         json_object_set_new(job, "cost", hps_json_real(o->cost));
         json_object_set_new(job, "cost_per_hour", hps_json_real(o->cost_per_hour));
         json_object_set_new(job, "units", units_json(j->cluster, o->units));
-        json_t *plan = job_plan_json(js, &j->jobs[i], s->option[i], out, job, ids[i], err);
+        json_t *plan = job_plan_json(js, &j->jobs[i], s->option[i], out, job, &ids[i], extra_cores, err);
         if (!plan) rc = -1;
         else json_object_set_new(job, "plan", plan);
         json_array_append_new(jobs, job);
     }
-    for (int i = 0; i < PLAN_JOBS_MAX; i++) free(ids[i]);
+    for (int i = 0; i < jp->n_jobs; i++)
+        for (int k = 0; k < jp->n_types; k++) free(ids[i].of[k]);
     free(ids);
-    free(first);
+    free(extra_cores);
     json_object_set_new(root, "jobs", jobs);
     json_object_set_new(root, "phases", phases_json(j, s));
     if (rc) json_decref(root);

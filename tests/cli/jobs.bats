@@ -87,13 +87,42 @@ PY
     [ "$status" -eq 2 ]
 }
 
-@test "jobs: on a cluster with nodes, each job gets a rankfile on cores no other running job holds" {
-    CLUSTER=lab jobs_file "$(job a demo-ctr ', "samples": 1e8, "min_throughput": 5000'), $(job b demo-ctr ', "samples": 1e8, "min_throughput": 5000')"
-    plan --jobs "$TMP/jobs.json" --rankfile "$TMP/rf" -o "$TMP/joint.json"
-    [ -s "$TMP/rf.a" ] && [ -s "$TMP/rf.b" ]
-    # the two run together: their lines name different slots
-    [ "$(json_field "$TMP/joint.json" 'd["jobs"][0]["start_s"] == d["jobs"][1]["start_s"] == 0')" = True ]
-    [ -z "$(comm -12 <(sed 's/rank [0-9]*=//' "$TMP/rf.a" | sort) <(sed 's/rank [0-9]*=//' "$TMP/rf.b" | sort))" ]
+@test "jobs: on a cluster with nodes, each job's ranks get cores no other running job holds" {
+    # aws.json with nodes: the three jobs' workers and big-ctr's 11 servers
+    python3 - "$ROOT/testdata/clusters/aws.json" "$TMP/nodes.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["nodes"] = [{"name": "p4d", "units": {"gpu-a100": 8, "cpu-r5": 4}},
+              {"name": "g4dn", "units": {"gpu-t4": 16, "cpu-r5": 60, "cpu-c5": 32}}]
+json.dump(c, open(sys.argv[2], "w"))
+PY
+    sed "s|../clusters/aws.json|$TMP/nodes.json|; s|\.\./|$ROOT/testdata/|g" $THREE > "$TMP/jobs.json"
+    plan --jobs "$TMP/jobs.json" --objective completion --rankfile "$TMP/rf" -o "$TMP/joint.json"
+    [ -s "$TMP/rf.ctr" ] && [ -s "$TMP/rf.dlrm" ] && [ -s "$TMP/rf.big" ]
+    run python3 - "$TMP/joint.json" "$TMP/rf" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+def cores(name):
+    out = set()
+    for line in open(sys.argv[2] + "." + name):
+        host, slot = line.split("=", 1)[1].split(" slot=")
+        a, _, b = slot.strip().partition("-")
+        out |= {(host, k) for k in range(int(a), int(b or a) + 1)}
+    return out
+jobs = d["jobs"]
+servers = sum(j["plan"]["servers"]["count"] for j in jobs)
+assert servers > 0, "no servers placed"
+for j in jobs:
+    ranks = len(open(sys.argv[2] + "." + j["name"]).readlines())
+    assert ranks == len(j["plan"]["workers"]) + j["plan"]["servers"]["count"], j["name"]
+for a in jobs:
+    for b in jobs:
+        if a is not b and a["start_s"] < b["end_s"] and b["start_s"] < a["end_s"]:
+            assert not cores(a["name"]) & cores(b["name"]), (a["name"], b["name"])
+print("ok", servers)
+PY
+    echo "$output"
+    [ "$status" -eq 0 ]
     # aws.json lists no nodes
     run plan --jobs $THREE --rankfile "$TMP/rf2"
     [ "$status" -eq 2 ]
