@@ -584,8 +584,11 @@ static void plan_jobs_new(const options *o)
     const char *algo = strcmp(o->algo, "rl") == 0 ? "auto" : o->algo;
     if (strcmp(algo, "auto") != 0 && strcmp(algo, "exact") != 0 && strcmp(algo, "greedy") != 0)
         hps_usage_error("--algo: '%s' is not one of exact, greedy with --jobs", algo);
-    if (o->src.model || o->src.cluster || o->src.n_profiles || o->min_throughput > 0 || o->pareto)
-        hps_usage_error("--jobs: the jobs file names each job's model, profiles and limit, and the cluster");
+    if (o->src.model || o->src.cluster || o->src.n_profiles || o->src.data_stats || o->min_throughput > 0 ||
+        o->pareto || o->explain || o->calibrate || o->train_policy)
+        hps_usage_error("--jobs: the jobs file names each job's model, profiles and limit, and the cluster; "
+                        "-m, -c, -p, -t, --data-stats, --pareto, --explain, --calibrate and --train-policy go "
+                        "without it");
     plan_jobs_file jf;
     if (plan_jobs_file_load(o->jobs, &jf, &err)) die(&err);
     plan_jobs *j = plan_jobs_create(&jf, o->search.bound_time, &err);

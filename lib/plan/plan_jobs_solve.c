@@ -100,6 +100,7 @@ typedef struct {
     double min_cost[PLAN_JOBS_MAX], min_time[PLAN_JOBS_MAX]; /* each job's best option alone */
     plan_jobs_schedule *best;
     double deadline; /* hps_now() at which the search stops */
+    long nodes;      /* partial schedules visited: the clock is read every 1024 */
     int stopped;
 } exact_search;
 
@@ -127,7 +128,7 @@ static void search(exact_search *x, uint64_t placed, double cost, double complet
         if (!x->best->feasible || v < x->best->objective) plan_jobs_schedule_build(jp, x->order, x->option, x->best);
         return;
     }
-    if ((x->best->schedules & 1023) == 0 && hps_now() > x->deadline) x->stopped = 1;
+    if ((++x->nodes & 1023) == 0 && hps_now() > x->deadline) x->stopped = 1;
     if (x->stopped) return;
     for (int j = 0; j < jp->n_jobs; j++) {
         if (placed >> j & 1) continue;
