@@ -10,8 +10,18 @@
 #include "plan/hps_plan_jobs.h"
 
 typedef struct {
+    const char *type, *first, *last; /* the stage's type, its first and last layer's names */
+    int units;
+    double throughput, cost_per_hour;
+} joint_stage;
+
+typedef struct {
     const char *name, *units; /* units: "gpu-a100 x2, cpu-r5 x3" */
-    double start, end, cost, throughput, weight;
+    double start, end, separate_end, cost, throughput, weight;
+    int n_stages, servers;
+    joint_stage *stages;
+    const char *server_type; /* NULL when no servers */
+    double servers_cost_per_hour;
 } joint_job;
 
 struct plan_joint {
@@ -41,6 +51,48 @@ static int read_totals(json_t *o, const char *ctx, double *cost, double *comp, d
            hps_json_num(o, "makespan_s", HPS_REQUIRED, 0, 1e300, mk, ctx, err) ? -1 : 0;
 }
 
+/* The job's own plan (hps-plan(5)): its stages and servers, for the table. */
+static int read_job_plan(joint_job *j, json_t *plan, const char *job_ctx, hps_error *err)
+{
+    char ctx[700];
+    snprintf(ctx, sizeof ctx, "%s: plan", job_ctx);
+    json_t *stages = json_is_object(plan) ? json_object_get(plan, "stages") : NULL;
+    if (!json_is_array(stages) || json_array_size(stages) == 0 || json_array_size(stages) > 4096)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: stages must be an array of 1 to 4096 stages", ctx);
+    j->stages = hps_calloc(json_array_size(stages), sizeof *j->stages);
+    for (size_t i = 0; i < json_array_size(stages); i++, j->n_stages++) {
+        json_t *o = json_array_get(stages, i), *names;
+        joint_stage *st = &j->stages[i];
+        long long units;
+        snprintf(ctx, sizeof ctx, "%s: plan: stage %zu", job_ctx, i);
+        if (!json_is_object(o)) return hps_fail(err, HPS_EXIT_USAGE, "%s: must be an object", ctx);
+        if (hps_json_str(o, "type", HPS_REQUIRED, &st->type, ctx, err) ||
+            hps_json_int(o, "units", HPS_REQUIRED, 0, 1000000, &units, ctx, err) ||
+            hps_json_num(o, "throughput", HPS_REQUIRED, 0, 1e300, &st->throughput, ctx, err) ||
+            hps_json_num(o, "cost_per_hour", HPS_REQUIRED, 0, 1e300, &st->cost_per_hour, ctx, err))
+            return -1;
+        st->units = (int)units;
+        names = json_object_get(o, "layer_names");
+        size_t n = json_array_size(names);
+        if (!json_is_array(names) || n == 0 || !json_is_string(json_array_get(names, 0)) ||
+            !json_is_string(json_array_get(names, n - 1)))
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: layer_names must be an array of names", ctx);
+        st->first = json_string_value(json_array_get(names, 0));
+        st->last = json_string_value(json_array_get(names, n - 1));
+    }
+    json_t *sv = json_object_get(plan, "servers");
+    if (json_is_object(sv)) {
+        long long count = 0;
+        snprintf(ctx, sizeof ctx, "%s: plan: servers", job_ctx);
+        if (hps_json_int(sv, "count", HPS_REQUIRED, 0, 1000000, &count, ctx, err) ||
+            hps_json_str(sv, "type", HPS_OPTIONAL, &j->server_type, ctx, err) ||
+            hps_json_num(sv, "cost_per_hour", HPS_OPTIONAL, 0, 1e300, &j->servers_cost_per_hour, ctx, err))
+            return -1;
+        j->servers = (int)count;
+    }
+    return 0;
+}
+
 static int read_job(plan_joint *jt, json_t *o, const char *file, int i, hps_error *err)
 {
     char ctx[600];
@@ -50,6 +102,7 @@ static int read_job(plan_joint *jt, json_t *o, const char *file, int i, hps_erro
     if (hps_json_str(o, "name", HPS_REQUIRED, &j->name, ctx, err) ||
         hps_json_num(o, "start_s", HPS_REQUIRED, 0, 1e300, &j->start, ctx, err) ||
         hps_json_num(o, "end_s", HPS_REQUIRED, j->start, 1e300, &j->end, ctx, err) ||
+        hps_json_num(o, "separate_end_s", HPS_REQUIRED, 0, 1e300, &j->separate_end, ctx, err) ||
         hps_json_num(o, "cost", HPS_REQUIRED, 0, 1e300, &j->cost, ctx, err) ||
         hps_json_num(o, "throughput", HPS_REQUIRED, 0, 1e300, &j->throughput, ctx, err) ||
         hps_json_num(o, "weight", HPS_REQUIRED, 0, 1e300, &j->weight, ctx, err))
@@ -70,7 +123,7 @@ static int read_job(plan_joint *jt, json_t *o, const char *file, int i, hps_erro
         n += (size_t)w;
     }
     j->units = s;
-    return 0;
+    return read_job_plan(j, json_object_get(o, "plan"), ctx, err);
 }
 
 static int read_phases(plan_joint *jt, json_t *root, const char *file, hps_error *err)
@@ -136,6 +189,7 @@ plan_joint *plan_joint_parse(json_t *root, const char *path, hps_error *err)
 void plan_joint_free(plan_joint *jt)
 {
     if (!jt) return;
+    for (int i = 0; i < jt->n_jobs; i++) free(jt->jobs[i].stages);
     json_decref(jt->root);
     free(jt->phase_t);
     free(jt->phase_units);
@@ -157,6 +211,25 @@ void plan_joint_table(FILE *f, const plan_joint *jt)
     fprintf(f, "%-16s %12.4f %18.3f %14.3f\n", "joint", jt->cost, jt->completion / 3600, jt->makespan / 3600);
     fprintf(f, "%-16s %12.4f %18.3f %14.3f\n", "separate", jt->sep_cost, jt->sep_completion / 3600,
             jt->sep_makespan / 3600);
+    for (int i = 0; i < jt->n_jobs; i++) {
+        const joint_job *j = &jt->jobs[i];
+        char b1[HPS_NAME_MAX], b2[HPS_NAME_MAX];
+        fprintf(f, "\njob %s: %.3f h to %.3f h (planned separately: to %.3f h)\n",
+                hps_printable(j->name, buf, sizeof buf), j->start / 3600, j->end / 3600, j->separate_end / 3600);
+        fprintf(f, "stage  %-12s  %-22s  %5s  %14s  %9s\n", "type", "layers", "units", "samples/s", "$/hour");
+        for (int s = 0; s < j->n_stages; s++) {
+            const joint_stage *st = &j->stages[s];
+            char layers[2 * HPS_NAME_MAX + 4];
+            snprintf(layers, sizeof layers, "%s..%s", hps_printable(st->first, b1, sizeof b1),
+                     hps_printable(st->last, b2, sizeof b2));
+            fprintf(f, "%-5d  %-12s  %-22s  %5d  %14.1f  %9.3f\n", s, hps_printable(st->type, buf, sizeof buf),
+                    layers, st->units, st->throughput, st->cost_per_hour);
+        }
+        if (j->servers)
+            fprintf(f, "ps     %-12s  %-22s  %5d  %14s  %9.3f\n",
+                    j->server_type ? hps_printable(j->server_type, buf, sizeof buf) : "servers", "embedding rows",
+                    j->servers, "", j->servers_cost_per_hour);
+    }
 }
 
 /* One bar a job over hours, then the units of each type in use. */

@@ -223,6 +223,12 @@ static void test_three_jobs_beat_separate_plans(void **state)
     assert_non_null(strstr(buf, "</svg>"));
     free(buf);
     plan_joint_free(jt);
+    json_t *stage0 = json_array_get(json_object_get(json_object_get(json_array_get(json_object_get(root, "jobs"), 2),
+                                                                    "plan"), "stages"), 0);
+    json_object_set_new(stage0, "units", json_string("8"));
+    assert_null(plan_joint_parse(root, "out.json", &err));
+    if (!strstr(err.msg, "out.json: job 2: plan: stage 0: units")) fail_msg("%s", err.msg);
+    json_object_set_new(stage0, "units", json_integer(8));
     json_object_del(json_array_get(json_object_get(root, "jobs"), 1), "end_s");
     assert_null(plan_joint_parse(root, "out.json", &err));
     if (!strstr(err.msg, "out.json: job 1: missing field 'end_s'")) fail_msg("%s", err.msg);
