@@ -238,7 +238,7 @@ void plan_joint_svg(FILE *f, const plan_joint *jt)
     const double left = 140, width = 560, row = 24;
     double span = jt->makespan > 0 ? jt->makespan / 3600 : 1;
     double chart_y = 50 + row * jt->n_jobs + 50;
-    int height = (int)(chart_y + 260);
+    int height = (int)(chart_y + 220);
     char buf[HPS_NAME_MAX];
     hps_svg_begin(f, 800, height, "joint plan");
     hps_svg_text(f, 400, 24, 14, "middle", "bold", "#222", "joint plan of %d jobs (objective %s)", jt->n_jobs,
@@ -257,15 +257,21 @@ void plan_joint_svg(FILE *f, const plan_joint *jt)
     double *x = hps_calloc((size_t)jt->n_phases * 2 + 1, sizeof *x);
     double *y = hps_calloc((size_t)(jt->n_phases * 2 + 1) * (jt->n_types + 1), sizeof *y);
     for (int p = 0; p < jt->n_phases; p++) x[2 * p] = jt->phase_t[p] / 3600, x[2 * p + 1] = jt->phase_t[p + 1] / 3600;
+    int n_series = 0;
     for (int t = 0; t < jt->n_types; t++) {
         double *yt = y + (size_t)t * (jt->n_phases * 2 + 1);
-        for (int p = 0; p < jt->n_phases; p++) yt[2 * p] = yt[2 * p + 1] = jt->phase_units[p * jt->n_types + t];
-        s[t] = (hps_svg_series){.name = jt->type_names[t], .color = hps_svg_color(t), .n = 2 * jt->n_phases, .x = x,
-                                .y = yt};
+        int used = 0;
+        for (int p = 0; p < jt->n_phases; p++) {
+            yt[2 * p] = yt[2 * p + 1] = jt->phase_units[p * jt->n_types + t];
+            used |= jt->phase_units[p * jt->n_types + t] > 0;
+        }
+        if (used) /* a type no job takes is left out */
+            s[n_series++] = (hps_svg_series){.name = jt->type_names[t], .color = hps_svg_color(t),
+                                             .n = 2 * jt->n_phases, .x = x, .y = yt};
     }
     hps_svg_axes ax = {.x = left, .y = chart_y, .w = width, .h = 160, .title = "units in use",
                        .xlabel = "hours", .ylabel = "units", .ymin_zero = 1, .xmin = 0, .xmax = span};
-    hps_svg_chart(f, &ax, s, jt->n_types);
+    hps_svg_chart(f, &ax, s, n_series);
     free(x);
     free(y);
     hps_svg_end(f);
