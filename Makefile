@@ -16,7 +16,7 @@
 #   make CUDA=0     build without the CUDA kernels even where nvcc exists
 #   make MPI=0      build without Open MPI: hps-train runs as one process only
 #   make golden     rewrite the golden files of tests/cli from this build's output
-#   make bench-plan, bench-shard, bench-train, bench-dist, bench-fidelity,
+#   make bench-plan, bench-jobs, bench-shard, bench-train, bench-dist, bench-fidelity,
 #   bench-cluster   benchmarks, not in make check (tests/bench/README.md)
 #   make clean      remove bin/ and every build directory (build, build-*)
 #   make V=1        show the full command lines
@@ -129,7 +129,8 @@ FUZZ_SEEDS_shard    := tests/fuzz/seeds/shard
 FUZZ_SEEDS_manifest := tests/fuzz/seeds/manifest
 FUZZ_SEEDS_ckpt     := tests/fuzz/seeds/ckpt
 FUZZ_SEEDS_safetensors := tests/fuzz/seeds/safetensors
-FUZZ_JSON    := model cluster profile plan manifest sheet
+FUZZ_SEEDS_jobs     := testdata/jobs tests/fuzz/seeds/jobs
+FUZZ_JSON    := model cluster profile plan manifest sheet jobs
 fuzz_inputs   = tests/fuzz/regress/$(1) $(FUZZ_SEEDS_$(1))
 empty :=
 space := $(empty) $(empty)
@@ -151,7 +152,7 @@ DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev libssl-dev zs
 .SECONDARY:
 
 .PHONY: all deps check test asan fuzz fuzz-targets fuzz-cov golden demo install uninstall clean FORCE \
-        bench-plan bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy check-policy bench-fidelity
+        bench-plan bench-jobs bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy check-policy bench-fidelity
 all: $(BINS)
 
 $(CONFIG_STAMP): FORCE
@@ -218,7 +219,7 @@ $(BUILD)/bench/%: tests/bench/%.c $(TESTLIB) $(LIBHPS)
 	$(Q)$(CC) $(HPS_CFLAGS) -Itests/lib -MMD -MP $< $(TESTLIB) $(LIBHPS) -o $@ $(HPS_LDFLAGS) $(HPS_LDLIBS)
 
 -include $(LIB_OBJ:.o=.d) $(TOOLS:%=$(BUILD)/cmd/%.d) $(TESTLIB_SRC:%.c=$(BUILD)/%.d) $(UNIT_BINS:=.d) \
-         $(BUILD)/bench/bench_plan.d $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%.d)
+         $(BUILD)/bench/bench_plan.d $(BUILD)/bench/bench_jobs.d $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%.d)
 
 # Testing aids (--slowdown, HPS_TRAIN_KILL_AT_STEP, HPS_CRASH_AT) exist only in
 # the test builds of hps-train and hps-shard, $(TEST_BIN)/: the files that hold
@@ -348,6 +349,9 @@ demo: deps
 
 bench-plan: all $(BUILD)/bench/bench_plan
 	@HPS_BENCH_PLAN=$(CURDIR)/$(BUILD)/bench/bench_plan tests/bench/$@.sh $(CURDIR)/$(BIN)
+
+bench-jobs: all $(BUILD)/bench/bench_jobs
+	@HPS_BENCH_JOBS=$(CURDIR)/$(BUILD)/bench/bench_jobs tests/bench/$@.sh $(CURDIR)/$(BIN)
 
 bench-shard bench-train bench-fidelity: all
 	@tests/bench/$@.sh $(CURDIR)/$(BIN)

@@ -14,6 +14,7 @@
 #include "plan/hps_cluster.h"
 #include "plan/hps_plan.h"
 #include "plan/hps_plan_inputs.h"
+#include "plan/hps_plan_jobs.h"
 #include "profile/hps_profile.h"
 #include "train/hps_train.h"
 
@@ -23,6 +24,7 @@ typedef struct {
     plan_sources src; /* -m, -c, -p, --data-stats, --rows */
     const char **profile_args; /* the -p paths src.profiles names, until show or --explain takes the plan's */
     const char *output, *rankfile, *explain, *algo, *format_arg, *policy, *train_policy, *calibrate;
+    const char *jobs, *objective_arg; /* --jobs; --objective's choices depend on it */
     double min_throughput, samples;
     long epochs, micro_batches;
     int objective, pareto;
@@ -36,6 +38,7 @@ static const char usage_text[] =
     "       hps-plan --explain PLAN [-f text|json] [-m MODEL] [-c CLUSTER] [-p PROFILE]...\n"
     "       hps-plan --train-policy FILE [--instances N] [--episodes N] [-s S]\n"
     "       hps-plan --calibrate RUN -m MODEL -c CLUSTER -p PROFILE... [-o FILE]\n"
+    "       hps-plan --jobs JOBS [--objective cost|completion|makespan] [-a exact|greedy] [-f json|table|svg]\n"
     "\n"
     "Decides which resource type runs each layer of MODEL and how many units each\n"
     "stage gets, so that at least N samples/s are trained at the lowest cost.\n"
@@ -46,7 +49,9 @@ static const char usage_text[] =
     "  -c, --cluster FILE       the resource types (hps-cluster(5))\n"
     "  -p, --profile FILE       a profile (hps-profile(5)); repeatable; default stdin\n"
     "  -t, --min-throughput N   samples per second the plan must reach\n"
-    "      --objective WHAT     cost (default), time, energy or edp\n"
+    "      --objective WHAT     cost (default), time, energy or edp; --jobs: cost,\n"
+    "                           completion (weighted sum of completion times) or makespan\n"
+    "      --jobs FILE          plan several jobs on one shared cluster (hps-plan(5), JOBS FILE)\n"
     "      --data-stats FILE    hps-shard's manifest.json: key statistics for the\n"
     "                           hot-row caches and the servers' skew\n"
     "      --rows WHERE         auto (default: servers, HBM or a hot-row cache) or servers\n"
@@ -78,7 +83,7 @@ static const char usage_text[] =
 
 enum { OPT_OBJECTIVE = 256, OPT_SAMPLES, OPT_EPOCHS, OPT_EPISODES, OPT_TIME_LIMIT, OPT_BOUND_TIME,
        OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN, OPT_CALIBRATE, OPT_DATA_STATS, OPT_ROWS, OPT_EVALUATIONS,
-       OPT_POLICY, OPT_TRAIN_POLICY, OPT_INSTANCES, OPT_MICRO };
+       OPT_POLICY, OPT_TRAIN_POLICY, OPT_INSTANCES, OPT_MICRO, OPT_JOBS };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -107,6 +112,7 @@ static const struct option long_options[] = {
     {"pareto", optional_argument, NULL, OPT_PARETO},
     {"explain", required_argument, NULL, OPT_EXPLAIN},
     {"calibrate", required_argument, NULL, OPT_CALIBRATE},
+    {"jobs", required_argument, NULL, OPT_JOBS},
     {"quiet", no_argument, NULL, 'q'},
     {"verbose", no_argument, NULL, 'v'},
     {"help", no_argument, NULL, 'h'},
@@ -150,7 +156,8 @@ static void parse_options(int argc, char **argv, options *o)
         case 'c': o->src.cluster = optarg; break;
         case 'p': o->profile_args[o->src.n_profiles++] = optarg; break;
         case 't': o->min_throughput = hps_cli_rate("--min-throughput", optarg); break;
-        case OPT_OBJECTIVE: o->objective = hps_cli_choice("--objective", optarg, plan_objective_names); break;
+        case OPT_OBJECTIVE: o->objective_arg = optarg; break;
+        case OPT_JOBS: o->jobs = optarg; break;
         case 'a': o->algo = optarg; break;
         case 's': o->search.seed = (uint64_t)hps_cli_long("--seed", optarg, 0, 2147483647L); break;
         case OPT_SAMPLES: o->samples = hps_cli_rate("--samples", optarg); break;
@@ -179,6 +186,9 @@ static void parse_options(int argc, char **argv, options *o)
         }
     }
     o->search.progress = hps_stderr_is_tty() && hps_display_level >= 2;
+    if (o->objective_arg)
+        o->objective = hps_cli_choice("--objective", o->objective_arg,
+                                      o->jobs ? plan_jobs_objective_names : plan_objective_names);
 }
 
 /* -f: its choices depend on what is printed. */
@@ -191,7 +201,7 @@ static int format_of(const options *o)
         int f = o->format_arg ? hps_cli_choice("--format", o->format_arg, explain_formats) : 0;
         return f ? FMT_JSON : FMT_TABLE;
     }
-    if (o->pareto) {
+    if (o->pareto || o->jobs) {
         static const int map[] = {FMT_JSON, FMT_TABLE, FMT_SVG};
         return o->format_arg ? map[hps_cli_choice("--format", o->format_arg, pareto_formats)] : FMT_JSON;
     }
@@ -527,6 +537,91 @@ static void plan_new(options *o)
     plan_policy_free(policy);
 }
 
+/* A joint plan in the format -f names (JSON, or read back and drawn). */
+static void write_joint(const options *o, json_t *root, const char *name)
+{
+    hps_error err;
+    const char *path = o->output ? o->output : "-";
+    int format = format_of(o);
+    if (format == FMT_JSON) {
+        if (hps_json_write(path, root, &err)) die(&err);
+        return;
+    }
+    plan_joint *jt = plan_joint_parse(root, name, &err);
+    if (!jt) die(&err);
+    hps_out *out = hps_out_open(path, &err);
+    if (!out) die(&err);
+    if (format == FMT_TABLE) plan_joint_table(hps_out_file(out), jt);
+    else plan_joint_svg(hps_out_file(out), jt);
+    plan_joint_free(jt);
+    if (hps_out_commit(out, &err)) die(&err);
+}
+
+/* --rankfile PREFIX with --jobs: each job's ranks in PREFIX.JOB. */
+static void write_job_rankfiles(const char *prefix, json_t *root, const char *cluster)
+{
+    hps_error err;
+    json_t *jobs = json_object_get(root, "jobs"), *job;
+    size_t i;
+    json_array_foreach(jobs, i, job) {
+        json_t *lines = json_object_get(job, "rankfile"), *line;
+        if (!json_is_array(lines)) hps_usage_error("--rankfile: %s lists no nodes to place ranks on", cluster);
+        char *path = hps_malloc(strlen(prefix) + HPS_NAME_MAX + 2);
+        sprintf(path, "%s.%s", prefix, json_string_value(json_object_get(job, "name")));
+        hps_out *out = hps_out_open(path, &err);
+        if (!out) die(&err);
+        size_t k;
+        json_array_foreach(lines, k, line) fprintf(hps_out_file(out), "%s\n", json_string_value(line));
+        free(path);
+        if (hps_out_commit(out, &err)) die(&err);
+    }
+}
+
+/* --jobs JOBS: several jobs on one cluster (hps-plan(1), JOBS). */
+static void plan_jobs_new(const options *o)
+{
+    hps_error err;
+    const char *algo = strcmp(o->algo, "rl") == 0 ? "auto" : o->algo;
+    if (strcmp(algo, "auto") != 0 && strcmp(algo, "exact") != 0 && strcmp(algo, "greedy") != 0)
+        hps_usage_error("--algo: '%s' is not one of exact, greedy with --jobs", algo);
+    if (o->src.model || o->src.cluster || o->src.n_profiles || o->src.data_stats || o->min_throughput > 0 ||
+        o->pareto || o->explain || o->calibrate || o->train_policy)
+        hps_usage_error("--jobs: the jobs file names each job's model, profiles and limit, and the cluster; "
+                        "-m, -c, -p, -t, --data-stats, --pareto, --explain, --calibrate and --train-policy go "
+                        "without it");
+    plan_jobs_file jf;
+    if (plan_jobs_file_load(o->jobs, &jf, &err)) die(&err);
+    plan_jobs *j = plan_jobs_create(&jf, o->search.bound_time, &err);
+    if (!j) die(&err);
+    plan_jobs_problem *jp = plan_jobs_problem_of(j);
+    jp->objective = o->objective;
+    if (strcmp(algo, "auto") == 0) algo = jp->n_jobs <= PLAN_JOBS_EXACT_MAX ? "exact" : "greedy";
+    plan_jobs_schedule s, sep;
+    if (strcmp(algo, "exact") == 0) plan_jobs_solve_exact(jp, o->search.bound_time, &s);
+    else plan_jobs_solve_greedy(jp, &s);
+    plan_jobs_separate(jp, &sep);
+    if (!s.feasible) {
+        double cheapest = 0;
+        for (int i = 0; i < jp->n_jobs; i++) cheapest += jp->jobs[i].options[0].cost;
+        hps_error e = {.code = HPS_EXIT_RUNTIME};
+        if (cheapest > jp->budget)
+            snprintf(e.msg, sizeof e.msg, "%s: budget $%.6g is below the jobs' cheapest plans, $%.6g in all",
+                     hps_path_name(o->jobs), jp->budget, cheapest);
+        else
+            snprintf(e.msg, sizeof e.msg, "%s: no joint plan meets every deadline%s (the jobs' candidates at "
+                     "their fastest, one after another where the units are short)", hps_path_name(o->jobs),
+                     jp->budget < HUGE_VAL ? " within the budget" : "");
+        die(&e);
+    }
+    json_t *root = plan_jobs_to_json(j, &s, &sep, algo, o->output ? o->output : "-", &err);
+    if (!root) die(&err);
+    if (o->rankfile) write_job_rankfiles(o->rankfile, root, jf.cluster);
+    write_joint(o, root, o->jobs);
+    json_decref(root);
+    plan_jobs_free(j);
+    plan_jobs_file_free(&jf);
+}
+
 /* hps-plan [options]: a plan, a frontier, an explanation, a calibrated
  * profile or a pre-trained policy, as the options say. */
 static int cmd_plan(int argc, char **argv)
@@ -539,12 +634,28 @@ static int cmd_plan(int argc, char **argv)
     if ((o.output && hps_out_check("--output", o.output, 0, &err)) ||
         (o.rankfile && hps_out_check("--rankfile", o.rankfile, 0, &err)))
         die(&err);
-    if (o.explain) explain(&o);
+    if (o.jobs) plan_jobs_new(&o);
+    else if (o.explain) explain(&o);
     else if (o.calibrate) calibrate(&o);
     else if (o.train_policy) train_policy(&o);
     else plan_new(&o);
     free(o.profile_args);
     return 0;
+}
+
+/* show of a joint plan (hps-plan --jobs): 1 when path is one. */
+static int show_joint(options *o, const char *path)
+{
+    hps_error err;
+    json_t *root;
+    if (hps_json_load(path, &root, &err)) die(&err);
+    int joint = plan_joint_is(root);
+    if (joint) {
+        o->jobs = path; /* its formats */
+        write_joint(o, root, path);
+    }
+    json_decref(root);
+    return joint;
 }
 
 /* hps-plan show PLAN: a plan made before, in any format. */
@@ -557,6 +668,10 @@ static int cmd_show(int argc, char **argv)
     if (o.pareto || o.explain || o.min_throughput > 0)
         hps_usage_error("show: --pareto, --explain and --min-throughput make plans; show renders one");
     format_of(&o); /* a bad -f fails before any work */
+    if (show_joint(&o, argv[optind])) {
+        free(o.profile_args);
+        return 0;
+    }
     plan_reloaded rl;
     reload(&o, argv[optind], &rl);
     plan_problem *p = rl.in.problem;
