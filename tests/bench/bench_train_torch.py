@@ -22,12 +22,18 @@ Check (tests/cli/graph.bats): one batch forward and backward against hps-train's
 first step.  W0 is hps-train's export after a step that changed nothing (every
 rate 1e-12), LOSS that step's loss, W1 its export after the same step by SGD
 at rate ETA, so that (W0 - W1) / ETA is hps's gradient of each dense
-parameter.  Dropout draws hps's masks (the same hash of the run's SEED).
+parameter.  CKPT is the checkpoint directory of the W1 run: the tables'
+AdaGrad accumulators after one step from zero are each gradient squared, and
+the step moved each weight against its gradient's sign, so every table row's
+gradient is compared too.  Dropout draws hps's masks (the same hash of the
+run's SEED).
 
-  bench_train_torch.py --check MODEL.json BATCH.tsv W0 W1 ETA LOSS SEED
+  bench_train_torch.py --check MODEL.json BATCH.tsv W0 W1 ETA LOSS SEED CKPT
   exits 1, naming the tensor, when a value differs by more than 1e-5 relative."""
 import json
+import os
 import struct
+import subprocess
 import sys
 import time
 
@@ -331,8 +337,65 @@ def read_safetensors(path):
     return out
 
 
+def read_checkpoint_tables(ckpt_dir):
+    """The tables of the latest checkpoint in ckpt_dir (hps-train(1),
+    CHECKPOINTS), in layer order: per table {(slot, key): (weights, accum)}.
+    The payload is zstd behind a 64-byte header (tests/cli/forge.py)."""
+    name = open(os.path.join(ckpt_dir, "latest")).read().strip()
+    raw = open(os.path.join(ckpt_dir, name), "rb").read()
+    payload = subprocess.run(["zstd", "-q", "-d", "-c"], input=raw[64:], stdout=subprocess.PIPE,
+                             check=True).stdout
+    # magic, model and plan digests, state; "HPS2" adds the data's digest
+    at = 4 + 72 + 72 + 6 * 8 + (72 if struct.unpack_from("<I", payload, 0)[0] == 0x48505332 else 0)
+    n_params = struct.unpack_from("<Q", payload, at)[0]
+    at += 8 + 3 * 4 * n_params  # the dense parameters and Adam's moments
+    tables = []
+    while at < len(payload):
+        dim, rows = struct.unpack_from("<qq", payload, at)
+        at += 32  # dim, rows, the eviction hand and count
+        keys = np.frombuffer(payload, np.uint64, rows, at)
+        at += 8 * rows
+        slots = np.frombuffer(payload, np.int32, rows, at)
+        at += (4 + 8 + 1) * rows  # the slots, last steps and reference bits
+        w = np.frombuffer(payload, np.float32, rows * dim, at).reshape(rows, dim)
+        at += 4 * rows * dim
+        a = np.frombuffer(payload, np.float32, rows * dim, at).reshape(rows, dim)
+        at += 4 * rows * dim
+        tables.append({(int(s), int(k)): (w[r], a[r]) for r, (s, k) in enumerate(zip(slots, keys))})
+    return tables
+
+
+def table_gradients(layers, slot_names, w0, ckpt_dir):
+    """hps's gradient of each table layer's rows, in the order the check
+    lays them out (row 0 the missing key's): AdaGrad's first step from zero
+    leaves accum = g^2 and moves the weight by -lr g / (|g| + eps)."""
+    out = {}
+    tables = iter(read_checkpoint_tables(ckpt_dir))
+    for L in layers:
+        if L["type"] not in TABLES:
+            continue
+        t = next(tables)
+        grads = [np.zeros(L.get("dim", 1) if L["type"] == "embedding" else 1)]
+        for s in L["_slots"]:
+            name = f"{L['name']}.{slot_names[s]}"
+            for k, row in zip(w0[name + ".keys"], w0[name + ".weight"]):
+                w1, acc = t[(s, int(k) & (2 ** 64 - 1))]
+                grads.append(np.sign(row.astype(np.float64) - w1) * np.sqrt(acc.astype(np.float64)))
+        out[L["name"]] = np.stack(grads)
+    return out
+
+
+def compare(name, g, g_hps):
+    """A line naming the tensor when g_hps differs from g by more than 1e-5 of g's largest."""
+    scale = max(np.abs(g).max(), 1e-12)
+    err = np.abs(g - g_hps).max()
+    if err > 1e-5 * scale:
+        return f"{name}: gradients differ by {err:.3g}, {err / scale:.3g} of their largest"
+    return None
+
+
 def check(argv):
-    model_path, batch_path, w0_path, w1_path, eta, hps_loss, seed = argv
+    model_path, batch_path, w0_path, w1_path, eta, hps_loss, seed, ckpt_dir = argv
     eta, hps_loss, seed = float(eta), float(hps_loss), int(seed)
     torch.set_num_threads(1)
     spec = json.load(open(model_path))
@@ -370,15 +433,15 @@ def check(argv):
     for key, p in net.dense.items():
         name = key.replace("__", ".")
         g_hps = (w0[name].astype(np.float64) - w1[name].astype(np.float64)).reshape(p.shape) / eta
-        g = p.grad.double().numpy()
-        scale = max(np.abs(g).max(), 1e-12)
-        err = np.abs(g - g_hps).max()
-        if err > 1e-5 * scale:
-            bad.append(f"{name}: gradients differ by {err:.3g}, {err / scale:.3g} of their largest")
+        bad.append(compare(name, p.grad.double().numpy(), g_hps))
+    for name, g_hps in table_gradients(layers, slot_names, w0, ckpt_dir).items():
+        g = net.tables[name].weight.grad.to_dense().double().numpy()
+        bad.append(compare(f"{name} (table)", g, g_hps))
+    bad = [b for b in bad if b]
     for b in bad:
         print(f"{model_path}: {b}", file=sys.stderr)
     print(json.dumps({"model": spec["name"], "loss": loss.item(), "hps_loss": hps_loss,
-                      "tensors": len(net.dense), "bad": len(bad)}))
+                      "tensors": len(net.dense), "tables": len(net.tables), "bad": len(bad)}))
     return 1 if bad else 0
 
 

@@ -113,7 +113,7 @@ PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
 
-@test "graph: one batch forward and backward agrees with PyTorch to 1e-5 (weights from hps's export)" {
+@test "graph: one batch forward and backward agrees with PyTorch to 1e-5, tables' gradients too (weights from hps's export)" {
     /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null || skip "no python3-torch (make deps)"
     head -n 256 "$DATA/rows.tsv" > "$TMP/one.tsv"
     for m in criteo-small demo-ctr dlrm-criteo $GRAPHS; do
@@ -121,14 +121,16 @@ PY
         "$HPS_BIN/hps-shard" -q -m "$model" -n 1 -o "$TMP/$m" "$TMP/one.tsv"
         "$HPS_BIN/hps-shard" cat --as tsv "$TMP/$m" > "$TMP/$m.tsv"
         # a step that changes nothing exports the weights it ran with; the
-        # same step by SGD at rate 1e4 exports them moved by 1e4 gradients
-        common=(--model "$model" --data "$TMP/$m" --steps 1 --threads 1 --seed 1 --optimizer sgd
-                --lr-sparse 1e-12 -q)
-        "$HPS_BIN/hps-train" "${common[@]}" --lr 1e-12 --export "$TMP/$m.w0" --metrics "$TMP/$m.ndjson"
-        "$HPS_BIN/hps-train" "${common[@]}" --lr 1e4 --export "$TMP/$m.w1"
+        # same step by SGD at rate 1e4 exports them moved by 1e4 gradients,
+        # and its checkpoint holds the tables' AdaGrad accumulators (g^2)
+        common=(--model "$model" --data "$TMP/$m" --steps 1 --threads 1 --seed 1 --optimizer sgd -q)
+        "$HPS_BIN/hps-train" "${common[@]}" --lr 1e-12 --lr-sparse 1e-12 --export "$TMP/$m.w0" \
+            --metrics "$TMP/$m.ndjson"
+        "$HPS_BIN/hps-train" "${common[@]}" --lr 1e4 --lr-sparse 1e4 --export "$TMP/$m.w1" \
+            --checkpoint "$TMP/$m.ckpt"
         loss=$(python3 -c 'import json,sys; print(next(r["loss"] for r in map(json.loads, open(sys.argv[1])) if r["event"] == "step"))' "$TMP/$m.ndjson")
         run /usr/bin/python3 "$ROOT/tests/bench/bench_train_torch.py" --check "$model" "$TMP/$m.tsv" \
-            "$TMP/$m.w0" "$TMP/$m.w1" 1e4 "$loss" 1
+            "$TMP/$m.w0" "$TMP/$m.w1" 1e4 "$loss" 1 "$TMP/$m.ckpt"
         [ "$status" -eq 0 ] || { echo "$m: $output"; false; }
     done
 }
