@@ -14,9 +14,20 @@ in hps-train's evaluation.
 
   bench_train_torch.py MODEL.json TRAIN.tsv HOLDOUT.tsv THREADS [SEED [EPOCHS]]
   prints one JSON line: samples_per_s, logloss, AUC (a binary label; else
-  null) and accuracy (held out), seconds.
+  null) and accuracy (held out, after the last epoch), seconds, and "epochs":
+  the held-out logloss, AUC and accuracy after each epoch (as hps-train
+  --eval's eval records; not timed).
   EPOCHS passes over the rows (1), as hps-train's --epochs: bench-train sets
   both so that a run lasts long enough to be stable.
+
+Replay (tests/cli/graph.bats): training from hps's initial weights, so that
+the two trainers' runs can be compared step for step rather than seed against
+seed.  INIT is hps-train's export after an epoch at rates 1e-12 (every key's
+first row, the dense layers' initial weights); the same batches in the same
+order follow, with the optimizers above.
+
+  bench_train_torch.py --replay MODEL.json TRAIN.tsv HOLDOUT.tsv INIT EPOCHS
+  prints one JSON line: "epochs", the held-out quality after each epoch.
 
 Check (tests/cli/graph.bats): one batch forward and backward against hps-train's
 first step.  W0 is hps-train's export after a step that changed nothing (every
@@ -279,6 +290,38 @@ def auc(score, label):
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
+def optimizers(net):
+    """hps-train's: AdaGrad for the tables (eps as hps's), Adam for the dense layers."""
+    sparse = torch.optim.Adagrad(net.tables.parameters(), lr=0.05, eps=1e-8) if len(net.tables) else None
+    return sparse, torch.optim.Adam(net.dense.parameters(), lr=1e-3)
+
+
+def train_epoch(net, opts, lf, x, rows, y, batch):
+    """One pass over the rows in order, a batch a step (the last one short)."""
+    net.train()
+    for i in range(0, len(y), batch):
+        j = min(i + batch, len(y))
+        for o in opts:
+            if o:
+                o.zero_grad()
+        lf(net(x[i:j], {k: v[i:j] for k, v in rows.items()}), y[i:j]).backward()
+        for o in opts:
+            if o:
+                o.step()
+
+
+def evaluate(net, lf, x, rows, y, softmax):
+    """Held-out logloss, AUC (a binary label; else None) and accuracy."""
+    net.eval()
+    with torch.no_grad():
+        out = net(x, rows)
+        total = lf(out, y).item()
+        pred = out.argmax(1) if softmax else (out.squeeze(1) > 0).float()
+        correct = int((pred == (y.long() if softmax else y)).sum())
+    area = None if softmax else auc(out.squeeze(1).numpy(), y.numpy())
+    return {"logloss": total, "auc": area, "accuracy": correct / len(y)}
+
+
 def train(argv):
     model_path, train_path, holdout_path, threads = argv[:4]
     torch.set_num_threads(int(threads))
@@ -293,33 +336,37 @@ def train(argv):
     y_ho, x_ho, k_ho = read_tsv(holdout_path, n_dense, n_slots)
     rows_ho = row_ids(layers, k_ho, vocab, False)  # unseen keys read the zero row
     net = Graph(spec, {name: len(v) for name, v in vocab.items()})
-    sparse = torch.optim.Adagrad(net.tables.parameters(), lr=0.05) if len(net.tables) else None
-    dense_opt = torch.optim.Adam(net.dense.parameters(), lr=1e-3)
-    lf = loss_fn(spec)
-    n = len(y_tr)
-    start = time.perf_counter()
-    net.train()
-    for i in [i for _ in range(epochs) for i in range(0, n, batch)]:
-        j = min(i + batch, n)
-        if sparse:
-            sparse.zero_grad()
-        dense_opt.zero_grad()
-        loss = lf(net(x_tr[i:j], {k: v[i:j] for k, v in rows_tr.items()}), y_tr[i:j])
-        loss.backward()
-        if sparse:
-            sparse.step()
-        dense_opt.step()
-    seconds = time.perf_counter() - start
-    net.eval()
-    with torch.no_grad():
-        out = net(x_ho, rows_ho)
-        total = lf(out, y_ho).item()
-        pred = out.argmax(1) if softmax else (out.squeeze(1) > 0).float()
-        correct = int((pred == (y_ho.long() if softmax else y_ho)).sum())
-    area = None if softmax else auc(out.squeeze(1).numpy(), y_ho.numpy())
-    print(json.dumps({"samples_per_s": epochs * n / seconds, "logloss": total, "auc": area,
-                      "accuracy": correct / len(y_ho), "seconds": seconds,
-                      "threads": torch.get_num_threads(), "torch": torch.__version__}))
+    opts, lf = optimizers(net), loss_fn(spec)
+    seconds, evals = 0.0, []
+    for _ in range(epochs):
+        start = time.perf_counter()
+        train_epoch(net, opts, lf, x_tr, rows_tr, y_tr, batch)
+        seconds += time.perf_counter() - start
+        # as hps-train --eval: after each epoch (not timed)
+        evals.append(evaluate(net, lf, x_ho, rows_ho, y_ho, softmax))
+    print(json.dumps(dict(evals[-1], samples_per_s=epochs * len(y_tr) / seconds, seconds=seconds,
+                          epochs=evals, threads=torch.get_num_threads(), torch=torch.__version__)))
+
+
+def replay(argv):
+    """Trains from hps's initial weights on the same batches in the same order;
+    prints the held-out quality after each epoch."""
+    model_path, train_path, holdout_path, init_path, epochs = argv
+    torch.set_num_threads(1)
+    spec = json.load(open(model_path))
+    n_dense, n_slots = spec["input"].get("dense", 0), len(spec["input"]["slots"])
+    layers = resolve(spec)
+    net, vocab = hps_net(spec, layers, read_safetensors(init_path))
+    y_tr, x_tr, k_tr = read_tsv(train_path, n_dense, n_slots)
+    y_ho, x_ho, k_ho = read_tsv(holdout_path, n_dense, n_slots)
+    rows_tr, rows_ho = row_ids(layers, k_tr, vocab, False), row_ids(layers, k_ho, vocab, False)
+    opts, lf = optimizers(net), loss_fn(spec)
+    softmax = spec["input"]["label"]["kind"] == "multiclass"
+    evals = []
+    for _ in range(int(epochs)):
+        train_epoch(net, opts, lf, x_tr, rows_tr, y_tr, spec["batch"])
+        evals.append(evaluate(net, lf, x_ho, rows_ho, y_ho, softmax))
+    print(json.dumps({"model": spec["name"], "epochs": evals}))
 
 
 def read_safetensors(path):
@@ -335,6 +382,30 @@ def read_safetensors(path):
         dt = {"F32": np.float32, "I64": np.int64}[t["dtype"]]
         out[name] = np.frombuffer(data[lo:hi], dtype=dt).reshape(t["shape"])
     return out
+
+
+def hps_net(spec, layers, w):
+    """A Graph holding hps's exported weights w, and the tables' vocabularies:
+    each slot's keys as `hps-shard cat` prints them, row 0 the missing key's."""
+    slot_names = [s["name"] for s in spec["input"]["slots"]]
+    vocab, weights = {}, {}
+    for L in layers:
+        if L["type"] not in TABLES:
+            continue
+        v, rows = {}, [np.zeros(L.get("dim", 1) if L["type"] == "embedding" else 1, np.float32)]
+        for s in L["_slots"]:
+            name = f"{L['name']}.{slot_names[s]}"
+            for k, row in zip(w[name + ".keys"], w[name + ".weight"]):
+                v[(s, format(int(k) & (2 ** 64 - 1), "x"))] = len(rows)
+                rows.append(row)
+        vocab[L["name"]], weights[L["name"]] = v, np.stack(rows)
+    net = Graph(spec, {name: len(v) for name, v in vocab.items()})
+    with torch.no_grad():
+        for name, t in weights.items():
+            net.tables[name].weight.copy_(torch.from_numpy(t))
+        for key, p in net.dense.items():
+            p.copy_(torch.from_numpy(w[key.replace("__", ".")].reshape(p.shape).copy()))
+    return net, vocab
 
 
 def read_checkpoint_tables(ckpt_dir):
@@ -404,25 +475,8 @@ def check(argv):
     y, x, keys = read_tsv(batch_path, n_dense, n_slots)
     w0, w1 = read_safetensors(w0_path), read_safetensors(w1_path)
     layers = resolve(spec)
-    # the tables as exported: each slot's keys (as `hps-shard cat` prints them) and rows
-    vocab, weights = {}, {}
-    for L in layers:
-        if L["type"] not in TABLES:
-            continue
-        v, rows = {}, [np.zeros(L.get("dim", 1) if L["type"] == "embedding" else 1, np.float32)]
-        for s in L["_slots"]:
-            name = f"{L['name']}.{slot_names[s]}"
-            for k, row in zip(w0[name + ".keys"], w0[name + ".weight"]):
-                v[(s, format(int(k) & (2 ** 64 - 1), "x"))] = len(rows)
-                rows.append(row)
-        vocab[L["name"]], weights[L["name"]] = v, np.stack(rows)
+    net, vocab = hps_net(spec, layers, w0)
     rows = row_ids(layers, keys, vocab, False)
-    net = Graph(spec, {name: len(v) for name, v in vocab.items()})
-    with torch.no_grad():
-        for name, w in weights.items():
-            net.tables[name].weight.copy_(torch.from_numpy(w))
-        for key, p in net.dense.items():
-            p.copy_(torch.from_numpy(w0[key.replace("__", ".")].reshape(p.shape).copy()))
     net.train()
     net.dropout = (seed, 0)
     loss = loss_fn(spec)(net(x, rows), y)
@@ -448,6 +502,9 @@ def check(argv):
 def main():
     if sys.argv[1:2] == ["--check"]:
         sys.exit(check(sys.argv[2:]))
+    if sys.argv[1:2] == ["--replay"]:
+        replay(sys.argv[2:])
+        return
     train(sys.argv[1:])
 
 
