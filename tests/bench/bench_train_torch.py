@@ -148,16 +148,19 @@ class Graph(torch.nn.Module):
                 self.param(f"{name}.bias", lin.bias.data)
                 width[name] = L["out"]
             elif kind == "cross":
-                x, r, b = w[0], L.get("rank", 0), w[0] ** -0.5
+                # as TorchRec's CrossNet, VectorCrossNet and LowRankCrossNet:
+                # kernels xavier_normal_ (w as a [x, 1] kernel), biases zero
+                x, r = w[0], L.get("rank", 0)
+                xavier = lambda *shape: torch.nn.init.xavier_normal_(torch.empty(*shape))
                 for i in range(L["depth"]):
                     if L["kind"] == "vector":
-                        self.param(f"{name}.{i}.weight", torch.empty(x).uniform_(-b, b))
+                        self.param(f"{name}.{i}.weight", xavier(x, 1).squeeze(1))
                     elif r:
-                        self.param(f"{name}.{i}.u", torch.empty(x, r).uniform_(-b, b))
-                        self.param(f"{name}.{i}.v", torch.empty(r, x).uniform_(-b, b))
+                        self.param(f"{name}.{i}.u", xavier(x, r))
+                        self.param(f"{name}.{i}.v", xavier(r, x))
                     else:
-                        self.param(f"{name}.{i}.weight", torch.empty(x, x).uniform_(-b, b))
-                    self.param(f"{name}.{i}.bias", torch.empty(x).uniform_(-b, b))
+                        self.param(f"{name}.{i}.weight", xavier(x, x))
+                    self.param(f"{name}.{i}.bias", torch.zeros(x))
                 width[name] = x
             elif kind in ("concat",):
                 width[name] = sum(w)
