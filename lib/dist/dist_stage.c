@@ -68,10 +68,22 @@ void dist_stages_place(hps_dist *d)
             if (i % d->stage_n[s] == d->sidx) d->up_rank[d->n_up++] = d->worker_rank[d->stage_w[s - 1][i]];
 }
 
+/* The last layer with a table (embedding, linear). */
+static int last_table(const hps_model *m)
+{
+    int last = -1;
+    for (int l = 0; l < m->n_layers; l++)
+        if (hps_layer_has_table(&m->layers[l])) last = l;
+    return last;
+}
+
 /* The plan's layer ranges against the workers' stages: every layer with a
  * table (embedding, linear) in stage 0, where the keys are loaded and the
  * rows fetched; any other cut is fine, its live set crossing
- * (train_pipeline.c). */
+ * (train_pipeline.c).  Not a limit of the cut: a later stage's workers read
+ * the batches too, but loading a table layer's keys there, fetching its rows
+ * and pushing its gradients from there (and stage 0 leaving them) is not
+ * written yet; in one process the stages share the rows, so any cut runs. */
 int hps_dist_check_stages(hps_dist *d, const hps_model *m, const plan_file *p, int eval,
                           hps_error *err)
 {
@@ -84,12 +96,13 @@ int hps_dist_check_stages(hps_dist *d, const hps_model *m, const plan_file *p, i
                         hps_path_name(p->path), d->n_stages, p->n_stages);
     for (int s = 1; s < p->n_stages; s++)
         for (int l = p->stages[s].first; l < p->stages[s].end; l++)
-            if (m->layers[l].kind == HPS_LAYER_EMBEDDING || m->layers[l].kind == HPS_LAYER_LINEAR)
+            if (hps_layer_has_table(&m->layers[l]))
                 return hps_fail(err, HPS_EXIT_USAGE,
                                 "%s: %s layer %d ('%s') is in stage %d: stages on different ranks "
-                                "need every embedding and linear layer (they read the keys) in stage 0",
+                                "need every embedding and linear layer (they read the keys) in stage 0 "
+                                "(a later stage fetches no rows yet: run this plan in one process, or cut after layer %d)",
                                 hps_path_name(p->path), hps_layer_kind_names[m->layers[l].kind], l,
-                                m->layers[l].name, s);
+                                m->layers[l].name, s, last_table(m));
     for (int s = 0; s < p->n_stages; s++) d->range[s] = (hps_stage_range){p->stages[s].first, p->stages[s].end};
     return 0;
 }

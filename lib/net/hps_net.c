@@ -651,18 +651,41 @@ void hps_net_free(hps_net *net)
     free(net);
 }
 
-/* Fills n floats uniform in +-bound on the host, then uploads them. */
-static void upload_uniform(const hps_backend *be, float *dst, size_t n, float bound, hps_rng *r)
+/* Fills n floats on the host, uniform in +-bound or (std > 0) normal with
+ * that deviation, then uploads them. */
+static void upload_random(const hps_backend *be, float *dst, size_t n, float bound, float std,
+                          hps_rng *r)
 {
     const size_t chunk = 1 << 20;
     float *tmp = hps_malloc((n < chunk ? n : chunk) * sizeof *tmp);
     for (size_t done = 0; done < n;) {
         size_t k = n - done < chunk ? n - done : chunk;
-        for (size_t i = 0; i < k; i++) tmp[i] = hps_rng_range(r, -bound, bound);
+        for (size_t i = 0; i < k; i++)
+            tmp[i] = std > 0 ? std * (float)hps_rng_normal(r) : hps_rng_range(r, -bound, bound);
         be->upload(dst + done, tmp, k * sizeof *tmp);
         done += k;
     }
     free(tmp);
+}
+
+/* xavier_normal_'s deviation for a [rows, cols] weight */
+static float xavier_std(size_t rows, size_t cols) { return sqrtf(2.0f / (float)(rows + cols)); }
+
+/* A cross layer as TorchRec's CrossNet, VectorCrossNet and LowRankCrossNet
+ * (and DeepCTR-Torch's) start it: each kernel xavier_normal_ (a vector w as
+ * a [w, 1] kernel; U [w, r] and V [r, w]), each bias zero. */
+static void cross_init(hps_net *net, const hps_layer *L, hps_rng *r)
+{
+    const size_t w = (size_t)L->in_width, rk = (size_t)L->rank;
+    for (int i = 0; i < L->depth; i++) {
+        float *p = net->params + L->param_offset + (size_t)i * cross_per(L);
+        const size_t kernel = cross_per(L) - w; /* then the bias */
+        const float std = L->cross == HPS_CROSS_VECTOR ? xavier_std(w, 1)
+                          : rk                         ? xavier_std(w, rk)
+                                                       : xavier_std(w, w);
+        upload_random(net->be, p, kernel, 0, std, r);
+        net->be->memzero(p + kernel, w * sizeof(float));
+    }
 }
 
 void hps_net_init(hps_net *net, uint64_t seed)
@@ -673,14 +696,16 @@ void hps_net_init(hps_net *net, uint64_t seed)
     for (int l = 0; l < m->n_layers; l++) {
         const hps_layer *L = &m->layers[l];
         hps_net_layer *N = &net->layers[l];
-        /* fc and cross: +-1/sqrt(in), as PyTorch's Linear; linear's dense
-         * weights +-1/sqrt(dense) */
+        /* fc: +-1/sqrt(in), as PyTorch's Linear; linear's dense weights
+         * +-1/sqrt(dense) */
         int fan_in = L->kind == HPS_LAYER_LINEAR ? m->n_dense : L->in_width;
-        if (L->n_params)
-            upload_uniform(net->be, net->params + L->param_offset, L->n_params,
-                           1.0f / sqrtf((float)(fan_in > 0 ? fan_in : 1)), &r);
+        if (L->kind == HPS_LAYER_CROSS)
+            cross_init(net, L, &r);
+        else if (L->n_params)
+            upload_random(net->be, net->params + L->param_offset, L->n_params,
+                          1.0f / sqrtf((float)(fan_in > 0 ? fan_in : 1)), 0, &r);
         if (hps_layer_has_table(L) && !net->shared_tables) {
-            upload_uniform(net->emb_be, N->table, (size_t)N->rows * L->dim, 0.05f, &r);
+            upload_random(net->emb_be, N->table, (size_t)N->rows * L->dim, 0.05f, 0, &r);
             net->emb_be->memzero(N->accum, (size_t)N->rows * L->dim * sizeof(float));
         }
     }

@@ -14,20 +14,37 @@ in hps-train's evaluation.
 
   bench_train_torch.py MODEL.json TRAIN.tsv HOLDOUT.tsv THREADS [SEED [EPOCHS]]
   prints one JSON line: samples_per_s, logloss, AUC (a binary label; else
-  null) and accuracy (held out), seconds.
+  null) and accuracy (held out, after the last epoch), seconds, and "epochs":
+  the held-out logloss, AUC and accuracy after each epoch (as hps-train
+  --eval's eval records; not timed).
   EPOCHS passes over the rows (1), as hps-train's --epochs: bench-train sets
   both so that a run lasts long enough to be stable.
+
+Replay (tests/cli/graph.bats): training from hps's initial weights, so that
+the two trainers' runs can be compared step for step rather than seed against
+seed.  INIT is hps-train's export after an epoch at rates 1e-12 (every key's
+first row, the dense layers' initial weights); the same batches in the same
+order follow, with the optimizers above.
+
+  bench_train_torch.py --replay MODEL.json TRAIN.tsv HOLDOUT.tsv INIT EPOCHS
+  prints one JSON line: "epochs", the held-out quality after each epoch.
 
 Check (tests/cli/graph.bats): one batch forward and backward against hps-train's
 first step.  W0 is hps-train's export after a step that changed nothing (every
 rate 1e-12), LOSS that step's loss, W1 its export after the same step by SGD
 at rate ETA, so that (W0 - W1) / ETA is hps's gradient of each dense
-parameter.  Dropout draws hps's masks (the same hash of the run's SEED).
+parameter.  CKPT is the checkpoint directory of the W1 run: the tables'
+AdaGrad accumulators after one step from zero are each gradient squared, and
+the step moved each weight against its gradient's sign, so every table row's
+gradient is compared too.  Dropout draws hps's masks (the same hash of the
+run's SEED).
 
-  bench_train_torch.py --check MODEL.json BATCH.tsv W0 W1 ETA LOSS SEED
+  bench_train_torch.py --check MODEL.json BATCH.tsv W0 W1 ETA LOSS SEED CKPT
   exits 1, naming the tensor, when a value differs by more than 1e-5 relative."""
 import json
+import os
 import struct
+import subprocess
 import sys
 import time
 
@@ -131,16 +148,19 @@ class Graph(torch.nn.Module):
                 self.param(f"{name}.bias", lin.bias.data)
                 width[name] = L["out"]
             elif kind == "cross":
-                x, r, b = w[0], L.get("rank", 0), w[0] ** -0.5
+                # as TorchRec's CrossNet, VectorCrossNet and LowRankCrossNet:
+                # kernels xavier_normal_ (w as a [x, 1] kernel), biases zero
+                x, r = w[0], L.get("rank", 0)
+                xavier = lambda *shape: torch.nn.init.xavier_normal_(torch.empty(*shape))
                 for i in range(L["depth"]):
                     if L["kind"] == "vector":
-                        self.param(f"{name}.{i}.weight", torch.empty(x).uniform_(-b, b))
+                        self.param(f"{name}.{i}.weight", xavier(x, 1).squeeze(1))
                     elif r:
-                        self.param(f"{name}.{i}.u", torch.empty(x, r).uniform_(-b, b))
-                        self.param(f"{name}.{i}.v", torch.empty(r, x).uniform_(-b, b))
+                        self.param(f"{name}.{i}.u", xavier(x, r))
+                        self.param(f"{name}.{i}.v", xavier(r, x))
                     else:
-                        self.param(f"{name}.{i}.weight", torch.empty(x, x).uniform_(-b, b))
-                    self.param(f"{name}.{i}.bias", torch.empty(x).uniform_(-b, b))
+                        self.param(f"{name}.{i}.weight", xavier(x, x))
+                    self.param(f"{name}.{i}.bias", torch.zeros(x))
                 width[name] = x
             elif kind in ("concat",):
                 width[name] = sum(w)
@@ -273,6 +293,38 @@ def auc(score, label):
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2.0) / (n_pos * n_neg))
 
 
+def optimizers(net):
+    """hps-train's: AdaGrad for the tables (eps as hps's), Adam for the dense layers."""
+    sparse = torch.optim.Adagrad(net.tables.parameters(), lr=0.05, eps=1e-8) if len(net.tables) else None
+    return sparse, torch.optim.Adam(net.dense.parameters(), lr=1e-3)
+
+
+def train_epoch(net, opts, lf, x, rows, y, batch):
+    """One pass over the rows in order, a batch a step (the last one short)."""
+    net.train()
+    for i in range(0, len(y), batch):
+        j = min(i + batch, len(y))
+        for o in opts:
+            if o:
+                o.zero_grad()
+        lf(net(x[i:j], {k: v[i:j] for k, v in rows.items()}), y[i:j]).backward()
+        for o in opts:
+            if o:
+                o.step()
+
+
+def evaluate(net, lf, x, rows, y, softmax):
+    """Held-out logloss, AUC (a binary label; else None) and accuracy."""
+    net.eval()
+    with torch.no_grad():
+        out = net(x, rows)
+        total = lf(out, y).item()
+        pred = out.argmax(1) if softmax else (out.squeeze(1) > 0).float()
+        correct = int((pred == (y.long() if softmax else y)).sum())
+    area = None if softmax else auc(out.squeeze(1).numpy(), y.numpy())
+    return {"logloss": total, "auc": area, "accuracy": correct / len(y)}
+
+
 def train(argv):
     model_path, train_path, holdout_path, threads = argv[:4]
     torch.set_num_threads(int(threads))
@@ -287,33 +339,37 @@ def train(argv):
     y_ho, x_ho, k_ho = read_tsv(holdout_path, n_dense, n_slots)
     rows_ho = row_ids(layers, k_ho, vocab, False)  # unseen keys read the zero row
     net = Graph(spec, {name: len(v) for name, v in vocab.items()})
-    sparse = torch.optim.Adagrad(net.tables.parameters(), lr=0.05) if len(net.tables) else None
-    dense_opt = torch.optim.Adam(net.dense.parameters(), lr=1e-3)
-    lf = loss_fn(spec)
-    n = len(y_tr)
-    start = time.perf_counter()
-    net.train()
-    for i in [i for _ in range(epochs) for i in range(0, n, batch)]:
-        j = min(i + batch, n)
-        if sparse:
-            sparse.zero_grad()
-        dense_opt.zero_grad()
-        loss = lf(net(x_tr[i:j], {k: v[i:j] for k, v in rows_tr.items()}), y_tr[i:j])
-        loss.backward()
-        if sparse:
-            sparse.step()
-        dense_opt.step()
-    seconds = time.perf_counter() - start
-    net.eval()
-    with torch.no_grad():
-        out = net(x_ho, rows_ho)
-        total = lf(out, y_ho).item()
-        pred = out.argmax(1) if softmax else (out.squeeze(1) > 0).float()
-        correct = int((pred == (y_ho.long() if softmax else y_ho)).sum())
-    area = None if softmax else auc(out.squeeze(1).numpy(), y_ho.numpy())
-    print(json.dumps({"samples_per_s": epochs * n / seconds, "logloss": total, "auc": area,
-                      "accuracy": correct / len(y_ho), "seconds": seconds,
-                      "threads": torch.get_num_threads(), "torch": torch.__version__}))
+    opts, lf = optimizers(net), loss_fn(spec)
+    seconds, evals = 0.0, []
+    for _ in range(epochs):
+        start = time.perf_counter()
+        train_epoch(net, opts, lf, x_tr, rows_tr, y_tr, batch)
+        seconds += time.perf_counter() - start
+        # as hps-train --eval: after each epoch (not timed)
+        evals.append(evaluate(net, lf, x_ho, rows_ho, y_ho, softmax))
+    print(json.dumps(dict(evals[-1], samples_per_s=epochs * len(y_tr) / seconds, seconds=seconds,
+                          epochs=evals, threads=torch.get_num_threads(), torch=torch.__version__)))
+
+
+def replay(argv):
+    """Trains from hps's initial weights on the same batches in the same order;
+    prints the held-out quality after each epoch."""
+    model_path, train_path, holdout_path, init_path, epochs = argv
+    torch.set_num_threads(1)
+    spec = json.load(open(model_path))
+    n_dense, n_slots = spec["input"].get("dense", 0), len(spec["input"]["slots"])
+    layers = resolve(spec)
+    net, vocab = hps_net(spec, layers, read_safetensors(init_path))
+    y_tr, x_tr, k_tr = read_tsv(train_path, n_dense, n_slots)
+    y_ho, x_ho, k_ho = read_tsv(holdout_path, n_dense, n_slots)
+    rows_tr, rows_ho = row_ids(layers, k_tr, vocab, False), row_ids(layers, k_ho, vocab, False)
+    opts, lf = optimizers(net), loss_fn(spec)
+    softmax = spec["input"]["label"]["kind"] == "multiclass"
+    evals = []
+    for _ in range(int(epochs)):
+        train_epoch(net, opts, lf, x_tr, rows_tr, y_tr, spec["batch"])
+        evals.append(evaluate(net, lf, x_ho, rows_ho, y_ho, softmax))
+    print(json.dumps({"model": spec["name"], "epochs": evals}))
 
 
 def read_safetensors(path):
@@ -331,8 +387,89 @@ def read_safetensors(path):
     return out
 
 
+def hps_net(spec, layers, w):
+    """A Graph holding hps's exported weights w, and the tables' vocabularies:
+    each slot's keys as `hps-shard cat` prints them, row 0 the missing key's."""
+    slot_names = [s["name"] for s in spec["input"]["slots"]]
+    vocab, weights = {}, {}
+    for L in layers:
+        if L["type"] not in TABLES:
+            continue
+        v, rows = {}, [np.zeros(L.get("dim", 1) if L["type"] == "embedding" else 1, np.float32)]
+        for s in L["_slots"]:
+            name = f"{L['name']}.{slot_names[s]}"
+            for k, row in zip(w[name + ".keys"], w[name + ".weight"]):
+                v[(s, format(int(k) & (2 ** 64 - 1), "x"))] = len(rows)
+                rows.append(row)
+        vocab[L["name"]], weights[L["name"]] = v, np.stack(rows)
+    net = Graph(spec, {name: len(v) for name, v in vocab.items()})
+    with torch.no_grad():
+        for name, t in weights.items():
+            net.tables[name].weight.copy_(torch.from_numpy(t))
+        for key, p in net.dense.items():
+            p.copy_(torch.from_numpy(w[key.replace("__", ".")].reshape(p.shape).copy()))
+    return net, vocab
+
+
+def read_checkpoint_tables(ckpt_dir):
+    """The tables of the latest checkpoint in ckpt_dir (hps-train(1),
+    CHECKPOINTS), in layer order: per table {(slot, key): (weights, accum)}.
+    The payload is zstd behind a 64-byte header (tests/cli/forge.py)."""
+    name = open(os.path.join(ckpt_dir, "latest")).read().strip()
+    raw = open(os.path.join(ckpt_dir, name), "rb").read()
+    payload = subprocess.run(["zstd", "-q", "-d", "-c"], input=raw[64:], stdout=subprocess.PIPE,
+                             check=True).stdout
+    # magic, model and plan digests, state; "HPS2" adds the data's digest
+    at = 4 + 72 + 72 + 6 * 8 + (72 if struct.unpack_from("<I", payload, 0)[0] == 0x48505332 else 0)
+    n_params = struct.unpack_from("<Q", payload, at)[0]
+    at += 8 + 3 * 4 * n_params  # the dense parameters and Adam's moments
+    tables = []
+    while at < len(payload):
+        dim, rows = struct.unpack_from("<qq", payload, at)
+        at += 32  # dim, rows, the eviction hand and count
+        keys = np.frombuffer(payload, np.uint64, rows, at)
+        at += 8 * rows
+        slots = np.frombuffer(payload, np.int32, rows, at)
+        at += (4 + 8 + 1) * rows  # the slots, last steps and reference bits
+        w = np.frombuffer(payload, np.float32, rows * dim, at).reshape(rows, dim)
+        at += 4 * rows * dim
+        a = np.frombuffer(payload, np.float32, rows * dim, at).reshape(rows, dim)
+        at += 4 * rows * dim
+        tables.append({(int(s), int(k)): (w[r], a[r]) for r, (s, k) in enumerate(zip(slots, keys))})
+    return tables
+
+
+def table_gradients(layers, slot_names, w0, ckpt_dir):
+    """hps's gradient of each table layer's rows, in the order the check
+    lays them out (row 0 the missing key's): AdaGrad's first step from zero
+    leaves accum = g^2 and moves the weight by -lr g / (|g| + eps)."""
+    out = {}
+    tables = iter(read_checkpoint_tables(ckpt_dir))
+    for L in layers:
+        if L["type"] not in TABLES:
+            continue
+        t = next(tables)
+        grads = [np.zeros(L.get("dim", 1) if L["type"] == "embedding" else 1)]
+        for s in L["_slots"]:
+            name = f"{L['name']}.{slot_names[s]}"
+            for k, row in zip(w0[name + ".keys"], w0[name + ".weight"]):
+                w1, acc = t[(s, int(k) & (2 ** 64 - 1))]
+                grads.append(np.sign(row.astype(np.float64) - w1) * np.sqrt(acc.astype(np.float64)))
+        out[L["name"]] = np.stack(grads)
+    return out
+
+
+def compare(name, g, g_hps):
+    """A line naming the tensor when g_hps differs from g by more than 1e-5 of g's largest."""
+    scale = max(np.abs(g).max(), 1e-12)
+    err = np.abs(g - g_hps).max()
+    if err > 1e-5 * scale:
+        return f"{name}: gradients differ by {err:.3g}, {err / scale:.3g} of their largest"
+    return None
+
+
 def check(argv):
-    model_path, batch_path, w0_path, w1_path, eta, hps_loss, seed = argv
+    model_path, batch_path, w0_path, w1_path, eta, hps_loss, seed, ckpt_dir = argv
     eta, hps_loss, seed = float(eta), float(hps_loss), int(seed)
     torch.set_num_threads(1)
     spec = json.load(open(model_path))
@@ -341,25 +478,8 @@ def check(argv):
     y, x, keys = read_tsv(batch_path, n_dense, n_slots)
     w0, w1 = read_safetensors(w0_path), read_safetensors(w1_path)
     layers = resolve(spec)
-    # the tables as exported: each slot's keys (as `hps-shard cat` prints them) and rows
-    vocab, weights = {}, {}
-    for L in layers:
-        if L["type"] not in TABLES:
-            continue
-        v, rows = {}, [np.zeros(L.get("dim", 1) if L["type"] == "embedding" else 1, np.float32)]
-        for s in L["_slots"]:
-            name = f"{L['name']}.{slot_names[s]}"
-            for k, row in zip(w0[name + ".keys"], w0[name + ".weight"]):
-                v[(s, format(int(k) & (2 ** 64 - 1), "x"))] = len(rows)
-                rows.append(row)
-        vocab[L["name"]], weights[L["name"]] = v, np.stack(rows)
+    net, vocab = hps_net(spec, layers, w0)
     rows = row_ids(layers, keys, vocab, False)
-    net = Graph(spec, {name: len(v) for name, v in vocab.items()})
-    with torch.no_grad():
-        for name, w in weights.items():
-            net.tables[name].weight.copy_(torch.from_numpy(w))
-        for key, p in net.dense.items():
-            p.copy_(torch.from_numpy(w0[key.replace("__", ".")].reshape(p.shape).copy()))
     net.train()
     net.dropout = (seed, 0)
     loss = loss_fn(spec)(net(x, rows), y)
@@ -370,21 +490,24 @@ def check(argv):
     for key, p in net.dense.items():
         name = key.replace("__", ".")
         g_hps = (w0[name].astype(np.float64) - w1[name].astype(np.float64)).reshape(p.shape) / eta
-        g = p.grad.double().numpy()
-        scale = max(np.abs(g).max(), 1e-12)
-        err = np.abs(g - g_hps).max()
-        if err > 1e-5 * scale:
-            bad.append(f"{name}: gradients differ by {err:.3g}, {err / scale:.3g} of their largest")
+        bad.append(compare(name, p.grad.double().numpy(), g_hps))
+    for name, g_hps in table_gradients(layers, slot_names, w0, ckpt_dir).items():
+        g = net.tables[name].weight.grad.to_dense().double().numpy()
+        bad.append(compare(f"{name} (table)", g, g_hps))
+    bad = [b for b in bad if b]
     for b in bad:
         print(f"{model_path}: {b}", file=sys.stderr)
     print(json.dumps({"model": spec["name"], "loss": loss.item(), "hps_loss": hps_loss,
-                      "tensors": len(net.dense), "bad": len(bad)}))
+                      "tensors": len(net.dense), "tables": len(net.tables), "bad": len(bad)}))
     return 1 if bad else 0
 
 
 def main():
     if sys.argv[1:2] == ["--check"]:
         sys.exit(check(sys.argv[2:]))
+    if sys.argv[1:2] == ["--replay"]:
+        replay(sys.argv[2:])
+        return
     train(sys.argv[1:])
 
 

@@ -113,7 +113,7 @@ PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
 
-@test "graph: one batch forward and backward agrees with PyTorch to 1e-5 (weights from hps's export)" {
+@test "graph: one batch forward and backward agrees with PyTorch to 1e-5, tables' gradients too (weights from hps's export)" {
     /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null || skip "no python3-torch (make deps)"
     head -n 256 "$DATA/rows.tsv" > "$TMP/one.tsv"
     for m in criteo-small demo-ctr dlrm-criteo $GRAPHS; do
@@ -121,14 +121,47 @@ PY
         "$HPS_BIN/hps-shard" -q -m "$model" -n 1 -o "$TMP/$m" "$TMP/one.tsv"
         "$HPS_BIN/hps-shard" cat --as tsv "$TMP/$m" > "$TMP/$m.tsv"
         # a step that changes nothing exports the weights it ran with; the
-        # same step by SGD at rate 1e4 exports them moved by 1e4 gradients
-        common=(--model "$model" --data "$TMP/$m" --steps 1 --threads 1 --seed 1 --optimizer sgd
-                --lr-sparse 1e-12 -q)
-        "$HPS_BIN/hps-train" "${common[@]}" --lr 1e-12 --export "$TMP/$m.w0" --metrics "$TMP/$m.ndjson"
-        "$HPS_BIN/hps-train" "${common[@]}" --lr 1e4 --export "$TMP/$m.w1"
+        # same step by SGD at rate 1e4 exports them moved by 1e4 gradients,
+        # and its checkpoint holds the tables' AdaGrad accumulators (g^2)
+        common=(--model "$model" --data "$TMP/$m" --steps 1 --threads 1 --seed 1 --optimizer sgd -q)
+        "$HPS_BIN/hps-train" "${common[@]}" --lr 1e-12 --lr-sparse 1e-12 --export "$TMP/$m.w0" \
+            --metrics "$TMP/$m.ndjson"
+        "$HPS_BIN/hps-train" "${common[@]}" --lr 1e4 --lr-sparse 1e4 --export "$TMP/$m.w1" \
+            --checkpoint "$TMP/$m.ckpt"
         loss=$(python3 -c 'import json,sys; print(next(r["loss"] for r in map(json.loads, open(sys.argv[1])) if r["event"] == "step"))' "$TMP/$m.ndjson")
         run /usr/bin/python3 "$ROOT/tests/bench/bench_train_torch.py" --check "$model" "$TMP/$m.tsv" \
-            "$TMP/$m.w0" "$TMP/$m.w1" 1e4 "$loss" 1
+            "$TMP/$m.w0" "$TMP/$m.w1" 1e4 "$loss" 1 "$TMP/$m.ckpt"
+        [ "$status" -eq 0 ] || { echo "$m: $output"; false; }
+    done
+}
+
+@test "graph: from hps's initial weights, PyTorch trains each graph to hps's held-out logloss, epoch by epoch" {
+    # The one-batch check above sees one step; this one sees the optimizers'
+    # state over many (Adam's moments and step count, AdaGrad's accumulators,
+    # rows first met later on).  Both sides start from the same weights, so the
+    # runs differ by float rounding alone, not by a seed's draw.
+    /usr/bin/python3 -c 'import torch, numpy' 2>/dev/null || skip "no python3-torch (make deps)"
+    head -n 8000 "$DATA/rows.tsv" > "$TMP/rows.tsv"
+    for m in dcn-v2-parallel deepfm wide-deep dcn dlrm-dcn; do
+        model=$TESTDATA/models/$m.json
+        "$HPS_BIN/hps-shard" -q -m "$model" --holdout 0.1 -o "$TMP/$m" "$TMP/rows.tsv"
+        "$HPS_BIN/hps-shard" cat --as tsv "$TMP/$m/shard-00000.hps" > "$TMP/$m.train.tsv"
+        "$HPS_BIN/hps-shard" cat --as tsv "$TMP/$m/holdout.hps" > "$TMP/$m.holdout.tsv"
+        common=(--model "$model" --data "$TMP/$m" --threads 1 --seed 1 -q)
+        # an epoch at rates 1e-12 exports every key's initial row and the
+        # initial dense weights (what the run below starts from)
+        "$HPS_BIN/hps-train" "${common[@]}" --lr 1e-12 --lr-sparse 1e-12 --export "$TMP/$m.init"
+        "$HPS_BIN/hps-train" "${common[@]}" --epochs 3 --eval "$TMP/$m" --metrics "$TMP/$m.ndjson"
+        /usr/bin/python3 "$ROOT/tests/bench/bench_train_torch.py" --replay "$model" "$TMP/$m.train.tsv" \
+            "$TMP/$m.holdout.tsv" "$TMP/$m.init" 3 > "$TMP/$m.torch.json"
+        run python3 - "$TMP/$m.ndjson" "$TMP/$m.torch.json" <<'PY'
+import json, sys
+hps = [r["logloss"] for r in map(json.loads, open(sys.argv[1])) if r["event"] == "eval"]
+torch = [e["logloss"] for e in json.load(open(sys.argv[2]))["epochs"]]
+assert len(hps) == len(torch) == 3, (hps, torch)
+for e, (h, t) in enumerate(zip(hps, torch), 1):
+    assert abs(h - t) <= 1e-4 * t, f"epoch {e}: hps {h:.6f}, torch {t:.6f}"
+PY
         [ "$status" -eq 0 ] || { echo "$m: $output"; false; }
     done
 }

@@ -3,6 +3,7 @@
  * (a double-precision check of each kernel is in test_kernels.c; here the
  * point is the wiring: buffers, streams, strides, the merge, the loss). */
 #include <dirent.h>
+#include <math.h>
 #include <string.h>
 
 #include "hps_test.h"
@@ -318,6 +319,50 @@ static void test_dense_only_needs_no_concat(void **state)
     hps_model_free(bare);
 }
 
+/* A cross layer starts as TorchRec's CrossNet, VectorCrossNet and
+ * LowRankCrossNet start theirs (and DeepCTR-Torch's, and the DCN-v2 paper's
+ * code): every bias zero, every kernel xavier_normal_, deviation
+ * sqrt(2 / (fan_in + fan_out)) of its [w, 1], [w, w], [w, r] or [r, w] shape.
+ * They started as fc layers do (uniform +-1/sqrt(w), biases too). */
+static void test_cross_starts_as_torchrec(void **state)
+{
+    (void)state;
+    const char *models[] = {"dcn.json", "dcn-v2-stacked.json", "dcn-v2-parallel.json"};
+    for (int k = 0; k < 3; k++) {
+        char path[512];
+        snprintf(path, sizeof path, HPS_TESTDATA "/models/%s", models[k]);
+        hps_error err;
+        hps_model *m = hps_model_load(path, &err);
+        assert_non_null(m);
+        hps_net *net = hps_net_create(m, hps_backend_cpu(), 4, 64);
+        hps_net_init(net, 5);
+        int crosses = 0;
+        for (int l = 0; l < m->n_layers; l++) {
+            const hps_layer *L = &m->layers[l];
+            if (L->kind != HPS_LAYER_CROSS) continue;
+            crosses++;
+            const size_t w = (size_t)L->in_width, r = (size_t)L->rank, per = L->n_params / L->depth;
+            const size_t kernel = per - w;
+            const double fans = L->cross == HPS_CROSS_VECTOR ? w + 1 : r ? w + r : 2 * w;
+            double sum = 0, sq = 0;
+            for (int i = 0; i < L->depth; i++) {
+                const float *p = net->params + L->param_offset + i * per;
+                for (size_t j = 0; j < kernel; j++) sum += p[j], sq += (double)p[j] * p[j];
+                for (size_t j = kernel; j < per; j++) assert_true(p[j] == 0.0f);
+            }
+            const double n = (double)kernel * L->depth, mean = sum / n;
+            const double sd = sqrt(sq / n - mean * mean), want = sqrt(2.0 / fans);
+            print_message("# %s: %s kernels sd %.4f, xavier_normal %.4f (n %.0f)\n", models[k], L->name,
+                          sd, want, n);
+            assert_true(fabs(mean) < 0.2 * want);
+            assert_true(fabs(sd - want) < 0.1 * want);
+        }
+        assert_int_equal(crosses, 1);
+        hps_net_free(net);
+        hps_model_free(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -327,6 +372,7 @@ int main(void)
         cmocka_unit_test(test_input_gradient_only_when_taken),
         cmocka_unit_test(test_graph_runs_as_its_chain),
         cmocka_unit_test(test_dense_only_needs_no_concat),
+        cmocka_unit_test(test_cross_starts_as_torchrec),
     };
     return cmocka_run_group_tests_name("net", tests, NULL, NULL);
 }
