@@ -270,14 +270,21 @@ static void print_fidelity(const hps_trainer *t)
 {
     const hps_train_summary *s = hps_trainer_summary(t);
     char e[32];
-    if (s->predicted_samples_per_s > 0)
+    if (s->predicted_samples_per_s > 0 && s->gpu_on_cpu)
+        hps_log(2, "%s: predicted %.0f samples/s for %s on the plan's GPUs; its GPU stages ran on the CPU "
+                   "(--cpu-fallback): measured %.0f, no measure of the plan\n", hps_progname(),
+                s->predicted_samples_per_s, s->predicted_for, s->samples_per_s);
+    else if (s->predicted_samples_per_s > 0)
         hps_log(2, "%s: predicted %.0f samples/s for %s, measured %.0f (%s)\n", hps_progname(),
                 s->predicted_samples_per_s, s->predicted_for, s->samples_per_s,
                 vs_plan(e, sizeof e, s->samples_per_s, s->predicted_samples_per_s));
     hps_log(2, "%s:   a step: %.3f ms, of which %.3f reading the batch and %.3f in the engine around the "
                "stages\n", hps_progname(), s->step_ms, s->read_ms, s->engine_ms);
     for (int i = 0; i < s->n_stages; i++)
-        if (s->stage_predicted_ms[i] > 0)
+        if (s->stage_predicted_ms[i] > 0 && s->stage_on_cpu[i])
+            hps_log(2, "%s:   stage %d: %.3f ms per batch computing on the CPU, predicted %.3f on its GPU\n",
+                    hps_progname(), i, s->stage_ms[i], s->stage_predicted_ms[i]);
+        else if (s->stage_predicted_ms[i] > 0)
             hps_log(2, "%s:   stage %d: %.3f ms per batch computing, predicted %.3f (%s)\n", hps_progname(), i,
                     s->stage_ms[i], s->stage_predicted_ms[i],
                     vs_plan(e, sizeof e, s->stage_ms[i], s->stage_predicted_ms[i]));
@@ -393,10 +400,6 @@ static int cmd_train(int argc, char **argv)
         if (a.plan) rc = hps_train_plan_load(a.plan, m, &plan, &err);
         else hps_train_plan_single(m, &plan);
     }
-    for (int i = 0; rc == 0 && i < plan.n_stages; i++)
-        if (strcmp(plan.stages[i].rows, "hbm") == 0 || strcmp(plan.stages[i].rows, "cache") == 0)
-            hps_log(2, "%s: executed_as: stage %d's rows, planned in %s, live in this process's server tables\n",
-                    hps_progname(), i, plan.stages[i].rows);
     /* a server rank reads no data and builds only its tables: the workers
      * send it rows and gradients */
     int server = rc == 0 && hps_dist_is_server(d);

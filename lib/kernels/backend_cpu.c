@@ -19,6 +19,20 @@ static void cpu_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src
 static void cpu_sync(void) {}
 static void cpu_memzero(void *p, size_t bytes) { memset(p, 0, bytes); }
 
+/* The CPU's tables are host memory too, but go through these all the same:
+ * one code path for every backend, and a copy the trainer forgets shows. */
+static void cpu_rows_put(float *table, int D, const int64_t *ids, int64_t n, const float *rows)
+{
+    for (int64_t i = 0; i < n; i++)
+        memcpy(table + ids[i] * D, rows + i * D, (size_t)D * sizeof *rows);
+}
+
+static void cpu_rows_get(float *rows, const float *table, int D, const int64_t *ids, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        memcpy(rows + i * D, table + ids[i] * D, (size_t)D * sizeof *rows);
+}
+
 HPS_VECTOR_CLONES
 void adam_update(float *restrict p, const float *restrict g, float *restrict m, float *restrict v,
                  int64_t n, float lr, float beta1, float beta2, float eps, int t)
@@ -53,6 +67,8 @@ static const hps_backend cpu_backend = {
     .sparse_grad_free = hps_sparse_grad_free,
     .embedding_bag_backward = embedding_bag_backward,
     .sparse_adagrad = sparse_adagrad,
+    .rows_put = cpu_rows_put,
+    .rows_get = cpu_rows_get,
     .concat_forward = concat_forward,
     .concat_backward = concat_backward,
     .dot_forward = dot_forward,

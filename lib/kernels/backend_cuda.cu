@@ -550,6 +550,61 @@ static void cuda_sparse_adagrad(float *table, float *accum, const hps_sparse_gra
     LAUNCH_CHECK();
 }
 
+/* ---- rows in and out of a device table --------------------------------------------- */
+
+/* The packed rows and their ids go through device buffers kept between
+ * calls (grown as needed): one copy each way, one scatter or gather. */
+static int64_t *g_row_ids;
+static float *g_row_buf;
+static int64_t g_row_cap;
+static size_t g_row_floats;
+
+static void rows_reserve(int64_t n, int D)
+{
+    if (n > g_row_cap) {
+        cuda_release(g_row_ids);
+        g_row_ids = (int64_t *)cuda_alloc((size_t)n * sizeof(int64_t));
+        g_row_cap = n;
+    }
+    if ((size_t)n * D > g_row_floats) {
+        cuda_release(g_row_buf);
+        g_row_floats = (size_t)n * D;
+        g_row_buf = (float *)cuda_alloc(g_row_floats * sizeof(float));
+    }
+}
+
+__global__ void rows_scatter_kernel(float *table, const int64_t *ids, const float *rows, int64_t n,
+                                    int D)
+{
+    GRID_STRIDE(i, n * D) table[ids[i / D] * D + i % D] = rows[i];
+}
+
+__global__ void rows_gather_kernel(float *rows, const float *table, const int64_t *ids, int64_t n,
+                                   int D)
+{
+    GRID_STRIDE(i, n * D) rows[i] = table[ids[i / D] * D + i % D];
+}
+
+static void cuda_rows_put(float *table, int D, const int64_t *ids, int64_t n, const float *rows)
+{
+    if (n <= 0) return;
+    rows_reserve(n, D);
+    cuda_upload(g_row_ids, ids, (size_t)n * sizeof *ids);
+    cuda_upload(g_row_buf, rows, (size_t)n * D * sizeof *rows);
+    rows_scatter_kernel<<<blocks_for(n * D), THREADS, 0, g_stream>>>(table, g_row_ids, g_row_buf, n, D);
+    LAUNCH_CHECK();
+}
+
+static void cuda_rows_get(float *rows, const float *table, int D, const int64_t *ids, int64_t n)
+{
+    if (n <= 0) return;
+    rows_reserve(n, D);
+    cuda_upload(g_row_ids, ids, (size_t)n * sizeof *ids);
+    rows_gather_kernel<<<blocks_for(n * D), THREADS, 0, g_stream>>>(g_row_buf, table, g_row_ids, n, D);
+    LAUNCH_CHECK();
+    cuda_download(rows, g_row_buf, (size_t)n * D * sizeof *rows);
+}
+
 /* ---- concat: strided copies ------------------------------------------------------- */
 
 static void cuda_concat_forward(float *out, const float *emb, const float *dense, int B, int E,
@@ -1102,6 +1157,8 @@ static void fill_backend(hps_backend *be, int device)
     be->sparse_grad_free = cuda_sparse_grad_free;
     be->embedding_bag_backward = cuda_embedding_bag_backward;
     be->sparse_adagrad = cuda_sparse_adagrad;
+    be->rows_put = cuda_rows_put;
+    be->rows_get = cuda_rows_get;
     be->concat_forward = cuda_concat_forward;
     be->concat_backward = cuda_concat_backward;
     be->dot_forward = cuda_dot_forward;

@@ -40,6 +40,12 @@ typedef struct hps_backend {
                                    const hps_bags *bags, int D, hps_pool pool);
     void (*sparse_adagrad)(float *table, float *accum, const hps_sparse_grad *g, float lr,
                            float eps);
+    /* A table in the backend's memory (rows of D floats: weights, or AdaGrad's
+     * accumulators) is written and read only through these: n rows by row id,
+     * ids and the packed rows (n x D) in host memory.  hps-train keeps its
+     * device-resident rows and its row cache this way (hps-train(1) ROWS). */
+    void (*rows_put)(float *table, int D, const int64_t *ids, int64_t n, const float *rows);
+    void (*rows_get)(float *rows, const float *table, int D, const int64_t *ids, int64_t n);
     void (*concat_forward)(float *out, const float *emb, const float *dense, int B, int E, int W);
     void (*concat_backward)(float *demb, float *ddense, const float *dout, int B, int E, int W);
     void (*dot_forward)(float *out, const float *emb, const float *dense, int B, int V, int D,

@@ -21,6 +21,8 @@ typedef struct {
     double ms_per_batch; /* 0 when not given */
     double servers_ms;   /* what of it is the exchange with the servers; 0 when not given */
     double layers_ms;    /* what of it its layers compute; 0 when not given */
+    long long cache_rows; /* rows: cache: the rows the cache holds; 0 when not given */
+    double cache_hit_rate; /* rows: cache: the share of lookups predicted to hit; 0 when not given */
 } plan_file_stage;
 
 typedef struct {

@@ -62,11 +62,9 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
     json_object_set_new(o, "cache_hit_rate",
                         st->law.rows == PLAN_ROWS_CACHE ? hps_json_real(st->law.hit_rate) : json_null());
     json_object_set_new(o, "servers", json_integer(st->servers));
-    /* hps-train of this version keeps every embedding row in host tables
-     * beside the servers (one process: its own), whatever the plan chose:
-     * said here so that the plan does not promise HBM it will not get. */
-    json_object_set_new(o, "executed_as",
-                        json_string(st->law.rows == PLAN_ROWS_NONE ? "none" : "servers"));
+    /* hps-train runs every rows value the planner chooses (hps-train(1)
+     * ROWS): where it executes them is where the plan priced them */
+    json_object_set_new(o, "executed_as", json_string(plan_rows_names[st->law.rows]));
     return o;
 }
 

@@ -128,6 +128,10 @@ typedef struct {
     const char *predicted_for;
     int n_stages;
     double stage_ms[HPS_TRAIN_MAX_STAGES], stage_predicted_ms[HPS_TRAIN_MAX_STAGES];
+    /* --cpu-fallback ran the plan's GPU stages on the CPU: the prediction is
+     * for the GPUs, no measure of the plan's error */
+    int gpu_on_cpu;
+    int stage_on_cpu[HPS_TRAIN_MAX_STAGES]; /* this stage is one of them */
     /* per step, ms: the wall time of training, what of it went to reading
      * the batch, and to the engine's work around the stages (loading rows,
      * the optimizers, waiting for servers and ranks) */

@@ -88,6 +88,8 @@ static int write_payload(const ckpt_part *c, FILE *f)
         return -1;
     for (int l = 0; l < c->m->n_layers; l++)
         if (c->tables[l] && hps_table_save(c->tables[l], f)) return -1;
+    for (int s = 0; c->t && s < c->t->plan->n_stages; s++) /* a warm cache resumes warm */
+        if (c->t->stage_rows[s] && train_rows_save(c->t->stage_rows[s], f)) return -1;
     return 0;
 }
 
@@ -196,6 +198,7 @@ static int save_part(const ckpt_part *c, const char *dir, hps_error *err)
 
 int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err)
 {
+    train_rows_sync(t);
     ckpt_part c = trainer_part(t);
     return save_part(&c, dir, err);
 }
@@ -357,6 +360,8 @@ static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
         const hps_layer *L = &c->m->layers[l];
         if (c->tables[l] && hps_table_load(c->tables[l], f, L->slots, L->n_slots, err, path)) return -1;
     }
+    for (int s = 0; c->t && s < c->t->plan->n_stages; s++)
+        if (c->t->stage_rows[s] && train_rows_load(c->t->stage_rows[s], f, err, path)) return -1;
     other_data(c, data, path);
     if (c->state[4] != seed)
         hps_warnf("%s: made with --seed %llu, resuming with %llu: new keys start from other rows",
@@ -617,6 +622,7 @@ int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
 {
     tensor *ts = NULL;
     int n = 0;
+    train_rows_sync(t);
     for (int l = 0; l < t->m->n_layers; l++) {
         if (t->m->layers[l].kind == HPS_LAYER_FC) add_fc(t, l, &ts, &n);
         if (t->tables[l]) add_embedding(t, l, &ts, &n);

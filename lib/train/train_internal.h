@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "train/hps_train.h"
+#include "train/train_rows.h"
 
 struct hps_trainer {
     const hps_model *m;
@@ -16,6 +17,10 @@ struct hps_trainer {
     hps_net *owner, **nets;        /* nets[0] == owner: parameters live there */
     hps_table **tables;            /* per layer; NULL but for embedding layers */
     hps_sparse_grad **merged;      /* per layer: micro-batch gradients summed */
+    /* stages whose plan keeps rows in the backend's memory (rows: hbm or
+     * cache), and per layer the one holding its rows (NULL: host tables) */
+    train_rows *stage_rows[HPS_TRAIN_MAX_STAGES];
+    train_rows **rows_of;
     hps_sparse_grad **micro_grads; /* M: one layer's micro-batch gradients, to merge */
     int evaluating;                /* lookups read only: no new rows, unseen keys read zeros */
     hps_pipeline *pipe;
@@ -61,6 +66,10 @@ struct hps_trainer {
  * returns how many, or -1 when a table is full. */
 int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int total, hps_error *err);
 
+/* Every row on the device copied to its host table: before the host tables
+ * are read (checkpoints, export). */
+void train_rows_sync(hps_trainer *t);
+
 /* train_local.c: one process's hooks, into t->local */
 void train_local_hooks(hps_trainer *t);
 
@@ -68,6 +77,7 @@ void train_local_hooks(hps_trainer *t);
 void train_metrics_start(hps_trainer *t);
 void train_metrics_step(hps_trainer *t, int force);
 void train_metrics_eval(hps_trainer *t);
+void train_metrics_epoch(hps_trainer *t); /* with device rows: their counts at an epoch's end */
 void train_metrics_summary(hps_trainer *t);
 void train_progress(hps_trainer *t, hps_source *src, int final);
 

@@ -159,21 +159,58 @@ static json_t *fidelity(hps_trainer *t)
         s->stage_ms[i] = steps ? busy * 1e3 / (double)steps : NAN;
         s->stage_predicted_ms[i] = predicted_stage_ms(t, i);
         double pred = s->stage_predicted_ms[i];
-        json_array_append_new(a, json_pack("{s:i, s:o, s:o, s:o}", "index", i, "measured_ms",
+        double e = s->stage_on_cpu[i] ? NAN : hps_train_error(s->stage_ms[i], pred);
+        json_array_append_new(a, json_pack("{s:i, s:o, s:o, s:o, s:b}", "index", i, "measured_ms",
                                            hps_json_real(s->stage_ms[i]), "predicted_ms",
                                            pred > 0 ? hps_json_real(pred) : json_null(), "error",
-                                           hps_json_real(hps_train_error(s->stage_ms[i], pred))));
+                                           hps_json_real(e), "ran_on_cpu", s->stage_on_cpu[i]));
     }
     double pred = s->predicted_samples_per_s;
     s->step_ms = s->samples_per_s > 0 ? t->B * 1e3 / s->samples_per_s : NAN;
     s->read_ms = steps ? t->read_s * 1e3 / (double)steps : NAN;
     s->engine_ms = steps ? t->engine_s * 1e3 / (double)steps : NAN;
-    return json_pack("{s:o, s:s, s:o, s:o, s:o, s:o, s:o}", "predicted_samples_per_s",
+    /* GPU stages run on the CPU measure the CPU, not the plan: no error */
+    double e = s->gpu_on_cpu ? NAN : hps_train_error(s->samples_per_s, pred);
+    return json_pack("{s:o, s:s, s:o, s:b, s:o, s:o, s:o, s:o}", "predicted_samples_per_s",
                      pred > 0 ? hps_json_real(pred) : json_null(), "predicted_for", s->predicted_for,
-                     "error",
-                     hps_json_real(hps_train_error(s->samples_per_s, pred)), "step_ms", hps_json_real(s->step_ms),
-                     "read_ms", hps_json_real(s->read_ms), "engine_ms", hps_json_real(s->engine_ms),
-                     "stages", a);
+                     "error", hps_json_real(e), "cpu_fallback", s->gpu_on_cpu, "step_ms",
+                     hps_json_real(s->step_ms), "read_ms", hps_json_real(s->read_ms), "engine_ms",
+                     hps_json_real(s->engine_ms), "stages", a);
+}
+
+/* Per stage with device rows: the cache's counts over the run so far, beside
+ * the plan's predicted hit rate (hps-train(1) ROWS). */
+static json_t *rows_json(const hps_trainer *t)
+{
+    json_t *a = json_array();
+    for (int s = 0; s < t->plan->n_stages; s++) {
+        const train_rows *r = t->stage_rows[s];
+        if (!r) continue;
+        const plan_file_stage *st = &t->plan->stages[s];
+        const train_rows_stats *x = train_rows_stats_of(r);
+        int cache = strcmp(st->rows, "cache") == 0;
+        json_t *o = json_pack("{s:i, s:s, s:I, s:I, s:I, s:I}", "stage", s, "rows", st->rows,
+                              "lookups", (json_int_t)x->lookups, "hits", (json_int_t)x->hits,
+                              "misses", (json_int_t)x->misses, "write_backs", (json_int_t)x->write_backs);
+        json_object_set_new(o, "capacity", cache ? json_integer((json_int_t)train_rows_capacity(r)) : json_null());
+        json_object_set_new(o, "hit_rate",
+                            x->lookups ? hps_json_real((double)x->hits / (double)x->lookups) : json_null());
+        json_object_set_new(o, "predicted_hit_rate",
+                            cache && st->cache_hit_rate > 0 ? hps_json_real(st->cache_hit_rate) : json_null());
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+void train_metrics_epoch(hps_trainer *t)
+{
+    json_t *rows = rows_json(t);
+    if (!json_array_size(rows)) {
+        json_decref(rows);
+        return;
+    }
+    emit(t, json_pack("{s:s, s:I, s:I, s:o}", "event", "epoch", "epoch", (json_int_t)t->epoch, "step",
+                      (json_int_t)t->step, "rows", rows));
 }
 
 void train_metrics_summary(hps_trainer *t)
@@ -195,6 +232,7 @@ void train_metrics_summary(hps_trainer *t)
                                             "evictions", (json_int_t)hps_table_evictions(t->tables[l]),
                                             "mib", hps_table_bytes(t->tables[l]) / 1048576.0));
     json_object_set_new(o, "tables", tables);
+    json_object_set_new(o, "rows", rows_json(t));
     json_object_update(o, fid);
     json_decref(fid);
     if (s->have_eval) json_object_set_new(o, "eval", eval_json(&s->eval));

@@ -41,9 +41,11 @@ static int64_t table_row(void *ctx, int layer, int j, uint64_t key)
 {
     hps_trainer *t = ctx;
     int slot = t->m->layers[layer].slots[j];
+    train_rows *dev = t->rows_of[layer];
     if (t->evaluating && !t->remote_rows) { /* read only: an unseen key reads zeros, the table stays as trained */
         int64_t r = hps_table_find(t->tables[layer], slot, key);
-        return r >= 0 ? r : hps_table_zero_row(t->tables[layer]);
+        if (r < 0) r = hps_table_zero_row(t->tables[layer]);
+        return dev && r >= 0 ? train_rows_map(dev, layer, r, 1) : r;
     }
     /* A table of remote rows only maps keys to rows: during evaluation it
      * maps keys other workers trained too, and the fetch reads them
@@ -52,6 +54,7 @@ static int64_t table_row(void *ctx, int layer, int j, uint64_t key)
                                  t->map_failed ? NULL : &t->map_err);
     if (r < 0) t->map_failed = 1;
     else if (t->remote_rows) train_touch(t, layer, r);
+    else if (dev) r = train_rows_map(dev, layer, r, 0);
     return r;
 }
 
@@ -61,15 +64,32 @@ static void table_prefetch(void *ctx, int layer, int j, uint64_t key)
     hps_table_prefetch(t->tables[layer], t->m->layers[layer].slots[j], key);
 }
 
-/* Tables may move while a batch's keys are looked up: point every net at them after. */
+/* Tables may move while a batch's keys are looked up: point every net at them
+ * after, the device's rows once fetched. */
 static void refresh_tables(hps_trainer *t)
 {
+    for (int s = 0; s < t->plan->n_stages; s++)
+        if (t->stage_rows[s]) train_rows_prepare(t->stage_rows[s]);
     for (int l = 0; l < t->m->n_layers; l++) {
         if (!t->tables[l]) continue;
+        train_rows *dev = t->rows_of[l];
         for (int k = 0; k < t->M; k++)
-            hps_net_set_table(t->nets[k], l, hps_table_weights(t->tables[l]),
-                              hps_table_accum(t->tables[l]));
+            hps_net_set_table(t->nets[k], l, dev ? train_rows_weights(dev, l) : hps_table_weights(t->tables[l]),
+                              dev ? train_rows_accum(dev, l) : hps_table_accum(t->tables[l]));
     }
+}
+
+/* The end of a step (write_back) or of an evaluation batch on the device's rows. */
+static void rows_step_end(hps_trainer *t, int write_back)
+{
+    for (int s = 0; s < t->plan->n_stages; s++)
+        if (t->stage_rows[s]) train_rows_step_end(t->stage_rows[s], write_back);
+}
+
+void train_rows_sync(hps_trainer *t)
+{
+    for (int s = 0; s < t->plan->n_stages; s++)
+        if (t->stage_rows[s]) train_rows_flush(t->stage_rows[s]);
 }
 
 /* ---- creation ------------------------------------------------------------------ */
@@ -99,13 +119,79 @@ static const hps_backend *stage_backend(const plan_file *plan, const hps_train_o
     return be;
 }
 
+/* rows: hbm or cache: the stage's rows in its backend's memory. */
+static int device_rows(const plan_file_stage *st)
+{
+    return strcmp(st->rows, "hbm") == 0 || strcmp(st->rows, "cache") == 0;
+}
+
+static int has_tables(const hps_model *m, const plan_file_stage *st)
+{
+    for (int l = st->first; l < st->end; l++)
+        if (hps_layer_has_table(&m->layers[l])) return 1;
+    return 0;
+}
+
+/* What this hps-train cannot run is refused before any work, naming the
+ * stage (hps-train(1) ROWS). */
+static int check_rows(const hps_model *m, const plan_file *plan, const hps_train_opts *o,
+                      const hps_backend *be, hps_error *err)
+{
+    int device = -1, host = -1;
+    for (int s = 0; s < plan->n_stages; s++) {
+        const plan_file_stage *st = &plan->stages[s];
+        if (!has_tables(m, st)) continue;
+        if (!device_rows(st)) {
+            host = s;
+            continue;
+        }
+        device = s;
+        if (strcmp(st->rows, "cache") == 0 && st->cache_rows <= 0)
+            return hps_fail(err, HPS_EXIT_USAGE,
+                            "%s: stage %d: rows: cache without cache_rows: re-run hps-plan", plan->name, s);
+        if (o->max_table_bytes && o->table_policy == HPS_TABLE_FULL_EVICT)
+            return hps_fail(err, HPS_EXIT_USAGE,
+                            "%s: stage %d: rows: %s keeps rows in device memory: --evict cannot run with it",
+                            plan->name, s, st->rows);
+    }
+    if (device >= 0 && host >= 0 && be != hps_backend_cpu())
+        return hps_fail(err, HPS_EXIT_USAGE,
+                        "%s: stage %d keeps its rows on the GPU (rows: %s), stage %d in host tables: "
+                        "hps-train runs one or the other on a GPU, not both",
+                        plan->name, device, plan->stages[device].rows, host);
+    return 0;
+}
+
+/* The device rows of every stage whose plan asks for them, and per layer the
+ * ones holding its rows. */
+static void create_rows(hps_trainer *t)
+{
+    t->rows_of = hps_calloc((size_t)t->m->n_layers, sizeof *t->rows_of);
+    for (int s = 0; s < t->plan->n_stages; s++) {
+        const plan_file_stage *st = &t->plan->stages[s];
+        if (!device_rows(st) || !has_tables(t->m, st)) continue;
+        int64_t cap = strcmp(st->rows, "cache") == 0 ? (int64_t)st->cache_rows : INT64_MAX;
+        t->stage_rows[s] = train_rows_create(t->be, t->m, t->tables, st->first, st->end, cap);
+        for (int l = st->first; l < st->end; l++)
+            if (t->tables[l]) t->rows_of[l] = t->stage_rows[s];
+    }
+}
+
+static int any_device_rows(const hps_model *m, const plan_file *plan)
+{
+    for (int s = 0; s < plan->n_stages; s++)
+        if (device_rows(&plan->stages[s]) && has_tables(m, &plan->stages[s])) return 1;
+    return 0;
+}
+
 static void create_nets(hps_trainer *t)
 {
     const hps_model *m = t->m;
-    /* the tables live in host memory; a GPU backend takes the pooled rows over */
+    /* host tables live in host memory, where a GPU backend takes the pooled
+     * rows over; device rows are the backend's own */
+    int external = t->be == hps_backend_cpu() || any_device_rows(m, t->plan);
     t->owner = hps_net_create(m, t->be, t->cap_micro,
-                              t->be == hps_backend_cpu() ? HPS_NET_EXTERNAL_TABLES
-                                                         : HPS_NET_HOST_TABLES);
+                              external ? HPS_NET_EXTERNAL_TABLES : HPS_NET_HOST_TABLES);
     hps_net_set_row_map(t->owner, table_row, t);
     hps_net_set_row_prefetch(t->owner, table_prefetch);
     hps_net_init(t->owner, t->o.seed);
@@ -125,18 +211,23 @@ static void create_nets(hps_trainer *t)
     t->n_touched = hps_calloc((size_t)L, sizeof *t->n_touched);
     t->cap_touched = hps_calloc((size_t)L, sizeof *t->cap_touched);
     t->cap_mark = hps_calloc((size_t)L, sizeof *t->cap_mark);
+    create_rows(t);
 }
 
 hps_trainer *hps_trainer_create(const hps_model *m, const plan_file *plan,
                                 const hps_train_opts *o, hps_error *err)
 {
     const hps_backend *be = stage_backend(plan, o, err);
-    if (!be) return NULL;
+    if (!be || check_rows(m, plan, o, be, err)) return NULL;
     hps_trainer *t = hps_calloc(1, sizeof *t);
     t->m = m;
     t->plan = plan;
     t->o = *o;
     t->be = be;
+    for (int s = 0; s < plan->n_stages; s++) {
+        t->sum.stage_on_cpu[s] = be == hps_backend_cpu() && strcmp(plan->stages[s].kind, "gpu") == 0;
+        t->sum.gpu_on_cpu |= t->sum.stage_on_cpu[s];
+    }
     t->B = plan->batch;
     int S = plan->n_stages;
     /* --micro-batches, else what the plan priced, else one per stage */
@@ -174,6 +265,7 @@ void hps_trainer_free(hps_trainer *t)
     if (!t) return;
     hps_pipeline_free(t->pipe);
     for (int k = t->M - 1; k >= 0; k--) hps_net_free(t->nets[k]);
+    for (int s = 0; s < t->plan->n_stages; s++) train_rows_free(t->stage_rows[s]);
     for (int l = 0; l < t->m->n_layers; l++) {
         hps_table_free(t->tables[l]);
         hps_sparse_grad_free(t->merged[l]);
@@ -181,7 +273,7 @@ void hps_trainer_free(hps_trainer *t)
     }
     if (t->metrics && t->metrics != stdout) fclose(t->metrics);
     free(t->touched), free(t->n_touched), free(t->cap_touched), free(t->mark), free(t->cap_mark);
-    free(t->nets), free(t->tables), free(t->merged), free(t->micro_grads);
+    free(t->nets), free(t->tables), free(t->merged), free(t->micro_grads), free(t->rows_of);
     hps_batch_free(t->batch);
     free(t);
 }
@@ -272,6 +364,12 @@ static int update_sparse(hps_trainer *t, int k, hps_error *err)
     for (int l = 0; l < t->m->n_layers; l++) {
         if (!t->tables[l]) continue;
         for (int i = 0; i < k; i++) t->micro_grads[i] = t->nets[i]->layers[l].grad;
+        if (t->rows_of[l]) { /* rows on this process's device */
+            if (k > 0)
+                train_rows_apply(t->rows_of[l], l, t->micro_grads, k, t->o.optim.lr_sparse,
+                                 t->o.optim.adagrad_eps);
+            continue;
+        }
         if (t->hooks->update_rows(t->hooks->ctx, l, t->tables[l], t->micro_grads, k, &t->merged[l], err))
             return -1;
     }
@@ -319,6 +417,7 @@ int hps_trainer_step(hps_trainer *t, const hps_batch *b, double *loss, hps_error
         return -1;
     hps_net_update_dense(t->owner, &t->o.optim);
     if (update_sparse(t, k, err) || h->step_end(h->ctx, err)) return -1;
+    rows_step_end(t, 1);
     t->engine_s += hps_now() - t0;
     t->step++;
     t->samples += (uint64_t)b->B;
@@ -369,6 +468,7 @@ int hps_trainer_eval(hps_trainer *t, hps_source *src, hps_eval_result *res, hps_
             break;
         }
         hps_pipeline_forward(t->pipe, k);
+        rows_step_end(t, 0);
         loss += batch_loss(t, k, got) * got;
         eval_collect(t, k, score + n, label + n, &correct);
         n += (uint64_t)got;
@@ -457,6 +557,7 @@ static int finish_epoch(hps_trainer *t, hps_source *eval, hps_error *err)
     t->epoch++;
     t->epoch_row = 0;
     t->sum.epochs_done = (int)t->epoch;
+    train_metrics_epoch(t);
     return gather_and_evaluate(t, eval, err);
 }
 
@@ -522,6 +623,12 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
 {
     if (hps_source_check(src, t->m, err) || (eval && hps_source_check(eval, t->m, err)))
         return -1;
+    for (int s = 0; s < t->plan->n_stages; s++)
+        if (t->stage_rows[s] && t->hooks != &t->local)
+            return hps_fail(err, HPS_EXIT_USAGE,
+                            "%s: stage %d: rows: %s under mpirun: this hps-train keeps device rows in "
+                            "one process only (plan with --rows servers)",
+                            t->plan->name, s, t->plan->stages[s].rows);
     snprintf(t->data_digest, sizeof t->data_digest, "%s", src->digest ? src->digest : "");
     if (open_metrics(t, err) || resume(t, err)) return -1;
     t->t_start = t->t_last = hps_now();
@@ -568,4 +675,8 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
 
 const hps_train_summary *hps_trainer_summary(const hps_trainer *t) { return &t->sum; }
 int hps_trainer_batch(const hps_trainer *t) { return t->B; }
-hps_table *hps_trainer_table(hps_trainer *t, int layer) { return t->tables[layer]; }
+hps_table *hps_trainer_table(hps_trainer *t, int layer)
+{
+    train_rows_sync(t);
+    return t->tables[layer];
+}

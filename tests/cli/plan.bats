@@ -90,7 +90,7 @@ for st in p["stages"]:
     mem = st["memory"]
     assert 0 < mem["used_bytes"] <= mem["capacity_bytes"] and mem["percent"] <= 100
     assert st["rows"] in ("none", "servers", "hbm", "cache")
-    assert st["executed_as"] == ("none" if st["rows"] == "none" else "servers"), st
+    assert st["executed_as"] == st["rows"], st
 sv = p["servers"]
 assert sv["ranks"] == list(range(len(w), len(w) + sv["count"]))
 assert sv["count"] == sum(st["servers"] for st in p["stages"])

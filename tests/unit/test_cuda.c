@@ -335,6 +335,37 @@ static void check_embedding_backward(hps_sparse_grad *g_cpu, hps_sparse_grad *g_
     bags_free(&t);
 }
 
+/* A device table written and read by row id (hps-train's device rows):
+ * rows put on the GPU come back as the CPU's table holds them, and a
+ * forward pass over the GPU's copy pools what the CPU's does. */
+static void test_rows_put_get(void **state)
+{
+    (void)state;
+    need_cuda();
+    seed = 6;
+    const int D = 5, B = 4, S = 2;
+    const int64_t R = 13, ids[] = {12, 0, 7, 3, 5};
+    const int64_t n = sizeof ids / sizeof *ids;
+    float *rows = randv(n * D), *table = calloc((size_t)R * D, sizeof *table);
+    float *d_table = gpu->alloc((size_t)R * D * sizeof *table);
+    cpu->rows_put(table, D, ids, n, rows);
+    gpu->rows_put(d_table, D, ids, n, rows);
+    expect_gpu(table, d_table, R * D, "rows_put");
+    float *back = calloc((size_t)n * D, sizeof *back);
+    gpu->rows_get(back, d_table, D, ids, n);
+    for (int64_t i = 0; i < n * D; i++) assert_true(back[i] == rows[i]);
+    test_bags t;
+    bags_make(&t, B, S, R, 0);
+    float *out = calloc((size_t)B * S * D, sizeof *out);
+    float *d_out = gpu->alloc((size_t)B * S * D * sizeof *out);
+    cpu->embedding_bag_forward(out, S * D, table, &t.host, D, HPS_POOL_SUM);
+    gpu->embedding_bag_forward(d_out, S * D, d_table, &t.dev, D, HPS_POOL_SUM);
+    expect_gpu(out, d_out, (int64_t)B * S * D, "pooled device rows");
+    bags_free(&t);
+    free(rows), free(table), free(back), free(out);
+    gpu->release(d_table), gpu->release(d_out);
+}
+
 static void test_embedding_backward(void **state)
 {
     (void)state;
@@ -613,6 +644,7 @@ int main(void)
         cmocka_unit_test(test_logloss),
         cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_adam),
+        cmocka_unit_test(test_rows_put_get),
         cmocka_unit_test(test_ctr_layers),
     };
     return cmocka_run_group_tests_name("cuda", tests, NULL, NULL);

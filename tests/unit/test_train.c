@@ -817,6 +817,93 @@ static void test_eval_adds_no_rows(void **state)
     hps_model_free(m);
 }
 
+/* A plan of two stages, the first holding both tables of two-tables.json
+ * (dims 6 and 4) with `rows` (a cache of cache_rows rows). */
+static void rows_plan(const hps_model *m, plan_file *p, const char *rows, long long cache_rows)
+{
+    int cuts[1] = {2};
+    plan_of(m, p, cuts, 2);
+    snprintf(p->stages[0].rows, sizeof p->stages[0].rows, "%s", rows);
+    p->stages[0].cache_rows = cache_rows;
+}
+
+static void assert_same_rows_stats(const hps_trainer *a, const hps_trainer *b)
+{
+    const train_rows_stats *x = train_rows_stats_of(a->stage_rows[0]), *y = train_rows_stats_of(b->stage_rows[0]);
+    assert_true(x->lookups == y->lookups && x->hits == y->hits && x->misses == y->misses &&
+                x->write_backs == y->write_backs);
+}
+
+/* Rows in the backend's memory, all of them or a cache of a few over two
+ * layers, train bit for bit as host tables: the same values, updated by the
+ * same float operations in the same order (three micro-batches summed). */
+static void test_device_rows_match_host_tables(void **state)
+{
+    (void)state;
+    hps_model *m = load("two-tables.json");
+    hps_source *src = hps_source_synth(m, 64 * 10, 1, 5), *eval = hps_source_synth(m, 300, 1, 6);
+    plan_file host, hbm, cache;
+    rows_plan(m, &host, "servers", 0);
+    rows_plan(m, &hbm, "hbm", 0);
+    rows_plan(m, &cache, "cache", 24);
+    hps_trainer *h = trainer(m, &host, 3), *d = trainer(m, &hbm, 3), *c = trainer(m, &cache, 3);
+    assert_null(h->stage_rows[0]);
+    assert_non_null(d->stage_rows[0]);
+    double lh[10], ld[10], lc[10];
+    losses(h, src, lh, 10);
+    losses(d, src, ld, 10);
+    losses(c, src, lc, 10);
+    assert_memory_equal(lh, ld, sizeof lh);
+    assert_memory_equal(lh, lc, sizeof lh);
+    train_rows_sync(d), train_rows_sync(c); /* the host tables as trained */
+    assert_same_state(h, d);
+    assert_same_state(h, c);
+    const train_rows_stats *st = train_rows_stats_of(c->stage_rows[0]);
+    assert_true(st->write_backs > 0 && st->hits > 0 && st->hits < st->lookups);
+    assert_true(st->misses - st->write_backs <= 24); /* what stays cached fits */
+    hps_eval_result rh, rc;
+    hps_error err;
+    assert_int_equal(hps_trainer_eval(h, eval, &rh, &err), 0);
+    assert_int_equal(hps_trainer_eval(c, eval, &rc, &err), 0);
+    assert_true(rh.loss == rc.loss && rh.auc == rc.auc);
+    assert_int_equal(hps_table_rows(c->tables[0]), hps_table_rows(h->tables[0]));
+    hps_trainer_free(h), hps_trainer_free(d), hps_trainer_free(c);
+    src->close(src), eval->close(eval);
+    hps_model_free(m);
+}
+
+/* A checkpoint keeps the cache's counts and contents: a resumed trainer
+ * follows a straight one, its statistics too. */
+static void test_cache_resumes_warm(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/hps-ckpt-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    hps_model *m = load("two-tables.json");
+    hps_source *src = hps_source_synth(m, 64 * 12, 1, 7);
+    plan_file p;
+    rows_plan(m, &p, "cache", 30);
+    hps_trainer *straight = trainer(m, &p, 2), *first = trainer(m, &p, 2), *second = trainer(m, &p, 2);
+    train_steps(straight, src, 0, 12);
+    train_steps(first, src, 0, 5);
+    hps_error err;
+    assert_int_equal(hps_trainer_save(first, dir, &err), 0);
+    int found = 0;
+    assert_int_equal(hps_trainer_load(second, dir, &found, &err), 0);
+    assert_true(found);
+    assert_same_rows_stats(first, second);
+    train_steps(second, src, 5, 7);
+    assert_same_rows_stats(straight, second);
+    train_rows_sync(straight), train_rows_sync(second);
+    assert_same_state(straight, second);
+    hps_trainer_free(straight), hps_trainer_free(first), hps_trainer_free(second);
+    src->close(src);
+    hps_model_free(m);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* The probe times each thread count on batches no earlier count read, as a
  * run meets new keys: a pass over batches read before finds their rows in
  * the tables already (dlrm-criteo's engine took 0.44 ms a step so, 0.70 on
@@ -860,6 +947,8 @@ int main(void)
         cmocka_unit_test(test_diverged_run_stops),
         cmocka_unit_test(test_eval_adds_no_rows),
         cmocka_unit_test(test_probe_reads_new_batches),
+        cmocka_unit_test(test_device_rows_match_host_tables),
+        cmocka_unit_test(test_cache_resumes_warm),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);
 }

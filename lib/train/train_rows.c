@@ -1,0 +1,494 @@
+/* train_rows: a stage's embedding rows in the backend's memory (train_rows.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/hps_io.h"
+#include "train/train_rows.h"
+
+typedef struct {
+    int64_t slot, row;
+} rows_move;
+
+typedef struct {
+    rows_move *at;
+    int64_t n, cap;
+} rows_list;
+
+typedef struct {
+    hps_table *host;
+    int D;
+    float *w, *acc;            /* backend memory: cap_slots rows each */
+    int64_t cap_slots, next_slot;
+    int64_t *free_slots, n_free, cap_free;
+    /* per host row, grown with the host table */
+    uint64_t *count, *stamp, *touched; /* touched: the step's id + 1 at its last lookup */
+    int64_t *slot, *heap_at;           /* -1: not on the device, not in the heap */
+    unsigned char *staged;
+    int64_t cap_host;
+    rows_list backs, fetches, stage;
+    hps_sparse_grad **host_grads, *sum, *dev_sum;
+    int n_host_grads;
+} rows_layer;
+
+typedef struct {
+    int l;
+    int64_t row;
+} heap_entry;
+
+struct train_rows {
+    const hps_backend *be;
+    int first, end;
+    rows_layer *L;
+    int64_t capacity, n_cached;
+    heap_entry *heap; /* the cached rows the step has not used, lowest (count, stamp) first */
+    int64_t n_heap, cap_heap;
+    heap_entry *pinned; /* the cached rows the step used: back into the heap at its end */
+    int64_t n_pinned, cap_pinned;
+    uint64_t step_id, seq;
+    train_rows_stats stats;
+};
+
+static void *grow_array(void *p, int64_t *cap, int64_t need, size_t size)
+{
+    if (need <= *cap) return p;
+    int64_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    p = hps_realloc(p, (size_t)c * size);
+    *cap = c;
+    return p;
+}
+
+static void list_push(rows_list *s, int64_t slot, int64_t row)
+{
+    s->at = grow_array(s->at, &s->cap, s->n + 1, sizeof *s->at);
+    s->at[s->n++] = (rows_move){slot, row};
+}
+
+static rows_layer *layer_of(train_rows *r, int l)
+{
+    HPS_CHECK(l >= r->first && l < r->end && r->L[l - r->first].host);
+    return &r->L[l - r->first];
+}
+
+/* The per-row arrays cover host row `row`. */
+static void cover_row(rows_layer *T, int64_t row)
+{
+    if (row < T->cap_host) return;
+    int64_t old = T->cap_host, c = old ? old : 1024;
+    while (c <= row) c *= 2;
+    T->count = hps_realloc(T->count, (size_t)c * sizeof *T->count);
+    T->stamp = hps_realloc(T->stamp, (size_t)c * sizeof *T->stamp);
+    T->touched = hps_realloc(T->touched, (size_t)c * sizeof *T->touched);
+    T->slot = hps_realloc(T->slot, (size_t)c * sizeof *T->slot);
+    T->heap_at = hps_realloc(T->heap_at, (size_t)c * sizeof *T->heap_at);
+    T->staged = hps_realloc(T->staged, (size_t)c * sizeof *T->staged);
+    for (int64_t i = old; i < c; i++) {
+        T->count[i] = T->stamp[i] = T->touched[i] = 0;
+        T->slot[i] = T->heap_at[i] = -1;
+        T->staged[i] = 0;
+    }
+    T->cap_host = c;
+}
+
+/* ---- the arena ------------------------------------------------------------- */
+
+static void arena_grow(const hps_backend *be, rows_layer *T)
+{
+    int64_t c = T->cap_slots ? T->cap_slots * 2 : 1024;
+    size_t old = (size_t)T->cap_slots * T->D * sizeof(float), now = (size_t)c * T->D * sizeof(float);
+    float *host = hps_malloc(old + 1);
+    float **arena[2] = {&T->w, &T->acc};
+    for (int i = 0; i < 2; i++) {
+        float *fresh = be->alloc(now);
+        if (*arena[i]) {
+            be->download(host, *arena[i], old);
+            be->upload(fresh, host, old);
+            be->release(*arena[i]);
+        }
+        *arena[i] = fresh;
+    }
+    free(host);
+    T->cap_slots = c;
+}
+
+static int64_t take_slot(const hps_backend *be, rows_layer *T)
+{
+    if (T->n_free) return T->free_slots[--T->n_free];
+    if (T->next_slot == T->cap_slots) arena_grow(be, T);
+    return T->next_slot++;
+}
+
+static void give_slot(rows_layer *T, int64_t slot)
+{
+    T->free_slots = grow_array(T->free_slots, &T->cap_free, T->n_free + 1, sizeof *T->free_slots);
+    T->free_slots[T->n_free++] = slot;
+}
+
+/* ---- the heap of evictable rows ----------------------------------------------- */
+
+static int heap_less(const train_rows *r, heap_entry a, heap_entry b)
+{
+    const rows_layer *A = &r->L[a.l - r->first], *B = &r->L[b.l - r->first];
+    if (A->count[a.row] != B->count[b.row]) return A->count[a.row] < B->count[b.row];
+    return A->stamp[a.row] < B->stamp[b.row];
+}
+
+static void heap_set(train_rows *r, int64_t i, heap_entry e)
+{
+    r->heap[i] = e;
+    r->L[e.l - r->first].heap_at[e.row] = i;
+}
+
+static void heap_up(train_rows *r, int64_t i)
+{
+    heap_entry e = r->heap[i];
+    while (i > 0 && heap_less(r, e, r->heap[(i - 1) / 2])) {
+        heap_set(r, i, r->heap[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    heap_set(r, i, e);
+}
+
+static void heap_down(train_rows *r, int64_t i)
+{
+    heap_entry e = r->heap[i];
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= r->n_heap) break;
+        if (c + 1 < r->n_heap && heap_less(r, r->heap[c + 1], r->heap[c])) c++;
+        if (!heap_less(r, r->heap[c], e)) break;
+        heap_set(r, i, r->heap[c]);
+        i = c;
+    }
+    heap_set(r, i, e);
+}
+
+static void heap_push(train_rows *r, int l, int64_t row)
+{
+    r->heap = grow_array(r->heap, &r->cap_heap, r->n_heap + 1, sizeof *r->heap);
+    r->heap[r->n_heap++] = (heap_entry){l, row};
+    heap_up(r, r->n_heap - 1);
+}
+
+static void heap_remove(train_rows *r, int l, int64_t row)
+{
+    rows_layer *T = &r->L[l - r->first];
+    int64_t i = T->heap_at[row];
+    HPS_CHECK(i >= 0 && i < r->n_heap);
+    T->heap_at[row] = -1;
+    heap_entry last = r->heap[--r->n_heap];
+    if (i == r->n_heap) return;
+    heap_set(r, i, last);
+    heap_up(r, i);
+    heap_down(r, r->L[last.l - r->first].heap_at[last.row]);
+}
+
+/* ---- creation ----------------------------------------------------------------- */
+
+train_rows *train_rows_create(const hps_backend *be, const hps_model *m, hps_table **tables,
+                              int first, int end, int64_t capacity)
+{
+    train_rows *r = hps_calloc(1, sizeof *r);
+    r->be = be;
+    r->first = first, r->end = end;
+    r->capacity = capacity;
+    r->L = hps_calloc((size_t)(end - first), sizeof *r->L);
+    for (int l = first; l < end; l++) {
+        rows_layer *T = &r->L[l - first];
+        if (!tables[l]) continue;
+        T->host = tables[l];
+        T->D = m->layers[l].dim;
+    }
+    return r;
+}
+
+void train_rows_free(train_rows *r)
+{
+    if (!r) return;
+    for (int l = r->first; l < r->end; l++) {
+        rows_layer *T = &r->L[l - r->first];
+        if (T->w) r->be->release(T->w), r->be->release(T->acc);
+        free(T->free_slots), free(T->count), free(T->stamp), free(T->touched), free(T->slot);
+        free(T->heap_at), free(T->staged);
+        free(T->backs.at), free(T->fetches.at), free(T->stage.at);
+        for (int i = 0; i < T->n_host_grads; i++) hps_sparse_grad_free(T->host_grads[i]);
+        free(T->host_grads);
+        hps_sparse_grad_free(T->sum);
+        if (T->dev_sum) r->be->sparse_grad_free(T->dev_sum);
+    }
+    free(r->L), free(r->heap), free(r->pinned);
+    free(r);
+}
+
+/* ---- lookups ------------------------------------------------------------------- */
+
+/* Row `row` of T gets a slot and is fetched at train_rows_prepare. */
+static int64_t fetch(train_rows *r, rows_layer *T, int64_t row)
+{
+    int64_t s = take_slot(r->be, T);
+    T->slot[row] = s;
+    list_push(&T->fetches, s, row);
+    return s;
+}
+
+static void stage(train_rows *r, rows_layer *T, int64_t row)
+{
+    T->staged[row] = 1;
+    list_push(&T->stage, fetch(r, T, row), row);
+}
+
+/* The cached row the heap puts first leaves the device: written back at
+ * train_rows_prepare, before any fetch may reuse its slot. */
+static void evict(train_rows *r, heap_entry v)
+{
+    rows_layer *V = &r->L[v.l - r->first];
+    heap_remove(r, v.l, v.row);
+    list_push(&V->backs, V->slot[v.row], v.row);
+    give_slot(V, V->slot[v.row]);
+    V->slot[v.row] = -1;
+    r->n_cached--;
+    r->stats.write_backs++;
+}
+
+static void pin(train_rows *r, int l, int64_t row)
+{
+    r->pinned = grow_array(r->pinned, &r->cap_pinned, r->n_pinned + 1, sizeof *r->pinned);
+    r->pinned[r->n_pinned++] = (heap_entry){l, row};
+}
+
+int64_t train_rows_map(train_rows *r, int l, int64_t row, int evaluating)
+{
+    rows_layer *T = layer_of(r, l);
+    cover_row(T, row);
+    if (evaluating) { /* the values as trained, nothing counted or moved */
+        if (T->slot[row] < 0) stage(r, T, row);
+        return T->slot[row];
+    }
+    T->count[row]++;
+    T->stamp[row] = ++r->seq;
+    r->stats.lookups++;
+    if (T->touched[row] == r->step_id + 1) { /* again this step: where its first lookup put it */
+        r->stats.hits += !T->staged[row];
+        return T->slot[row];
+    }
+    T->touched[row] = r->step_id + 1;
+    if (T->slot[row] >= 0) {
+        r->stats.hits++;
+        heap_remove(r, l, row);
+        pin(r, l, row);
+        return T->slot[row];
+    }
+    r->stats.misses++;
+    if (r->n_cached == r->capacity && r->n_heap > 0) {
+        heap_entry v = r->heap[0];
+        if (T->count[row] > r->L[v.l - r->first].count[v.row]) evict(r, v);
+    }
+    if (r->n_cached == r->capacity) {
+        stage(r, T, row);
+        return T->slot[row];
+    }
+    r->n_cached++;
+    pin(r, l, row);
+    return fetch(r, T, row);
+}
+
+/* n host rows of T (their weights or accumulators in slab) to and from
+ * their device slots, packed through a host buffer. */
+static void move_rows(const hps_backend *be, rows_layer *T, const rows_list *s, int up)
+{
+    if (!s->n) return;
+    int64_t *ids = hps_malloc((size_t)s->n * sizeof *ids);
+    float *buf = hps_malloc((size_t)s->n * T->D * sizeof *buf);
+    for (int64_t i = 0; i < s->n; i++) ids[i] = s->at[i].slot;
+    for (int k = 0; k < 2; k++) {
+        float *slab = k ? hps_table_accum(T->host) : hps_table_weights(T->host);
+        float *dev = k ? T->acc : T->w;
+        size_t bytes = (size_t)T->D * sizeof *buf;
+        if (up) {
+            for (int64_t i = 0; i < s->n; i++) memcpy(buf + i * T->D, slab + s->at[i].row * T->D, bytes);
+            be->rows_put(dev, T->D, ids, s->n, buf);
+        } else {
+            be->rows_get(buf, dev, T->D, ids, s->n);
+            for (int64_t i = 0; i < s->n; i++) memcpy(slab + s->at[i].row * T->D, buf + i * T->D, bytes);
+        }
+    }
+    free(ids), free(buf);
+}
+
+void train_rows_prepare(train_rows *r)
+{
+    for (int l = r->first; l < r->end; l++) {
+        rows_layer *T = &r->L[l - r->first];
+        if (!T->host) continue;
+        move_rows(r->be, T, &T->backs, 0);
+        move_rows(r->be, T, &T->fetches, 1);
+        T->backs.n = T->fetches.n = 0;
+    }
+}
+
+float *train_rows_weights(train_rows *r, int l)
+{
+    rows_layer *T = layer_of(r, l);
+    if (!T->w) arena_grow(r->be, T);
+    return T->w;
+}
+
+float *train_rows_accum(train_rows *r, int l)
+{
+    rows_layer *T = layer_of(r, l);
+    if (!T->acc) arena_grow(r->be, T);
+    return T->acc;
+}
+
+/* ---- updates ------------------------------------------------------------------- */
+
+/* g (backend memory) into h (host), grown to hold it. */
+static void grad_to_host(const hps_backend *be, const hps_sparse_grad *g, hps_sparse_grad **h)
+{
+    if (!*h || (*h)->cap < g->n) {
+        hps_sparse_grad_free(*h);
+        *h = hps_sparse_grad_create(g->n * 2 + 16, g->D);
+    }
+    (*h)->n = g->n;
+    be->download((*h)->rows, g->rows, (size_t)g->n * sizeof *g->rows);
+    be->download((*h)->grad, g->grad, (size_t)g->n * g->D * sizeof *g->grad);
+}
+
+void train_rows_apply(train_rows *r, int l, hps_sparse_grad *const *grads, int n, float lr, float eps)
+{
+    rows_layer *T = layer_of(r, l);
+    const hps_backend *be = r->be;
+    if (n == 1) { /* nothing to sum: the gradient stays where it is */
+        be->sparse_adagrad(T->w, T->acc, grads[0], lr, eps);
+        return;
+    }
+    if (n > T->n_host_grads) {
+        T->host_grads = hps_realloc(T->host_grads, (size_t)n * sizeof *T->host_grads);
+        for (int i = T->n_host_grads; i < n; i++) T->host_grads[i] = NULL;
+        T->n_host_grads = n;
+    }
+    for (int i = 0; i < n; i++) grad_to_host(be, grads[i], &T->host_grads[i]);
+    const hps_sparse_grad *sum = hps_table_grad_sum(T->host_grads, n, T->D, &T->sum);
+    if (!T->dev_sum || T->dev_sum->cap < sum->n) {
+        if (T->dev_sum) be->sparse_grad_free(T->dev_sum);
+        T->dev_sum = be->sparse_grad_create(sum->n * 2 + 16, T->D);
+    }
+    T->dev_sum->n = sum->n;
+    be->upload(T->dev_sum->rows, sum->rows, (size_t)sum->n * sizeof *sum->rows);
+    be->upload(T->dev_sum->grad, sum->grad, (size_t)sum->n * T->D * sizeof *sum->grad);
+    be->sparse_adagrad(T->w, T->acc, T->dev_sum, lr, eps);
+}
+
+void train_rows_step_end(train_rows *r, int write_back)
+{
+    for (int l = r->first; l < r->end; l++) {
+        rows_layer *T = &r->L[l - r->first];
+        if (!T->host) continue;
+        if (write_back) move_rows(r->be, T, &T->stage, 0);
+        if (write_back) r->stats.write_backs += (uint64_t)T->stage.n;
+        for (int64_t i = 0; i < T->stage.n; i++) {
+            give_slot(T, T->stage.at[i].slot);
+            T->slot[T->stage.at[i].row] = -1;
+            T->staged[T->stage.at[i].row] = 0;
+        }
+        T->stage.n = 0;
+    }
+    if (!write_back) return; /* an evaluation batch pins nothing */
+    for (int64_t i = 0; i < r->n_pinned; i++) heap_push(r, r->pinned[i].l, r->pinned[i].row);
+    r->n_pinned = 0;
+    r->step_id++;
+}
+
+void train_rows_flush(train_rows *r)
+{
+    for (int l = r->first; l < r->end; l++) {
+        rows_layer *T = &r->L[l - r->first];
+        if (!T->host) continue;
+        rows_list all = {0};
+        for (int64_t row = 0; row < T->cap_host; row++)
+            if (T->slot[row] >= 0 && !T->staged[row]) list_push(&all, T->slot[row], row);
+        move_rows(r->be, T, &all, 0);
+        free(all.at);
+    }
+}
+
+const train_rows_stats *train_rows_stats_of(const train_rows *r) { return &r->stats; }
+int64_t train_rows_capacity(const train_rows *r) { return r->capacity; }
+
+/* ---- checkpoints ---------------------------------------------------------------- */
+
+#define ROWS_MAGIC 0x53574f52u /* "ROWS" */
+
+int train_rows_save(const train_rows *r, FILE *f)
+{
+    uint32_t magic = ROWS_MAGIC;
+    uint64_t head[6] = {r->step_id, r->seq, r->stats.lookups, r->stats.hits, r->stats.misses,
+                        r->stats.write_backs};
+    if (!HPS_FWRITE(f, &magic, 1) || !HPS_FWRITE(f, head, 6)) return -1;
+    for (int l = r->first; l < r->end; l++) {
+        const rows_layer *T = &r->L[l - r->first];
+        if (!T->host) continue;
+        int64_t n = hps_table_rows(T->host);
+        if (n > T->cap_host) n = T->cap_host;
+        if (!HPS_FWRITE(f, &n, 1)) return -1;
+        for (int64_t row = 0; row < n; row++) {
+            uint64_t rec[3] = {T->count[row], T->stamp[row], T->slot[row] >= 0 && !T->staged[row]};
+            if (!HPS_FWRITE(f, rec, 3)) return -1;
+        }
+    }
+    return 0;
+}
+
+/* Nothing on the device, nothing counted: before a checkpoint's state. */
+static void rows_reset(train_rows *r)
+{
+    for (int l = r->first; l < r->end; l++) {
+        rows_layer *T = &r->L[l - r->first];
+        for (int64_t row = 0; row < T->cap_host; row++) {
+            T->count[row] = T->stamp[row] = T->touched[row] = 0;
+            T->slot[row] = T->heap_at[row] = -1;
+            T->staged[row] = 0;
+        }
+        T->next_slot = T->n_free = 0;
+        T->backs.n = T->fetches.n = T->stage.n = 0;
+    }
+    r->n_cached = r->n_heap = r->n_pinned = 0;
+    r->step_id = r->seq = 0;
+    r->stats = (train_rows_stats){0};
+}
+
+int train_rows_load(train_rows *r, FILE *f, hps_error *err, const char *name)
+{
+    uint32_t magic = 0;
+    rows_reset(r);
+    if (fread(&magic, sizeof magic, 1, f) != 1) return 0; /* none saved: a cold cache */
+    uint64_t head[6];
+    if (magic != ROWS_MAGIC || !HPS_FREAD(f, head, 6))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: bad device rows section", name);
+    r->step_id = head[0], r->seq = head[1];
+    r->stats = (train_rows_stats){head[2], head[3], head[4], head[5]};
+    for (int l = r->first; l < r->end; l++) {
+        rows_layer *T = &r->L[l - r->first];
+        if (!T->host) continue;
+        int64_t n;
+        if (!HPS_FREAD(f, &n, 1) || n < 0 || n > hps_table_rows(T->host))
+            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad device rows", name, l);
+        if (n) cover_row(T, n - 1);
+        for (int64_t row = 0; row < n; row++) {
+            uint64_t rec[3];
+            if (!HPS_FREAD(f, rec, 3) || rec[2] > 1 || rec[1] > r->seq)
+                return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad device row %lld",
+                                name, l, (long long)row);
+            T->count[row] = rec[0], T->stamp[row] = rec[1];
+            if (!rec[2]) continue;
+            if (r->n_cached == r->capacity)
+                return hps_fail(err, HPS_EXIT_RUNTIME, "%s: caches more rows than the plan's %lld", name,
+                                (long long)r->capacity);
+            r->n_cached++;
+            fetch(r, T, row);
+            heap_push(r, l, row);
+        }
+    }
+    train_rows_prepare(r);
+    return 0;
+}

@@ -1,0 +1,70 @@
+/* train_rows: the embedding rows of a stage whose plan says `rows: hbm` or
+ * `rows: cache`, kept in the backend's memory (hps-train(1) ROWS).
+ *
+ * The host tables (train_table) stay the map from (slot, key) to a host row,
+ * the rows' first values and, for a cache, the home of every row that is not
+ * on the device.  The device holds rows by slot, one arena (weights and
+ * AdaGrad's accumulators) per embedding layer, all of them written and read
+ * only through the backend's rows_put and rows_get, so a copy forgotten here
+ * shows as a wrong loss on the CPU backend too.
+ *
+ * One rule for both: capacity C rows over the stage's layers together
+ * (hbm: every row).  Each host row keeps a lookup count; a step's first
+ * lookup of a row not on the device is a miss and fetches it; with the
+ * cache full, the cached row with the lowest count (ties: the least
+ * recently looked up) that the step has not used is evicted and written
+ * back, unless the missing row's count is not higher: then the row is
+ * staged for this step only and written back at its end.  Training reads
+ * and updates the same values as with host tables, in the same order.
+ */
+#ifndef HPS_TRAIN_ROWS_H
+#define HPS_TRAIN_ROWS_H
+
+#include <stdio.h>
+
+#include "kernels/hps_backend.h"
+#include "model/hps_model.h"
+#include "train/train_table.h"
+
+typedef struct train_rows train_rows;
+
+/* Lookups (each key of each sample), the ones the cache served, the rows
+ * fetched into it and the rows written back (evicted or staged). */
+typedef struct {
+    uint64_t lookups, hits, misses, write_backs;
+} train_rows_stats;
+
+/* Layers [first, end) of tables (NULL where a layer has none), capacity
+ * rows on be (INT64_MAX: hbm). */
+train_rows *train_rows_create(const hps_backend *be, const hps_model *m, hps_table **tables,
+                              int first, int end, int64_t capacity);
+void train_rows_free(train_rows *r);
+
+/* The device slot of host row `row` of layer l, fetching it (evaluating:
+ * read only, no counts, a staged copy until train_rows_step_end). */
+int64_t train_rows_map(train_rows *r, int l, int64_t row, int evaluating);
+/* After a load's lookups: evicted rows written back, missing rows fetched. */
+void train_rows_prepare(train_rows *r);
+/* The layer's arena, for the nets (valid until the next map). */
+float *train_rows_weights(train_rows *r, int l);
+float *train_rows_accum(train_rows *r, int l);
+/* One step's sparse update of layer l: the sum of n gradients of its
+ * slots, summed as hps_table_grad_sum sums them, then AdaGrad. */
+void train_rows_apply(train_rows *r, int l, hps_sparse_grad *const *grads, int n, float lr,
+                      float eps);
+/* The end of a step (staged rows written back when write_back) or of an
+ * evaluation batch (their copies dropped). */
+void train_rows_step_end(train_rows *r, int write_back);
+/* Every row on the device copied to its host row: before checkpoints and
+ * exports read the host tables. */
+void train_rows_flush(train_rows *r);
+const train_rows_stats *train_rows_stats_of(const train_rows *r);
+int64_t train_rows_capacity(const train_rows *r);
+
+/* Checkpoints: the counts, what is cached and the statistics (the rows'
+ * values are in the host tables, flushed before).  A checkpoint without
+ * them loads a cold cache; load after the host tables. */
+int train_rows_save(const train_rows *r, FILE *f);
+int train_rows_load(train_rows *r, FILE *f, hps_error *err, const char *name);
+
+#endif

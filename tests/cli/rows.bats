@@ -1,0 +1,134 @@
+#!/usr/bin/env bats
+# hps-train runs every `rows` value the planner chooses (hps-train(1) ROWS):
+# servers (host tables), hbm (the stage's rows in its backend's memory) and
+# cache (C hot rows there, in front of the host tables).  Without a GPU the
+# GPU stages run on the CPU backend (--cpu-fallback), whose device rows are
+# a heap of their own reached through the same copies as a GPU's.
+
+load helpers
+
+setup_file() {
+    export DATA=$BATS_FILE_TMPDIR/data
+    mkdir -p "$DATA"
+    local model=$TESTDATA/models/criteo-small.json
+    "$HPS_BIN/hps-shard" synth 20000 --seed 3 --scale 0.001 -o "$DATA/rows.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$model" -o "$DATA/few" "$DATA/rows.tsv"
+    "$HPS_BIN/hps-shard" cat "$DATA/few" > "$DATA/few.tsv"
+    # a T4 keeps every row of the small model: the planner says rows: hbm
+    "$HPS_BIN/hps-profile" -m "$model" --reps 1 --warmup 0 --no-scaling \
+        --estimate "$TESTDATA/devices/gpu-t4.json" > "$DATA/p.json" 2>/dev/null
+    "$HPS_BIN/hps-plan" -m "$model" -c "$TESTDATA/clusters/lab.json" -p "$DATA/p.json" \
+        --min-throughput 20000 --algo exact -o "$DATA/hbm.json"
+    "$HPS_BIN/hps-plan" -m "$model" -c "$TESTDATA/clusters/lab.json" -p "$DATA/p.json" \
+        --min-throughput 20000 --algo exact --rows servers -o "$DATA/servers.json"
+    # the rows a run creates, and a cache of 10% of them
+    "$HPS_BIN/hps-train" --plan "$DATA/servers.json" --data "$DATA/few" --threads 1 --cpu-fallback \
+        -q --metrics "$DATA/servers.ndjson" --micro-batches 3 --export "$DATA/servers.safetensors"
+    python3 - "$DATA" <<'PY'
+import json, sys
+d = sys.argv[1]
+rows = json.loads(open(d + "/servers.ndjson").readlines()[-1])["tables"][0]["rows"]
+p = json.load(open(d + "/hbm.json"))
+for st in p["stages"]:
+    st["rows"], st["executed_as"], st["cache_rows"] = "cache", "cache", rows // 10
+json.dump(p, open(d + "/cache.json", "w"))
+open(d + "/capacity", "w").write(str(rows // 10))
+PY
+}
+
+setup() {
+    TMP=$(mktemp -d)
+    MODEL=$TESTDATA/models/criteo-small.json
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+# step losses of a metrics file, one a line, as printed
+losses() {
+    python3 -c 'import json,sys; [print(r["loss"]) for r in map(json.loads, open(sys.argv[1])) if r["event"] == "step"]' "$1"
+}
+
+# the summary's device rows of a metrics file: lookups hits misses write_backs
+rows_stats() {
+    python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readlines()[-1])["rows"][0]; print(json.dumps({k: r[k] for k in ("lookups","hits","misses","write_backs")}))' "$1"
+}
+
+@test "rows: the planner's hbm stage runs with its rows in device memory, bit for bit as host tables" {
+    run json_field "$DATA/hbm.json" '[(s["rows"], s["executed_as"]) for s in d["stages"]]'
+    [ "$output" = "[('hbm', 'hbm')]" ]
+    run json_field "$DATA/servers.json" '[(s["rows"], s["executed_as"]) for s in d["stages"]]'
+    [ "$output" = "[('servers', 'servers')]" ]
+    "$HPS_BIN/hps-train" --plan "$DATA/hbm.json" --data "$DATA/few" --threads 1 --cpu-fallback -q \
+        --metrics "$TMP/m.ndjson" --micro-batches 3 --export "$TMP/hbm.safetensors"
+    run json_field <(tail -1 "$TMP/m.ndjson") '(d["rows"][0]["rows"], d["rows"][0]["misses"] == d["tables"][0]["rows"], d["rows"][0]["write_backs"])'
+    [ "$output" = "('hbm', True, 0)" ]   # every row fetched once, when created; none leaves
+    diff <(losses "$DATA/servers.ndjson") <(losses "$TMP/m.ndjson")
+    cmp "$DATA/servers.safetensors" "$TMP/hbm.safetensors"
+}
+
+@test "rows: a cache of 10% of the rows trains bit for bit as host tables: evicted rows are written back" {
+    "$HPS_BIN/hps-train" --plan "$DATA/cache.json" --data "$DATA/few" --threads 1 --cpu-fallback -q \
+        --metrics "$TMP/m.ndjson" --micro-batches 3 --export "$TMP/cache.safetensors" --eval "$DATA/few"
+    run json_field <(tail -1 "$TMP/m.ndjson") '(d["rows"][0]["capacity"], d["rows"][0]["write_backs"] > d["rows"][0]["capacity"])'
+    [ "$output" = "($(cat "$DATA/capacity"), True)" ]
+    diff <(losses "$DATA/servers.ndjson") <(losses "$TMP/m.ndjson")
+    cmp "$DATA/servers.safetensors" "$TMP/cache.safetensors"
+    # evaluation reads the rows where they are, cached or not
+    "$HPS_BIN/hps-train" --plan "$DATA/servers.json" --data "$DATA/few" --threads 1 --cpu-fallback -q \
+        --metrics "$TMP/s.ndjson" --micro-batches 3 --eval "$DATA/few"
+    diff <(grep '"event":"eval"' "$TMP/s.ndjson") <(grep '"event":"eval"' "$TMP/m.ndjson")
+}
+
+@test "rows: the cache's hits, misses and write-backs equal a replay of the key stream" {
+    "$HPS_BIN/hps-train" --plan "$DATA/cache.json" --data "$DATA/few" --threads 1 --cpu-fallback -q \
+        --metrics "$TMP/m.ndjson" --micro-batches 3
+    want=$(python3 "$BATS_TEST_DIRNAME/cache_replay.py" "$MODEL" "$DATA/few.tsv" 256 3 "$(cat "$DATA/capacity")")
+    [ "$(rows_stats "$TMP/m.ndjson")" = "$want" ] || { echo "got $(rows_stats "$TMP/m.ndjson"), replay $want"; false; }
+    # per epoch too, and the plan's figure beside them
+    run json_field <(grep '"event":"epoch"' "$TMP/m.ndjson") '(d["epoch"], d["rows"][0]["rows"], "predicted_hit_rate" in d["rows"][0])'
+    [ "$output" = "(1, 'cache', True)" ]
+}
+
+@test "rows: a killed run resumes with a warm cache and ends like a whole one, counts included" {
+    args=(--plan "$DATA/cache.json" --data "$DATA/few" --epochs 2 --threads 1 --cpu-fallback --micro-batches 3)
+    "$HPS_BIN/hps-train" "${args[@]}" -q --export "$TMP/whole.safetensors" --metrics "$TMP/whole.ndjson"
+    run env HPS_TRAIN_KILL_AT_STEP=97 "$HPS_TEST_BIN/hps-train" "${args[@]}" -q \
+        --checkpoint "$TMP/ckpt" --checkpoint-every 20 --metrics "$TMP/resumed.ndjson"
+    [ "$status" -eq 137 ]
+    run "$HPS_BIN/hps-train" "${args[@]}" --checkpoint "$TMP/ckpt" --checkpoint-every 20 \
+        --resume --export "$TMP/resumed.safetensors" --metrics "$TMP/resumed.ndjson"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"resuming at step 80"* ]] || { echo "$output"; false; }
+    cmp "$TMP/whole.safetensors" "$TMP/resumed.safetensors"
+    # the counts go on from the checkpoint's, with the rows it had cached
+    whole=$(rows_stats "$TMP/whole.ndjson")
+    [[ "$whole" == '{"lookups": '* ]]
+    [ "$(rows_stats "$TMP/resumed.ndjson")" = "$whole" ]
+}
+
+@test "rows: a plan hps-train cannot run is refused before any work, naming the stage" {
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); del p["stages"][0]["cache_rows"]; json.dump(p, open(sys.argv[2], "w"))' \
+        "$DATA/cache.json" "$TMP/nocap.json"
+    run "$HPS_BIN/hps-train" --plan "$TMP/nocap.json" --data "$DATA/few" --threads 1 --cpu-fallback \
+        --metrics "$TMP/m.ndjson"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-train: error: $TMP/nocap.json: stage 0: rows: cache without cache_rows: re-run hps-plan" ] || { echo "$output"; false; }
+    [ ! -e "$TMP/m.ndjson" ]
+    run "$HPS_BIN/hps-train" --plan "$DATA/hbm.json" --data "$DATA/few" --threads 1 --cpu-fallback \
+        --max-table-mb 1 --evict
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"hbm.json: stage 0: rows: hbm keeps rows in device memory: --evict cannot run with it" ]]
+}
+
+@test "rows: --cpu-fallback says the GPU stages ran on the CPU, with no error against the plan" {
+    run "$HPS_BIN/hps-train" --plan "$DATA/hbm.json" --data "$DATA/few" --threads 1 --cpu-fallback \
+        --metrics "$TMP/m.ndjson" --steps 5
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"on the plan's GPUs; its GPU stages ran on the CPU (--cpu-fallback)"* ]] || { echo "$output"; false; }
+    [[ "$output" == *"stage 0:"*"computing on the CPU, predicted"*"on its GPU"* ]]
+    [[ "$output" != *"%)"* ]]
+    run json_field <(tail -1 "$TMP/m.ndjson") '(d["cpu_fallback"], d["error"], d["stages"][0]["ran_on_cpu"], d["stages"][0]["error"])'
+    [ "$output" = "(True, None, True, None)" ]
+}
