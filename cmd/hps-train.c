@@ -34,6 +34,7 @@ static const char usage[] =
     "      --checkpoint DIR        write checkpoints into DIR\n"
     "      --checkpoint-every N    every N steps (and at the end) [at the end]\n"
     "      --resume                continue from DIR's latest checkpoint\n"
+    "      --continue-from CKPT    a new day on new data from CKPT (a file or DIR): same model and plan\n"
     "      --export FILE           write the weights as safetensors at the end\n"
     "      --metrics FILE          NDJSON metrics (- for stdout)\n"
     "      --metrics-interval SEC  seconds between step records [10]\n"
@@ -61,7 +62,8 @@ static const char usage[] =
 
 enum { OPT_STEPS = 256, OPT_EVAL, OPT_CKPT, OPT_CKPT_EVERY, OPT_RESUME, OPT_EXPORT, OPT_METRICS,
        OPT_METRICS_INTERVAL, OPT_SEED, OPT_THREADS, OPT_MICRO, OPT_OPTIMIZER, OPT_LR, OPT_LR_SPARSE,
-       OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE, OPT_LOG_DIR };
+       OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE, OPT_LOG_DIR,
+       OPT_CONTINUE };
 
 static const struct option long_options[] = {
     {"plan", required_argument, NULL, 'P'},
@@ -73,6 +75,7 @@ static const struct option long_options[] = {
     {"checkpoint", required_argument, NULL, OPT_CKPT},
     {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
     {"resume", no_argument, NULL, OPT_RESUME},
+    {"continue-from", required_argument, NULL, OPT_CONTINUE},
     {"export", required_argument, NULL, OPT_EXPORT},
     {"metrics", required_argument, NULL, OPT_METRICS},
     {"metrics-interval", required_argument, NULL, OPT_METRICS_INTERVAL},
@@ -160,6 +163,7 @@ static int parse_one(int c, args *a)
     case OPT_CKPT: a->o.ckpt_dir = optarg; break;
     case OPT_CKPT_EVERY: if (count_arg("--checkpoint-every", 1, LONG_MAX, &a->o.ckpt_every)) return HPS_EXIT_USAGE; break;
     case OPT_RESUME: a->o.resume = 1; break;
+    case OPT_CONTINUE: a->o.continue_from = optarg; break;
     case OPT_EXPORT: a->export_path = optarg; break;
     case OPT_METRICS: a->o.metrics_path = optarg; break;
     case OPT_METRICS_INTERVAL:
@@ -197,6 +201,20 @@ static int parse_one(int c, args *a)
     return -1;
 }
 
+/* CKPT (a checkpoint file or its directory) lies in DIR. */
+static int same_dir(const char *ckpt, const char *dir)
+{
+    struct stat a, b;
+    char parent[4200];
+    snprintf(parent, sizeof parent, "%s", ckpt);
+    if (stat(ckpt, &a) == 0 && !S_ISDIR(a.st_mode)) {
+        char *slash = strrchr(parent, '/');
+        if (slash) *slash = '\0';
+        else snprintf(parent, sizeof parent, ".");
+    }
+    return stat(parent, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 static int parse_args(int argc, char **argv, args *a, int show)
 {
     int c, rc;
@@ -211,6 +229,11 @@ static int parse_args(int argc, char **argv, args *a, int show)
     if (!a->data) hps_usage_error("--data is required");
     if (!a->plan && !a->model) hps_usage_error("--plan or --model is required");
     if (a->o.resume && !a->o.ckpt_dir) hps_usage_error("--resume needs --checkpoint DIR");
+    if (a->o.continue_from && hps_dist_launched())
+        hps_usage_error("--continue-from: not under mpirun yet: continue one process, then --resume under mpirun");
+    if (a->o.continue_from && a->o.ckpt_dir && same_dir(a->o.continue_from, a->o.ckpt_dir))
+        hps_usage_error("--continue-from %s: --checkpoint must be another directory (a day's checkpoints "
+                        "would replace the day's they continue)", a->o.continue_from);
     if (a->export_path && hps_out_is_tty(a->export_path))
         hps_usage_error("--export -: not writing safetensors to a terminal; redirect stdout or name a file");
     return -1;

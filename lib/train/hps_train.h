@@ -77,6 +77,7 @@ typedef struct {
     const char *ckpt_dir;
     long ckpt_every;         /* steps; 0: only at the end */
     int resume;
+    const char *continue_from; /* a checkpoint file or directory: a new day on from it; NULL: none */
     const char *metrics_path; /* NDJSON; NULL: none */
     double metrics_interval;  /* seconds between step records */
     int progress;             /* a progress bar on stderr */
@@ -214,6 +215,13 @@ void hps_trainer_set_dist(hps_trainer *t, const hps_train_dist *d);
 int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err);
 /* Loads dir's latest checkpoint; 0 and *found = 0 when there is none. */
 int hps_trainer_load(hps_trainer *t, const char *dir, int *found, hps_error *err);
+/* --continue-from: path (a checkpoint file, or a directory's latest) made
+ * for the same model and plan gives the tables, the dense parameters, the
+ * optimizers' state and the step count; the epoch starts afresh on this
+ * run's data, and the day is the checkpoint's plus one. */
+int hps_trainer_continue(hps_trainer *t, const char *path, hps_error *err);
+/* The day a trainer's run is (1 unless continued). */
+uint64_t hps_trainer_day(const hps_trainer *t);
 /* Loads one checkpoint file (a rank's part of a distributed checkpoint). */
 int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err);
 /* A parameter server's checkpoint: its tables (per layer, NULL but for

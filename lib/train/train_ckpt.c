@@ -37,9 +37,11 @@
 #define CKPT_HEADER 64
 #define CKPT_KEEP 2
 /* The payload layout's version: "HPS2" adds the training data's digest after
- * the state; "HPS1" payloads (no digest) still load. */
+ * the state, "HPS3" the day after it; "HPS1" payloads (no digest) and
+ * "HPS2" (day 1) still load. */
 #define PAYLOAD_MAGIC1 0x48505331u /* "HPS1" */
-#define PAYLOAD_MAGIC 0x48505332u  /* "HPS2" */
+#define PAYLOAD_MAGIC2 0x48505332u /* "HPS2" */
+#define PAYLOAD_MAGIC 0x48505333u  /* "HPS3" */
 
 
 /* Dense parameters and Adam's moments, through the host. */
@@ -66,6 +68,8 @@ typedef struct {
     uint64_t state[6]; /* step, epoch, epoch_row, samples, seed, adam_t */
     const char *data_digest; /* the training data's, "" when unknown or a server's */
     hps_table *const *tables;
+    uint64_t day;            /* the run's day (a server's: 0) */
+    int same_plan;           /* --continue-from: another plan is an error, not a warning */
 } ckpt_part;
 
 static ckpt_part trainer_part(hps_trainer *t)
@@ -73,7 +77,7 @@ static ckpt_part trainer_part(hps_trainer *t)
     return (ckpt_part){t, t->m, t->plan->digest,
                        {t->step, t->epoch, t->epoch_row, t->samples, t->o.seed,
                         (uint64_t)t->owner->adam_t},
-                       t->data_digest, t->tables};
+                       t->data_digest, t->tables, t->day, 0};
 }
 
 static int write_payload(const ckpt_part *c, FILE *f)
@@ -83,7 +87,8 @@ static int write_payload(const ckpt_part *c, FILE *f)
     char data[72] = {0};
     snprintf(data, sizeof data, "%s", c->data_digest);
     if (!HPS_FWRITE(f, &magic, 1) || !HPS_FWRITE(f, c->m->digest, 72) || !HPS_FWRITE(f, c->plan_digest, 72) ||
-        !HPS_FWRITE(f, c->state, 6) || !HPS_FWRITE(f, data, 72) || !HPS_FWRITE(f, &n_params, 1) ||
+        !HPS_FWRITE(f, c->state, 6) || !HPS_FWRITE(f, data, 72) || !HPS_FWRITE(f, &c->day, 1) ||
+        !HPS_FWRITE(f, &n_params, 1) ||
         (c->t && save_dense(c->t, f)))
         return -1;
     for (int l = 0; l < c->m->n_layers; l++)
@@ -203,7 +208,7 @@ int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err)
 int hps_tables_save(const hps_model *m, hps_table *const *tables, const char *plan_digest,
                     uint64_t step, uint64_t seed, const char *dir, hps_error *err)
 {
-    ckpt_part c = {NULL, m, plan_digest, {step, 0, 0, 0, seed, 0}, "", tables};
+    ckpt_part c = {NULL, m, plan_digest, {step, 0, 0, 0, seed, 0}, "", tables, 0, 0};
     return save_part(&c, dir, err);
 }
 
@@ -337,9 +342,12 @@ static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
     uint32_t magic = 0;
     char model[72], plan[72], data[72] = {0};
     uint64_t n_params = 0, seed = c->state[4];
-    if (!HPS_FREAD(f, &magic, 1) || (magic != PAYLOAD_MAGIC && magic != PAYLOAD_MAGIC1) ||
+    c->day = 1;
+    if (!HPS_FREAD(f, &magic, 1) ||
+        (magic != PAYLOAD_MAGIC && magic != PAYLOAD_MAGIC2 && magic != PAYLOAD_MAGIC1) ||
         !HPS_FREAD(f, model, 72) || !HPS_FREAD(f, plan, 72) || !HPS_FREAD(f, c->state, 6) ||
-        (magic == PAYLOAD_MAGIC && !HPS_FREAD(f, data, 72)) || !HPS_FREAD(f, &n_params, 1))
+        (magic != PAYLOAD_MAGIC1 && !HPS_FREAD(f, data, 72)) ||
+        (magic == PAYLOAD_MAGIC && !HPS_FREAD(f, &c->day, 1)) || !HPS_FREAD(f, &n_params, 1))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: unknown checkpoint layout", path);
     model[71] = plan[71] = data[71] = '\0';
     if (strcmp(model, c->m->digest) != 0 || (n_params && n_params != c->m->n_params))
@@ -349,6 +357,10 @@ static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: %s checkpoint, not %s", path,
                         n_params ? "a trainer's" : "a parameter server's",
                         c->t ? "a trainer's" : "a parameter server's");
+    if (strcmp(plan, c->plan_digest) != 0 && c->same_plan)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: made under plan %.19s..., but %s is %.19s...: a next day "
+                        "continues under the plan that trained the tables",
+                        path, plan, c->t->plan->name ? c->t->plan->name : "this plan", c->plan_digest);
     if (strcmp(plan, c->plan_digest) != 0)
         hps_warnf("%s: made under another plan; resuming under %s", path,
                   c->t && c->t->plan->name ? c->t->plan->name : "this one");
@@ -357,7 +369,7 @@ static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
         const hps_layer *L = &c->m->layers[l];
         if (c->tables[l] && hps_table_load(c->tables[l], f, L->slots, L->n_slots, err, path)) return -1;
     }
-    other_data(c, data, path);
+    if (!c->same_plan) other_data(c, data, path);
     if (c->state[4] != seed)
         hps_warnf("%s: made with --seed %llu, resuming with %llu: new keys start from other rows",
                   path, (unsigned long long)c->state[4], (unsigned long long)seed);
@@ -391,13 +403,40 @@ int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err)
     t->step = c.state[0], t->epoch = c.state[1], t->epoch_row = c.state[2], t->samples = c.state[3];
     t->sum.epochs_done = (int)t->epoch;
     t->owner->adam_t = (int)c.state[5];
+    t->day = c.day;
+    return 0;
+}
+
+uint64_t hps_trainer_day(const hps_trainer *t) { return t->day; }
+
+int hps_trainer_continue(hps_trainer *t, const char *path, hps_error *err)
+{
+    char file[4300];
+    struct stat st;
+    int found = 1;
+    if (stat(path, &st) != 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "--continue-from: %s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode) && read_latest(path, file, sizeof file, &found, err)) return -1;
+    if (!found) return hps_fail(err, HPS_EXIT_USAGE, "--continue-from: %s: holds no checkpoint", path);
+    if (!S_ISDIR(st.st_mode)) snprintf(file, sizeof file, "%s", path);
+    ckpt_part c = trainer_part(t);
+    c.same_plan = 1;
+    if (load_part(&c, file, err)) return -1;
+    /* the tables, parameters, optimizers and step go on; the new data's
+     * epoch starts at its first row */
+    t->step = c.state[0], t->samples = c.state[3], t->epoch = 0, t->epoch_row = 0;
+    t->owner->adam_t = (int)c.state[5];
+    t->day = c.day + 1;
+    if (t->o.max_steps) t->o.max_steps += (long)t->step; /* --steps counts this day's */
+    hps_log(2, "%s: continuing %s: day %llu, from step %llu\n", hps_progname(), file,
+            (unsigned long long)t->day, (unsigned long long)t->step);
     return 0;
 }
 
 int hps_tables_load_file(const hps_model *m, hps_table *const *tables, const char *plan_digest,
                          uint64_t seed, const char *path, uint64_t *step, hps_error *err)
 {
-    ckpt_part c = {NULL, m, plan_digest, {0, 0, 0, 0, seed, 0}, "", tables};
+    ckpt_part c = {NULL, m, plan_digest, {0, 0, 0, 0, seed, 0}, "", tables, 0, 0};
     if (load_part(&c, path, err)) return -1;
     *step = c.state[0];
     return 0;

@@ -22,6 +22,9 @@ struct hps_trainer {
     hps_batch *batch;
     /* where training stands: what a checkpoint saves */
     uint64_t step, epoch, epoch_row, samples;
+    /* the day this run is (hps-train(1), DAY BY DAY): 1, or one more than
+     * the checkpoint --continue-from continued; expiry counts these */
+    uint64_t day;
     uint64_t kill_at_step;         /* test build: HPS_TRAIN_KILL_AT_STEP: SIGKILL itself there */
     /* lookups that failed inside the row map */
     hps_error map_err;

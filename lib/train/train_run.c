@@ -136,6 +136,7 @@ hps_trainer *hps_trainer_create(const hps_model *m, const plan_file *plan,
     t->m = m;
     t->plan = plan;
     t->o = *o;
+    t->day = 1;
     t->be = be;
     t->B = plan->batch;
     int S = plan->n_stages;
@@ -480,9 +481,11 @@ static int after_step(hps_trainer *t, hps_source *src, hps_error *err)
 static int resume(hps_trainer *t, hps_error *err)
 {
     int found = 0;
-    if (!t->o.ckpt_dir) return 0;
+    if (!t->o.ckpt_dir) return t->o.continue_from ? hps_trainer_continue(t, t->o.continue_from, err) : 0;
     /* without --resume, the hook only checks the directory */
     if (t->hooks->resume(t->hooks->ctx, t, &found, err)) return -1;
+    /* --continue-from: a new day, unless --resume found this day's own checkpoint */
+    if (t->o.continue_from && !found) return hps_trainer_continue(t, t->o.continue_from, err);
     if (!t->o.resume) return 0;
     if (!found) hps_log(2, "%s: %s: no checkpoint yet, starting afresh\n", hps_progname(), t->o.ckpt_dir);
     else hps_log(2, "%s: resuming at step %llu (epoch %llu, row %llu)\n", hps_progname(),
