@@ -241,6 +241,17 @@ int hps_safetensors_check(const char *name, const unsigned char *buf, size_t len
 /* The file at path: its PATH.sha256 when there is one, then the above. */
 int hps_safetensors_verify(const char *path, int *n_tensors, hps_error *err);
 
+/* Delta exports (train_delta.c, hps-train(1) DELTA EXPORTS): delta_path gets
+ * the rows of export_path added, changed or removed since the export `since`,
+ * and its other tensors that changed, chained to both by digest. */
+int hps_export_delta(const char *since, const char *export_path, const char *delta_path, hps_error *err);
+/* base, then each delta in turn (each must apply to what the one before
+ * made), written to out as an export is. */
+int hps_export_apply(const char *base, char *const *deltas, int n, const char *out, hps_error *err);
+/* One delta on a base in memory: *out (malloc'ed), the export it makes. */
+int hps_delta_apply_buf(const char *base_name, const unsigned char *base, size_t blen, const char *delta_name,
+                        const unsigned char *delta, size_t dlen, char **out, size_t *olen, hps_error *err);
+
 /* AUC of scores against 0/1 labels (ties count half). */
 double hps_auc(const float *score, const float *label, size_t n);
 

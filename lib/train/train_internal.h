@@ -74,4 +74,27 @@ void train_metrics_eval(hps_trainer *t);
 void train_metrics_summary(hps_trainer *t);
 void train_progress(hps_trainer *t, hps_source *src, int final);
 
+/* ---- safetensors, written (train_ckpt.c) and patched (train_delta.c) ------- */
+
+/* One tensor of an export: its name, dtype, shape and bytes (host memory). */
+typedef struct {
+    char name[160];
+    const char *dtype; /* "F32" or "I64" */
+    int64_t shape[2];
+    int dims;
+    void *data;
+    size_t bytes;
+    int owned; /* data was allocated for this tensor */
+} train_tensor;
+
+void train_add_tensor(train_tensor **ts, int *n, const char *name, const char *dtype, int dims, int64_t d0,
+                      int64_t d1, void *data, size_t bytes);
+void train_tensors_free(train_tensor *ts, int n);
+/* The safetensors bytes of ts (in that order; meta as __metadata__) to f;
+ * sum: their SHA-256. */
+int train_safetensors_put(FILE *f, const train_tensor *ts, int n, json_t *meta, unsigned char sum[32]);
+/* ... to path, as an export is written: atomically, with PATH.sha256 beside
+ * a regular file, read back. */
+int train_safetensors_write(const char *path, const train_tensor *ts, int n, json_t *meta, hps_error *err);
+
 #endif
