@@ -128,6 +128,7 @@ FUZZ_SEEDS_shard    := tests/fuzz/seeds/shard
 FUZZ_SEEDS_manifest := tests/fuzz/seeds/manifest
 FUZZ_SEEDS_ckpt     := tests/fuzz/seeds/ckpt
 FUZZ_SEEDS_safetensors := tests/fuzz/seeds/safetensors
+FUZZ_SEEDS_delta    := tests/fuzz/seeds/delta
 FUZZ_JSON    := model cluster profile plan manifest
 fuzz_inputs   = tests/fuzz/regress/$(1) $(FUZZ_SEEDS_$(1))
 empty :=
