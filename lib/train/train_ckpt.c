@@ -357,10 +357,14 @@ static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: %s checkpoint, not %s", path,
                         n_params ? "a trainer's" : "a parameter server's",
                         c->t ? "a trainer's" : "a parameter server's");
-    if (strcmp(plan, c->plan_digest) != 0 && c->same_plan)
-        return hps_fail(err, HPS_EXIT_USAGE, "%s: made under plan %.19s..., but %s is %.19s...: a next day "
-                        "continues under the plan that trained the tables",
-                        path, plan, c->t->plan->name ? c->t->plan->name : "this plan", c->plan_digest);
+    if (strcmp(plan, c->plan_digest) != 0 && c->same_plan) {
+        char was[96], is[96];
+        snprintf(was, sizeof was, plan[0] ? "under plan %.19s..." : "without a plan (--model alone)", plan);
+        snprintf(is, sizeof is, c->plan_digest[0] ? "under plan %.19s..." : "without a plan (--model alone)",
+                 c->plan_digest);
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: made %s, this run is %s: a next day continues under the "
+                        "plan that trained the tables", path, was, is);
+    }
     if (strcmp(plan, c->plan_digest) != 0)
         hps_warnf("%s: made under another plan; resuming under %s", path,
                   c->t && c->t->plan->name ? c->t->plan->name : "this one");
