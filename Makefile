@@ -17,7 +17,7 @@
 #   make MPI=0      build without Open MPI: hps-train runs as one process only
 #   make golden     rewrite the golden files of tests/cli from this build's output
 #   make bench-plan, bench-shard, bench-train, bench-dist, bench-fidelity,
-#   bench-cluster   benchmarks, not in make check (tests/bench/README.md)
+#   bench-cluster, bench-tables   benchmarks, not in make check (tests/bench/README.md)
 #   make clean      remove bin/ and every build directory (build, build-*)
 #   make V=1        show the full command lines
 
@@ -151,7 +151,7 @@ DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev libssl-dev zs
 .SECONDARY:
 
 .PHONY: all deps check test asan fuzz fuzz-targets fuzz-cov golden demo install uninstall clean FORCE \
-        bench-plan bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy bench-fidelity
+        bench-plan bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy bench-fidelity bench-tables
 all: $(BINS)
 
 $(CONFIG_STAMP): FORCE
@@ -344,7 +344,7 @@ demo: deps
 bench-plan: all $(BUILD)/bench/bench_plan
 	@HPS_BENCH_PLAN=$(CURDIR)/$(BUILD)/bench/bench_plan tests/bench/$@.sh $(CURDIR)/$(BIN)
 
-bench-shard bench-train bench-fidelity: all
+bench-shard bench-train bench-fidelity bench-tables: all
 	@tests/bench/$@.sh $(CURDIR)/$(BIN)
 
 # bench-dist slows a rank with the test build's --slowdown
