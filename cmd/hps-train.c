@@ -259,6 +259,9 @@ static int parse_args(int argc, char **argv, args *a, int show)
  * end in "cannot create" with nothing saved. */
 static int check_outputs(const args *a, hps_error *err)
 {
+    /* the earlier export a delta is against: read at the end, so checked now */
+    if (a->delta_since && access(a->delta_since, R_OK) != 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "--delta-since: %s: %s", a->delta_since, strerror(errno));
     return (a->export_path && hps_out_check("--export", a->export_path, 0, err)) ||
            (a->delta && hps_out_check("--delta", a->delta, 0, err)) ||
            (a->o.ckpt_dir && hps_out_check("--checkpoint", a->o.ckpt_dir, 1, err)) ||

@@ -211,4 +211,10 @@ PY
     run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --delta "$TMP/d.delta"
     [ "$status" -eq 2 ]
     [[ "$output" == "hps-train: error: --delta and --delta-since go together"* ]]
+    # checked before any training
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --export "$TMP/e.safetensors" \
+        --delta "$TMP/d.delta" --delta-since "$TMP/none.safetensors"
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-train: error: --delta-since: $TMP/none.safetensors: No such file or directory" ]
+    [ ! -e "$TMP/e.safetensors" ]
 }
