@@ -74,6 +74,14 @@ static int st_parse(const char *name, const unsigned char *buf, size_t len, st_f
             continue;
         }
         train_tensor *t = &p[n].t;
+        if (strlen(key) >= sizeof t->name) { /* never written by hps-train; truncated, two could meet */
+            char shown[40];
+            hps_printable(key, shown, sizeof shown);
+            json_decref(h), json_decref(f->meta), free(p);
+            f->meta = NULL;
+            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: tensor '%s...': a name of %zu bytes: at most %zu",
+                            name, shown, strlen(key), sizeof t->name - 1);
+        }
         snprintf(t->name, sizeof t->name, "%s", key);
         const char *dtype = json_string_value(json_object_get(e, "dtype"));
         t->dtype = strcmp(dtype, "I64") == 0 ? "I64" : "F32";
