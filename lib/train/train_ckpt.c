@@ -37,7 +37,7 @@
 #define CKPT_HEADER 64
 #define CKPT_KEEP 2
 /* The payload layout's version: "HPS2" adds the training data's digest after
- * the state, "HPS3" the day after it; "HPS1" payloads (no digest) and
+ * the state, "HPS3" the day and the step it began at after it; "HPS1" payloads (no digest) and
  * "HPS2" (day 1) still load. */
 #define PAYLOAD_MAGIC1 0x48505331u /* "HPS1" */
 #define PAYLOAD_MAGIC2 0x48505332u /* "HPS2" */
@@ -68,7 +68,7 @@ typedef struct {
     uint64_t state[6]; /* step, epoch, epoch_row, samples, seed, adam_t */
     const char *data_digest; /* the training data's, "" when unknown or a server's */
     hps_table *const *tables;
-    uint64_t day;            /* the run's day (a server's: 0) */
+    uint64_t day[2];         /* the run's day (a server's: 0) and the step it began at */
     int same_plan;           /* --continue-from: another plan is an error, not a warning */
 } ckpt_part;
 
@@ -77,7 +77,7 @@ static ckpt_part trainer_part(hps_trainer *t)
     return (ckpt_part){t, t->m, t->plan->digest,
                        {t->step, t->epoch, t->epoch_row, t->samples, t->o.seed,
                         (uint64_t)t->owner->adam_t},
-                       t->data_digest, t->tables, t->day, 0};
+                       t->data_digest, t->tables, {t->day, t->day_start}, 0};
 }
 
 static int write_payload(const ckpt_part *c, FILE *f)
@@ -87,7 +87,7 @@ static int write_payload(const ckpt_part *c, FILE *f)
     char data[72] = {0};
     snprintf(data, sizeof data, "%s", c->data_digest);
     if (!HPS_FWRITE(f, &magic, 1) || !HPS_FWRITE(f, c->m->digest, 72) || !HPS_FWRITE(f, c->plan_digest, 72) ||
-        !HPS_FWRITE(f, c->state, 6) || !HPS_FWRITE(f, data, 72) || !HPS_FWRITE(f, &c->day, 1) ||
+        !HPS_FWRITE(f, c->state, 6) || !HPS_FWRITE(f, data, 72) || !HPS_FWRITE(f, c->day, 2) ||
         !HPS_FWRITE(f, &n_params, 1) ||
         (c->t && save_dense(c->t, f)))
         return -1;
@@ -208,7 +208,7 @@ int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err)
 int hps_tables_save(const hps_model *m, hps_table *const *tables, const char *plan_digest,
                     uint64_t step, uint64_t seed, const char *dir, hps_error *err)
 {
-    ckpt_part c = {NULL, m, plan_digest, {step, 0, 0, 0, seed, 0}, "", tables, 0, 0};
+    ckpt_part c = {NULL, m, plan_digest, {step, 0, 0, 0, seed, 0}, "", tables, {0, 0}, 0};
     return save_part(&c, dir, err);
 }
 
@@ -342,12 +342,12 @@ static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
     uint32_t magic = 0;
     char model[72], plan[72], data[72] = {0};
     uint64_t n_params = 0, seed = c->state[4];
-    c->day = 1;
+    c->day[0] = 1, c->day[1] = 0;
     if (!HPS_FREAD(f, &magic, 1) ||
         (magic != PAYLOAD_MAGIC && magic != PAYLOAD_MAGIC2 && magic != PAYLOAD_MAGIC1) ||
         !HPS_FREAD(f, model, 72) || !HPS_FREAD(f, plan, 72) || !HPS_FREAD(f, c->state, 6) ||
         (magic != PAYLOAD_MAGIC1 && !HPS_FREAD(f, data, 72)) ||
-        (magic == PAYLOAD_MAGIC && !HPS_FREAD(f, &c->day, 1)) || !HPS_FREAD(f, &n_params, 1))
+        (magic == PAYLOAD_MAGIC && !HPS_FREAD(f, c->day, 2)) || !HPS_FREAD(f, &n_params, 1))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: unknown checkpoint layout", path);
     model[71] = plan[71] = data[71] = '\0';
     if (strcmp(model, c->m->digest) != 0 || (n_params && n_params != c->m->n_params))
@@ -407,11 +407,16 @@ int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err)
     t->step = c.state[0], t->epoch = c.state[1], t->epoch_row = c.state[2], t->samples = c.state[3];
     t->sum.epochs_done = (int)t->epoch;
     t->owner->adam_t = (int)c.state[5];
-    t->day = c.day;
+    t->day = c.day[0], t->day_start = c.day[1];
     return 0;
 }
 
 uint64_t hps_trainer_day(const hps_trainer *t) { return t->day; }
+
+void train_day_steps(hps_trainer *t)
+{
+    if (t->o.max_steps) t->o.max_steps += (long)t->day_start; /* --steps counts this day's */
+}
 
 int hps_trainer_continue(hps_trainer *t, const char *path, hps_error *err)
 {
@@ -430,8 +435,8 @@ int hps_trainer_continue(hps_trainer *t, const char *path, hps_error *err)
      * epoch starts at its first row */
     t->step = c.state[0], t->samples = c.state[3], t->epoch = 0, t->epoch_row = 0;
     t->owner->adam_t = (int)c.state[5];
-    t->day = c.day + 1;
-    if (t->o.max_steps) t->o.max_steps += (long)t->step; /* --steps counts this day's */
+    t->day = c.day[0] + 1, t->day_start = t->step;
+    train_day_steps(t);
     hps_log(2, "%s: continuing %s: day %llu, from step %llu\n", hps_progname(), file,
             (unsigned long long)t->day, (unsigned long long)t->step);
     return 0;
@@ -440,7 +445,7 @@ int hps_trainer_continue(hps_trainer *t, const char *path, hps_error *err)
 int hps_tables_load_file(const hps_model *m, hps_table *const *tables, const char *plan_digest,
                          uint64_t seed, const char *path, uint64_t *step, hps_error *err)
 {
-    ckpt_part c = {NULL, m, plan_digest, {0, 0, 0, 0, seed, 0}, "", tables, 0, 0};
+    ckpt_part c = {NULL, m, plan_digest, {0, 0, 0, 0, seed, 0}, "", tables, {0, 0}, 0};
     if (load_part(&c, path, err)) return -1;
     *step = c.state[0];
     return 0;

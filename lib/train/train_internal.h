@@ -24,7 +24,7 @@ struct hps_trainer {
     uint64_t step, epoch, epoch_row, samples;
     /* the day this run is (hps-train(1), DAY BY DAY): 1, or one more than
      * the checkpoint --continue-from continued; expiry counts these */
-    uint64_t day;
+    uint64_t day, day_start;       /* ... and the step the day began at */
     uint64_t kill_at_step;         /* test build: HPS_TRAIN_KILL_AT_STEP: SIGKILL itself there */
     /* lookups that failed inside the row map */
     hps_error map_err;
@@ -86,6 +86,9 @@ typedef struct {
     size_t bytes;
     int owned; /* data was allocated for this tensor */
 } train_tensor;
+
+/* --steps of a continued day counts the day's steps: from day_start. */
+void train_day_steps(hps_trainer *t);
 
 void train_add_tensor(train_tensor **ts, int *n, const char *name, const char *dtype, int dims, int64_t d0,
                       int64_t d1, void *data, size_t bytes);

@@ -486,6 +486,7 @@ static int resume(hps_trainer *t, hps_error *err)
     if (t->hooks->resume(t->hooks->ctx, t, &found, err)) return -1;
     /* --continue-from: a new day, unless --resume found this day's own checkpoint */
     if (t->o.continue_from && !found) return hps_trainer_continue(t, t->o.continue_from, err);
+    if (t->o.continue_from) train_day_steps(t); /* a continued day resumed */
     if (!t->o.resume) return 0;
     if (!found) hps_log(2, "%s: %s: no checkpoint yet, starting afresh\n", hps_progname(), t->o.ckpt_dir);
     else hps_log(2, "%s: resuming at step %llu (epoch %llu, row %llu)\n", hps_progname(),

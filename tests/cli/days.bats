@@ -117,6 +117,16 @@ PY
     "$HPS_TEST_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c1" \
         --checkpoint "$TMP/c2" --resume --export "$TMP/resumed.safetensors"
     cmp "$TMP/whole.safetensors" "$TMP/resumed.safetensors"
+    # --steps counts the day's steps, resumed too: 79 of day 1, then 30 of day 2 (killed at 100)
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c1" \
+        --steps 30 --export "$TMP/whole30.safetensors" --metrics "$TMP/w.ndjson"
+    HPS_TRAIN_KILL_AT_STEP=100 run "$HPS_TEST_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s2" \
+        --threads 1 --continue-from "$TMP/c1" --checkpoint "$TMP/c3" --checkpoint-every 10 --steps 30
+    [ "$status" -eq 137 ]
+    "$HPS_TEST_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c1" \
+        --checkpoint "$TMP/c3" --resume --steps 30 --export "$TMP/resumed30.safetensors" --metrics "$TMP/r.ndjson"
+    cmp "$TMP/whole30.safetensors" "$TMP/resumed30.safetensors"
+    [ "$(json_field "$TMP/r.ndjson" 'd["steps"]')" = 109 ]
 }
 
 @test "days: --continue-from refuses another model, another plan, and its own directory" {
