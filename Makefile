@@ -17,7 +17,7 @@
 #   make MPI=0      build without Open MPI: hps-train runs as one process only
 #   make golden     rewrite the golden files of tests/cli from this build's output
 #   make bench-plan, bench-jobs, bench-shard, bench-train, bench-dist, bench-fidelity,
-#   bench-cluster   benchmarks, not in make check (tests/bench/README.md)
+#   bench-cluster, bench-tables   benchmarks, not in make check (tests/bench/README.md)
 #   make clean      remove bin/ and every build directory (build, build-*)
 #   make V=1        show the full command lines
 
@@ -130,6 +130,7 @@ FUZZ_SEEDS_manifest := tests/fuzz/seeds/manifest
 FUZZ_SEEDS_ckpt     := tests/fuzz/seeds/ckpt
 FUZZ_SEEDS_safetensors := tests/fuzz/seeds/safetensors
 FUZZ_SEEDS_jobs     := testdata/jobs tests/fuzz/seeds/jobs
+FUZZ_SEEDS_delta    := tests/fuzz/seeds/delta
 FUZZ_JSON    := model cluster profile plan manifest sheet jobs
 fuzz_inputs   = tests/fuzz/regress/$(1) $(FUZZ_SEEDS_$(1))
 empty :=
@@ -152,7 +153,7 @@ DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev libssl-dev zs
 .SECONDARY:
 
 .PHONY: all deps check test asan fuzz fuzz-targets fuzz-cov golden demo install uninstall clean FORCE \
-        bench-plan bench-jobs bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy check-policy bench-fidelity
+        bench-plan bench-jobs bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy check-policy bench-fidelity bench-tables
 all: $(BINS)
 
 $(CONFIG_STAMP): FORCE
@@ -353,7 +354,7 @@ bench-plan: all $(BUILD)/bench/bench_plan
 bench-jobs: all $(BUILD)/bench/bench_jobs
 	@HPS_BENCH_JOBS=$(CURDIR)/$(BUILD)/bench/bench_jobs tests/bench/$@.sh $(CURDIR)/$(BIN)
 
-bench-shard bench-train bench-fidelity: all
+bench-shard bench-train bench-fidelity bench-tables: all
 	@tests/bench/$@.sh $(CURDIR)/$(BIN)
 
 # bench-dist slows a rank with the test build's --slowdown

@@ -29,7 +29,7 @@ static void usage(FILE *f)
 "       hps-shard cat [--as tsv|libsvm] [-o FILE] DIR|SHARD...\n"
 "       hps-shard stats [--verify] DIR\n"
 "       hps-shard synth ROWS [--seed S] [--zipf S] [--scale X] [--cardinality C] [--interactions N]\n"
-"                       [--meta FILE] [-o FILE]\n"
+"                       [--days N [--drift P]] [--meta FILE] [-o FILE|DIR]\n"
 "\n"
 "Input:\n"
 "      --format FMT      criteo (default) or libsvm\n"
@@ -66,6 +66,8 @@ static void usage(FILE *f)
 "      --cardinality C   zipf (default) or kaggle: a uniform tail, millions of ids a large slot\n"
 "      --interactions N  plant N second-order interactions between slot pairs (0-8, default 0)\n"
 "      --meta FILE       write rows, seed, planted AUC and log loss as JSON\n"
+"      --days N          N days of ROWS rows each: -o DIR gets DIR/day-01 .. DIR/day-N\n"
+"      --drift P         share of each slot's values replaced by new ones a day (default 0.1)\n"
 "General:\n"
 "  -q, --quiet           errors only\n"
 "  -v, --verbose         more messages\n"
@@ -79,7 +81,7 @@ enum {
     OPT_CLASSES = 256, OPT_FORMAT, OPT_DENSE, OPT_TRANSFORM, OPT_HASH, OPT_HASH_SEED, OPT_BUCKETS, OPT_SKIP_BAD,
     OPT_HOLDOUT, OPT_SHUFFLE, OPT_SHUFFLE_MEM, OPT_SERVERS, OPT_FORCE, OPT_BLOCK_ROWS, OPT_AS,
     OPT_VERIFY, OPT_ZIPF, OPT_SCALE, OPT_META, OPT_PROGRESS, OPT_NO_PROGRESS, OPT_CARDINALITY,
-    OPT_INTERACTIONS
+    OPT_INTERACTIONS, OPT_DAYS, OPT_DRIFT
 };
 
 static const struct option long_opts[] = {
@@ -99,16 +101,17 @@ static const struct option long_opts[] = {
     {"meta", required_argument, 0, OPT_META},  {"quiet", no_argument, 0, 'q'},
     {"cardinality", required_argument, 0, OPT_CARDINALITY},
     {"interactions", required_argument, 0, OPT_INTERACTIONS},
+    {"days", required_argument, 0, OPT_DAYS}, {"drift", required_argument, 0, OPT_DRIFT},
     {"verbose", no_argument, 0, 'v'},          {"progress", no_argument, 0, OPT_PROGRESS},
     {"no-progress", no_argument, 0, OPT_NO_PROGRESS}, {"help", no_argument, 0, 'h'},
     {"version", no_argument, 0, 'V'},          {0, 0, 0, 0}};
 
 typedef struct {
     const char *format, *model, *transform, *hash, *weights, *plan, *output, *as, *meta;
-    long classes, dense, shards, servers, level, block_rows, threads, shuffle_mem, interactions;
+    long classes, dense, shards, servers, level, block_rows, threads, shuffle_mem, interactions, days;
     int kaggle;
     long long hash_seed, seed, buckets;
-    double holdout, zipf, scale;
+    double holdout, zipf, scale, drift;
     int skip_bad, shuffle, force, verify, progress;
     int shards_given, seed_given, servers_given;
 } options;
@@ -145,7 +148,7 @@ static void parse_options(int argc, char **argv, options *o)
 {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     *o = (options){.format = "criteo", .shards = 1, .level = 1, .block_rows = 4096,
-                   .threads = cpus > 0 ? cpus : 1, .shuffle_mem = 64, .zipf = 1.1, .scale = 1,
+                   .threads = cpus > 0 ? cpus : 1, .shuffle_mem = 64, .zipf = 1.1, .scale = 1, .drift = 0.1,
                    .progress = hps_stderr_is_tty()};
     int c;
     while ((c = hps_cli_getopt(argc, argv, "f:m:n:w:P:p:s:o:l:T:qvhV", long_opts)) != -1) {
@@ -185,6 +188,8 @@ static void parse_options(int argc, char **argv, options *o)
             break;
         }
         case OPT_INTERACTIONS: o->interactions = opt_long("interactions", optarg, 0, HPS_SYNTH_MAX_INTERACTIONS); break;
+        case OPT_DAYS: o->days = opt_long("days", optarg, 1, 999); break;
+        case OPT_DRIFT: o->drift = opt_double("drift", optarg, 0, 1); break;
         case 'q': hps_cli_quiet(); break;
         case 'v': hps_cli_verbose(); break;
         case OPT_PROGRESS: o->progress = 1; break;
@@ -396,33 +401,52 @@ static int stats(const options *op, int n, char **paths)
 
 /* ---- synth ------------------------------------------------------------------------ */
 
+/* One synthetic file: path, or stdout for NULL. */
+static int synth_one(const options *op, const hps_synth_opts *so, const char *path, hps_error *err)
+{
+    hps_synth_result res;
+    hps_out *out = hps_out_open(path ? path : "-", err);
+    int rc = out ? hps_synth(so, hps_out_file(out), hps_out_name(out), &res, err) : -1;
+    if (rc == 0) rc = hps_out_commit(out, err);
+    else if (out) hps_out_abort(out);
+    if (rc != 0) return rc;
+    char day[32] = "";
+    if (so->day) snprintf(day, sizeof day, " day %d:", so->day);
+    hps_log(2, "%s: synth:%s %llu rows, %.1f%% positive, planted model AUC %.4f, log loss %.4f\n", hps_progname(),
+            day, (unsigned long long)res.rows, res.rows ? 100.0 * (double)res.positives / (double)res.rows : 0,
+            res.auc, res.logloss);
+    if (!op->meta || (so->day && so->day != op->days)) return 0;
+    json_t *j = json_pack("{s:s, s:I, s:I, s:f, s:f, s:s, s:i, s:o, s:o, s:I}", "generator",
+                          "hps-shard synth " HPS_VERSION, "rows", (json_int_t)res.rows, "seed",
+                          (json_int_t)so->seed, "zipf", so->zipf_s, "scale", so->scale, "cardinality",
+                          so->kaggle ? "kaggle" : "zipf", "interactions", so->interactions, "planted_auc",
+                          hps_json_real(res.auc), "planted_logloss", hps_json_real(res.logloss), "positives",
+                          (json_int_t)res.positives);
+    if (so->day) /* --days: the figures are the last day's */
+        json_object_set_new(j, "days", json_integer(op->days)), json_object_set_new(j, "drift", json_real(so->drift));
+    rc = hps_json_write(op->meta, j, err);
+    json_decref(j);
+    return rc;
+}
+
 static int synth(const options *op, int n, char **args)
 {
     if (n != 1) die_usage("%s", "synth: give the number of rows");
     long rows = opt_count("synth ROWS", args[0], 0, LONG_MAX);
+    if (op->days && !op->output) die_usage("%s", "synth --days: give the output directory (-o DIR)");
     hps_synth_opts so = {.rows = (uint64_t)rows, .seed = (uint64_t)op->seed, .zipf_s = op->zipf, .scale = op->scale,
                          .kaggle = op->kaggle, .interactions = (int)op->interactions, .threads = (int)op->threads,
-                         .progress = op->progress && op->output};
+                         .progress = op->progress && op->output, .drift = op->drift};
     hps_error err = {{0}, 0};
-    hps_synth_result res;
-    hps_out *out = hps_out_open(op->output ? op->output : "-", &err);
-    int rc = out ? hps_synth(&so, hps_out_file(out), hps_out_name(out), &res, &err) : -1;
-    if (rc == 0) rc = hps_out_commit(out, &err);
-    else if (out) hps_out_abort(out);
-    if (rc == 0) {
-        hps_log(2, "%s: synth: %llu rows, %.1f%% positive, planted model AUC %.4f, log loss %.4f\n", hps_progname(),
-                (unsigned long long)res.rows, res.rows ? 100.0 * (double)res.positives / (double)res.rows : 0, res.auc,
-                res.logloss);
-        if (op->meta) {
-            json_t *j = json_pack("{s:s, s:I, s:I, s:f, s:f, s:s, s:i, s:o, s:o, s:I}", "generator",
-                                  "hps-shard synth " HPS_VERSION, "rows", (json_int_t)res.rows, "seed",
-                                  (json_int_t)so.seed, "zipf", so.zipf_s, "scale", so.scale, "cardinality",
-                                  so.kaggle ? "kaggle" : "zipf", "interactions", so.interactions, "planted_auc",
-                                  hps_json_real(res.auc), "planted_logloss", hps_json_real(res.logloss), "positives",
-                                  (json_int_t)res.positives);
-            rc = hps_json_write(op->meta, j, &err);
-            json_decref(j);
-        }
+    int rc = 0;
+    if (!op->days) rc = synth_one(op, &so, op->output, &err);
+    else if (mkdir(op->output, 0777) != 0 && errno != EEXIST)
+        rc = hps_fail(&err, HPS_EXIT_RUNTIME, "%s: cannot create: %s", op->output, strerror(errno));
+    for (int d = 1; rc == 0 && d <= op->days; d++) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/day-%02d", op->output, d);
+        so.day = d;
+        rc = synth_one(op, &so, path, &err);
     }
     if (rc == 0) return 0;
     hps_report(&err);

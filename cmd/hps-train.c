@@ -21,6 +21,7 @@ static const char usage[] =
     "usage: hps-train --plan PLAN --data SHARDS [options]\n"
     "       hps-train --model MODEL --data SHARDS [options]   (one CPU stage, no plan)\n"
     "       hps-train show METRICS [-f svg] [-o FILE]       (training curves of a run)\n"
+    "       hps-train export-apply BASE DELTA... -o FILE      (an export from a base and its deltas)\n"
     "\n"
     "Trains the model a plan was made for, on shards written by hps-shard: embedding\n"
     "tables on parameter-server tables, the plan's stages pipelined over micro-batches.\n"
@@ -34,7 +35,10 @@ static const char usage[] =
     "      --checkpoint DIR        write checkpoints into DIR\n"
     "      --checkpoint-every N    every N steps (and at the end) [at the end]\n"
     "      --resume                continue from DIR's latest checkpoint\n"
+    "      --continue-from CKPT    a new day on new data from CKPT (a file or DIR): same model and plan\n"
     "      --export FILE           write the weights as safetensors at the end\n"
+    "      --delta FILE            also write what --export changed since --delta-since's export\n"
+    "      --delta-since EXPORT    the earlier export (or export-apply's) --delta is against\n"
     "      --metrics FILE          NDJSON metrics (- for stdout)\n"
     "      --metrics-interval SEC  seconds between step records [10]\n"
     "      --seed S                initial weights and rows [1]\n"
@@ -61,7 +65,8 @@ static const char usage[] =
 
 enum { OPT_STEPS = 256, OPT_EVAL, OPT_CKPT, OPT_CKPT_EVERY, OPT_RESUME, OPT_EXPORT, OPT_METRICS,
        OPT_METRICS_INTERVAL, OPT_SEED, OPT_THREADS, OPT_MICRO, OPT_OPTIMIZER, OPT_LR, OPT_LR_SPARSE,
-       OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE, OPT_LOG_DIR };
+       OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE, OPT_LOG_DIR,
+       OPT_CONTINUE, OPT_DELTA, OPT_DELTA_SINCE };
 
 static const struct option long_options[] = {
     {"plan", required_argument, NULL, 'P'},
@@ -73,7 +78,10 @@ static const struct option long_options[] = {
     {"checkpoint", required_argument, NULL, OPT_CKPT},
     {"checkpoint-every", required_argument, NULL, OPT_CKPT_EVERY},
     {"resume", no_argument, NULL, OPT_RESUME},
+    {"continue-from", required_argument, NULL, OPT_CONTINUE},
     {"export", required_argument, NULL, OPT_EXPORT},
+    {"delta", required_argument, NULL, OPT_DELTA},
+    {"delta-since", required_argument, NULL, OPT_DELTA_SINCE},
     {"metrics", required_argument, NULL, OPT_METRICS},
     {"metrics-interval", required_argument, NULL, OPT_METRICS_INTERVAL},
     {"seed", required_argument, NULL, OPT_SEED},
@@ -101,7 +109,7 @@ static const struct option long_options[] = {
 };
 
 typedef struct {
-    const char *plan, *data, *model, *eval, *export_path, *output, *log_dir;
+    const char *plan, *data, *model, *eval, *export_path, *output, *log_dir, *delta, *delta_since;
     long probe;
     hps_train_opts o;
     hps_dist_opts dist;
@@ -160,7 +168,10 @@ static int parse_one(int c, args *a)
     case OPT_CKPT: a->o.ckpt_dir = optarg; break;
     case OPT_CKPT_EVERY: if (count_arg("--checkpoint-every", 1, LONG_MAX, &a->o.ckpt_every)) return HPS_EXIT_USAGE; break;
     case OPT_RESUME: a->o.resume = 1; break;
+    case OPT_CONTINUE: a->o.continue_from = optarg; break;
     case OPT_EXPORT: a->export_path = optarg; break;
+    case OPT_DELTA: a->delta = optarg; break;
+    case OPT_DELTA_SINCE: a->delta_since = optarg; break;
     case OPT_METRICS: a->o.metrics_path = optarg; break;
     case OPT_METRICS_INTERVAL:
         if (hps_parse_double(optarg, &d) || d < 0) return bad_value("--metrics-interval", optarg, "seconds >= 0");
@@ -197,20 +208,48 @@ static int parse_one(int c, args *a)
     return -1;
 }
 
+/* CKPT (a checkpoint file or its directory) lies in DIR. */
+static int same_dir(const char *ckpt, const char *dir)
+{
+    struct stat a, b;
+    char parent[4200];
+    snprintf(parent, sizeof parent, "%s", ckpt);
+    if (stat(ckpt, &a) == 0 && !S_ISDIR(a.st_mode)) {
+        char *slash = strrchr(parent, '/');
+        if (slash) *slash = '\0';
+        else snprintf(parent, sizeof parent, ".");
+    }
+    return stat(parent, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+/* show (1): METRICS; export-apply (2): BASE DELTA...; else (0) none. */
 static int parse_args(int argc, char **argv, args *a, int show)
 {
     int c, rc;
     while ((c = hps_cli_getopt(argc, argv, "P:p:d:m:e:o:f:qvhV", long_options)) != -1)
         if ((rc = parse_one(c, a)) >= 0) return rc;
+    if (show == 2) {
+        if (argc - optind < 2) hps_usage_error("export-apply: give the base export and at least one delta");
+        if (strcmp(a->output, "-") == 0) hps_usage_error("export-apply: give the output file (-o FILE)");
+        return -1;
+    }
     if (show) {
         if (optind >= argc) hps_usage_error("show: missing METRICS");
         if (optind + 1 < argc) hps_usage_error("show: unexpected argument '%s'", argv[optind + 1]);
         return -1;
     }
+    if (!a->delta != !a->delta_since) hps_usage_error("--delta and --delta-since go together");
+    if (a->delta && !a->export_path) hps_usage_error("--delta needs --export FILE (the export it is a delta of)");
+    if (a->delta && strcmp(a->export_path, "-") == 0) hps_usage_error("--delta needs --export to name a file");
     if (optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
     if (!a->data) hps_usage_error("--data is required");
     if (!a->plan && !a->model) hps_usage_error("--plan or --model is required");
     if (a->o.resume && !a->o.ckpt_dir) hps_usage_error("--resume needs --checkpoint DIR");
+    if (a->o.continue_from && hps_dist_launched())
+        hps_usage_error("--continue-from: not under mpirun yet: continue one process, then --resume under mpirun");
+    if (a->o.continue_from && a->o.ckpt_dir && same_dir(a->o.continue_from, a->o.ckpt_dir))
+        hps_usage_error("--continue-from %s: --checkpoint must be another directory (a day's checkpoints "
+                        "would replace the day's they continue)", a->o.continue_from);
     if (a->export_path && hps_out_is_tty(a->export_path))
         hps_usage_error("--export -: not writing safetensors to a terminal; redirect stdout or name a file");
     return -1;
@@ -220,7 +259,11 @@ static int parse_args(int argc, char **argv, args *a, int show)
  * end in "cannot create" with nothing saved. */
 static int check_outputs(const args *a, hps_error *err)
 {
+    /* the earlier export a delta is against: read at the end, so checked now */
+    if (a->delta_since && access(a->delta_since, R_OK) != 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "--delta-since: %s: %s", a->delta_since, strerror(errno));
     return (a->export_path && hps_out_check("--export", a->export_path, 0, err)) ||
+           (a->delta && hps_out_check("--delta", a->delta, 0, err)) ||
            (a->o.ckpt_dir && hps_out_check("--checkpoint", a->o.ckpt_dir, 1, err)) ||
            (a->o.metrics_path && hps_out_check("--metrics", a->o.metrics_path, 0, err)) ||
            (a->log_dir && hps_out_check("--log-dir", a->log_dir, 1, err)) ||
@@ -346,6 +389,7 @@ static int train(const args *a, hps_dist *d, const hps_model *m, hps_trainer *t,
      * and the servers' rows */
     if (rc == 0 && a->export_path) rc = hps_dist_gather_model(d, t, err);
     if (rc == 0 && a->export_path && hps_dist_is_lead(d)) rc = hps_trainer_export(t, a->export_path, err);
+    if (rc == 0 && a->delta && hps_dist_is_lead(d)) rc = hps_export_delta(a->delta_since, a->export_path, a->delta, err);
     if (rc == 0) rc = hps_dist_finish(d, t, err);
     if (rc == 0 && hps_dist_is_lead(d)) print_summary(t);
     return rc;
@@ -364,6 +408,19 @@ static int cmd_show(int argc, char **argv)
     if (rc >= 0) return rc;
     hps_error err;
     if (hps_train_curves_svg(argv[optind], a.output, &err) == 0) return HPS_EXIT_OK;
+    hps_report(&err);
+    return err.code;
+}
+
+/* hps-train export-apply BASE DELTA... -o FILE: a serving store's export
+ * from its base and the deltas since (hps-train(1), DELTA EXPORTS). */
+static int cmd_export_apply(int argc, char **argv)
+{
+    args a = default_args();
+    int rc = parse_args(argc, argv, &a, 2);
+    if (rc >= 0) return rc;
+    hps_error err;
+    if (hps_export_apply(argv[optind], argv + optind + 1, argc - optind - 1, a.output, &err) == 0) return HPS_EXIT_OK;
     hps_report(&err);
     return err.code;
 }
@@ -422,7 +479,7 @@ static int cmd_train(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    static const hps_cli_command commands[] = {{"show", cmd_show}, {NULL, NULL}};
+    static const hps_cli_command commands[] = {{"show", cmd_show}, {"export-apply", cmd_export_apply}, {NULL, NULL}};
     hps_set_progname(argv[0]);
     hps_blas_init(argv); /* may re-execute: before anything else happens */
     return hps_cli_dispatch(argc, argv, commands, cmd_train, HPS_CLI_OPTIONS);

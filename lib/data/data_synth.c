@@ -22,7 +22,17 @@
  * HEAD most frequent values of a slot carries a fixed effect and rarer
  * values carry none (a model can learn what it sees often; the rest is
  * noise it must learn to ignore).  The AUC and log loss of the planted
- * probabilities on the rows written are what a perfect model would score. */
+ * probabilities on the rows written are what a perfect model would score.
+ *
+ * Days (--days, --drift P): on day d the value at popularity rank r is
+ * generation gen = floor(d * P + u_r) of that rank, u_r uniform in [0, 1)
+ * by hash, so a share P of each slot's ranks gets a new value each day,
+ * spread evenly over the days.  The value a rank leaves fades rather than
+ * vanishing: on the k-th day of a generation a draw of the rank still
+ * gives the previous value with probability FADE^k.  A value's planted
+ * effect and its key follow the value (rank and generation), never the day,
+ * so one planted model labels every day and the next day's data evaluates
+ * what was learned today.  Generation 0 is the value of a run without days. */
 #include "data/hps_shard_job.h"
 
 #include <errno.h>
@@ -37,6 +47,7 @@
 #define BIAS (-1.7)
 #define AUC_BINS (1 << 16)
 #define INTER 0.6
+#define FADE 0.5
 /* The Criteo Kaggle set's rows: --cardinality kaggle's tail is sized so that
  * a set this large sees about 95% of every slot's vocabulary. */
 #define KAGGLE_ROWS 45840617.0
@@ -85,15 +96,15 @@ static double planted_effect(uint64_t seed, int slot, uint64_t rank)
 
 /* The planted interactions of a row's ranks (0: missing): each pair's
  * effects drawn apart from the main ones (another seed). */
-static double interactions(const hps_synth_opts *o, const uint64_t *ranks)
+static double interactions(const hps_synth_opts *o, const uint64_t *ranks, const uint64_t *values)
 {
     double sum = 0;
     uint64_t seed = hps_mix64(o->seed ^ 0x1a7e5ac7ULL);
     for (int k = 0; k < o->interactions; k++) {
         uint64_t ra = ranks[INTERACTION_PAIRS[k][0]], rb = ranks[INTERACTION_PAIRS[k][1]];
         if (ra && rb && ra <= HEAD && rb <= HEAD)
-            sum += INTER * planted_effect(seed + (uint64_t)k, INTERACTION_PAIRS[k][0], ra) *
-                   planted_effect(seed + (uint64_t)k, INTERACTION_PAIRS[k][1], rb);
+            sum += INTER * planted_effect(seed + (uint64_t)k, INTERACTION_PAIRS[k][0], values[INTERACTION_PAIRS[k][0]]) *
+                   planted_effect(seed + (uint64_t)k, INTERACTION_PAIRS[k][1], values[INTERACTION_PAIRS[k][1]]);
     }
     return sum;
 }
@@ -125,11 +136,25 @@ typedef struct {
     uint64_t positives;
 } chunk;
 
+/* The value a draw of `rank` in slot j gives on o->day: rank and generation
+ * (above), as one number; the rank itself without days. */
+static uint64_t day_value(const hps_synth_opts *o, int j, uint64_t rank, hps_rng *r)
+{
+    if (!o->day || o->drift <= 0) return rank;
+    uint64_t h = hps_mix64(o->seed ^ 0xd41f7ULL ^ ((uint64_t)j << 48) ^ rank);
+    double u = (double)(h >> 11) * 0x1.0p-53, at = o->day * o->drift + u;
+    uint64_t gen = (uint64_t)floor(at);
+    /* the first day of this generation, and how many days it has run */
+    int first = (int)ceil(((double)gen - u) / o->drift), age = o->day - first + 1;
+    if (gen > 0 && age >= 1 && hps_rng_uniform(r) < pow(FADE, age)) gen--;
+    return rank ^ (gen << 36);
+}
+
 static void gen_chunk(const synth *s, uint64_t c, uint64_t rows, chunk *out)
 {
     const hps_synth_opts *o = s->o;
     hps_rng r;
-    hps_rng_seed(&r, o->seed ^ hps_mix64(c + 1));
+    hps_rng_seed(&r, o->seed ^ hps_mix64(c + 1) ^ (o->day ? hps_mix64(0xda7ULL + (uint64_t)o->day) : 0));
     char *p = out->text;
     for (uint64_t i = 0; i < rows; i++) {
         char *line = p;
@@ -144,20 +169,21 @@ static void gen_chunk(const synth *s, uint64_t c, uint64_t rows, chunk *out)
             }
             *p++ = '\t';
         }
-        uint64_t ranks[HPS_CRITEO_SLOTS]; /* 0: missing */
+        uint64_t ranks[HPS_CRITEO_SLOTS], values[HPS_CRITEO_SLOTS]; /* rank 0: missing */
         for (int j = 0; j < HPS_CRITEO_SLOTS; j++) {
-            ranks[j] = 0;
+            ranks[j] = values[j] = 0;
             if (hps_rng_uniform(&r) >= cat_missing[j]) {
                 uint64_t rank = s->tail[j] > 0 && hps_rng_uniform(&r) < s->tail[j]
                                     ? 1 + hps_rng_below(&r, s->vocab[j])
                                     : hps_zipf_draw(&s->zipf[j], &r);
                 ranks[j] = rank;
-                p = put_hex8(p, (uint32_t)hps_mix64(o->seed ^ ((uint64_t)j << 48) ^ rank));
-                if (rank <= HEAD) logit += STRENGTH * planted_effect(o->seed, j, rank);
+                uint64_t value = values[j] = day_value(o, j, rank, &r);
+                p = put_hex8(p, (uint32_t)hps_mix64(o->seed ^ ((uint64_t)j << 48) ^ value));
+                if (rank <= HEAD) logit += STRENGTH * planted_effect(o->seed, j, value);
             }
             *p++ = j + 1 < HPS_CRITEO_SLOTS ? '\t' : '\n';
         }
-        logit += interactions(o, ranks);
+        logit += interactions(o, ranks, values);
         double prob = 1 / (1 + exp(-logit));
         int y = hps_rng_uniform(&r) < prob;
         line[0] = (char)('0' + y), line[1] = '\t';

@@ -153,6 +153,8 @@ typedef struct {
     int interactions;       /* slot pairs with a planted interaction, 0..HPS_SYNTH_MAX_INTERACTIONS */
     int threads;
     int progress;
+    int day;                /* --days: 1, 2, ... the day written (0: no days, no drift) */
+    double drift;           /* share of each slot's values replaced by new ones a day */
 } hps_synth_opts;
 
 typedef struct {

@@ -77,6 +77,7 @@ typedef struct {
     const char *ckpt_dir;
     long ckpt_every;         /* steps; 0: only at the end */
     int resume;
+    const char *continue_from; /* a checkpoint file or directory: a new day on from it; NULL: none */
     const char *metrics_path; /* NDJSON; NULL: none */
     double metrics_interval;  /* seconds between step records */
     int progress;             /* a progress bar on stderr */
@@ -218,6 +219,13 @@ void hps_trainer_set_dist(hps_trainer *t, const hps_train_dist *d);
 int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err);
 /* Loads dir's latest checkpoint; 0 and *found = 0 when there is none. */
 int hps_trainer_load(hps_trainer *t, const char *dir, int *found, hps_error *err);
+/* --continue-from: path (a checkpoint file, or a directory's latest) made
+ * for the same model and plan gives the tables, the dense parameters, the
+ * optimizers' state and the step count; the epoch starts afresh on this
+ * run's data, and the day is the checkpoint's plus one. */
+int hps_trainer_continue(hps_trainer *t, const char *path, hps_error *err);
+/* The day a trainer's run is (1 unless continued). */
+uint64_t hps_trainer_day(const hps_trainer *t);
 /* Loads one checkpoint file (a rank's part of a distributed checkpoint). */
 int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err);
 /* A parameter server's checkpoint: its tables (per layer, NULL but for
@@ -236,6 +244,17 @@ int hps_safetensors_check(const char *name, const unsigned char *buf, size_t len
                           hps_error *err);
 /* The file at path: its PATH.sha256 when there is one, then the above. */
 int hps_safetensors_verify(const char *path, int *n_tensors, hps_error *err);
+
+/* Delta exports (train_delta.c, hps-train(1) DELTA EXPORTS): delta_path gets
+ * the rows of export_path added, changed or removed since the export `since`,
+ * and its other tensors that changed, chained to both by digest. */
+int hps_export_delta(const char *since, const char *export_path, const char *delta_path, hps_error *err);
+/* base, then each delta in turn (each must apply to what the one before
+ * made), written to out as an export is. */
+int hps_export_apply(const char *base, char *const *deltas, int n, const char *out, hps_error *err);
+/* One delta on a base in memory: *out (malloc'ed), the export it makes. */
+int hps_delta_apply_buf(const char *base_name, const unsigned char *base, size_t blen, const char *delta_name,
+                        const unsigned char *delta, size_t dlen, char **out, size_t *olen, hps_error *err);
 
 /* AUC of scores against 0/1 labels (ties count half). */
 double hps_auc(const float *score, const float *label, size_t n);

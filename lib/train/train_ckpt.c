@@ -37,9 +37,11 @@
 #define CKPT_HEADER 64
 #define CKPT_KEEP 2
 /* The payload layout's version: "HPS2" adds the training data's digest after
- * the state; "HPS1" payloads (no digest) still load. */
+ * the state, "HPS3" the day and the step it began at after it; "HPS1" payloads (no digest) and
+ * "HPS2" (day 1) still load. */
 #define PAYLOAD_MAGIC1 0x48505331u /* "HPS1" */
-#define PAYLOAD_MAGIC 0x48505332u  /* "HPS2" */
+#define PAYLOAD_MAGIC2 0x48505332u /* "HPS2" */
+#define PAYLOAD_MAGIC 0x48505333u  /* "HPS3" */
 
 
 /* Dense parameters and Adam's moments, through the host. */
@@ -66,6 +68,8 @@ typedef struct {
     uint64_t state[6]; /* step, epoch, epoch_row, samples, seed, adam_t */
     const char *data_digest; /* the training data's, "" when unknown or a server's */
     hps_table *const *tables;
+    uint64_t day[2];         /* the run's day (a server's: 0) and the step it began at */
+    int same_plan;           /* --continue-from: another plan is an error, not a warning */
 } ckpt_part;
 
 static ckpt_part trainer_part(hps_trainer *t)
@@ -73,7 +77,7 @@ static ckpt_part trainer_part(hps_trainer *t)
     return (ckpt_part){t, t->m, t->plan->digest,
                        {t->step, t->epoch, t->epoch_row, t->samples, t->o.seed,
                         (uint64_t)t->owner->adam_t},
-                       t->data_digest, t->tables};
+                       t->data_digest, t->tables, {t->day, t->day_start}, 0};
 }
 
 static int write_payload(const ckpt_part *c, FILE *f)
@@ -83,7 +87,8 @@ static int write_payload(const ckpt_part *c, FILE *f)
     char data[72] = {0};
     snprintf(data, sizeof data, "%s", c->data_digest);
     if (!HPS_FWRITE(f, &magic, 1) || !HPS_FWRITE(f, c->m->digest, 72) || !HPS_FWRITE(f, c->plan_digest, 72) ||
-        !HPS_FWRITE(f, c->state, 6) || !HPS_FWRITE(f, data, 72) || !HPS_FWRITE(f, &n_params, 1) ||
+        !HPS_FWRITE(f, c->state, 6) || !HPS_FWRITE(f, data, 72) || !HPS_FWRITE(f, c->day, 2) ||
+        !HPS_FWRITE(f, &n_params, 1) ||
         (c->t && save_dense(c->t, f)))
         return -1;
     for (int l = 0; l < c->m->n_layers; l++)
@@ -206,7 +211,7 @@ int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err)
 int hps_tables_save(const hps_model *m, hps_table *const *tables, const char *plan_digest,
                     uint64_t step, uint64_t seed, const char *dir, hps_error *err)
 {
-    ckpt_part c = {NULL, m, plan_digest, {step, 0, 0, 0, seed, 0}, "", tables};
+    ckpt_part c = {NULL, m, plan_digest, {step, 0, 0, 0, seed, 0}, "", tables, {0, 0}, 0};
     return save_part(&c, dir, err);
 }
 
@@ -340,9 +345,12 @@ static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
     uint32_t magic = 0;
     char model[72], plan[72], data[72] = {0};
     uint64_t n_params = 0, seed = c->state[4];
-    if (!HPS_FREAD(f, &magic, 1) || (magic != PAYLOAD_MAGIC && magic != PAYLOAD_MAGIC1) ||
+    c->day[0] = 1, c->day[1] = 0;
+    if (!HPS_FREAD(f, &magic, 1) ||
+        (magic != PAYLOAD_MAGIC && magic != PAYLOAD_MAGIC2 && magic != PAYLOAD_MAGIC1) ||
         !HPS_FREAD(f, model, 72) || !HPS_FREAD(f, plan, 72) || !HPS_FREAD(f, c->state, 6) ||
-        (magic == PAYLOAD_MAGIC && !HPS_FREAD(f, data, 72)) || !HPS_FREAD(f, &n_params, 1))
+        (magic != PAYLOAD_MAGIC1 && !HPS_FREAD(f, data, 72)) ||
+        (magic == PAYLOAD_MAGIC && !HPS_FREAD(f, c->day, 2)) || !HPS_FREAD(f, &n_params, 1))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: unknown checkpoint layout", path);
     model[71] = plan[71] = data[71] = '\0';
     if (strcmp(model, c->m->digest) != 0 || (n_params && n_params != c->m->n_params))
@@ -352,6 +360,14 @@ static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: %s checkpoint, not %s", path,
                         n_params ? "a trainer's" : "a parameter server's",
                         c->t ? "a trainer's" : "a parameter server's");
+    if (strcmp(plan, c->plan_digest) != 0 && c->same_plan) {
+        char was[96], is[96];
+        snprintf(was, sizeof was, plan[0] ? "under plan %.19s..." : "without a plan (--model alone)", plan);
+        snprintf(is, sizeof is, c->plan_digest[0] ? "under plan %.19s..." : "without a plan (--model alone)",
+                 c->plan_digest);
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: made %s, this run is %s: a next day continues under the "
+                        "plan that trained the tables", path, was, is);
+    }
     if (strcmp(plan, c->plan_digest) != 0)
         hps_warnf("%s: made under another plan; resuming under %s", path,
                   c->t && c->t->plan->name ? c->t->plan->name : "this one");
@@ -362,7 +378,7 @@ static int read_payload(ckpt_part *c, FILE *f, const char *path, hps_error *err)
     }
     for (int s = 0; c->t && s < c->t->plan->n_stages; s++)
         if (c->t->stage_rows[s] && train_rows_load(c->t->stage_rows[s], f, err, path)) return -1;
-    other_data(c, data, path);
+    if (!c->same_plan) other_data(c, data, path);
     if (c->state[4] != seed)
         hps_warnf("%s: made with --seed %llu, resuming with %llu: new keys start from other rows",
                   path, (unsigned long long)c->state[4], (unsigned long long)seed);
@@ -396,13 +412,45 @@ int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err)
     t->step = c.state[0], t->epoch = c.state[1], t->epoch_row = c.state[2], t->samples = c.state[3];
     t->sum.epochs_done = (int)t->epoch;
     t->owner->adam_t = (int)c.state[5];
+    t->day = c.day[0], t->day_start = c.day[1];
+    return 0;
+}
+
+uint64_t hps_trainer_day(const hps_trainer *t) { return t->day; }
+
+void train_day_steps(hps_trainer *t)
+{
+    if (t->o.max_steps) t->o.max_steps += (long)t->day_start; /* --steps counts this day's */
+}
+
+int hps_trainer_continue(hps_trainer *t, const char *path, hps_error *err)
+{
+    char file[4300];
+    struct stat st;
+    int found = 1;
+    if (stat(path, &st) != 0)
+        return hps_fail(err, HPS_EXIT_USAGE, "--continue-from: %s: %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode) && read_latest(path, file, sizeof file, &found, err)) return -1;
+    if (!found) return hps_fail(err, HPS_EXIT_USAGE, "--continue-from: %s: holds no checkpoint", path);
+    if (!S_ISDIR(st.st_mode)) snprintf(file, sizeof file, "%s", path);
+    ckpt_part c = trainer_part(t);
+    c.same_plan = 1;
+    if (load_part(&c, file, err)) return -1;
+    /* the tables, parameters, optimizers and step go on; the new data's
+     * epoch starts at its first row */
+    t->step = c.state[0], t->samples = c.state[3], t->epoch = 0, t->epoch_row = 0;
+    t->owner->adam_t = (int)c.state[5];
+    t->day = c.day[0] + 1, t->day_start = t->step;
+    train_day_steps(t);
+    hps_log(2, "%s: continuing %s: day %llu, from step %llu\n", hps_progname(), file,
+            (unsigned long long)t->day, (unsigned long long)t->step);
     return 0;
 }
 
 int hps_tables_load_file(const hps_model *m, hps_table *const *tables, const char *plan_digest,
                          uint64_t seed, const char *path, uint64_t *step, hps_error *err)
 {
-    ckpt_part c = {NULL, m, plan_digest, {0, 0, 0, 0, seed, 0}, "", tables};
+    ckpt_part c = {NULL, m, plan_digest, {0, 0, 0, 0, seed, 0}, "", tables, {0, 0}, 0};
     if (load_part(&c, path, err)) return -1;
     *step = c.state[0];
     return 0;
@@ -410,28 +458,17 @@ int hps_tables_load_file(const hps_model *m, hps_table *const *tables, const cha
 
 /* ---- safetensors ---------------------------------------------------------------- */
 
-/* One tensor of the export: its name, dtype, shape and bytes (host memory). */
-typedef struct {
-    char name[160];
-    const char *dtype; /* "F32" or "I64" */
-    int64_t shape[2];
-    int dims;
-    void *data;
-    size_t bytes;
-    int owned; /* data was allocated for this tensor */
-} tensor;
-
-static void add_tensor(tensor **ts, int *n, const char *name, const char *dtype, int dims,
+void train_add_tensor(train_tensor **ts, int *n, const char *name, const char *dtype, int dims,
                        int64_t d0, int64_t d1, void *data, size_t bytes)
 {
     *ts = hps_realloc(*ts, (size_t)(*n + 1) * sizeof **ts);
-    tensor *x = &(*ts)[(*n)++];
+    train_tensor *x = &(*ts)[(*n)++];
     snprintf(x->name, sizeof x->name, "%s", name);
     x->dtype = dtype, x->dims = dims, x->shape[0] = d0, x->shape[1] = d1;
     x->data = data, x->bytes = bytes, x->owned = 1;
 }
 
-static void add_fc(hps_trainer *t, int l, tensor **ts, int *n)
+static void add_fc(hps_trainer *t, int l, train_tensor **ts, int *n)
 {
     const hps_layer *L = &t->m->layers[l];
     size_t nw = (size_t)L->in_width * L->out_width;
@@ -439,20 +476,20 @@ static void add_fc(hps_trainer *t, int l, tensor **ts, int *n)
     t->be->download(w, t->owner->params + L->param_offset, L->n_params * sizeof *w);
     char name[160];
     snprintf(name, sizeof name, "%s.weight", L->name);
-    add_tensor(ts, n, name, "F32", 2, L->out_width, L->in_width, w, nw * sizeof *w);
+    train_add_tensor(ts, n, name, "F32", 2, L->out_width, L->in_width, w, nw * sizeof *w);
     snprintf(name, sizeof name, "%s.bias", L->name);
-    add_tensor(ts, n, name, "F32", 1, L->out_width, 0, NULL, (size_t)L->out_width * sizeof *w);
+    train_add_tensor(ts, n, name, "F32", 1, L->out_width, 0, NULL, (size_t)L->out_width * sizeof *w);
     (*ts)[*n - 1].data = w + nw; /* inside the weight's allocation */
     (*ts)[*n - 1].owned = 0;
 }
 
 /* A slice [d0] or [d0, d1] of a layer's dense parameters, inside the
  * allocation `all` (the first tensor of the layer owns it). */
-static void add_slice(tensor **ts, int *n, const char *name, float *all, size_t at, int64_t d0,
+static void add_slice(train_tensor **ts, int *n, const char *name, float *all, size_t at, int64_t d0,
                       int64_t d1, int owner)
 {
     size_t count = (size_t)d0 * (size_t)(d1 ? d1 : 1);
-    add_tensor(ts, n, name, "F32", d1 ? 2 : 1, d0, d1, NULL, count * sizeof(float));
+    train_add_tensor(ts, n, name, "F32", d1 ? 2 : 1, d0, d1, NULL, count * sizeof(float));
     (*ts)[*n - 1].data = all + at;
     (*ts)[*n - 1].owned = owner;
 }
@@ -460,7 +497,7 @@ static void add_slice(tensor **ts, int *n, const char *name, float *all, size_t 
 /* linear: NAME.dense.weight [1, dense] (with "dense": true), NAME.bias [1];
  * cross, per inner layer I: NAME.I.weight ([w] vector, [w, w] matrix) or
  * NAME.I.u [w, r] and NAME.I.v [r, w], then NAME.I.bias [w] (hps-model(5)). */
-static void add_dense_params(hps_trainer *t, int l, tensor **ts, int *n)
+static void add_dense_params(hps_trainer *t, int l, train_tensor **ts, int *n)
 {
     const hps_layer *L = &t->m->layers[l];
     float *w = hps_malloc(L->n_params * sizeof *w);
@@ -498,37 +535,47 @@ static void add_dense_params(hps_trainer *t, int l, tensor **ts, int *n)
     }
 }
 
-/* Per slot: its keys (I64 [n]) and rows (F32 [n, dim]), in the table's order. */
-static void add_embedding(hps_trainer *t, int l, tensor **ts, int *n)
+static int cmp_key_row(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Per slot: its keys (I64 [n]) and rows (F32 [n, dim]) in ascending order
+ * of the key as an unsigned number, whatever the table's order: an export
+ * is the same bytes for the same rows, which delta exports rely on. */
+static void add_embedding(hps_trainer *t, int l, train_tensor **ts, int *n)
 {
     const hps_layer *L = &t->m->layers[l];
     hps_table *tab = t->tables[l];
     int64_t rows = hps_table_rows(tab);
     const float *w = hps_table_weights(tab);
+    uint64_t *order = hps_malloc((size_t)(rows + 1) * 2 * sizeof *order); /* (key, row) pairs */
     for (int j = 0; j < L->n_slots; j++) {
         int slot = L->slots[j], s;
         int64_t count = 0;
         uint64_t key;
-        for (int64_t r = 0; r < rows; r++) hps_table_row_key(tab, r, &s, &key), count += s == slot;
-        int64_t *keys = hps_malloc((size_t)(count + 1) * sizeof *keys);
-        float *vals = hps_malloc((size_t)(count + 1) * L->dim * sizeof *vals);
-        int64_t k = 0;
         for (int64_t r = 0; r < rows; r++) {
             hps_table_row_key(tab, r, &s, &key);
-            if (s != slot) continue;
-            keys[k] = (int64_t)key;
-            memcpy(vals + k * L->dim, w + r * L->dim, (size_t)L->dim * sizeof *vals);
-            k++;
+            if (s == slot) order[2 * count] = key, order[2 * count + 1] = (uint64_t)r, count++;
+        }
+        qsort(order, (size_t)count, 2 * sizeof *order, cmp_key_row);
+        int64_t *keys = hps_malloc((size_t)(count + 1) * sizeof *keys);
+        float *vals = hps_malloc((size_t)(count + 1) * L->dim * sizeof *vals);
+        for (int64_t k = 0; k < count; k++) {
+            keys[k] = (int64_t)order[2 * k];
+            memcpy(vals + k * L->dim, w + (int64_t)order[2 * k + 1] * L->dim, (size_t)L->dim * sizeof *vals);
         }
         char name[160];
         snprintf(name, sizeof name, "%s.%s.keys", L->name, t->m->slots[slot].name);
-        add_tensor(ts, n, name, "I64", 1, count, 0, keys, (size_t)count * sizeof *keys);
+        train_add_tensor(ts, n, name, "I64", 1, count, 0, keys, (size_t)count * sizeof *keys);
         snprintf(name, sizeof name, "%s.%s.weight", L->name, t->m->slots[slot].name);
-        add_tensor(ts, n, name, "F32", 2, count, L->dim, vals, (size_t)count * L->dim * sizeof *vals);
+        train_add_tensor(ts, n, name, "F32", 2, count, L->dim, vals, (size_t)count * L->dim * sizeof *vals);
     }
+    free(order);
 }
 
-static char *safetensors_header(hps_trainer *t, const tensor *ts, int n, size_t *len)
+static char *safetensors_header(const train_tensor *ts, int n, json_t *meta, size_t *len)
 {
     json_t *h = json_object();
     size_t off = 0;
@@ -541,10 +588,7 @@ static char *safetensors_header(hps_trainer *t, const tensor *ts, int n, size_t 
                                       (json_int_t)(off + ts[i].bytes)));
         off += ts[i].bytes;
     }
-    json_object_set_new(h, "__metadata__",
-                        json_pack("{s:s, s:s, s:s, s:s}", "format", "pt", "producer",
-                                  "hps-train " HPS_VERSION, "model", t->m->name, "model_digest",
-                                  t->m->digest));
+    if (meta) json_object_set(h, "__metadata__", meta);
     char *text = json_dumps(h, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(h);
     /* pad with spaces so the data starts 8-byte aligned, as the format advises */
@@ -618,9 +662,49 @@ static void remove_stale_export(const char *path)
     hps_out_remove_stale(side);
 }
 
+int train_safetensors_put(FILE *f, const train_tensor *ts, int n, json_t *meta, unsigned char sum[32])
+{
+    size_t hlen;
+    char *header = safetensors_header(ts, n, meta, &hlen);
+    unsigned char len8[8];
+    put_u64(len8, hlen);
+    hps_sha256_ctx c;
+    hps_sha256_init(&c);
+    int ok = put_hashed(f, &c, len8, 8) && put_hashed(f, &c, header, hlen);
+    for (int i = 0; i < n && ok; i++) ok = put_hashed(f, &c, ts[i].data, ts[i].bytes);
+    hps_sha256_final(&c, sum);
+    free(header);
+    return ok ? 0 : -1;
+}
+
+int train_safetensors_write(const char *path, const train_tensor *ts, int n, json_t *meta, hps_error *err)
+{
+    int sidecar = gets_sidecar(path);
+    if (sidecar) remove_stale_export(path);
+    hps_out *o = hps_out_open_binary(path, "safetensors", err);
+    if (!o) return -1;
+    unsigned char sum[32];
+    int rc = 0;
+    hps_out *side = NULL;
+    if (train_safetensors_put(hps_out_file(o), ts, n, meta, sum))
+        hps_out_abort(o), rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", path, strerror(errno));
+    else if (sidecar && !(side = open_sidecar(path, sum, err))) hps_out_abort(o), rc = -1;
+    else rc = commit_pair(o, side, path, err);
+    if (rc == 0 && sidecar) /* read back: what landed on disk is whole */
+        rc = hps_safetensors_verify(path, NULL, err);
+    return rc;
+}
+
+void train_tensors_free(train_tensor *ts, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (ts[i].owned) free(ts[i].data);
+    free(ts);
+}
+
 int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
 {
-    tensor *ts = NULL;
+    train_tensor *ts = NULL;
     int n = 0;
     train_rows_sync(t);
     for (int l = 0; l < t->m->n_layers; l++) {
@@ -629,32 +713,11 @@ int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err)
         if (t->m->layers[l].kind == HPS_LAYER_LINEAR || t->m->layers[l].kind == HPS_LAYER_CROSS)
             add_dense_params(t, l, &ts, &n);
     }
-    size_t hlen;
-    char *header = safetensors_header(t, ts, n, &hlen);
-    int sidecar = gets_sidecar(path);
-    if (sidecar) remove_stale_export(path);
-    hps_out *o = hps_out_open_binary(path, "safetensors", err);
-    int rc = o ? 0 : -1;
-    if (o) {
-        FILE *f = hps_out_file(o);
-        unsigned char len8[8], sum[32];
-        put_u64(len8, hlen);
-        hps_sha256_ctx c;
-        hps_sha256_init(&c);
-        int ok = put_hashed(f, &c, len8, 8) && put_hashed(f, &c, header, hlen);
-        for (int i = 0; i < n && ok; i++) ok = put_hashed(f, &c, ts[i].data, ts[i].bytes);
-        hps_sha256_final(&c, sum);
-        hps_out *side = NULL;
-        if (!ok) hps_out_abort(o), rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s", path, strerror(errno));
-        else if (sidecar && !(side = open_sidecar(path, sum, err))) hps_out_abort(o), rc = -1;
-        else rc = commit_pair(o, side, path, err);
-        if (rc == 0 && sidecar) /* read back: what landed on disk is whole */
-            rc = hps_safetensors_verify(path, NULL, err);
-    }
-    for (int i = 0; i < n; i++)
-        if (ts[i].owned) free(ts[i].data);
-    free(ts);
-    free(header);
+    json_t *meta = json_pack("{s:s, s:s, s:s, s:s}", "format", "pt", "producer", "hps-train " HPS_VERSION,
+                             "model", t->m->name, "model_digest", t->m->digest);
+    int rc = train_safetensors_write(path, ts, n, meta, err);
+    json_decref(meta);
+    train_tensors_free(ts, n);
     return rc;
 }
 

@@ -27,6 +27,9 @@ struct hps_trainer {
     hps_batch *batch;
     /* where training stands: what a checkpoint saves */
     uint64_t step, epoch, epoch_row, samples;
+    /* the day this run is (hps-train(1), DAY BY DAY): 1, or one more than
+     * the checkpoint --continue-from continued; expiry counts these */
+    uint64_t day, day_start;       /* ... and the step the day began at */
     uint64_t kill_at_step;         /* test build: HPS_TRAIN_KILL_AT_STEP: SIGKILL itself there */
     /* lookups that failed inside the row map */
     hps_error map_err;
@@ -80,5 +83,31 @@ void train_metrics_eval(hps_trainer *t);
 void train_metrics_epoch(hps_trainer *t); /* with device rows: their counts at an epoch's end */
 void train_metrics_summary(hps_trainer *t);
 void train_progress(hps_trainer *t, hps_source *src, int final);
+
+/* ---- safetensors, written (train_ckpt.c) and patched (train_delta.c) ------- */
+
+/* One tensor of an export: its name, dtype, shape and bytes (host memory). */
+typedef struct {
+    char name[160];
+    const char *dtype; /* "F32" or "I64" */
+    int64_t shape[2];
+    int dims;
+    void *data;
+    size_t bytes;
+    int owned; /* data was allocated for this tensor */
+} train_tensor;
+
+/* --steps of a continued day counts the day's steps: from day_start. */
+void train_day_steps(hps_trainer *t);
+
+void train_add_tensor(train_tensor **ts, int *n, const char *name, const char *dtype, int dims, int64_t d0,
+                      int64_t d1, void *data, size_t bytes);
+void train_tensors_free(train_tensor *ts, int n);
+/* The safetensors bytes of ts (in that order; meta as __metadata__) to f;
+ * sum: their SHA-256. */
+int train_safetensors_put(FILE *f, const train_tensor *ts, int n, json_t *meta, unsigned char sum[32]);
+/* ... to path, as an export is written: atomically, with PATH.sha256 beside
+ * a regular file, read back. */
+int train_safetensors_write(const char *path, const train_tensor *ts, int n, json_t *meta, hps_error *err);
 
 #endif

@@ -233,6 +233,7 @@ void train_metrics_summary(hps_trainer *t)
                                             "mib", hps_table_bytes(t->tables[l]) / 1048576.0));
     json_object_set_new(o, "tables", tables);
     json_object_set_new(o, "rows", rows_json(t));
+    json_object_set_new(o, "day", json_integer((json_int_t)t->day)); /* hps-train(1), DAY BY DAY */
     json_object_update(o, fid);
     json_decref(fid);
     if (s->have_eval) json_object_set_new(o, "eval", eval_json(&s->eval));

@@ -223,6 +223,7 @@ hps_trainer *hps_trainer_create(const hps_model *m, const plan_file *plan,
     t->m = m;
     t->plan = plan;
     t->o = *o;
+    t->day = 1;
     t->be = be;
     for (int s = 0; s < plan->n_stages; s++) {
         t->sum.stage_on_cpu[s] = be == hps_backend_cpu() && strcmp(plan->stages[s].kind, "gpu") == 0;
@@ -581,9 +582,12 @@ static int after_step(hps_trainer *t, hps_source *src, hps_error *err)
 static int resume(hps_trainer *t, hps_error *err)
 {
     int found = 0;
-    if (!t->o.ckpt_dir) return 0;
+    if (!t->o.ckpt_dir) return t->o.continue_from ? hps_trainer_continue(t, t->o.continue_from, err) : 0;
     /* without --resume, the hook only checks the directory */
     if (t->hooks->resume(t->hooks->ctx, t, &found, err)) return -1;
+    /* --continue-from: a new day, unless --resume found this day's own checkpoint */
+    if (t->o.continue_from && !found) return hps_trainer_continue(t, t->o.continue_from, err);
+    if (t->o.continue_from) train_day_steps(t); /* a continued day resumed */
     if (!t->o.resume) return 0;
     if (!found) hps_log(2, "%s: %s: no checkpoint yet, starting afresh\n", hps_progname(), t->o.ckpt_dir);
     else hps_log(2, "%s: resuming at step %llu (epoch %llu, row %llu)\n", hps_progname(),

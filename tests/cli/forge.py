@@ -22,8 +22,9 @@ def zstd(data, *args):
 def forge_ckpt(path, what):
     f = bytearray(open(path, "rb").read())
     payload = bytearray(zstd(bytes(f[64:]), "-d"))
-    # magic, model and plan digests, state; "HPS2" adds the data's digest
-    at = 4 + 72 + 72 + 6 * 8 + (72 if struct.unpack_from("<I", payload, 0)[0] == 0x48505332 else 0)
+    # magic, model and plan digests, state; "HPS2" adds the data's digest, "HPS3" the day and its first step
+    magic = struct.unpack_from("<I", payload, 0)[0]
+    at = 4 + 72 + 72 + 6 * 8 + (72 if magic in (0x48505332, 0x48505333) else 0) + (16 if magic == 0x48505333 else 0)
     n_params = struct.unpack_from("<Q", payload, at)[0]
     dense = at + 8
     table = dense + 3 * 4 * n_params  # the first embedding table

@@ -19,7 +19,15 @@ head -n 20 "$root/testdata/data/criteo-small.tsv" > "$tmp/c.tsv"
     --checkpoint "$tmp/ck"
 "$bin/hps-train" --model "$root/testdata/models/libsvm-logreg.json" --data "$tmp/l" --threads 1 -q \
     --export "$tmp/m.safetensors"
-mkdir -p "$seeds/shard" "$seeds/manifest" "$seeds/ckpt" "$seeds/safetensors"
+# a delta: a second day on the same data from the checkpoint, against the first day's export
+"$bin/hps-train" --model "$root/testdata/models/libsvm-logreg.json" --data "$tmp/l" --threads 1 -q \
+    --checkpoint "$tmp/ck1" --export "$tmp/d1.safetensors"
+tail -n 40 "$root/testdata/data/libsvm-multiclass.svm" > "$tmp/l2.svm"
+"$bin/hps-shard" -q --format libsvm --classes 5 --block-rows 16 -o "$tmp/l2" "$tmp/l2.svm"
+"$bin/hps-train" --model "$root/testdata/models/libsvm-logreg.json" --data "$tmp/l2" --threads 1 -q \
+    --continue-from "$tmp/ck1" --export "$tmp/d2.safetensors" --delta "$tmp/d2.delta" \
+    --delta-since "$tmp/d1.safetensors"
+mkdir -p "$seeds/shard" "$seeds/manifest" "$seeds/ckpt" "$seeds/safetensors" "$seeds/delta"
 cp "$tmp/c/shard-00000.hps" "$seeds/shard/criteo.hps"
 cp "$tmp/l/shard-00000.hps" "$seeds/shard/libsvm-multiclass.hps"
 cp "$tmp/d/shard-00000.hps" "$seeds/shard/libsvm-dense.hps"
@@ -28,6 +36,12 @@ cp "$tmp/l/manifest.json" "$seeds/manifest/libsvm.json"
 cp "$tmp/ck"/ckpt-*.hpsckpt "$seeds/ckpt/libsvm-logreg.hpsckpt"
 cp "$tmp/m.safetensors" "$seeds/safetensors/libsvm-logreg.safetensors"
 cp "$root/testdata/shards-v1/criteo-small/shard-00000.hps" "$seeds/shard/criteo-v1.hps"
+# the delta target's input: the base's length (u32, little-endian), the base, the delta
+python3 - "$tmp/d1.safetensors" "$tmp/d2.delta" "$seeds/delta/libsvm-logreg.delta" <<'PY'
+import struct, sys
+base, delta = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
+open(sys.argv[3], "wb").write(struct.pack("<I", len(base)) + base + delta)
+PY
 # a checkpoint's payload: its zstd frame after the 64-byte header
 tail -c +65 "$seeds/ckpt/libsvm-logreg.hpsckpt" | zstd -dq > "$seeds/ckpt/libsvm-logreg.payload"
 # each shard's first two blocks: flags (weighted, multiclass, version 2),
