@@ -665,6 +665,67 @@ static void test_cache_hit_rate_replays_the_key_stream(void **state)
     hps_model_free(m);
 }
 
+/* A cache of two tables (a hot 2 GiB one and a 16 GiB one, in one stage
+ * on an 8 GiB GPU, its misses over PCIe): the solvers price it alike,
+ * exact equals brute force under every objective and limit. */
+static void test_exact_equals_brute_with_a_cache_of_two_tables(void **state)
+{
+    (void)state;
+    int caches = 0;
+    for (int i = 0; i < 24; i++) {
+        plan_problem *p = plan_problem_new(4, 2);
+        static const char *layers[] = {"emb_a", "emb_b", "fc", "loss"}, *types[] = {"cpu", "gpu"};
+        memcpy(p->layer_names, layers, sizeof layers);
+        memcpy(p->type_names, types, sizeof types);
+        static const double t1[4][2] = {{1.5, 0.3}, {3, 0.6}, {8, 0.4}, {0.2, 0.1}};
+        for (int l = 0; l < 4; l++)
+            for (int t = 0; t < 2; t++) p->t1_ms[l * 2 + t] = t1[l][t], p->par[l * 2 + t] = 0.9;
+        p->kind[0] = p->kind[1] = HPS_LAYER_EMBEDDING, p->kind[2] = HPS_LAYER_FC, p->kind[3] = HPS_LAYER_LOSS;
+        p->batch = 1000;
+        p->sparse_rows[0] = 8000, p->sparse_rows[1] = 4000; /* the small table is looked up twice as often */
+        p->sparse_bytes[0] = 8000 * 64.0, p->sparse_bytes[1] = 4000 * 64.0;
+        p->bytes_out[0] = p->bytes_out[1] = 8 * 16 * 4 * 1000, p->bytes_out[2] = 4000, p->bytes_out[3] = 4;
+        plan_problem_chain_cuts(p);
+        p->param_bytes[2] = 1e6;
+        p->work_bytes[0] = p->work_bytes[1] = 1e7, p->work_bytes[2] = 5e7;
+        p->table_bytes[0] = 2 * PLAN_GIB, p->table_bytes[1] = 16 * PLAN_GIB;
+        p->rows[0] = p->table_bytes[0] / 128, p->rows[1] = p->table_bytes[1] / 128;
+        for (int t = 0; t < 2; t++) {
+            p->price[t] = t ? 0.9 : 0.5;
+            p->nic_bpms[t] = 25 * PLAN_GBPS_TO_BPMS;
+            p->overhead_ms[t] = 0.2;
+            p->max_units[t] = 8;
+        }
+        p->mem_bytes[0] = 64 * PLAN_GIB, p->mem_bytes[1] = 8 * PLAN_GIB;
+        p->is_gpu[1] = 1;
+        p->pcie_bpms[1] = 12 * PLAN_GBPS_TO_BPMS;
+        p->server_mem = 64 * PLAN_GIB, p->server_price = 0.4, p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
+        p->server_type = 0;
+        p->max_servers = 8;
+        p->objective = (plan_objective)(i % 4);
+        p->min_throughput = 50000.0 * (1 + i / 4);
+        plan_problem_prepare(p);
+        plan_eval e, b;
+        solve_exact(p, &e);
+        plan_result r;
+        plan_result_init(&r, p);
+        hps_error err;
+        assert_int_equal(plan_solve_brute(p, &r, &err), 0);
+        plan_eval_init(&b, p);
+        plan_evaluate(p, r.assign, &b);
+        assert_int_equal(e.feasible, b.feasible);
+        if (e.feasible) NEAR(e.objective, b.objective);
+        for (int s = 0; s < b.n_stages; s++)
+            caches += b.stages[s].law.rows == PLAN_ROWS_CACHE && b.stages[s].first == 0 && b.stages[s].end >= 2;
+        plan_result_free(&r);
+        plan_eval_free(&e);
+        plan_eval_free(&b);
+        plan_problem_free(p);
+    }
+    print_message("# %d optima with a cache of both tables\n", caches);
+    assert_true(caches > 0);
+}
+
 static void test_nothing_fits_is_an_error(void **state)
 {
     (void)state;
@@ -1156,6 +1217,7 @@ int main(void)
         cmocka_unit_test(test_servers_grow_with_tables_and_skew),
         cmocka_unit_test(test_cache_when_only_a_cache_fits),
         cmocka_unit_test(test_cache_hit_rate_replays_the_key_stream),
+        cmocka_unit_test(test_exact_equals_brute_with_a_cache_of_two_tables),
         cmocka_unit_test(test_nothing_fits_is_an_error),
         cmocka_unit_test(test_fastest_plan_when_none_fits),
         cmocka_unit_test(test_provisioning_is_minimal),
