@@ -103,6 +103,54 @@ static void test_plan_round_trips(void **state)
     plan_fixture_free(&f);
 }
 
+/* A cache stage's rows reach hps-train: the plan's cache_rows read back. */
+static void test_cache_rows_round_trip(void **state)
+{
+    (void)state;
+    plan_fixture f;
+    plan_fixture_load(&f, HPS_TESTDATA "/models/demo-ctr.json", HPS_TESTDATA "/clusters/lab.json",
+                      HPS_TESTDATA "/profiles/demo-ctr.json", 700000);
+    for (int t = 0; t < f.p->n_types; t++)
+        if (f.p->is_gpu[t]) f.p->mem_bytes[t] = 1 * PLAN_GIB; /* 1.2 GiB of tables and working set: a cache */
+    plan_search_opts o = {.seed = 3, .bound_time = 5};
+    plan_result r;
+    plan_eval e;
+    plan_layout l;
+    hps_error err;
+    plan_result_init(&r, f.p);
+    plan_eval_init(&e, f.p);
+    plan_solve_exact(f.p, &o, &r);
+    plan_evaluate(f.p, r.assign, &e);
+    assert_int_equal(plan_layout_make(f.p, f.c, &e, &l, &err), 0);
+    const char *names[] = {"demo-ctr.json"}, *digests[] = {hps_profiles_digest(f.ps, 0)};
+    plan_meta meta = {.model_path = "m.json", .cluster_path = "c.json", .model_digest = f.m->digest,
+                      .cluster_digest = f.c->digest, .n_profiles = 1, .profile_names = names,
+                      .profile_digests = digests, .model_name = f.m->name, .algorithm = "exact", .opts = o};
+    json_t *root = plan_to_json(f.p, &e, &l, &r, &meta, f.c);
+    char *text = hps_json_text(root);
+    char path[] = "/tmp/hps-plan-cache-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    plan_file pf;
+    assert_int_equal(plan_file_load(path, &pf, &err), 0);
+    unlink(path);
+    int caches = 0;
+    for (int s = 0; s < e.n_stages; s++) {
+        const plan_law *law = &e.stages[s].law;
+        assert_true(pf.stages[s].cache_rows == (long long)law->cache_rows);
+        caches += law->rows == PLAN_ROWS_CACHE && pf.stages[s].cache_rows > 0;
+    }
+    assert_true(caches > 0);
+    free(text);
+    plan_file_free(&pf);
+    json_decref(root);
+    plan_layout_free(&l);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    plan_fixture_free(&f);
+}
+
 #define PLAN_HEAD "{\"format\": \"hps-plan\", \"version\": 1, "
 
 /* One reader, every index bounded (robustness 17.5, 17.8), a file of another kind refused. */
@@ -212,6 +260,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_round_trips),
+        cmocka_unit_test(test_cache_rows_round_trip),
         cmocka_unit_test(test_plan_file_errors),
         cmocka_unit_test(test_servers_are_not_the_bottleneck),
         cmocka_unit_test(test_gap_of_a_tie),
