@@ -140,12 +140,13 @@ RUNS = int(os.environ.get("RUNS", "3"))  # runs of each configuration, in rounds
 JOBS = {}  # (model, layout, micro, mpi) -> the runs of one configuration
 
 
-def job(name, d, plan_path, p, micro, mpi=False):
+def job(name, d, plan_path, p, micro, mpi=False, tag=None):
     """A configuration to run RUNS times: under mpirun when a stage has
     several units, the plan has servers and mpi is set, or mpi is set; else in
     one process, its stages as threads.  The same configuration asked for
-    twice is run once."""
-    key = (name, layout(p), micro, mpi)
+    twice is run once (tag tells apart plans of one layout: device rows of
+    several sizes)."""
+    key = (name, layout(p), micro, mpi, tag)
     if key not in JOBS:
         threads = THREADS[p["stages"][0]["type"]]
         # data-parallel units are ranks; stages of one unit each run as threads
@@ -369,9 +370,10 @@ def main():
                 rows.append((name, p, micro, job(name, d, path, p, micro, mpi)))
         if base["servers"]["count"]:  # a model with tables: its rows on the device
             for tag, path, p in device_rows(name, d):
-                key = job(name, d, path, p, 1)
+                key = job(name, d, path, p, 1, tag=tag)
                 rows.append((name, p, 1, key))
-                caches.append((name, p, key))
+                if p["stages"][0]["rows"] == "cache":
+                    caches.append((name, p, key))
         # the ranking's candidates run as their plans say (a server is a rank),
         # on clusters that hold no more than this machine's cores
         c2n = cluster(f"{d}/c-t2n.json", [TWO], 1, {"t2": CORES // 2})
