@@ -29,6 +29,27 @@
 typedef enum { PLAN_OBJ_COST, PLAN_OBJ_TIME, PLAN_OBJ_ENERGY, PLAN_OBJ_EDP } plan_objective;
 extern const char *const plan_objective_names[]; /* "cost", "time", "energy", "edp" */
 
+/* Key statistics of one slot (hps-shard's manifest): the share of its
+ * lookups taken by its hottest n[i] keys, n rising; n_points 0 = none. */
+typedef struct {
+    int n_points;
+    double n[6], share[6];
+} plan_key_stats;
+/* One slot of an embedding layer as the cache sees it: its rows, its share
+ * of the layer's lookups, its key statistics. */
+typedef struct {
+    int layer;
+    double rows, share;
+    plan_key_stats keys;
+} plan_slot;
+/* Rows of one or more tables ordered by lookups, hottest first, as sums at
+ * n + 1 points from 0: rows, lookups a batch, their bytes (dim x 4 each),
+ * and the table bytes of their rows (weights and accumulators). */
+typedef struct {
+    int n;
+    double *rows, *lookups, *bytes, *table;
+} plan_cache_curve;
+
 typedef struct {
     int n_layers, n_types;
     double batch; /* samples per batch that every time refers to */
@@ -55,11 +76,17 @@ typedef struct {
     unsigned char *fits; /* [l * n_types + t]: 1 when layer l's working set fits one unit of type t */
     /* memory per layer (hps-plan(1), MEMORY): the working set of one unit
      * with the rows on servers, and the embedding tables with AdaGrad's
-     * accumulators; hit[l * PLAN_HIT_POINTS + k]: share of the layer's
-     * lookups that a cache of the hottest 10^(k - PLAN_HIT_POINTS + 1) of its
-     * rows serves (k = PLAN_HIT_POINTS - 1: the whole table, 1) */
-    double *work_bytes, *table_bytes, *rows, *hit;
+     * accumulators, and their rows */
+    double *work_bytes, *table_bytes, *rows;
     double *hot; /* share of layer l's lookups that its hottest key takes */
+    /* the hot-row cache (plan_memory.c): the slots whose key statistics
+     * plan_problem_key_stats gave (a layer with a table and none here is one
+     * slot of the default skew), and per run of layers with tables, a
+     * table's rank a to rank b, their rows hottest first:
+     * curves[a * n_tabled + b]; built by plan_problem_prepare */
+    int n_slots, n_tabled;
+    plan_slot *slots;
+    plan_cache_curve *curves;
     /* per type */
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
     double read_ms[PLAN_MAX_TYPES]; /* reading a batch from shards, where profiled (else 0) */
@@ -120,7 +147,6 @@ typedef struct {
 } plan_problem;
 
 /* Memory (hps-plan(1), MEMORY). */
-#define PLAN_HIT_POINTS 13
 #define PLAN_UNIT_RESERVE (0.5 * PLAN_GIB) /* runtime, CUDA context, kernels' buffers */
 #define PLAN_SERVER_HEADROOM 1.25          /* keys, hash slots, growth */
 /* Random row accesses a server makes per row and step: the pull's gather,
@@ -129,15 +155,23 @@ typedef struct {
 /* Without key statistics: the hottest fraction f of a table's rows takes
  * f^PLAN_DEFAULT_SKEW of its lookups. */
 #define PLAN_DEFAULT_SKEW 0.25
-/* Key statistics of one slot (hps-shard's manifest): the share of its
- * lookups taken by its hottest n[i] keys, n rising; n_points 0 = none. */
-typedef struct {
-    int n_points;
-    double n[6], share[6];
-} plan_key_stats;
-/* Fills the embedding layers' hit curves from per-slot statistics, in the
- * model's slot order; slots without statistics take the default. */
+/* The cache's curve is sampled at this many points a decade of rows. */
+#define PLAN_CACHE_POINTS_PER_DECADE 32
+/* Takes the embedding layers' slots from the model with their per-slot
+ * statistics, in the model's slot order (NULL, or a slot's n_points 0: the
+ * default skew), and rebuilds the cache's curves. */
 void plan_problem_key_stats(plan_problem *p, const hps_model *m, const plan_key_stats *slots);
+/* The cache's curves of every run of layers with tables (plan_memory.c):
+ * build after the tables, rows and lookups are filled; free. */
+void plan_problem_cache_curves(plan_problem *p);
+void plan_problem_free_curves(plan_problem *p);
+/* A cache of `rows` rows of the layers [first, end), all tables together,
+ * keeps the rows with the most lookups: the share of the lookups it serves,
+ * of their bytes, and the table bytes a batch's missed lookups name. */
+typedef struct {
+    double hit, bytes_hit, miss_table_bytes;
+} plan_cache_hits;
+void plan_cache_at(const plan_problem *p, int first, int end, double rows, plan_cache_hits *h);
 /* Fills fits[]; 0 when every layer fits some type and every table fits the
  * servers, else an error naming the layer, the bytes and the capacity. */
 int plan_problem_check_memory(plan_problem *p, hps_error *err);
@@ -194,6 +228,10 @@ typedef struct {
     int rows;           /* plan_rows */
     int fits;           /* the working set fits one unit */
     double mem_bytes, hit_rate;
+    double cache_rows;  /* with a cache: the rows it holds, all tables together */
+    /* with a cache: bytes a batch's misses move over the host link (each
+     * missed row fetched, a row written back), and the ms they take */
+    double host_bytes, host_ms;
     double server_table_bytes; /* tables + accumulators the servers hold for the stage */
     double server_bytes;       /* bytes per batch to and from the servers */
     double server_rows;        /* rows per batch the servers serve and update */

@@ -21,7 +21,9 @@ typedef struct {
     double ms_per_batch; /* 0 when not given */
     double servers_ms;   /* what of it is the exchange with the servers; 0 when not given */
     double layers_ms;    /* what of it its layers compute; 0 when not given */
-    long long cache_rows; /* rows: cache: the rows the cache holds; 0 when not given */
+    /* rows "cache": the rows the cache holds, all the stage's tables
+     * together (the hottest by lookups, hps-plan(1) MEMORY); 0 when not given */
+    long long cache_rows;
     double cache_hit_rate; /* rows: cache: the share of lookups predicted to hit; 0 when not given */
 } plan_file_stage;
 

@@ -10,6 +10,7 @@
 #define HPS_PLAN_INPUTS_H
 
 #include "core/hps_core.h"
+#include "data/hps_shard.h"
 #include "plan/hps_plan.h"
 
 /* ---- the inputs (plan_inputs.c) --------------------------------------------- */
@@ -42,6 +43,9 @@ void plan_inputs_free(plan_inputs *in);
  * directory); the model's slots take the statistics of the data's slot of
  * the same name, else of the same position. */
 int plan_problem_data_stats(plan_problem *p, const hps_model *m, const char *path, hps_error *err);
+/* One slot's cache curve from its manifest statistics: the shares of its top 1, 10, 100 and 1000 keys, and
+ * every distinct key cached serving every lookup.  ks starts zeroed. */
+void plan_slot_key_stats(const hps_slot_stats *st, plan_key_stats *ks);
 
 /* ---- a plan made before (plan_reload.c) ------------------------------------- */
 

@@ -67,6 +67,9 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
         /* their pooled outputs over PCIe to the GPU, the gradients back */
         if (p->pcie_bpms[t] > 0) layers += 2 * (p->pre_emb_out[end] - p->pre_emb_out[first]) / p->pcie_bpms[t];
     }
+    /* a cache's misses: rows fetched from the host and written back over
+     * PCIe, each unit its slice's */
+    if (law->rows == PLAN_ROWS_CACHE && p->pcie_bpms[t] > 0) law->host_ms = law->host_bytes / p->pcie_bpms[t];
     /* the first stage reads each batch in series with the step, each of
      * its units decoding only its slice (hps-train(1)): the read divides by
      * k as the layers do */
@@ -85,7 +88,8 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
     law->sync_ms = 2 * P / nic + (p->reduce_bpms[t] > 0 ? 3 * P / p->reduce_bpms[t] : 0);
     law->hop_ms = P > 0 ? 2 * p->nic_ms[t] : 0;
     law->fixed_ms = o + fixed + law->sync_ms + law->exchange_ms;
-    law->scaled_ms = read + layers - fixed + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms;
+    law->scaled_ms = read + layers - fixed + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms +
+                     law->host_ms;
 }
 
 static double throughput_of(const plan_problem *p, double ms);

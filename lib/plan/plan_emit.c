@@ -32,6 +32,35 @@ static double server_used(const plan_eval *e)
     return e->servers ? tables * PLAN_SERVER_HEADROOM / e->servers : 0;
 }
 
+/* hps-train of this version keeps every embedding row in host tables
+ * beside the servers (one process: its own), whatever the plan chose:
+ * said so that the plan does not promise HBM it will not get. */
+static const char *executed_as(const plan_stage *st)
+{
+    return plan_rows_names[st->law.rows];
+}
+
+/* Where a stage's rows live, for people: hbm, a cache of C rows and its
+ * hit rate, the servers it needs, or - (no rows); and what this hps-train
+ * runs instead when that differs. */
+static const char *rows_cell(const plan_stage *st, char *buf, size_t n)
+{
+    char c[32];
+    int k = 0;
+    switch (st->law.rows) {
+    case PLAN_ROWS_NONE: return snprintf(buf, n, "-"), buf;
+    case PLAN_ROWS_HBM: k = snprintf(buf, n, "hbm"); break;
+    case PLAN_ROWS_CACHE:
+        k = snprintf(buf, n, "cache %s rows (hit %.2f)", hps_format_number(st->law.cache_rows, 4, c, sizeof c),
+                     st->law.hit_rate);
+        break;
+    default: k = snprintf(buf, n, "servers %d", st->servers);
+    }
+    if (k >= 0 && (size_t)k < n && strcmp(executed_as(st), plan_rows_names[st->law.rows]) != 0)
+        snprintf(buf + k, n - (size_t)k, " [runs as %s]", executed_as(st));
+    return buf;
+}
+
 static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, const hps_cluster *c)
 {
     const plan_stage *st = &e->stages[s];
@@ -61,10 +90,12 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
     json_object_set_new(o, "rows", json_string(plan_rows_names[st->law.rows]));
     json_object_set_new(o, "cache_hit_rate",
                         st->law.rows == PLAN_ROWS_CACHE ? hps_json_real(st->law.hit_rate) : json_null());
+    json_object_set_new(o, "cache_rows", st->law.rows == PLAN_ROWS_CACHE
+                                             ? json_integer((json_int_t)st->law.cache_rows) : json_null());
     json_object_set_new(o, "servers", json_integer(st->servers));
     /* hps-train runs every rows value the planner chooses (hps-train(1)
      * ROWS): where it executes them is where the plan priced them */
-    json_object_set_new(o, "executed_as", json_string(plan_rows_names[st->law.rows]));
+    json_object_set_new(o, "executed_as", json_string(executed_as(st)));
     return o;
 }
 
@@ -234,12 +265,10 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
             "ms/batch", "samples/s", "$/hour", "memory/unit", "rows");
     for (int s = 0; s < e->n_stages; s++) {
         const plan_stage *st = &e->stages[s];
-        char span[128], mem[64], rows[32];
+        char span[128], mem[64], rows[96];
         layer_span(span, sizeof span, p, st);
         memory_cell(mem, sizeof mem, st->law.mem_bytes, p->mem_bytes[st->type]);
-        if (st->law.rows == PLAN_ROWS_CACHE)
-            snprintf(rows, sizeof rows, "cache %.0f%%", 100 * st->law.hit_rate);
-        else snprintf(rows, sizeof rows, "%s", st->law.rows == PLAN_ROWS_NONE ? "-" : plan_rows_names[st->law.rows]);
+        rows_cell(st, rows, sizeof rows);
         if (st->link_ms > 0)
             fprintf(f, "%-5s  %-12s  %-22s  %5s  %10.3f  %12.1f  %9s%s\n", "link", "", "", "", st->link_ms,
                     st->link_throughput, "", e->bottleneck == s && e->bottleneck_is_link ? "  <- bottleneck" : "");
@@ -322,6 +351,12 @@ void plan_explain(FILE *f, const plan_problem *p, const int *assign)
             fprintf(f, "  %23s", cell);
         }
         fputc('\n', f);
+    }
+    for (int s = 0; s < e.n_stages; s++) { /* where each stage's rows live */
+        char span[128], rows[96];
+        layer_span(span, sizeof span, p, &e.stages[s]);
+        fprintf(f, "stage %d (%s on %s): rows %s\n", s, span, p->type_names[e.stages[s].type],
+                rows_cell(&e.stages[s], rows, sizeof rows));
     }
     plan_eval_free(&e);
     free(v);

@@ -8,9 +8,7 @@
 #include "data/hps_shard.h"
 #include "plan/hps_plan_inputs.h"
 
-/* The cache curve of one slot: the share of lookups its top 1, 10, 100 and
- * 1000 keys take, and every distinct key cached: every lookup hits. */
-static void slot_key_stats(const hps_slot_stats *st, plan_key_stats *ks)
+void plan_slot_key_stats(const hps_slot_stats *st, plan_key_stats *ks)
 {
     static const double top_n[4] = {1, 10, 100, 1000};
     for (int i = 0; i < 4; i++)
@@ -49,7 +47,7 @@ int plan_problem_data_stats(plan_problem *p, const hps_model *m, const char *pat
     for (int j = 0; j < m->n_slots; j++) {
         int d = data_slot(mf, m, j);
         if (d < 0) hps_log(2, "hps-plan: %s: no slot '%s': its rows take the default skew\n", path, m->slots[j].name);
-        else slot_key_stats(&mf->slot_stats[d], &ks[j]);
+        else plan_slot_key_stats(&mf->slot_stats[d], &ks[j]);
     }
     plan_problem_key_stats(p, m, ks);
     free(ks);

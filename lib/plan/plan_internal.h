@@ -8,8 +8,6 @@
 
 /* ---- the cost model's parts ----------------------------------------------- */
 
-/* Share of layer l's lookups served by a cache of the hottest fraction f of its rows. */
-double plan_hit_rate(const plan_problem *p, int l, double f);
 /* The memory part of the law: where the rows live, the working set. */
 void plan_stage_memory(const plan_problem *p, int first, int end, int type, plan_law *law);
 /* The fewest units and servers carrying `level`, the units within

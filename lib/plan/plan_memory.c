@@ -1,6 +1,7 @@
 /* Memory (hps-plan(1), MEMORY): what one unit of a stage holds, where the
  * embedding rows live (servers, HBM, or a GPU cache of the hot rows in front
- * of the servers), and how many parameter servers the rows need. */
+ * of the host tables or the servers), what a cache of C rows serves, and how
+ * many parameter servers the rows need. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,9 +10,6 @@
 #include "plan/plan_internal.h"
 
 const char *const plan_rows_names[] = {"none", "servers", "hbm", "cache", NULL};
-
-/* Curve point k is the cache of the hottest 10^(k - last) of the rows. */
-static double point_fraction(int k) { return pow(10.0, k - (PLAN_HIT_POINTS - 1)); }
 
 /* Share of lookups by the hottest r rows, from measured points: linear below
  * the first point, log-log between points and past the last, at most 1. */
@@ -26,86 +24,190 @@ static double share_at(double r, int n, const double *x, const double *y)
     return fmin(1, y[i - 1] * pow(r / x[i - 1], slope));
 }
 
-/* Share of a slot's lookups by its hottest fraction f of rows. */
-static double slot_share(const plan_key_stats *k, double rows, double f)
+/* Share of a slot's lookups by its hottest r of `rows` rows: its key
+ * statistics, else the default skew. */
+static double slot_share(const plan_key_stats *k, double rows, double r)
 {
-    if (f >= 1) return 1;
-    if (!k || !k->n_points || rows <= 0) return pow(f, PLAN_DEFAULT_SKEW);
-    return share_at(f * rows, k->n_points, k->n, k->share);
+    if (r >= rows) return 1;
+    if (!k || !k->n_points || rows <= 0) return pow(r / rows, PLAN_DEFAULT_SKEW);
+    return share_at(r, k->n_points, k->n, k->share);
 }
 
-/* Rows per slot when a cache of `cache` rows gives every slot the same
- * number of rows, a small table whole: c with sum min(rows_j, c) = cache. */
-static double rows_per_slot(const hps_model *m, const hps_layer *L, double cache)
+/* Rows of one slot that are looked up equally often: `rows` rows take
+ * `lookups` a batch. */
+typedef struct {
+    double rows, lookups, bytes, table, freq;
+} row_block;
+
+typedef struct {
+    row_block *b;
+    int n, cap;
+} block_list;
+
+static void push_block(block_list *l, row_block b)
 {
-    double lo = 0, hi = 0;
-    for (int i = 0; i < L->n_slots; i++) hi = fmax(hi, (double)m->slots[L->slots[i]].rows);
-    for (int it = 0; it < 100; it++) { /* bisection: the sum grows with c */
-        double c = (lo + hi) / 2, sum = 0;
-        for (int i = 0; i < L->n_slots; i++) sum += fmin((double)m->slots[L->slots[i]].rows, c);
-        if (sum < cache) lo = c;
-        else hi = c;
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 256;
+        l->b = hps_realloc(l->b, (size_t)l->cap * sizeof *l->b);
     }
-    return hi;
+    l->b[l->n++] = b;
 }
 
-/* A cache of fraction f of a layer's rows holds the same number of hot rows
- * of each slot (small tables whole); the slots' hit rates weigh by their
- * keys per sample. */
+/* One slot's rows as blocks of falling frequency: its share curve at
+ * PLAN_CACHE_POINTS_PER_DECADE points a decade of rows and at its
+ * statistics' points, each block a chord between two of them; the curve's
+ * upper concave hull, so that no row is hotter than one before it (the
+ * order LFU keeps them in). */
+static void slot_blocks(const plan_key_stats *k, double rows, double lookups, double bytes_per_lookup,
+                        double table_per_row, block_list *out)
+{
+    int max = (int)(log10(fmax(rows, 1)) * PLAN_CACHE_POINTS_PER_DECADE) + 16, n = 0, j = 0;
+    double *x = hps_malloc((size_t)max * 2 * sizeof *x), *y = x + max;
+    x[n] = y[n] = 0, n++;
+    for (int i = 0;; i++) { /* the grid and the statistics' points, merged, below rows */
+        double g = pow(10.0, (double)i / PLAN_CACHE_POINTS_PER_DECADE);
+        for (; k && j < k->n_points && k->n[j] <= g && k->n[j] < rows; j++)
+            if (k->n[j] > x[n - 1]) x[n++] = k->n[j];
+        if (g >= rows || n >= max - 2) break;
+        if (g > x[n - 1]) x[n++] = g;
+    }
+    x[n++] = rows;
+    int h = 0; /* the hull, in place: x[0..h], y[0..h] */
+    for (int i = 1; i < n; i++) {
+        double xi = x[i], yi = slot_share(k, rows, xi);
+        while (h >= 1 && (y[h] - y[h - 1]) * (xi - x[h - 1]) <= (yi - y[h - 1]) * (x[h] - x[h - 1])) h--;
+        h++;
+        x[h] = xi, y[h] = yi;
+    }
+    for (int i = 1; i <= h; i++) {
+        double dr = x[i] - x[i - 1], dl = (y[i] - y[i - 1]) * lookups;
+        if (dr > 0 && dl > 0)
+            push_block(out, (row_block){dr, dl, dl * bytes_per_lookup, dl * table_per_row, dl / dr});
+    }
+    free(x);
+}
+
+static int hotter_first(const void *a, const void *b)
+{
+    double fa = ((const row_block *)a)->freq, fb = ((const row_block *)b)->freq;
+    return fa > fb ? -1 : fa < fb;
+}
+
+static int has_table(const plan_problem *p, int l) { return p->table_bytes[l] > 0 && p->rows[l] > 0; }
+
+/* Layer l's slots' blocks: those plan_problem_key_stats gave, else one slot
+ * of the layer's rows with the default skew. */
+static void layer_blocks(const plan_problem *p, int l, block_list *out)
+{
+    double per_row = p->table_bytes[l] / p->rows[l];
+    /* a hand-made problem may give bytes alone: a lookup reads a row's weights, half its table bytes */
+    double lookups = p->sparse_rows[l] > 0 ? p->sparse_rows[l] : p->sparse_bytes[l] > 0 ? p->sparse_bytes[l] / (per_row / 2) : 1;
+    double per_lookup = p->sparse_bytes[l] / lookups;
+    int any = 0;
+    for (int i = 0; i < p->n_slots; i++)
+        if (p->slots[i].layer == l) {
+            const plan_slot *s = &p->slots[i];
+            slot_blocks(&s->keys, s->rows, lookups * s->share, per_lookup, per_row, out);
+            any = 1;
+        }
+    if (!any) slot_blocks(NULL, p->rows[l], lookups, per_lookup, per_row, out);
+}
+
+void plan_problem_free_curves(plan_problem *p)
+{
+    for (int i = 0; i < p->n_tabled * p->n_tabled && p->curves; i++) free(p->curves[i].rows);
+    free(p->curves);
+    p->curves = NULL;
+    p->n_tabled = 0;
+}
+
+/* Every run of layers with tables gets its rows merged hottest first: the
+ * rows a cache of C rows keeps are the curve's first C, whichever table
+ * and slot they are in. */
+void plan_problem_cache_curves(plan_problem *p)
+{
+    plan_problem_free_curves(p);
+    int E = 0, *tabled = hps_malloc((size_t)p->n_layers * sizeof *tabled);
+    for (int l = 0; l < p->n_layers; l++)
+        if (has_table(p, l)) tabled[E++] = l;
+    p->n_tabled = E;
+    p->curves = E ? hps_calloc((size_t)E * E, sizeof *p->curves) : NULL;
+    block_list all = {0};
+    for (int a = 0; a < E; a++) {
+        all.n = 0;
+        for (int b = a; b < E; b++) {
+            layer_blocks(p, tabled[b], &all);
+            row_block *sorted = hps_malloc((size_t)all.n * sizeof *sorted + 1);
+            memcpy(sorted, all.b, (size_t)all.n * sizeof *sorted);
+            qsort(sorted, (size_t)all.n, sizeof *sorted, hotter_first);
+            plan_cache_curve *c = &p->curves[a * E + b];
+            c->n = all.n;
+            c->rows = hps_malloc(4 * ((size_t)all.n + 1) * sizeof(double));
+            c->lookups = c->rows + all.n + 1, c->bytes = c->lookups + all.n + 1, c->table = c->bytes + all.n + 1;
+            c->rows[0] = c->lookups[0] = c->bytes[0] = c->table[0] = 0;
+            for (int i = 0; i < all.n; i++) {
+                c->rows[i + 1] = c->rows[i] + sorted[i].rows;
+                c->lookups[i + 1] = c->lookups[i] + sorted[i].lookups;
+                c->bytes[i + 1] = c->bytes[i] + sorted[i].bytes;
+                c->table[i + 1] = c->table[i] + sorted[i].table;
+            }
+            free(sorted);
+        }
+    }
+    free(all.b);
+    free(tabled);
+}
+
+void plan_cache_at(const plan_problem *p, int first, int end, double rows, plan_cache_hits *h)
+{
+    int a = -1, b = -1, rank = 0;
+    for (int l = 0; l < end; l++)
+        if (has_table(p, l)) {
+            if (l >= first) b = rank, a = a < 0 ? rank : a;
+            rank++;
+        }
+    h->hit = h->bytes_hit = h->miss_table_bytes = 0;
+    if (a < 0 || !p->curves) return;
+    const plan_cache_curve *c = &p->curves[a * p->n_tabled + b];
+    int n = c->n, lo = 0, hi = n; /* the last point at or below `rows` */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (c->rows[mid] <= rows) lo = mid;
+        else hi = mid - 1;
+    }
+    double w = lo < n ? (rows - c->rows[lo]) / (c->rows[lo + 1] - c->rows[lo]) : 0;
+#define AT(v) (v[lo] + (lo < n ? w * (v[lo + 1] - v[lo]) : 0))
+    if (c->lookups[n] > 0) h->hit = fmin(1, AT(c->lookups) / c->lookups[n]);
+    if (c->bytes[n] > 0) h->bytes_hit = fmin(1, AT(c->bytes) / c->bytes[n]);
+    h->miss_table_bytes = fmax(0, c->table[n] - AT(c->table));
+#undef AT
+}
+
+/* The slots of the embedding layers, with their statistics, and the share
+ * of each layer's lookups its hottest key takes. */
 void plan_problem_key_stats(plan_problem *p, const hps_model *m, const plan_key_stats *slots)
 {
+    free(p->slots);
+    p->n_slots = 0;
+    p->slots = hps_calloc((size_t)m->n_slots * (size_t)p->n_layers + 1, sizeof *p->slots);
     for (int l = 0; l < p->n_layers; l++) {
         const hps_layer *L = &m->layers[l];
-        double *h = p->hit + (size_t)l * PLAN_HIT_POINTS, total = 0;
         if (L->kind != HPS_LAYER_EMBEDDING) continue;
         double weight = 0;
         p->hot[l] = 0;
-        for (int i = 0; i < L->n_slots; i++) {
-            total += (double)m->slots[L->slots[i]].rows;
-            weight += m->slots[L->slots[i]].keys_per_row;
-        }
-        for (int i = 0; i < L->n_slots && weight > 0; i++) { /* the hottest key of the hottest slot */
+        for (int i = 0; i < L->n_slots; i++) weight += m->slots[L->slots[i]].keys_per_row;
+        for (int i = 0; i < L->n_slots && weight > 0; i++) {
             const hps_slot *sl = &m->slots[L->slots[i]];
-            double one = slot_share(slots ? &slots[L->slots[i]] : NULL, (double)sl->rows, 1 / (double)sl->rows);
-            p->hot[l] = fmax(p->hot[l], sl->keys_per_row / weight * one);
+            plan_slot *s = &p->slots[p->n_slots++];
+            s->layer = l;
+            s->rows = (double)sl->rows;
+            s->share = sl->keys_per_row / weight;
+            if (slots) s->keys = slots[L->slots[i]];
+            /* the hottest key of the hottest slot */
+            p->hot[l] = fmax(p->hot[l], s->share * slot_share(&s->keys, s->rows, 1));
         }
-        for (int k = 0; k < PLAN_HIT_POINTS; k++) {
-            double hit = 0, c = rows_per_slot(m, L, point_fraction(k) * total);
-            for (int i = 0; i < L->n_slots; i++) {
-                const hps_slot *sl = &m->slots[L->slots[i]];
-                double rows = (double)sl->rows;
-                hit += sl->keys_per_row * slot_share(slots ? &slots[L->slots[i]] : NULL, rows, fmin(1, c / rows));
-            }
-            h[k] = weight > 0 ? fmin(1, hit / weight) : 0;
-            if (k > 0 && h[k] < h[k - 1]) h[k] = h[k - 1];
-        }
-        h[PLAN_HIT_POINTS - 1] = 1;
     }
-}
-
-double plan_hit_rate(const plan_problem *p, int l, double f)
-{
-    const double *h = p->hit + (size_t)l * PLAN_HIT_POINTS;
-    if (f >= 1) return 1;
-    if (f <= 0) return 0;
-    double x = log10(f) + (PLAN_HIT_POINTS - 1);
-    if (x <= 0) return h[0] * f / point_fraction(0);
-    int k = (int)x;
-    double a = h[k], b = h[k + 1], w = x - k;
-    if (a <= 0) return b * w;
-    return fmin(1, a * pow(b / a, w));
-}
-
-/* The rows' traffic a cache of fraction f of every table of the stage leaves
- * for the servers, weighted by each layer's rows per batch. */
-static double stage_hit(const plan_problem *p, int first, int end, double f)
-{
-    double hit = 0, total = 0;
-    for (int l = first; l < end; l++) {
-        hit += p->sparse_bytes[l] * plan_hit_rate(p, l, f);
-        total += p->sparse_bytes[l];
-    }
-    return total > 0 ? hit / total : 0;
+    plan_problem_cache_curves(p);
 }
 
 /* The first layer at or after `from` that reads tensor q (the loss, last,
@@ -143,39 +245,56 @@ void plan_problem_model_passes(plan_problem *p, const hps_model *m)
     free(live);
 }
 
+/* The largest table bytes of one row (weights and accumulators) of the
+ * stage's tables: a cache slot of that size holds a row of any of them. */
+static double biggest_row(const plan_problem *p, int first, int end)
+{
+    double row = 0;
+    for (int l = first; l < end; l++)
+        if (has_table(p, l)) row = fmax(row, p->table_bytes[l] / p->rows[l]);
+    return row;
+}
+
 /* A unit holds its layers' working sets (parameters with Adam's state, one
  * batch of activations and their gradients, the rows a batch touches), what
  * crosses the stage unread, a reserve for the runtime, and on a GPU the
- * tables when they fit, else as many hot rows as the rest of its memory
- * holds. */
+ * tables when they fit, else a cache of as many rows as the rest of its
+ * memory holds: the rows with the most lookups of all the stage's tables
+ * together (plan_cache_at). */
 void plan_stage_memory(const plan_problem *p, int first, int end, int t, plan_law *law)
 {
     double work = PLAN_UNIT_RESERVE + p->pre_work[end] - p->pre_work[first];
     if (p->pass_bytes) work += p->pass_bytes[(size_t)first * (p->n_layers + 1) + end];
     double tables = p->pre_table[end] - p->pre_table[first], touched = p->pre_sparse[end] - p->pre_sparse[first];
     double cap = p->mem_bytes[t];
+    plan_cache_hits h = {0, 0, 0};
     law->fits = cap <= 0 || work <= cap;
     law->mem_bytes = work;
-    law->hit_rate = 0;
+    law->hit_rate = law->cache_rows = law->host_bytes = law->host_ms = 0;
     law->rows = tables > 0 || touched > 0 ? PLAN_ROWS_SERVERS : PLAN_ROWS_NONE;
     if (tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers) {
         if (work + tables <= cap) {
             law->rows = PLAN_ROWS_HBM;
-            law->hit_rate = 1;
+            law->hit_rate = h.hit = h.bytes_hit = 1;
             law->mem_bytes = work + tables;
         } else {
-            double f = (cap - work) / tables, hit = stage_hit(p, first, end, f);
-            if (hit > 0) {
+            double row = biggest_row(p, first, end), c = row > 0 ? floor((cap - work) / row) : 0;
+            plan_cache_at(p, first, end, c, &h);
+            if (h.hit > 0) {
                 law->rows = PLAN_ROWS_CACHE;
-                law->hit_rate = hit;
-                law->mem_bytes = cap;
-            }
+                law->hit_rate = h.hit;
+                law->cache_rows = c;
+                law->mem_bytes = work + c * row;
+                /* each distinct row a batch misses is fetched, and as many
+                 * rows (evicted, or the missed one's update) written back */
+                law->host_bytes = 2 * h.miss_table_bytes * p->exchange_rows_share;
+            } else h.hit = h.bytes_hit = 0;
         }
     }
     law->server_table_bytes = law->rows == PLAN_ROWS_HBM ? 0 : tables;
     /* what the exchange sends: each distinct row a batch misses, both ways */
-    law->server_bytes = 2 * touched * (1 - law->hit_rate) * p->exchange_bytes_share;
-    law->server_rows = (p->pre_rows[end] - p->pre_rows[first]) * (1 - law->hit_rate) * p->exchange_rows_share;
+    law->server_bytes = 2 * touched * (1 - h.bytes_hit) * p->exchange_bytes_share;
+    law->server_rows = (p->pre_rows[end] - p->pre_rows[first]) * (1 - h.hit) * p->exchange_rows_share;
     /* the hottest key's share of what reaches the servers; a cache keeps it */
     law->server_hot = 0;
     if (law->rows == PLAN_ROWS_SERVERS && tables > 0)

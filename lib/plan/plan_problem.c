@@ -12,13 +12,6 @@ const char *const plan_objective_names[] = {"cost", "time", "energy", "edp", NUL
 
 /* ---- the problem ---------------------------------------------------------- */
 
-/* Without key statistics (plan_problem_key_stats): PLAN_DEFAULT_SKEW. */
-static void default_hits(plan_problem *p, int l)
-{
-    for (int k = 0; k < PLAN_HIT_POINTS; k++)
-        p->hit[(size_t)l * PLAN_HIT_POINTS + k] = pow(10.0, (k - (PLAN_HIT_POINTS - 1)) * PLAN_DEFAULT_SKEW);
-}
-
 plan_problem *plan_problem_new(int n_layers, int n_types)
 {
     HPS_CHECK(n_layers > 0 && n_types > 0 && n_types <= PLAN_MAX_TYPES);
@@ -46,9 +39,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->work_bytes = hps_calloc(L, sizeof(double));
     p->table_bytes = hps_calloc(L, sizeof(double));
     p->rows = hps_calloc(L, sizeof(double));
-    p->hit = hps_calloc(L * PLAN_HIT_POINTS, sizeof(double));
     p->hot = hps_calloc(L, sizeof(double));
-    for (int l = 0; l < n_layers; l++) default_hits(p, l);
     p->server_price = p->server_power = 0;
     p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
     p->max_servers = PLAN_MAX_SERVERS;
@@ -104,6 +95,7 @@ void plan_problem_prepare(plan_problem *p)
         p->pre_work[l + 1] = p->pre_work[l] + p->work_bytes[l];
         p->pre_table[l + 1] = p->pre_table[l] + p->table_bytes[l];
     }
+    plan_problem_cache_curves(p);
 }
 
 void plan_problem_chain_cuts(plan_problem *p)
@@ -143,8 +135,9 @@ void plan_problem_free(plan_problem *p)
     free(p->work_bytes);
     free(p->table_bytes);
     free(p->rows);
-    free(p->hit);
     free(p->hot);
+    free(p->slots);
+    plan_problem_free_curves(p);
     free(p->pre_serial);
     free(p->pre_parallel);
     free(p->pre_emb_serial);

@@ -9,7 +9,13 @@ describe this machine (CPU types of 1 and 2 threads), hps-train runs each plan
 summary gives predicted and measured samples/s.  Each configuration runs RUNS
 times (3), in rounds, each run long enough for BENCH_MIN_S seconds (5) at the
 plan's predicted rate (steps = seconds x rate / batch), and the mean of its
-runs counts.  Prints the CPU and the load at start and end, per configuration
+runs counts.  With key statistics from the shards, each CTR model also runs with its rows in
+device memory on the CPU backend: a type of kind gpu on this machine's CPU
+(hps-train --cpu-fallback runs it there, the rows in the CPU backend's
+arena), with memory for every table (rows hbm) and for a tenth of the rows
+(rows cache), and, where the data names fewer keys, for a tenth of its
+distinct keys; the cache's hit rate, predicted and measured, is printed too.
+Prints the CPU and the load at start and end, per configuration
 predicted, measured (mean +- sd) and the error, then the median and maximum absolute error, and the
 ranking check: among the candidate plans that fit this machine, for limits
 between their predicted rates, is the planner's pick (the least predicted
@@ -72,7 +78,25 @@ def cluster(path, types, max_units, node=None):
 # parallel fraction is 0 and more units never help in the model)
 ONE, TWO = ("t1", "cpu:2", 1, 1.0), ("t2", "cpu:2", 2, 1.8)
 A, B = ("a", "cpu:2", 1, 1.0), ("b", "cpu:2", 1, 1.05)
-THREADS = {t[0]: t[2] for t in (ONE, TWO, A, B)}
+# g: a gpu type on this machine's CPU, for rows in device memory
+G = ("g", "cpu:2", 1, 1.0)
+THREADS = {t[0]: t[2] for t in (ONE, TWO, A, B, G)}
+G_DEVICE = "cpu:2-as-gpu"  # the cpu:2 profile's measurements as a device of kind gpu
+
+
+def gpu_cluster(path, mem_bytes):
+    """One unit of g with mem_bytes of device memory, and t1 for the servers'
+    type (a cache plan's servers: in one process they are not started).  g's
+    device is G_DEVICE (gpu_profile)."""
+    doc = {"format": "hps-cluster", "version": 1, "name": "here-g",
+           "resources": [{"name": G[0], "kind": "gpu", "device": G_DEVICE, "threads": G[2], "price_per_hour": G[3],
+                          "max_units": 1, "nic_gbps": NIC_GBPS, "mem_gib": mem_bytes / 2 ** 30},
+                         {"name": ONE[0], "kind": "cpu", "device": ONE[1], "threads": ONE[2],
+                          "price_per_hour": ONE[3], "max_units": 1, "nic_gbps": NIC_GBPS, "mem_gib": 8}],
+           "servers": {"type": ONE[0], "gbps": NIC_GBPS}}
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path
 
 
 def data(name):
@@ -94,10 +118,10 @@ def data(name):
     return d
 
 
-def plan(name, d, cl, limit, algo, out, micro=None, objective="cost"):
+def plan(name, d, cl, limit, algo, out, micro=None, objective="cost", more=()):
     """The plan, priced for `micro` micro-batches (hps-train's default, one a stage, when None)."""
     model = f"{ROOT}/testdata/models/{name}.json"
-    extra = (["--micro-batches", str(micro)] if micro else []) + ["--objective", objective]
+    extra = (["--micro-batches", str(micro)] if micro else []) + ["--objective", objective] + list(more)
     r = subprocess.run([f"{BIN}/hps-plan", "-q", "-m", model, "-c", cl, "-p", f"{d}/profile.json",
                         "-t", str(limit), "-a", algo, "-o", out] + extra, capture_output=True, text=True)
     if r.returncode != 0:
@@ -116,12 +140,13 @@ RUNS = int(os.environ.get("RUNS", "3"))  # runs of each configuration, in rounds
 JOBS = {}  # (model, layout, micro, mpi) -> the runs of one configuration
 
 
-def job(name, d, plan_path, p, micro, mpi=False):
+def job(name, d, plan_path, p, micro, mpi=False, tag=None):
     """A configuration to run RUNS times: under mpirun when a stage has
     several units, the plan has servers and mpi is set, or mpi is set; else in
     one process, its stages as threads.  The same configuration asked for
-    twice is run once."""
-    key = (name, layout(p), micro, mpi)
+    twice is run once (tag tells apart plans of one layout: device rows of
+    several sizes)."""
+    key = (name, layout(p), micro, mpi, tag)
     if key not in JOBS:
         threads = THREADS[p["stages"][0]["type"]]
         # data-parallel units are ranks; stages of one unit each run as threads
@@ -132,18 +157,28 @@ def job(name, d, plan_path, p, micro, mpi=False):
         with open(f"{ROOT}/testdata/models/{name}.json") as f:
             batch = json.load(f)["batch"]
         steps = max(STEPS_MIN, math.ceil(SECONDS * p["predicted"]["throughput"] / batch))
-        JOBS[key] = {"args": (d, plan_path, micro, threads, ranks if distributed else 0, steps), "plan": p,
+        fallback = any(s.get("kind") == "gpu" for s in p["stages"])  # g runs on this CPU
+        JOBS[key] = {"args": (d, plan_path, micro, threads, ranks if distributed else 0, steps, fallback), "plan": p,
                      "micro": micro, "runs": []}
     return key
 
 
-def run_once(d, plan_path, micro, threads, ranks, steps):
+def measured_hit(summary):
+    """The cache's hit rate in hps-train's summary (hps-train(1), ROWS): its
+    hits over its lookups; None without a cache."""
+    c = summary.get("cache") or {}
+    if c.get("hit_rate") is not None:
+        return c["hit_rate"]
+    return c["hits"] / c["lookups"] if c.get("lookups") else None
+
+
+def run_once(d, plan_path, micro, threads, ranks, steps, fallback):
     metrics = f"{plan_path}.m{micro}.ndjson"
     if os.path.exists(metrics):
         os.remove(metrics)
     args = [f"{BIN}/hps-train", "-q", "--plan", plan_path, "--data", f"{d}/shards", "--epochs", "1000",
             "--steps", str(steps), "--threads", str(threads), "--micro-batches", str(micro),
-            "--metrics", metrics]
+            "--metrics", metrics] + (["--cpu-fallback"] if fallback else [])
     if ranks:
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
         args = ["timeout", str(MPI_TIMEOUT), "mpirun", "--oversubscribe", "-np", str(ranks)] + args
@@ -154,7 +189,7 @@ def run_once(d, plan_path, micro, threads, ranks, steps):
     s = [r for r in recs if r["event"] == "summary"][-1]
     return {"measured": s["samples_per_s"], "predicted": s["predicted_samples_per_s"],
             "stages": [(st["measured_ms"], st["predicted_ms"]) for st in s["stages"]],
-            "ranks": max(ranks, 1), "threads": threads}
+            "ranks": max(ranks, 1), "threads": threads, "hit": measured_hit(s)}
 
 
 def run_jobs():
@@ -176,7 +211,8 @@ def result(key):
 
 
 def describe(p, micro, res):
-    st = "+".join(f"{s['type']}x{s['units']}" for s in p["stages"])
+    st = "+".join(f"{s['type']}x{s['units']}" + (f"/{s['rows']}" if s["rows"] in ("hbm", "cache") else "")
+                  for s in p["stages"])
     where = f"mpirun {res['ranks']}/{CORES} cores" if res["ranks"] > 1 else "1 proc"
     return f"{len(p['stages'])} stage {st:11} M={micro} thr={res['threads']} {where:17}"
 
@@ -228,13 +264,62 @@ def rank_set(pool, keys, limit):
     return pick, best
 
 
+def gpu_profile(d):
+    """The profile with the cpu:2 device again as G_DEVICE of kind gpu: the
+    planner prices g with this CPU's measured times, and keeps its rows in
+    device memory (hps-plan(1), MEMORY)."""
+    with open(f"{d}/profile.json") as f:
+        prof = json.load(f)
+    dev = dict(next(x for x in prof["devices"] if x["id"] == G[1]), id=G_DEVICE, kind="gpu")
+    prof["devices"] = [x for x in prof["devices"] if x["id"] != G_DEVICE] + [dev]
+    with open(f"{d}/profile.json", "w") as f:
+        json.dump(prof, f)
+
+
+def device_rows(name, d):
+    """The model on g, with the data's key statistics: memory for every table
+    (rows hbm), then for the working set and a tenth of the tables (rows
+    cache: a tenth of the rows, the model's tables being of one dim).  The
+    working set is the stage's memory with its rows on the servers, the
+    tables what hbm adds to it.  [(tag, path, plan)]."""
+    stats = ["--data-stats", f"{d}/shards"]
+    gpu_profile(d)
+    big = gpu_cluster(f"{d}/c-g-big.json", 64 * 2 ** 30)
+    hbm = plan(name, d, big, 1, "fixed:g", f"{d}/g-hbm.json", 1, more=stats)
+    srv = plan(name, d, big, 1, "fixed:g", f"{d}/g-servers.json", 1, more=stats + ["--rows", "servers"])
+    if not hbm or not srv or hbm["stages"][0]["rows"] != "hbm":
+        print(f"  {name}: device rows: no hbm plan on g, skipped", flush=True)
+        return []
+    work = srv["stages"][0]["memory"]["used_bytes"]
+    tables = hbm["stages"][0]["memory"]["used_bytes"] - work
+    small = gpu_cluster(f"{d}/c-g-cache.json", work + 0.1 * tables)
+    cache = plan(name, d, small, 1, "fixed:g", f"{d}/g-cache.json", 1, more=stats)
+    out = [("hbm", f"{d}/g-hbm.json", hbm)]
+    if not cache or cache["stages"][0]["rows"] != "cache":
+        print(f"  {name}: device rows: no cache plan on g at a tenth of the rows, skipped", flush=True)
+        return out
+    out.append(("cache", f"{d}/g-cache.json", cache))
+    # a tenth of the rows may hold every key the shards name (hash buckets
+    # the data never fills): a cache of a tenth of the distinct keys misses
+    st = cache["stages"][0]
+    row = (st["memory"]["used_bytes"] - work) / st["cache_rows"]
+    with open(f"{d}/shards/manifest.json") as f:
+        distinct = sum(s["distinct_estimate"] for s in json.load(f)["slots"])
+    if 0.1 * distinct < st["cache_rows"]:
+        keys = gpu_cluster(f"{d}/c-g-keys.json", work + row * 0.1 * distinct)
+        p = plan(name, d, keys, 1, "fixed:g", f"{d}/g-cache-keys.json", 1, more=stats)
+        if p and p["stages"][0]["rows"] == "cache":
+            out.append(("cache-keys", f"{d}/g-cache-keys.json", p))
+    return out
+
+
 def tag_of(p):
     return "+".join(f"{s['type']}x{s['units']}" for s in p["stages"]) + (
         f"+{p['servers']['count']}s" if p["servers"]["count"] else "")
 
 
 def main():
-    rows, pools = [], []
+    rows, pools, caches = [], [], []
     bench_common.begin("bench-fidelity")
     print(f"bench-fidelity: runs of {SECONDS:g} s at the predicted rate (at least {STEPS_MIN} steps), {RUNS} runs "
           f"a configuration (mean +- sd), NIC {NIC_GBPS:g} Gbit/s in the clusters", flush=True)
@@ -283,6 +368,12 @@ def main():
                     print(f"  {name}: stages: with M={micro} one stage is the fastest plan on a and b", flush=True)
                     continue
                 rows.append((name, p, micro, job(name, d, path, p, micro, mpi)))
+        if base["servers"]["count"]:  # a model with tables: its rows on the device
+            for tag, path, p in device_rows(name, d):
+                key = job(name, d, path, p, 1, tag=tag)
+                rows.append((name, p, 1, key))
+                if p["stages"][0]["rows"] == "cache":
+                    caches.append((name, p, key))
         # the ranking's candidates run as their plans say (a server is a rank),
         # on clusters that hold no more than this machine's cores
         c2n = cluster(f"{d}/c-t2n.json", [TWO], 1, {"t2": CORES // 2})
@@ -308,6 +399,11 @@ def main():
         print(f"{name:12} {describe(p, micro, res):52} {res['predicted']:10.0f} {res['measured']:10.0f} "
               f"{100 * err:+6.1f}%  {res['sd']:8.0f} {JOBS[key]['args'][5]:6}  " +
               " ".join(f"{m:.2f}/{q:.2f}" for m, q in res["stages"]))
+    for name, p, key in caches:
+        hits = [r["hit"] for r in JOBS[key]["runs"] if r["hit"] is not None]
+        st = p["stages"][0]
+        print(f"{name:12} cache of {st['cache_rows']} rows: hit rate predicted {st['cache_hit_rate']:.4f}, measured "
+              + (f"{statistics.mean(hits):.4f}" if hits else "none (no cache in hps-train's summary)"))
     sets = {"between": [], "near": []}
     print()
     for name, pool, keys in pools:

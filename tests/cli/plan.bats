@@ -128,6 +128,10 @@ for f in sys.argv[1:]:
         assert st["memory"]["used_bytes"] <= st["memory"]["capacity_bytes"]
         if st["kind"] == "gpu" and st["rows"] == "cache":
             assert 0 < st["cache_hit_rate"] < 1
+            # its rows: 128 bytes each (dim 16, accumulators) in what the working set leaves
+            assert 0 < st["cache_rows"] * 128 <= st["memory"]["used_bytes"], st
+        else:
+            assert st["cache_rows"] is None, st
 t4 = json.load(open(sys.argv[2]))
 assert t4["stages"][0]["rows"] == "cache" and t4["stages"][0]["memory"]["capacity_bytes"] == 16 << 30
 assert all(st["rows"] == "servers" for st in json.load(open(sys.argv[3]))["stages"] if st["rows"] != "none")
@@ -385,6 +389,8 @@ PY
     [ "$status" -eq 0 ]
     [ "$(echo "$output" | grep -cE '^(emb|concat|fc1|fc2|fc3|out|loss) ')" -eq 7 ]
     [[ "$output" == *"cpu-c5"*"gpu-a100"* ]]
+    # and where each stage's rows live
+    [[ "$output" == *$'\nstage 0 (emb..loss on gpu-a100): rows hbm'* ]]
     run plan --explain "$TMP/plan.json" -c $C/gcp.json
     [ "$status" -eq 2 ]
     [[ "$output" == *"the plan was made for another cluster"* ]]

@@ -17,38 +17,58 @@
 #include "plan/hps_plan_file.h"
 #include "plan_fixture.h"
 
+/* The fixture's exact plan, evaluated and laid out. */
+static void solve_plan(const plan_fixture *f, uint64_t seed, plan_result *r, plan_eval *e, plan_layout *l)
+{
+    hps_error err;
+    plan_result_init(r, f->p);
+    plan_eval_init(e, f->p);
+    plan_solve_exact(f->p, &(plan_search_opts){.seed = seed, .bound_time = 5}, r);
+    plan_evaluate(f->p, r->assign, e);
+    assert_int_equal(plan_layout_make(f->p, f->c, e, l, &err), 0);
+}
+
+/* The fixture's exact plan as hps-plan writes it (hps-plan(5)). */
+static json_t *exact_plan_json(const plan_fixture *f, plan_result *r, plan_eval *e, plan_layout *l)
+{
+    plan_search_opts o = {.seed = 3, .bound_time = 5};
+    solve_plan(f, o.seed, r, e, l);
+    assert_true(e->feasible);
+    const char *names[] = {"demo-ctr.json"}, *digests[] = {hps_profiles_digest(f->ps, 0)};
+    plan_meta meta = {.model_path = "m.json", .cluster_path = "c.json", .model_digest = f->m->digest,
+                      .cluster_digest = f->c->digest, .n_profiles = 1, .profile_names = names,
+                      .profile_digests = digests, .model_name = f->m->name, .algorithm = "exact",
+                      .opts = o, .exact_objective = e->objective};
+    return plan_to_json(f->p, e, l, r, &meta, f->c);
+}
+
+/* Reads a plan's text back as hps-train does, from a file beside /tmp/m.json. */
+static void load_plan_text(const char *text, plan_file *pf)
+{
+    hps_error err;
+    char path[] = "/tmp/hps-plan-emit-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    assert_int_equal(plan_file_load(path, pf, &err), 0);
+    unlink(path);
+}
+
 static void test_plan_round_trips(void **state)
 {
     (void)state;
     plan_fixture f;
     plan_fixture_load(&f, HPS_TESTDATA "/models/demo-ctr.json", HPS_TESTDATA "/clusters/lab.json",
                       HPS_TESTDATA "/profiles/demo-ctr.json", 700000);
-    plan_search_opts o = {.seed = 3, .bound_time = 5};
     plan_result r;
     plan_eval e;
     plan_layout l;
     hps_error err;
-    plan_result_init(&r, f.p);
-    plan_eval_init(&e, f.p);
-    plan_solve_exact(f.p, &o, &r);
-    plan_evaluate(f.p, r.assign, &e);
-    assert_true(e.feasible);
-    assert_int_equal(plan_layout_make(f.p, f.c, &e, &l, &err), 0);
-    const char *names[] = {"demo-ctr.json"}, *digests[] = {hps_profiles_digest(f.ps, 0)};
-    plan_meta meta = {.model_path = "m.json", .cluster_path = "c.json", .model_digest = f.m->digest,
-                      .cluster_digest = f.c->digest, .n_profiles = 1, .profile_names = names,
-                      .profile_digests = digests, .model_name = f.m->name, .algorithm = "exact",
-                      .opts = o, .exact_objective = e.objective};
-    json_t *root = plan_to_json(f.p, &e, &l, &r, &meta, f.c);
+    json_t *root = exact_plan_json(&f, &r, &e, &l);
     char *text = hps_json_text(root);
     json_t *back;
     plan_file pf;
-    char path[] = "/tmp/hps-plan-emit-XXXXXX";
-    int fd = mkstemp(path);
-    assert_true(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
-    close(fd);
-    assert_int_equal(plan_file_load(path, &pf, &err), 0);
-    unlink(path);
+    load_plan_text(text, &pf);
     assert_int_equal(hps_json_loadb("plan.json", text, strlen(text), &back, &err), 0);
     assert_string_equal(pf.model_digest, f.m->digest);
     assert_string_equal(pf.cluster_digest, f.c->digest);
@@ -103,6 +123,38 @@ static void test_plan_round_trips(void **state)
     plan_fixture_free(&f);
 }
 
+/* A cache stage's rows reach hps-train: the plan's cache_rows read back. */
+static void test_cache_rows_round_trip(void **state)
+{
+    (void)state;
+    plan_fixture f;
+    plan_fixture_load(&f, HPS_TESTDATA "/models/demo-ctr.json", HPS_TESTDATA "/clusters/lab.json",
+                      HPS_TESTDATA "/profiles/demo-ctr.json", 700000);
+    for (int t = 0; t < f.p->n_types; t++)
+        if (f.p->is_gpu[t]) f.p->mem_bytes[t] = 1 * PLAN_GIB; /* 1.2 GiB of tables and working set: a cache */
+    plan_result r;
+    plan_eval e;
+    plan_layout l;
+    json_t *root = exact_plan_json(&f, &r, &e, &l);
+    char *text = hps_json_text(root);
+    plan_file pf;
+    load_plan_text(text, &pf);
+    int caches = 0;
+    for (int s = 0; s < e.n_stages; s++) {
+        const plan_law *law = &e.stages[s].law;
+        assert_true(pf.stages[s].cache_rows == (long long)law->cache_rows);
+        caches += law->rows == PLAN_ROWS_CACHE && pf.stages[s].cache_rows > 0;
+    }
+    assert_true(caches > 0);
+    free(text);
+    plan_file_free(&pf);
+    json_decref(root);
+    plan_layout_free(&l);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    plan_fixture_free(&f);
+}
+
 #define PLAN_HEAD "{\"format\": \"hps-plan\", \"version\": 1, "
 
 /* One reader, every index bounded (robustness 17.5, 17.8), a file of another kind refused. */
@@ -147,13 +199,8 @@ static void test_plan_file_errors(void **state)
 static void exact_plan(plan_fixture *f, const char *cluster, double limit, plan_result *r, plan_eval *e,
                        plan_layout *l)
 {
-    hps_error err;
     plan_fixture_load(f, HPS_TESTDATA "/models/demo-ctr.json", cluster, HPS_TESTDATA "/profiles/demo-ctr.json", limit);
-    plan_result_init(r, f->p);
-    plan_eval_init(e, f->p);
-    plan_solve_exact(f->p, &(plan_search_opts){.bound_time = 5}, r);
-    plan_evaluate(f->p, r->assign, e);
-    assert_int_equal(plan_layout_make(f->p, f->c, e, l, &err), 0);
+    solve_plan(f, 0, r, e, l);
 }
 
 /* Servers carry the embedding traffic at the predicted throughput. */
@@ -212,6 +259,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_round_trips),
+        cmocka_unit_test(test_cache_rows_round_trip),
         cmocka_unit_test(test_plan_file_errors),
         cmocka_unit_test(test_servers_are_not_the_bottleneck),
         cmocka_unit_test(test_gap_of_a_tie),

@@ -78,18 +78,21 @@ static void test_exact_equals_brute(void **state)
 
 /* Memory that binds: random working sets, tables, unit and server
  * memories and key skew on the random instances, so that some stages do not
- * fit some types, some rows live in HBM or behind a cache, and servers are
- * priced; exact still equals brute force. */
+ * fit some types, some rows live in HBM or behind a cache (its misses
+ * over a host link on every other instance), and servers are priced; exact
+ * still equals brute force (a cache of several tables: test_plan_cost). */
 static void test_exact_equals_brute_with_memory(void **state)
 {
     (void)state;
-    int feasible_count = 0, unfit = 0, cached = 0, hbm = 0, priced = 0;
+    int feasible_count = 0, unfit = 0, cached = 0, hbm = 0, priced = 0, host = 0;
     for (uint64_t seed = 1; seed <= 300; seed++) {
         int L = 2 + (int)(seed % 5), T = 2 + (int)(seed / 5 % 2);
         double tight = (double[]){0.3, 0.7, 0.95}[seed / 10 % 3];
         plan_problem *p = plan_problem_random(seed * 6151, L, T, tight, (int)(seed % 3 != 0));
         p->objective = (plan_objective)(seed / 30 % 4);
         plan_problem_random_memory(p, seed);
+        if (seed % 2)
+            for (int t = 0; t < T; t++) p->pcie_bpms[t] = p->is_gpu[t] ? 2 * PLAN_GBPS_TO_BPMS : 0;
         hps_error err;
         if (plan_problem_check_memory(p, &err)) {
             plan_problem_free(p);
@@ -104,8 +107,10 @@ static void test_exact_equals_brute_with_memory(void **state)
         plan_eval_init(&e, p);
         plan_evaluate(p, brute.assign, &e);
         for (int s = 0; fb && s < e.n_stages; s++) {
-            cached += e.stages[s].law.rows == PLAN_ROWS_CACHE;
-            hbm += e.stages[s].law.rows == PLAN_ROWS_HBM;
+            const plan_stage *st = &e.stages[s];
+            cached += st->law.rows == PLAN_ROWS_CACHE;
+            host += st->law.rows == PLAN_ROWS_CACHE && st->law.host_ms > 0;
+            hbm += st->law.rows == PLAN_ROWS_HBM;
         }
         priced += fb && e.servers > 0;
         plan_eval_free(&e);
@@ -113,10 +118,11 @@ static void test_exact_equals_brute_with_memory(void **state)
         plan_result_free(&brute);
         plan_problem_free(p);
     }
-    print_message("# %d feasible, %d layer-type pairs that do not fit, %d cached, %d in hbm, %d with servers\n",
-                  feasible_count, unfit, cached, hbm, priced);
+    print_message("# %d feasible, %d layer-type pairs that do not fit, %d cached (%d over a host link), %d in hbm, "
+                  "%d with servers\n",
+                  feasible_count, unfit, cached, host, hbm, priced);
     assert_true(feasible_count > 50);
-    assert_true(unfit > 20 && cached > 5 && hbm > 5 && priced > 20);
+    assert_true(unfit > 20 && cached > 5 && hbm > 5 && priced > 20 && host > 2);
 }
 
 /* Limits that bind across stages with many units: the unrestricted optimum
