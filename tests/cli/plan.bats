@@ -410,3 +410,49 @@ for a, b in zip(pts, pts[1:]):
     assert a["throughput"] < b["throughput"] and a["cost"] < b["cost"]' "$TMP/f.json"
     demo -a exact --pareto=3 -f table | grep -q "samples/s"
 }
+
+# dlrm-criteo's tables need 3 servers of 0.15 GiB; few-servers.json has 2 (issue 29)
+few_servers() {
+    plan -m $M/dlrm-criteo.json -c $C/few-servers.json -p $P/dlrm-criteo.json --min-throughput 100000 \
+        --rows servers "$@"
+}
+
+@test "plan: no plan keeps more rows on its servers than they hold; fixed: blames their memory" {
+    for a in exact rl; do
+        run few_servers -a $a -o "$TMP/plan.json"
+        [ "$status" -eq 1 ] || { echo "$a: $output"; false; }
+        [ ! -e "$TMP/plan.json" ]
+    done
+    run few_servers -a fixed:gpu-t4
+    [ "$status" -eq 1 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"on 'gpu-t4' keeps 0.346 GiB of tables and optimizer state on the servers: that takes 3 servers of 0.15 GiB (with 25% headroom) and 'cpu-r5' has 2"* ]] || { echo "$output"; false; }
+}
+
+# issue 29: a cpu type at the profile's own threads takes the scaling pass's
+# time there, as every other count the scaling timed (hps-plan(1))
+@test "plan: a cpu type at the profile's threads takes the scaling's times" {
+    cat > "$TMP/c.json" <<'JSON'
+{"format": "hps-cluster", "version": 1, "name": "threads",
+ "resources": [
+  {"name": "cpu-two", "kind": "cpu", "device": "cpu", "price_per_hour": 1, "max_units": 1,
+   "nic_gbps": 10, "mem_gib": 64, "threads": 2},
+  {"name": "srv", "kind": "cpu", "device": "cpu", "price_per_hour": 1, "max_units": 4,
+   "nic_gbps": 10, "mem_gib": 64, "threads": 1}],
+ "servers": {"type": "srv"}}
+JSON
+    plan -q -m $M/demo-ctr.json -c "$TMP/c.json" -p $P/demo-ctr.json --min-throughput 1 -a fixed:cpu-two \
+        -o "$TMP/plan.json"
+    run python3 - "$TMP/plan.json" "$P/demo-ctr.json" <<'PY'
+import json, sys
+p, prof = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+dev = [d for d in prof["devices"] if d["kind"] == "cpu"][0]
+assert dev["threads"] == 2
+want = sum(l["scaling"]["ms"][l["scaling"]["units"].index(2)] for l in dev["layers"])
+main = sum(l["forward_ms"]["median"] + l["backward_ms"]["median"] for l in dev["layers"])
+st = p["stages"][0]
+assert st["units"] == 1 and abs(want - main) > 0.01 * want, (st["units"], want, main)
+assert abs(st["layers_ms"] - want) < 1e-6 * want, (st["layers_ms"], want, main)
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}

@@ -119,6 +119,53 @@ static void test_exact_equals_brute_with_memory(void **state)
     assert_true(unfit > 20 && cached > 5 && hbm > 5 && priced > 20);
 }
 
+/* Servers few enough that a stage's tables can outgrow them (issue 29: a
+ * plan at 166.7% of its servers' memory): no plan exact or brute force
+ * gives keeps more rows on its servers than they hold with the headroom
+ * (hps-plan(1), MEMORY), and exact still equals brute force. */
+static void test_servers_hold_their_rows(void **state)
+{
+    (void)state;
+    int over = 0, feasible_count = 0;
+    for (uint64_t seed = 1; seed <= 600; seed++) {
+        int L = 2 + (int)(seed % 5), T = 2 + (int)(seed / 5 % 2);
+        double tight = (double[]){0.3, 0.7, 0.95}[seed / 10 % 3];
+        plan_problem *p = plan_problem_random(seed * 4099, L, T, tight, (int)(seed % 3 != 0));
+        p->objective = (plan_objective)(seed / 30 % 4);
+        plan_problem_random_memory(p, seed);
+        p->max_servers = 1 + (int)(seed % 3);
+        p->server_mem = (double)(2 + seed / 7 % 4) * PLAN_GIB;
+        p->rows_on_servers = (int)(seed / 3 % 2);
+        hps_error err;
+        if (plan_problem_check_memory(p, &err)) {
+            plan_problem_free(p);
+            continue;
+        }
+        plan_result exact, brute;
+        int fb = exact_equals_brute(p, seed, &exact, &brute);
+        feasible_count += fb;
+        /* instances where one stage of all layers would need more servers than there are */
+        plan_law whole;
+        plan_stage_law(p, 0, L, 0, &whole);
+        over += plan_stage_servers(p, &whole, 0) < 0;
+        plan_eval e;
+        plan_eval_init(&e, p);
+        plan_evaluate(p, brute.assign, &e);
+        for (int s = 0; fb && s < e.n_stages; s++) {
+            const plan_stage *st = &e.stages[s];
+            if (st->law.server_table_bytes * PLAN_SERVER_HEADROOM > st->servers * p->server_mem * (1 + 1e-12))
+                fail_msg("seed %llu: stage %d keeps %.3g GiB on %d servers of %.3g GiB", (unsigned long long)seed, s,
+                         st->law.server_table_bytes / PLAN_GIB, st->servers, p->server_mem / PLAN_GIB);
+        }
+        plan_eval_free(&e);
+        plan_result_free(&exact);
+        plan_result_free(&brute);
+        plan_problem_free(p);
+    }
+    print_message("# %d feasible, %d where all layers in one stage outgrow the servers\n", feasible_count, over);
+    assert_true(feasible_count > 50 && over > 15);
+}
+
 /* Limits that bind across stages with many units: the unrestricted optimum
  * is found first, then each type it uses in several stages gets a limit
  * between its largest stage and its total, so the unit phase and its
@@ -840,6 +887,7 @@ int main(void)
         cmocka_unit_test(test_exact_equals_brute),
         cmocka_unit_test(test_exact_equals_brute_binding_units),
         cmocka_unit_test(test_exact_equals_brute_with_memory),
+        cmocka_unit_test(test_servers_hold_their_rows),
         cmocka_unit_test(test_exact_binding_units_128),
         cmocka_unit_test(test_exact_is_optimal_over_any_units),
         cmocka_unit_test(test_exact_equals_brute_on_graphs),
