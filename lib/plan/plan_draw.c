@@ -214,7 +214,8 @@ void plan_frontier_svg(FILE *f, const plan_problem *p, const plan_frontier *fr)
 {
     double *x = hps_malloc((size_t)(fr->n + 1) * sizeof *x), *y = hps_malloc((size_t)(fr->n + 1) * sizeof *y);
     /* the objective the sweep minimised, per job as the table's */
-    static const char *const unit[] = {"$ per job", "seconds per job", "joules per job", "joule-seconds per job"};
+    static const char *const unit[] = {"$ per job", "seconds per job", "joules per job", "joule-seconds per job",
+                                        "$ per hour"};
     char title[96], ylabel[96];
     snprintf(title, sizeof title, "%s against throughput (--pareto)", plan_objective_names[p->objective]);
     snprintf(ylabel, sizeof ylabel, "%s (%s)", plan_objective_names[p->objective], unit[p->objective]);

@@ -8,7 +8,7 @@
 #include "plan/hps_plan.h"
 #include "profile/hps_profile.h"
 
-const char *const plan_objective_names[] = {"cost", "time", "energy", "edp", NULL};
+const char *const plan_objective_names[] = {"cost", "time", "energy", "edp", "cost-per-hour", NULL};
 
 /* ---- the problem ---------------------------------------------------------- */
 
