@@ -483,7 +483,7 @@ json_t *plan_explain_json(const plan_problem *p, const int *assign); /* "format"
 /* --max-cost-per-hour (per_hour) or --max-cost (the job's $): the fastest
  * plan whose $/hour or $ is at most `most`, the dual of the limit.  The
  * cheapest plan at a limit costs more the higher the limit, so the limit
- * rises from p->min_throughput (0: any), by bisection and then just past
+ * rises from p->min_throughput (0: a millionth of the fastest), by bisection and then just past
  * each plan found, while the solver's cheapest plan (objective
  * cost-per-hour or cost) stays within; exact makes it the fastest plan
  * within.  Leaves p->objective so and p->min_throughput at the limit that

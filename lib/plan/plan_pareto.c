@@ -54,9 +54,9 @@ int plan_solve_budget(plan_problem *p, const hps_cluster *c, const char *algo, c
     int L = p->n_layers, *best = hps_malloc((size_t)L * sizeof *best), rc = 0;
     double hi = plan_max_throughput(p, best), floor_given = p->min_throughput;
     p->objective = per_hour ? PLAN_OBJ_RATE : PLAN_OBJ_COST;
-    /* with no limit, the cheapest plan of all: far enough below the fastest
-     * that every unit count of one unit is above it */
-    double lo = floor_given > 0 ? floor_given : hi * 1e-9, at = lo, thr = 0;
+    /* with no limit, the cheapest plan of any use: a millionth of the
+     * fastest (rl's features lose the plans far below, at 1e-9) */
+    double lo = floor_given > 0 ? floor_given : hi * 1e-6, at = lo, thr = 0;
     plan_eval e;
     plan_eval_init(&e, p);
     int ok = hi > 0 ? within_at(p, c, algo, so, per_hour, most, lo, r, &e, &thr, err) : 0;

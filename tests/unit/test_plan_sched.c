@@ -166,6 +166,95 @@ static void test_servers_hold_their_rows(void **state)
     assert_true(feasible_count > 50 && over > 15);
 }
 
+/* A budget (--max-cost-per-hour, --max-cost): on random instances, exact's
+ * plan is within the budget and no assignment of all T^L, provisioned at
+ * the fewest units past its throughput, is both feasible and within: it
+ * is the fastest.  Brute force under the same search gives its
+ * throughput; rl's plan is within the budget and no faster. */
+static void test_budget_is_fastest_within(void **state)
+{
+    (void)state;
+    int checked = 0, binding = 0, rl_equal = 0, rl_found = 0;
+    for (uint64_t seed = 1; seed <= 120; seed++) {
+        int L = 2 + (int)(seed % 4), T = 2 + (int)(seed / 4 % 2), per_hour = (int)(seed % 2);
+        plan_problem *p = plan_problem_random(seed * 3571, L, T, 0.5, (int)(seed % 3 != 0));
+        int *a = malloc((size_t)L * sizeof *a);
+        double fastest = plan_max_throughput(p, a);
+        /* the budget: between the cheapest plan's spend and three times it */
+        plan_result r;
+        plan_eval e;
+        plan_result_init(&r, p);
+        plan_eval_init(&e, p);
+        p->objective = per_hour ? PLAN_OBJ_RATE : PLAN_OBJ_COST;
+        p->min_throughput = fastest * 1e-6; /* plan_solve_budget's start */
+        plan_search_opts o = {.bound_time = 10, .seed = seed, .evaluations = 20000};
+        assert_int_equal(plan_solve_exact(p, &o, &r), 0);
+        plan_evaluate(p, r.assign, &e);
+        if (!e.feasible) goto next;
+        double most = plan_spend(&e, per_hour) * (1 + 2.0 * (double)(hps_mix64(seed) % 1000) / 1000);
+        p->min_throughput = 0;
+        hps_error err;
+        assert_int_equal(plan_solve_budget(p, NULL, "exact", &o, per_hour, most, &r, &err), 0);
+        plan_evaluate(p, r.assign, &e);
+        double thr = e.throughput;
+        assert_true(e.feasible && plan_spend(&e, per_hour) <= most * (1 + 1e-12));
+        binding += thr < fastest * (1 - 1e-9);
+        /* every assignment past thr: infeasible or over the budget */
+        p->min_throughput = thr * (1 + 1e-9);
+        long n = 1;
+        for (int l = 0; l < L; l++) n *= T;
+        for (long code = 0; code < n; code++) {
+            long c = code;
+            for (int l = 0; l < L; l++) a[l] = (int)(c % T), c /= T;
+            plan_evaluate(p, a, &e);
+            if (e.feasible && e.throughput > thr * (1 + 1e-9) && plan_spend(&e, per_hour) <= most * (1 + 1e-12))
+                fail_msg("seed %llu: a plan of %.9g samples/s at %.9g is within %.9g; the budget's plan has %.9g",
+                         (unsigned long long)seed, e.throughput, plan_spend(&e, per_hour), most, thr);
+        }
+        p->min_throughput = 0;
+        assert_int_equal(plan_solve_budget(p, NULL, "brute", &o, per_hour, most, &r, &err), 0);
+        plan_evaluate(p, r.assign, &e);
+        assert_true(fabs(e.throughput - thr) <= 1e-9 * thr);
+        p->min_throughput = 0;
+        if (plan_solve_budget(p, NULL, "rl", &o, per_hour, most, &r, &err) == 0) {
+            rl_found++;
+            plan_evaluate(p, r.assign, &e);
+            assert_true(e.feasible && plan_spend(&e, per_hour) <= most * (1 + 1e-12));
+            assert_true(e.throughput <= thr * (1 + 1e-9));
+            rl_equal += e.throughput >= thr * (1 - 1e-9);
+        } else
+            print_message("# seed %llu: rl: %s\n", (unsigned long long)seed, err.msg);
+        checked++;
+    next:
+        plan_result_free(&r);
+        plan_eval_free(&e);
+        free(a);
+        plan_problem_free(p);
+    }
+    print_message("# %d budgets, %d below the fastest plan; rl found %d, %d as fast as exact\n", checked, binding,
+                  rl_found, rl_equal);
+    assert_true(checked > 80 && binding > 40);
+    assert_true(rl_found == checked && rl_equal >= checked * 9 / 10);
+}
+
+/* A budget below the cheapest plan: an error naming that plan's spend. */
+static void test_budget_below_cheapest(void **state)
+{
+    (void)state;
+    plan_problem *p = plan_problem_random(17, 4, 2, 0.5, 1);
+    plan_result r;
+    plan_result_init(&r, p);
+    plan_search_opts o = {.bound_time = 10};
+    hps_error err;
+    p->min_throughput = 0;
+    assert_int_equal(plan_solve_budget(p, NULL, "exact", &o, 1, 1e-6, &r, &err), -1);
+    assert_int_equal(err.code, HPS_EXIT_RUNTIME);
+    assert_non_null(strstr(err.msg, "no plan within $1e-06/hour: the cheapest plan costs $"));
+    assert_true(p->min_throughput == 0); /* left as it was */
+    plan_result_free(&r);
+    plan_problem_free(p);
+}
+
 /* Limits that bind across stages with many units: the unrestricted optimum
  * is found first, then each type it uses in several stages gets a limit
  * between its largest stage and its total, so the unit phase and its
@@ -888,6 +977,8 @@ int main(void)
         cmocka_unit_test(test_exact_equals_brute_binding_units),
         cmocka_unit_test(test_exact_equals_brute_with_memory),
         cmocka_unit_test(test_servers_hold_their_rows),
+        cmocka_unit_test(test_budget_is_fastest_within),
+        cmocka_unit_test(test_budget_below_cheapest),
         cmocka_unit_test(test_exact_binding_units_128),
         cmocka_unit_test(test_exact_is_optimal_over_any_units),
         cmocka_unit_test(test_exact_equals_brute_on_graphs),
