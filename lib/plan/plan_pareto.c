@@ -91,8 +91,9 @@ int plan_solve_budget(plan_problem *p, const hps_cluster *c, const char *algo, c
     }
     if (rc == 0) {
         /* the plan's own throughput as its limit, where it gives the plan
-         * again (it does: the fewest units carrying `at` carry lo) */
-        p->min_throughput = lo;
+         * again (it does: the fewest units carrying `at` carry lo), a
+         * little below so that a plan file's 9 digits do not round it up */
+        p->min_throughput = lo * (1 - 1e-8);
         plan_evaluate(p, best, &e);
         if (!e.feasible || e.throughput < lo * (1 - 1e-12) || plan_spend(&e, per_hour) > most * (1 + 1e-12))
             p->min_throughput = at;
@@ -183,8 +184,9 @@ json_t *plan_frontier_json(const plan_problem *p, const plan_frontier *f, const 
                                                 "cost_per_hour", hps_json_real(pt->cost_per_hour), "objective",
                                                 hps_json_real(pt->objective), "stages", stages));
     }
-    return json_pack("{s:s, s:i, s:s, s:s, s:o}", "format", "hps-pareto", "version", PLAN_PARETO_VERSION,
-                     "objective", plan_objective_names[p->objective], "algorithm", algo, "points", points);
+    return json_pack("{s:s, s:i, s:s, s:s, s:o, s:o}", "format", "hps-pareto", "version", PLAN_PARETO_VERSION,
+                     "objective", plan_objective_names[p->objective], "algorithm", algo, "budget",
+                     f->budget > 0 ? hps_json_real(f->budget) : json_null(), "points", points);
 }
 
 void plan_frontier_table(FILE *f, const plan_problem *p, const plan_frontier *fr)
@@ -196,6 +198,10 @@ void plan_frontier_table(FILE *f, const plan_problem *p, const plan_frontier *fr
                 pt->cost_per_hour);
         for (int s = 0; s < pt->n_stages; s++)
             fprintf(f, "%s%s x%d", s ? " | " : "", p->type_names[pt->stages[s].type], pt->stages[s].units);
+        if (fr->budget > 0 && pt->objective > fr->budget * (1 + 1e-12)) fputs("  (over the budget)", f);
         fputc('\n', f);
     }
+    if (fr->budget > 0)
+        fprintf(f, "budget %.6g %s (without --pareto, hps-plan gives the fastest plan within it)\n", fr->budget,
+                p->objective == PLAN_OBJ_RATE ? "$/hour" : "$ for the job");
 }

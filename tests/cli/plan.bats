@@ -456,3 +456,56 @@ assert abs(st["layers_ms"] - want) < 1e-6 * want, (st["layers_ms"], want, main)
 PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
+
+# issue 29: a budget, the dual of the limit
+@test "plan: --max-cost-per-hour gives the fastest plan within it, exact and rl; none faster is within" {
+    for a in exact rl; do
+        demo_budget() { plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json "$@"; }
+        demo_budget --max-cost-per-hour 5 -a $a -o "$TMP/$a.json"
+        run python3 - "$TMP/$a.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["objective"] == "cost-per-hour", p["objective"]
+assert p["predicted"]["cost_per_hour"] <= 5, p["predicted"]
+print(repr(p["predicted"]["throughput"]))
+PY
+        [ "$status" -eq 0 ] || { echo "$output"; false; }
+        thr=$output
+        # just past it, the cheapest plan costs more than the budget
+        plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json -a exact --objective cost-per-hour \
+            --min-throughput "$(python3 -c "print($thr * 1.000001)")" -o "$TMP/past.json"
+        python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['predicted']['cost_per_hour']; assert c > 5, c" \
+            "$TMP/past.json"
+        hps_plan_show=$("$HPS_BIN/hps-plan" show "$TMP/$a.json" -f json 2>&1 >/dev/null)
+        [ -z "$hps_plan_show" ] || { echo "show: $hps_plan_show"; false; }
+    done
+}
+
+@test "plan: --max-cost bounds the job's dollars; a budget below the cheapest plan names its cost" {
+    plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --max-cost 0.1 -t 100k -a exact -o "$TMP/job.json"
+    python3 -c "import json,sys; p=json.load(open(sys.argv[1])); assert p['predicted']['cost'] <= 0.1 and p['predicted']['throughput'] >= 1e5, p['predicted']" "$TMP/job.json"
+    run plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --max-cost-per-hour 0.1 -a exact -o "$TMP/none.json"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-plan: error: no plan within \$0.1/hour: the cheapest plan costs \$0.526/hour" ]
+    [ ! -e "$TMP/none.json" ]
+    run plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --max-cost 0.01 -t 100k -a exact
+    [ "$status" -eq 1 ]
+    [[ "$output" == "hps-plan: error: no plan within \$0.01 for the job: the cheapest plan at >= 100000 samples/s costs \$0.0245"* ]]
+    run plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --max-cost 1 --max-cost-per-hour 1
+    [ "$status" -eq 2 ]
+    run plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --max-cost 1 --objective time
+    [ "$status" -eq 2 ]
+    run plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --max-cost-per-hour 0
+    [ "$status" -eq 2 ]
+}
+
+@test "plan: --pareto with a budget marks it in the table, the JSON and the SVG" {
+    b() { plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json -t 100k -a exact --max-cost-per-hour 10 --pareto "$@"; }
+    b -f table > "$TMP/t"
+    grep -q "over the budget" "$TMP/t"
+    grep -q "^budget 10 \$/hour" "$TMP/t"
+    b -f json > "$TMP/j"
+    python3 -c "import json,sys; f=json.load(open(sys.argv[1])); assert f['budget'] == 10 and f['objective'] == 'cost-per-hour', f" "$TMP/j"
+    b -f svg > "$TMP/s.svg"
+    grep -q "budget 10" "$TMP/s.svg"
+}
