@@ -255,6 +255,61 @@ static void test_budget_below_cheapest(void **state)
     plan_problem_free(p);
 }
 
+/* Deep instances (12 to 40 layers) at 0.95 of the fastest throughput: rl
+ * finds a plan wherever exact does, and even a policy that learned
+ * nothing and samples one plan, unpolished, answers with a feasible plan
+ * where a cheap heuristic (greedy, one type, the fastest plan
+ * planned with the unit limits) has one: the repair (issue
+ * 29: rl alone returned no plan on 2 of 28 such instances). */
+static void test_rl_finds_a_plan_on_deep_instances(void **state)
+{
+    (void)state;
+    int both = 0, repaired = 0, heuristic = 0;
+    for (uint64_t seed = 1; seed <= 16; seed++) {
+        int L = 12 + (int)(seed * 7 % 29), T = 3 + (int)(seed % 3);
+        plan_problem *p = plan_problem_random_with_memory(seed, L, T, 0.95, (int)(seed % 3));
+        if (!p) continue;
+        plan_search_opts o = {.bound_time = 5, .seed = 1, .evaluations = 20000, .polish = 1};
+        plan_result ex, rl, h;
+        plan_result_init(&ex, p);
+        plan_result_init(&rl, p);
+        plan_result_init(&h, p);
+        assert_int_equal(plan_solve_exact(p, &o, &ex), 0);
+        assert_int_equal(plan_solve_rl(p, &o, &rl), 0);
+        int fe, fr, fh = 0;
+        objective_of(p, ex.assign, &fe);
+        objective_of(p, rl.assign, &fr);
+        if (fe && !fr) fail_msg("seed %llu: exact finds a plan, rl none", (unsigned long long)seed);
+        both += fe;
+        plan_solve_greedy(p, &h);
+        objective_of(p, h.assign, &fh);
+        for (int t = 0; t < T && !fh; t++) {
+            plan_solve_fixed(p, t, &h);
+            objective_of(p, h.assign, &fh);
+        }
+        if (!fh) { /* the fastest plan, planned with the unit limits */
+            plan_budget b;
+            plan_budget_init(&b, 20000, 0);
+            plan_max_throughput(p, h.assign);
+            plan_dp_limits(p, h.assign, &b);
+            objective_of(p, h.assign, &fh);
+        }
+        plan_search_opts blind = {.seed = seed, .episodes = 1, .evaluations = 1, .start = PLAN_START_UNIFORM};
+        assert_int_equal(plan_solve_rl(p, &blind, &rl), 0);
+        objective_of(p, rl.assign, &fr);
+        if (fh && !fr) fail_msg("seed %llu: a heuristic finds a plan, a blind rl none", (unsigned long long)seed);
+        heuristic += fh;
+        repaired += fh && strcmp(rl.found_by, "repair") == 0;
+        plan_result_free(&ex);
+        plan_result_free(&rl);
+        plan_result_free(&h);
+        plan_problem_free(p);
+    }
+    print_message("# %d deep instances with a plan; %d where a heuristic has one, %d of them repaired\n", both,
+                  heuristic, repaired);
+    assert_true(both >= 5 && repaired >= 1);
+}
+
 /* Limits that bind across stages with many units: the unrestricted optimum
  * is found first, then each type it uses in several stages gets a limit
  * between its largest stage and its total, so the unit phase and its
@@ -979,6 +1034,7 @@ int main(void)
         cmocka_unit_test(test_servers_hold_their_rows),
         cmocka_unit_test(test_budget_is_fastest_within),
         cmocka_unit_test(test_budget_below_cheapest),
+        cmocka_unit_test(test_rl_finds_a_plan_on_deep_instances),
         cmocka_unit_test(test_exact_binding_units_128),
         cmocka_unit_test(test_exact_is_optimal_over_any_units),
         cmocka_unit_test(test_exact_equals_brute_on_graphs),
