@@ -26,14 +26,16 @@ typedef struct {
     const char *output, *rankfile, *explain, *algo, *format_arg, *policy, *train_policy, *calibrate;
     const char *jobs, *objective_arg; /* --jobs; --objective's choices depend on it */
     double min_throughput, samples;
+    double max_cost_per_hour, max_cost; /* the budget; 0: none */
     long epochs, micro_batches;
-    int objective, pareto;
+    int objective, objective_given, pareto;
     long instances;
     plan_search_opts search;
 } options;
 
 static const char usage_text[] =
     "usage: hps-plan -m MODEL -c CLUSTER [-p PROFILE]... --min-throughput N [options]\n"
+    "       hps-plan -m MODEL -c CLUSTER [-p PROFILE]... --max-cost-per-hour X | --max-cost X [options]\n"
     "       hps-plan show PLAN [-f json|table|dot|svg] [-o FILE] [-m MODEL] [-c CLUSTER] [-p PROFILE]...\n"
     "       hps-plan --explain PLAN [-f text|json] [-m MODEL] [-c CLUSTER] [-p PROFILE]...\n"
     "       hps-plan --train-policy FILE [--instances N] [--episodes N] [-s S]\n"
@@ -49,9 +51,12 @@ static const char usage_text[] =
     "  -c, --cluster FILE       the resource types (hps-cluster(5))\n"
     "  -p, --profile FILE       a profile (hps-profile(5)); repeatable; default stdin\n"
     "  -t, --min-throughput N   samples per second the plan must reach\n"
-    "      --objective WHAT     cost (default), time, energy or edp; --jobs: cost,\n"
-    "                           completion (weighted sum of completion times) or makespan\n"
+    "      --objective WHAT     cost (default), time, energy, edp or cost-per-hour; --jobs:\n"
+    "                           cost, completion (weighted sum of completion times) or makespan\n"
     "      --jobs FILE          plan several jobs on one shared cluster (hps-plan(5), JOBS FILE)\n"
+    "      --max-cost-per-hour X  the fastest plan of at most X $/hour (with or without\n"
+    "                           --min-throughput)\n"
+    "      --max-cost X         the fastest plan whose job costs at most X $\n"
     "      --data-stats FILE    hps-shard's manifest.json: key statistics for the\n"
     "                           hot-row caches and the servers' skew\n"
     "      --rows WHERE         auto (default: servers, HBM or a hot-row cache) or servers\n"
@@ -83,7 +88,7 @@ static const char usage_text[] =
 
 enum { OPT_OBJECTIVE = 256, OPT_SAMPLES, OPT_EPOCHS, OPT_EPISODES, OPT_TIME_LIMIT, OPT_BOUND_TIME,
        OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN, OPT_CALIBRATE, OPT_DATA_STATS, OPT_ROWS, OPT_EVALUATIONS,
-       OPT_POLICY, OPT_TRAIN_POLICY, OPT_INSTANCES, OPT_MICRO, OPT_JOBS };
+       OPT_POLICY, OPT_TRAIN_POLICY, OPT_INSTANCES, OPT_MICRO, OPT_JOBS, OPT_MAX_RATE, OPT_MAX_COST };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -91,6 +96,8 @@ static const struct option long_options[] = {
     {"profile", required_argument, NULL, 'p'},
     {"min-throughput", required_argument, NULL, 't'},
     {"objective", required_argument, NULL, OPT_OBJECTIVE},
+    {"max-cost-per-hour", required_argument, NULL, OPT_MAX_RATE},
+    {"max-cost", required_argument, NULL, OPT_MAX_COST},
     {"data-stats", required_argument, NULL, OPT_DATA_STATS},
     {"rows", required_argument, NULL, OPT_ROWS},
     {"algo", required_argument, NULL, 'a'},
@@ -156,8 +163,13 @@ static void parse_options(int argc, char **argv, options *o)
         case 'c': o->src.cluster = optarg; break;
         case 'p': o->profile_args[o->src.n_profiles++] = optarg; break;
         case 't': o->min_throughput = hps_cli_rate("--min-throughput", optarg); break;
-        case OPT_OBJECTIVE: o->objective_arg = optarg; break;
+        case OPT_OBJECTIVE:
+            o->objective_arg = optarg;
+            o->objective_given = 1;
+            break;
         case OPT_JOBS: o->jobs = optarg; break;
+        case OPT_MAX_RATE: o->max_cost_per_hour = hps_cli_positive("--max-cost-per-hour", optarg); break;
+        case OPT_MAX_COST: o->max_cost = hps_cli_positive("--max-cost", optarg); break;
         case 'a': o->algo = optarg; break;
         case 's': o->search.seed = (uint64_t)hps_cli_long("--seed", optarg, 0, 2147483647L); break;
         case OPT_SAMPLES: o->samples = hps_cli_rate("--samples", optarg); break;
@@ -237,6 +249,18 @@ static void solve(const plan_problem *p, const hps_cluster *c, const char *algo,
                       "machine's speed", so->time_limit, algo, r->episodes);
         return;
     }
+    if (err.code == HPS_EXIT_USAGE) hps_usage_error("%s", err.msg); /* --algo */
+    die(&err);
+}
+
+/* --max-cost-per-hour, --max-cost: the fastest plan within; p's limit and
+ * objective become those the plan was found at (a plan file's record). */
+static void solve_budget(const options *o, plan_problem *p, const hps_cluster *c, plan_result *r)
+{
+    hps_error err;
+    int per_hour = o->max_cost_per_hour > 0;
+    double most = per_hour ? o->max_cost_per_hour : o->max_cost;
+    if (plan_solve_budget(p, c, o->algo, &o->search, per_hour, most, r, &err) == 0) return;
     if (err.code == HPS_EXIT_USAGE) hps_usage_error("%s", err.msg); /* --algo */
     die(&err);
 }
@@ -351,7 +375,8 @@ static void plan_once(const options *o, plan_inputs *in)
     recorded_inputs ri;
     plan_result_init(&r, p);
     plan_eval_init(&e, p);
-    solve(p, in->cluster, o->algo, &o->search, &r);
+    if (o->max_cost_per_hour > 0 || o->max_cost > 0) solve_budget(o, p, in->cluster, &r);
+    else solve(p, in->cluster, o->algo, &o->search, &r);
     plan_evaluate(p, r.assign, &e);
     if (!e.feasible) infeasible(p, &e);
     fill_meta(o, in, &m, &ri);
@@ -380,6 +405,7 @@ static void pareto(const options *o, plan_inputs *in)
         if (err.code == HPS_EXIT_USAGE) hps_usage_error("%s", err.msg);
         die(&err);
     }
+    fr.budget = o->max_cost_per_hour > 0 ? o->max_cost_per_hour : o->max_cost; /* the objective's unit */
     const char *path = o->output ? o->output : "-";
     int format = format_of(o), rc = 0;
     if (format == FMT_JSON) {
@@ -521,7 +547,12 @@ static void plan_new(options *o)
         if (!(policy = plan_policy_load(o->policy, &err))) die(&err);
         o->search.policy = policy;
     }
-    if (!(o->min_throughput > 0)) hps_usage_error("missing --min-throughput N");
+    int budget = o->max_cost_per_hour > 0 || o->max_cost > 0;
+    if (o->max_cost_per_hour > 0 && o->max_cost > 0)
+        hps_usage_error("--max-cost-per-hour and --max-cost: give one budget");
+    if (budget && o->objective_given)
+        hps_usage_error("--objective: a budget (--max-cost-per-hour, --max-cost) asks for the fastest plan within it");
+    if (!(o->min_throughput > 0) && (!budget || o->pareto)) hps_usage_error("missing --min-throughput N (or a budget: --max-cost-per-hour X)");
     plan_inputs in = {0};
     load_inputs(o, &in);
     plan_problem *p = in.problem;
@@ -530,6 +561,7 @@ static void plan_new(options *o)
     p->epochs = (int)o->epochs;
     p->micro_batches = (int)o->micro_batches;
     p->objective = o->objective;
+    if (budget) p->objective = o->max_cost_per_hour > 0 ? PLAN_OBJ_RATE : PLAN_OBJ_COST;
     check_power(p, in.cluster);
     if (o->pareto) pareto(o, &in);
     else plan_once(o, &in);
@@ -585,10 +617,11 @@ static void plan_jobs_new(const options *o)
     if (strcmp(algo, "auto") != 0 && strcmp(algo, "exact") != 0 && strcmp(algo, "greedy") != 0)
         hps_usage_error("--algo: '%s' is not one of exact, greedy with --jobs", algo);
     if (o->src.model || o->src.cluster || o->src.n_profiles || o->src.data_stats || o->min_throughput > 0 ||
-        o->pareto || o->explain || o->calibrate || o->train_policy)
-        hps_usage_error("--jobs: the jobs file names each job's model, profiles and limit, and the cluster; "
-                        "-m, -c, -p, -t, --data-stats, --pareto, --explain, --calibrate and --train-policy go "
-                        "without it");
+        o->pareto || o->explain || o->calibrate || o->train_policy || o->max_cost_per_hour > 0 ||
+        o->max_cost > 0)
+        hps_usage_error("--jobs: the jobs file names each job's model, profiles and limit, the cluster and "
+                        "the budget; -m, -c, -p, -t, --data-stats, --pareto, --explain, --calibrate, "
+                        "--train-policy, --max-cost-per-hour and --max-cost go without it");
     plan_jobs_file jf;
     if (plan_jobs_file_load(o->jobs, &jf, &err)) die(&err);
     plan_jobs *j = plan_jobs_create(&jf, o->search.bound_time, &err);

@@ -26,8 +26,9 @@
 
 /* ---- the problem ---------------------------------------------------------- */
 
-typedef enum { PLAN_OBJ_COST, PLAN_OBJ_TIME, PLAN_OBJ_ENERGY, PLAN_OBJ_EDP } plan_objective;
-extern const char *const plan_objective_names[]; /* "cost", "time", "energy", "edp" */
+/* PLAN_OBJ_RATE: the $/hour alone, what --max-cost-per-hour bounds */
+typedef enum { PLAN_OBJ_COST, PLAN_OBJ_TIME, PLAN_OBJ_ENERGY, PLAN_OBJ_EDP, PLAN_OBJ_RATE } plan_objective;
+extern const char *const plan_objective_names[]; /* "cost", "time", "energy", "edp", "cost-per-hour" */
 
 /* Key statistics of one slot (hps-shard's manifest): the share of its
  * lookups taken by its hottest n[i] keys, n rising; n_points 0 = none. */
@@ -338,6 +339,7 @@ static inline double plan_objective_value(const plan_problem *p, double cost_per
     case PLAN_OBJ_TIME: return time_s;
     case PLAN_OBJ_ENERGY: return time_s * power_w;
     case PLAN_OBJ_EDP: return time_s * power_w * time_s;
+    case PLAN_OBJ_RATE: return cost_per_hour;
     }
     return HUGE_VAL;
 }
@@ -514,6 +516,22 @@ int plan_file_rechecked(const plan_file *pf, const plan_eval *e);
 void plan_explain(FILE *f, const plan_problem *p, const int *assign);
 json_t *plan_explain_json(const plan_problem *p, const int *assign); /* "format": "hps-explain" */
 
+/* ---- a budget (plan_pareto.c) ----------------------------------------------- */
+
+/* --max-cost-per-hour (per_hour) or --max-cost (the job's $): the fastest
+ * plan whose $/hour or $ is at most `most`, the dual of the limit.  The
+ * cheapest plan at a limit costs more the higher the limit, so the limit
+ * rises from p->min_throughput (0: a millionth of the fastest), by bisection and then just past
+ * each plan found, while the solver's cheapest plan (objective
+ * cost-per-hour or cost) stays within; exact makes it the fastest plan
+ * within.  Leaves p->objective so and p->min_throughput at the limit that
+ * gave the plan in r (plan_evaluate gives it again).  Fails naming the
+ * cheapest plan's cost when even that is over. */
+int plan_solve_budget(plan_problem *p, const hps_cluster *c, const char *algo, const plan_search_opts *so,
+                      int per_hour, double most, plan_result *r, hps_error *err);
+/* What a budget bounds: e's $/hour or $ per job. */
+double plan_spend(const plan_eval *e, int per_hour);
+
 /* ---- --pareto (plan_pareto.c) ---------------------------------------------- */
 
 #define PLAN_PARETO_VERSION 2 /* 2: stages as objects */
@@ -526,6 +544,7 @@ typedef struct {
 typedef struct {
     int n;
     plan_point *points; /* slowest and cheapest first */
+    double budget;      /* the objective's most (--max-cost-per-hour, --max-cost); 0: none */
 } plan_frontier;
 /* Sweeps the limit geometrically from p->min_throughput up to the fastest
  * plan in n steps and keeps the points no other point beats on both axes. */

@@ -258,7 +258,12 @@ static int servers_beside(const plan_problem *p, int t, int units)
 void plan_stage_fastest(const plan_problem *p, const plan_law *law, int t, plan_option *o)
 {
     int max = p->max_units[t], least = plan_stage_servers(p, law, 0);
-    if (least < 0) least = p->max_servers; /* no number of servers carries the rows */
+    if (least < 0) { /* no count within max_servers holds the rows: no rate at all (hps-plan(1), MEMORY) */
+        o->units = plan_law_best_units(law, max);
+        o->servers = p->max_servers;
+        o->throughput = 0;
+        return;
+    }
     if (t != p->server_type || !least) {
         o->units = plan_law_best_units(law, max);
         o->servers = p->max_servers;
@@ -521,6 +526,7 @@ double plan_max_throughput(const plan_problem *p, int *assign)
                 plan_option o;
                 plan_stage_fastest(p, &law, t, &o);
                 double thr = o.throughput;
+                if (!(thr > 0)) continue; /* its servers cannot hold its rows */
                 for (int n = 0; n < N; n++) {
                     double *b = &best[n * S + (size_t)i * T + t];
                     int *f = &from[(n * S + (size_t)i * T + t) * 2];

@@ -1,5 +1,6 @@
 /* No plan meets the limit: which stage, link or type cannot, so that the
  * user knows what to add or relax. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "plan/hps_plan_inputs.h"
@@ -19,6 +20,23 @@ static int servers_take_all(const plan_problem *p, const plan_stage *st, int s, 
     return 1;
 }
 
+/* A stage whose rows need more servers than there may be: memory, not
+ * throughput, is what stops it (hps-plan(1), MEMORY). */
+static int servers_short_of_memory(const plan_problem *p, const plan_stage *st, int s, hps_error *err)
+{
+    if (!(st->short_of_limit & PLAN_SHORT_STAGE) || plan_stage_servers(p, &st->law, 0) >= 0 || p->server_mem <= 0)
+        return 0;
+    double need = ceil(st->law.server_table_bytes * PLAN_SERVER_HEADROOM / p->server_mem);
+    hps_fail(err, HPS_EXIT_RUNTIME,
+             "no plan meets %.6g samples/s: stage %d ('%s'..'%s') on '%s' keeps %.3g GiB of tables and optimizer "
+             "state on the servers: that takes %.0f servers of %.3g GiB (with %.0f%% headroom) and %s%s%s has %d",
+             p->min_throughput, s, p->layer_names[st->first], p->layer_names[st->end - 1], p->type_names[st->type],
+             st->law.server_table_bytes / PLAN_GIB, need, p->server_mem / PLAN_GIB, 100 * (PLAN_SERVER_HEADROOM - 1),
+             p->server_type >= 0 ? "'" : "", p->server_type >= 0 ? p->type_names[p->server_type] : "the cluster",
+             p->server_type >= 0 ? "'" : "", p->max_servers);
+    return 1;
+}
+
 void plan_infeasible(const plan_problem *p, const plan_eval *e, hps_error *err)
 {
     int *a = hps_malloc((size_t)p->n_layers * sizeof *a);
@@ -27,7 +45,7 @@ void plan_infeasible(const plan_problem *p, const plan_eval *e, hps_error *err)
     char why[300] = "";
     for (int s = 0; s < e->n_stages && !why[0]; s++) {
         const plan_stage *st = &e->stages[s];
-        if (servers_take_all(p, st, s, err)) return;
+        if (servers_take_all(p, st, s, err) || servers_short_of_memory(p, st, s, err)) return;
         if (st->short_of_limit & PLAN_SHORT_LINK)
             snprintf(why, sizeof why, "the link from '%s' into stage %d on '%s' carries at most %.6g samples/s",
                      p->type_names[e->stages[s - 1].type], s, p->type_names[st->type], st->link_throughput);

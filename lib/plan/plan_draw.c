@@ -214,7 +214,8 @@ void plan_frontier_svg(FILE *f, const plan_problem *p, const plan_frontier *fr)
 {
     double *x = hps_malloc((size_t)(fr->n + 1) * sizeof *x), *y = hps_malloc((size_t)(fr->n + 1) * sizeof *y);
     /* the objective the sweep minimised, per job as the table's */
-    static const char *const unit[] = {"$ per job", "seconds per job", "joules per job", "joule-seconds per job"};
+    static const char *const unit[] = {"$ per job", "seconds per job", "joules per job", "joule-seconds per job",
+                                        "$ per hour"};
     char title[96], ylabel[96];
     snprintf(title, sizeof title, "%s against throughput (--pareto)", plan_objective_names[p->objective]);
     snprintf(ylabel, sizeof ylabel, "%s (%s)", plan_objective_names[p->objective], unit[p->objective]);
@@ -223,9 +224,14 @@ void plan_frontier_svg(FILE *f, const plan_problem *p, const plan_frontier *fr)
     hps_svg_axes ax = {.x = 90, .y = 50, .w = 660, .h = 380, .title = title, .xlabel = "samples/s",
                        .ylabel = ylabel, .ymin_zero = 1};
     /* the staircase fills the frame: its legend goes under the x label */
-    hps_svg_series s = {.name = NULL, .color = hps_svg_color(0), .n = fr->n, .x = x, .y = y, .step = 1, .marks = 1};
-    hps_svg_chart(f, &ax, &s, 1);
-    hps_svg_line(f, 90, 482, 112, 482, s.color, 2.5, 0);
+    hps_svg_series s[2] = {{.name = NULL, .color = hps_svg_color(0), .n = fr->n, .x = x, .y = y, .step = 1, .marks = 1}};
+    /* --max-cost-per-hour, --max-cost: the budget across the frontier, dashed */
+    char budget[64];
+    double bx[2] = {fr->n ? x[0] : 0, fr->n ? x[fr->n - 1] : 0}, by[2] = {fr->budget, fr->budget};
+    snprintf(budget, sizeof budget, "budget %.4g", fr->budget);
+    s[1] = (hps_svg_series){.name = budget, .color = "#d62728", .n = 2, .x = bx, .y = by, .dashed = 1};
+    hps_svg_chart(f, &ax, s, fr->budget > 0 && fr->n ? 2 : 1);
+    hps_svg_line(f, 90, 482, 112, 482, s[0].color, 2.5, 0);
     hps_svg_text(f, 118, 486, 11, "start", "normal", "#000000", "the best plan reaching that throughput");
     /* each point's stages under the chart, in order */
     for (int i = 0; i < fr->n && i < 5; i++) {

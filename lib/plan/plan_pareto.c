@@ -6,6 +6,7 @@
 
 #include "core/hps_json.h"
 #include "plan/hps_plan.h"
+#include "plan/hps_plan_inputs.h"
 
 
 
@@ -26,6 +27,83 @@ int plan_solve(const plan_problem *p, const hps_cluster *c, const char *algo, co
     }
     return hps_fail(err, HPS_EXIT_USAGE, "--algo: '%s' is not one of rl, exact, greedy, genetic, polish, brute, fixed:TYPE",
                     algo);
+}
+
+double plan_spend(const plan_eval *e, int per_hour)
+{
+    return per_hour ? e->cost_per_hour : e->cost;
+}
+
+/* The solver's plan at limit `level`: 1 when it is feasible and within the
+ * budget; its assignment in r, its throughput in *thr. */
+static int within_at(plan_problem *p, const hps_cluster *c, const char *algo, const plan_search_opts *so,
+                     int per_hour, double most, double level, plan_result *r, plan_eval *e, double *thr,
+                     hps_error *err)
+{
+    p->min_throughput = level;
+    r->n_trace = 0; /* the trace of the last search, not of all */
+    if (plan_solve(p, c, algo, so, r, err)) return -1;
+    plan_evaluate(p, r->assign, e);
+    *thr = e->throughput;
+    return e->feasible && plan_spend(e, per_hour) <= most * (1 + 1e-12);
+}
+
+int plan_solve_budget(plan_problem *p, const hps_cluster *c, const char *algo, const plan_search_opts *so,
+                      int per_hour, double most, plan_result *r, hps_error *err)
+{
+    int L = p->n_layers, *best = hps_malloc((size_t)L * sizeof *best), rc = 0;
+    double hi = plan_max_throughput(p, best), floor_given = p->min_throughput;
+    p->objective = per_hour ? PLAN_OBJ_RATE : PLAN_OBJ_COST;
+    /* with no limit, the cheapest plan of any use: a millionth of the
+     * fastest (rl's features lose the plans far below, at 1e-9) */
+    double lo = floor_given > 0 ? floor_given : hi * 1e-6, at = lo, thr = 0;
+    plan_eval e;
+    plan_eval_init(&e, p);
+    int ok = hi > 0 ? within_at(p, c, algo, so, per_hour, most, lo, r, &e, &thr, err) : 0;
+    if (ok < 0) rc = -1;
+    else if (!ok && (hi <= 0 || !e.feasible)) {
+        if (hi > 0) plan_infeasible(p, &e, err);
+        else hps_fail(err, HPS_EXIT_RUNTIME, "no plan's stages fit their units");
+        rc = -1;
+    } else if (!ok) {
+        char what[64] = "";
+        if (floor_given > 0) snprintf(what, sizeof what, " at >= %.6g samples/s", floor_given);
+        hps_fail(err, HPS_EXIT_RUNTIME,
+                 per_hour ? "no plan within $%.6g/hour: the cheapest plan%s costs $%.6g/hour"
+                          : "no plan within $%.6g for the job: the cheapest plan%s costs $%.6g",
+                 most, what, plan_spend(&e, per_hour));
+        rc = -1;
+    }
+    if (rc == 0) memcpy(best, r->assign, (size_t)L * sizeof *best);
+    lo = thr;
+    /* bisection on a log scale while the gap is wide, then just past the
+     * plan found: a plan faster than lo within the budget would be found there */
+    while (rc == 0 && hi > lo * (1 + 1e-9)) {
+        double level = hi > lo * (1 + 1e-3) ? sqrt(lo * hi) : lo * (1 + 1e-9);
+        ok = within_at(p, c, algo, so, per_hour, most, level, r, &e, &thr, err);
+        if (ok < 0) rc = -1;
+        else if (ok && thr > lo) {
+            memcpy(best, r->assign, (size_t)L * sizeof *best);
+            lo = thr;
+            at = level;
+        } else
+            hi = level;
+    }
+    if (rc == 0) {
+        /* the plan's own throughput as its limit, where it gives the plan
+         * again (it does: the fewest units carrying `at` carry lo), a
+         * little below so that a plan file's 9 digits do not round it up */
+        p->min_throughput = lo * (1 - 1e-8);
+        plan_evaluate(p, best, &e);
+        if (!e.feasible || e.throughput < lo * (1 - 1e-12) || plan_spend(&e, per_hour) > most * (1 + 1e-12))
+            p->min_throughput = at;
+        memcpy(r->assign, best, (size_t)L * sizeof *best);
+        r->found = 1;
+    } else
+        p->min_throughput = floor_given;
+    plan_eval_free(&e);
+    free(best);
+    return rc;
 }
 
 static void point_from(plan_point *pt, const plan_problem *p, const plan_eval *e)
@@ -106,8 +184,9 @@ json_t *plan_frontier_json(const plan_problem *p, const plan_frontier *f, const 
                                                 "cost_per_hour", hps_json_real(pt->cost_per_hour), "objective",
                                                 hps_json_real(pt->objective), "stages", stages));
     }
-    return json_pack("{s:s, s:i, s:s, s:s, s:o}", "format", "hps-pareto", "version", PLAN_PARETO_VERSION,
-                     "objective", plan_objective_names[p->objective], "algorithm", algo, "points", points);
+    return json_pack("{s:s, s:i, s:s, s:s, s:o, s:o}", "format", "hps-pareto", "version", PLAN_PARETO_VERSION,
+                     "objective", plan_objective_names[p->objective], "algorithm", algo, "budget",
+                     f->budget > 0 ? hps_json_real(f->budget) : json_null(), "points", points);
 }
 
 void plan_frontier_table(FILE *f, const plan_problem *p, const plan_frontier *fr)
@@ -119,6 +198,10 @@ void plan_frontier_table(FILE *f, const plan_problem *p, const plan_frontier *fr
                 pt->cost_per_hour);
         for (int s = 0; s < pt->n_stages; s++)
             fprintf(f, "%s%s x%d", s ? " | " : "", p->type_names[pt->stages[s].type], pt->stages[s].units);
+        if (fr->budget > 0 && pt->objective > fr->budget * (1 + 1e-12)) fputs("  (over the budget)", f);
         fputc('\n', f);
     }
+    if (fr->budget > 0)
+        fprintf(f, "budget %.6g %s (without --pareto, hps-plan gives the fastest plan within it)\n", fr->budget,
+                p->objective == PLAN_OBJ_RATE ? "$/hour" : "$ for the job");
 }

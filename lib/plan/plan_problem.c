@@ -8,7 +8,7 @@
 #include "plan/hps_plan.h"
 #include "profile/hps_profile.h"
 
-const char *const plan_objective_names[] = {"cost", "time", "energy", "edp", NULL};
+const char *const plan_objective_names[] = {"cost", "time", "energy", "edp", "cost-per-hour", NULL};
 
 /* ---- the problem ---------------------------------------------------------- */
 
@@ -218,17 +218,19 @@ static double scaling_ms_at(const hps_profile_layer *L, int threads)
  * Amdahl's law with its fitted parallel fraction a,
  * ((1 - a) + a / n) / ((1 - a) + a / p).  Where every fraction is 0 (not
  * measured, or a busy machine) the profiled times stay, and hps-plan says so.
- * A type of `threads` that the scaling timed takes that time, so that each
- * thread count's figure comes from one pass of the profile (the Amdahl law
- * applied to the main pass's times mixed two passes: mlp-784's one-thread
- * layers came out at 2.0 to 2.4 ms where that pass measured 1.9 to 2.0);
+ * A type of `threads` that the scaling timed takes that time, the profile's
+ * own thread count included, so that the types of one device compare
+ * figures of one pass (the Amdahl law applied to the main pass's times
+ * mixed two passes: mlp-784's one-thread layers came out at 2.0 to 2.4 ms
+ * where that pass measured 1.9 to 2.0, and a type at the profile's count
+ * kept the main pass's medians while its neighbours took the scaling's);
  * other counts scale by the law. */
 static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, const hps_profile_device *d,
                              const char *file)
 {
     int T = p->n_types, any = 0;
     long long measured = d->threads;
-    if (measured <= 0 || measured == r->threads) return;
+    if (measured <= 0) return;
     for (int l = 0; l < p->n_layers; l++) {
         double a = p->par[l * T + t], at = scaling_ms_at(&d->layers[l], r->threads);
         if (at > 0)
@@ -237,6 +239,7 @@ static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, const 
             p->t1_ms[l * T + t] *= ((1 - a) + a / r->threads) / ((1 - a) + a / (double)measured);
         any |= a > 0 || at > 0;
     }
+    if (measured == r->threads) return; /* nothing scaled: nothing to say */
     if (!any)
         hps_log(2, "hps-plan: %s: device '%s' has no fitted parallel fraction: resource '%s' (%d threads) "
                    "takes its times on %lld threads as they are\n", file, r->device, r->name, r->threads, measured);

@@ -287,12 +287,12 @@ static int read_placement(json_t *root, plan_file *pf, hps_error *err)
 static int read_search(json_t *root, plan_file *pf, hps_error *err)
 {
     json_t *s = json_object_get(root, "search"), *pred = json_object_get(root, "predicted");
-    static const char *const field[] = {"cost", "time_s", "energy_j", "edp"};
+    static const char *const field[] = {"cost", "time_s", "energy_j", "edp", "cost_per_hour"}; /* plan_objective */
     char ctx[600];
     const char *algo = NULL;
     long long seed = 0, episodes = 0;
     pf->optimum = pf->predicted_objective = -1;
-    for (int i = 0; i < 4 && json_is_object(pred); i++)
+    for (int i = 0; i < 5 && json_is_object(pred); i++)
         if (strcmp(pf->objective, plan_objective_names[i]) == 0) {
             snprintf(ctx, sizeof ctx, "%s: predicted", pf->name);
             if (hps_json_num(pred, field[i], HPS_OPTIONAL, 0, 1e300, &pf->predicted_objective, ctx, err)) return -1;

@@ -3,7 +3,9 @@
  * (4 to 128 layers, 2 to 8 types, tight and loose limits, with and without
  * unit limits), against the exact optimum; then instances the exact solver
  * does not finish within its bound (many types, large unit limits), against
- * the best plan any algorithm found.  Per row: the share of instances within
+ * the best plan any algorithm found; then deeper instances at 0.95 of the
+ * fastest plan's throughput (12 to 40 layers, memory that binds: where rl
+ * alone once left gaps and answered no plan, issue 29).  Per row: the share of instances within
  * 1% of the optimum, the share feasible, median and worst gap, evaluations,
  * seconds.  Built and run by tests/bench/bench-plan.sh.
  *
@@ -13,7 +15,7 @@
  *   --verbose    on stderr, per instance, the rows that miss 1%
  *   --only LIST  run only the rows named in LIST (comma-separated, e.g.
  *                exact,rl-defaults; the names are algo_keys), and only the
- *                suites in it when one of main, memory, larger is named
+ *                suites in it when one of main, memory, larger, deep is named
  *   --match STR  only the instances whose name (as --verbose prints it)
  *                contains STR
  *   --validation the same cells drawn from other seeds: where the rl
@@ -250,18 +252,18 @@ static int instance(const plan_problem *p, const char *name, long evals, double 
 }
 
 /* Which rows and suites --only names (all when it names none of a kind). */
-static void only_rows(const char *only, int suite[3])
+static void only_rows(const char *only, int suite[4])
 {
-    static const char *const suites[3] = {"main", "memory", "larger"};
+    static const char *const suites[4] = {"main", "memory", "larger", "deep"};
     int rows = 0, suites_named = 0;
     for (int a = 0; a < N_ALGOS; a++) row_on[a] = !only;
     for (const char *s = only; s && *s;) {
         size_t n = strcspn(s, ",");
         for (int a = 0; a < N_ALGOS; a++)
             if (strlen(algo_keys[a]) == n && strncmp(s, algo_keys[a], n) == 0) row_on[a] = 1, rows++;
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < 4; k++)
             if (strlen(suites[k]) == n && strncmp(s, suites[k], n) == 0) {
-                if (!suites_named++) suite[0] = suite[1] = suite[2] = 0;
+                if (!suites_named++) suite[0] = suite[1] = suite[2] = suite[3] = 0;
                 suite[k] = 1;
             }
         s += n + (s[n] == ',');
@@ -292,7 +294,7 @@ static const char usage[] =
 
 int main(int argc, char **argv)
 {
-    int quick = 0, small = 0, verbose = 0, suite[3] = {1, 1, 1}, hard_seeds = 1;
+    int quick = 0, small = 0, verbose = 0, suite[4] = {1, 1, 1, 1}, hard_seeds = 1;
     const char *only = NULL;
     long evals = 4096;
     for (int i = 1; i < argc; i++) {
@@ -321,7 +323,7 @@ int main(int argc, char **argv)
     static const int layers[] = {4, 8, 16, 32, 64, 128}, types[] = {2, 4, 8};
     static const double tight[] = {0.3, 0.9};
     int seeds = quick ? 1 : 2, n_layers = small ? 4 : 6;
-    static stats st[N_ALGOS], mem[N_ALGOS], hard[N_ALGOS];
+    static stats st[N_ALGOS], mem[N_ALGOS], hard[N_ALGOS], deep[N_ALGOS];
     double exact_128x8[2] = {0}, rl_128x8[2] = {0}, sink[2] = {0}; /* CPU and wall seconds */
     tally main_suite = {0};
     char name[64], title[512];
@@ -402,6 +404,32 @@ int main(int argc, char **argv)
                  "else against the best plan of any row",
                  larger.n, larger.n - larger.unfinished);
         print_table(title, hard, 0, larger.n, solvable_of(hard));
+    }
+    /* Deeper instances at 0.95 of the fastest plan (the independent check
+     * of issue 29: 28 instances of 12 to 40 layers, where rl alone left
+     * gaps of 37% and 15% and answered no plan on 2): 3 to 5 types, memory
+     * that binds, unit limits of each kind. */
+    tally deeper = {0};
+    int deep_invalid = 0;
+    for (int i = 0; suite[3] && i < (small ? 8 : 28); i++) {
+        uint64_t seed = 9000011ull * (uint64_t)(i + 1) + seed_shift;
+        int L = 12 + (int)((uint64_t)i * 7 % 29), T = 3 + i % 3, ul = i % 3;
+        plan_problem *p = plan_problem_random_with_memory(seed, L, T, 0.95, ul);
+        if (!p) {
+            deep_invalid++;
+            continue;
+        }
+        snprintf(name, sizeof name, "deep %dx%d tight 0.95 limits %d", L, T, ul);
+        tally_instance(&deeper, p, name, evals, 60, deep, verbose, sink, sink, "deeper instances");
+    }
+    progress(NULL, 0, 1);
+    if (deeper.n) {
+        snprintf(title, sizeof title,
+                 "%d deeper instances: 12 to 40 layers, 3 to 5 types, memory that binds, limits at 0.95 of\n"
+                 "the fastest plan (%d drawn were refused: a layer, the tables or every plan fit nowhere);\n"
+                 "exact finished on %d",
+                 deeper.n, deep_invalid, deeper.n - deeper.unfinished);
+        print_table(title, deep, 0, deeper.n, solvable_of(deep));
     }
     printf("gap: objective / optimum - 1 where a feasible plan exists; within 1%%: feasible and at most\n"
            "1%% above; evals: median cost-model evaluations (exact and greedy count none); seconds:\n"

@@ -407,3 +407,102 @@ for a, b in zip(pts, pts[1:]):
     assert a["throughput"] < b["throughput"] and a["cost"] < b["cost"]' "$TMP/f.json"
     demo -a exact --pareto=3 -f table | grep -q "samples/s"
 }
+
+# dlrm-criteo's tables need 3 servers of 0.15 GiB; few-servers.json has 2 (issue 29)
+few_servers() {
+    plan -m $M/dlrm-criteo.json -c $C/few-servers.json -p $P/dlrm-criteo.json --min-throughput 100000 \
+        --rows servers "$@"
+}
+
+@test "plan: no plan keeps more rows on its servers than they hold; fixed: blames their memory" {
+    for a in exact rl; do
+        run few_servers -a $a -o "$TMP/plan.json"
+        [ "$status" -eq 1 ] || { echo "$a: $output"; false; }
+        [ ! -e "$TMP/plan.json" ]
+    done
+    run few_servers -a fixed:gpu-t4
+    [ "$status" -eq 1 ]
+    [ "${#lines[@]}" -eq 1 ]
+    [[ "$output" == *"on 'gpu-t4' keeps 0.346 GiB of tables and optimizer state on the servers: that takes 3 servers of 0.15 GiB (with 25% headroom) and 'cpu-r5' has 2"* ]] || { echo "$output"; false; }
+}
+
+# issue 29: a cpu type at the profile's own threads takes the scaling pass's
+# time there, as every other count the scaling timed (hps-plan(1))
+@test "plan: a cpu type at the profile's threads takes the scaling's times" {
+    cat > "$TMP/c.json" <<'JSON'
+{"format": "hps-cluster", "version": 1, "name": "threads",
+ "resources": [
+  {"name": "cpu-two", "kind": "cpu", "device": "cpu", "price_per_hour": 1, "max_units": 1,
+   "nic_gbps": 10, "mem_gib": 64, "threads": 2},
+  {"name": "srv", "kind": "cpu", "device": "cpu", "price_per_hour": 1, "max_units": 4,
+   "nic_gbps": 10, "mem_gib": 64, "threads": 1}],
+ "servers": {"type": "srv"}}
+JSON
+    plan -q -m $M/demo-ctr.json -c "$TMP/c.json" -p $P/demo-ctr.json --min-throughput 1 -a fixed:cpu-two \
+        -o "$TMP/plan.json"
+    run python3 - "$TMP/plan.json" "$P/demo-ctr.json" <<'PY'
+import json, sys
+p, prof = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+dev = [d for d in prof["devices"] if d["kind"] == "cpu"][0]
+assert dev["threads"] == 2
+want = sum(l["scaling"]["ms"][l["scaling"]["units"].index(2)] for l in dev["layers"])
+main = sum(l["forward_ms"]["median"] + l["backward_ms"]["median"] for l in dev["layers"])
+st = p["stages"][0]
+assert st["units"] == 1 and abs(want - main) > 0.01 * want, (st["units"], want, main)
+assert abs(st["layers_ms"] - want) < 1e-6 * want, (st["layers_ms"], want, main)
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+# issue 29: a budget, the dual of the limit
+@test "plan: --max-cost-per-hour gives the fastest plan within it, exact and rl; none faster is within" {
+    for a in exact rl; do
+        demo_budget() { plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json "$@"; }
+        demo_budget --max-cost-per-hour 5 -a $a -o "$TMP/$a.json"
+        run python3 - "$TMP/$a.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert p["objective"] == "cost-per-hour", p["objective"]
+assert p["predicted"]["cost_per_hour"] <= 5, p["predicted"]
+print(repr(p["predicted"]["throughput"]))
+PY
+        [ "$status" -eq 0 ] || { echo "$output"; false; }
+        thr=$output
+        # just past it, the cheapest plan costs more than the budget
+        plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json -a exact --objective cost-per-hour \
+            --min-throughput "$(python3 -c "print($thr * 1.000001)")" -o "$TMP/past.json"
+        python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['predicted']['cost_per_hour']; assert c > 5, c" \
+            "$TMP/past.json"
+        hps_plan_show=$("$HPS_BIN/hps-plan" show "$TMP/$a.json" -f json 2>&1 >/dev/null)
+        [ -z "$hps_plan_show" ] || { echo "show: $hps_plan_show"; false; }
+    done
+}
+
+@test "plan: --max-cost bounds the job's dollars; a budget below the cheapest plan names its cost" {
+    plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --max-cost 0.1 -t 100k -a exact -o "$TMP/job.json"
+    python3 -c "import json,sys; p=json.load(open(sys.argv[1])); assert p['predicted']['cost'] <= 0.1 and p['predicted']['throughput'] >= 1e5, p['predicted']" "$TMP/job.json"
+    run plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --max-cost-per-hour 0.1 -a exact -o "$TMP/none.json"
+    [ "$status" -eq 1 ]
+    [ "$output" = "hps-plan: error: no plan within \$0.1/hour: the cheapest plan costs \$0.526/hour" ]
+    [ ! -e "$TMP/none.json" ]
+    run plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --max-cost 0.01 -t 100k -a exact
+    [ "$status" -eq 1 ]
+    [[ "$output" == "hps-plan: error: no plan within \$0.01 for the job: the cheapest plan at >= 100000 samples/s costs \$0.0245"* ]]
+    run plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --max-cost 1 --max-cost-per-hour 1
+    [ "$status" -eq 2 ]
+    run plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --max-cost 1 --objective time
+    [ "$status" -eq 2 ]
+    run plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json --max-cost-per-hour 0
+    [ "$status" -eq 2 ]
+}
+
+@test "plan: --pareto with a budget marks it in the table, the JSON and the SVG" {
+    b() { plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json -t 100k -a exact --max-cost-per-hour 10 --pareto "$@"; }
+    b -f table > "$TMP/t"
+    grep -q "over the budget" "$TMP/t"
+    grep -q "^budget 10 \$/hour" "$TMP/t"
+    b -f json > "$TMP/j"
+    python3 -c "import json,sys; f=json.load(open(sys.argv[1])); assert f['budget'] == 10 and f['objective'] == 'cost-per-hour', f" "$TMP/j"
+    b -f svg > "$TMP/s.svg"
+    grep -q "budget 10" "$TMP/s.svg"
+}

@@ -125,6 +125,197 @@ static void test_exact_equals_brute_with_memory(void **state)
     assert_true(unfit > 20 && cached > 5 && hbm > 5 && priced > 20 && host > 2);
 }
 
+/* Servers few enough that a stage's tables can outgrow them (issue 29: a
+ * plan at 166.7% of its servers' memory): no plan exact or brute force
+ * gives keeps more rows on its servers than they hold with the headroom
+ * (hps-plan(1), MEMORY), and exact still equals brute force. */
+static void test_servers_hold_their_rows(void **state)
+{
+    (void)state;
+    int over = 0, feasible_count = 0;
+    for (uint64_t seed = 1; seed <= 600; seed++) {
+        int L = 2 + (int)(seed % 5), T = 2 + (int)(seed / 5 % 2);
+        double tight = (double[]){0.3, 0.7, 0.95}[seed / 10 % 3];
+        plan_problem *p = plan_problem_random(seed * 4099, L, T, tight, (int)(seed % 3 != 0));
+        p->objective = (plan_objective)(seed / 30 % 4);
+        plan_problem_random_memory(p, seed);
+        p->max_servers = 1 + (int)(seed % 3);
+        p->server_mem = (double)(2 + seed / 7 % 4) * PLAN_GIB;
+        p->rows_on_servers = (int)(seed / 3 % 2);
+        hps_error err;
+        if (plan_problem_check_memory(p, &err)) {
+            plan_problem_free(p);
+            continue;
+        }
+        plan_result exact, brute;
+        int fb = exact_equals_brute(p, seed, &exact, &brute);
+        feasible_count += fb;
+        /* instances where one stage of all layers would need more servers than there are */
+        plan_law whole;
+        plan_stage_law(p, 0, L, 0, &whole);
+        over += plan_stage_servers(p, &whole, 0) < 0;
+        plan_eval e;
+        plan_eval_init(&e, p);
+        plan_evaluate(p, brute.assign, &e);
+        for (int s = 0; fb && s < e.n_stages; s++) {
+            const plan_stage *st = &e.stages[s];
+            if (st->law.server_table_bytes * PLAN_SERVER_HEADROOM > st->servers * p->server_mem * (1 + 1e-12))
+                fail_msg("seed %llu: stage %d keeps %.3g GiB on %d servers of %.3g GiB", (unsigned long long)seed, s,
+                         st->law.server_table_bytes / PLAN_GIB, st->servers, p->server_mem / PLAN_GIB);
+        }
+        plan_eval_free(&e);
+        plan_result_free(&exact);
+        plan_result_free(&brute);
+        plan_problem_free(p);
+    }
+    print_message("# %d feasible, %d where all layers in one stage outgrow the servers\n", feasible_count, over);
+    assert_true(feasible_count > 50 && over > 15);
+}
+
+/* A budget (--max-cost-per-hour, --max-cost): on random instances, exact's
+ * plan is within the budget and no assignment of all T^L, provisioned at
+ * the fewest units past its throughput, is both feasible and within: it
+ * is the fastest.  Brute force under the same search gives its
+ * throughput; rl's plan is within the budget and no faster. */
+static void test_budget_is_fastest_within(void **state)
+{
+    (void)state;
+    int checked = 0, binding = 0, rl_equal = 0, rl_found = 0;
+    for (uint64_t seed = 1; seed <= 120; seed++) {
+        int L = 2 + (int)(seed % 4), T = 2 + (int)(seed / 4 % 2), per_hour = (int)(seed % 2);
+        plan_problem *p = plan_problem_random(seed * 3571, L, T, 0.5, (int)(seed % 3 != 0));
+        int *a = malloc((size_t)L * sizeof *a);
+        double fastest = plan_max_throughput(p, a);
+        /* the budget: between the cheapest plan's spend and three times it */
+        plan_result r;
+        plan_eval e;
+        plan_result_init(&r, p);
+        plan_eval_init(&e, p);
+        p->objective = per_hour ? PLAN_OBJ_RATE : PLAN_OBJ_COST;
+        p->min_throughput = fastest * 1e-6; /* plan_solve_budget's start */
+        plan_search_opts o = {.bound_time = 10, .seed = seed, .evaluations = 20000};
+        assert_int_equal(plan_solve_exact(p, &o, &r), 0);
+        plan_evaluate(p, r.assign, &e);
+        if (!e.feasible) goto next;
+        double most = plan_spend(&e, per_hour) * (1 + 2.0 * (double)(hps_mix64(seed) % 1000) / 1000);
+        p->min_throughput = 0;
+        hps_error err;
+        assert_int_equal(plan_solve_budget(p, NULL, "exact", &o, per_hour, most, &r, &err), 0);
+        plan_evaluate(p, r.assign, &e);
+        double thr = e.throughput;
+        assert_true(e.feasible && plan_spend(&e, per_hour) <= most * (1 + 1e-12));
+        binding += thr < fastest * (1 - 1e-9);
+        /* every assignment past thr: infeasible or over the budget */
+        p->min_throughput = thr * (1 + 1e-9);
+        long n = 1;
+        for (int l = 0; l < L; l++) n *= T;
+        for (long code = 0; code < n; code++) {
+            long c = code;
+            for (int l = 0; l < L; l++) a[l] = (int)(c % T), c /= T;
+            plan_evaluate(p, a, &e);
+            if (e.feasible && e.throughput > thr * (1 + 1e-9) && plan_spend(&e, per_hour) <= most * (1 + 1e-12))
+                fail_msg("seed %llu: a plan of %.9g samples/s at %.9g is within %.9g; the budget's plan has %.9g",
+                         (unsigned long long)seed, e.throughput, plan_spend(&e, per_hour), most, thr);
+        }
+        p->min_throughput = 0;
+        assert_int_equal(plan_solve_budget(p, NULL, "brute", &o, per_hour, most, &r, &err), 0);
+        plan_evaluate(p, r.assign, &e);
+        assert_true(fabs(e.throughput - thr) <= 1e-9 * thr);
+        p->min_throughput = 0;
+        if (plan_solve_budget(p, NULL, "rl", &o, per_hour, most, &r, &err) == 0) {
+            rl_found++;
+            plan_evaluate(p, r.assign, &e);
+            assert_true(e.feasible && plan_spend(&e, per_hour) <= most * (1 + 1e-12));
+            assert_true(e.throughput <= thr * (1 + 1e-9));
+            rl_equal += e.throughput >= thr * (1 - 1e-9);
+        } else
+            print_message("# seed %llu: rl: %s\n", (unsigned long long)seed, err.msg);
+        checked++;
+    next:
+        plan_result_free(&r);
+        plan_eval_free(&e);
+        free(a);
+        plan_problem_free(p);
+    }
+    print_message("# %d budgets, %d below the fastest plan; rl found %d, %d as fast as exact\n", checked, binding,
+                  rl_found, rl_equal);
+    assert_true(checked > 80 && binding > 40);
+    assert_true(rl_found == checked && rl_equal >= checked * 9 / 10);
+}
+
+/* A budget below the cheapest plan: an error naming that plan's spend. */
+static void test_budget_below_cheapest(void **state)
+{
+    (void)state;
+    plan_problem *p = plan_problem_random(17, 4, 2, 0.5, 1);
+    plan_result r;
+    plan_result_init(&r, p);
+    plan_search_opts o = {.bound_time = 10};
+    hps_error err;
+    p->min_throughput = 0;
+    assert_int_equal(plan_solve_budget(p, NULL, "exact", &o, 1, 1e-6, &r, &err), -1);
+    assert_int_equal(err.code, HPS_EXIT_RUNTIME);
+    assert_non_null(strstr(err.msg, "no plan within $1e-06/hour: the cheapest plan costs $"));
+    assert_true(p->min_throughput == 0); /* left as it was */
+    plan_result_free(&r);
+    plan_problem_free(p);
+}
+
+/* Deep instances (12 to 40 layers) at 0.95 of the fastest throughput: rl
+ * finds a plan wherever exact does, and even a policy that learned
+ * nothing and samples one plan, unpolished, answers with a feasible plan
+ * where a cheap heuristic (greedy, one type, the fastest plan
+ * planned with the unit limits) has one: the repair (issue
+ * 29: rl alone returned no plan on 2 of 28 such instances). */
+static void test_rl_finds_a_plan_on_deep_instances(void **state)
+{
+    (void)state;
+    int both = 0, repaired = 0, heuristic = 0;
+    for (uint64_t seed = 1; seed <= 16; seed++) {
+        int L = 12 + (int)(seed * 7 % 29), T = 3 + (int)(seed % 3);
+        plan_problem *p = plan_problem_random_with_memory(seed, L, T, 0.95, (int)(seed % 3));
+        if (!p) continue;
+        plan_search_opts o = {.bound_time = 5, .seed = 1, .evaluations = 20000, .polish = 1};
+        plan_result ex, rl, h;
+        plan_result_init(&ex, p);
+        plan_result_init(&rl, p);
+        plan_result_init(&h, p);
+        assert_int_equal(plan_solve_exact(p, &o, &ex), 0);
+        assert_int_equal(plan_solve_rl(p, &o, &rl), 0);
+        int fe, fr, fh = 0;
+        objective_of(p, ex.assign, &fe);
+        objective_of(p, rl.assign, &fr);
+        if (fe && !fr) fail_msg("seed %llu: exact finds a plan, rl none", (unsigned long long)seed);
+        both += fe;
+        plan_solve_greedy(p, &h);
+        objective_of(p, h.assign, &fh);
+        for (int t = 0; t < T && !fh; t++) {
+            plan_solve_fixed(p, t, &h);
+            objective_of(p, h.assign, &fh);
+        }
+        if (!fh) { /* the fastest plan, planned with the unit limits */
+            plan_budget b;
+            plan_budget_init(&b, 20000, 0);
+            plan_max_throughput(p, h.assign);
+            plan_dp_limits(p, h.assign, &b);
+            objective_of(p, h.assign, &fh);
+        }
+        plan_search_opts blind = {.seed = seed, .episodes = 1, .evaluations = 1, .start = PLAN_START_UNIFORM};
+        assert_int_equal(plan_solve_rl(p, &blind, &rl), 0);
+        objective_of(p, rl.assign, &fr);
+        if (fh && !fr) fail_msg("seed %llu: a heuristic finds a plan, a blind rl none", (unsigned long long)seed);
+        heuristic += fh;
+        repaired += fh && strcmp(rl.found_by, "repair") == 0;
+        plan_result_free(&ex);
+        plan_result_free(&rl);
+        plan_result_free(&h);
+        plan_problem_free(p);
+    }
+    print_message("# %d deep instances with a plan; %d where a heuristic has one, %d of them repaired\n", both,
+                  heuristic, repaired);
+    assert_true(both >= 5 && repaired >= 1);
+}
+
 /* Limits that bind across stages with many units: the unrestricted optimum
  * is found first, then each type it uses in several stages gets a limit
  * between its largest stage and its total, so the unit phase and its
@@ -846,6 +1037,10 @@ int main(void)
         cmocka_unit_test(test_exact_equals_brute),
         cmocka_unit_test(test_exact_equals_brute_binding_units),
         cmocka_unit_test(test_exact_equals_brute_with_memory),
+        cmocka_unit_test(test_servers_hold_their_rows),
+        cmocka_unit_test(test_budget_is_fastest_within),
+        cmocka_unit_test(test_budget_below_cheapest),
+        cmocka_unit_test(test_rl_finds_a_plan_on_deep_instances),
         cmocka_unit_test(test_exact_binding_units_128),
         cmocka_unit_test(test_exact_is_optimal_over_any_units),
         cmocka_unit_test(test_exact_equals_brute_on_graphs),
