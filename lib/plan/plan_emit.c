@@ -32,6 +32,25 @@ static double server_used(const plan_eval *e)
     return e->servers ? tables * PLAN_SERVER_HEADROOM / e->servers : 0;
 }
 
+/* Where a stage's time per batch on its units goes (plan_law_ms, term by
+ * term): its layers with the engine's per-step work and the read; the
+ * exchange with the servers; its cuts; the ring allreduce. */
+typedef struct {
+    double compute_ms, servers_ms, cuts_ms, allreduce_ms;
+} time_split;
+
+static time_split split_of(const plan_stage *st)
+{
+    const plan_law *law = &st->law;
+    int k = st->units;
+    time_split x;
+    x.servers_ms = plan_law_servers_ms(law, k);
+    x.cuts_ms = law->boundary_ms / k;
+    x.allreduce_ms = law->sync_ms * (k - 1) / k + law->hop_ms * (k - 1);
+    x.compute_ms = plan_law_ms(law, k) - x.servers_ms - x.cuts_ms - x.allreduce_ms;
+    return x;
+}
+
 static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, const hps_cluster *c)
 {
     const plan_stage *st = &e->stages[s];
@@ -50,11 +69,17 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
     json_object_set_new(o, "servers_ms", hps_json_real(plan_law_servers_ms(&st->law, st->units)));
     json_object_set_new(o, "in_process_ms", hps_json_real(plan_law_in_process_ms(&st->law, st->units)));
     json_object_set_new(o, "layers_ms", hps_json_real(plan_law_layers_ms(&st->law, st->units)));
+    time_split x = split_of(st);
+    json_object_set_new(o, "time_split", json_pack("{s:o, s:o, s:o, s:o}", "compute_ms", hps_json_real(x.compute_ms),
+                                                   "servers_ms", hps_json_real(x.servers_ms), "cuts_ms",
+                                                   hps_json_real(x.cuts_ms), "allreduce_ms",
+                                                   hps_json_real(x.allreduce_ms)));
     json_object_set_new(o, "throughput", hps_json_real(st->throughput));
     /* what hps-train sends across the stage's cuts a batch, both ways */
     json_object_set_new(o, "bytes_in", hps_json_real(st->first ? p->cut_bytes[st->first] : 0));
     json_object_set_new(o, "bytes_out", hps_json_real(st->end < p->n_layers ? p->cut_bytes[st->end] : 0));
     json_object_set_new(o, "link_ms", st->link_ms > 0 ? hps_json_real(st->link_ms) : json_null());
+    /* its units' share of the instances (predicted.cost_per_hour bills them whole) */
     json_object_set_new(o, "cost_per_hour", hps_json_real(st->units * p->price[st->type]));
     json_object_set_new(o, "bottleneck", json_boolean(e->bottleneck == s));
     json_object_set_new(o, "memory", memory_json(st->law.mem_bytes, p->mem_bytes[st->type]));
@@ -110,6 +135,30 @@ static json_t *placement_json(const plan_layout *l, const hps_cluster *c)
     return json_pack("{s:o, s:o, s:o}", "servers", servers, "cross_node_bytes_per_step",
                      hps_json_real(l->cross_node_bytes), "round_robin_bytes_per_step",
                      hps_json_real(l->round_robin_bytes));
+}
+
+/* The instances a plan rents, per type (hps-plan(5), instances): how many,
+ * of how many units, the units its workers (and servers) fill, and what they
+ * cost an hour. */
+static int filled(const plan_problem *p, const plan_eval *e, int t)
+{
+    int shared = p->server_type == t && p->units_per_instance[t] > 1;
+    return e->units[t] + (shared ? e->servers : 0);
+}
+
+static json_t *instances_json(const plan_problem *p, const plan_eval *e)
+{
+    json_t *o = json_object();
+    for (int t = 0; t < p->n_types; t++) {
+        int n = filled(p, e, t), k = p->units_per_instance[t];
+        if (!n) continue;
+        json_object_set_new(o, p->type_names[t],
+                            json_pack("{s:i, s:i, s:i, s:o, s:o}", "count", plan_instances(p, t, n),
+                                      "units_per_instance", k, "units_used", n, "price_per_hour",
+                                      hps_json_real(k * p->price[t]), "cost_per_hour",
+                                      hps_json_real(plan_instances(p, t, n) * k * p->price[t])));
+    }
+    return o;
 }
 
 /* Energy is known only when every type in the plan has a power figure. */
@@ -182,6 +231,7 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
     for (int t = 0; t < p->n_types; t++)
         if (e->units[t]) json_object_set_new(units, p->type_names[t], json_integer(e->units[t]));
     json_object_set_new(root, "units", units);
+    json_object_set_new(root, "instances", instances_json(p, e));
     json_object_set_new(root, "servers", servers_json(p, e, l, c));
     json_object_set_new(root, "workers", workers_json(p, l, c));
     json_object_set_new(root, "placement", placement_json(l, c));
@@ -224,6 +274,34 @@ static void memory_cell(char *buf, size_t n, double used, double capacity)
     else snprintf(buf, n, "%.1f GiB", used / PLAN_GIB);
 }
 
+/* Each stage's time per batch, term by term (split_of). */
+static void print_time_split(FILE *f, const plan_eval *e)
+{
+    for (int s = 0; s < e->n_stages; s++) {
+        time_split x = split_of(&e->stages[s]);
+        fprintf(f, "time   stage %d: %.3f ms = compute %.3f + servers %.3f + cuts %.3f + allreduce %.3f\n", s,
+                e->stages[s].ms, x.compute_ms, x.servers_ms, x.cuts_ms, x.allreduce_ms);
+    }
+}
+
+/* What the plan is billed: the instances of each type (stages of a type
+ * share them), the servers on theirs; the lines add up to the total. */
+static void print_bill(FILE *f, const plan_problem *p, const plan_eval *e)
+{
+    int shared = p->server_type >= 0 && p->units_per_instance[p->server_type] > 1;
+    for (int t = 0; t < p->n_types; t++) {
+        int n = filled(p, e, t), k = p->units_per_instance[t], i = plan_instances(p, t, n);
+        if (!n) continue;
+        fprintf(f, "rent   %s: %d instance%s x $%.3f/hour", p->type_names[t], i, i == 1 ? "" : "s", k * p->price[t]);
+        if (k > 1) fprintf(f, " (%d units each, %d used)", k, n);
+        fprintf(f, " = $%.3f/hour\n", i * k * p->price[t]);
+    }
+    if (e->servers && !shared)
+        fprintf(f, "rent   %d server%s%s%s x $%.3f/hour = $%.3f/hour\n", e->servers, e->servers == 1 ? "" : "s",
+                p->server_type >= 0 ? " on " : "", p->server_type >= 0 ? p->type_names[p->server_type] : "",
+                p->server_price, e->servers * p->server_price);
+}
+
 void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const plan_layout *l,
                       const plan_result *r, const plan_meta *m)
 {
@@ -257,10 +335,13 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
                 p->server_type >= 0 ? p->type_names[p->server_type] : "", "embedding rows",
                 e->servers, "", "", e->server_cost_per_hour, mem);
     }
+    print_time_split(f, e);
+    print_bill(f, p, e);
     int total = 0;
     for (int t = 0; t < p->n_types; t++) total += e->units[t];
-    fprintf(f, "total  %d unit%s, %.1f samples/s, %.1f s, $%.4f ($%.3f/hour)", total, total == 1 ? "" : "s", e->throughput,
-            e->time_s, e->cost, e->cost_per_hour);
+    fprintf(f, "total  %d unit%s", total, total == 1 ? "" : "s");
+    if (e->servers) fprintf(f, " + %d server%s", e->servers, e->servers == 1 ? "" : "s");
+    fprintf(f, ", %.1f samples/s, %.1f s, $%.4f ($%.3f/hour)", e->throughput, e->time_s, e->cost, e->cost_per_hour);
     if (energy_known(p, e)) fprintf(f, ", %.4g kWh", e->energy_j / 3.6e6);
     fputc('\n', f);
     if (l->n_servers)
@@ -325,6 +406,9 @@ void plan_explain(FILE *f, const plan_problem *p, const int *assign)
         }
         fputc('\n', f);
     }
+    print_time_split(f, &e);
+    print_bill(f, p, &e);
+    fprintf(f, "total  $%.3f/hour\n", e.cost_per_hour);
     plan_eval_free(&e);
     free(v);
 }
