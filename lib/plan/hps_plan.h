@@ -405,10 +405,12 @@ typedef struct {
     double share;       /* fraction of the data set this worker reads */
     double batch_share; /* fraction of each batch it computes in its stage */
     int node, slot;     /* -1 when the cluster lists no nodes */
+    int instance;       /* which of its type's instances holds it, from 0 */
 } plan_worker;
 
 typedef struct {
     int rank, node, slot;
+    int instance; /* of the servers' type, after its workers'; -1 when no type */
 } plan_server;
 
 typedef struct {

@@ -98,8 +98,11 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
 static json_t *servers_json(const plan_problem *p, const plan_eval *e, const plan_layout *l,
                             const hps_cluster *c)
 {
-    json_t *ranks = json_array();
-    for (int v = 0; v < l->n_servers; v++) json_array_append_new(ranks, json_integer(l->servers[v].rank));
+    json_t *ranks = json_array(), *where = json_array();
+    for (int v = 0; v < l->n_servers; v++) {
+        json_array_append_new(ranks, json_integer(l->servers[v].rank));
+        json_array_append_new(where, l->servers[v].instance >= 0 ? json_integer(l->servers[v].instance) : json_null());
+    }
     json_t *o = json_pack("{s:i, s:o, s:o, s:f, s:{s:s, s:s, s:s}}", "count", l->n_servers, "ranks", ranks,
                           "bytes_per_s", hps_json_real(l->server_bytes_per_s), "gbps_each", c->server_gbps,
                           "routing", "rule", "mix64-mod", "key", "key", "expr", ROUTING_EXPR);
@@ -107,6 +110,8 @@ static json_t *servers_json(const plan_problem *p, const plan_eval *e, const pla
     json_object_set_new(o, "price_per_hour", hps_json_real(p->server_price));
     json_object_set_new(o, "cost_per_hour", hps_json_real(e->server_cost_per_hour));
     json_object_set_new(o, "memory", memory_json(server_used(e), p->server_mem));
+    /* where each lives: the instance of the servers' type (instances) */
+    json_object_set_new(o, "instances", where);
     return o;
 }
 
@@ -120,6 +125,7 @@ static json_t *workers_json(const plan_problem *p, const plan_layout *l, const h
                               hps_json_real(k->batch_share));
         json_object_set_new(o, "node", k->node >= 0 ? json_string(c->nodes[k->node].name) : json_null());
         json_object_set_new(o, "slot", k->node >= 0 ? json_integer(k->slot) : json_null());
+        json_object_set_new(o, "instance", json_integer(k->instance));
         json_array_append_new(a, o);
     }
     return a;

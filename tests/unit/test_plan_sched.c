@@ -307,6 +307,24 @@ static double brute_any_units(const plan_problem *p, int *feasible, double *thr,
     return a.best;
 }
 
+/* Solves p with exact (proven optimal) and brute_any_units: the same
+ * objective; returns brute force's, *feasible and *thr its plan's. */
+static double exact_equals_any_units(const plan_problem *p, uint64_t seed, int *feasible, double *thr)
+{
+    plan_search_opts o = {.bound_time = 10};
+    plan_result exact;
+    plan_result_init(&exact, p);
+    assert_int_equal(plan_solve_exact(p, &o, &exact), 0);
+    assert_true(exact.optimal);
+    int fe, n;
+    double ve = objective_of(p, exact.assign, &fe), vb = brute_any_units(p, feasible, thr, &n);
+    if (fe != *feasible || (*feasible && fabs(ve - vb) > 1e-9 * vb))
+        fail_msg("seed %llu (%s): exact %.9g (feasible %d), any units %.9g (feasible %d)", (unsigned long long)seed,
+                 plan_objective_names[p->objective], ve, fe, vb, *feasible);
+    plan_result_free(&exact);
+    return vb;
+}
+
 /* hps-plan(1) COST MODEL: --algo exact is the optimum of the documented
  * model, also where extra units on a cheap bottleneck stage, or fewer
  * servers, beat the fewest units that meet the limit; every objective, with
@@ -315,7 +333,6 @@ static double brute_any_units(const plan_problem *p, int *feasible, double *thr,
 static void test_exact_is_optimal_over_any_units(void **state)
 {
     (void)state;
-    plan_search_opts o = {.bound_time = 10};
     int feasible_count = 0, beyond = 0, piped = 0, latent = 0, shared = 0;
     for (uint64_t seed = 1; seed <= 240; seed++) {
         int L = 2 + (int)(seed % 4), T = 2 + (int)(seed / 3 % 2);
@@ -341,15 +358,8 @@ static void test_exact_is_optimal_over_any_units(void **state)
             p->link_ms[0][1] = p->link_ms[1][0] = 0.01;
             plan_problem_prepare(p);
         }
-        plan_result exact;
-        plan_result_init(&exact, p);
-        assert_int_equal(plan_solve_exact(p, &o, &exact), 0);
-        assert_true(exact.optimal);
-        int fe, fb, n;
-        double thr, ve = objective_of(p, exact.assign, &fe), vb = brute_any_units(p, &fb, &thr, &n);
-        if (fe != fb || (fb && fabs(ve - vb) > 1e-9 * vb))
-            fail_msg("seed %llu (%s): exact %.9g (feasible %d), any units %.9g (feasible %d)",
-                     (unsigned long long)seed, plan_objective_names[p->objective], ve, fe, vb, fb);
+        int fb;
+        double thr, vb = exact_equals_any_units(p, seed, &fb, &thr);
         feasible_count += fb;
         beyond += fb && thr > p->min_throughput * 1.2;
         if (fb && p->micro_batches != PLAN_NO_BUBBLE) { /* where the bubble changed the optimum */
@@ -375,7 +385,6 @@ static void test_exact_is_optimal_over_any_units(void **state)
             shared += f0 != fb || (fb && fabs(v0 - vb) > 1e-9 * vb);
             p->server_type = 0;
         }
-        plan_result_free(&exact);
         plan_problem_free(p);
     }
     print_message("# %d feasible, %d whose optimum runs 20%% above the limit, %d moved by the bubble, "
@@ -391,7 +400,6 @@ static void test_exact_is_optimal_over_any_units(void **state)
 static void test_exact_is_optimal_over_whole_instances(void **state)
 {
     (void)state;
-    plan_search_opts o = {.bound_time = 10};
     int feasible_count = 0, moved = 0;
     for (uint64_t seed = 1; seed <= 200; seed++) {
         int L = 2 + (int)(seed % 4), T = 2 + (int)(seed / 3 % 2);
@@ -405,15 +413,8 @@ static void test_exact_is_optimal_over_whole_instances(void **state)
         p->max_servers = 3;
         if (seed % 3 != 1) p->server_type = 0;
         if (seed % 2) p->server_price = p->price[0]; /* servers are units of the CPU type */
-        plan_result exact;
-        plan_result_init(&exact, p);
-        assert_int_equal(plan_solve_exact(p, &o, &exact), 0);
-        assert_true(exact.optimal);
-        int fe, fb, n;
-        double thr, ve = objective_of(p, exact.assign, &fe), vb = brute_any_units(p, &fb, &thr, &n);
-        if (fe != fb || (fb && fabs(ve - vb) > 1e-9 * vb))
-            fail_msg("seed %llu (%s): exact %.9g (feasible %d), any units %.9g (feasible %d)",
-                     (unsigned long long)seed, plan_objective_names[p->objective], ve, fe, vb, fb);
+        int fb;
+        double thr, vb = exact_equals_any_units(p, seed, &fb, &thr);
         feasible_count += fb;
         if (fb && p->objective == PLAN_OBJ_COST) {
             int k[PLAN_MAX_TYPES], f0, n0;
@@ -423,7 +424,6 @@ static void test_exact_is_optimal_over_whole_instances(void **state)
             moved += fabs(brute_any_units(p, &f0, &t0, &n0) - vb) > 1e-9 * vb;
             memcpy(p->units_per_instance, k, sizeof k);
         }
-        plan_result_free(&exact);
         plan_problem_free(p);
     }
     print_message("# %d feasible, %d moved by whole instances\n", feasible_count, moved);
