@@ -462,5 +462,5 @@ c["resources"][0]["price_per_instance_hour"] = 5
 json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/both.json"
     run plan -m $M/demo-ctr.json -c "$TMP/both.json" -p $P/demo-ctr.json --min-throughput 1000
     [ "$status" -eq 2 ]
-    [ "$output" = "hps-plan: error: both.json: resource 'cpu-c5': give price_per_hour (a unit's) or price_per_instance_hour (an instance's), not both" ]
+    [ "$output" = "hps-plan: error: $TMP/both.json: resource 'cpu-c5': give price_per_hour (a unit's) or price_per_instance_hour (an instance's), not both" ]
 }
