@@ -320,12 +320,14 @@ static int servers_in_instances(const plan_problem *p)
 double plan_rent_per_hour(const plan_problem *p, const int *units, int servers)
 {
     int shared = servers_in_instances(p);
-    double rate = shared ? 0 : servers * p->server_price;
+    double rate = 0;
     for (int t = 0; t < p->n_types; t++) {
         int n = units[t] + (shared && t == p->server_type ? servers : 0);
         rate += plan_instances(p, t, n) * p->units_per_instance[t] * p->price[t];
     }
-    return rate;
+    /* the servers last, as the bill was summed before instances: the same
+     * bits for one unit an instance (the shipped policy was trained on them) */
+    return shared ? rate : rate + servers * p->server_price;
 }
 
 double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers)
