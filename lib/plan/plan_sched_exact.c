@@ -156,6 +156,9 @@ static struct stage_opts *stage_options(exact_state *s, int j, int i, int t)
     int cap = 0;
     o->n = 0;
     plan_stage_law(p, j, i, t, &law);
+    /* servers in the instances of their type are billed as its units */
+    int st = p->server_type;
+    double server_weight = st >= 0 && s->inst[st] ? plan_unit_weight(p, st) : plan_server_weight(p);
     for (int ok = plan_stage_at_level(p, &law, t, p->min_throughput, &x); ok;
          ok = plan_stage_next(p, &law, t, &x, &x)) {
         if (o->n == cap) {
@@ -166,7 +169,7 @@ static struct stage_opts *stage_options(exact_state *s, int j, int i, int t)
             o->srv = hps_realloc(o->srv, (size_t)cap * sizeof *o->srv);
         }
         /* the stage's servers are a sum over stages too (plan_evaluate) */
-        o->c[o->n] = x.units * plan_unit_weight(p, t) + x.servers * plan_server_weight(p);
+        o->c[o->n] = x.units * plan_unit_weight(p, t) + x.servers * server_weight;
         o->thr[o->n] = x.throughput;
         o->k[o->n] = x.units;
         o->srv[o->n++] = x.servers;
