@@ -22,6 +22,10 @@ typedef struct {
     plan_kind kind;
     char device[HPS_NAME_MAX]; /* the profile device it corresponds to */
     double price_per_hour;     /* dollars per unit and hour */
+    /* Units come in instances: a type is rented units_per_instance units at a
+     * time (8 A100 in a p4d.24xlarge), at price_per_hour x units_per_instance
+     * the instance (default 1: the unit is the instance). */
+    int units_per_instance;
     int max_units;
     double nic_gbps;
     double nic_latency_us; /* per message between two units (0 when not given) */

@@ -112,6 +112,10 @@ typedef struct {
      * gradients of the allreduce into its own; 0 = not charged */
     double reduce_bpms[PLAN_MAX_TYPES];
     int max_units[PLAN_MAX_TYPES];
+    /* units rented together (hps-cluster(5)): a plan pays for whole
+     * instances of units_per_instance units at price x units_per_instance;
+     * 1 by default (plan_problem_new) */
+    int units_per_instance[PLAN_MAX_TYPES];
     double mem_bytes[PLAN_MAX_TYPES]; /* one unit's memory; 0 = not checked */
     int is_gpu[PLAN_MAX_TYPES];       /* only GPU types hold rows in HBM or a cache */
     /* parameter servers: one server's memory (0 = not checked), NIC in bytes
@@ -271,6 +275,12 @@ double plan_servers_throughput(const plan_problem *p, const plan_law *law, int n
  * servers (hps-cluster(5)); plan_take_units adds them to used[] of every type. */
 int plan_units_taken(const plan_problem *p, int t, int units, int servers, int x);
 void plan_take_units(const plan_problem *p, int t, int units, int servers, int *used);
+/* Instances of type t that hold n of its units; and what a plan is billed
+ * an hour: whole instances holding units[t] workers of each type (stages of
+ * one type share them; on the servers' type, when it comes in instances of
+ * several units, its servers too), and the servers at server_price. */
+int plan_instances(const plan_problem *p, int t, int n);
+double plan_rent_per_hour(const plan_problem *p, const int *units, int servers);
 /* A stage's samples/s on k units: its time, or its servers when they are slower. */
 double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers);
 /* One way to provision a stage: the fewest units and servers that carry a
@@ -435,10 +445,12 @@ typedef struct {
     double share;       /* fraction of the data set this worker reads */
     double batch_share; /* fraction of each batch it computes in its stage */
     int node, slot;     /* -1 when the cluster lists no nodes */
+    int instance;       /* which of its type's instances holds it, from 0 */
 } plan_worker;
 
 typedef struct {
     int rank, node, slot;
+    int instance; /* of the servers' type, after its workers'; -1 when no type */
 } plan_server;
 
 typedef struct {

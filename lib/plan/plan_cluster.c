@@ -31,11 +31,32 @@ static int copy_name(char *dst, const char *src, const char *what, const char *e
     return 0;
 }
 
+/* A type is priced per unit (price_per_hour) or per instance
+ * (price_per_instance_hour, units_per_instance units): one or the other, so
+ * that the two never disagree.  The per-unit price is the instance's over
+ * its units either way (hps-cluster(5)). */
+static int instance_pricing(json_t *o, long long *per_instance, double *instance_price, const char *ctx,
+                            hps_error *err)
+{
+    if (hps_json_int(o, "units_per_instance", HPS_OPTIONAL, 1, 4096, per_instance, ctx, err) ||
+        hps_json_num(o, "price_per_instance_hour", HPS_OPTIONAL, 0, 1e7, instance_price, ctx, err))
+        return -1;
+    int inst = json_object_get(o, "price_per_instance_hour") != NULL;
+    if (inst && json_object_get(o, "price_per_hour"))
+        return hps_fail(err, HPS_EXIT_USAGE,
+                        "%s: give price_per_hour (a unit's) or price_per_instance_hour (an instance's), not both",
+                        ctx);
+    if (inst && !(*instance_price > 0))
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: price_per_instance_hour must be > 0", ctx);
+    return 0;
+}
+
 static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hps_error *err)
 {
     static const char *const keys[] = {"name",     "kind",    "device",  "price_per_hour",
                                        "max_units", "nic_gbps", "power_w", "mem_gib",
-                                       "threads",  "host_mem_gib", "nic_latency_us", "comment", NULL};
+                                       "threads",  "host_mem_gib", "nic_latency_us", "units_per_instance",
+                                       "price_per_instance_hour", "comment", NULL};
     static const char *const kinds[] = {"cpu", "gpu", NULL};
     char ctx[256];
     snprintf(ctx, sizeof ctx, "%s: resource %d", file, i);
@@ -49,14 +70,16 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
     if (hps_cluster_find(c, r->name) >= 0 && hps_cluster_find(c, r->name) < i)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: name appears twice", ctx);
     int kind = 0;
-    long long max_units = 0, threads = 1;
-    double mem_gib = 0, host_gib = 0;
+    long long max_units = 0, threads = 1, per_instance = 1;
+    double mem_gib = 0, host_gib = 0, instance_price = 0;
     r->power_w = r->nic_latency_us = 0;
     if (hps_json_known_keys(o, keys, ctx, err) ||
         hps_json_enum(o, "kind", HPS_REQUIRED, kinds, &kind, ctx, err) ||
         hps_json_str(o, "device", HPS_REQUIRED, &device, ctx, err) ||
         copy_name(r->device, device, "device", ":", ctx, err) ||
-        hps_json_num(o, "price_per_hour", HPS_REQUIRED, 0, 1e6, &r->price_per_hour, ctx, err) ||
+        instance_pricing(o, &per_instance, &instance_price, ctx, err) ||
+        hps_json_num(o, "price_per_hour", instance_price > 0 ? HPS_OPTIONAL : HPS_REQUIRED, 0, 1e6,
+                     &r->price_per_hour, ctx, err) ||
         hps_json_int(o, "max_units", HPS_REQUIRED, 1, 100000, &max_units, ctx, err) ||
         hps_json_num(o, "nic_gbps", HPS_REQUIRED, 1e-3, 1e5, &r->nic_gbps, ctx, err) ||
         hps_json_num(o, "nic_latency_us", HPS_OPTIONAL, 0, 1e7, &r->nic_latency_us, ctx, err) ||
@@ -65,6 +88,8 @@ static int parse_resource(json_t *o, hps_cluster *c, const char *file, int i, hp
         hps_json_int(o, "threads", HPS_OPTIONAL, 1, 4096, &threads, ctx, err) ||
         hps_json_num(o, "host_mem_gib", HPS_OPTIONAL, 1.0 / 1024, 1 << 20, &host_gib, ctx, err))
         return -1;
+    if (instance_price > 0) r->price_per_hour = instance_price / (double)per_instance;
+    r->units_per_instance = (int)per_instance;
     r->threads = (int)threads;
     r->threads_given = json_object_get(o, "threads") != NULL;
     if (r->price_per_hour <= 0)

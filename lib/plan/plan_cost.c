@@ -312,6 +312,33 @@ void plan_take_units(const plan_problem *p, int t, int units, int servers, int *
     if (p->server_type >= 0) used[p->server_type] += servers;
 }
 
+int plan_instances(const plan_problem *p, int t, int n)
+{
+    int k = p->units_per_instance[t] > 0 ? p->units_per_instance[t] : 1;
+    return (n + k - 1) / k;
+}
+
+/* Servers share the instances of their type only where it has several
+ * units an instance; else each is one unit at server_price, as before
+ * instances (a random instance's server_price need not be its type's). */
+static int servers_in_instances(const plan_problem *p)
+{
+    return p->server_type >= 0 && p->units_per_instance[p->server_type] > 1;
+}
+
+double plan_rent_per_hour(const plan_problem *p, const int *units, int servers)
+{
+    int shared = servers_in_instances(p);
+    double rate = 0;
+    for (int t = 0; t < p->n_types; t++) {
+        int n = units[t] + (shared && t == p->server_type ? servers : 0);
+        rate += plan_instances(p, t, n) * p->units_per_instance[t] * p->price[t];
+    }
+    /* the servers last, as the bill was summed before instances: the same
+     * bits for one unit an instance (the shipped policy was trained on them) */
+    return shared ? rate : rate + servers * p->server_price;
+}
+
 double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers)
 {
     return fmin(throughput_of(p, plan_law_ms(law, k)), plan_servers_throughput(p, law, servers));
@@ -407,17 +434,21 @@ static void provision_for_objective(const plan_problem *p, plan_eval *e)
     top = cap;
     for (int s = 0; s < S; s++) top = fmin(top, e->stages[s].best_throughput);
     for (;;) {
-        int units[PLAN_MAX_TYPES] = {0};
-        double thr = cap, rate = 0, power = 0;
+        int units[PLAN_MAX_TYPES] = {0}, workers[PLAN_MAX_TYPES] = {0}, servers = 0;
+        double thr = cap, power = 0;
         for (int s = 0; s < S; s++) {
             int t = e->stages[s].type;
             thr = fmin(thr, cur[s].throughput);
             plan_take_units(p, t, cur[s].units, cur[s].servers, units);
-            rate += cur[s].units * p->price[t] + cur[s].servers * p->server_price;
+            workers[t] += cur[s].units;
+            servers += cur[s].servers;
             power += cur[s].units * p->power[t] + cur[s].servers * p->server_power;
         }
         for (int t = 0; t < T; t++)
             if (units[t] > p->max_units[t]) goto done;
+        /* whole instances: more units may cost nothing, so the level search
+         * goes on (the rate never falls as the level rises) */
+        double rate = plan_rent_per_hour(p, workers, servers);
         double v = plan_objective_value(p, rate, power, thr * bubble);
         if (v < best_v * (1 - 1e-12)) {
             best_v = v;
@@ -489,12 +520,10 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
         e->servers += s->servers;
         plan_take_units(p, s->type, s->units, s->servers, e->used);
     }
-    for (int t = 0; t < T; t++) {
-        e->cost_per_hour += e->units[t] * p->price[t];
-        e->power_w += e->units[t] * p->power[t];
-    }
-    e->server_cost_per_hour = e->servers * p->server_price;
-    e->cost_per_hour += e->server_cost_per_hour;
+    for (int t = 0; t < T; t++) e->power_w += e->units[t] * p->power[t];
+    e->cost_per_hour = plan_rent_per_hour(p, e->units, e->servers);
+    /* the servers' share of it: what the bill would lose without them */
+    e->server_cost_per_hour = e->cost_per_hour - plan_rent_per_hour(p, e->units, 0);
     e->power_w += e->servers * p->server_power;
     e->throughput *= e->bubble;
     e->feasible = e->violation == 0;

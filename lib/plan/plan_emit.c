@@ -32,9 +32,8 @@ static double server_used(const plan_eval *e)
     return e->servers ? tables * PLAN_SERVER_HEADROOM / e->servers : 0;
 }
 
-/* hps-train of this version keeps every embedding row in host tables
- * beside the servers (one process: its own), whatever the plan chose:
- * said so that the plan does not promise HBM it will not get. */
+/* Where this hps-train keeps a stage's rows: every value the planner
+ * chooses (hps-train(1) ROWS); one place to say it, should that change. */
 static const char *executed_as(const plan_stage *st)
 {
     return plan_rows_names[st->law.rows];
@@ -61,6 +60,25 @@ static const char *rows_cell(const plan_stage *st, char *buf, size_t n)
     return buf;
 }
 
+/* Where a stage's time per batch on its units goes (plan_law_ms, term by
+ * term): its layers with the engine's per-step work and the read; the
+ * exchange with the servers; its cuts; the ring allreduce. */
+typedef struct {
+    double compute_ms, servers_ms, cuts_ms, allreduce_ms;
+} time_split;
+
+static time_split split_of(const plan_stage *st)
+{
+    const plan_law *law = &st->law;
+    int k = st->units;
+    time_split x;
+    x.servers_ms = plan_law_servers_ms(law, k);
+    x.cuts_ms = law->boundary_ms / k;
+    x.allreduce_ms = law->sync_ms * (k - 1) / k + law->hop_ms * (k - 1);
+    x.compute_ms = plan_law_ms(law, k) - x.servers_ms - x.cuts_ms - x.allreduce_ms;
+    return x;
+}
+
 static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, const hps_cluster *c)
 {
     const plan_stage *st = &e->stages[s];
@@ -79,11 +97,17 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
     json_object_set_new(o, "servers_ms", hps_json_real(plan_law_servers_ms(&st->law, st->units)));
     json_object_set_new(o, "in_process_ms", hps_json_real(plan_law_in_process_ms(&st->law, st->units)));
     json_object_set_new(o, "layers_ms", hps_json_real(plan_law_layers_ms(&st->law, st->units)));
+    time_split x = split_of(st);
+    json_object_set_new(o, "time_split", json_pack("{s:o, s:o, s:o, s:o}", "compute_ms", hps_json_real(x.compute_ms),
+                                                   "servers_ms", hps_json_real(x.servers_ms), "cuts_ms",
+                                                   hps_json_real(x.cuts_ms), "allreduce_ms",
+                                                   hps_json_real(x.allreduce_ms)));
     json_object_set_new(o, "throughput", hps_json_real(st->throughput));
     /* what hps-train sends across the stage's cuts a batch, both ways */
     json_object_set_new(o, "bytes_in", hps_json_real(st->first ? p->cut_bytes[st->first] : 0));
     json_object_set_new(o, "bytes_out", hps_json_real(st->end < p->n_layers ? p->cut_bytes[st->end] : 0));
     json_object_set_new(o, "link_ms", st->link_ms > 0 ? hps_json_real(st->link_ms) : json_null());
+    /* its units' share of the instances (predicted.cost_per_hour bills them whole) */
     json_object_set_new(o, "cost_per_hour", hps_json_real(st->units * p->price[st->type]));
     json_object_set_new(o, "bottleneck", json_boolean(e->bottleneck == s));
     json_object_set_new(o, "memory", memory_json(st->law.mem_bytes, p->mem_bytes[st->type]));
@@ -102,8 +126,11 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
 static json_t *servers_json(const plan_problem *p, const plan_eval *e, const plan_layout *l,
                             const hps_cluster *c)
 {
-    json_t *ranks = json_array();
-    for (int v = 0; v < l->n_servers; v++) json_array_append_new(ranks, json_integer(l->servers[v].rank));
+    json_t *ranks = json_array(), *where = json_array();
+    for (int v = 0; v < l->n_servers; v++) {
+        json_array_append_new(ranks, json_integer(l->servers[v].rank));
+        json_array_append_new(where, l->servers[v].instance >= 0 ? json_integer(l->servers[v].instance) : json_null());
+    }
     json_t *o = json_pack("{s:i, s:o, s:o, s:f, s:{s:s, s:s, s:s}}", "count", l->n_servers, "ranks", ranks,
                           "bytes_per_s", hps_json_real(l->server_bytes_per_s), "gbps_each", c->server_gbps,
                           "routing", "rule", "mix64-mod", "key", "key", "expr", ROUTING_EXPR);
@@ -111,6 +138,8 @@ static json_t *servers_json(const plan_problem *p, const plan_eval *e, const pla
     json_object_set_new(o, "price_per_hour", hps_json_real(p->server_price));
     json_object_set_new(o, "cost_per_hour", hps_json_real(e->server_cost_per_hour));
     json_object_set_new(o, "memory", memory_json(server_used(e), p->server_mem));
+    /* where each lives: the instance of the servers' type (instances) */
+    json_object_set_new(o, "instances", where);
     return o;
 }
 
@@ -124,6 +153,7 @@ static json_t *workers_json(const plan_problem *p, const plan_layout *l, const h
                               hps_json_real(k->batch_share));
         json_object_set_new(o, "node", k->node >= 0 ? json_string(c->nodes[k->node].name) : json_null());
         json_object_set_new(o, "slot", k->node >= 0 ? json_integer(k->slot) : json_null());
+        json_object_set_new(o, "instance", json_integer(k->instance));
         json_array_append_new(a, o);
     }
     return a;
@@ -139,6 +169,30 @@ static json_t *placement_json(const plan_layout *l, const hps_cluster *c)
     return json_pack("{s:o, s:o, s:o}", "servers", servers, "cross_node_bytes_per_step",
                      hps_json_real(l->cross_node_bytes), "round_robin_bytes_per_step",
                      hps_json_real(l->round_robin_bytes));
+}
+
+/* The instances a plan rents, per type (hps-plan(5), instances): how many,
+ * of how many units, the units its workers (and servers) fill, and what they
+ * cost an hour. */
+static int filled(const plan_problem *p, const plan_eval *e, int t)
+{
+    int shared = p->server_type == t && p->units_per_instance[t] > 1;
+    return e->units[t] + (shared ? e->servers : 0);
+}
+
+static json_t *instances_json(const plan_problem *p, const plan_eval *e)
+{
+    json_t *o = json_object();
+    for (int t = 0; t < p->n_types; t++) {
+        int n = filled(p, e, t), k = p->units_per_instance[t];
+        if (!n) continue;
+        json_object_set_new(o, p->type_names[t],
+                            json_pack("{s:i, s:i, s:i, s:o, s:o}", "count", plan_instances(p, t, n),
+                                      "units_per_instance", k, "units_used", n, "price_per_hour",
+                                      hps_json_real(k * p->price[t]), "cost_per_hour",
+                                      hps_json_real(plan_instances(p, t, n) * k * p->price[t])));
+    }
+    return o;
 }
 
 /* Energy is known only when every type in the plan has a power figure. */
@@ -211,6 +265,7 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
     for (int t = 0; t < p->n_types; t++)
         if (e->units[t]) json_object_set_new(units, p->type_names[t], json_integer(e->units[t]));
     json_object_set_new(root, "units", units);
+    json_object_set_new(root, "instances", instances_json(p, e));
     json_object_set_new(root, "servers", servers_json(p, e, l, c));
     json_object_set_new(root, "workers", workers_json(p, l, c));
     json_object_set_new(root, "placement", placement_json(l, c));
@@ -253,6 +308,34 @@ static void memory_cell(char *buf, size_t n, double used, double capacity)
     else snprintf(buf, n, "%.1f GiB", used / PLAN_GIB);
 }
 
+/* Each stage's time per batch, term by term (split_of). */
+static void print_time_split(FILE *f, const plan_eval *e)
+{
+    for (int s = 0; s < e->n_stages; s++) {
+        time_split x = split_of(&e->stages[s]);
+        fprintf(f, "time   stage %d: %.3f ms = compute %.3f + servers %.3f + cuts %.3f + allreduce %.3f\n", s,
+                e->stages[s].ms, x.compute_ms, x.servers_ms, x.cuts_ms, x.allreduce_ms);
+    }
+}
+
+/* What the plan is billed: the instances of each type (stages of a type
+ * share them), the servers on theirs; the lines add up to the total. */
+static void print_bill(FILE *f, const plan_problem *p, const plan_eval *e)
+{
+    int shared = p->server_type >= 0 && p->units_per_instance[p->server_type] > 1;
+    for (int t = 0; t < p->n_types; t++) {
+        int n = filled(p, e, t), k = p->units_per_instance[t], i = plan_instances(p, t, n);
+        if (!n) continue;
+        fprintf(f, "rent   %s: %d instance%s x $%.3f/hour", p->type_names[t], i, i == 1 ? "" : "s", k * p->price[t]);
+        if (k > 1) fprintf(f, " (%d units each, %d used)", k, n);
+        fprintf(f, " = $%.3f/hour\n", i * k * p->price[t]);
+    }
+    if (e->servers && !shared)
+        fprintf(f, "rent   %d server%s%s%s x $%.3f/hour = $%.3f/hour\n", e->servers, e->servers == 1 ? "" : "s",
+                p->server_type >= 0 ? " on " : "", p->server_type >= 0 ? p->type_names[p->server_type] : "",
+                p->server_price, e->servers * p->server_price);
+}
+
 void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const plan_layout *l,
                       const plan_result *r, const plan_meta *m)
 {
@@ -284,10 +367,13 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
                 p->server_type >= 0 ? p->type_names[p->server_type] : "", "embedding rows",
                 e->servers, "", "", e->server_cost_per_hour, mem);
     }
+    print_time_split(f, e);
+    print_bill(f, p, e);
     int total = 0;
     for (int t = 0; t < p->n_types; t++) total += e->units[t];
-    fprintf(f, "total  %d unit%s, %.1f samples/s, %.1f s, $%.4f ($%.3f/hour)", total, total == 1 ? "" : "s", e->throughput,
-            e->time_s, e->cost, e->cost_per_hour);
+    fprintf(f, "total  %d unit%s", total, total == 1 ? "" : "s");
+    if (e->servers) fprintf(f, " + %d server%s", e->servers, e->servers == 1 ? "" : "s");
+    fprintf(f, ", %.1f samples/s, %.1f s, $%.4f ($%.3f/hour)", e->throughput, e->time_s, e->cost, e->cost_per_hour);
     if (energy_known(p, e)) fprintf(f, ", %.4g kWh", e->energy_j / 3.6e6);
     fputc('\n', f);
     if (l->n_servers)
@@ -358,6 +444,9 @@ void plan_explain(FILE *f, const plan_problem *p, const int *assign)
         fprintf(f, "stage %d (%s on %s): rows %s\n", s, span, p->type_names[e.stages[s].type],
                 rows_cell(&e.stages[s], rows, sizeof rows));
     }
+    print_time_split(f, &e);
+    print_bill(f, p, &e);
+    fprintf(f, "total  $%.3f/hour\n", e.cost_per_hour);
     plan_eval_free(&e);
     free(v);
 }

@@ -17,7 +17,7 @@ static void make_workers(const plan_problem *p, const plan_eval *e, plan_layout 
     /* Only the first stage reads the data set; its workers take shares in
      * proportion to their predicted speed (equal within a stage). */
     double readers_speed = e->stages[0].throughput;
-    int rank = 0;
+    int rank = 0, filled[PLAN_MAX_TYPES] = {0};
     for (int s = 0; s < e->n_stages; s++) {
         const plan_stage *st = &e->stages[s];
         for (int k = 0; k < st->units; k++, rank++) {
@@ -28,9 +28,11 @@ static void make_workers(const plan_problem *p, const plan_eval *e, plan_layout 
             w->batch_share = 1.0 / st->units;
             w->share = s == 0 ? (st->throughput / st->units) / readers_speed : 0;
             w->node = w->slot = -1;
+            /* a type's instances fill in rank order: a stage takes what
+             * the one before it on the type left free (they share it) */
+            w->instance = filled[st->type]++ / p->units_per_instance[st->type];
         }
     }
-    (void)p;
 }
 
 /* The servers the stages' rows need (plan_stage_servers), one pool: the
@@ -42,9 +44,13 @@ static void make_servers(const plan_problem *p, const plan_eval *e, plan_layout 
     out->server_bytes_per_s = bytes * steps_per_s;
     out->n_servers = e->servers;
     out->servers = hps_calloc((size_t)out->n_servers + 1, sizeof *out->servers);
+    /* on the servers' type, after its workers (sharing their last
+     * instance where the type has several units an instance) */
+    int t = p->server_type, k = t >= 0 ? p->units_per_instance[t] : 1, after = t >= 0 ? e->units[t] : 0;
     for (int i = 0; i < out->n_servers; i++) {
         out->servers[i].rank = out->n_workers + i;
         out->servers[i].node = out->servers[i].slot = -1;
+        out->servers[i].instance = t >= 0 ? (after + i) / k : -1;
     }
 }
 

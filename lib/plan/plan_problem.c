@@ -40,6 +40,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->table_bytes = hps_calloc(L, sizeof(double));
     p->rows = hps_calloc(L, sizeof(double));
     p->hot = hps_calloc(L, sizeof(double));
+    for (int t = 0; t < n_types; t++) p->units_per_instance[t] = 1;
     p->server_price = p->server_power = 0;
     p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
     p->max_servers = PLAN_MAX_SERVERS;
@@ -325,6 +326,7 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->nic_bpms[t] = r->nic_gbps * PLAN_GBPS_TO_BPMS;
         p->nic_ms[t] = r->nic_latency_us / 1000.0;
         p->max_units[t] = r->max_units;
+        p->units_per_instance[t] = r->units_per_instance;
         p->mem_bytes[t] = r->mem_bytes;
         p->is_gpu[t] = r->kind == PLAN_GPU;
     }

@@ -44,6 +44,7 @@
 
 typedef struct {
     double c, thr;
+    double cf;       /* c with every unit at its share of an instance: a lower bound on any completion's */
     int prev;        /* the partial plan this one extends, or -1 */
     int first, end;  /* its last stage: layers [first, end) */
     int type, units; /* its last stage's type and units */
@@ -94,6 +95,9 @@ typedef struct {
     const plan_problem *p;
     int with_units;
     int tracked[PLAN_MAX_TYPES]; /* types whose units the labels count */
+    /* types rented in instances of several units, the objective the cost:
+     * the labels count their units too, for the instances they fill */
+    int inst[PLAN_MAX_TYPES];
     long ops;
     label *labels;
     unsigned short *units; /* n_types per label, when with_units */
@@ -152,6 +156,9 @@ static struct stage_opts *stage_options(exact_state *s, int j, int i, int t)
     int cap = 0;
     o->n = 0;
     plan_stage_law(p, j, i, t, &law);
+    /* servers in the instances of their type are billed as its units */
+    int st = p->server_type;
+    double server_weight = st >= 0 && s->inst[st] ? plan_unit_weight(p, st) : plan_server_weight(p);
     for (int ok = plan_stage_at_level(p, &law, t, p->min_throughput, &x); ok;
          ok = plan_stage_next(p, &law, t, &x, &x)) {
         if (o->n == cap) {
@@ -162,7 +169,7 @@ static struct stage_opts *stage_options(exact_state *s, int j, int i, int t)
             o->srv = hps_realloc(o->srv, (size_t)cap * sizeof *o->srv);
         }
         /* the stage's servers are a sum over stages too (plan_evaluate) */
-        o->c[o->n] = x.units * plan_unit_weight(p, t) + x.servers * plan_server_weight(p);
+        o->c[o->n] = x.units * plan_unit_weight(p, t) + x.servers * server_weight;
         o->thr[o->n] = x.throughput;
         o->k[o->n] = x.units;
         o->srv[o->n++] = x.servers;
@@ -486,10 +493,23 @@ static double completion_bound(const exact_state *s, int i, int last, double c, 
     return b;
 }
 
-static int units_within(const unsigned short *a, const unsigned short *b, int T)
+/* Units free in the instances that n units of type t fill. */
+static int free_in_instances(const plan_problem *p, int t, int n)
 {
-    for (int t = 0; t < T; t++)
-        if (a[t] > b[t]) return 0;
+    return plan_instances(p, t, n) * p->units_per_instance[t] - n;
+}
+
+/* Whatever completes b completes a for no more: a keeps within b's units
+ * of the tracked types (their limits), and has at least b's units free in
+ * the instances it pays for (its rate c counts whole instances, so the
+ * completion's next units cost a no more than b). */
+static int units_within(const exact_state *s, const unsigned short *a, const unsigned short *b)
+{
+    const plan_problem *p = s->p;
+    for (int t = 0; s->with_units && t < p->n_types; t++) {
+        if (s->tracked[t] && a[t] > b[t]) return 0;
+        if (s->inst[t] && free_in_instances(p, t, a[t]) < free_in_instances(p, t, b[t])) return 0;
+    }
     return 1;
 }
 
@@ -500,14 +520,14 @@ static int units_within(const unsigned short *a, const unsigned short *b, int T)
  * changes nothing and is not compared. */
 static void front_insert(exact_state *s, front *f, const label *l, const unsigned short *u)
 {
-    int T = s->p->n_types, U = s->with_units ? T : 0, staged = s->p->micro_batches != PLAN_NO_BUBBLE, n = 0;
+    int T = s->p->n_types, staged = s->p->micro_batches != PLAN_NO_BUBBLE, n = 0;
     for (int k = 0; k < f->n; k++) {
         const unsigned short *fu = f->u + (size_t)k * T;
         if (f->c[k] <= l->c && f->thr[k] >= l->thr && (!staged || f->n_stages[k] <= l->n_stages) &&
-            units_within(fu, u, U))
+            units_within(s, fu, u))
             return;
         if (!(l->c <= f->c[k] && l->thr >= f->thr[k] && (!staged || l->n_stages <= f->n_stages[k]) &&
-              units_within(u, fu, U))) {
+              units_within(s, u, fu))) {
             if (n < k) {
                 f->ids[n] = f->ids[k];
                 f->c[n] = f->c[k];
@@ -544,6 +564,17 @@ static void front_insert(exact_state *s, front *f, const label *l, const unsigne
     f->n++;
 }
 
+/* What n more units of type t cost beyond their share of an instance
+ * (the stage options' rate) when `had` are rented: the rest of the
+ * instances they open. */
+static double instance_extra(const exact_state *s, int t, int had, int n)
+{
+    const plan_problem *p = s->p;
+    if (!s->inst[t]) return 0;
+    int k = p->units_per_instance[t];
+    return ((plan_instances(p, t, had + n) - plan_instances(p, t, had)) * k - n) * plan_unit_weight(p, t);
+}
+
 /* Extends the partial plans of (j, u) by stage [j, i) on t, at each of its
  * provisionings that can matter: those below the partial plan's bottleneck
  * and the cheapest at or above it (more units there raise nothing). */
@@ -555,11 +586,13 @@ static void extend(exact_state *s, int j, int u, int i, int t, const struct stag
     unsigned short units[PLAN_MAX_TYPES] = {0};
     label l = {.prev = -1, .end = i, .type = t, .first = j, .n_stages = 1};
     int n = j == 0 ? 1 : s->fronts[j * T + u].n;
-    double link_thr = HUGE_VAL, prev_c = 0, prev_thr = HUGE_VAL;
-    /* the tracked types the stage takes units of: its own (ct, servers
+    double link_thr = HUGE_VAL, prev_c = 0, prev_cf = 0, prev_thr = HUGE_VAL;
+    /* the counted types the stage takes units of: its own (ct, servers
      * included when it is the servers' type), the servers' otherwise (cs) */
-    int ct = s->tracked[t] ? t : -1, st = p->server_type;
-    int cs = st >= 0 && st != t && s->tracked[st] ? st : -1;
+    int st = p->server_type;
+    int ct = s->tracked[t] || s->inst[t] ? t : -1;
+    int cs = st >= 0 && st != t && (s->tracked[st] || s->inst[st]) ? st : -1;
+    int lt = ct >= 0 && s->tracked[ct], ls = cs >= 0 && s->tracked[cs];
     if (j > 0) {
         double lm = plan_link_ms(p, j, u, t);
         if (lm > 0) link_thr = 1000.0 * p->batch / lm;
@@ -572,22 +605,25 @@ static void extend(exact_state *s, int j, int u, int i, int t, const struct stag
             l.prev = id;
             l.n_stages = prev->n_stages + 1;
             prev_c = prev->c;
+            prev_cf = prev->cf;
             prev_thr = prev->thr;
             if (s->with_units) memcpy(units, s->units + (size_t)id * T, T * sizeof *units);
         }
         double above = fmin(prev_thr, link_thr);
         for (int o = 0; o < so->n; o++) {
             int a = ct >= 0 ? takes(p, so, o, t, ct) : 0, b_srv = cs >= 0 ? takes(p, so, o, t, cs) : 0;
-            if ((ct >= 0 && units[ct] + a > p->max_units[ct]) || (cs >= 0 && units[cs] + b_srv > p->max_units[cs]))
+            if ((lt && units[ct] + a > p->max_units[ct]) || (ls && units[cs] + b_srv > p->max_units[cs]))
                 break; /* units and servers only grow along the list */
             l.units = so->k[o];
             l.servers = so->srv[o];
-            l.c = prev_c + so->c[o];
+            l.cf = prev_cf + so->c[o];
+            l.c = prev_c + so->c[o] + (ct >= 0 ? instance_extra(s, ct, units[ct], a) : 0) +
+                  (cs >= 0 ? instance_extra(s, cs, units[cs], b_srv) : 0);
             l.thr = fmin(above, so->thr[o]);
             if (l.thr * plan_bubble(p, l.n_stages) < p->min_throughput * (1 - 1e-12)) continue;
             if (ct >= 0) units[ct] = (unsigned short)(units[ct] + a);
             if (cs >= 0) units[cs] = (unsigned short)(units[cs] + b_srv);
-            double b = completion_bound(s, i, t, l.c, l.thr, l.n_stages, units);
+            double b = completion_bound(s, i, t, l.cf, l.thr, l.n_stages, units);
             if (b < HUGE_VAL && !(b <= s->upper * (1 + 1e-12))) s->cut = 1;
             if (b < HUGE_VAL && b <= s->upper * (1 + 1e-12))
                 front_insert(s, dst, &l, units);
@@ -772,6 +808,9 @@ int plan_solve_exact(const plan_problem *p, const plan_search_opts *o, plan_resu
     plan_eval e;
     plan_eval_init(&e, p);
     double upper = starting_plan(p, r->assign, &e, s.deadline); /* feasible, or infinite */
+    for (int t = 0; t < T; t++)
+        if (p->objective == PLAN_OBJ_COST && p->units_per_instance[t] > 1) s.inst[t] = s.with_units = 1;
+    if (s.with_units) s.units = hps_malloc(sizeof *s.units);
     double root = dual_bounds(&s);
     int *relaxed = hps_malloc((size_t)L * sizeof *relaxed);
     long labels = 0;

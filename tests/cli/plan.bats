@@ -397,7 +397,10 @@ PY
 }
 
 @test "plan: --pareto prints a frontier where more throughput costs more" {
-    demo -a exact --pareto=5 > "$TMP/f.json"
+    # on aws.json a p4d's eight A100s are the cheapest plan and the fastest at
+    # once (one point); gcp.json rents one unit an instance
+    plan -m $M/demo-ctr.json -c $C/gcp.json -p $P/demo-ctr.json --min-throughput 300000 \
+        -a exact --pareto=5 > "$TMP/f.json"
     python3 -c '
 import json, sys
 f = json.load(open(sys.argv[1]))
@@ -505,4 +508,58 @@ PY
     python3 -c "import json,sys; f=json.load(open(sys.argv[1])); assert f['budget'] == 10 and f['objective'] == 'cost-per-hour', f" "$TMP/j"
     b -f svg > "$TMP/s.svg"
     grep -q "budget 10" "$TMP/s.svg"
+}
+
+# issue 29, item 2: a p4d.24xlarge rents 8 A100s at $32.77/h, never 2 at
+# 2/8 of it: the plan pays for whole instances, and its units fill them.
+@test "plan: a type rented in instances is billed whole instances" {
+    demo -a fixed:gpu-a100 -o "$TMP/plan.json"
+    python3 - "$TMP/plan.json" <<'PY'
+import json, math, sys
+p = json.load(open(sys.argv[1]))
+inst = p["instances"]["gpu-a100"]
+assert inst["units_per_instance"] == 8 and abs(inst["price_per_hour"] - 32.77) < 1e-9, inst
+used = sum(s["units"] for s in p["stages"] if s["type"] == "gpu-a100")
+assert inst["units_used"] == used and inst["count"] == math.ceil(used / 8), (inst, used)
+billed = sum(i["cost_per_hour"] for i in p["instances"].values())
+if p["servers"]["count"] and p["servers"]["type"] not in p["instances"]:
+    billed += p["servers"]["cost_per_hour"]
+assert abs(p["predicted"]["cost_per_hour"] - billed) < 1e-6 * billed, (p["predicted"], billed)
+assert p["predicted"]["cost_per_hour"] >= 32.77 - 1e-9
+assert sorted({w["instance"] for w in p["workers"]}) == list(range(inst["count"]))
+PY
+}
+
+# issue 29, item 3: "total 2 units" left out the 11 servers billed beside
+# them, and a stage's exchange with the servers showed only in the JSON.
+@test "plan: the table shows the servers, the instances and each stage's time split; the rent adds up to the total" {
+    big -f table > "$TMP/out"
+    grep -qE '^total  [0-9]+ units? \+ 11 servers, ' "$TMP/out"
+    grep -qE '^rent   11 servers on cpu-r5 x \$1\.008/hour = \$11\.088/hour$' "$TMP/out"
+    grep -qE '^time   stage 0: [0-9.]+ ms = compute [0-9.]+ \+ servers [0-9.]+ \+ cuts [0-9.]+ \+ allreduce [0-9.]+$' "$TMP/out"
+    python3 - "$TMP/out" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+rent = sum(float(x) for x in re.findall(r"^rent .* = \$([0-9.]+)/hour$", text, re.M))
+total = float(re.search(r"^total .*\(\$([0-9.]+)/hour\)", text, re.M).group(1))
+assert abs(rent - total) < 0.002, (rent, total)
+for m in re.finditer(r"^time   stage \d+: ([0-9.]+) ms = compute ([0-9.]+) \+ servers ([0-9.]+) \+ cuts ([0-9.]+) \+ allreduce ([0-9.]+)$", text, re.M):
+    parts = [float(x) for x in m.groups()]
+    assert abs(sum(parts[1:]) - parts[0]) < 0.003, parts
+PY
+    demo -a exact -o "$TMP/plan.json"
+    run plan --explain "$TMP/plan.json"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *$'\nrent   '*$'\ntotal  $'* ]]
+}
+
+@test "plan: a resource priced both per unit and per instance is an error naming it" {
+    python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+c["resources"][0]["price_per_instance_hour"] = 5
+json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/both.json"
+    run plan -m $M/demo-ctr.json -c "$TMP/both.json" -p $P/demo-ctr.json --min-throughput 1000
+    [ "$status" -eq 2 ]
+    [ "$output" = "hps-plan: error: $TMP/both.json: resource 'cpu-c5': give price_per_hour (a unit's) or price_per_instance_hour (an instance's), not both" ]
 }

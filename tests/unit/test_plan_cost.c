@@ -1191,6 +1191,89 @@ static void test_units_taken_counts_servers_on_their_type(void **state)
     plan_problem_free(p);
 }
 
+/* hps-cluster(5), units_per_instance: a type is priced per unit or per
+ * instance, not both; the per-unit price is the instance's over its units;
+ * old files (price_per_hour alone) mean one unit an instance. */
+static void test_cluster_instances(void **state)
+{
+    (void)state;
+    hps_error err;
+    static const struct {
+        const char *text, *msg;
+    } cases[] = {
+        {RES(", \"price_per_hour\": 1, \"price_per_instance_hour\": 8, \"units_per_instance\": 8"),
+         "c.json: resource 'gpu-v100': give price_per_hour (a unit's) or price_per_instance_hour (an "
+         "instance's), not both"},
+        {RES(", \"price_per_instance_hour\": 0"), "c.json: resource 'gpu-v100': price_per_instance_hour must be > 0"},
+        {RES(", \"price_per_hour\": 1, \"units_per_instance\": 0"),
+         "c.json: resource 'gpu-v100': units_per_instance=0 must be in [1, 4096]"},
+        {RES(", \"price_per_hour\": 1, \"units_per_instance\": 1.5"),
+         "c.json: resource 'gpu-v100': units_per_instance must be an integer in [1, 4096]"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_null(parse_cluster(cases[i].text, &err));
+        assert_string_equal(err.msg, cases[i].msg);
+        assert_int_equal(err.code, HPS_EXIT_USAGE);
+    }
+    hps_cluster *c = parse_cluster(RES(", \"price_per_instance_hour\": 32.77, \"units_per_instance\": 8"), &err);
+    if (!c) fail_msg("%s", err.msg);
+    assert_int_equal(c->types[0].units_per_instance, 8);
+    NEAR(c->types[0].price_per_hour, 32.77 / 8);
+    hps_cluster_free(c);
+    c = parse_cluster(RES(", \"price_per_hour\": 3.06"), &err);
+    if (!c) fail_msg("%s", err.msg);
+    assert_int_equal(c->types[0].units_per_instance, 1);
+    hps_cluster_free(c);
+    c = hps_cluster_load(HPS_TESTDATA "/clusters/aws.json", &err);
+    if (!c) fail_msg("%s", err.msg);
+    int a100 = hps_cluster_find(c, "gpu-a100");
+    assert_true(a100 >= 0);
+    assert_int_equal(c->types[a100].units_per_instance, 8); /* p4d.24xlarge */
+    NEAR(c->types[a100].price_per_hour * 8, 32.77);
+    hps_cluster_free(c);
+}
+
+/* A plan pays for whole instances: the units of one type, over all its
+ * stages (they share instances), rounded up to instances of
+ * units_per_instance, at its price times units_per_instance. */
+static void test_instances_are_billed_whole(void **state)
+{
+    (void)state;
+    plan_problem *p = plan_problem_new(2, 3);
+    for (int t = 0; t < 3; t++) p->price[t] = 1 + t;
+    p->units_per_instance[1] = 4, p->units_per_instance[2] = 8;
+    p->server_price = 0.5;
+    assert_int_equal(plan_instances(p, 1, 0), 0);
+    assert_int_equal(plan_instances(p, 1, 1), 1);
+    assert_int_equal(plan_instances(p, 1, 4), 1);
+    assert_int_equal(plan_instances(p, 1, 5), 2);
+    /* 3 units of type 0, 5 of type 1 (2 instances), 1 of type 2 (1 instance), 2 servers */
+    NEAR(plan_rent_per_hour(p, (int[PLAN_MAX_TYPES]){3, 5, 1}, 2), 3 * 1 + 8 * 2 + 8 * 3 + 2 * 0.5);
+    /* two stages of type 1 with 1 and 3 units share one instance */
+    NEAR(plan_rent_per_hour(p, (int[PLAN_MAX_TYPES]){0, 1 + 3, 0}, 0), 4 * 2);
+    /* servers on a type rented in instances of several units share them */
+    p->server_type = 1, p->server_price = p->price[1];
+    NEAR(plan_rent_per_hour(p, (int[PLAN_MAX_TYPES]){0, 3, 0}, 1), 4 * 2);
+    NEAR(plan_rent_per_hour(p, (int[PLAN_MAX_TYPES]){0, 3, 0}, 2), 8 * 2);
+    plan_problem_free(p);
+
+    /* a plan A-B-A: its two stages on type 0 are billed as one pool */
+    p = plan_problem_random(11, 3, 2, 0.6, 1);
+    p->server_type = -1;
+    p->units_per_instance[0] = 4;
+    p->max_units[0] = 16;
+    plan_eval e;
+    plan_eval_init(&e, p);
+    plan_evaluate(p, (int[]){0, 1, 0}, &e);
+    assert_int_equal(e.n_stages, 3);
+    int pool = e.stages[0].units + e.stages[2].units;
+    assert_int_equal(e.units[0], pool);
+    NEAR(e.cost_per_hour, ceil(pool / 4.0) * 4 * p->price[0] + e.units[1] * p->price[1] + e.servers * p->server_price);
+    NEAR(e.server_cost_per_hour, e.servers * p->server_price);
+    plan_eval_free(&e);
+    plan_problem_free(p);
+}
+
 static void test_cut_charges_what_is_sent(void **state)
 {
     (void)state;
@@ -1242,6 +1325,8 @@ int main(void)
         cmocka_unit_test(test_cpu_units_scale_to_their_threads),
         cmocka_unit_test(test_cut_charges_what_is_sent),
         cmocka_unit_test(test_units_taken_counts_servers_on_their_type),
+        cmocka_unit_test(test_cluster_instances),
+        cmocka_unit_test(test_instances_are_billed_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

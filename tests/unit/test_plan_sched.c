@@ -395,6 +395,7 @@ typedef struct {
     plan_law law[8];
     double link_thr; /* the slowest link between the stages */
     int units[PLAN_MAX_TYPES];
+    int workers[PLAN_MAX_TYPES], servers; /* what is billed */
     double rate, power, thr, best, best_thr;
     int best_feasible, best_n;
 } any_units;
@@ -405,6 +406,23 @@ static double law_thr(const plan_problem *p, const plan_law *law, int k)
     return ms > 0 ? 1000.0 * p->batch / ms : HUGE_VAL;
 }
 
+/* The bill as hps-plan(1) and hps-cluster(5) state it, for the cost
+ * objective: whole instances of units_per_instance units of each type,
+ * stages of a type sharing them (servers too, on the servers' type when it
+ * comes in instances of several); else the summed rate. */
+static double billed(const any_units *a)
+{
+    const plan_problem *p = a->p;
+    if (p->objective != PLAN_OBJ_COST) return a->rate;
+    int st = p->server_type, fold = st >= 0 && p->units_per_instance[st] > 1;
+    double rate = fold ? 0 : a->servers * p->server_price;
+    for (int t = 0; t < p->n_types; t++) {
+        int k = p->units_per_instance[t], n = a->workers[t] + (fold && t == st ? a->servers : 0);
+        rate += ceil((double)n / k) * k * p->price[t];
+    }
+    return rate;
+}
+
 static void any_units_stage(any_units *a, int s)
 {
     const plan_problem *p = a->p;
@@ -412,7 +430,7 @@ static void any_units_stage(any_units *a, int s)
         double m = p->micro_batches > 0 ? p->micro_batches : a->n;
         double thr = fmin(a->thr, a->link_thr) * (p->micro_batches == PLAN_NO_BUBBLE ? 1 : m / (m + a->n - 1));
         int ok = thr >= p->min_throughput * (1 - 1e-12);
-        double v = plan_objective_value(p, a->rate, a->power, thr);
+        double v = plan_objective_value(p, billed(a), a->power, thr);
         if ((ok && !a->best_feasible) || (ok == a->best_feasible && v < a->best)) {
             a->best = v;
             a->best_thr = thr;
@@ -437,6 +455,8 @@ static void any_units_stage(any_units *a, int s)
             }
             a->rate += k * p->price[t] + n * p->server_price;
             a->power += k * p->power[t] + n * p->server_power;
+            a->workers[t] += k;
+            a->servers += n;
             a->thr = fmin(a->thr, fmin(law_thr(p, law, k), plan_servers_throughput(p, law, n)));
             any_units_stage(a, s + 1);
             a->thr = saved;
@@ -444,6 +464,8 @@ static void any_units_stage(any_units *a, int s)
             if (st >= 0) a->units[st] -= n;
             a->rate -= k * p->price[t] + n * p->server_price;
             a->power -= k * p->power[t] + n * p->server_power;
+            a->workers[t] -= k;
+            a->servers -= n;
         }
 }
 
@@ -482,6 +504,24 @@ static double brute_any_units(const plan_problem *p, int *feasible, double *thr,
     return a.best;
 }
 
+/* Solves p with exact (proven optimal) and brute_any_units: the same
+ * objective; returns brute force's, *feasible and *thr its plan's. */
+static double exact_equals_any_units(const plan_problem *p, uint64_t seed, int *feasible, double *thr)
+{
+    plan_search_opts o = {.bound_time = 10};
+    plan_result exact;
+    plan_result_init(&exact, p);
+    assert_int_equal(plan_solve_exact(p, &o, &exact), 0);
+    assert_true(exact.optimal);
+    int fe, n;
+    double ve = objective_of(p, exact.assign, &fe), vb = brute_any_units(p, feasible, thr, &n);
+    if (fe != *feasible || (*feasible && fabs(ve - vb) > 1e-9 * vb))
+        fail_msg("seed %llu (%s): exact %.9g (feasible %d), any units %.9g (feasible %d)", (unsigned long long)seed,
+                 plan_objective_names[p->objective], ve, fe, vb, *feasible);
+    plan_result_free(&exact);
+    return vb;
+}
+
 /* hps-plan(1) COST MODEL: --algo exact is the optimum of the documented
  * model, also where extra units on a cheap bottleneck stage, or fewer
  * servers, beat the fewest units that meet the limit; every objective, with
@@ -490,7 +530,6 @@ static double brute_any_units(const plan_problem *p, int *feasible, double *thr,
 static void test_exact_is_optimal_over_any_units(void **state)
 {
     (void)state;
-    plan_search_opts o = {.bound_time = 10};
     int feasible_count = 0, beyond = 0, piped = 0, latent = 0, shared = 0;
     for (uint64_t seed = 1; seed <= 240; seed++) {
         int L = 2 + (int)(seed % 4), T = 2 + (int)(seed / 3 % 2);
@@ -516,15 +555,8 @@ static void test_exact_is_optimal_over_any_units(void **state)
             p->link_ms[0][1] = p->link_ms[1][0] = 0.01;
             plan_problem_prepare(p);
         }
-        plan_result exact;
-        plan_result_init(&exact, p);
-        assert_int_equal(plan_solve_exact(p, &o, &exact), 0);
-        assert_true(exact.optimal);
-        int fe, fb, n;
-        double thr, ve = objective_of(p, exact.assign, &fe), vb = brute_any_units(p, &fb, &thr, &n);
-        if (fe != fb || (fb && fabs(ve - vb) > 1e-9 * vb))
-            fail_msg("seed %llu (%s): exact %.9g (feasible %d), any units %.9g (feasible %d)",
-                     (unsigned long long)seed, plan_objective_names[p->objective], ve, fe, vb, fb);
+        int fb;
+        double thr, vb = exact_equals_any_units(p, seed, &fb, &thr);
         feasible_count += fb;
         beyond += fb && thr > p->min_throughput * 1.2;
         if (fb && p->micro_batches != PLAN_NO_BUBBLE) { /* where the bubble changed the optimum */
@@ -550,13 +582,49 @@ static void test_exact_is_optimal_over_any_units(void **state)
             shared += f0 != fb || (fb && fabs(v0 - vb) > 1e-9 * vb);
             p->server_type = 0;
         }
-        plan_result_free(&exact);
         plan_problem_free(p);
     }
     print_message("# %d feasible, %d whose optimum runs 20%% above the limit, %d moved by the bubble, "
                   "%d by the latency, %d by servers sharing the CPU's units\n", feasible_count, beyond, piped,
                   latent, shared);
     assert_true(feasible_count > 60 && beyond > 10 && piped > 3 && latent > 5 && shared > 5);
+}
+
+/* hps-cluster(5), units_per_instance: a plan pays for whole instances, and
+ * --algo exact is the optimum of that bill over every assignment and any
+ * units (a stage taking the units its instance has free), as brute force
+ * bills it; and the instances move the optimum from the per-unit one. */
+static void test_exact_is_optimal_over_whole_instances(void **state)
+{
+    (void)state;
+    int feasible_count = 0, moved = 0;
+    for (uint64_t seed = 1; seed <= 200; seed++) {
+        int L = 2 + (int)(seed % 4), T = 2 + (int)(seed / 3 % 2);
+        double tight = (double[]){0.2, 0.5, 0.8, 0.95}[seed / 6 % 4];
+        plan_problem *p = plan_problem_random(seed * 6151, L, T, tight, 1);
+        p->objective = seed % 4 ? PLAN_OBJ_COST : (plan_objective)(seed / 4 % 4);
+        for (int t = 0; t < T; t++) {
+            if (p->max_units[t] > 6) p->max_units[t] = 6;
+            p->units_per_instance[t] = (int[]){1, 2, 3, 4}[(seed + (uint64_t)t) % 4];
+        }
+        p->max_servers = 3;
+        if (seed % 3 != 1) p->server_type = 0;
+        if (seed % 2) p->server_price = p->price[0]; /* servers are units of the CPU type */
+        int fb;
+        double thr, vb = exact_equals_any_units(p, seed, &fb, &thr);
+        feasible_count += fb;
+        if (fb && p->objective == PLAN_OBJ_COST) {
+            int k[PLAN_MAX_TYPES], f0, n0;
+            double t0;
+            memcpy(k, p->units_per_instance, sizeof k);
+            for (int t = 0; t < T; t++) p->units_per_instance[t] = 1;
+            moved += fabs(brute_any_units(p, &f0, &t0, &n0) - vb) > 1e-9 * vb;
+            memcpy(p->units_per_instance, k, sizeof k);
+        }
+        plan_problem_free(p);
+    }
+    print_message("# %d feasible, %d moved by whole instances\n", feasible_count, moved);
+    assert_true(feasible_count > 60 && moved > 10);
 }
 
 /* A model graph in a topological order (hps-model(5), inputs): layer l's
@@ -1043,6 +1111,7 @@ int main(void)
         cmocka_unit_test(test_rl_finds_a_plan_on_deep_instances),
         cmocka_unit_test(test_exact_binding_units_128),
         cmocka_unit_test(test_exact_is_optimal_over_any_units),
+        cmocka_unit_test(test_exact_is_optimal_over_whole_instances),
         cmocka_unit_test(test_exact_equals_brute_on_graphs),
         cmocka_unit_test(test_time_is_fastest_of_pareto),
         cmocka_unit_test(test_dp_polish),
