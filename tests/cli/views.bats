@@ -132,8 +132,8 @@ EOF2
     dlrm_plan -o "$TMP/plan.json"
     plan show "$TMP/plan.json" -f svg -o "$TMP/plan.svg"
     renders "$TMP/plan.svg"
-    grep -q 'stage 1: gpu-a100 x 3' "$TMP/plan.svg"
-    grep -q 'parameter servers: 10, ' "$TMP/plan.svg"
+    grep -q 'stage 1: gpu-a100 x 2' "$TMP/plan.svg"
+    grep -q 'parameter servers: 6, ' "$TMP/plan.svg"
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
         --pareto -f svg -o "$TMP/pareto.svg"
     renders "$TMP/pareto.svg"
