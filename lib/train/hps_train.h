@@ -158,6 +158,15 @@ typedef struct {
     uint64_t key;
 } hps_row_key;
 
+/* Rows' gradients of several processes, in worker order: part w is
+ * entries [end[w - 1], end[w]) (from 0), each a key and D floats. */
+typedef struct {
+    int parts;
+    const int64_t *end;
+    const hps_row_key *keys;
+    const float *grad;
+} hps_row_grads;
+
 /* How the trainer reaches the rest of its run, in the trainer's terms only.
  * Every step calls every hook (llm.c's collectives: one code path); one
  * process is an implementation whose hooks return at once or act on its own
@@ -182,6 +191,12 @@ typedef struct {
  *                must not write into
  *   gather_params  before evaluation or export: the trainer gets the weights
  *                of layers other processes train (every process calls it)
+ *   exchange_rows  NULL, or, where each process of the stage holds the
+ *                whole of its device rows (rows: hbm, one replica a worker):
+ *                this process's summed gradient of a layer, n rows named by
+ *                key, D floats each, out: every process's, in worker order
+ *                (this one's among them), valid until the next call; every
+ *                process of the stage calls it each step, n = 0 too
  *   metrics      NULL, or figures for the step records
  *   stage_busy   NULL when this process's pipeline times every stage
  * Properties of where the rows live:
@@ -206,6 +221,8 @@ typedef struct {
     int (*save)(void *ctx, hps_trainer *t, uint64_t step, hps_error *err);
     int (*resume)(void *ctx, hps_trainer *t, int *found, hps_error *err);
     int (*gather_params)(void *ctx, hps_trainer *t, hps_error *err);
+    int (*exchange_rows)(void *ctx, int layer, const hps_row_key *keys, const float *grad, int64_t n,
+                         hps_row_grads *out, hps_error *err);
     json_t *(*metrics)(void *ctx);
     double (*stage_busy)(void *ctx, int stage);
     int remote_rows, in_process;
