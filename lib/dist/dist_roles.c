@@ -58,9 +58,10 @@ static int read_device_rows(hps_dist *d, const plan_file *pf, hps_error *err)
     for (int i = 0; i < pf->n_stages; i++) {
         if (strcmp(pf->stages[i].rows, "cache") == 0)
             return hps_fail(err, HPS_EXIT_USAGE,
-                            "%s: stage %d keeps its embedding rows in a cache (rows: cache); hps-train under "
-                            "mpirun runs rows: hbm (a replica a unit) and rows: servers only: plan with "
-                            "--rows servers, or run it in one process",
+                            "%s: stage %d keeps its embedding rows in a cache (rows: cache: its tables do not "
+                            "fit one unit); hps-train under mpirun runs rows: hbm (a replica a unit) and rows: "
+                            "servers only, sharding rows across units is not done: plan with --rows servers, or "
+                            "run it in one process",
                             pf->name, i);
         if (strcmp(pf->stages[i].rows, "hbm") != 0) continue;
         d->replicas = 1;

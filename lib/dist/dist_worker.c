@@ -334,15 +334,15 @@ void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_
     hps_trainer_set_dist(t, &d->hooks);
 }
 
-/* One server's rows into the lead's tables (which then hold the model). */
-static int take_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, hps_error *err)
+static int take_entries(hps_dist *d, hps_trainer *t, hps_table **tables, const char *msg, size_t n,
+                        hps_error *err)
 {
     for (size_t at = 0; at < n;) {
         dist_entry e;
         if (at + sizeof e > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated row dump");
         memcpy(&e, msg + at, sizeof e);
         at += sizeof e;
-        hps_table *tab = e.layer >= 0 && e.layer < d->m->n_layers ? hps_trainer_table(t, e.layer) : NULL;
+        hps_table *tab = e.layer >= 0 && e.layer < d->m->n_layers ? tables[e.layer] : NULL;
         if (!tab) return hps_fail(err, HPS_EXIT_RUNTIME, "a row dump names layer %d", (int)e.layer);
         int D = d->m->layers[e.layer].dim;
         if (at + (size_t)D * sizeof(float) > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated row dump");
@@ -353,6 +353,17 @@ static int take_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, hps
         at += (size_t)D * sizeof(float);
     }
     return 0;
+}
+
+/* One server's rows into the lead's tables (which then hold the model). */
+static int take_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, hps_error *err)
+{
+    /* each layer's table once: taking it copies the device's rows back */
+    hps_table **tables = hps_malloc((size_t)d->m->n_layers * sizeof *tables);
+    for (int l = 0; l < d->m->n_layers; l++) tables[l] = hps_trainer_table(t, l);
+    int rc = take_entries(d, t, tables, msg, n, err);
+    free(tables);
+    return rc;
 }
 
 /* rows: hbm: the lead's replica is the model's rows.  The test build's
@@ -381,6 +392,7 @@ static int take_replica(hps_dist *d, hps_trainer *t, hps_error *err)
     char *rows = dist_recv(d->worker_rank[from], TAG_ROWS, &n, NULL, NULL);
     int rc = take_rows(d, t, rows, n, err);
     free(rows);
+    if (rc == 0) hps_trainer_tables_written(t); /* the export reads the device's rows */
     return rc;
 }
 

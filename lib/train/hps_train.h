@@ -143,6 +143,9 @@ int hps_trainer_batch(const hps_trainer *t); /* samples a step */
  * either is unknown (not positive). */
 double hps_train_error(double measured, double predicted);
 hps_table *hps_trainer_table(hps_trainer *t, int layer);
+/* After rows written into hps_trainer_table's tables: the device's copies
+ * of them (rows: hbm or cache) take their values. */
+void hps_trainer_tables_written(hps_trainer *t);
 /* One more record in the metrics (--metrics), if any; takes o. */
 void hps_trainer_record(hps_trainer *t, json_t *o);
 

@@ -478,7 +478,8 @@ void train_rows_step_end(train_rows *r, int write_back)
     r->step_id++;
 }
 
-void train_rows_flush(train_rows *r)
+/* Every cached row between the device and its host row (up: to the device). */
+static void move_cached(train_rows *r, int up)
 {
     for (int l = r->first; l < r->end; l++) {
         rows_layer *T = &r->L[l - r->first];
@@ -486,10 +487,13 @@ void train_rows_flush(train_rows *r)
         rows_list all = {0};
         for (int64_t row = 0; row < T->cap_host; row++)
             if (T->slot[row] >= 0 && !T->staged[row]) list_push(&all, T->slot[row], row);
-        move_rows(r->be, T, &all, 0);
+        move_rows(r->be, T, &all, up);
         free(all.at);
     }
 }
+
+void train_rows_flush(train_rows *r) { move_cached(r, 0); }
+void train_rows_reload(train_rows *r) { move_cached(r, 1); }
 
 const train_rows_stats *train_rows_stats_of(const train_rows *r) { return &r->stats; }
 int64_t train_rows_capacity(const train_rows *r) { return r->capacity; }

@@ -67,6 +67,8 @@ void train_rows_step_end(train_rows *r, int write_back);
 /* Every row on the device copied to its host row: before checkpoints and
  * exports read the host tables. */
 void train_rows_flush(train_rows *r);
+/* The other way: every row on the device takes its host row's values. */
+void train_rows_reload(train_rows *r);
 const train_rows_stats *train_rows_stats_of(const train_rows *r);
 int64_t train_rows_capacity(const train_rows *r);
 

@@ -92,6 +92,12 @@ void train_rows_sync(hps_trainer *t)
         if (t->stage_rows[s]) train_rows_flush(t->stage_rows[s]);
 }
 
+void hps_trainer_tables_written(hps_trainer *t)
+{
+    for (int s = 0; s < t->plan->n_stages; s++)
+        if (t->stage_rows[s]) train_rows_reload(t->stage_rows[s]);
+}
+
 /* ---- creation ------------------------------------------------------------------ */
 
 /* Where the dense layers run: on cuda:0 when the plan has a GPU stage (the

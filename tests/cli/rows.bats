@@ -157,12 +157,18 @@ mpi2() {
 @test "rows: hbm replicas on 2 ranks follow one process's losses and stay equal" {
     hbm_on_2 "$TMP/hbm2.json"
     "$HPS_BIN/hps-train" --plan "$DATA/hbm.json" --data "$DATA/few" --threads 1 --cpu-fallback -q \
-        --metrics "$TMP/one.ndjson" --micro-batches 2 --export "$TMP/one.safetensors"
+        --metrics "$TMP/one.ndjson" --micro-batches 2 --export "$TMP/one.safetensors" --eval "$DATA/few"
     args=(--plan "$TMP/hbm2.json" --data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance)
-    mpi2 "$HPS_TEST_BIN/hps-train" "${args[@]}" --metrics "$TMP/two.ndjson" --export "$TMP/r0.safetensors"
+    mpi2 "$HPS_TEST_BIN/hps-train" "${args[@]}" --metrics "$TMP/two.ndjson" --export "$TMP/r0.safetensors" \
+        --eval "$DATA/few"
     # the dense gradients' allreduce adds in another order than one process's
     # micro-batches (as rows: servers under mpirun): within 1e-4
     same_losses "$TMP/one.ndjson" "$TMP/two.ndjson"
+    # the lead evaluates on its replica
+    paste <(evals "$TMP/one.ndjson") <(evals "$TMP/two.ndjson") > "$TMP/ev"
+    [ "$(wc -l < "$TMP/ev")" -eq 1 ]
+    awk '{for (i = 1; i <= 2; i++) {d = $i - $(i + 2); if (d < 0) d = -d; if (d > 1e-4 * $i) bad++}}
+         END {exit bad > 0}' "$TMP/ev"
     same_export "$TMP/one.safetensors" "$TMP/r0.safetensors"
     # no server: the workers sent each other their rows' gradients
     [ "$(dist_field "$TMP/two.ndjson" '(o["workers"], o["servers"], o["per_rank"][1]["bytes_sent"] > 0)')" = "(2, 0, True)" ]
@@ -193,7 +199,7 @@ json.dump(p, open(sys.argv[2], "w"))' "$DATA/cache.json" "$TMP/cache2.json"
     run mpi2 "$HPS_BIN/hps-train" --plan "$TMP/cache2.json" --data "$DATA/few" --threads 1 --cpu-fallback \
         --metrics "$TMP/m.ndjson"
     [ "$status" -eq 2 ]
-    [[ "$output" == *"hps-train: error: "*"cache2.json: stage 0 keeps its embedding rows in a cache (rows: cache); hps-train under mpirun runs rows: hbm (a replica a unit) and rows: servers only: plan with --rows servers, or run it in one process"* ]] || { echo "$output"; false; }
+    [[ "$output" == *"hps-train: error: "*"cache2.json: stage 0 keeps its embedding rows in a cache (rows: cache: its tables do not fit one unit); hps-train under mpirun runs rows: hbm (a replica a unit) and rows: servers only, sharding rows across units is not done: plan with --rows servers, or run it in one process"* ]] || { echo "$output"; false; }
     [ ! -e "$TMP/m.ndjson" ]
     # two stages on the two ranks, the second's rows in HBM too
     python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); s = p["stages"][0]
