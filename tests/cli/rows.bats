@@ -138,23 +138,30 @@ rows_stats() {
 # replica of every row a worker, the touched rows' gradients exchanged each
 # step and summed in worker order.
 
-# the hbm plan on 2 units (ranks 0 and 1, half the batch each); no servers
+# the hbm plan on K units (ranks 0 to K-1, an equal share of the batch each;
+# 2 by default); no servers
 hbm_on_2() {
-    python3 -c 'import json,sys; p = json.load(open(sys.argv[1]))
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); k = int(sys.argv[3])
 assert p["servers"]["count"] == 0 and len(p["workers"]) == 1, p
-p["stages"][0]["units"] = 2
-p["workers"] = [dict(p["workers"][0], rank=r, share=0.5, batch_share=0.5) for r in (0, 1)]
-json.dump(p, open(sys.argv[2], "w"))' "$DATA/hbm.json" "$1"
+p["stages"][0]["units"] = k
+p["workers"] = [dict(p["workers"][0], rank=r, share=1 / k, batch_share=1 / k) for r in range(k)]
+json.dump(p, open(sys.argv[2], "w"))' "$DATA/hbm.json" "$1" "${2:-2}"
 }
 
-mpi2() {
+mpik() {
     command -v mpirun >/dev/null || skip "mpirun is not installed (make deps: openmpi-bin)"
     built_with_mpi "$HPS_BIN/hps-train" || skip "hps-train was built without Open MPI (make MPI=0)"
     mpi_test_env
-    timeout 120 mpirun --oversubscribe -np 2 "$@"
+    local k=$1
+    shift
+    timeout 120 mpirun --oversubscribe -np "$k" "$@"
 }
 
-@test "rows: hbm replicas on 2 ranks follow one process's losses and stay equal" {
+mpi2() {
+    mpik 2 "$@"
+}
+
+@test "rows: hbm replicas on 2 ranks follow one process's losses; on 2 and 3 they stay equal" {
     hbm_on_2 "$TMP/hbm2.json"
     "$HPS_BIN/hps-train" --plan "$DATA/hbm.json" --data "$DATA/few" --threads 1 --cpu-fallback -q \
         --metrics "$TMP/one.ndjson" --micro-batches 2 --export "$TMP/one.safetensors" --eval "$DATA/few"
@@ -175,6 +182,12 @@ mpi2() {
     # worker 1's replica exported by the lead: the same bytes as worker 0's
     HPS_TRAIN_EXPORT_REPLICA=1 mpi2 "$HPS_TEST_BIN/hps-train" "${args[@]}" --export "$TMP/r1.safetensors"
     cmp "$TMP/r0.safetensors" "$TMP/r1.safetensors"
+    # 3 units, where the order of a row's sum matters: every replica adds in worker order
+    hbm_on_2 "$TMP/hbm3.json" 3
+    args=(--plan "$TMP/hbm3.json" --data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance --steps 30)
+    mpik 3 "$HPS_TEST_BIN/hps-train" "${args[@]}" --export "$TMP/k0.safetensors"
+    HPS_TRAIN_EXPORT_REPLICA=2 mpik 3 "$HPS_TEST_BIN/hps-train" "${args[@]}" --export "$TMP/k2.safetensors"
+    cmp "$TMP/k0.safetensors" "$TMP/k2.safetensors"
 }
 
 @test "rows: hbm replicas under mpirun resume from the committed step to the same losses and rows" {
