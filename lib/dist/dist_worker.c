@@ -218,6 +218,24 @@ static int step_end(void *ctx, hps_error *err)
     return 0;
 }
 
+/* The gathered parts (d->xrecv) into keys and gradients, D floats a row. */
+static void unpack_parts(hps_dist *d, int D, size_t entry)
+{
+    int64_t rows = d->workers ? d->xend[d->workers - 1] : 0;
+    if (rows + 1 > d->cap_xrows) {
+        d->cap_xrows = rows * 2 + 1;
+        d->xkeys = hps_realloc(d->xkeys, (size_t)d->cap_xrows * sizeof *d->xkeys);
+    }
+    if ((size_t)(rows + 1) * D > d->cap_xgrad) { /* layers differ in D */
+        d->cap_xgrad = (size_t)(rows * 2 + 1) * D;
+        d->xgrad = hps_realloc(d->xgrad, d->cap_xgrad * sizeof *d->xgrad);
+    }
+    for (int64_t i = 0; i < rows; i++) {
+        memcpy(&d->xkeys[i], d->xrecv + i * entry, sizeof *d->xkeys);
+        memcpy(d->xgrad + i * D, d->xrecv + i * entry + sizeof *d->xkeys, (size_t)D * sizeof *d->xgrad);
+    }
+}
+
 /* rows: hbm, a replica a worker: each worker's sum of a layer's gradient,
  * (layer, slot, key) then D floats a row, gathered by every worker in
  * worker order (MPI_Allgatherv: the same bytes everywhere). */
@@ -228,48 +246,39 @@ static int exchange_rows(void *ctx, int layer, const hps_row_key *keys, const fl
     double t0 = hps_now();
     int D = d->m->layers[layer].dim, W = d->workers;
     size_t entry = sizeof *keys + (size_t)D * sizeof *grad;
-    if ((double)n * (double)entry * W > INT_MAX)
-        return hps_fail(err, HPS_EXIT_RUNTIME,
-                        "embedding layer %d: a step's gradient of %lld rows is too large to exchange between "
-                        "the replicas",
-                        layer, (long long)n);
     d->xsend.len = 0;
     for (int64_t i = 0; i < n; i++) {
         dist_buf_add(&d->xsend, &keys[i], sizeof *keys);
         dist_buf_add(&d->xsend, grad + i * D, (size_t)D * sizeof *grad);
     }
-    int mine = (int)d->xsend.len, lens[HPS_DIST_MAX_RANKS], at[HPS_DIST_MAX_RANKS];
-    MPI_Allgather(&mine, 1, MPI_INT, lens, 1, MPI_INT, d->wcomm);
-    size_t total = 0;
+    /* the sizes first, so that every worker finds the same total */
+    int64_t sent = (int64_t)d->xsend.len, sizes[HPS_DIST_MAX_RANKS];
+    MPI_Allgather(&sent, 1, MPI_INT64_T, sizes, 1, MPI_INT64_T, d->wcomm);
+    int lens[HPS_DIST_MAX_RANKS], at[HPS_DIST_MAX_RANKS];
+    int64_t total = 0;
     for (int w = 0; w < W; w++) {
-        if (lens[w] < 0 || (size_t)lens[w] % entry)
-            return hps_fail(err, HPS_EXIT_RUNTIME, "worker %d sends %d bytes of layer %d's gradient, not whole rows",
-                            w, lens[w], layer);
+        if (sizes[w] < 0 || (size_t)sizes[w] % entry)
+            return hps_fail(err, HPS_EXIT_RUNTIME, "worker %d sends %lld bytes of layer %d's gradient, not whole rows",
+                            w, (long long)sizes[w], layer);
         at[w] = (int)total;
-        total += (size_t)lens[w];
-        d->xend[w] = (int64_t)(total / entry);
+        lens[w] = (int)sizes[w];
+        total += sizes[w];
+        if (total > INT_MAX)
+            return hps_fail(err, HPS_EXIT_RUNTIME,
+                            "embedding layer %d: the replicas' gradients of a step are %lld bytes or more, too "
+                            "many to exchange at once (at most %d)",
+                            layer, (long long)total, INT_MAX);
+        d->xend[w] = total / (int64_t)entry;
     }
-    if (total + 1 > d->cap_xrecv) {
-        d->cap_xrecv = total * 2 + 1;
+    int mine = (int)sent;
+    if ((size_t)total + 1 > d->cap_xrecv) {
+        d->cap_xrecv = (size_t)total * 2 + 1;
         d->xrecv = hps_realloc(d->xrecv, d->cap_xrecv);
     }
     MPI_Allgatherv(d->xsend.buf, mine, MPI_BYTE, d->xrecv, lens, at, MPI_BYTE, d->wcomm);
-    int64_t rows = W ? d->xend[W - 1] : 0;
-    if (rows + 1 > d->cap_xrows) {
-        d->cap_xrows = rows * 2 + 1;
-        d->xkeys = hps_realloc(d->xkeys, (size_t)d->cap_xrows * sizeof *d->xkeys);
-    }
-    if ((size_t)(rows + 1) * D > d->cap_xgrad) { /* layers differ in D */
-        d->cap_xgrad = (size_t)(rows * 2 + 1) * D;
-        d->xgrad = hps_realloc(d->xgrad, d->cap_xgrad * sizeof *d->xgrad);
-    }
-    for (int64_t i = 0; i < rows; i++) {
-        memcpy(&d->xkeys[i], d->xrecv + i * entry, sizeof *keys);
-        memcpy(d->xgrad + i * D, d->xrecv + i * entry + sizeof *keys, (size_t)D * sizeof *grad);
-    }
+    unpack_parts(d, D, entry);
     *out = (hps_row_grads){.parts = W, .end = d->xend, .keys = d->xkeys, .grad = d->xgrad};
-    /* what each worker sends to every other (the allgather's bytes, as the
-     * ring that carries it sends them) */
+    /* this worker's part reaches every other worker */
     for (int w = 0; w < W; w++) {
         if (w == d->me->index) continue;
         d->st.bytes_sent += mine;
