@@ -230,6 +230,7 @@ void hps_dist_end(hps_dist *d)
         free(d->req[s].buf), free(d->push[s].buf), free(d->req_rows[s]);
     }
     free(d->req), free(d->push), free(d->req_rows), free(d->n_req_rows), free(d->cap_req_rows);
+    free(d->xsend.buf), free(d->xrecv), free(d->xkeys), free(d->xgrad);
     free(d);
 }
 

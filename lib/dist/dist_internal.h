@@ -84,6 +84,16 @@ struct hps_dist {
     dist_buf *req, *push;
     int64_t **req_rows;          /* per server: where each request entry's values go */
     int64_t *n_req_rows, *cap_req_rows;
+    /* rows: hbm: every worker holds a replica of the rows (no servers for
+     * them); a step's gradients are exchanged among the workers */
+    int replicas;
+    dist_buf xsend;
+    char *xrecv;
+    size_t cap_xrecv;
+    int64_t xend[HPS_DIST_MAX_RANKS], cap_xrows;
+    hps_row_key *xkeys;
+    float *xgrad;
+    size_t cap_xgrad;
     dist_stats st;
     /* stages across ranks (dist_stage.c): n_stages > 1 */
     int n_stages, stage_n[HPS_TRAIN_MAX_STAGES];
@@ -153,6 +163,9 @@ void dist_server_free(dist_server *sv);
 int dist_server_handle(hps_dist *d, dist_server *sv, dist_server_state *s, char *msg, size_t n, int from,
                        int tag, hps_error *err);
 void dist_server_state_free(hps_dist *d, dist_server_state *s);
+/* Every row of tables (per layer, NULL but for embedding layers) into b,
+ * as (layer, slot, key) then dim floats: a server's dump, a replica's. */
+void dist_pack_rows(const hps_model *m, hps_table *const *tables, dist_buf *b);
 
 /* dist_ckpt.c: a worker's through the trainer's hooks, a server's of its tables */
 int dist_save(void *ctx, hps_trainer *t, uint64_t step, hps_error *err);

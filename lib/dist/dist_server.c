@@ -123,23 +123,28 @@ static int apply_step(hps_dist *d, dist_server *sv, char **pushes, size_t *lens,
     return rc;
 }
 
-/* Every row this server holds, as (layer, slot, key) then dim floats. */
+void dist_pack_rows(const hps_model *m, hps_table *const *tables, dist_buf *b)
+{
+    for (int l = 0; l < m->n_layers; l++) {
+        if (!tables[l]) continue;
+        int D = m->layers[l].dim;
+        const float *w = hps_table_weights(tables[l]);
+        for (int64_t r = 0; r < hps_table_rows(tables[l]); r++) {
+            int slot;
+            uint64_t key;
+            hps_table_row_key(tables[l], r, &slot, &key);
+            dist_entry e = {.layer = l, .slot = slot, .key = key};
+            dist_buf_add(b, &e, sizeof e);
+            dist_buf_add(b, w + r * D, (size_t)D * sizeof *w);
+        }
+    }
+}
+
+/* Every row this server holds. */
 static void dump_rows(hps_dist *d, dist_server *sv, int to)
 {
     dist_buf b = {0};
-    for (int l = 0; l < sv->m->n_layers; l++) {
-        if (!sv->tables[l]) continue;
-        int D = sv->m->layers[l].dim;
-        const float *w = hps_table_weights(sv->tables[l]);
-        for (int64_t r = 0; r < hps_table_rows(sv->tables[l]); r++) {
-            int slot;
-            uint64_t key;
-            hps_table_row_key(sv->tables[l], r, &slot, &key);
-            dist_entry e = {.layer = l, .slot = slot, .key = key};
-            dist_buf_add(&b, &e, sizeof e);
-            dist_buf_add(&b, w + r * D, (size_t)D * sizeof *w);
-        }
-    }
+    dist_pack_rows(sv->m, sv->tables, &b);
     dist_send(d, b.buf, b.len, to, TAG_ROWS);
     free(b.buf);
 }

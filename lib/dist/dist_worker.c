@@ -3,6 +3,7 @@
  * fetches the rows it touches from their servers, sums dense gradients with
  * the other workers, pushes its sparse gradients and waits for the servers
  * to apply the step, so every step is synchronous. */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,78 @@ static int step_end(void *ctx, hps_error *err)
     return 0;
 }
 
+/* The gathered parts (d->xrecv) into keys and gradients, D floats a row. */
+static void unpack_parts(hps_dist *d, int D, size_t entry)
+{
+    int64_t rows = d->workers ? d->xend[d->workers - 1] : 0;
+    if (rows + 1 > d->cap_xrows) {
+        d->cap_xrows = rows * 2 + 1;
+        d->xkeys = hps_realloc(d->xkeys, (size_t)d->cap_xrows * sizeof *d->xkeys);
+    }
+    if ((size_t)(rows + 1) * D > d->cap_xgrad) { /* layers differ in D */
+        d->cap_xgrad = (size_t)(rows * 2 + 1) * D;
+        d->xgrad = hps_realloc(d->xgrad, d->cap_xgrad * sizeof *d->xgrad);
+    }
+    for (int64_t i = 0; i < rows; i++) {
+        memcpy(&d->xkeys[i], d->xrecv + i * entry, sizeof *d->xkeys);
+        memcpy(d->xgrad + i * D, d->xrecv + i * entry + sizeof *d->xkeys, (size_t)D * sizeof *d->xgrad);
+    }
+}
+
+/* rows: hbm, a replica a worker: each worker's sum of a layer's gradient,
+ * (layer, slot, key) then D floats a row, gathered by every worker in
+ * worker order (MPI_Allgatherv: the same bytes everywhere). */
+static int exchange_rows(void *ctx, int layer, const hps_row_key *keys, const float *grad, int64_t n,
+                         hps_row_grads *out, hps_error *err)
+{
+    hps_dist *d = ctx_dist(ctx);
+    double t0 = hps_now();
+    int D = d->m->layers[layer].dim, W = d->workers;
+    size_t entry = sizeof *keys + (size_t)D * sizeof *grad;
+    d->xsend.len = 0;
+    for (int64_t i = 0; i < n; i++) {
+        dist_buf_add(&d->xsend, &keys[i], sizeof *keys);
+        dist_buf_add(&d->xsend, grad + i * D, (size_t)D * sizeof *grad);
+    }
+    /* the sizes first, so that every worker finds the same total */
+    int64_t sent = (int64_t)d->xsend.len, sizes[HPS_DIST_MAX_RANKS];
+    MPI_Allgather(&sent, 1, MPI_INT64_T, sizes, 1, MPI_INT64_T, d->wcomm);
+    int lens[HPS_DIST_MAX_RANKS], at[HPS_DIST_MAX_RANKS];
+    int64_t total = 0;
+    for (int w = 0; w < W; w++) {
+        if (sizes[w] < 0 || (size_t)sizes[w] % entry)
+            return hps_fail(err, HPS_EXIT_RUNTIME, "worker %d sends %lld bytes of layer %d's gradient, not whole rows",
+                            w, (long long)sizes[w], layer);
+        at[w] = (int)total;
+        lens[w] = (int)sizes[w];
+        total += sizes[w];
+        if (total > INT_MAX)
+            return hps_fail(err, HPS_EXIT_RUNTIME,
+                            "embedding layer %d: the replicas' gradients of a step are %lld bytes or more, too "
+                            "many to exchange at once (at most %d)",
+                            layer, (long long)total, INT_MAX);
+        d->xend[w] = total / (int64_t)entry;
+    }
+    int mine = (int)sent;
+    if ((size_t)total + 1 > d->cap_xrecv) {
+        d->cap_xrecv = (size_t)total * 2 + 1;
+        d->xrecv = hps_realloc(d->xrecv, d->cap_xrecv);
+    }
+    MPI_Allgatherv(d->xsend.buf, mine, MPI_BYTE, d->xrecv, lens, at, MPI_BYTE, d->wcomm);
+    unpack_parts(d, D, entry);
+    *out = (hps_row_grads){.parts = W, .end = d->xend, .keys = d->xkeys, .grad = d->xgrad};
+    /* this worker's part reaches every other worker */
+    for (int w = 0; w < W; w++) {
+        if (w == d->me->index) continue;
+        d->st.bytes_sent += mine;
+        if (d->node[d->worker_rank[w]] != d->node[d->rank]) d->st.bytes_cross_node += mine;
+    }
+    double waited = hps_now() - t0;
+    d->st.wait_s += waited;
+    d->st.push_s += waited;
+    return 0;
+}
+
 static json_t *metrics(void *ctx)
 {
     hps_dist *d = ctx_dist(ctx);
@@ -264,20 +337,21 @@ void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_
                                 .reduce_step = d->loop ? loop_reduce_step : reduce_step,
                                 .save = dist_save, .resume = dist_resume,
                                 .gather_params = gather_params, .metrics = metrics,
-                                .remote_rows = 1, .in_process = 0};
+                                .exchange_rows = d->replicas ? exchange_rows : NULL,
+                                .remote_rows = !d->replicas, .in_process = 0};
     dist_stages_hook(d, &d->hooks);
     hps_trainer_set_dist(t, &d->hooks);
 }
 
-/* One server's rows into the lead's tables (which then hold the model). */
-static int take_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, hps_error *err)
+static int take_entries(hps_dist *d, hps_trainer *t, hps_table **tables, const char *msg, size_t n,
+                        hps_error *err)
 {
     for (size_t at = 0; at < n;) {
         dist_entry e;
         if (at + sizeof e > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated row dump");
         memcpy(&e, msg + at, sizeof e);
         at += sizeof e;
-        hps_table *tab = e.layer >= 0 && e.layer < d->m->n_layers ? hps_trainer_table(t, e.layer) : NULL;
+        hps_table *tab = e.layer >= 0 && e.layer < d->m->n_layers ? tables[e.layer] : NULL;
         if (!tab) return hps_fail(err, HPS_EXIT_RUNTIME, "a row dump names layer %d", (int)e.layer);
         int D = d->m->layers[e.layer].dim;
         if (at + (size_t)D * sizeof(float) > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated row dump");
@@ -290,9 +364,51 @@ static int take_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, hps
     return 0;
 }
 
+/* One server's rows into the lead's tables (which then hold the model). */
+static int take_rows(hps_dist *d, hps_trainer *t, const char *msg, size_t n, hps_error *err)
+{
+    /* each layer's table once: taking it copies the device's rows back */
+    hps_table **tables = hps_malloc((size_t)d->m->n_layers * sizeof *tables);
+    for (int l = 0; l < d->m->n_layers; l++) tables[l] = hps_trainer_table(t, l);
+    int rc = take_entries(d, t, tables, msg, n, err);
+    free(tables);
+    return rc;
+}
+
+/* rows: hbm: the lead's replica is the model's rows.  The test build's
+ * HPS_TRAIN_EXPORT_REPLICA=W (make test) has the lead take worker W's
+ * instead, so that a test compares the replicas' exports. */
+static int take_replica(hps_dist *d, hps_trainer *t, hps_error *err)
+{
+    int from = 0;
+#ifdef HPS_TEST_HOOKS
+    const char *w = getenv("HPS_TRAIN_EXPORT_REPLICA");
+    from = w ? atoi(w) : 0;
+    if (from < 0 || from >= d->workers) from = 0;
+#endif
+    if (from == 0) return 0;
+    if (d->me->index == from) {
+        hps_table **tables = hps_calloc((size_t)d->m->n_layers, sizeof *tables);
+        for (int l = 0; l < d->m->n_layers; l++)
+            if (hps_layer_has_table(&d->m->layers[l])) tables[l] = hps_trainer_table(t, l);
+        dist_buf b = {0};
+        dist_pack_rows(d->m, tables, &b);
+        dist_send(d, b.buf, b.len, d->worker_rank[0], TAG_ROWS);
+        free(b.buf), free(tables);
+    }
+    if (!hps_dist_is_lead(d)) return 0;
+    size_t n;
+    char *rows = dist_recv(d->worker_rank[from], TAG_ROWS, &n, NULL, NULL);
+    int rc = take_rows(d, t, rows, n, err);
+    free(rows);
+    if (rc == 0) hps_trainer_tables_written(t); /* the export reads the device's rows */
+    return rc;
+}
+
 int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err)
 {
     if (d->n_stages > 1 && gather_stage_params(d, t, err)) return -1;
+    if (d->replicas) return take_replica(d, t, err);
     if (!hps_dist_is_lead(d)) return 0;
     for (int s = 0; s < d->servers; s++) {
         dist_send(d, NULL, 0, d->server_rank[s], TAG_DUMP);

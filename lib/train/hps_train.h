@@ -144,6 +144,9 @@ int hps_trainer_batch(const hps_trainer *t); /* samples a step */
  * either is unknown (not positive). */
 double hps_train_error(double measured, double predicted);
 hps_table *hps_trainer_table(hps_trainer *t, int layer);
+/* After rows written into hps_trainer_table's tables: the device's copies
+ * of them (rows: hbm or cache) take their values. */
+void hps_trainer_tables_written(hps_trainer *t);
 /* One more record in the metrics (--metrics), if any; takes o. */
 void hps_trainer_record(hps_trainer *t, json_t *o);
 
@@ -158,6 +161,15 @@ typedef struct {
     int32_t layer, slot;
     uint64_t key;
 } hps_row_key;
+
+/* Rows' gradients of several processes, in worker order: part w is
+ * entries [end[w - 1], end[w]) (from 0), each a key and D floats. */
+typedef struct {
+    int parts;
+    const int64_t *end;
+    const hps_row_key *keys;
+    const float *grad;
+} hps_row_grads;
 
 /* How the trainer reaches the rest of its run, in the trainer's terms only.
  * Every step calls every hook (llm.c's collectives: one code path); one
@@ -183,6 +195,12 @@ typedef struct {
  *                must not write into
  *   gather_params  before evaluation or export: the trainer gets the weights
  *                of layers other processes train (every process calls it)
+ *   exchange_rows  NULL, or, where each process of the stage holds the
+ *                whole of its device rows (rows: hbm, one replica a worker):
+ *                this process's summed gradient of a layer, n rows named by
+ *                key, D floats each, out: every process's, in worker order
+ *                (this one's among them), valid until the next call; every
+ *                process of the stage calls it each step, n = 0 too
  *   metrics      NULL, or figures for the step records
  *   stage_busy   NULL when this process's pipeline times every stage
  * Properties of where the rows live:
@@ -207,6 +225,8 @@ typedef struct {
     int (*save)(void *ctx, hps_trainer *t, uint64_t step, hps_error *err);
     int (*resume)(void *ctx, hps_trainer *t, int *found, hps_error *err);
     int (*gather_params)(void *ctx, hps_trainer *t, hps_error *err);
+    int (*exchange_rows)(void *ctx, int layer, const hps_row_key *keys, const float *grad, int64_t n,
+                         hps_row_grads *out, hps_error *err);
     json_t *(*metrics)(void *ctx);
     double (*stage_busy)(void *ctx, int stage);
     int remote_rows, in_process;

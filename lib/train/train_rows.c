@@ -19,6 +19,7 @@ typedef struct {
     int D;
     float *w, *acc;            /* backend memory: cap_slots rows each */
     int64_t cap_slots, next_slot;
+    int64_t *host_of;          /* per device slot: the host row fetched into it last */
     int64_t *free_slots, n_free, cap_free;
     /* per host row, grown with the host table */
     uint64_t *count, *stamp, *touched; /* touched: the step's id + 1 at its last lookup */
@@ -28,6 +29,9 @@ typedef struct {
     rows_list backs, fetches, stage;
     hps_sparse_grad **host_grads, *sum, *dev_sum;
     int n_host_grads;
+    /* replicas: this process's rows named by key, every part's device slots */
+    hps_row_key *keys;
+    int64_t cap_keys, *part_slots, cap_part_slots;
 } rows_layer;
 
 typedef struct {
@@ -108,6 +112,7 @@ static void arena_grow(const hps_backend *be, rows_layer *T)
         *arena[i] = fresh;
     }
     free(host);
+    T->host_of = hps_realloc(T->host_of, (size_t)c * sizeof *T->host_of);
     T->cap_slots = c;
 }
 
@@ -209,7 +214,7 @@ void train_rows_free(train_rows *r)
         rows_layer *T = &r->L[l - r->first];
         if (T->w) r->be->release(T->w), r->be->release(T->acc);
         free(T->free_slots), free(T->count), free(T->stamp), free(T->touched), free(T->slot);
-        free(T->heap_at), free(T->staged);
+        free(T->heap_at), free(T->staged), free(T->host_of), free(T->keys), free(T->part_slots);
         free(T->backs.at), free(T->fetches.at), free(T->stage.at);
         for (int i = 0; i < T->n_host_grads; i++) hps_sparse_grad_free(T->host_grads[i]);
         free(T->host_grads);
@@ -227,6 +232,7 @@ static int64_t fetch(train_rows *r, rows_layer *T, int64_t row)
 {
     int64_t s = take_slot(r->be, T);
     T->slot[row] = s;
+    T->host_of[s] = row;
     list_push(&T->fetches, s, row);
     return s;
 }
@@ -354,21 +360,23 @@ static void grad_to_host(const hps_backend *be, const hps_sparse_grad *g, hps_sp
     be->download((*h)->grad, g->grad, (size_t)g->n * g->D * sizeof *g->grad);
 }
 
-void train_rows_apply(train_rows *r, int l, hps_sparse_grad *const *grads, int n, float lr, float eps)
+/* The n gradients (backend memory) summed in host memory, as
+ * hps_table_grad_sum sums them (T->sum, or the one host copy). */
+static const hps_sparse_grad *host_sum(const hps_backend *be, rows_layer *T, hps_sparse_grad *const *grads,
+                                       int n)
 {
-    rows_layer *T = layer_of(r, l);
-    const hps_backend *be = r->be;
-    if (n == 1) { /* nothing to sum: the gradient stays where it is */
-        be->sparse_adagrad(T->w, T->acc, grads[0], lr, eps);
-        return;
-    }
     if (n > T->n_host_grads) {
         T->host_grads = hps_realloc(T->host_grads, (size_t)n * sizeof *T->host_grads);
         for (int i = T->n_host_grads; i < n; i++) T->host_grads[i] = NULL;
         T->n_host_grads = n;
     }
     for (int i = 0; i < n; i++) grad_to_host(be, grads[i], &T->host_grads[i]);
-    const hps_sparse_grad *sum = hps_table_grad_sum(T->host_grads, n, T->D, &T->sum);
+    return hps_table_grad_sum(T->host_grads, n, T->D, &T->sum);
+}
+
+/* A summed gradient in host memory to the backend, then AdaGrad there. */
+static void apply_sum(const hps_backend *be, rows_layer *T, const hps_sparse_grad *sum, float lr, float eps)
+{
     if (!T->dev_sum || T->dev_sum->cap < sum->n) {
         if (T->dev_sum) be->sparse_grad_free(T->dev_sum);
         T->dev_sum = be->sparse_grad_create(sum->n * 2 + 16, T->D);
@@ -377,6 +385,77 @@ void train_rows_apply(train_rows *r, int l, hps_sparse_grad *const *grads, int n
     be->upload(T->dev_sum->rows, sum->rows, (size_t)sum->n * sizeof *sum->rows);
     be->upload(T->dev_sum->grad, sum->grad, (size_t)sum->n * T->D * sizeof *sum->grad);
     be->sparse_adagrad(T->w, T->acc, T->dev_sum, lr, eps);
+}
+
+void train_rows_apply(train_rows *r, int l, hps_sparse_grad *const *grads, int n, float lr, float eps)
+{
+    rows_layer *T = layer_of(r, l);
+    if (n == 1) { /* nothing to sum: the gradient stays where it is */
+        r->be->sparse_adagrad(T->w, T->acc, grads[0], lr, eps);
+        return;
+    }
+    apply_sum(r->be, T, host_sum(r->be, T, grads, n), lr, eps);
+}
+
+/* This process's summed gradient, its rows named by key (T->keys). */
+static void name_rows(rows_layer *T, int l, const hps_sparse_grad *g)
+{
+    T->keys = grow_array(T->keys, &T->cap_keys, g->n + 1, sizeof *T->keys);
+    for (int64_t i = 0; i < g->n; i++) {
+        int slot;
+        hps_table_row_key(T->host, T->host_of[g->rows[i]], &slot, &T->keys[i].key);
+        T->keys[i].layer = l, T->keys[i].slot = slot;
+    }
+}
+
+/* Every part's rows on the device: a key another process trained first is
+ * created here as a lookup creates it (its first values are the key's), and
+ * fetched; being no lookup of this process, it is not counted. */
+static int place_parts(train_rows *r, rows_layer *T, const hps_row_grads *all, uint64_t step, hps_error *err)
+{
+    int64_t total = all->parts ? all->end[all->parts - 1] : 0;
+    T->part_slots = grow_array(T->part_slots, &T->cap_part_slots, total + 1, sizeof *T->part_slots);
+    for (int64_t e = 0; e < total; e++) {
+        int64_t row = hps_table_lookup(T->host, all->keys[e].slot, all->keys[e].key, step, err);
+        if (row < 0) return -1;
+        cover_row(T, row);
+        if (T->slot[row] < 0) { /* cached, this step not having used it */
+            r->n_cached++;
+            fetch(r, T, row);
+            heap_push(r, (int)all->keys[e].layer, row);
+        }
+        T->part_slots[e] = T->slot[row];
+    }
+    train_rows_prepare(r);
+    return 0;
+}
+
+int train_rows_apply_replicas(train_rows *r, int l, hps_sparse_grad *const *grads, int n,
+                              const hps_train_dist *h, uint64_t step, float lr, float eps, hps_error *err)
+{
+    rows_layer *T = layer_of(r, l);
+    HPS_CHECK(r->capacity == INT64_MAX); /* hbm: a replica holds every row */
+    hps_sparse_grad none = {.D = T->D};
+    const hps_sparse_grad *mine = n > 0 ? host_sum(r->be, T, grads, n) : &none;
+    name_rows(T, l, mine);
+    hps_row_grads all;
+    if (h->exchange_rows(h->ctx, l, T->keys, mine->grad, mine->n, &all, err) ||
+        place_parts(r, T, &all, step, err))
+        return -1;
+    /* summed per row in worker order, as a parameter server sums its
+     * workers' pushes: every replica adds the same floats in the same order */
+    HPS_CHECK(all.parts >= 1);
+    hps_sparse_grad *views = hps_malloc((size_t)all.parts * sizeof *views);
+    hps_sparse_grad **src = hps_malloc((size_t)all.parts * sizeof *src);
+    for (int w = 0; w < all.parts; w++) {
+        int64_t lo = w ? all.end[w - 1] : 0, k = all.end[w] - lo;
+        views[w] = (hps_sparse_grad){.n = k, .cap = k, .D = T->D, .rows = T->part_slots + lo,
+                                     .grad = (float *)all.grad + lo * T->D};
+        src[w] = &views[w];
+    }
+    apply_sum(r->be, T, hps_table_grad_sum(src, all.parts, T->D, &T->sum), lr, eps);
+    free(views), free(src);
+    return 0;
 }
 
 void train_rows_step_end(train_rows *r, int write_back)
@@ -399,7 +478,8 @@ void train_rows_step_end(train_rows *r, int write_back)
     r->step_id++;
 }
 
-void train_rows_flush(train_rows *r)
+/* Every cached row between the device and its host row (up: to the device). */
+static void move_cached(train_rows *r, int up)
 {
     for (int l = r->first; l < r->end; l++) {
         rows_layer *T = &r->L[l - r->first];
@@ -407,10 +487,13 @@ void train_rows_flush(train_rows *r)
         rows_list all = {0};
         for (int64_t row = 0; row < T->cap_host; row++)
             if (T->slot[row] >= 0 && !T->staged[row]) list_push(&all, T->slot[row], row);
-        move_rows(r->be, T, &all, 0);
+        move_rows(r->be, T, &all, up);
         free(all.at);
     }
 }
+
+void train_rows_flush(train_rows *r) { move_cached(r, 0); }
+void train_rows_reload(train_rows *r) { move_cached(r, 1); }
 
 const train_rows_stats *train_rows_stats_of(const train_rows *r) { return &r->stats; }
 int64_t train_rows_capacity(const train_rows *r) { return r->capacity; }

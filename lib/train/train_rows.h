@@ -24,6 +24,7 @@
 
 #include "kernels/hps_backend.h"
 #include "model/hps_model.h"
+#include "train/hps_train.h"
 #include "train/train_table.h"
 
 typedef struct train_rows train_rows;
@@ -52,12 +53,22 @@ float *train_rows_accum(train_rows *r, int l);
  * slots, summed as hps_table_grad_sum sums them, then AdaGrad. */
 void train_rows_apply(train_rows *r, int l, hps_sparse_grad *const *grads, int n, float lr,
                       float eps);
+/* Replicas (rows: hbm under mpirun, every worker of the stage holding every
+ * row): this process's sum of its n gradients goes to the others by key
+ * through h->exchange_rows, and every process's, summed per row in worker
+ * order, updates the rows, so that the replicas stay equal.  A key another
+ * process trained first is created as a lookup at `step` would create it.
+ * Every process calls it each step (n = 0 too). */
+int train_rows_apply_replicas(train_rows *r, int l, hps_sparse_grad *const *grads, int n,
+                              const hps_train_dist *h, uint64_t step, float lr, float eps, hps_error *err);
 /* The end of a step (staged rows written back when write_back) or of an
  * evaluation batch (their copies dropped). */
 void train_rows_step_end(train_rows *r, int write_back);
 /* Every row on the device copied to its host row: before checkpoints and
  * exports read the host tables. */
 void train_rows_flush(train_rows *r);
+/* The other way: every row on the device takes its host row's values. */
+void train_rows_reload(train_rows *r);
 const train_rows_stats *train_rows_stats_of(const train_rows *r);
 int64_t train_rows_capacity(const train_rows *r);
 

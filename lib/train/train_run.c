@@ -92,6 +92,12 @@ void train_rows_sync(hps_trainer *t)
         if (t->stage_rows[s]) train_rows_flush(t->stage_rows[s]);
 }
 
+void hps_trainer_tables_written(hps_trainer *t)
+{
+    for (int s = 0; s < t->plan->n_stages; s++)
+        if (t->stage_rows[s]) train_rows_reload(t->stage_rows[s]);
+}
+
 /* ---- creation ------------------------------------------------------------------ */
 
 /* Where the dense layers run: on cuda:0 when the plan has a GPU stage (the
@@ -365,6 +371,12 @@ static int update_sparse(hps_trainer *t, int k, hps_error *err)
     for (int l = 0; l < t->m->n_layers; l++) {
         if (!t->tables[l]) continue;
         for (int i = 0; i < k; i++) t->micro_grads[i] = t->nets[i]->layers[l].grad;
+        if (t->rows_of[l] && t->hooks->exchange_rows) { /* a replica of them: every process's sum */
+            if (train_rows_apply_replicas(t->rows_of[l], l, t->micro_grads, k, t->hooks, t->step + 1,
+                                          t->o.optim.lr_sparse, t->o.optim.adagrad_eps, err))
+                return -1;
+            continue;
+        }
         if (t->rows_of[l]) { /* rows on this process's device */
             if (k > 0)
                 train_rows_apply(t->rows_of[l], l, t->micro_grads, k, t->o.optim.lr_sparse,
@@ -628,10 +640,10 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
     if (hps_source_check(src, t->m, err) || (eval && hps_source_check(eval, t->m, err)))
         return -1;
     for (int s = 0; s < t->plan->n_stages; s++)
-        if (t->stage_rows[s] && t->hooks != &t->local)
+        if (t->stage_rows[s] && t->hooks != &t->local && !t->hooks->exchange_rows)
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: stage %d: rows: %s under mpirun: this hps-train keeps device rows in "
-                            "one process only (plan with --rows servers)",
+                            "one process, or as replicas of rows: hbm (plan with --rows servers)",
                             t->plan->name, s, t->plan->stages[s].rows);
     snprintf(t->data_digest, sizeof t->data_digest, "%s", src->digest ? src->digest : "");
     if (open_metrics(t, err) || resume(t, err)) return -1;

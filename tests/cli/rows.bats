@@ -6,6 +6,7 @@
 # a heap of their own reached through the same copies as a GPU's.
 
 load helpers
+load dist_helpers
 
 setup_file() {
     export DATA=$BATS_FILE_TMPDIR/data
@@ -131,4 +132,94 @@ rows_stats() {
     [[ "$output" != *"%)"* ]]
     run json_field <(tail -1 "$TMP/m.ndjson") '(d["cpu_fallback"], d["error"], d["stages"][0]["ran_on_cpu"], d["stages"][0]["error"])'
     [ "$output" = "(True, None, True, None)" ]
+}
+
+# Under mpirun (hps-train(1) ROWS, several units): rows: hbm on 2 units is a
+# replica of every row a worker, the touched rows' gradients exchanged each
+# step and summed in worker order.
+
+# the hbm plan on K units (ranks 0 to K-1, an equal share of the batch each;
+# 2 by default); no servers
+hbm_on_2() {
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); k = int(sys.argv[3])
+assert p["servers"]["count"] == 0 and len(p["workers"]) == 1, p
+p["stages"][0]["units"] = k
+p["workers"] = [dict(p["workers"][0], rank=r, share=1 / k, batch_share=1 / k) for r in range(k)]
+json.dump(p, open(sys.argv[2], "w"))' "$DATA/hbm.json" "$1" "${2:-2}"
+}
+
+mpik() {
+    command -v mpirun >/dev/null || skip "mpirun is not installed (make deps: openmpi-bin)"
+    built_with_mpi "$HPS_BIN/hps-train" || skip "hps-train was built without Open MPI (make MPI=0)"
+    mpi_test_env
+    local k=$1
+    shift
+    timeout 120 mpirun --oversubscribe -np "$k" "$@"
+}
+
+mpi2() {
+    mpik 2 "$@"
+}
+
+@test "rows: hbm replicas on 2 ranks follow one process's losses; on 2 and 3 they stay equal" {
+    hbm_on_2 "$TMP/hbm2.json"
+    "$HPS_BIN/hps-train" --plan "$DATA/hbm.json" --data "$DATA/few" --threads 1 --cpu-fallback -q \
+        --metrics "$TMP/one.ndjson" --micro-batches 2 --export "$TMP/one.safetensors" --eval "$DATA/few"
+    args=(--plan "$TMP/hbm2.json" --data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance)
+    mpi2 "$HPS_TEST_BIN/hps-train" "${args[@]}" --metrics "$TMP/two.ndjson" --export "$TMP/r0.safetensors" \
+        --eval "$DATA/few"
+    # the dense gradients' allreduce adds in another order than one process's
+    # micro-batches (as rows: servers under mpirun): within 1e-4
+    same_losses "$TMP/one.ndjson" "$TMP/two.ndjson"
+    # the lead evaluates on its replica
+    paste <(evals "$TMP/one.ndjson") <(evals "$TMP/two.ndjson") > "$TMP/ev"
+    [ "$(wc -l < "$TMP/ev")" -eq 1 ]
+    awk '{for (i = 1; i <= 2; i++) {d = $i - $(i + 2); if (d < 0) d = -d; if (d > 1e-4 * $i) bad++}}
+         END {exit bad > 0}' "$TMP/ev"
+    same_export "$TMP/one.safetensors" "$TMP/r0.safetensors"
+    # no server: the workers sent each other their rows' gradients
+    [ "$(dist_field "$TMP/two.ndjson" '(o["workers"], o["servers"], o["per_rank"][1]["bytes_sent"] > 0)')" = "(2, 0, True)" ]
+    # worker 1's replica exported by the lead: the same bytes as worker 0's
+    HPS_TRAIN_EXPORT_REPLICA=1 mpi2 "$HPS_TEST_BIN/hps-train" "${args[@]}" --export "$TMP/r1.safetensors"
+    cmp "$TMP/r0.safetensors" "$TMP/r1.safetensors"
+    # 3 units, where the order of a row's sum matters: every replica adds in worker order
+    hbm_on_2 "$TMP/hbm3.json" 3
+    args=(--plan "$TMP/hbm3.json" --data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance --steps 30)
+    mpik 3 "$HPS_TEST_BIN/hps-train" "${args[@]}" --export "$TMP/k0.safetensors"
+    HPS_TRAIN_EXPORT_REPLICA=2 mpik 3 "$HPS_TEST_BIN/hps-train" "${args[@]}" --export "$TMP/k2.safetensors"
+    cmp "$TMP/k0.safetensors" "$TMP/k2.safetensors"
+}
+
+@test "rows: hbm replicas under mpirun resume from the committed step to the same losses and rows" {
+    hbm_on_2 "$TMP/hbm2.json"
+    args=(--plan "$TMP/hbm2.json" --data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance --epochs 2)
+    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --metrics "$TMP/full.ndjson" --metrics-interval 0 \
+        --export "$TMP/full.safetensors"
+    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --steps 100 --checkpoint "$TMP/ck"
+    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --checkpoint "$TMP/ck" --resume --metrics "$TMP/res.ndjson" \
+        --metrics-interval 0 --export "$TMP/res.safetensors"
+    losses "$TMP/full.ndjson" | tail -n +101 > "$TMP/a"
+    losses "$TMP/res.ndjson" > "$TMP/b"
+    [ "$(wc -l < "$TMP/b")" -gt 20 ]
+    cmp "$TMP/a" "$TMP/b"
+    cmp "$TMP/full.safetensors" "$TMP/res.safetensors"
+}
+
+@test "rows: under mpirun a cache, or hbm in a plan of several stages, is refused naming the stage" {
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1]))
+p["workers"] = [dict(p["workers"][0], rank=r, share=0.5) for r in (0, 1)]; p["stages"][0]["units"] = 2
+json.dump(p, open(sys.argv[2], "w"))' "$DATA/cache.json" "$TMP/cache2.json"
+    run mpi2 "$HPS_BIN/hps-train" --plan "$TMP/cache2.json" --data "$DATA/few" --threads 1 --cpu-fallback \
+        --metrics "$TMP/m.ndjson"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"hps-train: error: "*"cache2.json: stage 0 keeps its embedding rows in a cache (rows: cache: its tables do not fit one unit); hps-train under mpirun runs rows: hbm (a replica a unit) and rows: servers only, sharding rows across units is not done: plan with --rows servers, or run it in one process"* ]] || { echo "$output"; false; }
+    [ ! -e "$TMP/m.ndjson" ]
+    # two stages on the two ranks, the second's rows in HBM too
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); s = p["stages"][0]
+p["stages"] = [dict(s, index=0, layers=[0, 2], units=1), dict(s, index=1, layers=[3, 5], units=1)]
+p["workers"] = [dict(p["workers"][0], rank=r, stage=r, share=1) for r in (0, 1)]
+json.dump(p, open(sys.argv[2], "w"))' "$DATA/hbm.json" "$TMP/st2.json"
+    run mpi2 "$HPS_BIN/hps-train" --plan "$TMP/st2.json" --data "$DATA/few" --threads 1 --cpu-fallback
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"st2.json: stage 0 keeps its embedding rows in HBM (rows: hbm) and the plan has 2 stages: hps-train under mpirun runs rows: hbm as replicas in a plan of one stage only: plan with --rows servers, or run it in one process"* ]] || { echo "$output"; false; }
 }
