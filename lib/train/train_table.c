@@ -19,6 +19,16 @@ typedef struct {
     uint64_t key, tag;
 } hash_entry;
 
+/* A key not yet admitted and how often it was looked up (0: a free way). */
+typedef struct {
+    uint64_t key;
+    int32_t slot;
+    uint32_t count;
+} admit_entry;
+
+#define ADMIT_WAYS 8
+#define ADMIT_BUCKETS (INT64_C(1) << 14) /* 131072 candidates, 2 MiB */
+
 static uint64_t entry_tag(int slot, int64_t row)
 {
     return (uint64_t)slot << ROW_BITS | (uint64_t)(row + 1);
@@ -37,16 +47,30 @@ struct hps_table {
     int32_t *slot;
     uint64_t *last_step;              /* per row: the step that last touched it */
     uint8_t *ref;                     /* per row: the clock's reference bit */
-    int64_t hand, evictions;
+    uint32_t *last_day;               /* per row: the day (hps-train run) that last touched it */
+    int64_t hand, evictions, expired;
+    uint32_t day;                     /* this run's day: what a lookup stamps */
+    size_t max_bytes;
+    /* admission (admit_after > 1): the candidates' counts, a bounded
+     * set-associative hash (ADMIT_BUCKETS x ADMIT_WAYS), allocated on the
+     * first candidate */
+    int admit_after;
+    admit_entry *cand;
+    uint64_t lookups, admitted;       /* training lookups, those that found a row */
     hash_entry *ht;                   /* open addressing, linear probing */
     int64_t ht_mask;
 };
 
-/* weights + accumulators + key, slot, step, ref bit + two hash slots */
+/* weights + accumulators + key, slot, step, ref bit, day + two hash slots */
 size_t hps_table_row_bytes(int dim)
 {
     return 2 * (size_t)dim * sizeof(float) + sizeof(uint64_t) + sizeof(int32_t) +
-           sizeof(uint64_t) + 1 + 2 * sizeof(hash_entry);
+           sizeof(uint64_t) + 1 + sizeof(uint32_t) + 2 * sizeof(hash_entry);
+}
+
+size_t hps_table_admission_bytes(void)
+{
+    return (size_t)(ADMIT_BUCKETS * ADMIT_WAYS) * sizeof(admit_entry);
 }
 
 static uint64_t slot_hash(int slot, uint64_t key)
@@ -86,16 +110,27 @@ hps_table *hps_table_create(int layer, int dim, size_t max_bytes, hps_table_poli
     t->dim = dim;
     t->policy = policy;
     t->seed = seed;
+    t->max_bytes = max_bytes;
     t->max_rows = max_bytes ? rows_within(dim, max_bytes) : INT64_MAX;
     t->ht_mask = -1; /* no hash table until the first row */
+    t->day = 1;
     return t;
+}
+
+/* The candidates' counts come out of the cap first. */
+void hps_table_set_admission(hps_table *t, int admit_after)
+{
+    t->admit_after = admit_after;
+    size_t counts = admit_after > 1 ? hps_table_admission_bytes() : 0;
+    if (t->max_bytes)
+        t->max_rows = t->max_bytes > counts ? rows_within(t->dim, t->max_bytes - counts) : 0;
 }
 
 void hps_table_free(hps_table *t)
 {
     if (!t) return;
     free(t->weights), free(t->accum), free(t->key), free(t->slot), free(t->last_step);
-    free(t->ref), free(t->ht), free(t);
+    free(t->ref), free(t->last_day), free(t->cand), free(t->ht), free(t);
 }
 
 static int64_t find(const hps_table *t, int slot, uint64_t key, int64_t *at);
@@ -135,6 +170,7 @@ static void grow(hps_table *t)
     t->slot = hps_realloc(t->slot, (size_t)cap * sizeof *t->slot);
     t->last_step = hps_realloc(t->last_step, (size_t)cap * sizeof *t->last_step);
     t->ref = hps_realloc(t->ref, (size_t)cap * sizeof *t->ref);
+    t->last_day = hps_realloc(t->last_day, (size_t)cap * sizeof *t->last_day);
     t->cap_rows = cap;
     int64_t slots = hash_slots(cap);
     if (slots - 1 != t->ht_mask) HPS_CHECK(rehash(t, slots) < 0);
@@ -205,6 +241,29 @@ static int64_t evict(hps_table *t, uint64_t step)
     return -1;
 }
 
+/* Counts a lookup of a key without a row: 1 when this one admits it (its
+ * admit_after-th since it became a candidate), else 0.  A key that finds
+ * its bucket full takes the way of the least-counted candidate, which
+ * starts over when it comes back: counts are never over, only under. */
+static int admit(hps_table *t, int slot, uint64_t key)
+{
+    if (t->admit_after <= 1) return 1;
+    if (!t->cand) t->cand = hps_calloc((size_t)(ADMIT_BUCKETS * ADMIT_WAYS), sizeof *t->cand);
+    /* the high bits: the row hash takes the low ones */
+    admit_entry *b = t->cand + (int64_t)(slot_hash(slot, key) >> 40 & (uint64_t)(ADMIT_BUCKETS - 1)) * ADMIT_WAYS;
+    admit_entry *low = b;
+    for (int i = 0; i < ADMIT_WAYS; i++) {
+        if (b[i].count && b[i].key == key && b[i].slot == slot) {
+            if (++b[i].count < (uint32_t)t->admit_after) return 0;
+            b[i] = (admit_entry){0, 0, 0};
+            return 1;
+        }
+        if (b[i].count < low->count) low = &b[i];
+    }
+    *low = (admit_entry){key, slot, 1};
+    return 0;
+}
+
 static int64_t new_row(hps_table *t, uint64_t step, hps_error *err)
 {
     if (t->rows == t->cap_rows && t->cap_rows < t->max_rows) grow(t);
@@ -228,6 +287,9 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
         grow(t);
     }
     int64_t at, r = find(t, slot, key, &at);
+    t->lookups++;
+    if (r < 0 && !admit(t, slot, key)) return t->cap_rows; /* the zero row; its gradient is dropped */
+    t->admitted++;
     if (r < 0) {
         r = new_row(t, step, err);
         if (r < 0) return -1;
@@ -237,7 +299,14 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
     }
     t->last_step[r] = step;
     t->ref[r] = 1;
+    t->last_day[r] = t->day;
     return r;
+}
+
+void hps_table_reserve(hps_table *t, int64_t n)
+{
+    if (t->cap_rows == 0 && t->max_rows > 0) grow(t);
+    while (t->cap_rows > 0 && t->cap_rows < t->max_rows && t->cap_rows - t->rows < n) grow(t);
 }
 
 void hps_table_prefetch(const hps_table *t, int slot, uint64_t key)
@@ -263,7 +332,48 @@ int64_t hps_table_rows(const hps_table *t) { return t->rows; }
 int64_t hps_table_max_rows(const hps_table *t) { return t->max_rows; }
 int64_t hps_table_evictions(const hps_table *t) { return t->evictions; }
 
-size_t hps_table_bytes(const hps_table *t) { return t->cap_rows ? slab_bytes(t->dim, t->cap_rows) : 0; }
+int64_t hps_table_expired(const hps_table *t) { return t->expired; }
+
+void hps_table_lookups(const hps_table *t, uint64_t *lookups, uint64_t *admitted)
+{
+    *lookups = t->lookups;
+    *admitted = t->admitted;
+}
+
+size_t hps_table_bytes(const hps_table *t)
+{
+    return (t->cap_rows ? slab_bytes(t->dim, t->cap_rows) : 0) + (t->cand ? hps_table_admission_bytes() : 0);
+}
+
+/* ---- days ------------------------------------------------------------------------ */
+
+static void move_row(hps_table *t, int64_t to, int64_t from)
+{
+    size_t d = (size_t)t->dim;
+    t->key[to] = t->key[from], t->slot[to] = t->slot[from], t->last_step[to] = t->last_step[from];
+    t->ref[to] = t->ref[from], t->last_day[to] = t->last_day[from];
+    memmove(t->weights + (size_t)to * d, t->weights + (size_t)from * d, d * sizeof *t->weights);
+    memmove(t->accum + (size_t)to * d, t->accum + (size_t)from * d, d * sizeof *t->accum);
+}
+
+/* The rows left keep their creation order (exports and checkpoints walk
+ * it); the clock's hand starts over. */
+int64_t hps_table_start_day(hps_table *t, uint64_t day, int expire_after_days)
+{
+    t->day = (uint32_t)day;
+    if (expire_after_days <= 0 || t->rows == 0) return 0;
+    int64_t kept = 0;
+    for (int64_t r = 0; r < t->rows; r++) {
+        if ((uint64_t)t->last_day[r] + (uint64_t)expire_after_days < day) continue;
+        if (kept != r) move_row(t, kept, r);
+        kept++;
+    }
+    int64_t gone = t->rows - kept;
+    if (gone == 0) return 0;
+    t->rows = kept, t->hand = 0, t->expired += gone;
+    HPS_CHECK(rehash(t, t->ht_mask + 1) < 0);
+    return gone;
+}
 
 void hps_table_row_key(const hps_table *t, int64_t row, int *slot, uint64_t *key)
 {
@@ -283,13 +393,22 @@ static uint64_t bytes_left(FILE *f)
     return end > at ? (uint64_t)(end - at) : 0;
 }
 
+/* Layout 1 marks its head's dim with TABLE_LAYOUT << 32 and adds, after the
+ * accumulators, each row's day, then the counters and the admission
+ * candidates; layout 0 (no mark) is what checkpoints before them hold. */
+#define TABLE_LAYOUT INT64_C(1)
+
 int hps_table_save(const hps_table *t, FILE *f)
 {
-    int64_t head[4] = {t->dim, t->rows, t->hand, t->evictions};
+    int64_t head[4] = {t->dim | TABLE_LAYOUT << 32, t->rows, t->hand, t->evictions};
+    int64_t n_cand = t->cand ? ADMIT_BUCKETS * ADMIT_WAYS : 0;
+    uint64_t tail[4] = {(uint64_t)t->expired, t->lookups, t->admitted, (uint64_t)n_cand};
     size_t d = (size_t)t->dim, n = (size_t)t->rows;
     return HPS_FWRITE(f, head, 4) && HPS_FWRITE(f, t->key, n) && HPS_FWRITE(f, t->slot, n) &&
                    HPS_FWRITE(f, t->last_step, n) && HPS_FWRITE(f, t->ref, n) &&
-                   HPS_FWRITE(f, t->weights, n * d) && HPS_FWRITE(f, t->accum, n * d)
+                   HPS_FWRITE(f, t->weights, n * d) && HPS_FWRITE(f, t->accum, n * d) &&
+                   HPS_FWRITE(f, t->last_day, n) && HPS_FWRITE(f, tail, 4) &&
+                   HPS_FWRITE(f, t->cand, (size_t)n_cand)
                ? 0
                : -1;
 }
@@ -339,10 +458,35 @@ static int check_loaded(hps_table *t, const int *slots, int n_slots, const char 
     return 0;
 }
 
+/* Layout 1's days, counters and candidates (hps_table_save). */
+static int load_days(hps_table *t, FILE *f, size_t n, const char *name, hps_error *err)
+{
+    uint64_t tail[4];
+    if (!HPS_FREAD(f, t->last_day, n) || !HPS_FREAD(f, tail, 4))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name, t->layer);
+    if (tail[0] > INT64_MAX || tail[2] > tail[1] ||
+        (tail[3] != 0 && tail[3] != (uint64_t)(ADMIT_BUCKETS * ADMIT_WAYS)))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad admission counts", name,
+                        t->layer);
+    t->expired = (int64_t)tail[0], t->lookups = tail[1], t->admitted = tail[2];
+    free(t->cand);
+    t->cand = NULL;
+    if (!tail[3]) return 0;
+    if (tail[3] > bytes_left(f) / sizeof *t->cand)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name, t->layer);
+    t->cand = hps_malloc((size_t)tail[3] * sizeof *t->cand);
+    if (!HPS_FREAD(f, t->cand, (size_t)tail[3]))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name, t->layer);
+    return 0;
+}
+
 int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_error *err, const char *name)
 {
     int64_t head[4];
-    if (!HPS_FREAD(f, head, 4) || head[0] != t->dim || head[1] < 0 || head[2] < 0 ||
+    if (!HPS_FREAD(f, head, 4)) head[0] = -1;
+    int64_t layout = head[0] >> 32;
+    head[0] &= 0xffffffff;
+    if (layout < 0 || layout > TABLE_LAYOUT || head[0] != t->dim || head[1] < 0 || head[2] < 0 ||
         head[2] >= (head[1] > 0 ? head[1] : 1) || head[3] < 0)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad table header", name,
                         t->layer);
@@ -352,7 +496,7 @@ int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_err
                         name, t->layer, (long long)head[1]);
     /* the rows a payload claims must be there before the table grows to them */
     uint64_t row_bytes = sizeof *t->key + sizeof *t->slot + sizeof *t->last_step + sizeof *t->ref +
-                         2 * (uint64_t)t->dim * sizeof *t->weights;
+                         2 * (uint64_t)t->dim * sizeof *t->weights + (layout ? sizeof *t->last_day : 0);
     if ((uint64_t)head[1] > bytes_left(f) / row_bytes)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name,
                         t->layer);
@@ -363,6 +507,9 @@ int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_err
         !HPS_FREAD(f, t->ref, n) || !HPS_FREAD(f, t->weights, n * d) || !HPS_FREAD(f, t->accum, n * d))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name,
                         t->layer);
+    if (layout && load_days(t, f, n, name, err)) return -1;
+    if (!layout)
+        for (size_t r = 0; r < n; r++) t->last_day[r] = t->day;
     t->rows = head[1];
     t->hand = head[2];
     t->evictions = head[3];
@@ -385,9 +532,19 @@ const hps_sparse_grad *hps_table_grad_sum(hps_sparse_grad *const *grads, int n, 
     return *sum;
 }
 
+/* Keys not admitted read the zero row: their gradients are dropped (zeroed,
+ * AdaGrad then leaves the row at zeros). */
+static void drop_zero_row(const hps_table *t, hps_sparse_grad *g)
+{
+    for (int64_t i = 0; i < g->n; i++)
+        if (g->rows[i] == t->cap_rows) memset(g->grad + i * g->D, 0, (size_t)g->D * sizeof *g->grad);
+}
+
 void hps_table_apply(hps_table *t, hps_sparse_grad *const *grads, int n, hps_sparse_grad **sum,
                      float lr, float eps)
 {
+    if (t->admit_after > 1)
+        for (int i = 0; i < n; i++) drop_zero_row(t, grads[i]);
     const hps_sparse_grad *g = hps_table_grad_sum(grads, n, t->dim, sum);
     sparse_adagrad(t->weights, t->accum, g, lr, eps);
 }

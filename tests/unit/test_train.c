@@ -926,6 +926,122 @@ static void test_probe_reads_new_batches(void **state)
     hps_model_free(m);
 }
 
+
+/* ---- admission and expiry (issue 32) ---------------------------------------------- */
+
+/* A key gets a row on its Nth lookup, never before; until then it reads the
+ * zero row, and a step's gradient on the zero row leaves it at zeros. */
+static void test_table_admits_after_n_lookups(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_table *t = hps_table_create(0, 4, 0, HPS_TABLE_FULL_ERROR, 7);
+    hps_table_set_admission(t, 3);
+    int64_t zero = hps_table_zero_row(t);
+    assert_int_equal(hps_table_lookup(t, 0, 11, 1, &err), zero); /* 11: 1st */
+    assert_int_equal(hps_table_lookup(t, 0, 22, 1, &err), zero); /* 22: 1st */
+    assert_int_equal(hps_table_lookup(t, 0, 11, 1, &err), zero); /* 11: 2nd */
+    assert_int_equal(hps_table_lookup(t, 1, 11, 1, &err), zero); /* another slot: its own count */
+    assert_int_equal(hps_table_rows(t), 0);
+    assert_int_equal(hps_table_find(t, 0, 11), -1);
+    /* the zero row's gradient is dropped */
+    int64_t rows[] = {zero};
+    float grad[] = {1, 2, 3, 4};
+    hps_sparse_grad g = {.n = 1, .cap = 1, .D = 4, .rows = rows, .grad = grad}, *parts[] = {&g}, *sum = NULL;
+    hps_table_apply(t, parts, 1, &sum, 0.1f, 1e-8f);
+    for (int d = 0; d < 4; d++) assert_true(hps_table_weights(t)[zero * 4 + d] == 0.0f);
+    int64_t r = hps_table_lookup(t, 0, 11, 2, &err); /* 11: 3rd: admitted */
+    assert_true(r >= 0 && r != zero);
+    assert_int_equal(hps_table_rows(t), 1);
+    assert_int_equal(hps_table_lookup(t, 0, 11, 2, &err), r);
+    /* the admitted row starts from the key's own initial values */
+    hps_table *plain = hps_table_create(0, 4, 0, HPS_TABLE_FULL_ERROR, 7);
+    int64_t p = hps_table_lookup(plain, 0, 11, 1, &err);
+    assert_memory_equal(hps_table_weights(t) + r * 4, hps_table_weights(plain) + p * 4, 4 * sizeof(float));
+    uint64_t lookups, admitted;
+    hps_table_lookups(t, &lookups, &admitted);
+    assert_int_equal(lookups, 6);
+    assert_int_equal(admitted, 2);
+    /* many keys seen twice: none gets a row (a full bucket loses counts, never adds) */
+    for (int pass = 0; pass < 2; pass++)
+        for (uint64_t k = 1000; k < 300000; k++) assert_int_equal(hps_table_lookup(t, 2, k, 3, &err), hps_table_zero_row(t));
+    assert_int_equal(hps_table_rows(t), 1);
+    /* the counts come out of the cap */
+    hps_table *capped = hps_table_create(0, 4, 4u << 20, HPS_TABLE_FULL_ERROR, 7);
+    int64_t all = hps_table_max_rows(capped);
+    hps_table_set_admission(capped, 2);
+    assert_true(hps_table_max_rows(capped) < all);
+    hps_sparse_grad_free(sum);
+    hps_table_free(capped);
+    hps_table_free(plain);
+    hps_table_free(t);
+}
+
+/* A new day removes the rows untouched for D days; an expired key that
+ * comes back is a new row (its initial values, not its trained ones). */
+static void test_table_expiry_by_days(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_table *t = hps_table_create(0, 2, 0, HPS_TABLE_FULL_ERROR, 7);
+    int64_t a = hps_table_lookup(t, 0, 1, 1, &err), b = hps_table_lookup(t, 0, 2, 1, &err);
+    float init_b[2];
+    memcpy(init_b, hps_table_weights(t) + b * 2, sizeof init_b);
+    hps_table_weights(t)[b * 2] = 9.0f; /* trained */
+    assert_int_equal(hps_table_start_day(t, 2, 1), 0); /* day 1's rows are one day old */
+    hps_table_lookup(t, 0, 1, 2, &err);                 /* day 2 touches key 1 only */
+    assert_int_equal(hps_table_start_day(t, 3, 1), 1);   /* key 2: untouched on day 2 */
+    assert_int_equal(hps_table_rows(t), 1);
+    assert_int_equal(hps_table_expired(t), 1);
+    assert_int_equal(hps_table_find(t, 0, 1), a);
+    assert_int_equal(hps_table_find(t, 0, 2), -1);
+    int64_t again = hps_table_lookup(t, 0, 2, 3, &err);
+    assert_int_equal(hps_table_rows(t), 2);
+    assert_memory_equal(hps_table_weights(t) + again * 2, init_b, sizeof init_b);
+    /* no expiry: days only stamp */
+    assert_int_equal(hps_table_start_day(t, 30, 0), 0);
+    assert_int_equal(hps_table_rows(t), 2);
+    hps_table_free(t);
+}
+
+/* Days and admission counts go through a checkpoint: the loaded table
+ * expires and admits as the saved one would. */
+static void test_table_save_load_days_and_counts(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_table *a = hps_table_create(0, 2, 0, HPS_TABLE_FULL_ERROR, 7);
+    hps_table_set_admission(a, 2);
+    for (uint64_t k = 0; k < 50; k++) hps_table_lookup(a, 0, k, 1, &err); /* candidates */
+    for (uint64_t k = 0; k < 20; k++) hps_table_lookup(a, 0, k, 1, &err); /* 0..19 admitted */
+    hps_table_start_day(a, 2, 0);
+    for (uint64_t k = 0; k < 5; k++) hps_table_lookup(a, 0, k, 2, &err);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(hps_table_save(a, f), 0);
+    fclose(f);
+    hps_table *b = hps_table_create(0, 2, 0, HPS_TABLE_FULL_ERROR, 7);
+    hps_table_set_admission(b, 2);
+    f = fmemopen(buf, len, "rb");
+    assert_int_equal(hps_table_load(b, f, (const int[]){0}, 1, &err, "mem"), 0);
+    fclose(f);
+    assert_int_equal(hps_table_rows(b), 20);
+    hps_table_start_day(b, 2, 0); /* the day is the checkpoint's, as the trainer sets it */
+    uint64_t la, aa, lb, ab;
+    hps_table_lookups(a, &la, &aa);
+    hps_table_lookups(b, &lb, &ab);
+    assert_int_equal(la, lb);
+    assert_int_equal(aa, ab);
+    /* key 30 was seen once: its next lookup admits it in both */
+    assert_int_equal(hps_table_lookup(b, 0, 30, 3, &err), hps_table_lookup(a, 0, 30, 3, &err));
+    assert_int_equal(hps_table_start_day(a, 3, 1), 15); /* 5..19: last touched on day 1 */
+    assert_int_equal(hps_table_start_day(b, 3, 1), 15);
+    free(buf);
+    hps_table_free(a);
+    hps_table_free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -949,6 +1065,9 @@ int main(void)
         cmocka_unit_test(test_probe_reads_new_batches),
         cmocka_unit_test(test_device_rows_match_host_tables),
         cmocka_unit_test(test_cache_resumes_warm),
+        cmocka_unit_test(test_table_admits_after_n_lookups),
+        cmocka_unit_test(test_table_expiry_by_days),
+        cmocka_unit_test(test_table_save_load_days_and_counts),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);
 }
