@@ -1,0 +1,119 @@
+#!/usr/bin/env bats
+# Tables that live for months (hps-train(1), TABLES): admission, expiry,
+# their state in checkpoints, on synthetic days with drift.
+
+load helpers
+
+setup_file() {
+    export DAYS=$BATS_FILE_TMPDIR/days
+    "$HPS_BIN/hps-shard" synth 20000 --days 3 --drift 0.2 --seed 5 --scale 0.001 -o "$DAYS" 2>/dev/null
+    for d in 1 2 3; do
+        "$HPS_BIN/hps-shard" -q -m "$TESTDATA/models/criteo-small.json" -o "$DAYS/s$d" "$DAYS/day-0$d"
+    done
+}
+
+setup() {
+    TMP=$(mktemp -d)
+    MODEL=$TESTDATA/models/criteo-small.json
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+# the keys of an export, one "tensor key" a line
+export_keys() {
+    python3 - "$1" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack_from("<Q", b)[0]
+h = json.loads(b[8:8 + n])
+for k, v in sorted(h.items()):
+    if k.endswith(".keys"):
+        s, e = v["data_offsets"]
+        for (key,) in struct.iter_unpack("<q", b[8 + n + s:8 + n + e]):
+            print(k, key)
+PY
+}
+
+# a summary's tables: "rows expired evictions admitted_share" a line
+summary_tables() {
+    json_field "$1" '"\n".join("%d %d %d %s" % (t["rows"], t["expired"], t["evictions"], t["admitted_share"]) for t in d["tables"])'
+}
+
+@test "tables: --admit-after N: keys seen fewer than N times get no row; the admitted share is reported per epoch" {
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 \
+        --export "$TMP/all.safetensors" --metrics "$TMP/all.ndjson"
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --admit-after 3 \
+        --export "$TMP/adm.safetensors" --metrics "$TMP/adm.ndjson"
+    export_keys "$TMP/all.safetensors" | sort > "$TMP/k-all"
+    export_keys "$TMP/adm.safetensors" | sort > "$TMP/k-adm"
+    # fewer rows, every one of them a key the unbounded run has too
+    [ "$(wc -l < "$TMP/k-adm")" -gt 0 ]
+    [ "$(wc -l < "$TMP/k-adm")" -lt "$(wc -l < "$TMP/k-all")" ]
+    [ "$(comm -13 "$TMP/k-all" "$TMP/k-adm" | wc -l)" -eq 0 ]
+    # the epoch record: each table's admitted share, below 1 with admission, 1 without
+    python3 - "$TMP/adm.ndjson" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+ep = [r for r in recs if r["event"] == "epoch"]
+assert len(ep) == 1, ep
+shares = [t["admitted_share"] for t in ep[0]["tables"]]
+assert shares and all(0 < s < 1 for s in shares), shares
+PY
+    [ "$(json_field "$TMP/all.ndjson" 'min(t["admitted_share"] for t in d["tables"])')" = 1.0 ]
+    # a threshold no key reaches: no row at all, every lookup reads zeros
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --admit-after 65535 \
+        --metrics "$TMP/none.ndjson"
+    [ "$(json_field "$TMP/none.ndjson" 'sum(t["rows"] for t in d["tables"])')" = 0 ]
+    [ "$(json_field "$TMP/none.ndjson" 'max(t["admitted_share"] for t in d["tables"])')" = 0.0 ]
+}
+
+@test "tables: --expire-after-days D: a new day removes rows untouched D days" {
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --checkpoint "$TMP/c1" \
+        --export "$TMP/e1.safetensors"
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c1" \
+        --checkpoint "$TMP/c2" --expire-after-days 1 --export "$TMP/e2.safetensors"
+    # day 2 removes nothing: day 1's rows are one day old
+    [ "$(export_keys "$TMP/e2.safetensors" | sort | comm -23 <(export_keys "$TMP/e1.safetensors" | sort) - | wc -l)" -eq 0 ]
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c2" \
+        --expire-after-days 1 --export "$TMP/e3.safetensors" --metrics "$TMP/m3.ndjson" --steps 1
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"day 3: embedding layer '"*"': "*" rows untouched for 1 days expired"* ]]
+    expired=$(json_field "$TMP/m3.ndjson" 'sum(t["expired"] for t in d["tables"])')
+    [ "$expired" -gt 0 ]
+    # the rows day 3 kept were touched on day 2 (or its one step): fewer than day 2 ended with
+    [ "$(export_keys "$TMP/e3.safetensors" | wc -l)" -lt "$(export_keys "$TMP/e2.safetensors" | wc -l)" ]
+    # without --expire-after-days day 3 keeps them all
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c2" \
+        --export "$TMP/e3-all.safetensors" --metrics "$TMP/m3-all.ndjson" --steps 1
+    [ "$(json_field "$TMP/m3-all.ndjson" 'sum(t["expired"] for t in d["tables"])')" = 0 ]
+}
+
+@test "tables: a day with admission and expiry killed and resumed ends bit for bit like a whole one" {
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --admit-after 2 --checkpoint "$TMP/c1"
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c1" \
+        --admit-after 2 --expire-after-days 1 --checkpoint "$TMP/c2"
+    # day 3 expires day 1's rows, then trains on candidates counted since day 1
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s3" --threads 1 --continue-from "$TMP/c2" \
+        --admit-after 2 --expire-after-days 1 --export "$TMP/whole.safetensors" --metrics "$TMP/whole.ndjson"
+    [ "$(json_field "$TMP/whole.ndjson" 'sum(t["expired"] for t in d["tables"])')" -gt 0 ]
+    HPS_TRAIN_KILL_AT_STEP=180 run "$HPS_TEST_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s3" \
+        --threads 1 --continue-from "$TMP/c2" --admit-after 2 --expire-after-days 1 \
+        --checkpoint "$TMP/c3" --checkpoint-every 10
+    [ "$status" -eq 137 ]
+    "$HPS_TEST_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s3" --threads 1 --continue-from "$TMP/c2" \
+        --admit-after 2 --expire-after-days 1 --checkpoint "$TMP/c3" --resume \
+        --export "$TMP/resumed.safetensors" --metrics "$TMP/resumed.ndjson"
+    cmp "$TMP/whole.safetensors" "$TMP/resumed.safetensors"
+    [ "$(summary_tables "$TMP/whole.ndjson")" = "$(summary_tables "$TMP/resumed.ndjson")" ]
+}
+
+@test "tables: --admit-after and --expire-after-days are refused where they cannot run" {
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --admit-after 0
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--admit-after"* ]]
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --expire-after-days x
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--expire-after-days"* ]]
+}
