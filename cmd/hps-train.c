@@ -47,6 +47,7 @@ static const char usage[] =
     "      --optimizer NAME        adam or sgd for dense layers [adam]\n"
     "      --lr X                  dense learning rate [0.001]\n"
     "      --lr-sparse X           embedding (AdaGrad) learning rate [0.05]\n"
+    "      --sparse-optimizer NAME adagrad or rowwise-adagrad (one accumulator a row) [adagrad]\n"
     "      --max-table-mb N        memory cap of each embedding table [none]\n"
     "      --evict                 when a table is full, evict cold rows (else: error)\n"
     "      --admit-after N         a key gets a row on its Nth lookup (before: zeros) [1]\n"
@@ -68,7 +69,7 @@ static const char usage[] =
 enum { OPT_STEPS = 256, OPT_EVAL, OPT_CKPT, OPT_CKPT_EVERY, OPT_RESUME, OPT_EXPORT, OPT_METRICS,
        OPT_METRICS_INTERVAL, OPT_SEED, OPT_THREADS, OPT_MICRO, OPT_OPTIMIZER, OPT_LR, OPT_LR_SPARSE,
        OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE, OPT_LOG_DIR,
-       OPT_CONTINUE, OPT_DELTA, OPT_DELTA_SINCE, OPT_ADMIT_AFTER, OPT_EXPIRE_AFTER };
+       OPT_CONTINUE, OPT_DELTA, OPT_DELTA_SINCE, OPT_ADMIT_AFTER, OPT_EXPIRE_AFTER, OPT_SPARSE_OPTIMIZER };
 
 static const struct option long_options[] = {
     {"plan", required_argument, NULL, 'P'},
@@ -92,6 +93,7 @@ static const struct option long_options[] = {
     {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
     {"lr", required_argument, NULL, OPT_LR},
     {"lr-sparse", required_argument, NULL, OPT_LR_SPARSE},
+    {"sparse-optimizer", required_argument, NULL, OPT_SPARSE_OPTIMIZER},
     {"max-table-mb", required_argument, NULL, OPT_MAX_TABLE},
     {"evict", no_argument, NULL, OPT_EVICT},
     {"admit-after", required_argument, NULL, OPT_ADMIT_AFTER},
@@ -190,6 +192,10 @@ static int parse_one(int c, args *a)
         break;
     case OPT_LR: return rate_arg("--lr", &a->o.optim.lr_dense) ? HPS_EXIT_USAGE : -1;
     case OPT_LR_SPARSE: return rate_arg("--lr-sparse", &a->o.optim.lr_sparse) ? HPS_EXIT_USAGE : -1;
+    case OPT_SPARSE_OPTIMIZER:
+        a->o.rowwise_adagrad =
+            hps_cli_choice("--sparse-optimizer", optarg, (const char *const[]){"adagrad", "rowwise-adagrad", NULL});
+        break;
     case OPT_MAX_TABLE:
         if (count_arg("--max-table-mb", 1, 1L << 40, &v)) return HPS_EXIT_USAGE;
         a->o.max_table_bytes = (size_t)v << 20;

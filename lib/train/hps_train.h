@@ -74,6 +74,7 @@ typedef struct {
     hps_table_policy table_policy;
     int admit_after;         /* a key gets a row on its Nth lookup (<= 1: at once) */
     int expire_after_days;   /* a new day removes rows untouched for as many days (0: never) */
+    int rowwise_adagrad;     /* the tables' AdaGrad: one accumulator a row, not one an element */
     int cpu_fallback;        /* run GPU stages on the CPU where no device exists */
     hps_optim optim;
     const char *ckpt_dir;

@@ -153,10 +153,13 @@ static int check_rows(const hps_model *m, const plan_file *plan, const hps_train
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: stage %d: rows: %s keeps rows in device memory: --evict cannot run with it",
                             plan->name, s, st->rows);
-        if (o->admit_after > 1 || o->expire_after_days > 0)
+        if (o->admit_after > 1 || o->expire_after_days > 0 || o->rowwise_adagrad)
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: stage %d: rows: %s keeps rows in device memory: %s cannot run with it yet",
-                            plan->name, s, st->rows, o->admit_after > 1 ? "--admit-after" : "--expire-after-days");
+                            plan->name, s, st->rows,
+                            o->admit_after > 1         ? "--admit-after"
+                            : o->expire_after_days > 0 ? "--expire-after-days"
+                                                       : "--sparse-optimizer rowwise-adagrad");
     }
     if (device >= 0 && host >= 0 && be != hps_backend_cpu())
         return hps_fail(err, HPS_EXIT_USAGE,
@@ -210,7 +213,10 @@ static void create_nets(hps_trainer *t)
             t->tables[l] = hps_table_create(l, m->layers[l].dim, t->o.max_table_bytes,
                                             t->o.table_policy, t->o.seed);
     for (int l = 0; l < m->n_layers; l++)
-        if (t->tables[l]) hps_table_set_admission(t->tables[l], t->o.admit_after);
+        if (t->tables[l]) {
+            hps_table_set_admission(t->tables[l], t->o.admit_after);
+            if (t->o.rowwise_adagrad) hps_table_set_rowwise(t->tables[l]);
+        }
     t->epoch_lookups = hps_calloc((size_t)m->n_layers, sizeof *t->epoch_lookups);
     int L = m->n_layers;
     t->touched = hps_calloc((size_t)L, sizeof *t->touched);

@@ -39,6 +39,7 @@ static int entry_slot(hash_entry e) { return (int)(e.tag >> ROW_BITS); }
 
 struct hps_table {
     int layer, dim;
+    int acc_dim;                      /* accumulators a row: dim, or 1 (row-wise AdaGrad) */
     hps_table_policy policy;
     uint64_t seed;
     int64_t rows, cap_rows, max_rows; /* in use, allocated, allowed */
@@ -62,10 +63,10 @@ struct hps_table {
 };
 
 /* weights + accumulators + key, slot, step, ref bit, day + two hash slots */
-size_t hps_table_row_bytes(int dim)
+size_t hps_table_row_bytes(int dim, int rowwise)
 {
-    return 2 * (size_t)dim * sizeof(float) + sizeof(uint64_t) + sizeof(int32_t) +
-           sizeof(uint64_t) + 1 + sizeof(uint32_t) + 2 * sizeof(hash_entry);
+    return ((size_t)dim + (rowwise ? 1 : (size_t)dim)) * sizeof(float) + sizeof(uint64_t) +
+           sizeof(int32_t) + sizeof(uint64_t) + 1 + sizeof(uint32_t) + 2 * sizeof(hash_entry);
 }
 
 size_t hps_table_admission_bytes(void)
@@ -87,18 +88,18 @@ static int64_t hash_slots(int64_t cap)
 }
 
 /* What a full slab of n rows costs: slabs, per-row bookkeeping and the hash. */
-static size_t slab_bytes(int dim, int64_t n)
+static size_t slab_bytes(int dim, int acc_dim, int64_t n)
 {
-    return (size_t)n * (hps_table_row_bytes(dim) - 2 * sizeof(hash_entry)) +
-           2 * (size_t)dim * sizeof(float) + /* the zero row */
+    return (size_t)n * (hps_table_row_bytes(dim, acc_dim != dim) - 2 * sizeof(hash_entry)) +
+           ((size_t)dim + (size_t)acc_dim) * sizeof(float) + /* the zero row */
            (size_t)hash_slots(n) * sizeof(hash_entry);
 }
 
 /* The most rows whose slab, hash rounded up to a power of two, fits max_bytes. */
-static int64_t rows_within(int dim, size_t max_bytes)
+static int64_t rows_within(int dim, int acc_dim, size_t max_bytes)
 {
-    int64_t n = (int64_t)(max_bytes / hps_table_row_bytes(dim));
-    while (n > 0 && slab_bytes(dim, n) > max_bytes) n -= n / 64 + 1;
+    int64_t n = (int64_t)(max_bytes / hps_table_row_bytes(dim, acc_dim != dim));
+    while (n > 0 && slab_bytes(dim, acc_dim, n) > max_bytes) n -= n / 64 + 1;
     return n;
 }
 
@@ -110,21 +111,36 @@ hps_table *hps_table_create(int layer, int dim, size_t max_bytes, hps_table_poli
     t->dim = dim;
     t->policy = policy;
     t->seed = seed;
+    t->acc_dim = dim;
     t->max_bytes = max_bytes;
-    t->max_rows = max_bytes ? rows_within(dim, max_bytes) : INT64_MAX;
+    t->max_rows = max_bytes ? rows_within(dim, dim, max_bytes) : INT64_MAX;
     t->ht_mask = -1; /* no hash table until the first row */
     t->day = 1;
     return t;
 }
 
 /* The candidates' counts come out of the cap first. */
+static void set_max_rows(hps_table *t)
+{
+    size_t counts = t->admit_after > 1 ? hps_table_admission_bytes() : 0;
+    if (t->max_bytes)
+        t->max_rows = t->max_bytes > counts ? rows_within(t->dim, t->acc_dim, t->max_bytes - counts) : 0;
+}
+
 void hps_table_set_admission(hps_table *t, int admit_after)
 {
     t->admit_after = admit_after;
-    size_t counts = admit_after > 1 ? hps_table_admission_bytes() : 0;
-    if (t->max_bytes)
-        t->max_rows = t->max_bytes > counts ? rows_within(t->dim, t->max_bytes - counts) : 0;
+    set_max_rows(t);
 }
+
+void hps_table_set_rowwise(hps_table *t)
+{
+    HPS_CHECK(t->cap_rows == 0); /* the accumulators' slab is laid out from here on */
+    t->acc_dim = 1;
+    set_max_rows(t);
+}
+
+int hps_table_rowwise(const hps_table *t) { return t->acc_dim != t->dim; }
 
 void hps_table_free(hps_table *t)
 {
@@ -160,12 +176,12 @@ static void grow(hps_table *t)
     int64_t cap = t->cap_rows ? 2 * t->cap_rows : 1024;
     if (cap > t->max_rows) cap = t->max_rows;
     HPS_CHECK(cap < (int64_t)ROW_MASK); /* a hash slot's row field */
-    size_t d = (size_t)t->dim;
+    size_t d = (size_t)t->dim, a = (size_t)t->acc_dim;
     /* one row more than cap: the zero row that unseen keys read in evaluation */
     t->weights = hps_realloc(t->weights, (size_t)(cap + 1) * d * sizeof *t->weights);
-    t->accum = hps_realloc(t->accum, (size_t)(cap + 1) * d * sizeof *t->accum);
+    t->accum = hps_realloc(t->accum, (size_t)(cap + 1) * a * sizeof *t->accum);
     memset(t->weights + cap * d, 0, d * sizeof *t->weights);
-    memset(t->accum + cap * d, 0, d * sizeof *t->accum);
+    memset(t->accum + cap * a, 0, a * sizeof *t->accum);
     t->key = hps_realloc(t->key, (size_t)cap * sizeof *t->key);
     t->slot = hps_realloc(t->slot, (size_t)cap * sizeof *t->slot);
     t->last_step = hps_realloc(t->last_step, (size_t)cap * sizeof *t->last_step);
@@ -216,7 +232,7 @@ static void init_row(hps_table *t, int64_t r, int slot, uint64_t key)
     hps_rng_seed(&rng, t->seed ^ hps_mix64((uint64_t)t->layer) ^ slot_hash(slot, key));
     float *w = t->weights + r * t->dim;
     for (int d = 0; d < t->dim; d++) w[d] = hps_rng_range(&rng, -INIT_BOUND, INIT_BOUND);
-    memset(t->accum + r * t->dim, 0, (size_t)t->dim * sizeof *t->accum);
+    memset(t->accum + r * t->acc_dim, 0, (size_t)t->acc_dim * sizeof *t->accum);
     t->key[r] = key;
     t->slot[r] = slot;
 }
@@ -342,7 +358,7 @@ void hps_table_lookups(const hps_table *t, uint64_t *lookups, uint64_t *admitted
 
 size_t hps_table_bytes(const hps_table *t)
 {
-    return (t->cap_rows ? slab_bytes(t->dim, t->cap_rows) : 0) + (t->cand ? hps_table_admission_bytes() : 0);
+    return (t->cap_rows ? slab_bytes(t->dim, t->acc_dim, t->cap_rows) : 0) + (t->cand ? hps_table_admission_bytes() : 0);
 }
 
 /* ---- days ------------------------------------------------------------------------ */
@@ -353,7 +369,8 @@ static void move_row(hps_table *t, int64_t to, int64_t from)
     t->key[to] = t->key[from], t->slot[to] = t->slot[from], t->last_step[to] = t->last_step[from];
     t->ref[to] = t->ref[from], t->last_day[to] = t->last_day[from];
     memmove(t->weights + (size_t)to * d, t->weights + (size_t)from * d, d * sizeof *t->weights);
-    memmove(t->accum + (size_t)to * d, t->accum + (size_t)from * d, d * sizeof *t->accum);
+    size_t a = (size_t)t->acc_dim;
+    memmove(t->accum + (size_t)to * a, t->accum + (size_t)from * a, a * sizeof *t->accum);
 }
 
 /* The rows left keep their creation order (exports and checkpoints walk
@@ -397,16 +414,18 @@ static uint64_t bytes_left(FILE *f)
  * accumulators, each row's day, then the counters and the admission
  * candidates; layout 0 (no mark) is what checkpoints before them hold. */
 #define TABLE_LAYOUT INT64_C(1)
+#define ROWWISE_BIT 40 /* set in layout 1's head: one accumulator a row */
 
 int hps_table_save(const hps_table *t, FILE *f)
 {
-    int64_t head[4] = {t->dim | TABLE_LAYOUT << 32, t->rows, t->hand, t->evictions};
+    int64_t head[4] = {t->dim | TABLE_LAYOUT << 32 | (int64_t)hps_table_rowwise(t) << ROWWISE_BIT, t->rows,
+                       t->hand, t->evictions};
     int64_t n_cand = t->cand ? ADMIT_BUCKETS * ADMIT_WAYS : 0;
     uint64_t tail[4] = {(uint64_t)t->expired, t->lookups, t->admitted, (uint64_t)n_cand};
     size_t d = (size_t)t->dim, n = (size_t)t->rows;
     return HPS_FWRITE(f, head, 4) && HPS_FWRITE(f, t->key, n) && HPS_FWRITE(f, t->slot, n) &&
                    HPS_FWRITE(f, t->last_step, n) && HPS_FWRITE(f, t->ref, n) &&
-                   HPS_FWRITE(f, t->weights, n * d) && HPS_FWRITE(f, t->accum, n * d) &&
+                   HPS_FWRITE(f, t->weights, n * d) && HPS_FWRITE(f, t->accum, n * (size_t)t->acc_dim) &&
                    HPS_FWRITE(f, t->last_day, n) && HPS_FWRITE(f, tail, 4) &&
                    HPS_FWRITE(f, t->cand, (size_t)n_cand)
                ? 0
@@ -421,11 +440,11 @@ static const char *bad_row(const hps_table *t, int64_t r, const int *slots, int 
     int in_layer = 0;
     for (int j = 0; j < n_slots && !in_layer; j++) in_layer = t->slot[r] == slots[j];
     if (!in_layer) return "a slot the layer does not have";
-    const float *w = t->weights + r * t->dim, *a = t->accum + r * t->dim;
-    for (int d = 0; d < t->dim; d++) {
+    const float *w = t->weights + r * t->dim, *a = t->accum + r * t->acc_dim;
+    for (int d = 0; d < t->dim; d++)
         if (!isfinite(w[d])) return "a weight that is not finite";
+    for (int d = 0; d < t->acc_dim; d++)
         if (!isfinite(a[d]) || a[d] < 0) return "an AdaGrad accumulator that is negative or not finite";
-    }
     return NULL;
 }
 
@@ -484,9 +503,14 @@ int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_err
 {
     int64_t head[4];
     if (!HPS_FREAD(f, head, 4)) head[0] = -1;
-    int64_t layout = head[0] >> 32;
+    int64_t layout = head[0] >> 32 & 0xff, rowwise = head[0] >> ROWWISE_BIT;
     head[0] &= 0xffffffff;
-    if (layout < 0 || layout > TABLE_LAYOUT || head[0] != t->dim || head[1] < 0 || head[2] < 0 ||
+    if (head[0] == t->dim && rowwise != hps_table_rowwise(t))
+        return hps_fail(err, HPS_EXIT_USAGE,
+                        "%s: embedding layer %d was trained with %s AdaGrad, this run asks for %s "
+                        "(--sparse-optimizer)", name, t->layer, rowwise ? "row-wise" : "per-element",
+                        rowwise ? "per-element" : "row-wise");
+    if (layout < 0 || layout > TABLE_LAYOUT || rowwise < 0 || rowwise > 1 || head[0] != t->dim || head[1] < 0 || head[2] < 0 ||
         head[2] >= (head[1] > 0 ? head[1] : 1) || head[3] < 0)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad table header", name,
                         t->layer);
@@ -496,7 +520,8 @@ int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_err
                         name, t->layer, (long long)head[1]);
     /* the rows a payload claims must be there before the table grows to them */
     uint64_t row_bytes = sizeof *t->key + sizeof *t->slot + sizeof *t->last_step + sizeof *t->ref +
-                         2 * (uint64_t)t->dim * sizeof *t->weights + (layout ? sizeof *t->last_day : 0);
+                         ((uint64_t)t->dim + (uint64_t)t->acc_dim) * sizeof *t->weights +
+                         (layout ? sizeof *t->last_day : 0);
     if ((uint64_t)head[1] > bytes_left(f) / row_bytes)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name,
                         t->layer);
@@ -504,7 +529,8 @@ int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_err
     if (t->cap_rows == 0) grow(t);
     size_t d = (size_t)t->dim, n = (size_t)head[1];
     if (!HPS_FREAD(f, t->key, n) || !HPS_FREAD(f, t->slot, n) || !HPS_FREAD(f, t->last_step, n) ||
-        !HPS_FREAD(f, t->ref, n) || !HPS_FREAD(f, t->weights, n * d) || !HPS_FREAD(f, t->accum, n * d))
+        !HPS_FREAD(f, t->ref, n) || !HPS_FREAD(f, t->weights, n * d) ||
+        !HPS_FREAD(f, t->accum, n * (size_t)t->acc_dim))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name,
                         t->layer);
     if (layout && load_days(t, f, n, name, err)) return -1;
@@ -546,5 +572,6 @@ void hps_table_apply(hps_table *t, hps_sparse_grad *const *grads, int n, hps_spa
     if (t->admit_after > 1)
         for (int i = 0; i < n; i++) drop_zero_row(t, grads[i]);
     const hps_sparse_grad *g = hps_table_grad_sum(grads, n, t->dim, sum);
-    sparse_adagrad(t->weights, t->accum, g, lr, eps);
+    if (hps_table_rowwise(t)) sparse_rowwise_adagrad(t->weights, t->accum, g, lr, eps);
+    else sparse_adagrad(t->weights, t->accum, g, lr, eps);
 }

@@ -40,10 +40,15 @@ hps_table *hps_table_create(int layer, int dim, size_t max_bytes, hps_table_poli
                             uint64_t seed);
 void hps_table_free(hps_table *t);
 
-/* Bytes one row costs against the cap; the admission counts' bytes. */
-size_t hps_table_row_bytes(int dim);
+/* Bytes one row costs against the cap (rowwise: one accumulator, not dim);
+ * the admission counts' bytes. */
+size_t hps_table_row_bytes(int dim, int rowwise);
 size_t hps_table_admission_bytes(void);
 
+/* Row-wise AdaGrad (one accumulator a row: the mean of the squared
+ * gradient over the row, as FBGEMM's rowwise adagrad), before the first row. */
+void hps_table_set_rowwise(hps_table *t);
+int hps_table_rowwise(const hps_table *t);
 /* admit_after <= 1: every key gets a row at once (the default). */
 void hps_table_set_admission(hps_table *t, int admit_after);
 /* Day day begins (1 for a new table; a loaded one is the caller's to set):
@@ -70,7 +75,7 @@ int64_t hps_table_find(const hps_table *t, int slot, uint64_t key);
 int64_t hps_table_zero_row(hps_table *t);
 
 float *hps_table_weights(hps_table *t);
-float *hps_table_accum(hps_table *t);
+float *hps_table_accum(hps_table *t);           /* rows x dim, or rows x 1 row-wise */
 int64_t hps_table_rows(const hps_table *t);      /* rows in use */
 int64_t hps_table_max_rows(const hps_table *t);  /* under the cap (INT64_MAX: none) */
 int64_t hps_table_evictions(const hps_table *t);
@@ -89,7 +94,7 @@ void hps_table_row_key(const hps_table *t, int64_t row, int *slot, uint64_t *key
 const hps_sparse_grad *hps_table_grad_sum(hps_sparse_grad *const *grads, int n, int dim,
                                           hps_sparse_grad **sum);
 /* One step's update of the rows: the sum of n sparse gradients (as above)
- * applied with AdaGrad.  One process and a parameter server both update
+ * applied with AdaGrad (per element or row-wise).  One process and a parameter server both update
  * their rows here. */
 void hps_table_apply(hps_table *t, hps_sparse_grad *const *grads, int n, hps_sparse_grad **sum,
                      float lr, float eps);

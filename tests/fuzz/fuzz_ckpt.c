@@ -88,6 +88,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *path = size >= 8 && memcmp(data, "HPSCKPT2", 8) == 0 ? fuzz_path(data, size)
                                                                        : wrap_payload(data, size);
     int64_t rows = load(m, &plan, path, 0);
-    if (rows > 0) load(m, &plan, path, (size_t)rows * hps_table_row_bytes(m->layers[0].dim) + 1);
+    if (rows > 0) load(m, &plan, path, (size_t)rows * hps_table_row_bytes(m->layers[0].dim, 0) + 1);
     return 0;
 }

@@ -78,7 +78,7 @@ static void test_table_cap_error_and_eviction(void **state)
 {
     (void)state;
     hps_error err = {0};
-    size_t cap = 200 * hps_table_row_bytes(8);
+    size_t cap = 200 * hps_table_row_bytes(8, 0);
     hps_table *t = hps_table_create(3, 8, cap, HPS_TABLE_FULL_ERROR, 1);
     int64_t n = hps_table_max_rows(t);
     assert_true(n > 60 && n <= 200);
@@ -1042,6 +1042,67 @@ static void test_table_save_load_days_and_counts(void **state)
     hps_table_free(b);
 }
 
+/* Row-wise AdaGrad against a double-precision reference of FBGEMM's rule:
+ * a += mean(g^2); w -= lr * g / (sqrt(a) + eps), over two steps (the second
+ * reads the first's accumulator), through the table's update. */
+static void test_table_rowwise_adagrad_matches_reference(void **state)
+{
+    (void)state;
+    hps_error err;
+    enum { D = 5 };
+    hps_table *t = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3);
+    hps_table_set_rowwise(t);
+    int64_t r0 = hps_table_lookup(t, 0, 1, 1, &err), r1 = hps_table_lookup(t, 0, 2, 1, &err);
+    double w[2][D], a[2] = {0, 0};
+    for (int r = 0; r < 2; r++)
+        for (int d = 0; d < D; d++) w[r][d] = hps_table_weights(t)[(r ? r1 : r0) * D + d];
+    const float lr = 0.05f, eps = 1e-8f;
+    hps_sparse_grad *sum = NULL;
+    for (int step = 0; step < 2; step++) {
+        int64_t rows[] = {r1, r0};
+        float grad[2 * D];
+        for (int i = 0; i < 2 * D; i++) grad[i] = (float)((i * 7 + step * 3) % 11) / 10.0f - 0.4f;
+        hps_sparse_grad g = {.n = 2, .cap = 2, .D = D, .rows = rows, .grad = grad}, *parts[] = {&g};
+        hps_table_apply(t, parts, 1, &sum, lr, eps);
+        for (int i = 0; i < 2; i++) {
+            int r = rows[i] == r0 ? 0 : 1;
+            double sq = 0;
+            for (int d = 0; d < D; d++) sq += (double)grad[i * D + d] * grad[i * D + d];
+            a[r] += sq / D;
+            for (int d = 0; d < D; d++) w[r][d] -= lr * grad[i * D + d] / (sqrt(a[r]) + eps);
+        }
+    }
+    for (int r = 0; r < 2; r++) {
+        int64_t row = r ? r1 : r0;
+        assert_float_equal(hps_table_accum(t)[row], a[r], 1e-6);
+        for (int d = 0; d < D; d++) assert_float_equal(hps_table_weights(t)[row * D + d], w[r][d], 1e-6);
+    }
+    /* the accumulator is one float a row: the bytes a row says so */
+    assert_int_equal(hps_table_row_bytes(D, 0) - hps_table_row_bytes(D, 1), (D - 1) * sizeof(float));
+    /* a checkpoint of one kind does not load into a table of the other */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(hps_table_save(t, f), 0);
+    fclose(f);
+    hps_table *plain = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3), *same = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3);
+    hps_table_set_rowwise(same);
+    f = fmemopen(buf, len, "rb");
+    assert_int_equal(hps_table_load(plain, f, (const int[]){0}, 1, &err, "mem"), -1);
+    fclose(f);
+    assert_non_null(strstr(err.msg, "mem: embedding layer 0 was trained with row-wise AdaGrad, this run asks for per-element"));
+    f = fmemopen(buf, len, "rb");
+    assert_int_equal(hps_table_load(same, f, (const int[]){0}, 1, &err, "mem"), 0);
+    fclose(f);
+    assert_memory_equal(hps_table_accum(same), hps_table_accum(t), 2 * sizeof(float));
+    assert_memory_equal(hps_table_weights(same), hps_table_weights(t), 2 * D * sizeof(float));
+    free(buf);
+    hps_sparse_grad_free(sum);
+    hps_table_free(plain);
+    hps_table_free(same);
+    hps_table_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1068,6 +1129,7 @@ int main(void)
         cmocka_unit_test(test_table_admits_after_n_lookups),
         cmocka_unit_test(test_table_expiry_by_days),
         cmocka_unit_test(test_table_save_load_days_and_counts),
+        cmocka_unit_test(test_table_rowwise_adagrad_matches_reference),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);
 }
