@@ -90,20 +90,20 @@ PY
     [ "$(json_field "$TMP/m3-all.ndjson" 'sum(t["expired"] for t in d["tables"])')" = 0 ]
 }
 
-@test "tables: a day with admission and expiry killed and resumed ends bit for bit like a whole one" {
-    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --admit-after 2 --checkpoint "$TMP/c1"
+@test "tables: a day with admission, expiry and row-wise AdaGrad killed and resumed ends bit for bit like a whole one" {
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --admit-after 2 --sparse-optimizer rowwise-adagrad --checkpoint "$TMP/c1"
     "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c1" \
-        --admit-after 2 --expire-after-days 1 --checkpoint "$TMP/c2"
+        --admit-after 2 --sparse-optimizer rowwise-adagrad --expire-after-days 1 --checkpoint "$TMP/c2"
     # day 3 expires day 1's rows, then trains on candidates counted since day 1
     "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s3" --threads 1 --continue-from "$TMP/c2" \
-        --admit-after 2 --expire-after-days 1 --export "$TMP/whole.safetensors" --metrics "$TMP/whole.ndjson"
+        --admit-after 2 --sparse-optimizer rowwise-adagrad --expire-after-days 1 --export "$TMP/whole.safetensors" --metrics "$TMP/whole.ndjson"
     [ "$(json_field "$TMP/whole.ndjson" 'sum(t["expired"] for t in d["tables"])')" -gt 0 ]
     HPS_TRAIN_KILL_AT_STEP=180 run "$HPS_TEST_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s3" \
-        --threads 1 --continue-from "$TMP/c2" --admit-after 2 --expire-after-days 1 \
+        --threads 1 --continue-from "$TMP/c2" --admit-after 2 --sparse-optimizer rowwise-adagrad --expire-after-days 1 \
         --checkpoint "$TMP/c3" --checkpoint-every 10
     [ "$status" -eq 137 ]
     "$HPS_TEST_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s3" --threads 1 --continue-from "$TMP/c2" \
-        --admit-after 2 --expire-after-days 1 --checkpoint "$TMP/c3" --resume \
+        --admit-after 2 --sparse-optimizer rowwise-adagrad --expire-after-days 1 --checkpoint "$TMP/c3" --resume \
         --export "$TMP/resumed.safetensors" --metrics "$TMP/resumed.ndjson"
     cmp "$TMP/whole.safetensors" "$TMP/resumed.safetensors"
     [ "$(summary_tables "$TMP/whole.ndjson")" = "$(summary_tables "$TMP/resumed.ndjson")" ]
@@ -116,4 +116,25 @@ PY
     run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --expire-after-days x
     [ "$status" -eq 2 ]
     [[ "$output" == *"--expire-after-days"* ]]
+}
+
+@test "tables: --sparse-optimizer rowwise-adagrad: one accumulator a row, smaller tables; a checkpoint keeps its kind" {
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --metrics "$TMP/elem.ndjson"
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --sparse-optimizer rowwise-adagrad \
+        --checkpoint "$TMP/c1" --metrics "$TMP/row.ndjson" --eval "$DAYS/s2"
+    # the same rows in fewer bytes, and a model that learned
+    [ "$(json_field "$TMP/elem.ndjson" 'sum(t["rows"] for t in d["tables"])')" = \
+      "$(json_field "$TMP/row.ndjson" 'sum(t["rows"] for t in d["tables"])')" ]
+    python3 -c "import sys; assert float(sys.argv[1]) < float(sys.argv[2])" \
+        "$(json_field "$TMP/row.ndjson" 'sum(t["mib"] for t in d["tables"])')" \
+        "$(json_field "$TMP/elem.ndjson" 'sum(t["mib"] for t in d["tables"])')"
+    python3 -c "import sys; assert float(sys.argv[1]) > 0.5" "$(json_field "$TMP/row.ndjson" 'd["eval"]["auc"]')"
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c1" --steps 1
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"ckpt-000000000079.hpsckpt: embedding layer "*" was trained with row-wise AdaGrad, this run asks for per-element (--sparse-optimizer)"* ]]
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c1" --steps 1 \
+        --sparse-optimizer rowwise-adagrad
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --sparse-optimizer rowwise
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--sparse-optimizer"* ]]
 }
