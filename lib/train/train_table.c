@@ -416,18 +416,37 @@ static uint64_t bytes_left(FILE *f)
 #define TABLE_LAYOUT INT64_C(1)
 #define ROWWISE_BIT 40 /* set in layout 1's head: one accumulator a row */
 
+/* A candidate as a checkpoint holds it: its place in the hash, then it. */
+typedef struct {
+    uint64_t at;
+    admit_entry e;
+} saved_candidate;
+
+/* The candidates: 0 when none were ever counted, else 1 + how many are
+ * held, then each with its place (the hash is mostly empty). */
+static int save_candidates(const hps_table *t, FILE *f)
+{
+    uint64_t held = 0, all = t->cand ? (uint64_t)(ADMIT_BUCKETS * ADMIT_WAYS) : 0;
+    for (uint64_t i = 0; i < all; i++) held += t->cand[i].count != 0;
+    uint64_t n = t->cand ? held + 1 : 0;
+    if (!HPS_FWRITE(f, &n, 1)) return -1;
+    for (uint64_t i = 0; i < all; i++) {
+        saved_candidate c = {i, t->cand[i]};
+        if (t->cand[i].count && !HPS_FWRITE(f, &c, 1)) return -1;
+    }
+    return 0;
+}
+
 int hps_table_save(const hps_table *t, FILE *f)
 {
     int64_t head[4] = {t->dim | TABLE_LAYOUT << 32 | (int64_t)hps_table_rowwise(t) << ROWWISE_BIT, t->rows,
                        t->hand, t->evictions};
-    int64_t n_cand = t->cand ? ADMIT_BUCKETS * ADMIT_WAYS : 0;
-    uint64_t tail[4] = {(uint64_t)t->expired, t->lookups, t->admitted, (uint64_t)n_cand};
+    uint64_t counters[3] = {(uint64_t)t->expired, t->lookups, t->admitted};
     size_t d = (size_t)t->dim, n = (size_t)t->rows;
     return HPS_FWRITE(f, head, 4) && HPS_FWRITE(f, t->key, n) && HPS_FWRITE(f, t->slot, n) &&
                    HPS_FWRITE(f, t->last_step, n) && HPS_FWRITE(f, t->ref, n) &&
                    HPS_FWRITE(f, t->weights, n * d) && HPS_FWRITE(f, t->accum, n * (size_t)t->acc_dim) &&
-                   HPS_FWRITE(f, t->last_day, n) && HPS_FWRITE(f, tail, 4) &&
-                   HPS_FWRITE(f, t->cand, (size_t)n_cand)
+                   HPS_FWRITE(f, t->last_day, n) && HPS_FWRITE(f, counters, 3) && save_candidates(t, f) == 0
                ? 0
                : -1;
 }
@@ -480,22 +499,29 @@ static int check_loaded(hps_table *t, const int *slots, int n_slots, const char 
 /* Layout 1's days, counters and candidates (hps_table_save). */
 static int load_days(hps_table *t, FILE *f, size_t n, const char *name, hps_error *err)
 {
-    uint64_t tail[4];
+    uint64_t tail[4]; /* expired, lookups, admitted, candidates (save_candidates) */
+    const uint64_t all = (uint64_t)(ADMIT_BUCKETS * ADMIT_WAYS);
     if (!HPS_FREAD(f, t->last_day, n) || !HPS_FREAD(f, tail, 4))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name, t->layer);
-    if (tail[0] > INT64_MAX || tail[2] > tail[1] ||
-        (tail[3] != 0 && tail[3] != (uint64_t)(ADMIT_BUCKETS * ADMIT_WAYS)))
+    if (tail[0] > INT64_MAX || tail[2] > tail[1] || tail[3] > all + 1)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad admission counts", name,
                         t->layer);
     t->expired = (int64_t)tail[0], t->lookups = tail[1], t->admitted = tail[2];
     free(t->cand);
     t->cand = NULL;
     if (!tail[3]) return 0;
-    if (tail[3] > bytes_left(f) / sizeof *t->cand)
+    if (tail[3] - 1 > bytes_left(f) / sizeof(saved_candidate))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name, t->layer);
-    t->cand = hps_malloc((size_t)tail[3] * sizeof *t->cand);
-    if (!HPS_FREAD(f, t->cand, (size_t)tail[3]))
-        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name, t->layer);
+    t->cand = hps_calloc((size_t)all, sizeof *t->cand);
+    for (uint64_t i = 0; i + 1 < tail[3]; i++) {
+        saved_candidate c;
+        if (!HPS_FREAD(f, &c, 1))
+            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name, t->layer);
+        if (c.at >= all || c.e.count == 0)
+            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad admission counts", name,
+                            t->layer);
+        t->cand[c.at] = c.e;
+    }
     return 0;
 }
 
