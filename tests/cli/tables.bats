@@ -3,6 +3,7 @@
 # their state in checkpoints, on synthetic days with drift.
 
 load helpers
+load dist_helpers
 
 setup_file() {
     export DAYS=$BATS_FILE_TMPDIR/days
@@ -137,4 +138,28 @@ PY
     run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --sparse-optimizer rowwise
     [ "$status" -eq 2 ]
     [[ "$output" == *"--sparse-optimizer"* ]]
+}
+
+@test "tables: row-wise AdaGrad under mpirun (2 workers, 1 server) follows one process; admission is refused there" {
+    command -v mpirun >/dev/null || skip "mpirun is not installed (make deps: openmpi-bin)"
+    built_with_mpi "$HPS_BIN/hps-train" || skip "hps-train was built without Open MPI (make MPI=0)"
+    mpi_test_env
+    plan=$TESTDATA/plans/plan-dist-2w1s.json
+    demo=$TESTDATA/models/demo-ctr.json
+    "$HPS_BIN/hps-shard" synth 4000 -o "$TMP/x.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$demo" -n 2 -o "$TMP/shards" "$TMP/x.tsv"
+    "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" --epochs 3 --threads 1 --micro-batches 2 \
+        --sparse-optimizer rowwise-adagrad --metrics "$TMP/one.ndjson" --metrics-interval 0 -q
+    "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" --epochs 3 --threads 1 --micro-batches 2 \
+        --metrics "$TMP/elem.ndjson" --metrics-interval 0 -q
+    timeout 120 mpirun --oversubscribe -np 3 "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" \
+        --epochs 3 --threads 1 --sparse-optimizer rowwise-adagrad --metrics "$TMP/dist.ndjson" \
+        --metrics-interval 0 -q
+    same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
+    run same_losses "$TMP/elem.ndjson" "$TMP/dist.ndjson" # per-element AdaGrad trains otherwise
+    [ "$status" -ne 0 ]
+    run timeout 120 mpirun --oversubscribe -np 3 "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" \
+        --admit-after 2 -q
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"hps-train: error: --admit-after: not under mpirun yet"* ]]
 }
