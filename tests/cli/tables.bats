@@ -22,21 +22,6 @@ teardown() {
     rm -rf "$TMP"
 }
 
-# the keys of an export, one "tensor key" a line
-export_keys() {
-    python3 - "$1" <<'PY'
-import json, struct, sys
-b = open(sys.argv[1], "rb").read()
-n = struct.unpack_from("<Q", b)[0]
-h = json.loads(b[8:8 + n])
-for k, v in sorted(h.items()):
-    if k.endswith(".keys"):
-        s, e = v["data_offsets"]
-        for (key,) in struct.iter_unpack("<q", b[8 + n + s:8 + n + e]):
-            print(k, key)
-PY
-}
-
 # a summary's tables: "rows expired evictions admitted_share" a line
 summary_tables() {
     json_field "$1" '"\n".join("%d %d %d %s" % (t["rows"], t["expired"], t["evictions"], t["admitted_share"]) for t in d["tables"])'
