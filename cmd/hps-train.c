@@ -48,6 +48,7 @@ static const char usage[] =
     "      --lr X                  dense learning rate [0.001]\n"
     "      --lr-sparse X           embedding (AdaGrad) learning rate [0.05]\n"
     "      --sparse-optimizer NAME adagrad or rowwise-adagrad (one accumulator a row) [adagrad]\n"
+    "      --row-dtype TYPE        fp32, fp16 or bf16: how tables store rows (fp32 arithmetic) [fp32]\n"
     "      --max-table-mb N        memory cap of each embedding table [none]\n"
     "      --evict                 when a table is full, evict cold rows (else: error)\n"
     "      --admit-after N         a key gets a row on its Nth lookup (before: zeros) [1]\n"
@@ -69,7 +70,7 @@ static const char usage[] =
 enum { OPT_STEPS = 256, OPT_EVAL, OPT_CKPT, OPT_CKPT_EVERY, OPT_RESUME, OPT_EXPORT, OPT_METRICS,
        OPT_METRICS_INTERVAL, OPT_SEED, OPT_THREADS, OPT_MICRO, OPT_OPTIMIZER, OPT_LR, OPT_LR_SPARSE,
        OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE, OPT_LOG_DIR,
-       OPT_CONTINUE, OPT_DELTA, OPT_DELTA_SINCE, OPT_ADMIT_AFTER, OPT_EXPIRE_AFTER, OPT_SPARSE_OPTIMIZER };
+       OPT_CONTINUE, OPT_DELTA, OPT_DELTA_SINCE, OPT_ADMIT_AFTER, OPT_EXPIRE_AFTER, OPT_SPARSE_OPTIMIZER, OPT_ROW_DTYPE };
 
 static const struct option long_options[] = {
     {"plan", required_argument, NULL, 'P'},
@@ -94,6 +95,7 @@ static const struct option long_options[] = {
     {"lr", required_argument, NULL, OPT_LR},
     {"lr-sparse", required_argument, NULL, OPT_LR_SPARSE},
     {"sparse-optimizer", required_argument, NULL, OPT_SPARSE_OPTIMIZER},
+    {"row-dtype", required_argument, NULL, OPT_ROW_DTYPE},
     {"max-table-mb", required_argument, NULL, OPT_MAX_TABLE},
     {"evict", no_argument, NULL, OPT_EVICT},
     {"admit-after", required_argument, NULL, OPT_ADMIT_AFTER},
@@ -196,6 +198,9 @@ static int parse_one(int c, args *a)
         a->o.rowwise_adagrad =
             hps_cli_choice("--sparse-optimizer", optarg, (const char *const[]){"adagrad", "rowwise-adagrad", NULL});
         break;
+    case OPT_ROW_DTYPE:
+        a->o.row_dtype = (hps_row_dtype)hps_cli_choice("--row-dtype", optarg, (const char *const[]){"fp32", "fp16", "bf16", NULL});
+        break;
     case OPT_MAX_TABLE:
         if (count_arg("--max-table-mb", 1, 1L << 40, &v)) return HPS_EXIT_USAGE;
         a->o.max_table_bytes = (size_t)v << 20;
@@ -260,6 +265,8 @@ static int parse_args(int argc, char **argv, args *a, int show)
     if ((a->o.admit_after > 1 || a->o.expire_after_days) && hps_dist_launched())
         hps_usage_error("%s: not under mpirun yet: the servers' tables admit every key and keep every row",
                         a->o.admit_after > 1 ? "--admit-after" : "--expire-after-days");
+    if (a->o.row_dtype != HPS_ROW_FP32 && hps_dist_launched())
+        hps_usage_error("--row-dtype: not under mpirun yet: the servers' tables store fp32 rows");
     if (a->o.continue_from && hps_dist_launched())
         hps_usage_error("--continue-from: not under mpirun yet: continue one process, then --resume under mpirun");
     if (a->o.continue_from && a->o.ckpt_dir && same_dir(a->o.continue_from, a->o.ckpt_dir))

@@ -559,7 +559,6 @@ static void add_embedding(hps_trainer *t, int l, train_tensor **ts, int *n)
     const hps_layer *L = &t->m->layers[l];
     hps_table *tab = t->tables[l];
     int64_t rows = hps_table_rows(tab);
-    const float *w = hps_table_weights(tab);
     uint64_t *order = hps_malloc((size_t)(rows + 1) * 2 * sizeof *order); /* (key, row) pairs */
     for (int j = 0; j < L->n_slots; j++) {
         int slot = L->slots[j], s;
@@ -574,7 +573,7 @@ static void add_embedding(hps_trainer *t, int l, train_tensor **ts, int *n)
         float *vals = hps_malloc((size_t)(count + 1) * L->dim * sizeof *vals);
         for (int64_t k = 0; k < count; k++) {
             keys[k] = (int64_t)order[2 * k];
-            memcpy(vals + k * L->dim, w + (int64_t)order[2 * k + 1] * L->dim, (size_t)L->dim * sizeof *vals);
+            hps_table_row_values(tab, (int64_t)order[2 * k + 1], vals + k * L->dim);
         }
         char name[160];
         snprintf(name, sizeof name, "%s.%s.keys", L->name, t->m->slots[slot].name);

@@ -43,7 +43,7 @@ static int64_t table_row(void *ctx, int layer, int j, uint64_t key)
     int slot = t->m->layers[layer].slots[j];
     train_rows *dev = t->rows_of[layer];
     if (t->evaluating && !t->remote_rows) { /* read only: an unseen key reads zeros, the table stays as trained */
-        int64_t r = hps_table_find(t->tables[layer], slot, key);
+        int64_t r = hps_table_stage(t->tables[layer], hps_table_find(t->tables[layer], slot, key));
         if (r < 0) r = hps_table_zero_row(t->tables[layer]);
         return dev && r >= 0 ? train_rows_map(dev, layer, r, 1) : r;
     }
@@ -153,13 +153,14 @@ static int check_rows(const hps_model *m, const plan_file *plan, const hps_train
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: stage %d: rows: %s keeps rows in device memory: --evict cannot run with it",
                             plan->name, s, st->rows);
-        if (o->admit_after > 1 || o->expire_after_days > 0 || o->rowwise_adagrad)
+        if (o->admit_after > 1 || o->expire_after_days > 0 || o->rowwise_adagrad || o->row_dtype != HPS_ROW_FP32)
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: stage %d: rows: %s keeps rows in device memory: %s cannot run with it yet",
                             plan->name, s, st->rows,
                             o->admit_after > 1         ? "--admit-after"
                             : o->expire_after_days > 0 ? "--expire-after-days"
-                                                       : "--sparse-optimizer rowwise-adagrad");
+                            : o->rowwise_adagrad       ? "--sparse-optimizer rowwise-adagrad"
+                                                       : "--row-dtype");
     }
     if (device >= 0 && host >= 0 && be != hps_backend_cpu())
         return hps_fail(err, HPS_EXIT_USAGE,
@@ -216,6 +217,7 @@ static void create_nets(hps_trainer *t)
         if (t->tables[l]) {
             hps_table_set_admission(t->tables[l], t->o.admit_after);
             if (t->o.rowwise_adagrad) hps_table_set_rowwise(t->tables[l]);
+            hps_table_set_dtype(t->tables[l], t->o.row_dtype);
         }
     t->epoch_lookups = hps_calloc((size_t)m->n_layers, sizeof *t->epoch_lookups);
     int L = m->n_layers;
@@ -343,6 +345,8 @@ int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int tot
 {
     int k = 0;
     t->load_id++;
+    for (int l = 0; l < t->m->n_layers; l++)
+        if (t->tables[l]) hps_table_stage_begin(t->tables[l]);
     if (!t->evaluating) { /* a key not admitted reads the zero row: it must not move during the load */
         int64_t keys = b->offsets[(int64_t)hi * b->n_slots] - b->offsets[(int64_t)lo * b->n_slots];
         for (int l = 0; l < t->m->n_layers; l++)

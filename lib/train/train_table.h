@@ -31,6 +31,8 @@
 #include "kernels/hps_kernels.h"
 
 typedef enum { HPS_TABLE_FULL_ERROR, HPS_TABLE_FULL_EVICT } hps_table_policy;
+/* How a row's weights are stored: the arithmetic is fp32 whatever they are. */
+typedef enum { HPS_ROW_FP32, HPS_ROW_FP16, HPS_ROW_BF16 } hps_row_dtype;
 
 typedef struct hps_table hps_table;
 
@@ -42,13 +44,28 @@ void hps_table_free(hps_table *t);
 
 /* Bytes one row costs against the cap (rowwise: one accumulator, not dim);
  * the admission counts' bytes. */
-size_t hps_table_row_bytes(int dim, int rowwise);
+size_t hps_table_row_bytes(int dim, int rowwise, hps_row_dtype dtype);
 size_t hps_table_admission_bytes(void);
 
 /* Row-wise AdaGrad (one accumulator a row: the mean of the squared
  * gradient over the row, as FBGEMM's rowwise adagrad), before the first row. */
 void hps_table_set_rowwise(hps_table *t);
 int hps_table_rowwise(const hps_table *t);
+/* Compact rows (before the first row): the rows are stored as fp16 or bf16,
+ * rounded to nearest even; each load works on fp32 copies of its rows
+ * (hps_table_stage_begin, then every row a lookup or hps_table_stage gives
+ * is a copy's index into hps_table_weights/accum), which hps_table_apply
+ * updates and writes back.  With fp32 rows (the default) a row is its own
+ * copy and both calls do nothing. */
+void hps_table_set_dtype(hps_table *t, hps_row_dtype dtype);
+void hps_table_stage_begin(hps_table *t);
+int64_t hps_table_stage(hps_table *t, int64_t row);
+/* Row `row`'s weights as fp32 (exports). */
+void hps_table_row_values(const hps_table *t, int64_t row, float *out);
+/* The rounding to and from the compact types (round trips are exact for
+ * values the type holds). */
+uint16_t hps_row_round(float x, hps_row_dtype dtype);
+float hps_row_widen(uint16_t v, hps_row_dtype dtype);
 /* admit_after <= 1: every key gets a row at once (the default). */
 void hps_table_set_admission(hps_table *t, int admit_after);
 /* Day day begins (1 for a new table; a loaded one is the caller's to set):

@@ -96,7 +96,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int64_t rows = load(m, &plan, path, 0, rowwise);
         if (rows > 0)
             load(m, &plan, path,
-                 (size_t)rows * hps_table_row_bytes(m->layers[0].dim, rowwise) + 1 +
+                 (size_t)rows * hps_table_row_bytes(m->layers[0].dim, rowwise, HPS_ROW_FP32) + 1 +
                      (rowwise ? hps_table_admission_bytes() : 0),
                  rowwise);
     }

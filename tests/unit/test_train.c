@@ -7,6 +7,7 @@
 #include <zstd.h>
 
 #include "core/hps_io.h"
+#include "core/hps_rng.h"
 #include "hps_test.h"
 #include "plan/hps_plan_file.h"
 #include "train/train_internal.h"
@@ -78,7 +79,7 @@ static void test_table_cap_error_and_eviction(void **state)
 {
     (void)state;
     hps_error err = {0};
-    size_t cap = 200 * hps_table_row_bytes(8, 0);
+    size_t cap = 200 * hps_table_row_bytes(8, 0, HPS_ROW_FP32);
     hps_table *t = hps_table_create(3, 8, cap, HPS_TABLE_FULL_ERROR, 1);
     int64_t n = hps_table_max_rows(t);
     assert_true(n > 60 && n <= 200);
@@ -1078,7 +1079,7 @@ static void test_table_rowwise_adagrad_matches_reference(void **state)
         for (int d = 0; d < D; d++) assert_float_equal(hps_table_weights(t)[row * D + d], w[r][d], 1e-6);
     }
     /* the accumulator is one float a row: the bytes a row says so */
-    assert_int_equal(hps_table_row_bytes(D, 0) - hps_table_row_bytes(D, 1), (D - 1) * sizeof(float));
+    assert_int_equal(hps_table_row_bytes(D, 0, HPS_ROW_FP32) - hps_table_row_bytes(D, 1, HPS_ROW_FP32), (D - 1) * sizeof(float));
     /* a checkpoint of one kind does not load into a table of the other */
     char *buf = NULL;
     size_t len = 0;
@@ -1101,6 +1102,99 @@ static void test_table_rowwise_adagrad_matches_reference(void **state)
     hps_table_free(plain);
     hps_table_free(same);
     hps_table_free(t);
+}
+
+/* fp16 and bf16 rows: what the type holds round-trips exactly; other
+ * values go to the nearest, ties to the even one. */
+static void test_row_dtypes_round_trip(void **state)
+{
+    (void)state;
+    const hps_row_dtype types[] = {HPS_ROW_FP16, HPS_ROW_BF16};
+    const int mant[] = {10, 7}; /* stored mantissa bits */
+    for (int k = 0; k < 2; k++) {
+        hps_row_dtype ty = types[k];
+        float ulp = ldexpf(1, -mant[k]); /* at 1 */
+        const float held[] = {0.0f, -0.0f, 1.0f, -2.5f, 0.046875f, 1.0f + ulp, 255.0f};
+        for (size_t i = 0; i < sizeof held / sizeof *held; i++)
+            assert_true(hps_row_widen(hps_row_round(held[i], ty), ty) == held[i]);
+        /* each 16-bit pattern of a finite value comes back as itself */
+        for (uint32_t v = 0; v < 0x10000; v++) {
+            float x = hps_row_widen((uint16_t)v, ty);
+            if (isfinite(x)) assert_int_equal(hps_row_round(x, ty), v);
+        }
+        /* ties: 1 + ulp/2 goes down to 1 (even), 1 + 3 ulp/2 up to 1 + 2 ulp */
+        assert_true(hps_row_widen(hps_row_round(1.0f + ulp / 2, ty), ty) == 1.0f);
+        assert_true(hps_row_widen(hps_row_round(1.0f + 3 * ulp / 2, ty), ty) == 1.0f + 2 * ulp);
+        /* otherwise the nearest: within half an ulp */
+        hps_rng rng;
+        hps_rng_seed(&rng, 5);
+        for (int i = 0; i < 10000; i++) {
+            float x = hps_rng_range(&rng, -0.5f, 0.5f), y = hps_row_widen(hps_row_round(x, ty), ty);
+            int e;
+            frexpf(x, &e);
+            assert_true(fabsf(y - x) <= ldexpf(1, e - 1 - mant[k] - 1));
+        }
+    }
+}
+
+/* A table of fp16 rows: each load works on fp32 copies, the update is the
+ * fp32 one rounded into the row, and a checkpoint keeps the rows' type. */
+static void test_table_fp16_rows(void **state)
+{
+    (void)state;
+    hps_error err;
+    enum { D = 4 };
+    hps_table *h = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3), *f = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3);
+    hps_table_set_dtype(h, HPS_ROW_FP16);
+    assert_int_equal(hps_table_row_bytes(16, 1, HPS_ROW_FP16), hps_table_row_bytes(16, 1, HPS_ROW_FP32) - 16 * 2);
+    hps_table_stage_begin(h);
+    int64_t a = hps_table_lookup(h, 0, 7, 1, &err), b = hps_table_lookup(h, 0, 8, 1, &err);
+    int64_t fa = hps_table_lookup(f, 0, 7, 1, &err), fb = hps_table_lookup(f, 0, 8, 1, &err);
+    assert_int_not_equal(a, hps_table_zero_row(h));
+    assert_int_equal(hps_table_lookup(h, 0, 7, 1, &err), a); /* one copy a row per load */
+    for (int d = 0; d < D; d++) { /* the copies: the initial values, rounded */
+        assert_true(hps_table_weights(h)[a * D + d] ==
+                    hps_row_widen(hps_row_round(hps_table_weights(f)[fa * D + d], HPS_ROW_FP16), HPS_ROW_FP16));
+        assert_true(hps_table_weights(h)[hps_table_zero_row(h) * D + d] == 0.0f);
+    }
+    float want[D];
+    for (int d = 0; d < D; d++) want[d] = hps_table_weights(h)[b * D + d];
+    int64_t rows[] = {b};
+    float grad[D] = {0.5f, -0.25f, 1, 2};
+    hps_sparse_grad g = {.n = 1, .cap = 1, .D = D, .rows = rows, .grad = grad}, *parts[] = {&g}, *sum = NULL;
+    hps_table_apply(h, parts, 1, &sum, 0.01f, 1e-8f);
+    for (int d = 0; d < D; d++) want[d] -= 0.01f * grad[d] / (sqrtf(grad[d] * grad[d]) + 1e-8f);
+    float got[D];
+    hps_table_row_values(h, 1, got); /* key 8: the second row */
+    for (int d = 0; d < D; d++) assert_true(got[d] == hps_row_widen(hps_row_round(want[d], HPS_ROW_FP16), HPS_ROW_FP16));
+    /* a new load reads the rounded row */
+    hps_table_stage_begin(h);
+    int64_t again = hps_table_lookup(h, 0, 8, 2, &err);
+    assert_memory_equal(hps_table_weights(h) + again * D, got, sizeof got);
+    /* checkpoints: the same rows back; a table of another type refuses them */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    assert_int_equal(hps_table_save(h, m), 0);
+    fclose(m);
+    hps_table *back = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3);
+    hps_table_set_dtype(back, HPS_ROW_FP16);
+    m = fmemopen(buf, len, "rb");
+    assert_int_equal(hps_table_load(back, m, (const int[]){0}, 1, &err, "mem"), 0);
+    fclose(m);
+    float v[D];
+    hps_table_row_values(back, 1, v);
+    assert_memory_equal(v, got, sizeof got);
+    m = fmemopen(buf, len, "rb");
+    assert_int_equal(hps_table_load(f, m, (const int[]){0}, 1, &err, "mem"), -1);
+    fclose(m);
+    assert_non_null(strstr(err.msg, "mem: embedding layer 0 has fp16 rows, this run asks for fp32 (--row-dtype)"));
+    (void)fb;
+    free(buf);
+    hps_sparse_grad_free(sum);
+    hps_table_free(back);
+    hps_table_free(h);
+    hps_table_free(f);
 }
 
 int main(void)
@@ -1130,6 +1224,8 @@ int main(void)
         cmocka_unit_test(test_table_expiry_by_days),
         cmocka_unit_test(test_table_save_load_days_and_counts),
         cmocka_unit_test(test_table_rowwise_adagrad_matches_reference),
+        cmocka_unit_test(test_row_dtypes_round_trip),
+        cmocka_unit_test(test_table_fp16_rows),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);
 }
