@@ -95,7 +95,7 @@ PY
 : > "$work/chain"
 config a                      # today's tables: unbounded, fp32 rows, per-element AdaGrad
 config b --admit-after 2 --expire-after-days 7                     # (b) admission + expiry
-config c --admit-after 2 --expire-after-days 7 --sparse-optimizer rowwise-adagrad # (c) (b) + row-wise AdaGrad (fp16 rows: not yet)
+config c --admit-after 2 --expire-after-days 7 --row-dtype fp16 --sparse-optimizer rowwise-adagrad # (c) (b) + compact rows
 
 printf "\n%d days of %d rows, drift %s a day; logloss and AUC: on the next day's rows\n\n" "$days" "$rows" "$drift"
 printf "%-6s %4s %10s %10s %8s %8s %10s %10s %8s %7s\n" config day rows "table MiB" admitted removed \
