@@ -10,9 +10,9 @@
  * (testdata's libsvm-logreg); once loaded, every row is looked up, and one
  * step trains on it; then the same into a trainer whose tables hold just
  * the rows loaded and evict, so that the step's new keys evict loaded rows.
- * A checkpoint of row-wise AdaGrad tables (which per-element tables refuse)
- * goes the same ways into row-wise tables that admit keys on their second
- * lookup.  tests/fuzz/make-seeds.sh writes seeds of each. */
+ * A checkpoint of row-wise AdaGrad tables of fp16 rows (which the default
+ * tables refuse) goes the same ways into such tables, which also admit keys
+ * on their second lookup.  tests/fuzz/make-seeds.sh writes seeds of each. */
 #include <zstd.h>
 
 #include "core/hps_io.h"
@@ -73,6 +73,7 @@ static int64_t load(const hps_model *m, const plan_file *plan, const char *path,
     o.max_table_bytes = max_table_bytes;
     o.rowwise_adagrad = rowwise;
     o.admit_after = rowwise ? 2 : 1;
+    o.row_dtype = rowwise ? HPS_ROW_FP16 : HPS_ROW_FP32;
     o.table_policy = HPS_TABLE_FULL_EVICT;
     hps_trainer *t = hps_trainer_create(m, plan, &o, &err);
     HPS_CHECK(t);
@@ -96,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int64_t rows = load(m, &plan, path, 0, rowwise);
         if (rows > 0)
             load(m, &plan, path,
-                 (size_t)rows * hps_table_row_bytes(m->layers[0].dim, rowwise, HPS_ROW_FP32) + 1 +
+                 (size_t)rows * hps_table_row_bytes(m->layers[0].dim, rowwise, rowwise ? HPS_ROW_FP16 : HPS_ROW_FP32) + 1 +
                      (rowwise ? hps_table_admission_bytes() : 0),
                  rowwise);
     }

@@ -27,9 +27,9 @@ tail -n 40 "$root/testdata/data/libsvm-multiclass.svm" > "$tmp/l2.svm"
 "$bin/hps-train" --model "$root/testdata/models/libsvm-logreg.json" --data "$tmp/l2" --threads 1 -q \
     --continue-from "$tmp/ck1" --export "$tmp/d2.safetensors" --delta "$tmp/d2.delta" \
     --delta-since "$tmp/d1.safetensors"
-# row-wise AdaGrad tables with admission counts (and each row's day)
+# row-wise AdaGrad tables of fp16 rows with admission counts (and each row's day)
 "$bin/hps-train" --model "$root/testdata/models/libsvm-logreg.json" --data "$tmp/l" --threads 1 -q \
-    --checkpoint "$tmp/ck-rowwise" --admit-after 2 --sparse-optimizer rowwise-adagrad
+    --checkpoint "$tmp/ck-rowwise" --admit-after 2 --sparse-optimizer rowwise-adagrad --row-dtype fp16
 mkdir -p "$seeds/shard" "$seeds/manifest" "$seeds/ckpt" "$seeds/safetensors" "$seeds/delta"
 cp "$tmp/c/shard-00000.hps" "$seeds/shard/criteo.hps"
 cp "$tmp/l/shard-00000.hps" "$seeds/shard/libsvm-multiclass.hps"
