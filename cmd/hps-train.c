@@ -47,8 +47,12 @@ static const char usage[] =
     "      --optimizer NAME        adam or sgd for dense layers [adam]\n"
     "      --lr X                  dense learning rate [0.001]\n"
     "      --lr-sparse X           embedding (AdaGrad) learning rate [0.05]\n"
+    "      --sparse-optimizer NAME adagrad or rowwise-adagrad (one accumulator a row) [adagrad]\n"
+    "      --row-dtype TYPE        fp32, fp16 or bf16: how tables store rows (fp32 arithmetic) [fp32]\n"
     "      --max-table-mb N        memory cap of each embedding table [none]\n"
     "      --evict                 when a table is full, evict cold rows (else: error)\n"
+    "      --admit-after N         a key gets a row on its Nth lookup (before: zeros) [1]\n"
+    "      --expire-after-days D   a new day (--continue-from) removes rows untouched D days [never]\n"
     "      --cpu-fallback          run stages of GPU types on the CPU\n"
     "      --probe STEPS           time STEPS steps per thread count, print a profile, exit\n"
 #ifdef HPS_TEST_HOOKS
@@ -66,7 +70,7 @@ static const char usage[] =
 enum { OPT_STEPS = 256, OPT_EVAL, OPT_CKPT, OPT_CKPT_EVERY, OPT_RESUME, OPT_EXPORT, OPT_METRICS,
        OPT_METRICS_INTERVAL, OPT_SEED, OPT_THREADS, OPT_MICRO, OPT_OPTIMIZER, OPT_LR, OPT_LR_SPARSE,
        OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE, OPT_LOG_DIR,
-       OPT_CONTINUE, OPT_DELTA, OPT_DELTA_SINCE };
+       OPT_CONTINUE, OPT_DELTA, OPT_DELTA_SINCE, OPT_ADMIT_AFTER, OPT_EXPIRE_AFTER, OPT_SPARSE_OPTIMIZER, OPT_ROW_DTYPE };
 
 static const struct option long_options[] = {
     {"plan", required_argument, NULL, 'P'},
@@ -90,8 +94,12 @@ static const struct option long_options[] = {
     {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
     {"lr", required_argument, NULL, OPT_LR},
     {"lr-sparse", required_argument, NULL, OPT_LR_SPARSE},
+    {"sparse-optimizer", required_argument, NULL, OPT_SPARSE_OPTIMIZER},
+    {"row-dtype", required_argument, NULL, OPT_ROW_DTYPE},
     {"max-table-mb", required_argument, NULL, OPT_MAX_TABLE},
     {"evict", no_argument, NULL, OPT_EVICT},
+    {"admit-after", required_argument, NULL, OPT_ADMIT_AFTER},
+    {"expire-after-days", required_argument, NULL, OPT_EXPIRE_AFTER},
     {"cpu-fallback", no_argument, NULL, OPT_CPU_FALLBACK},
     {"probe", required_argument, NULL, OPT_PROBE},
 #ifdef HPS_TEST_HOOKS
@@ -186,11 +194,20 @@ static int parse_one(int c, args *a)
         break;
     case OPT_LR: return rate_arg("--lr", &a->o.optim.lr_dense) ? HPS_EXIT_USAGE : -1;
     case OPT_LR_SPARSE: return rate_arg("--lr-sparse", &a->o.optim.lr_sparse) ? HPS_EXIT_USAGE : -1;
+    case OPT_SPARSE_OPTIMIZER:
+        a->o.rowwise_adagrad =
+            hps_cli_choice("--sparse-optimizer", optarg, (const char *const[]){"adagrad", "rowwise-adagrad", NULL});
+        break;
+    case OPT_ROW_DTYPE:
+        a->o.row_dtype = (hps_row_dtype)hps_cli_choice("--row-dtype", optarg, (const char *const[]){"fp32", "fp16", "bf16", NULL});
+        break;
     case OPT_MAX_TABLE:
         if (count_arg("--max-table-mb", 1, 1L << 40, &v)) return HPS_EXIT_USAGE;
         a->o.max_table_bytes = (size_t)v << 20;
         break;
     case OPT_EVICT: a->o.table_policy = HPS_TABLE_FULL_EVICT; break;
+    case OPT_ADMIT_AFTER: if (count_arg("--admit-after", 1, 65535, &v)) return HPS_EXIT_USAGE; a->o.admit_after = (int)v; break;
+    case OPT_EXPIRE_AFTER: if (count_arg("--expire-after-days", 1, 100000, &v)) return HPS_EXIT_USAGE; a->o.expire_after_days = (int)v; break;
     case OPT_CPU_FALLBACK: a->o.cpu_fallback = 1; break;
     case OPT_PROBE: if (count_arg("--probe", 1, 1000000, &a->probe)) return HPS_EXIT_USAGE; break;
 #ifdef HPS_TEST_HOOKS
@@ -245,6 +262,11 @@ static int parse_args(int argc, char **argv, args *a, int show)
     if (!a->data) hps_usage_error("--data is required");
     if (!a->plan && !a->model) hps_usage_error("--plan or --model is required");
     if (a->o.resume && !a->o.ckpt_dir) hps_usage_error("--resume needs --checkpoint DIR");
+    if ((a->o.admit_after > 1 || a->o.expire_after_days) && hps_dist_launched())
+        hps_usage_error("%s: not under mpirun yet: the servers' tables admit every key and keep every row",
+                        a->o.admit_after > 1 ? "--admit-after" : "--expire-after-days");
+    if (a->o.row_dtype != HPS_ROW_FP32 && hps_dist_launched())
+        hps_usage_error("--row-dtype: not under mpirun yet: the servers' tables store fp32 rows");
     if (a->o.continue_from && hps_dist_launched())
         hps_usage_error("--continue-from: not under mpirun yet: continue one process, then --resume under mpirun");
     if (a->o.continue_from && a->o.ckpt_dir && same_dir(a->o.continue_from, a->o.ckpt_dir))

@@ -175,8 +175,11 @@ void dist_server_create(dist_server *sv, const hps_model *m, const plan_file *pl
     sv->merged = hps_calloc((size_t)m->n_layers, sizeof *sv->merged);
     for (int l = 0; l < m->n_layers; l++)
         if (hps_layer_has_table(&m->layers[l]))
+        {
             sv->tables[l] = hps_table_create(l, m->layers[l].dim, o->max_table_bytes, o->table_policy,
                                             o->seed);
+            if (o->rowwise_adagrad) hps_table_set_rowwise(sv->tables[l]);
+        }
 }
 
 void dist_server_free(dist_server *sv)

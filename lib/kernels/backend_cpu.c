@@ -67,6 +67,7 @@ static const hps_backend cpu_backend = {
     .sparse_grad_free = hps_sparse_grad_free,
     .embedding_bag_backward = embedding_bag_backward,
     .sparse_adagrad = sparse_adagrad,
+    .sparse_rowwise_adagrad = sparse_rowwise_adagrad,
     .rows_put = cpu_rows_put,
     .rows_get = cpu_rows_get,
     .concat_forward = concat_forward,

@@ -550,6 +550,33 @@ static void cuda_sparse_adagrad(float *table, float *accum, const hps_sparse_gra
     LAUNCH_CHECK();
 }
 
+/* One thread per unique row: its squares summed in d order, as the CPU's. */
+__global__ void sparse_rowwise_adagrad_kernel(float *table, float *accum, const int64_t *rows,
+                                              const float *grad, int64_t n, int D, float lr, float eps)
+{
+    GRID_STRIDE(i, n)
+    {
+        float *w = table + rows[i] * D;
+        const float *gr = grad + i * D;
+        float sq = 0;
+        for (int d = 0; d < D; d++) sq += gr[d] * gr[d];
+        float *a = accum + rows[i];
+        *a += sq / (float)D;
+        const float step = lr / (sqrtf(*a) + eps);
+        for (int d = 0; d < D; d++) w[d] -= step * gr[d];
+    }
+}
+
+static void cuda_sparse_rowwise_adagrad(float *table, float *accum, const hps_sparse_grad *g,
+                                        float lr, float eps)
+{
+    if (g->n <= 0) return;
+    use_device();
+    sparse_rowwise_adagrad_kernel<<<blocks_for(g->n), THREADS, 0, g_stream>>>(
+        table, accum, g->rows, g->grad, g->n, g->D, lr, eps);
+    LAUNCH_CHECK();
+}
+
 /* ---- rows in and out of a device table --------------------------------------------- */
 
 /* The packed rows and their ids go through device buffers kept between
@@ -1157,6 +1184,7 @@ static void fill_backend(hps_backend *be, int device)
     be->sparse_grad_free = cuda_sparse_grad_free;
     be->embedding_bag_backward = cuda_embedding_bag_backward;
     be->sparse_adagrad = cuda_sparse_adagrad;
+    be->sparse_rowwise_adagrad = cuda_sparse_rowwise_adagrad;
     be->rows_put = cuda_rows_put;
     be->rows_get = cuda_rows_get;
     be->concat_forward = cuda_concat_forward;

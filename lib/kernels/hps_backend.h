@@ -40,6 +40,9 @@ typedef struct hps_backend {
                                    const hps_bags *bags, int D, hps_pool pool);
     void (*sparse_adagrad)(float *table, float *accum, const hps_sparse_grad *g, float lr,
                            float eps);
+    /* accum: one float a row (sparse_rowwise_adagrad, hps_kernels.h) */
+    void (*sparse_rowwise_adagrad)(float *table, float *accum, const hps_sparse_grad *g, float lr,
+                                   float eps);
     /* A table in the backend's memory (rows of D floats: weights, or AdaGrad's
      * accumulators) is written and read only through these: n rows by row id,
      * ids and the packed rows (n x D) in host memory.  hps-train keeps its

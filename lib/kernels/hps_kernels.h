@@ -66,6 +66,10 @@ void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const
 /* Sparse AdaGrad on the rows of g: accum[row] += grad^2 (per element),
  * table[row] -= lr * grad / (sqrt(accum[row]) + eps). */
 void sparse_adagrad(float *table, float *accum, const hps_sparse_grad *g, float lr, float eps);
+/* Row-wise AdaGrad (FBGEMM's rowwise adagrad): one accumulator a row,
+ * accum[row] += mean over the row of grad^2 (summed in d order), then
+ * table[row] -= lr * grad / (sqrt(accum[row]) + eps). */
+void sparse_rowwise_adagrad(float *table, float *accum, const hps_sparse_grad *g, float lr, float eps);
 
 /* concat: out[B, E+W] = [emb[B,E] | dense[B,W]] */
 void concat_forward(float *out, const float *emb, const float *dense, int B, int E, int W);

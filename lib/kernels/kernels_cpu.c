@@ -264,6 +264,22 @@ void sparse_adagrad(float *table, float *accum, const hps_sparse_grad *g, float 
     }
 }
 
+void sparse_rowwise_adagrad(float *table, float *accum, const hps_sparse_grad *g, float lr, float eps)
+{
+    const int D = g->D;
+#pragma omp parallel for if (g->n * D > PAR_MIN)
+    for (int64_t i = 0; i < g->n; i++) {
+        float *w = table + g->rows[i] * D;
+        const float *gr = g->grad + i * D;
+        float sq = 0;
+        for (int d = 0; d < D; d++) sq += gr[d] * gr[d];
+        float *a = accum + g->rows[i];
+        *a += sq / (float)D;
+        const float step = lr / (sqrtf(*a) + eps);
+        for (int d = 0; d < D; d++) w[d] -= step * gr[d];
+    }
+}
+
 /* ---- concat ---------------------------------------------------------------- */
 
 void concat_forward(float *out, const float *emb, const float *dense, int B, int E, int W)

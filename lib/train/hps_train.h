@@ -72,6 +72,10 @@ typedef struct {
     int micro_batches;       /* 0: the plan's, else one per stage */
     size_t max_table_bytes;  /* per embedding layer; 0: no cap */
     hps_table_policy table_policy;
+    int admit_after;         /* a key gets a row on its Nth lookup (<= 1: at once) */
+    int expire_after_days;   /* a new day removes rows untouched for as many days (0: never) */
+    int rowwise_adagrad;     /* the tables' AdaGrad: one accumulator a row, not one an element */
+    hps_row_dtype row_dtype; /* how the tables store their rows' weights */
     int cpu_fallback;        /* run GPU stages on the CPU where no device exists */
     hps_optim optim;
     const char *ckpt_dir;

@@ -413,6 +413,8 @@ int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err)
     t->sum.epochs_done = (int)t->epoch;
     t->owner->adam_t = (int)c.state[5];
     t->day = c.day[0], t->day_start = c.day[1];
+    for (int l = 0; l < t->m->n_layers; l++)
+        if (t->tables[l]) hps_table_start_day(t->tables[l], t->day, 0);
     return 0;
 }
 
@@ -442,6 +444,14 @@ int hps_trainer_continue(hps_trainer *t, const char *path, hps_error *err)
     t->owner->adam_t = (int)c.state[5];
     t->day = c.day[0] + 1, t->day_start = t->step;
     train_day_steps(t);
+    for (int l = 0; l < t->m->n_layers; l++) {
+        if (!t->tables[l]) continue;
+        int64_t gone = hps_table_start_day(t->tables[l], t->day, t->o.expire_after_days);
+        if (gone)
+            hps_log(2, "%s: day %llu: embedding layer '%s': %lld rows untouched for %d days expired\n",
+                    hps_progname(), (unsigned long long)t->day, t->m->layers[l].name, (long long)gone,
+                    t->o.expire_after_days);
+    }
     hps_log(2, "%s: continuing %s: day %llu, from step %llu\n", hps_progname(), file,
             (unsigned long long)t->day, (unsigned long long)t->step);
     return 0;
@@ -549,7 +559,6 @@ static void add_embedding(hps_trainer *t, int l, train_tensor **ts, int *n)
     const hps_layer *L = &t->m->layers[l];
     hps_table *tab = t->tables[l];
     int64_t rows = hps_table_rows(tab);
-    const float *w = hps_table_weights(tab);
     uint64_t *order = hps_malloc((size_t)(rows + 1) * 2 * sizeof *order); /* (key, row) pairs */
     for (int j = 0; j < L->n_slots; j++) {
         int slot = L->slots[j], s;
@@ -564,7 +573,7 @@ static void add_embedding(hps_trainer *t, int l, train_tensor **ts, int *n)
         float *vals = hps_malloc((size_t)(count + 1) * L->dim * sizeof *vals);
         for (int64_t k = 0; k < count; k++) {
             keys[k] = (int64_t)order[2 * k];
-            memcpy(vals + k * L->dim, w + (int64_t)order[2 * k + 1] * L->dim, (size_t)L->dim * sizeof *vals);
+            hps_table_row_values(tab, (int64_t)order[2 * k + 1], vals + k * L->dim);
         }
         char name[160];
         snprintf(name, sizeof name, "%s.%s.keys", L->name, t->m->slots[slot].name);

@@ -36,6 +36,7 @@ struct hps_trainer {
     int map_failed;
     /* reporting */
     hps_train_summary sum;
+    uint64_t (*epoch_lookups)[2]; /* per layer: its table's lookups, admitted, when the epoch began */
     double samples_run;            /* samples trained by this process (resumes start at 0) */
     FILE *metrics;
     int metrics_errno; /* the first failed write: reported at the end */
@@ -99,6 +100,8 @@ typedef struct {
 
 /* --steps of a continued day counts the day's steps: from day_start. */
 void train_day_steps(hps_trainer *t);
+/* The tables' lookups so far: the next epoch record's admitted share counts from here. */
+void train_metrics_mark_epoch(hps_trainer *t);
 
 void train_add_tensor(train_tensor **ts, int *n, const char *name, const char *dtype, int dims, int64_t d0,
                       int64_t d1, void *data, size_t bytes);

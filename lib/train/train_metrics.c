@@ -202,15 +202,49 @@ static json_t *rows_json(const hps_trainer *t)
     return a;
 }
 
+/* Each table's figures: with since (per layer: lookups, admitted), the
+ * admitted share of the lookups after it, else of all. */
+static json_t *tables_json(const hps_trainer *t, uint64_t (*since)[2])
+{
+    json_t *a = json_array();
+    for (int l = 0; l < t->m->n_layers; l++) {
+        const hps_table *tab = t->tables[l];
+        if (!tab) continue;
+        uint64_t lookups, admitted;
+        hps_table_lookups(tab, &lookups, &admitted);
+        if (since) lookups -= since[l][0], admitted -= since[l][1];
+        json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:f}", "layer", t->m->layers[l].name, "rows",
+                              (json_int_t)hps_table_rows(tab), "evictions",
+                              (json_int_t)hps_table_evictions(tab), "expired",
+                              (json_int_t)hps_table_expired(tab), "mib", hps_table_bytes(tab) / 1048576.0);
+        json_object_set_new(o, "admitted_share",
+                            lookups ? hps_json_real((double)admitted / (double)lookups) : json_null());
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+void train_metrics_mark_epoch(hps_trainer *t)
+{
+    for (int l = 0; l < t->m->n_layers; l++)
+        if (t->tables[l]) hps_table_lookups(t->tables[l], &t->epoch_lookups[l][0], &t->epoch_lookups[l][1]);
+}
+
 void train_metrics_epoch(hps_trainer *t)
 {
     json_t *rows = rows_json(t);
-    if (!json_array_size(rows)) {
+    int admission = t->o.admit_after > 1 || t->o.expire_after_days > 0;
+    if (!json_array_size(rows) && !admission) {
         json_decref(rows);
         return;
     }
-    emit(t, json_pack("{s:s, s:I, s:I, s:o}", "event", "epoch", "epoch", (json_int_t)t->epoch, "step",
-                      (json_int_t)t->step, "rows", rows));
+    json_t *o = json_pack("{s:s, s:I, s:I}", "event", "epoch", "epoch", (json_int_t)t->epoch, "step",
+                          (json_int_t)t->step);
+    if (json_array_size(rows)) json_object_set_new(o, "rows", rows);
+    else json_decref(rows);
+    if (admission) json_object_set_new(o, "tables", tables_json(t, t->epoch_lookups));
+    train_metrics_mark_epoch(t);
+    emit(t, o);
 }
 
 void train_metrics_summary(hps_trainer *t)
@@ -223,15 +257,7 @@ void train_metrics_summary(hps_trainer *t)
                           s->epochs_done, "loss", hps_json_real(s->last_loss), "seconds",
                           hps_json_real(s->seconds), "eval_seconds", hps_json_real(s->eval_seconds),
                           "samples_per_s", hps_json_real(s->samples_per_s));
-    json_t *tables = json_array();
-    for (int l = 0; l < t->m->n_layers; l++)
-        if (t->tables[l])
-            json_array_append_new(tables,
-                                  json_pack("{s:s, s:I, s:I, s:f}", "layer", t->m->layers[l].name,
-                                            "rows", (json_int_t)hps_table_rows(t->tables[l]),
-                                            "evictions", (json_int_t)hps_table_evictions(t->tables[l]),
-                                            "mib", hps_table_bytes(t->tables[l]) / 1048576.0));
-    json_object_set_new(o, "tables", tables);
+    json_object_set_new(o, "tables", tables_json(t, NULL));
     json_object_set_new(o, "rows", rows_json(t));
     json_object_set_new(o, "day", json_integer((json_int_t)t->day)); /* hps-train(1), DAY BY DAY */
     json_object_update(o, fid);

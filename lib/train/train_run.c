@@ -43,7 +43,7 @@ static int64_t table_row(void *ctx, int layer, int j, uint64_t key)
     int slot = t->m->layers[layer].slots[j];
     train_rows *dev = t->rows_of[layer];
     if (t->evaluating && !t->remote_rows) { /* read only: an unseen key reads zeros, the table stays as trained */
-        int64_t r = hps_table_find(t->tables[layer], slot, key);
+        int64_t r = hps_table_stage(t->tables[layer], hps_table_find(t->tables[layer], slot, key));
         if (r < 0) r = hps_table_zero_row(t->tables[layer]);
         return dev && r >= 0 ? train_rows_map(dev, layer, r, 1) : r;
     }
@@ -159,6 +159,14 @@ static int check_rows(const hps_model *m, const plan_file *plan, const hps_train
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: stage %d: rows: %s keeps rows in device memory: --evict cannot run with it",
                             plan->name, s, st->rows);
+        if (o->admit_after > 1 || o->expire_after_days > 0 || o->rowwise_adagrad || o->row_dtype != HPS_ROW_FP32)
+            return hps_fail(err, HPS_EXIT_USAGE,
+                            "%s: stage %d: rows: %s keeps rows in device memory: %s cannot run with it yet",
+                            plan->name, s, st->rows,
+                            o->admit_after > 1         ? "--admit-after"
+                            : o->expire_after_days > 0 ? "--expire-after-days"
+                            : o->rowwise_adagrad       ? "--sparse-optimizer rowwise-adagrad"
+                                                       : "--row-dtype");
     }
     if (device >= 0 && host >= 0 && be != hps_backend_cpu())
         return hps_fail(err, HPS_EXIT_USAGE,
@@ -211,6 +219,13 @@ static void create_nets(hps_trainer *t)
         if (hps_layer_has_table(&m->layers[l]))
             t->tables[l] = hps_table_create(l, m->layers[l].dim, t->o.max_table_bytes,
                                             t->o.table_policy, t->o.seed);
+    for (int l = 0; l < m->n_layers; l++)
+        if (t->tables[l]) {
+            hps_table_set_admission(t->tables[l], t->o.admit_after);
+            if (t->o.rowwise_adagrad) hps_table_set_rowwise(t->tables[l]);
+            hps_table_set_dtype(t->tables[l], t->o.row_dtype);
+        }
+    t->epoch_lookups = hps_calloc((size_t)m->n_layers, sizeof *t->epoch_lookups);
     int L = m->n_layers;
     t->touched = hps_calloc((size_t)L, sizeof *t->touched);
     t->mark = hps_calloc((size_t)L, sizeof *t->mark);
@@ -279,7 +294,7 @@ void hps_trainer_free(hps_trainer *t)
         free(t->touched[l]), free(t->mark[l]);
     }
     if (t->metrics && t->metrics != stdout) fclose(t->metrics);
-    free(t->touched), free(t->n_touched), free(t->cap_touched), free(t->mark), free(t->cap_mark);
+    free(t->touched), free(t->epoch_lookups), free(t->n_touched), free(t->cap_touched), free(t->mark), free(t->cap_mark);
     free(t->nets), free(t->tables), free(t->merged), free(t->micro_grads), free(t->rows_of);
     hps_batch_free(t->batch);
     free(t);
@@ -336,6 +351,13 @@ int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int tot
 {
     int k = 0;
     t->load_id++;
+    for (int l = 0; l < t->m->n_layers; l++)
+        if (t->tables[l]) hps_table_stage_begin(t->tables[l]);
+    if (!t->evaluating) { /* a key not admitted reads the zero row: it must not move during the load */
+        int64_t keys = b->offsets[(int64_t)hi * b->n_slots] - b->offsets[(int64_t)lo * b->n_slots];
+        for (int l = 0; l < t->m->n_layers; l++)
+            if (t->tables[l] && t->o.admit_after > 1) hps_table_reserve(t->tables[l], keys);
+    }
     memset(t->n_touched, 0, (size_t)t->m->n_layers * sizeof *t->n_touched);
     for (int first = lo; first < hi; first += t->cap_micro, k++) {
         int n = hi - first < t->cap_micro ? hi - first : t->cap_micro;
@@ -650,6 +672,7 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
     t->t_start = t->t_last = hps_now();
     t->metrics_every = metrics_every(t, src);
     train_metrics_start(t);
+    train_metrics_mark_epoch(t);
     int stop = t->o.max_steps && t->step >= (uint64_t)t->o.max_steps; /* a resume may be done */
     while (!stop && t->epoch < (uint64_t)t->o.epochs) {
         if (src->seek(src, t->epoch_row, err)) return -1;

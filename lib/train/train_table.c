@@ -19,6 +19,16 @@ typedef struct {
     uint64_t key, tag;
 } hash_entry;
 
+/* A key not yet admitted and how often it was looked up (0: a free way). */
+typedef struct {
+    uint64_t key;
+    int32_t slot;
+    uint32_t count;
+} admit_entry;
+
+#define ADMIT_WAYS 8
+#define ADMIT_BUCKETS (INT64_C(1) << 14) /* 131072 candidates, 2 MiB */
+
 static uint64_t entry_tag(int slot, int64_t row)
 {
     return (uint64_t)slot << ROW_BITS | (uint64_t)(row + 1);
@@ -29,6 +39,15 @@ static int entry_slot(hash_entry e) { return (int)(e.tag >> ROW_BITS); }
 
 struct hps_table {
     int layer, dim;
+    int acc_dim;                      /* accumulators a row: dim, or 1 (row-wise AdaGrad) */
+    /* compact rows (fp16 or bf16): the rows live in half (cap_rows x dim)
+     * and acc_rows; weights and accum are then the fp32 copies of the rows
+     * of one load (stage_row[s]: the row of copy s; copy 0: the zero row),
+     * found by row through stage_ht, written back by hps_table_apply */
+    hps_row_dtype dtype;
+    uint16_t *half;
+    float *acc_rows;
+    int64_t n_stage, cap_stage, *stage_row, *stage_ht, stage_mask;
     hps_table_policy policy;
     uint64_t seed;
     int64_t rows, cap_rows, max_rows; /* in use, allocated, allowed */
@@ -37,16 +56,31 @@ struct hps_table {
     int32_t *slot;
     uint64_t *last_step;              /* per row: the step that last touched it */
     uint8_t *ref;                     /* per row: the clock's reference bit */
-    int64_t hand, evictions;
+    uint32_t *last_day;               /* per row: the day (hps-train run) that last touched it */
+    int64_t hand, evictions, expired;
+    uint32_t day;                     /* this run's day: what a lookup stamps */
+    size_t max_bytes;
+    /* admission (admit_after > 1): the candidates' counts, a bounded
+     * set-associative hash (ADMIT_BUCKETS x ADMIT_WAYS), allocated on the
+     * first candidate */
+    int admit_after;
+    admit_entry *cand;
+    uint64_t lookups, admitted;       /* training lookups, those that found a row */
     hash_entry *ht;                   /* open addressing, linear probing */
     int64_t ht_mask;
 };
 
-/* weights + accumulators + key, slot, step, ref bit + two hash slots */
-size_t hps_table_row_bytes(int dim)
+/* weights + accumulators + key, slot, step, ref bit, day + two hash slots */
+size_t hps_table_row_bytes(int dim, int rowwise, hps_row_dtype dtype)
 {
-    return 2 * (size_t)dim * sizeof(float) + sizeof(uint64_t) + sizeof(int32_t) +
-           sizeof(uint64_t) + 1 + 2 * sizeof(hash_entry);
+    return (size_t)dim * (dtype == HPS_ROW_FP32 ? sizeof(float) : sizeof(uint16_t)) +
+           (rowwise ? 1 : (size_t)dim) * sizeof(float) + sizeof(uint64_t) + sizeof(int32_t) +
+           sizeof(uint64_t) + 1 + sizeof(uint32_t) + 2 * sizeof(hash_entry);
+}
+
+size_t hps_table_admission_bytes(void)
+{
+    return (size_t)(ADMIT_BUCKETS * ADMIT_WAYS) * sizeof(admit_entry);
 }
 
 static uint64_t slot_hash(int slot, uint64_t key)
@@ -62,19 +96,20 @@ static int64_t hash_slots(int64_t cap)
     return slots;
 }
 
-/* What a full slab of n rows costs: slabs, per-row bookkeeping and the hash. */
-static size_t slab_bytes(int dim, int64_t n)
+/* What a full slab of n rows costs: slabs, per-row bookkeeping and the hash
+ * (compact rows: not their fp32 copies, one load's, which come and go). */
+static size_t slab_bytes(const hps_table *t, int64_t n)
 {
-    return (size_t)n * (hps_table_row_bytes(dim) - 2 * sizeof(hash_entry)) +
-           2 * (size_t)dim * sizeof(float) + /* the zero row */
+    return (size_t)n * (hps_table_row_bytes(t->dim, t->acc_dim != t->dim, t->dtype) - 2 * sizeof(hash_entry)) +
+           ((size_t)t->dim + (size_t)t->acc_dim) * sizeof(float) + /* the zero row */
            (size_t)hash_slots(n) * sizeof(hash_entry);
 }
 
 /* The most rows whose slab, hash rounded up to a power of two, fits max_bytes. */
-static int64_t rows_within(int dim, size_t max_bytes)
+static int64_t rows_within(const hps_table *t, size_t max_bytes)
 {
-    int64_t n = (int64_t)(max_bytes / hps_table_row_bytes(dim));
-    while (n > 0 && slab_bytes(dim, n) > max_bytes) n -= n / 64 + 1;
+    int64_t n = (int64_t)(max_bytes / hps_table_row_bytes(t->dim, t->acc_dim != t->dim, t->dtype));
+    while (n > 0 && slab_bytes(t, n) > max_bytes) n -= n / 64 + 1;
     return n;
 }
 
@@ -86,16 +121,50 @@ hps_table *hps_table_create(int layer, int dim, size_t max_bytes, hps_table_poli
     t->dim = dim;
     t->policy = policy;
     t->seed = seed;
-    t->max_rows = max_bytes ? rows_within(dim, max_bytes) : INT64_MAX;
+    t->acc_dim = dim;
+    t->max_bytes = max_bytes;
+    t->max_rows = max_bytes ? rows_within(t, max_bytes) : INT64_MAX;
     t->ht_mask = -1; /* no hash table until the first row */
+    t->day = 1;
     return t;
+}
+
+/* The candidates' counts come out of the cap first. */
+static void set_max_rows(hps_table *t)
+{
+    size_t counts = t->admit_after > 1 ? hps_table_admission_bytes() : 0;
+    if (t->max_bytes)
+        t->max_rows = t->max_bytes > counts ? rows_within(t, t->max_bytes - counts) : 0;
+}
+
+void hps_table_set_admission(hps_table *t, int admit_after)
+{
+    t->admit_after = admit_after;
+    set_max_rows(t);
+}
+
+void hps_table_set_rowwise(hps_table *t)
+{
+    HPS_CHECK(t->cap_rows == 0); /* the accumulators' slab is laid out from here on */
+    t->acc_dim = 1;
+    set_max_rows(t);
+}
+
+int hps_table_rowwise(const hps_table *t) { return t->acc_dim != t->dim; }
+
+void hps_table_set_dtype(hps_table *t, hps_row_dtype dtype)
+{
+    HPS_CHECK(t->cap_rows == 0); /* the rows' slab is laid out from here on */
+    t->dtype = dtype;
+    set_max_rows(t);
 }
 
 void hps_table_free(hps_table *t)
 {
     if (!t) return;
     free(t->weights), free(t->accum), free(t->key), free(t->slot), free(t->last_step);
-    free(t->ref), free(t->ht), free(t);
+    free(t->half), free(t->acc_rows), free(t->stage_row), free(t->stage_ht);
+    free(t->ref), free(t->last_day), free(t->cand), free(t->ht), free(t);
 }
 
 static int64_t find(const hps_table *t, int slot, uint64_t key, int64_t *at);
@@ -119,22 +188,135 @@ static int64_t rehash(hps_table *t, int64_t slots)
     return twice;
 }
 
+/* ---- compact rows ---------------------------------------------------------------- */
+
+/* fp32 to fp16 or bf16, rounded to nearest, ties to even: the same bits for
+ * the same value whatever the order of the steps (a resumed run stays bit
+ * for bit; stochastic rounding would need its random state checkpointed),
+ * and no bias for the mean of many rounded updates. */
+uint16_t hps_row_round(float x, hps_row_dtype dtype)
+{
+    if (dtype == HPS_ROW_FP16) {
+        _Float16 h = (_Float16)x;
+        uint16_t u;
+        memcpy(&u, &h, sizeof u);
+        return u;
+    }
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40); /* a NaN stays one */
+    u += 0x7fffu + (u >> 16 & 1);
+    return (uint16_t)(u >> 16);
+}
+
+float hps_row_widen(uint16_t v, hps_row_dtype dtype)
+{
+    if (dtype == HPS_ROW_FP16) {
+        _Float16 h;
+        memcpy(&h, &v, sizeof h);
+        return (float)h;
+    }
+    uint32_t u = (uint32_t)v << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* Doubles the copies (and their hash, kept half empty). */
+static void stage_grow(hps_table *t)
+{
+    int64_t cap = t->cap_stage ? 2 * t->cap_stage : 256;
+    t->weights = hps_realloc(t->weights, (size_t)cap * (size_t)t->dim * sizeof *t->weights);
+    t->accum = hps_realloc(t->accum, (size_t)cap * (size_t)t->acc_dim * sizeof *t->accum);
+    t->stage_row = hps_realloc(t->stage_row, (size_t)cap * sizeof *t->stage_row);
+    free(t->stage_ht);
+    t->stage_mask = 2 * cap - 1;
+    t->stage_ht = hps_malloc((size_t)(2 * cap) * sizeof *t->stage_ht);
+    memset(t->stage_ht, 0xff, (size_t)(2 * cap) * sizeof *t->stage_ht);
+    for (int64_t s = 1; s < t->n_stage; s++) {
+        int64_t h = (int64_t)(hps_mix64((uint64_t)t->stage_row[s]) & (uint64_t)t->stage_mask);
+        while (t->stage_ht[h] >= 0) h = (h + 1) & t->stage_mask;
+        t->stage_ht[h] = s;
+    }
+    t->cap_stage = cap;
+    if (t->n_stage == 0) { /* copy 0: the zero row */
+        memset(t->weights, 0, (size_t)t->dim * sizeof *t->weights);
+        memset(t->accum, 0, (size_t)t->acc_dim * sizeof *t->accum);
+        t->n_stage = 1;
+    }
+}
+
+void hps_table_stage_begin(hps_table *t)
+{
+    if (t->dtype == HPS_ROW_FP32 || !t->cap_stage) return;
+    memset(t->stage_ht, 0xff, (size_t)(t->stage_mask + 1) * sizeof *t->stage_ht);
+    memset(t->weights, 0, (size_t)t->dim * sizeof *t->weights);
+    memset(t->accum, 0, (size_t)t->acc_dim * sizeof *t->accum);
+    t->n_stage = 1;
+}
+
+/* The fp32 copy of row r for this load (its index for the kernels). */
+int64_t hps_table_stage(hps_table *t, int64_t r)
+{
+    if (t->dtype == HPS_ROW_FP32 || r < 0) return r;
+    int64_t h = (int64_t)(hps_mix64((uint64_t)r) & (uint64_t)t->stage_mask);
+    for (; t->stage_ht[h] >= 0; h = (h + 1) & t->stage_mask)
+        if (t->stage_row[t->stage_ht[h]] == r) return t->stage_ht[h];
+    if (2 * (t->n_stage + 1) > t->stage_mask + 1) {
+        stage_grow(t);
+        return hps_table_stage(t, r);
+    }
+    int64_t s = t->n_stage++;
+    t->stage_ht[h] = s;
+    t->stage_row[s] = r;
+    const size_t d = (size_t)t->dim, a = (size_t)t->acc_dim;
+    for (size_t i = 0; i < d; i++) t->weights[(size_t)s * d + i] = hps_row_widen(t->half[(size_t)r * d + i], t->dtype);
+    memcpy(t->accum + (size_t)s * a, t->acc_rows + (size_t)r * a, a * sizeof *t->accum);
+    return s;
+}
+
+/* The copies back into their rows, rounded (after a step's update). */
+static void stage_write_back(hps_table *t)
+{
+    const size_t d = (size_t)t->dim, a = (size_t)t->acc_dim;
+    for (int64_t s = 1; s < t->n_stage; s++) {
+        size_t r = (size_t)t->stage_row[s];
+        for (size_t i = 0; i < d; i++) t->half[r * d + i] = hps_row_round(t->weights[(size_t)s * d + i], t->dtype);
+        memcpy(t->acc_rows + r * a, t->accum + (size_t)s * a, a * sizeof *t->accum);
+    }
+}
+
+void hps_table_row_values(const hps_table *t, int64_t r, float *out)
+{
+    const size_t d = (size_t)t->dim;
+    if (t->dtype == HPS_ROW_FP32) memcpy(out, t->weights + (size_t)r * d, d * sizeof *out);
+    else
+        for (size_t i = 0; i < d; i++) out[i] = hps_row_widen(t->half[(size_t)r * d + i], t->dtype);
+}
+
 /* Grows the slabs (doubling, within max_rows) and keeps the hash half empty. */
 static void grow(hps_table *t)
 {
     int64_t cap = t->cap_rows ? 2 * t->cap_rows : 1024;
     if (cap > t->max_rows) cap = t->max_rows;
     HPS_CHECK(cap < (int64_t)ROW_MASK); /* a hash slot's row field */
-    size_t d = (size_t)t->dim;
-    /* one row more than cap: the zero row that unseen keys read in evaluation */
-    t->weights = hps_realloc(t->weights, (size_t)(cap + 1) * d * sizeof *t->weights);
-    t->accum = hps_realloc(t->accum, (size_t)(cap + 1) * d * sizeof *t->accum);
-    memset(t->weights + cap * d, 0, d * sizeof *t->weights);
-    memset(t->accum + cap * d, 0, d * sizeof *t->accum);
+    size_t d = (size_t)t->dim, a = (size_t)t->acc_dim;
+    if (t->dtype != HPS_ROW_FP32) {
+        t->half = hps_realloc(t->half, (size_t)cap * d * sizeof *t->half);
+        t->acc_rows = hps_realloc(t->acc_rows, (size_t)cap * a * sizeof *t->acc_rows);
+        if (!t->cap_stage) stage_grow(t);
+    } else {
+        /* one row more than cap: the zero row that unseen keys read in evaluation */
+        t->weights = hps_realloc(t->weights, (size_t)(cap + 1) * d * sizeof *t->weights);
+        t->accum = hps_realloc(t->accum, (size_t)(cap + 1) * a * sizeof *t->accum);
+        memset(t->weights + cap * d, 0, d * sizeof *t->weights);
+        memset(t->accum + cap * a, 0, a * sizeof *t->accum);
+    }
     t->key = hps_realloc(t->key, (size_t)cap * sizeof *t->key);
     t->slot = hps_realloc(t->slot, (size_t)cap * sizeof *t->slot);
     t->last_step = hps_realloc(t->last_step, (size_t)cap * sizeof *t->last_step);
     t->ref = hps_realloc(t->ref, (size_t)cap * sizeof *t->ref);
+    t->last_day = hps_realloc(t->last_day, (size_t)cap * sizeof *t->last_day);
     t->cap_rows = cap;
     int64_t slots = hash_slots(cap);
     if (slots - 1 != t->ht_mask) HPS_CHECK(rehash(t, slots) < 0);
@@ -178,9 +360,15 @@ static void init_row(hps_table *t, int64_t r, int slot, uint64_t key)
 {
     hps_rng rng;
     hps_rng_seed(&rng, t->seed ^ hps_mix64((uint64_t)t->layer) ^ slot_hash(slot, key));
-    float *w = t->weights + r * t->dim;
-    for (int d = 0; d < t->dim; d++) w[d] = hps_rng_range(&rng, -INIT_BOUND, INIT_BOUND);
-    memset(t->accum + r * t->dim, 0, (size_t)t->dim * sizeof *t->accum);
+    if (t->dtype != HPS_ROW_FP32) {
+        for (int d = 0; d < t->dim; d++)
+            t->half[r * t->dim + d] = hps_row_round(hps_rng_range(&rng, -INIT_BOUND, INIT_BOUND), t->dtype);
+        memset(t->acc_rows + r * t->acc_dim, 0, (size_t)t->acc_dim * sizeof *t->acc_rows);
+    } else {
+        float *w = t->weights + r * t->dim;
+        for (int d = 0; d < t->dim; d++) w[d] = hps_rng_range(&rng, -INIT_BOUND, INIT_BOUND);
+        memset(t->accum + r * t->acc_dim, 0, (size_t)t->acc_dim * sizeof *t->accum);
+    }
     t->key[r] = key;
     t->slot[r] = slot;
 }
@@ -203,6 +391,29 @@ static int64_t evict(hps_table *t, uint64_t step)
         return r;
     }
     return -1;
+}
+
+/* Counts a lookup of a key without a row: 1 when this one admits it (its
+ * admit_after-th since it became a candidate), else 0.  A key that finds
+ * its bucket full takes the way of the least-counted candidate, which
+ * starts over when it comes back: counts are never over, only under. */
+static int admit(hps_table *t, int slot, uint64_t key)
+{
+    if (t->admit_after <= 1) return 1;
+    if (!t->cand) t->cand = hps_calloc((size_t)(ADMIT_BUCKETS * ADMIT_WAYS), sizeof *t->cand);
+    /* the high bits: the row hash takes the low ones */
+    admit_entry *b = t->cand + (int64_t)(slot_hash(slot, key) >> 40 & (uint64_t)(ADMIT_BUCKETS - 1)) * ADMIT_WAYS;
+    admit_entry *low = b;
+    for (int i = 0; i < ADMIT_WAYS; i++) {
+        if (b[i].count && b[i].key == key && b[i].slot == slot) {
+            if (++b[i].count < (uint32_t)t->admit_after) return 0;
+            b[i] = (admit_entry){0, 0, 0};
+            return 1;
+        }
+        if (b[i].count < low->count) low = &b[i];
+    }
+    *low = (admit_entry){key, slot, 1};
+    return 0;
 }
 
 static int64_t new_row(hps_table *t, uint64_t step, hps_error *err)
@@ -228,6 +439,9 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
         grow(t);
     }
     int64_t at, r = find(t, slot, key, &at);
+    t->lookups++;
+    if (r < 0 && !admit(t, slot, key)) return hps_table_zero_row(t); /* its gradient is dropped */
+    t->admitted++;
     if (r < 0) {
         r = new_row(t, step, err);
         if (r < 0) return -1;
@@ -237,7 +451,14 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
     }
     t->last_step[r] = step;
     t->ref[r] = 1;
-    return r;
+    t->last_day[r] = t->day;
+    return hps_table_stage(t, r);
+}
+
+void hps_table_reserve(hps_table *t, int64_t n)
+{
+    if (t->cap_rows == 0 && t->max_rows > 0) grow(t);
+    while (t->cap_rows > 0 && t->cap_rows < t->max_rows && t->cap_rows - t->rows < n) grow(t);
 }
 
 void hps_table_prefetch(const hps_table *t, int slot, uint64_t key)
@@ -254,7 +475,8 @@ int64_t hps_table_find(const hps_table *t, int slot, uint64_t key)
 int64_t hps_table_zero_row(hps_table *t)
 {
     if (t->cap_rows == 0 && t->max_rows > 0) grow(t);
-    return t->cap_rows ? t->cap_rows : -1;
+    if (!t->cap_rows) return -1;
+    return t->dtype == HPS_ROW_FP32 ? t->cap_rows : 0; /* compact: copy 0 */
 }
 
 float *hps_table_weights(hps_table *t) { return t->weights; }
@@ -263,7 +485,55 @@ int64_t hps_table_rows(const hps_table *t) { return t->rows; }
 int64_t hps_table_max_rows(const hps_table *t) { return t->max_rows; }
 int64_t hps_table_evictions(const hps_table *t) { return t->evictions; }
 
-size_t hps_table_bytes(const hps_table *t) { return t->cap_rows ? slab_bytes(t->dim, t->cap_rows) : 0; }
+int64_t hps_table_expired(const hps_table *t) { return t->expired; }
+
+void hps_table_lookups(const hps_table *t, uint64_t *lookups, uint64_t *admitted)
+{
+    *lookups = t->lookups;
+    *admitted = t->admitted;
+}
+
+size_t hps_table_bytes(const hps_table *t)
+{
+    return (t->cap_rows ? slab_bytes(t, t->cap_rows) : 0) + (t->cand ? hps_table_admission_bytes() : 0);
+}
+
+/* ---- days ------------------------------------------------------------------------ */
+
+static void move_row(hps_table *t, int64_t to, int64_t from)
+{
+    size_t d = (size_t)t->dim;
+    t->key[to] = t->key[from], t->slot[to] = t->slot[from], t->last_step[to] = t->last_step[from];
+    t->ref[to] = t->ref[from], t->last_day[to] = t->last_day[from];
+    size_t a = (size_t)t->acc_dim;
+    if (t->dtype != HPS_ROW_FP32) {
+        memmove(t->half + (size_t)to * d, t->half + (size_t)from * d, d * sizeof *t->half);
+        memmove(t->acc_rows + (size_t)to * a, t->acc_rows + (size_t)from * a, a * sizeof *t->acc_rows);
+        return;
+    }
+    memmove(t->weights + (size_t)to * d, t->weights + (size_t)from * d, d * sizeof *t->weights);
+    memmove(t->accum + (size_t)to * a, t->accum + (size_t)from * a, a * sizeof *t->accum);
+}
+
+/* The rows left keep their creation order (exports and checkpoints walk
+ * it); the clock's hand starts over. */
+int64_t hps_table_start_day(hps_table *t, uint64_t day, int expire_after_days)
+{
+    t->day = (uint32_t)day;
+    hps_table_stage_begin(t); /* rows move: no copy of one stays */
+    if (expire_after_days <= 0 || t->rows == 0) return 0;
+    int64_t kept = 0;
+    for (int64_t r = 0; r < t->rows; r++) {
+        if ((uint64_t)t->last_day[r] + (uint64_t)expire_after_days < day) continue;
+        if (kept != r) move_row(t, kept, r);
+        kept++;
+    }
+    int64_t gone = t->rows - kept;
+    if (gone == 0) return 0;
+    t->rows = kept, t->hand = 0, t->expired += gone;
+    HPS_CHECK(rehash(t, t->ht_mask + 1) < 0);
+    return gone;
+}
 
 void hps_table_row_key(const hps_table *t, int64_t row, int *slot, uint64_t *key)
 {
@@ -283,13 +553,47 @@ static uint64_t bytes_left(FILE *f)
     return end > at ? (uint64_t)(end - at) : 0;
 }
 
+/* Layout 1 marks its head's dim with TABLE_LAYOUT << 32 and adds, after the
+ * accumulators, each row's day, then the counters and the admission
+ * candidates; layout 0 (no mark) is what checkpoints before them hold. */
+#define TABLE_LAYOUT INT64_C(1)
+#define ROWWISE_BIT 40 /* set in layout 1's head: one accumulator a row */
+#define DTYPE_BIT 41   /* and 2 bits of the rows' hps_row_dtype */
+
+/* A candidate as a checkpoint holds it: its place in the hash, then it. */
+typedef struct {
+    uint64_t at;
+    admit_entry e;
+} saved_candidate;
+
+/* The candidates: 0 when none were ever counted, else 1 + how many are
+ * held, then each with its place (the hash is mostly empty). */
+static int save_candidates(const hps_table *t, FILE *f)
+{
+    uint64_t held = 0, all = t->cand ? (uint64_t)(ADMIT_BUCKETS * ADMIT_WAYS) : 0;
+    for (uint64_t i = 0; i < all; i++) held += t->cand[i].count != 0;
+    uint64_t n = t->cand ? held + 1 : 0;
+    if (!HPS_FWRITE(f, &n, 1)) return -1;
+    for (uint64_t i = 0; i < all; i++) {
+        saved_candidate c = {i, t->cand[i]};
+        if (t->cand[i].count && !HPS_FWRITE(f, &c, 1)) return -1;
+    }
+    return 0;
+}
+
 int hps_table_save(const hps_table *t, FILE *f)
 {
-    int64_t head[4] = {t->dim, t->rows, t->hand, t->evictions};
+    int64_t head[4] = {t->dim | TABLE_LAYOUT << 32 | (int64_t)hps_table_rowwise(t) << ROWWISE_BIT |
+                           (int64_t)t->dtype << DTYPE_BIT,
+                       t->rows, t->hand, t->evictions};
+    int compact = t->dtype != HPS_ROW_FP32;
+    uint64_t counters[3] = {(uint64_t)t->expired, t->lookups, t->admitted};
     size_t d = (size_t)t->dim, n = (size_t)t->rows;
     return HPS_FWRITE(f, head, 4) && HPS_FWRITE(f, t->key, n) && HPS_FWRITE(f, t->slot, n) &&
                    HPS_FWRITE(f, t->last_step, n) && HPS_FWRITE(f, t->ref, n) &&
-                   HPS_FWRITE(f, t->weights, n * d) && HPS_FWRITE(f, t->accum, n * d)
+                   (compact ? HPS_FWRITE(f, t->half, n * d) && HPS_FWRITE(f, t->acc_rows, n * (size_t)t->acc_dim)
+                            : HPS_FWRITE(f, t->weights, n * d) && HPS_FWRITE(f, t->accum, n * (size_t)t->acc_dim)) &&
+                   HPS_FWRITE(f, t->last_day, n) && HPS_FWRITE(f, counters, 3) && save_candidates(t, f) == 0
                ? 0
                : -1;
 }
@@ -302,11 +606,14 @@ static const char *bad_row(const hps_table *t, int64_t r, const int *slots, int 
     int in_layer = 0;
     for (int j = 0; j < n_slots && !in_layer; j++) in_layer = t->slot[r] == slots[j];
     if (!in_layer) return "a slot the layer does not have";
-    const float *w = t->weights + r * t->dim, *a = t->accum + r * t->dim;
+    const float *a = t->dtype != HPS_ROW_FP32 ? t->acc_rows + r * t->acc_dim : t->accum + r * t->acc_dim;
     for (int d = 0; d < t->dim; d++) {
-        if (!isfinite(w[d])) return "a weight that is not finite";
-        if (!isfinite(a[d]) || a[d] < 0) return "an AdaGrad accumulator that is negative or not finite";
+        float w = t->dtype != HPS_ROW_FP32 ? hps_row_widen(t->half[r * t->dim + d], t->dtype)
+                                           : t->weights[r * t->dim + d];
+        if (!isfinite(w)) return "a weight that is not finite";
     }
+    for (int d = 0; d < t->acc_dim; d++)
+        if (!isfinite(a[d]) || a[d] < 0) return "an AdaGrad accumulator that is negative or not finite";
     return NULL;
 }
 
@@ -339,10 +646,51 @@ static int check_loaded(hps_table *t, const int *slots, int n_slots, const char 
     return 0;
 }
 
+/* Layout 1's days, counters and candidates (hps_table_save). */
+static int load_days(hps_table *t, FILE *f, size_t n, const char *name, hps_error *err)
+{
+    uint64_t tail[4]; /* expired, lookups, admitted, candidates (save_candidates) */
+    const uint64_t all = (uint64_t)(ADMIT_BUCKETS * ADMIT_WAYS);
+    if (!HPS_FREAD(f, t->last_day, n) || !HPS_FREAD(f, tail, 4))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name, t->layer);
+    if (tail[0] > INT64_MAX || tail[2] > tail[1] || tail[3] > all + 1)
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad admission counts", name,
+                        t->layer);
+    t->expired = (int64_t)tail[0], t->lookups = tail[1], t->admitted = tail[2];
+    free(t->cand);
+    t->cand = NULL;
+    if (!tail[3]) return 0;
+    if (tail[3] - 1 > bytes_left(f) / sizeof(saved_candidate))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name, t->layer);
+    t->cand = hps_calloc((size_t)all, sizeof *t->cand);
+    for (uint64_t i = 0; i + 1 < tail[3]; i++) {
+        saved_candidate c;
+        if (!HPS_FREAD(f, &c, 1))
+            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name, t->layer);
+        if (c.at >= all || c.e.count == 0)
+            return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad admission counts", name,
+                            t->layer);
+        t->cand[c.at] = c.e;
+    }
+    return 0;
+}
+
 int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_error *err, const char *name)
 {
     int64_t head[4];
-    if (!HPS_FREAD(f, head, 4) || head[0] != t->dim || head[1] < 0 || head[2] < 0 ||
+    if (!HPS_FREAD(f, head, 4)) head[0] = -1;
+    int64_t layout = head[0] >> 32 & 0xff, rowwise = head[0] >> ROWWISE_BIT & 1, dtype = head[0] >> DTYPE_BIT;
+    head[0] &= 0xffffffff;
+    static const char *const dtypes[] = {"fp32", "fp16", "bf16"};
+    if (head[0] == t->dim && dtype >= HPS_ROW_FP32 && dtype <= HPS_ROW_BF16 && dtype != (int64_t)t->dtype)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: embedding layer %d has %s rows, this run asks for %s (--row-dtype)",
+                        name, t->layer, dtypes[dtype], dtypes[t->dtype]);
+    if (head[0] == t->dim && rowwise != hps_table_rowwise(t))
+        return hps_fail(err, HPS_EXIT_USAGE,
+                        "%s: embedding layer %d was trained with %s AdaGrad, this run asks for %s "
+                        "(--sparse-optimizer)", name, t->layer, rowwise ? "row-wise" : "per-element",
+                        rowwise ? "per-element" : "row-wise");
+    if (layout < 0 || layout > TABLE_LAYOUT || dtype != (int64_t)t->dtype || head[0] != t->dim || head[1] < 0 || head[2] < 0 ||
         head[2] >= (head[1] > 0 ? head[1] : 1) || head[3] < 0)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad table header", name,
                         t->layer);
@@ -352,7 +700,9 @@ int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_err
                         name, t->layer, (long long)head[1]);
     /* the rows a payload claims must be there before the table grows to them */
     uint64_t row_bytes = sizeof *t->key + sizeof *t->slot + sizeof *t->last_step + sizeof *t->ref +
-                         2 * (uint64_t)t->dim * sizeof *t->weights;
+                         (uint64_t)t->dim * (t->dtype != HPS_ROW_FP32 ? sizeof *t->half : sizeof *t->weights) +
+                         (uint64_t)t->acc_dim * sizeof *t->accum +
+                         (layout ? sizeof *t->last_day : 0);
     if ((uint64_t)head[1] > bytes_left(f) / row_bytes)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name,
                         t->layer);
@@ -360,12 +710,18 @@ int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_err
     if (t->cap_rows == 0) grow(t);
     size_t d = (size_t)t->dim, n = (size_t)head[1];
     if (!HPS_FREAD(f, t->key, n) || !HPS_FREAD(f, t->slot, n) || !HPS_FREAD(f, t->last_step, n) ||
-        !HPS_FREAD(f, t->ref, n) || !HPS_FREAD(f, t->weights, n * d) || !HPS_FREAD(f, t->accum, n * d))
+        !HPS_FREAD(f, t->ref, n) || (t->dtype != HPS_ROW_FP32
+             ? !HPS_FREAD(f, t->half, n * d) || !HPS_FREAD(f, t->acc_rows, n * (size_t)t->acc_dim)
+             : !HPS_FREAD(f, t->weights, n * d) || !HPS_FREAD(f, t->accum, n * (size_t)t->acc_dim)))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name,
                         t->layer);
+    if (layout && load_days(t, f, n, name, err)) return -1;
+    if (!layout)
+        for (size_t r = 0; r < n; r++) t->last_day[r] = t->day;
     t->rows = head[1];
     t->hand = head[2];
     t->evictions = head[3];
+    hps_table_stage_begin(t);
     return check_loaded(t, slots, n_slots, name, err);
 }
 
@@ -385,9 +741,22 @@ const hps_sparse_grad *hps_table_grad_sum(hps_sparse_grad *const *grads, int n, 
     return *sum;
 }
 
+/* Keys not admitted read the zero row: their gradients are dropped (zeroed,
+ * AdaGrad then leaves the row at zeros). */
+static void drop_zero_row(hps_table *t, hps_sparse_grad *g)
+{
+    const int64_t zero = hps_table_zero_row(t);
+    for (int64_t i = 0; i < g->n; i++)
+        if (g->rows[i] == zero) memset(g->grad + i * g->D, 0, (size_t)g->D * sizeof *g->grad);
+}
+
 void hps_table_apply(hps_table *t, hps_sparse_grad *const *grads, int n, hps_sparse_grad **sum,
                      float lr, float eps)
 {
+    if (t->admit_after > 1)
+        for (int i = 0; i < n; i++) drop_zero_row(t, grads[i]);
     const hps_sparse_grad *g = hps_table_grad_sum(grads, n, t->dim, sum);
-    sparse_adagrad(t->weights, t->accum, g, lr, eps);
+    if (hps_table_rowwise(t)) sparse_rowwise_adagrad(t->weights, t->accum, g, lr, eps);
+    else sparse_adagrad(t->weights, t->accum, g, lr, eps);
+    if (t->dtype != HPS_ROW_FP32) stage_write_back(t);
 }

@@ -10,6 +10,17 @@
  * default) or takes the row of a cold key (HPS_TABLE_FULL_EVICT: a clock
  * sweep with a reference bit per row; rows touched in the current step are
  * never evicted).
+ *
+ * Admission (hps_table_set_admission): a key gets a row on its Nth lookup.
+ * Until then it is a candidate, counted in a bounded set-associative hash
+ * (16 bytes a candidate, 131072 of them, 2 MiB per table, taken from the
+ * cap); a lookup returns the zero row and the step drops its gradient.  A
+ * candidate whose bucket is full is displaced by a new key (the least-counted
+ * goes) and starts over when it comes back: a key is admitted late, never
+ * before its Nth lookup.
+ *
+ * Days (hps_table_start_day): each row keeps the day that last touched it;
+ * a new day removes the rows untouched for the days given.
  */
 #ifndef HPS_TRAIN_TABLE_H
 #define HPS_TRAIN_TABLE_H
@@ -20,6 +31,8 @@
 #include "kernels/hps_kernels.h"
 
 typedef enum { HPS_TABLE_FULL_ERROR, HPS_TABLE_FULL_EVICT } hps_table_policy;
+/* How a row's weights are stored: the arithmetic is fp32 whatever they are. */
+typedef enum { HPS_ROW_FP32, HPS_ROW_FP16, HPS_ROW_BF16 } hps_row_dtype;
 
 typedef struct hps_table hps_table;
 
@@ -29,10 +42,44 @@ hps_table *hps_table_create(int layer, int dim, size_t max_bytes, hps_table_poli
                             uint64_t seed);
 void hps_table_free(hps_table *t);
 
-/* Bytes one row costs against the cap. */
-size_t hps_table_row_bytes(int dim);
+/* Bytes one row costs against the cap (rowwise: one accumulator, not dim);
+ * the admission counts' bytes. */
+size_t hps_table_row_bytes(int dim, int rowwise, hps_row_dtype dtype);
+size_t hps_table_admission_bytes(void);
 
-/* Row of (slot, key), creating it; -1 with err when the table is full.
+/* Row-wise AdaGrad (one accumulator a row: the mean of the squared
+ * gradient over the row, as FBGEMM's rowwise adagrad), before the first row. */
+void hps_table_set_rowwise(hps_table *t);
+int hps_table_rowwise(const hps_table *t);
+/* Compact rows (before the first row): the rows are stored as fp16 or bf16,
+ * rounded to nearest even; each load works on fp32 copies of its rows
+ * (hps_table_stage_begin, then every row a lookup or hps_table_stage gives
+ * is a copy's index into hps_table_weights/accum), which hps_table_apply
+ * updates and writes back.  With fp32 rows (the default) a row is its own
+ * copy and both calls do nothing. */
+void hps_table_set_dtype(hps_table *t, hps_row_dtype dtype);
+void hps_table_stage_begin(hps_table *t);
+int64_t hps_table_stage(hps_table *t, int64_t row);
+/* Row `row`'s weights as fp32 (exports). */
+void hps_table_row_values(const hps_table *t, int64_t row, float *out);
+/* The rounding to and from the compact types (round trips are exact for
+ * values the type holds). */
+uint16_t hps_row_round(float x, hps_row_dtype dtype);
+float hps_row_widen(uint16_t v, hps_row_dtype dtype);
+/* admit_after <= 1: every key gets a row at once (the default). */
+void hps_table_set_admission(hps_table *t, int admit_after);
+/* Day day begins (1 for a new table; a loaded one is the caller's to set):
+ * lookups stamp rows with it, and with
+ * expire_after_days > 0 the rows last touched before day - expire_after_days
+ * are removed.  Returns how many. */
+int64_t hps_table_start_day(hps_table *t, uint64_t day, int expire_after_days);
+/* Makes room for n new rows before a batch's lookups, so that the table
+ * does not grow during them (the zero row a key not admitted reads stays
+ * where it is). */
+void hps_table_reserve(hps_table *t, int64_t n);
+
+/* Row of (slot, key), creating it (the zero row, hps_table_zero_row, while
+ * the key is not admitted); -1 with err when the table is full.
  * step stamps the row as in use (never evicted during that step).  The slab
  * may move: fetch hps_table_weights() after the last lookup of a batch. */
 int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hps_error *err);
@@ -45,10 +92,13 @@ int64_t hps_table_find(const hps_table *t, int slot, uint64_t key);
 int64_t hps_table_zero_row(hps_table *t);
 
 float *hps_table_weights(hps_table *t);
-float *hps_table_accum(hps_table *t);
+float *hps_table_accum(hps_table *t);           /* rows x dim, or rows x 1 row-wise */
 int64_t hps_table_rows(const hps_table *t);      /* rows in use */
 int64_t hps_table_max_rows(const hps_table *t);  /* under the cap (INT64_MAX: none) */
 int64_t hps_table_evictions(const hps_table *t);
+int64_t hps_table_expired(const hps_table *t);   /* rows removed by hps_table_start_day */
+/* Training lookups so far, and those that found (or made) a row. */
+void hps_table_lookups(const hps_table *t, uint64_t *lookups, uint64_t *admitted);
 size_t hps_table_bytes(const hps_table *t);      /* allocated now */
 
 /* Row i (0 <= i < hps_table_rows) of the table in creation order: its slot
@@ -61,12 +111,13 @@ void hps_table_row_key(const hps_table *t, int64_t row, int *slot, uint64_t *key
 const hps_sparse_grad *hps_table_grad_sum(hps_sparse_grad *const *grads, int n, int dim,
                                           hps_sparse_grad **sum);
 /* One step's update of the rows: the sum of n sparse gradients (as above)
- * applied with AdaGrad.  One process and a parameter server both update
+ * applied with AdaGrad (per element or row-wise).  One process and a parameter server both update
  * their rows here. */
 void hps_table_apply(hps_table *t, hps_sparse_grad *const *grads, int n, hps_sparse_grad **sum,
                      float lr, float eps);
 
-/* Checkpoints: the whole table (keys, rows, accumulators, clock state).
+/* Checkpoints: the whole table (keys, rows, accumulators, clock state,
+ * days, admission counts).
  * A loaded table is refused (an error naming name, the layer and the row;
  * the table left empty) unless every row is well-formed: its slot one of
  * the layer's n_slots slots, no (slot, key) twice, its values finite. */

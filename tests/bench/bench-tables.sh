@@ -3,7 +3,8 @@
 # protocol (issue 32): BENCH_DAYS synthetic days with drift (hps-shard synth
 # --days), trained day after day (hps-train --continue-from), each day
 # evaluated on the next day's data.  Per configuration and day: the table
-# rows, their MiB, the bytes of the day's delta export, and the next-day
+# rows, their MiB, the smallest table's admitted share of the day's lookups,
+# the rows removed so far (evicted or expired), the bytes of the day's delta export, and the next-day
 # logloss and AUC; then base + the deltas (hps-train export-apply) compared
 # byte for byte with the last day's full export.
 #
@@ -66,11 +67,15 @@ import json, os, sys
 s = [json.loads(l) for l in open(sys.argv[1]) if '"summary"' in l][-1]
 rows = sum(t["rows"] for t in s["tables"])
 mib = sum(t["mib"] for t in s["tables"])
+gone = sum(t["evictions"] + t["expired"] for t in s["tables"])
+ep = [r for r in map(json.loads, open(sys.argv[1])) if r["event"] == "epoch"]
+shares = [t["admitted_share"] for t in ep[-1]["tables"]] if ep and "tables" in ep[-1] else []
+share = min(shares) if shares and None not in shares else 1.0
 delta = os.path.getsize(sys.argv[4]) / 2**20 if os.path.exists(sys.argv[4]) else float("nan")
 full = os.path.getsize(sys.argv[5]) / 2**20
 e = s["eval"]
-print("%-6s %4s %10d %10.1f %10.1f %10.2f %8.4f %7.4f" % (sys.argv[2], sys.argv[3], rows, mib, full, delta,
-                                                    e["logloss"], e["auc"]))
+print("%-6s %4s %10d %10.1f %8.3f %8d %10.1f %10.2f %8.4f %7.4f" % (sys.argv[2], sys.argv[3], rows, mib, share,
+                                                    gone, full, delta, e["logloss"], e["auc"]))
 PY
         d=$((d + 1))
     done
@@ -89,12 +94,12 @@ PY
 : > "$work/table"
 : > "$work/chain"
 config a                      # today's tables: unbounded, fp32 rows, per-element AdaGrad
-# config b --admit 2 --expire-days 7                             # (b) admission + expiry
-# config c --admit 2 --expire-days 7 --row-dtype fp16 --row-adagrad  # (c) (b) + compact rows
+config b --admit-after 2 --expire-after-days 7                     # (b) admission + expiry
+config c --admit-after 2 --expire-after-days 7 --row-dtype fp16 --sparse-optimizer rowwise-adagrad # (c) (b) + compact rows
 
 printf "\n%d days of %d rows, drift %s a day; logloss and AUC: on the next day's rows\n\n" "$days" "$rows" "$drift"
-printf "%-6s %4s %10s %10s %10s %10s %8s %7s\n" config day rows "table MiB" "export MiB" "delta MiB" \
-    logloss AUC
+printf "%-6s %4s %10s %10s %8s %8s %10s %10s %8s %7s\n" config day rows "table MiB" admitted removed \
+    "export MiB" "delta MiB" logloss AUC
 cat "$work/table"
 echo
 cat "$work/chain"

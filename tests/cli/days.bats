@@ -24,21 +24,6 @@ teardown() {
 # the distinct values of Criteo column N (15: the first categorical) of a day
 values() { cut -f "$2" "$DAYS/day-0$1" | grep -v '^$' | sort -u; }
 
-# keys of an export: every *.keys tensor's, one a line
-export_keys() {
-    python3 - "$1" <<'PY'
-import json, struct, sys
-b = open(sys.argv[1], "rb").read()
-n = struct.unpack_from("<Q", b)[0]
-h = json.loads(b[8:8 + n])
-for k, v in sorted(h.items()):
-    if k.endswith(".keys"):
-        s, e = v["data_offsets"]
-        for (key,) in struct.iter_unpack("<q", b[8 + n + s:8 + n + e]):
-            print(k, key)
-PY
-}
-
 @test "days: synth --days writes one file a day, the same for the same seed" {
     "$HPS_BIN/hps-shard" synth 20000 --days 3 --drift 0.2 --seed 5 --scale 0.001 -o "$TMP/again" 2>/dev/null
     for d in 1 2 3; do cmp "$DAYS/day-0$d" "$TMP/again/day-0$d"; done

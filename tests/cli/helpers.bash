@@ -42,3 +42,19 @@ except ValueError:
     d = json.loads(text.strip().splitlines()[-1])
 print($2)" "$1"
 }
+
+# The keys of a safetensors export: every *.keys tensor's, one "tensor key" a line.
+export_keys() {
+    python3 - "$1" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack_from("<Q", b)[0]
+h = json.loads(b[8:8 + n])
+for k, v in sorted(h.items()):
+    if k.endswith(".keys"):
+        s, e = v["data_offsets"]
+        for (key,) in struct.iter_unpack("<q", b[8 + n + s:8 + n + e]):
+            print(k, key)
+PY
+}
+

@@ -10,7 +10,9 @@
  * (testdata's libsvm-logreg); once loaded, every row is looked up, and one
  * step trains on it; then the same into a trainer whose tables hold just
  * the rows loaded and evict, so that the step's new keys evict loaded rows.
- * tests/fuzz/make-seeds.sh writes seeds of both. */
+ * A checkpoint of row-wise AdaGrad tables of fp16 rows (which the default
+ * tables refuse) goes the same ways into such tables, which also admit keys
+ * on their second lookup.  tests/fuzz/make-seeds.sh writes seeds of each. */
 #include <zstd.h>
 
 #include "core/hps_io.h"
@@ -62,12 +64,16 @@ static int64_t drive(hps_trainer *t, const hps_model *m)
     return rows;
 }
 
-static int64_t load(const hps_model *m, const plan_file *plan, const char *path, size_t max_table_bytes)
+static int64_t load(const hps_model *m, const plan_file *plan, const char *path, size_t max_table_bytes,
+                    int rowwise)
 {
     hps_error err;
     hps_train_opts o = hps_train_opts_default();
     o.threads = 1;
     o.max_table_bytes = max_table_bytes;
+    o.rowwise_adagrad = rowwise;
+    o.admit_after = rowwise ? 2 : 1;
+    o.row_dtype = rowwise ? HPS_ROW_FP16 : HPS_ROW_FP32;
     o.table_policy = HPS_TABLE_FULL_EVICT;
     hps_trainer *t = hps_trainer_create(m, plan, &o, &err);
     HPS_CHECK(t);
@@ -87,7 +93,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     const char *path = size >= 8 && memcmp(data, "HPSCKPT2", 8) == 0 ? fuzz_path(data, size)
                                                                        : wrap_payload(data, size);
-    int64_t rows = load(m, &plan, path, 0);
-    if (rows > 0) load(m, &plan, path, (size_t)rows * hps_table_row_bytes(m->layers[0].dim) + 1);
+    for (int rowwise = 0; rowwise < 2; rowwise++) {
+        int64_t rows = load(m, &plan, path, 0, rowwise);
+        if (rows > 0)
+            load(m, &plan, path,
+                 (size_t)rows * hps_table_row_bytes(m->layers[0].dim, rowwise, rowwise ? HPS_ROW_FP16 : HPS_ROW_FP32) + 1 +
+                     (rowwise ? hps_table_admission_bytes() : 0),
+                 rowwise);
+    }
     return 0;
 }

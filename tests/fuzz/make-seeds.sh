@@ -27,6 +27,9 @@ tail -n 40 "$root/testdata/data/libsvm-multiclass.svm" > "$tmp/l2.svm"
 "$bin/hps-train" --model "$root/testdata/models/libsvm-logreg.json" --data "$tmp/l2" --threads 1 -q \
     --continue-from "$tmp/ck1" --export "$tmp/d2.safetensors" --delta "$tmp/d2.delta" \
     --delta-since "$tmp/d1.safetensors"
+# row-wise AdaGrad tables of fp16 rows with admission counts (and each row's day)
+"$bin/hps-train" --model "$root/testdata/models/libsvm-logreg.json" --data "$tmp/l" --threads 1 -q \
+    --checkpoint "$tmp/ck-rowwise" --admit-after 2 --sparse-optimizer rowwise-adagrad --row-dtype fp16
 mkdir -p "$seeds/shard" "$seeds/manifest" "$seeds/ckpt" "$seeds/safetensors" "$seeds/delta"
 cp "$tmp/c/shard-00000.hps" "$seeds/shard/criteo.hps"
 cp "$tmp/l/shard-00000.hps" "$seeds/shard/libsvm-multiclass.hps"
@@ -44,6 +47,7 @@ open(sys.argv[3], "wb").write(struct.pack("<I", len(base)) + base + delta)
 PY
 # a checkpoint's payload: its zstd frame after the 64-byte header
 tail -c +65 "$seeds/ckpt/libsvm-logreg.hpsckpt" | zstd -dq > "$seeds/ckpt/libsvm-logreg.payload"
+tail -c +65 "$tmp/ck-rowwise"/ckpt-*.hpsckpt | zstd -dq > "$seeds/ckpt/libsvm-logreg-rowwise.payload"
 # each shard's first two blocks: flags (weighted, multiclass, version 2),
 # n_dense, n_slots, classes, rows (u16), 0, 0, then the payload
 for f in "$seeds"/shard/*.hps; do

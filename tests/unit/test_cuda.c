@@ -329,6 +329,13 @@ static void check_embedding_backward(hps_sparse_grad *g_cpu, hps_sparse_grad *g_
     gpu->sparse_adagrad(d_table, d_accum, g_gpu, 0.05f, 1e-8f);
     expect_gpu(table, d_table, R * D, "adagrad table");
     expect_gpu(accum, d_accum, R * D, "adagrad accum");
+    /* row-wise: one accumulator a row (the first R floats of accum) */
+    gpu->upload(d_table, table, (size_t)(R * D * 4));
+    gpu->upload(d_accum, accum, (size_t)(R * 4));
+    cpu->sparse_rowwise_adagrad(table, accum, g_cpu, 0.05f, 1e-8f);
+    gpu->sparse_rowwise_adagrad(d_table, d_accum, g_gpu, 0.05f, 1e-8f);
+    expect_gpu(table, d_table, R * D, "rowwise adagrad table");
+    expect_gpu(accum, d_accum, R, "rowwise adagrad accum");
 
     free(want), free(got), free(gpu_rows), free(dout), free(table), free(accum);
     gpu->release(d_dout), gpu->release(d_table), gpu->release(d_accum);

@@ -7,6 +7,7 @@
 #include <zstd.h>
 
 #include "core/hps_io.h"
+#include "core/hps_rng.h"
 #include "hps_test.h"
 #include "plan/hps_plan_file.h"
 #include "train/train_internal.h"
@@ -78,7 +79,7 @@ static void test_table_cap_error_and_eviction(void **state)
 {
     (void)state;
     hps_error err = {0};
-    size_t cap = 200 * hps_table_row_bytes(8);
+    size_t cap = 200 * hps_table_row_bytes(8, 0, HPS_ROW_FP32);
     hps_table *t = hps_table_create(3, 8, cap, HPS_TABLE_FULL_ERROR, 1);
     int64_t n = hps_table_max_rows(t);
     assert_true(n > 60 && n <= 200);
@@ -926,6 +927,276 @@ static void test_probe_reads_new_batches(void **state)
     hps_model_free(m);
 }
 
+
+/* ---- admission and expiry (issue 32) ---------------------------------------------- */
+
+/* A key gets a row on its Nth lookup, never before; until then it reads the
+ * zero row, and a step's gradient on the zero row leaves it at zeros. */
+static void test_table_admits_after_n_lookups(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_table *t = hps_table_create(0, 4, 0, HPS_TABLE_FULL_ERROR, 7);
+    hps_table_set_admission(t, 3);
+    int64_t zero = hps_table_zero_row(t);
+    assert_int_equal(hps_table_lookup(t, 0, 11, 1, &err), zero); /* 11: 1st */
+    assert_int_equal(hps_table_lookup(t, 0, 22, 1, &err), zero); /* 22: 1st */
+    assert_int_equal(hps_table_lookup(t, 0, 11, 1, &err), zero); /* 11: 2nd */
+    assert_int_equal(hps_table_lookup(t, 1, 11, 1, &err), zero); /* another slot: its own count */
+    assert_int_equal(hps_table_rows(t), 0);
+    assert_int_equal(hps_table_find(t, 0, 11), -1);
+    /* the zero row's gradient is dropped */
+    int64_t rows[] = {zero};
+    float grad[] = {1, 2, 3, 4};
+    hps_sparse_grad g = {.n = 1, .cap = 1, .D = 4, .rows = rows, .grad = grad}, *parts[] = {&g}, *sum = NULL;
+    hps_table_apply(t, parts, 1, &sum, 0.1f, 1e-8f);
+    for (int d = 0; d < 4; d++) assert_true(hps_table_weights(t)[zero * 4 + d] == 0.0f);
+    int64_t r = hps_table_lookup(t, 0, 11, 2, &err); /* 11: 3rd: admitted */
+    assert_true(r >= 0 && r != zero);
+    assert_int_equal(hps_table_rows(t), 1);
+    assert_int_equal(hps_table_lookup(t, 0, 11, 2, &err), r);
+    /* the admitted row starts from the key's own initial values */
+    hps_table *plain = hps_table_create(0, 4, 0, HPS_TABLE_FULL_ERROR, 7);
+    int64_t p = hps_table_lookup(plain, 0, 11, 1, &err);
+    assert_memory_equal(hps_table_weights(t) + r * 4, hps_table_weights(plain) + p * 4, 4 * sizeof(float));
+    uint64_t lookups, admitted;
+    hps_table_lookups(t, &lookups, &admitted);
+    assert_int_equal(lookups, 6);
+    assert_int_equal(admitted, 2);
+    /* many keys seen twice: none gets a row (a full bucket loses counts, never adds) */
+    for (int pass = 0; pass < 2; pass++)
+        for (uint64_t k = 1000; k < 300000; k++) assert_int_equal(hps_table_lookup(t, 2, k, 3, &err), hps_table_zero_row(t));
+    assert_int_equal(hps_table_rows(t), 1);
+    /* the counts come out of the cap */
+    hps_table *capped = hps_table_create(0, 4, 4u << 20, HPS_TABLE_FULL_ERROR, 7);
+    int64_t all = hps_table_max_rows(capped);
+    hps_table_set_admission(capped, 2);
+    assert_true(hps_table_max_rows(capped) < all);
+    hps_sparse_grad_free(sum);
+    hps_table_free(capped);
+    hps_table_free(plain);
+    hps_table_free(t);
+}
+
+/* A new day removes the rows untouched for D days; an expired key that
+ * comes back is a new row (its initial values, not its trained ones). */
+static void test_table_expiry_by_days(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_table *t = hps_table_create(0, 2, 0, HPS_TABLE_FULL_ERROR, 7);
+    int64_t a = hps_table_lookup(t, 0, 1, 1, &err), b = hps_table_lookup(t, 0, 2, 1, &err);
+    float init_b[2];
+    memcpy(init_b, hps_table_weights(t) + b * 2, sizeof init_b);
+    hps_table_weights(t)[b * 2] = 9.0f; /* trained */
+    assert_int_equal(hps_table_start_day(t, 2, 1), 0); /* day 1's rows are one day old */
+    hps_table_lookup(t, 0, 1, 2, &err);                 /* day 2 touches key 1 only */
+    assert_int_equal(hps_table_start_day(t, 3, 1), 1);   /* key 2: untouched on day 2 */
+    assert_int_equal(hps_table_rows(t), 1);
+    assert_int_equal(hps_table_expired(t), 1);
+    assert_int_equal(hps_table_find(t, 0, 1), a);
+    assert_int_equal(hps_table_find(t, 0, 2), -1);
+    int64_t again = hps_table_lookup(t, 0, 2, 3, &err);
+    assert_int_equal(hps_table_rows(t), 2);
+    assert_memory_equal(hps_table_weights(t) + again * 2, init_b, sizeof init_b);
+    /* no expiry: days only stamp */
+    assert_int_equal(hps_table_start_day(t, 30, 0), 0);
+    assert_int_equal(hps_table_rows(t), 2);
+    hps_table_free(t);
+}
+
+/* Days and admission counts go through a checkpoint: the loaded table
+ * expires and admits as the saved one would. */
+static void test_table_save_load_days_and_counts(void **state)
+{
+    (void)state;
+    hps_error err;
+    hps_table *a = hps_table_create(0, 2, 0, HPS_TABLE_FULL_ERROR, 7);
+    hps_table_set_admission(a, 2);
+    for (uint64_t k = 0; k < 50; k++) hps_table_lookup(a, 0, k, 1, &err); /* candidates */
+    for (uint64_t k = 0; k < 20; k++) hps_table_lookup(a, 0, k, 1, &err); /* 0..19 admitted */
+    hps_table_start_day(a, 2, 0);
+    for (uint64_t k = 0; k < 5; k++) hps_table_lookup(a, 0, k, 2, &err);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(hps_table_save(a, f), 0);
+    fclose(f);
+    hps_table *b = hps_table_create(0, 2, 0, HPS_TABLE_FULL_ERROR, 7);
+    hps_table_set_admission(b, 2);
+    f = fmemopen(buf, len, "rb");
+    assert_int_equal(hps_table_load(b, f, (const int[]){0}, 1, &err, "mem"), 0);
+    fclose(f);
+    assert_int_equal(hps_table_rows(b), 20);
+    hps_table_start_day(b, 2, 0); /* the day is the checkpoint's, as the trainer sets it */
+    uint64_t la, aa, lb, ab;
+    hps_table_lookups(a, &la, &aa);
+    hps_table_lookups(b, &lb, &ab);
+    assert_int_equal(la, lb);
+    assert_int_equal(aa, ab);
+    /* key 30 was seen once: its next lookup admits it in both */
+    assert_int_equal(hps_table_lookup(b, 0, 30, 3, &err), hps_table_lookup(a, 0, 30, 3, &err));
+    assert_int_equal(hps_table_start_day(a, 3, 1), 15); /* 5..19: last touched on day 1 */
+    assert_int_equal(hps_table_start_day(b, 3, 1), 15);
+    free(buf);
+    hps_table_free(a);
+    hps_table_free(b);
+}
+
+/* Row-wise AdaGrad against a double-precision reference of FBGEMM's rule:
+ * a += mean(g^2); w -= lr * g / (sqrt(a) + eps), over two steps (the second
+ * reads the first's accumulator), through the table's update. */
+static void test_table_rowwise_adagrad_matches_reference(void **state)
+{
+    (void)state;
+    hps_error err;
+    enum { D = 5 };
+    hps_table *t = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3);
+    hps_table_set_rowwise(t);
+    int64_t r0 = hps_table_lookup(t, 0, 1, 1, &err), r1 = hps_table_lookup(t, 0, 2, 1, &err);
+    double w[2][D], a[2] = {0, 0};
+    for (int r = 0; r < 2; r++)
+        for (int d = 0; d < D; d++) w[r][d] = hps_table_weights(t)[(r ? r1 : r0) * D + d];
+    const float lr = 0.05f, eps = 1e-8f;
+    hps_sparse_grad *sum = NULL;
+    for (int step = 0; step < 2; step++) {
+        int64_t rows[] = {r1, r0};
+        float grad[2 * D];
+        for (int i = 0; i < 2 * D; i++) grad[i] = (float)((i * 7 + step * 3) % 11) / 10.0f - 0.4f;
+        hps_sparse_grad g = {.n = 2, .cap = 2, .D = D, .rows = rows, .grad = grad}, *parts[] = {&g};
+        hps_table_apply(t, parts, 1, &sum, lr, eps);
+        for (int i = 0; i < 2; i++) {
+            int r = rows[i] == r0 ? 0 : 1;
+            double sq = 0;
+            for (int d = 0; d < D; d++) sq += (double)grad[i * D + d] * grad[i * D + d];
+            a[r] += sq / D;
+            for (int d = 0; d < D; d++) w[r][d] -= lr * grad[i * D + d] / (sqrt(a[r]) + eps);
+        }
+    }
+    for (int r = 0; r < 2; r++) {
+        int64_t row = r ? r1 : r0;
+        assert_float_equal(hps_table_accum(t)[row], a[r], 1e-6);
+        for (int d = 0; d < D; d++) assert_float_equal(hps_table_weights(t)[row * D + d], w[r][d], 1e-6);
+    }
+    /* the accumulator is one float a row: the bytes a row says so */
+    assert_int_equal(hps_table_row_bytes(D, 0, HPS_ROW_FP32) - hps_table_row_bytes(D, 1, HPS_ROW_FP32), (D - 1) * sizeof(float));
+    /* a checkpoint of one kind does not load into a table of the other */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_int_equal(hps_table_save(t, f), 0);
+    fclose(f);
+    hps_table *plain = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3), *same = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3);
+    hps_table_set_rowwise(same);
+    f = fmemopen(buf, len, "rb");
+    assert_int_equal(hps_table_load(plain, f, (const int[]){0}, 1, &err, "mem"), -1);
+    fclose(f);
+    assert_non_null(strstr(err.msg, "mem: embedding layer 0 was trained with row-wise AdaGrad, this run asks for per-element"));
+    f = fmemopen(buf, len, "rb");
+    assert_int_equal(hps_table_load(same, f, (const int[]){0}, 1, &err, "mem"), 0);
+    fclose(f);
+    assert_memory_equal(hps_table_accum(same), hps_table_accum(t), 2 * sizeof(float));
+    assert_memory_equal(hps_table_weights(same), hps_table_weights(t), 2 * D * sizeof(float));
+    free(buf);
+    hps_sparse_grad_free(sum);
+    hps_table_free(plain);
+    hps_table_free(same);
+    hps_table_free(t);
+}
+
+/* fp16 and bf16 rows: what the type holds round-trips exactly; other
+ * values go to the nearest, ties to the even one. */
+static void test_row_dtypes_round_trip(void **state)
+{
+    (void)state;
+    const hps_row_dtype types[] = {HPS_ROW_FP16, HPS_ROW_BF16};
+    const int mant[] = {10, 7}; /* stored mantissa bits */
+    for (int k = 0; k < 2; k++) {
+        hps_row_dtype ty = types[k];
+        float ulp = ldexpf(1, -mant[k]); /* at 1 */
+        const float held[] = {0.0f, -0.0f, 1.0f, -2.5f, 0.046875f, 1.0f + ulp, 255.0f};
+        for (size_t i = 0; i < sizeof held / sizeof *held; i++)
+            assert_true(hps_row_widen(hps_row_round(held[i], ty), ty) == held[i]);
+        /* each 16-bit pattern of a finite value comes back as itself */
+        for (uint32_t v = 0; v < 0x10000; v++) {
+            float x = hps_row_widen((uint16_t)v, ty);
+            if (isfinite(x)) assert_int_equal(hps_row_round(x, ty), v);
+        }
+        /* ties: 1 + ulp/2 goes down to 1 (even), 1 + 3 ulp/2 up to 1 + 2 ulp */
+        assert_true(hps_row_widen(hps_row_round(1.0f + ulp / 2, ty), ty) == 1.0f);
+        assert_true(hps_row_widen(hps_row_round(1.0f + 3 * ulp / 2, ty), ty) == 1.0f + 2 * ulp);
+        /* otherwise the nearest: within half an ulp */
+        hps_rng rng;
+        hps_rng_seed(&rng, 5);
+        for (int i = 0; i < 10000; i++) {
+            float x = hps_rng_range(&rng, -0.5f, 0.5f), y = hps_row_widen(hps_row_round(x, ty), ty);
+            int e;
+            frexpf(x, &e);
+            assert_true(fabsf(y - x) <= ldexpf(1, e - 1 - mant[k] - 1));
+        }
+    }
+}
+
+/* A table of fp16 rows: each load works on fp32 copies, the update is the
+ * fp32 one rounded into the row, and a checkpoint keeps the rows' type. */
+static void test_table_fp16_rows(void **state)
+{
+    (void)state;
+    hps_error err;
+    enum { D = 4 };
+    hps_table *h = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3), *f = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3);
+    hps_table_set_dtype(h, HPS_ROW_FP16);
+    assert_int_equal(hps_table_row_bytes(16, 1, HPS_ROW_FP16), hps_table_row_bytes(16, 1, HPS_ROW_FP32) - 16 * 2);
+    hps_table_stage_begin(h);
+    int64_t a = hps_table_lookup(h, 0, 7, 1, &err), b = hps_table_lookup(h, 0, 8, 1, &err);
+    int64_t fa = hps_table_lookup(f, 0, 7, 1, &err), fb = hps_table_lookup(f, 0, 8, 1, &err);
+    assert_int_not_equal(a, hps_table_zero_row(h));
+    assert_int_equal(hps_table_lookup(h, 0, 7, 1, &err), a); /* one copy a row per load */
+    for (int d = 0; d < D; d++) { /* the copies: the initial values, rounded */
+        assert_true(hps_table_weights(h)[a * D + d] ==
+                    hps_row_widen(hps_row_round(hps_table_weights(f)[fa * D + d], HPS_ROW_FP16), HPS_ROW_FP16));
+        assert_true(hps_table_weights(h)[hps_table_zero_row(h) * D + d] == 0.0f);
+    }
+    float want[D];
+    for (int d = 0; d < D; d++) want[d] = hps_table_weights(h)[b * D + d];
+    int64_t rows[] = {b};
+    float grad[D] = {0.5f, -0.25f, 1, 2};
+    hps_sparse_grad g = {.n = 1, .cap = 1, .D = D, .rows = rows, .grad = grad}, *parts[] = {&g}, *sum = NULL;
+    hps_table_apply(h, parts, 1, &sum, 0.01f, 1e-8f);
+    for (int d = 0; d < D; d++) want[d] -= 0.01f * grad[d] / (sqrtf(grad[d] * grad[d]) + 1e-8f);
+    float got[D];
+    hps_table_row_values(h, 1, got); /* key 8: the second row */
+    for (int d = 0; d < D; d++) assert_true(got[d] == hps_row_widen(hps_row_round(want[d], HPS_ROW_FP16), HPS_ROW_FP16));
+    /* a new load reads the rounded row */
+    hps_table_stage_begin(h);
+    int64_t again = hps_table_lookup(h, 0, 8, 2, &err);
+    assert_memory_equal(hps_table_weights(h) + again * D, got, sizeof got);
+    /* checkpoints: the same rows back; a table of another type refuses them */
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    assert_int_equal(hps_table_save(h, m), 0);
+    fclose(m);
+    hps_table *back = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3);
+    hps_table_set_dtype(back, HPS_ROW_FP16);
+    m = fmemopen(buf, len, "rb");
+    assert_int_equal(hps_table_load(back, m, (const int[]){0}, 1, &err, "mem"), 0);
+    fclose(m);
+    float v[D];
+    hps_table_row_values(back, 1, v);
+    assert_memory_equal(v, got, sizeof got);
+    m = fmemopen(buf, len, "rb");
+    assert_int_equal(hps_table_load(f, m, (const int[]){0}, 1, &err, "mem"), -1);
+    fclose(m);
+    assert_non_null(strstr(err.msg, "mem: embedding layer 0 has fp16 rows, this run asks for fp32 (--row-dtype)"));
+    (void)fb;
+    free(buf);
+    hps_sparse_grad_free(sum);
+    hps_table_free(back);
+    hps_table_free(h);
+    hps_table_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -949,6 +1220,12 @@ int main(void)
         cmocka_unit_test(test_probe_reads_new_batches),
         cmocka_unit_test(test_device_rows_match_host_tables),
         cmocka_unit_test(test_cache_resumes_warm),
+        cmocka_unit_test(test_table_admits_after_n_lookups),
+        cmocka_unit_test(test_table_expiry_by_days),
+        cmocka_unit_test(test_table_save_load_days_and_counts),
+        cmocka_unit_test(test_table_rowwise_adagrad_matches_reference),
+        cmocka_unit_test(test_row_dtypes_round_trip),
+        cmocka_unit_test(test_table_fp16_rows),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);
 }

@@ -1,0 +1,189 @@
+#!/usr/bin/env bats
+# Tables that live for months (hps-train(1), TABLES): admission, expiry,
+# their state in checkpoints, on synthetic days with drift.
+
+load helpers
+load dist_helpers
+
+setup_file() {
+    export DAYS=$BATS_FILE_TMPDIR/days
+    "$HPS_BIN/hps-shard" synth 20000 --days 3 --drift 0.2 --seed 5 --scale 0.001 -o "$DAYS" 2>/dev/null
+    for d in 1 2 3; do
+        "$HPS_BIN/hps-shard" -q -m "$TESTDATA/models/criteo-small.json" -o "$DAYS/s$d" "$DAYS/day-0$d"
+    done
+}
+
+setup() {
+    TMP=$(mktemp -d)
+    MODEL=$TESTDATA/models/criteo-small.json
+}
+
+teardown() {
+    rm -rf "$TMP"
+}
+
+# a summary's tables: "rows expired evictions admitted_share" a line
+summary_tables() {
+    json_field "$1" '"\n".join("%d %d %d %s" % (t["rows"], t["expired"], t["evictions"], t["admitted_share"]) for t in d["tables"])'
+}
+
+@test "tables: --admit-after N: keys seen fewer than N times get no row; the admitted share is reported per epoch" {
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 \
+        --export "$TMP/all.safetensors" --metrics "$TMP/all.ndjson"
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --admit-after 3 \
+        --export "$TMP/adm.safetensors" --metrics "$TMP/adm.ndjson"
+    export_keys "$TMP/all.safetensors" | sort > "$TMP/k-all"
+    export_keys "$TMP/adm.safetensors" | sort > "$TMP/k-adm"
+    # fewer rows, every one of them a key the unbounded run has too
+    [ "$(wc -l < "$TMP/k-adm")" -gt 0 ]
+    [ "$(wc -l < "$TMP/k-adm")" -lt "$(wc -l < "$TMP/k-all")" ]
+    [ "$(comm -13 "$TMP/k-all" "$TMP/k-adm" | wc -l)" -eq 0 ]
+    # the epoch record: each table's admitted share, below 1 with admission, 1 without
+    python3 - "$TMP/adm.ndjson" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+ep = [r for r in recs if r["event"] == "epoch"]
+assert len(ep) == 1, ep
+shares = [t["admitted_share"] for t in ep[0]["tables"]]
+assert shares and all(0 < s < 1 for s in shares), shares
+PY
+    [ "$(json_field "$TMP/all.ndjson" 'min(t["admitted_share"] for t in d["tables"])')" = 1.0 ]
+    # a threshold no key reaches: no row at all, every lookup reads zeros
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --admit-after 65535 \
+        --metrics "$TMP/none.ndjson"
+    [ "$(json_field "$TMP/none.ndjson" 'sum(t["rows"] for t in d["tables"])')" = 0 ]
+    [ "$(json_field "$TMP/none.ndjson" 'max(t["admitted_share"] for t in d["tables"])')" = 0.0 ]
+}
+
+@test "tables: --expire-after-days D: a new day removes rows untouched D days" {
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --checkpoint "$TMP/c1" \
+        --export "$TMP/e1.safetensors"
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c1" \
+        --checkpoint "$TMP/c2" --expire-after-days 1 --export "$TMP/e2.safetensors"
+    # day 2 removes nothing: day 1's rows are one day old
+    [ "$(export_keys "$TMP/e2.safetensors" | sort | comm -23 <(export_keys "$TMP/e1.safetensors" | sort) - | wc -l)" -eq 0 ]
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c2" \
+        --expire-after-days 1 --export "$TMP/e3.safetensors" --metrics "$TMP/m3.ndjson" --steps 1
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"day 3: embedding layer '"*"': "*" rows untouched for 1 days expired"* ]]
+    expired=$(json_field "$TMP/m3.ndjson" 'sum(t["expired"] for t in d["tables"])')
+    [ "$expired" -gt 0 ]
+    # the rows day 3 kept were touched on day 2 (or its one step): fewer than day 2 ended with
+    [ "$(export_keys "$TMP/e3.safetensors" | wc -l)" -lt "$(export_keys "$TMP/e2.safetensors" | wc -l)" ]
+    # without --expire-after-days day 3 keeps them all
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c2" \
+        --export "$TMP/e3-all.safetensors" --metrics "$TMP/m3-all.ndjson" --steps 1
+    [ "$(json_field "$TMP/m3-all.ndjson" 'sum(t["expired"] for t in d["tables"])')" = 0 ]
+}
+
+@test "tables: a day with admission, expiry, row-wise AdaGrad and fp16 rows killed and resumed ends bit for bit like a whole one" {
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --admit-after 2 --sparse-optimizer rowwise-adagrad --row-dtype fp16 --checkpoint "$TMP/c1"
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c1" \
+        --admit-after 2 --sparse-optimizer rowwise-adagrad --row-dtype fp16 --expire-after-days 1 --checkpoint "$TMP/c2"
+    # day 3 expires day 1's rows, then trains on candidates counted since day 1
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s3" --threads 1 --continue-from "$TMP/c2" \
+        --admit-after 2 --sparse-optimizer rowwise-adagrad --row-dtype fp16 --expire-after-days 1 --export "$TMP/whole.safetensors" --metrics "$TMP/whole.ndjson"
+    [ "$(json_field "$TMP/whole.ndjson" 'sum(t["expired"] for t in d["tables"])')" -gt 0 ]
+    HPS_TRAIN_KILL_AT_STEP=180 run "$HPS_TEST_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s3" \
+        --threads 1 --continue-from "$TMP/c2" --admit-after 2 --sparse-optimizer rowwise-adagrad --row-dtype fp16 --expire-after-days 1 \
+        --checkpoint "$TMP/c3" --checkpoint-every 10
+    [ "$status" -eq 137 ]
+    "$HPS_TEST_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s3" --threads 1 --continue-from "$TMP/c2" \
+        --admit-after 2 --sparse-optimizer rowwise-adagrad --row-dtype fp16 --expire-after-days 1 --checkpoint "$TMP/c3" --resume \
+        --export "$TMP/resumed.safetensors" --metrics "$TMP/resumed.ndjson"
+    cmp "$TMP/whole.safetensors" "$TMP/resumed.safetensors"
+    [ "$(summary_tables "$TMP/whole.ndjson")" = "$(summary_tables "$TMP/resumed.ndjson")" ]
+}
+
+@test "tables: --admit-after and --expire-after-days are refused where they cannot run" {
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --admit-after 0
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--admit-after"* ]]
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --expire-after-days x
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--expire-after-days"* ]]
+}
+
+@test "tables: --sparse-optimizer rowwise-adagrad: one accumulator a row, smaller tables; a checkpoint keeps its kind" {
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --metrics "$TMP/elem.ndjson"
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --sparse-optimizer rowwise-adagrad \
+        --checkpoint "$TMP/c1" --metrics "$TMP/row.ndjson" --eval "$DAYS/s2"
+    # the same rows in fewer bytes, and a model that learned
+    [ "$(json_field "$TMP/elem.ndjson" 'sum(t["rows"] for t in d["tables"])')" = \
+      "$(json_field "$TMP/row.ndjson" 'sum(t["rows"] for t in d["tables"])')" ]
+    python3 -c "import sys; assert float(sys.argv[1]) < float(sys.argv[2])" \
+        "$(json_field "$TMP/row.ndjson" 'sum(t["mib"] for t in d["tables"])')" \
+        "$(json_field "$TMP/elem.ndjson" 'sum(t["mib"] for t in d["tables"])')"
+    python3 -c "import sys; assert float(sys.argv[1]) > 0.5" "$(json_field "$TMP/row.ndjson" 'd["eval"]["auc"]')"
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c1" --steps 1
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"ckpt-000000000079.hpsckpt: embedding layer "*" was trained with row-wise AdaGrad, this run asks for per-element (--sparse-optimizer)"* ]]
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c1" --steps 1 \
+        --sparse-optimizer rowwise-adagrad
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --sparse-optimizer rowwise
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--sparse-optimizer"* ]]
+}
+
+@test "tables: row-wise AdaGrad under mpirun (2 workers, 1 server) follows one process; admission is refused there" {
+    command -v mpirun >/dev/null || skip "mpirun is not installed (make deps: openmpi-bin)"
+    built_with_mpi "$HPS_BIN/hps-train" || skip "hps-train was built without Open MPI (make MPI=0)"
+    mpi_test_env
+    plan=$TESTDATA/plans/plan-dist-2w1s.json
+    demo=$TESTDATA/models/demo-ctr.json
+    "$HPS_BIN/hps-shard" synth 4000 -o "$TMP/x.tsv" 2>/dev/null
+    "$HPS_BIN/hps-shard" -q -m "$demo" -n 2 -o "$TMP/shards" "$TMP/x.tsv"
+    "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" --epochs 3 --threads 1 --micro-batches 2 \
+        --sparse-optimizer rowwise-adagrad --metrics "$TMP/one.ndjson" --metrics-interval 0 -q
+    "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" --epochs 3 --threads 1 --micro-batches 2 \
+        --metrics "$TMP/elem.ndjson" --metrics-interval 0 -q
+    timeout 120 mpirun --oversubscribe -np 3 "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" \
+        --epochs 3 --threads 1 --sparse-optimizer rowwise-adagrad --metrics "$TMP/dist.ndjson" \
+        --metrics-interval 0 -q
+    same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
+    run same_losses "$TMP/elem.ndjson" "$TMP/dist.ndjson" # per-element AdaGrad trains otherwise
+    [ "$status" -ne 0 ]
+    run timeout 120 mpirun --oversubscribe -np 3 "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" \
+        --admit-after 2 -q
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"hps-train: error: --admit-after: not under mpirun yet"* ]]
+}
+
+@test "tables: --row-dtype fp16 and bf16 store rows in half the bytes, export fp32, and a checkpoint keeps the type" {
+    for t in fp32 fp16 bf16; do
+        "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --row-dtype $t \
+            --sparse-optimizer rowwise-adagrad --checkpoint "$TMP/c-$t" --export "$TMP/$t.safetensors" \
+            --metrics "$TMP/$t.ndjson" --eval "$DAYS/s2"
+    done
+    mib() { json_field "$TMP/$1.ndjson" 'sum(t["mib"] for t in d["tables"])'; }
+    rows() { json_field "$TMP/$1.ndjson" 'sum(t["rows"] for t in d["tables"])'; }
+    [ "$(rows fp16)" = "$(rows fp32)" ] && [ "$(rows bf16)" = "$(rows fp32)" ]
+    python3 -c "import sys; a, b, c = map(float, sys.argv[1:]); assert b < a and c == b, (a, b, c)" \
+        "$(mib fp32)" "$(mib fp16)" "$(mib bf16)"
+    # the next-day quality of compact rows is that of fp32's, near enough
+    python3 -c "import sys; a, b = map(float, sys.argv[1:]); assert abs(a - b) < 0.01 * a, (a, b)" \
+        "$(json_field "$TMP/fp32.ndjson" 'd["eval"]["logloss"]')" "$(json_field "$TMP/fp16.ndjson" 'd["eval"]["logloss"]')"
+    # exports are fp32, the same keys; fp16 rows' values are fp16 numbers
+    [ "$(export_keys "$TMP/fp16.safetensors")" = "$(export_keys "$TMP/fp32.safetensors")" ]
+    python3 - "$TMP/fp16.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack_from("<Q", b)[0]
+h = json.loads(b[8:8 + n])
+w = [v for k, v in h.items() if k.endswith(".keys")]
+assert w
+for k in (k for k in h if k.endswith(".keys")):
+    v = h[k[:-len(".keys")] + ".weight"]
+    assert v["dtype"] == "F32", v
+    s, e = v["data_offsets"]
+    for (x,) in struct.iter_unpack("<f", b[8 + n + s:8 + n + e]):
+        assert struct.unpack("<e", struct.pack("<e", x))[0] == x, x
+PY
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s2" --threads 1 --continue-from "$TMP/c-fp16" \
+        --sparse-optimizer rowwise-adagrad --steps 1
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"has fp16 rows, this run asks for fp32 (--row-dtype)"* ]]
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --row-dtype int8
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"--row-dtype"* ]]
+}
