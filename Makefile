@@ -264,11 +264,6 @@ deps:
 # ---- tests ------------------------------------------------------------------
 check: deps
 	@$(MAKE) --no-print-directory all
-
-# The built-in policy is what plan-policy writes (about 2 min of CPU, more
-# than make check's budget allows: CI runs it beside make check, .ci/run).
-check-policy: $(BIN)/hps-plan
-	@HPS_BIN=$(CURDIR)/$(BIN) HPS_CHECK_POLICY=1 tests/run.sh --only tests/cli/policy.bats
 	@$(MAKE) --no-print-directory test
 
 # REPLAY_BINS: the fuzz targets replayed over their seeds (see "fuzzing").
@@ -367,6 +362,11 @@ PLAN_POLICY_TRAIN := --seed 1 --instances 512 --episodes 512
 plan-policy: $(BIN)/hps-plan
 	$(BIN)/hps-plan --train-policy $(POLICY) $(PLAN_POLICY_TRAIN)
 	@$(MAKE) --no-print-directory all
+
+# The built-in policy is what plan-policy writes (about 2 min of CPU, more
+# than make check's budget allows: CI runs it beside make check, .ci/run).
+check-policy: $(BIN)/hps-plan
+	@HPS_BIN=$(CURDIR)/$(BIN) HPS_CHECK_POLICY=1 tests/run.sh --only tests/cli/policy.bats
 
 # The golden files of tests/cli, rewritten from this build (review the diff).
 golden: all
