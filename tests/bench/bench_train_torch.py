@@ -411,30 +411,46 @@ def hps_net(spec, layers, w):
     return net, vocab
 
 
-def read_checkpoint_tables(ckpt_dir):
-    """The tables of the latest checkpoint in ckpt_dir (hps-train(1),
+def read_checkpoint_tables(ckpt_dir, n_tables):
+    """The n_tables tables of the latest checkpoint in ckpt_dir (hps-train(1),
     CHECKPOINTS), in layer order: per table {(slot, key): (weights, accum)}.
-    The payload is zstd behind a 64-byte header (tests/cli/forge.py)."""
+    The payload is zstd behind a 64-byte header (tests/cli/forge.py); the
+    tables' layout is hps_table_save's (lib/train/train_table.c)."""
     name = open(os.path.join(ckpt_dir, "latest")).read().strip()
     raw = open(os.path.join(ckpt_dir, name), "rb").read()
     payload = subprocess.run(["zstd", "-q", "-d", "-c"], input=raw[64:], stdout=subprocess.PIPE,
                              check=True).stdout
-    # magic, model and plan digests, state; "HPS2" adds the data's digest
-    at = 4 + 72 + 72 + 6 * 8 + (72 if struct.unpack_from("<I", payload, 0)[0] == 0x48505332 else 0)
+    # magic, model and plan digests, state; "HPS2" adds the data's digest,
+    # "HPS3" the day and the step it began at
+    magic = struct.unpack_from("<I", payload, 0)[0]
+    at = 4 + 72 + 72 + 6 * 8 + (72 if magic in (0x48505332, 0x48505333) else 0) + (16 if magic == 0x48505333 else 0)
     n_params = struct.unpack_from("<Q", payload, at)[0]
     at += 8 + 3 * 4 * n_params  # the dense parameters and Adam's moments
     tables = []
-    while at < len(payload):
-        dim, rows = struct.unpack_from("<qq", payload, at)
-        at += 32  # dim, rows, the eviction hand and count
+    for _ in range(n_tables):
+        head, rows = struct.unpack_from("<qq", payload, at)
+        at += 32  # head, rows, the eviction hand and count
+        dim, layout = head & 0xFFFFFFFF, (head >> 32) & 0xFF
+        rowwise, dtype = layout and (head >> 40) & 1, layout and (head >> 41) & 3
         keys = np.frombuffer(payload, np.uint64, rows, at)
         at += 8 * rows
         slots = np.frombuffer(payload, np.int32, rows, at)
         at += (4 + 8 + 1) * rows  # the slots, last steps and reference bits
-        w = np.frombuffer(payload, np.float32, rows * dim, at).reshape(rows, dim)
-        at += 4 * rows * dim
-        a = np.frombuffer(payload, np.float32, rows * dim, at).reshape(rows, dim)
-        at += 4 * rows * dim
+        if dtype == 0:
+            w = np.frombuffer(payload, np.float32, rows * dim, at).reshape(rows, dim)
+            at += 4 * rows * dim
+        else:  # fp16 (1) or bf16 (2) rows, widened
+            h = np.frombuffer(payload, np.uint16, rows * dim, at).reshape(rows, dim)
+            w = h.view(np.float16).astype(np.float32) if dtype == 1 else \
+                (h.astype(np.uint32) << 16).view(np.float32)
+            at += 2 * rows * dim
+        acc_dim = 1 if rowwise else dim
+        a = np.frombuffer(payload, np.float32, rows * acc_dim, at).reshape(rows, acc_dim)
+        at += 4 * rows * acc_dim
+        if layout:  # each row's day, three counters, the admission candidates
+            at += 4 * rows + 3 * 8
+            n_cand = struct.unpack_from("<Q", payload, at)[0]
+            at += 8 + 24 * max(int(n_cand) - 1, 0)
         tables.append({(int(s), int(k)): (w[r], a[r]) for r, (s, k) in enumerate(zip(slots, keys))})
     return tables
 
@@ -444,7 +460,7 @@ def table_gradients(layers, slot_names, w0, ckpt_dir):
     lays them out (row 0 the missing key's): AdaGrad's first step from zero
     leaves accum = g^2 and moves the weight by -lr g / (|g| + eps)."""
     out = {}
-    tables = iter(read_checkpoint_tables(ckpt_dir))
+    tables = iter(read_checkpoint_tables(ckpt_dir, sum(L["type"] in TABLES for L in layers)))
     for L in layers:
         if L["type"] not in TABLES:
             continue
