@@ -9,15 +9,15 @@
 
 #define INIT_BOUND 0.05f /* as hps_net_init: rows start uniform in +-0.05 */
 
-/* A hash slot holds the key beside its slot and row, so that a probe reads
- * one cache line, not the key and slot arrays of every row it passes: tag is
- * slot << ROW_BITS | (row + 1), 0 when empty. */
+/* A hash slot is 8 bytes, two a row (the hash is kept half full): the row
+ * + 1 in the low ROW_BITS (0: empty) under the top bits of the (slot, key)
+ * hash, so that a probe reads the key and slot arrays only for a row whose
+ * bits match (one in 2^24 of the others), not for every row it passes.
+ * Beside the key itself (16 bytes a slot) this saves 16 bytes a row. */
 #define ROW_BITS 40
 #define ROW_MASK ((UINT64_C(1) << ROW_BITS) - 1)
 
-typedef struct {
-    uint64_t key, tag;
-} hash_entry;
+typedef uint64_t hash_entry;
 
 /* A key not yet admitted and how often it was looked up (0: a free way). */
 typedef struct {
@@ -29,13 +29,12 @@ typedef struct {
 #define ADMIT_WAYS 8
 #define ADMIT_BUCKETS (INT64_C(1) << 14) /* 131072 candidates, 2 MiB */
 
-static uint64_t entry_tag(int slot, int64_t row)
+static hash_entry entry_of(uint64_t hash, int64_t row)
 {
-    return (uint64_t)slot << ROW_BITS | (uint64_t)(row + 1);
+    return (hash & ~ROW_MASK) | (uint64_t)(row + 1);
 }
 
-static int64_t entry_row(hash_entry e) { return (int64_t)(e.tag & ROW_MASK) - 1; }
-static int entry_slot(hash_entry e) { return (int)(e.tag >> ROW_BITS); }
+static int64_t entry_row(hash_entry e) { return (int64_t)(e & ROW_MASK) - 1; }
 
 struct hps_table {
     int layer, dim;
@@ -54,7 +53,11 @@ struct hps_table {
     float *weights, *accum;           /* cap_rows x dim */
     uint64_t *key;                    /* per row */
     int32_t *slot;
-    uint64_t *last_step;              /* per row: the step that last touched it */
+    uint32_t *last_step;              /* per row: the step that last touched it, its low 32
+                                       * bits (only "this step or not" is asked: a row
+                                       * untouched for a multiple of 2^32 steps passes for
+                                       * touched, is spared one sweep, never evicted early) */
+    uint64_t step;                    /* the latest step a lookup gave: the high bits */
     uint8_t *ref;                     /* per row: the clock's reference bit */
     uint32_t *last_day;               /* per row: the day (hps-train run) that last touched it */
     int64_t hand, evictions, expired;
@@ -70,12 +73,14 @@ struct hps_table {
     int64_t ht_mask;
 };
 
-/* weights + accumulators + key, slot, step, ref bit, day + two hash slots */
+/* weights + accumulators + key, slot, step, ref bit, day + two hash slots:
+ * at dim 16, 165 bytes (fp32, per element), 105 (row-wise), 73 (fp16 or
+ * bf16, row-wise), of which 37 are bookkeeping */
 size_t hps_table_row_bytes(int dim, int rowwise, hps_row_dtype dtype)
 {
     return (size_t)dim * (dtype == HPS_ROW_FP32 ? sizeof(float) : sizeof(uint16_t)) +
            (rowwise ? 1 : (size_t)dim) * sizeof(float) + sizeof(uint64_t) + sizeof(int32_t) +
-           sizeof(uint64_t) + 1 + sizeof(uint32_t) + 2 * sizeof(hash_entry);
+           sizeof(uint32_t) + 1 + sizeof(uint32_t) + 2 * sizeof(hash_entry);
 }
 
 size_t hps_table_admission_bytes(void)
@@ -183,7 +188,7 @@ static int64_t rehash(hps_table *t, int64_t slots)
             if (twice < 0) twice = r;
             continue;
         }
-        t->ht[h] = (hash_entry){t->key[r], entry_tag(t->slot[r], r)};
+        t->ht[h] = entry_of(slot_hash(t->slot[r], t->key[r]), r);
     }
     return twice;
 }
@@ -324,13 +329,14 @@ static void grow(hps_table *t)
 
 static int64_t find(const hps_table *t, int slot, uint64_t key, int64_t *at)
 {
-    const uint64_t want = (uint64_t)slot << ROW_BITS;
-    int64_t h = (int64_t)(slot_hash(slot, key) & (uint64_t)t->ht_mask);
+    const uint64_t hash = slot_hash(slot, key), want = hash & ~ROW_MASK;
+    int64_t h = (int64_t)(hash & (uint64_t)t->ht_mask);
     for (;; h = (h + 1) & t->ht_mask) {
         hash_entry e = t->ht[h];
-        if (e.tag == 0 || (e.key == key && (e.tag & ~ROW_MASK) == want)) {
+        int64_t r = entry_row(e);
+        if (e == 0 || ((e & ~ROW_MASK) == want && t->key[r] == key && t->slot[r] == slot)) {
             *at = h;
-            return entry_row(e);
+            return r;
         }
     }
 }
@@ -341,12 +347,12 @@ static void unhash(hps_table *t, int64_t h)
 {
     int64_t j = h;
     for (;;) {
-        t->ht[h] = (hash_entry){0, 0};
+        t->ht[h] = 0;
         for (;;) {
             j = (j + 1) & t->ht_mask;
-            if (t->ht[j].tag == 0) return;
-            int64_t home = (int64_t)(slot_hash(entry_slot(t->ht[j]), t->ht[j].key) &
-                                     (uint64_t)t->ht_mask);
+            if (t->ht[j] == 0) return;
+            int64_t r = entry_row(t->ht[j]);
+            int64_t home = (int64_t)(slot_hash(t->slot[r], t->key[r]) & (uint64_t)t->ht_mask);
             /* keep j where it is if its home lies cyclically in (h, j] */
             if (h <= j ? (h < home && home <= j) : (h < home || home <= j)) continue;
             break;
@@ -379,7 +385,7 @@ static int64_t evict(hps_table *t, uint64_t step)
     for (int64_t seen = 0; seen < 2 * t->rows; seen++) {
         int64_t r = t->hand;
         t->hand = (t->hand + 1) % t->rows;
-        if (t->last_step[r] == step) continue;
+        if (t->last_step[r] == (uint32_t)step) continue;
         if (t->ref[r]) {
             t->ref[r] = 0; /* second chance */
             continue;
@@ -447,9 +453,10 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
         if (r < 0) return -1;
         init_row(t, r, slot, key);
         find(t, slot, key, &at); /* the slot may have moved with a grow or an eviction */
-        t->ht[at] = (hash_entry){key, entry_tag(slot, r)};
+        t->ht[at] = entry_of(slot_hash(slot, key), r);
     }
-    t->last_step[r] = step;
+    t->last_step[r] = (uint32_t)step;
+    if (step > t->step) t->step = step;
     t->ref[r] = 1;
     t->last_day[r] = t->day;
     return hps_table_stage(t, r);
@@ -581,6 +588,37 @@ static int save_candidates(const hps_table *t, FILE *f)
     return 0;
 }
 
+/* The rows' steps as checkpoints hold them, 64 bits a row: the table keeps
+ * their low 32 bits (what it compares), the high ones are the latest step's
+ * (exact for a row touched in the last 2^32 steps). */
+#define STEP_CHUNK 1024
+
+static int save_steps(const hps_table *t, FILE *f)
+{
+    uint64_t chunk[STEP_CHUNK];
+    for (int64_t r = 0; r < t->rows; r += STEP_CHUNK) {
+        size_t n = t->rows - r < STEP_CHUNK ? (size_t)(t->rows - r) : STEP_CHUNK;
+        for (size_t i = 0; i < n; i++)
+            chunk[i] = t->step - (uint32_t)((uint32_t)t->step - t->last_step[(size_t)r + i]);
+        if (!HPS_FWRITE(f, chunk, n)) return 0;
+    }
+    return 1;
+}
+
+static int load_steps(hps_table *t, FILE *f, size_t rows)
+{
+    uint64_t chunk[STEP_CHUNK];
+    for (size_t r = 0; r < rows; r += STEP_CHUNK) {
+        size_t n = rows - r < STEP_CHUNK ? rows - r : STEP_CHUNK;
+        if (!HPS_FREAD(f, chunk, n)) return 0;
+        for (size_t i = 0; i < n; i++) {
+            t->last_step[r + i] = (uint32_t)chunk[i];
+            if (chunk[i] > t->step) t->step = chunk[i];
+        }
+    }
+    return 1;
+}
+
 int hps_table_save(const hps_table *t, FILE *f)
 {
     int64_t head[4] = {t->dim | TABLE_LAYOUT << 32 | (int64_t)hps_table_rowwise(t) << ROWWISE_BIT |
@@ -590,7 +628,7 @@ int hps_table_save(const hps_table *t, FILE *f)
     uint64_t counters[3] = {(uint64_t)t->expired, t->lookups, t->admitted};
     size_t d = (size_t)t->dim, n = (size_t)t->rows;
     return HPS_FWRITE(f, head, 4) && HPS_FWRITE(f, t->key, n) && HPS_FWRITE(f, t->slot, n) &&
-                   HPS_FWRITE(f, t->last_step, n) && HPS_FWRITE(f, t->ref, n) &&
+                   save_steps(t, f) && HPS_FWRITE(f, t->ref, n) &&
                    (compact ? HPS_FWRITE(f, t->half, n * d) && HPS_FWRITE(f, t->acc_rows, n * (size_t)t->acc_dim)
                             : HPS_FWRITE(f, t->weights, n * d) && HPS_FWRITE(f, t->accum, n * (size_t)t->acc_dim)) &&
                    HPS_FWRITE(f, t->last_day, n) && HPS_FWRITE(f, counters, 3) && save_candidates(t, f) == 0
@@ -699,7 +737,7 @@ int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_err
                         "%s: embedding layer %d has %lld rows, more than --max-table-mb holds",
                         name, t->layer, (long long)head[1]);
     /* the rows a payload claims must be there before the table grows to them */
-    uint64_t row_bytes = sizeof *t->key + sizeof *t->slot + sizeof *t->last_step + sizeof *t->ref +
+    uint64_t row_bytes = sizeof *t->key + sizeof *t->slot + sizeof(uint64_t) /* step */ + sizeof *t->ref +
                          (uint64_t)t->dim * (t->dtype != HPS_ROW_FP32 ? sizeof *t->half : sizeof *t->weights) +
                          (uint64_t)t->acc_dim * sizeof *t->accum +
                          (layout ? sizeof *t->last_day : 0);
@@ -709,7 +747,7 @@ int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_err
     while (t->cap_rows < head[1]) grow(t);
     if (t->cap_rows == 0) grow(t);
     size_t d = (size_t)t->dim, n = (size_t)head[1];
-    if (!HPS_FREAD(f, t->key, n) || !HPS_FREAD(f, t->slot, n) || !HPS_FREAD(f, t->last_step, n) ||
+    if (!HPS_FREAD(f, t->key, n) || !HPS_FREAD(f, t->slot, n) || !load_steps(t, f, n) ||
         !HPS_FREAD(f, t->ref, n) || (t->dtype != HPS_ROW_FP32
              ? !HPS_FREAD(f, t->half, n * d) || !HPS_FREAD(f, t->acc_rows, n * (size_t)t->acc_dim)
              : !HPS_FREAD(f, t->weights, n * d) || !HPS_FREAD(f, t->accum, n * (size_t)t->acc_dim)))

@@ -1197,6 +1197,84 @@ static void test_table_fp16_rows(void **state)
     hps_table_free(f);
 }
 
+/* Compact rows at dim 16 (fp16, row-wise AdaGrad) cost at most 80 bytes a
+ * row all-in, both as counted against the cap and as allocated for 1M keys
+ * (slab and hash doubling included); the hash finds every key, before and
+ * after evictions move keys between rows. */
+static void test_table_compact_row_bytes(void **state)
+{
+    (void)state;
+    hps_error err;
+    enum { D = 16, KEYS = 1000000, BATCH = 4096 };
+    assert_true(hps_table_row_bytes(D, 1, HPS_ROW_FP16) <= 80);
+    hps_table *t = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3);
+    hps_table_set_rowwise(t);
+    hps_table_set_dtype(t, HPS_ROW_FP16);
+    for (int64_t k = 0; k < KEYS; k++) {
+        if (k % BATCH == 0) hps_table_stage_begin(t); /* a batch's copies */
+        assert_true(hps_table_lookup(t, (int)(k % 3), (uint64_t)k * 0x9e3779b97f4a7c15ULL, (uint64_t)k / BATCH + 1, &err) > 0);
+    }
+    assert_int_equal(hps_table_rows(t), KEYS);
+    assert_true(hps_table_bytes(t) <= (size_t)80 * KEYS);
+    for (int64_t k = 0; k < KEYS; k += 7) {
+        int slot;
+        uint64_t key;
+        int64_t r = hps_table_find(t, (int)(k % 3), (uint64_t)k * 0x9e3779b97f4a7c15ULL);
+        assert_true(r >= 0);
+        hps_table_row_key(t, r, &slot, &key);
+        assert_int_equal(slot, k % 3);
+        assert_true(key == (uint64_t)k * 0x9e3779b97f4a7c15ULL);
+        assert_int_equal(hps_table_find(t, (int)(k % 3) + 3, key), -1); /* same key, another slot */
+    }
+    hps_table_free(t);
+    /* a capped table evicting: every key it holds is found at its row */
+    enum { CAP_KEYS = 20000 };
+    t = hps_table_create(0, D, 2000 * hps_table_row_bytes(D, 0, HPS_ROW_FP32), HPS_TABLE_FULL_EVICT, 3);
+    for (uint64_t k = 0; k < CAP_KEYS; k++) assert_true(hps_table_lookup(t, 0, k % 5000, k + 1, &err) >= 0);
+    assert_true(hps_table_evictions(t) > 0);
+    for (int64_t r = 0; r < hps_table_rows(t); r++) {
+        int slot;
+        uint64_t key;
+        hps_table_row_key(t, r, &slot, &key);
+        assert_int_equal(hps_table_find(t, slot, key), r);
+    }
+    hps_table_free(t);
+}
+
+/* A checkpoint holds each row's step in full (64 bits), across the 2^32
+ * wrap of the low bits the table keeps; loading and saving again gives the
+ * same bytes. */
+static void test_table_save_keeps_steps(void **state)
+{
+    (void)state;
+    hps_error err;
+    enum { D = 4 };
+    const uint64_t steps[] = {(UINT64_C(1) << 33) + 5, (UINT64_C(1) << 33) - 1, (UINT64_C(1) << 33) + 9};
+    hps_table *t = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3);
+    for (int k = 0; k < 3; k++) hps_table_lookup(t, 0, (uint64_t)k + 10, steps[k], &err);
+    char *buf = NULL, *again = NULL;
+    size_t len = 0, again_len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    assert_int_equal(hps_table_save(t, m), 0);
+    fclose(m);
+    /* head (4 x 8 bytes), keys (3 x 8), slots (3 x 4), then the steps */
+    uint64_t saved[3];
+    memcpy(saved, buf + 32 + 3 * 8 + 3 * 4, sizeof saved);
+    assert_memory_equal(saved, steps, sizeof saved);
+    hps_table *back = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3);
+    m = fmemopen(buf, len, "rb");
+    assert_int_equal(hps_table_load(back, m, (const int[]){0}, 1, &err, "mem"), 0);
+    fclose(m);
+    m = open_memstream(&again, &again_len);
+    assert_int_equal(hps_table_save(back, m), 0);
+    fclose(m);
+    assert_int_equal(again_len, len);
+    assert_memory_equal(again, buf, len);
+    free(buf), free(again);
+    hps_table_free(back);
+    hps_table_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1226,6 +1304,8 @@ int main(void)
         cmocka_unit_test(test_table_rowwise_adagrad_matches_reference),
         cmocka_unit_test(test_row_dtypes_round_trip),
         cmocka_unit_test(test_table_fp16_rows),
+        cmocka_unit_test(test_table_compact_row_bytes),
+        cmocka_unit_test(test_table_save_keeps_steps),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);
 }
