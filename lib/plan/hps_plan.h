@@ -228,7 +228,7 @@ typedef struct {
     /* the step's two round trips to the servers, in series with it: the
      * servers' compute and 4 latencies (fixed), the worker's packing (scaled) */
     double exchange_ms, exchange_worker_ms;
-    double sync_ms;     /* ring allreduce factor: 2 P / nic, times (k - 1) / k */
+    double sync_ms;     /* ring allreduce and hbm replicas' rows: times (k - 1) / k */
     /* memory: where the stage's embedding rows live, one unit's working set */
     int rows;           /* plan_rows */
     int fits;           /* the working set fits one unit */
