@@ -99,7 +99,7 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
      * distinct touched rows, a 16-byte key and the row's gradient each, to
      * the k - 1 others, and merges the (k - 1) / k it receives into its own,
      * reading both and writing one, as the allreduce does: (k - 1) / k of it */
-    double R = law->rows == PLAN_ROWS_HBM ? replica_bytes(p, first, end) : 0;
+    double R = law->replica_bytes = law->rows == PLAN_ROWS_HBM ? replica_bytes(p, first, end) : 0;
     law->sync_ms += R / nic + (p->reduce_bpms[t] > 0 ? 3 * R / p->reduce_bpms[t] : 0);
     law->hop_ms = P > 0 || R > 0 ? 2 * p->nic_ms[t] : 0;
     law->fixed_ms = o + fixed + law->sync_ms + law->exchange_ms;
