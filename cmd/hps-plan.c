@@ -60,6 +60,9 @@ static const char usage_text[] =
     "      --data-stats FILE    hps-shard's manifest.json: key statistics for the\n"
     "                           hot-row caches and the servers' skew\n"
     "      --rows WHERE         auto (default: servers, HBM or a hot-row cache) or servers\n"
+    "      --row-dtype TYPE     fp32 (default), fp16 or bf16: the tables' rows as hps-train stores them\n"
+    "      --sparse-optimizer NAME  adagrad (default) or rowwise-adagrad (one accumulator a row)\n"
+    "      --admit-after N      rows only for keys seen N times (their share from --data-stats)\n"
     "      --micro-batches N    micro-batches hps-train pipelines a batch in (default one per stage)\n"
     "  -a, --algo ALGO          rl (default), exact, greedy, genetic, polish, brute, fixed:TYPE\n"
     "  -s, --seed S             seed of rl, genetic and polish (default 1)\n"
@@ -88,7 +91,8 @@ static const char usage_text[] =
 
 enum { OPT_OBJECTIVE = 256, OPT_SAMPLES, OPT_EPOCHS, OPT_EPISODES, OPT_TIME_LIMIT, OPT_BOUND_TIME,
        OPT_NO_POLISH, OPT_RANKFILE, OPT_PARETO, OPT_EXPLAIN, OPT_CALIBRATE, OPT_DATA_STATS, OPT_ROWS, OPT_EVALUATIONS,
-       OPT_POLICY, OPT_TRAIN_POLICY, OPT_INSTANCES, OPT_MICRO, OPT_JOBS, OPT_MAX_RATE, OPT_MAX_COST };
+       OPT_POLICY, OPT_TRAIN_POLICY, OPT_INSTANCES, OPT_MICRO, OPT_JOBS, OPT_MAX_RATE, OPT_MAX_COST,
+       OPT_ROW_DTYPE, OPT_SPARSE_OPTIMIZER, OPT_ADMIT_AFTER };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -100,6 +104,9 @@ static const struct option long_options[] = {
     {"max-cost", required_argument, NULL, OPT_MAX_COST},
     {"data-stats", required_argument, NULL, OPT_DATA_STATS},
     {"rows", required_argument, NULL, OPT_ROWS},
+    {"row-dtype", required_argument, NULL, OPT_ROW_DTYPE},
+    {"sparse-optimizer", required_argument, NULL, OPT_SPARSE_OPTIMIZER},
+    {"admit-after", required_argument, NULL, OPT_ADMIT_AFTER},
     {"algo", required_argument, NULL, 'a'},
     {"seed", required_argument, NULL, 's'},
     {"samples", required_argument, NULL, OPT_SAMPLES},
@@ -191,6 +198,11 @@ static void parse_options(int argc, char **argv, options *o)
         case OPT_CALIBRATE: o->calibrate = optarg; break;
         case OPT_DATA_STATS: o->src.data_stats = optarg; break;
         case OPT_ROWS: o->src.rows_on_servers = hps_cli_choice("--rows", optarg, rows_choices); break;
+        case OPT_ROW_DTYPE: o->src.row_dtype = hps_cli_choice("--row-dtype", optarg, hps_row_dtype_names); break;
+        case OPT_SPARSE_OPTIMIZER:
+            o->src.rowwise = hps_cli_choice("--sparse-optimizer", optarg, plan_sparse_optimizer_names);
+            break;
+        case OPT_ADMIT_AFTER: o->src.admit_after = (int)hps_cli_count("--admit-after", optarg, 1, 65535); break;
         case 'q': hps_cli_quiet(); break;
         case 'v': hps_cli_verbose(); break;
         case 'h': fputs(usage_text, stdout); exit(0);

@@ -199,7 +199,7 @@ static int parse_one(int c, args *a)
             hps_cli_choice("--sparse-optimizer", optarg, (const char *const[]){"adagrad", "rowwise-adagrad", NULL});
         break;
     case OPT_ROW_DTYPE:
-        a->o.row_dtype = (hps_row_dtype)hps_cli_choice("--row-dtype", optarg, (const char *const[]){"fp32", "fp16", "bf16", NULL});
+        a->o.row_dtype = (hps_row_dtype)hps_cli_choice("--row-dtype", optarg, hps_row_dtype_names);
         break;
     case OPT_MAX_TABLE:
         if (count_arg("--max-table-mb", 1, 1L << 40, &v)) return HPS_EXIT_USAGE;

@@ -782,6 +782,14 @@ double hps_layer_keys_per_sample(const hps_model *m, const hps_layer *L)
 
 static double act_flops(hps_act a) { return a == HPS_ACT_NONE ? 0 : a == HPS_ACT_RELU ? 1 : 4; }
 
+const char *const hps_row_dtype_names[] = {"fp32", "fp16", "bf16", NULL};
+
+size_t hps_row_state_bytes(int dim, int rowwise, hps_row_dtype dtype)
+{
+    return (size_t)dim * (dtype == HPS_ROW_FP32 ? sizeof(float) : sizeof(uint16_t)) +
+           (rowwise ? 1 : (size_t)dim) * sizeof(float);
+}
+
 void hps_layer_costs(const hps_model *m, int li, int batch, hps_layer_cost *c)
 {
     const hps_layer *L = &m->layers[li];

@@ -133,6 +133,15 @@ typedef struct {
     double work_bytes;           /* activations + gradients + parameters resident */
 } hps_layer_cost;
 
+/* How a table stores a row's weights (hps-train --row-dtype; the arithmetic
+ * is fp32 whatever they are), named by hps_row_dtype_names. */
+typedef enum { HPS_ROW_FP32, HPS_ROW_FP16, HPS_ROW_BF16 } hps_row_dtype;
+extern const char *const hps_row_dtype_names[]; /* "fp32", "fp16", "bf16" */
+/* A row's weights and its AdaGrad state (rowwise: one fp32 accumulator, else
+ * one an element): what hps-train's tables hold of a row beside their
+ * bookkeeping, and what hps-plan sizes the tables by. */
+size_t hps_row_state_bytes(int dim, int rowwise, hps_row_dtype dtype);
+
 void hps_layer_costs(const hps_model *m, int layer, int batch, hps_layer_cost *c);
 
 /* Floats per sample that hps-train sends across the cut before layer c

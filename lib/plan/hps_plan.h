@@ -29,12 +29,15 @@
 /* PLAN_OBJ_RATE: the $/hour alone, what --max-cost-per-hour bounds */
 typedef enum { PLAN_OBJ_COST, PLAN_OBJ_TIME, PLAN_OBJ_ENERGY, PLAN_OBJ_EDP, PLAN_OBJ_RATE } plan_objective;
 extern const char *const plan_objective_names[]; /* "cost", "time", "energy", "edp", "cost-per-hour" */
+extern const char *const plan_sparse_optimizer_names[]; /* "adagrad", "rowwise-adagrad": hps-train's */
 
 /* Key statistics of one slot (hps-shard's manifest): the share of its
- * lookups taken by its hottest n[i] keys, n rising; n_points 0 = none. */
+ * lookups taken by its hottest n[i] keys, n rising; n_points 0 = none;
+ * its lookups in the data (0: not known). */
 typedef struct {
     int n_points;
     double n[6], share[6];
+    double lookups;
 } plan_key_stats;
 /* One slot of an embedding layer as the cache sees it: its rows, its share
  * of the layer's lookups, its key statistics. */
@@ -79,6 +82,9 @@ typedef struct {
      * with the rows on servers, and the embedding tables with AdaGrad's
      * accumulators, and their rows */
     double *work_bytes, *table_bytes, *rows;
+    /* a row's weights and AdaGrad state (hps_row_state_bytes), per layer;
+     * 0: table_bytes / rows (a problem made by hand) */
+    double *row_bytes;
     double *hot; /* share of layer l's lookups that its hottest key takes */
     /* the hot-row cache (plan_memory.c): the slots whose key statistics
      * plan_problem_key_stats gave (a layer with a table and none here is one
@@ -126,6 +132,9 @@ typedef struct {
     double server_rows_per_ms;
     int max_servers, server_type; /* server_type: -1 when the servers are no cluster type */
     int rows_on_servers;          /* --rows servers: no HBM tables, no caches */
+    /* the tables' rows as hps-train stores them (--row-dtype, --sparse-optimizer
+     * rowwise-adagrad, --admit-after; plan_problem_tables) */
+    int row_dtype, rowwise, admit_after;
     /* links between types: bytes per ms (0 = none listed) and latency in ms */
     double link_bpms[PLAN_MAX_TYPES][PLAN_MAX_TYPES], link_ms[PLAN_MAX_TYPES][PLAN_MAX_TYPES];
     /* what to meet and what to minimise */
@@ -166,6 +175,13 @@ typedef struct {
  * statistics, in the model's slot order (NULL, or a slot's n_points 0: the
  * default skew), and rebuilds the cache's curves. */
 void plan_problem_key_stats(plan_problem *p, const hps_model *m, const plan_key_stats *slots);
+/* The tables' bytes from the rows' format and, with admit_after > 1, the
+ * rows admitted: per slot of an embedding layer the keys its statistics
+ * say are seen admit_after times or more (all of a slot without them, and
+ * of a linear layer's tables); returns the slots without them.  Prepares p. */
+int plan_problem_tables(plan_problem *p, const hps_model *m);
+/* Rows of slot s that admission after n lookups lets in. */
+double plan_slot_admitted(const plan_slot *s, int n);
 /* The cache's curves of every run of layers with tables (plan_memory.c):
  * build after the tables, rows and lookups are filled; free. */
 void plan_problem_cache_curves(plan_problem *p);
@@ -228,7 +244,8 @@ typedef struct {
     /* the step's two round trips to the servers, in series with it: the
      * servers' compute and 4 latencies (fixed), the worker's packing (scaled) */
     double exchange_ms, exchange_worker_ms;
-    double sync_ms;     /* ring allreduce factor: 2 P / nic, times (k - 1) / k */
+    double sync_ms;     /* ring allreduce and hbm replicas' rows: times (k - 1) / k */
+    double replica_bytes; /* hbm on k units: the rows' keys and gradients the replicas exchange, a step */
     /* memory: where the stage's embedding rows live, one unit's working set */
     int rows;           /* plan_rows */
     int fits;           /* the working set fits one unit */

@@ -22,6 +22,8 @@ typedef struct {
     const char *const *profiles;     /* n_profiles paths; none: one profile from stdin */
     int n_profiles;
     int rows_on_servers;             /* --rows servers */
+    int row_dtype, rowwise;          /* --row-dtype (hps_row_dtype), --sparse-optimizer rowwise-adagrad */
+    int admit_after;                 /* --admit-after; 0: not given (every key a row) */
     const char *stdin_profile;       /* the text "-" stands for (a plan kept it); NULL: read stdin */
 } plan_sources;
 

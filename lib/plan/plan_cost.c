@@ -38,6 +38,15 @@ static void stage_exchange(const plan_problem *p, int t, plan_law *law)
     law->exchange_worker_ms = share * p->exchange_worker_ms[w];
 }
 
+/* The bytes the replicas of an hbm stage exchange a step, all units
+ * together: each distinct row a batch touches, its key and gradient. */
+static double replica_bytes(const plan_problem *p, int first, int end)
+{
+    double rows = (p->pre_rows[end] - p->pre_rows[first]) * p->exchange_rows_share;
+    double grads = (p->pre_sparse[end] - p->pre_sparse[first]) * p->exchange_bytes_share;
+    return rows * (sizeof(uint64_t) * 2) + grads;
+}
+
 void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *law)
 {
     int L = p->n_layers;
@@ -86,7 +95,13 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
      * writing one */
     double P = p->pre_param[end] - p->pre_param[first];
     law->sync_ms = 2 * P / nic + (p->reduce_bpms[t] > 0 ? 3 * P / p->reduce_bpms[t] : 0);
-    law->hop_ms = P > 0 ? 2 * p->nic_ms[t] : 0;
+    /* hbm on k units runs k replicas (hps-train(1)): each sends its slice's
+     * distinct touched rows, a 16-byte key and the row's gradient each, to
+     * the k - 1 others, and merges the (k - 1) / k it receives into its own,
+     * reading both and writing one, as the allreduce does: (k - 1) / k of it */
+    double R = law->replica_bytes = law->rows == PLAN_ROWS_HBM ? replica_bytes(p, first, end) : 0;
+    law->sync_ms += R / nic + (p->reduce_bpms[t] > 0 ? 3 * R / p->reduce_bpms[t] : 0);
+    law->hop_ms = P > 0 || R > 0 ? 2 * p->nic_ms[t] : 0;
     law->fixed_ms = o + fixed + law->sync_ms + law->exchange_ms;
     law->scaled_ms = read + layers - fixed + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms +
                      law->host_ms;

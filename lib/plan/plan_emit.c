@@ -243,6 +243,9 @@ json_t *plan_to_json(const plan_problem *p, const plan_eval *e, const plan_layou
     if (piped) json_object_set_new(inputs, "stdin_profile", piped);
     json_object_set_new(root, "inputs", inputs);
     json_object_set_new(root, "rows", json_string(p->rows_on_servers ? "servers" : "auto"));
+    json_object_set_new(root, "tables", json_pack("{s:s, s:s, s:i}", "row_dtype", hps_row_dtype_names[p->row_dtype],
+                                                  "sparse_optimizer", plan_sparse_optimizer_names[p->rowwise],
+                                                  "admit_after", p->admit_after > 1 ? p->admit_after : 1));
     json_object_set_new(root, "digests", json_pack("{s:s, s:s, s:o}", "model", m->model_digest, "cluster",
                                                    m->cluster_digest, "profiles", str_array(m->n_profiles, m->profile_digests)));
     json_object_set_new(root, "model", json_pack("{s:s, s:i, s:i}", "name", m->model_name, "batch",

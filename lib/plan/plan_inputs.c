@@ -16,6 +16,7 @@ void plan_slot_key_stats(const hps_slot_stats *st, plan_key_stats *ks)
             ks->n[ks->n_points] = top_n[i];
             ks->share[ks->n_points++] = st->top_share[i];
         }
+    ks->lookups = st->lookups;
     if (st->distinct >= 1) {
         ks->n[ks->n_points] = st->distinct;
         ks->share[ks->n_points++] = 1;
@@ -80,13 +81,17 @@ int plan_inputs_load(const plan_sources *src, plan_inputs *in, hps_error *err)
     in->profiles = hps_profiles_new();
     if (load_profiles(src, in, err)) return -1;
     if (!(in->problem = plan_problem_build(in->model, in->cluster, in->profiles, err))) return -1;
-    in->problem->rows_on_servers = src->rows_on_servers;
-    if (src->data_stats && plan_problem_data_stats(in->problem, in->model, src->data_stats, err)) return -1;
+    plan_problem *p = in->problem;
+    p->rows_on_servers = src->rows_on_servers;
+    p->row_dtype = src->row_dtype, p->rowwise = src->rowwise, p->admit_after = src->admit_after;
+    if (src->data_stats && plan_problem_data_stats(p, in->model, src->data_stats, err)) return -1;
+    if (plan_problem_tables(p, in->model) && p->admit_after > 1)
+        hps_log(2, "hps-plan: --admit-after: slots without key statistics (--data-stats) count all their rows\n");
     for (int t = 0; t < in->cluster->n_types; t++)
         if (in->cluster->types[t].mem_bytes <= 0)
             hps_log(2, "hps-plan: %s: resource '%s' gives no mem_gib: its memory is not checked\n",
                     hps_path_name(src->cluster), in->cluster->types[t].name);
-    return plan_problem_check_memory(in->problem, err);
+    return plan_problem_check_memory(p, err);
 }
 
 void plan_inputs_free(plan_inputs *in)

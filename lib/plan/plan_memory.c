@@ -10,6 +10,7 @@
 #include "plan/plan_internal.h"
 
 const char *const plan_rows_names[] = {"none", "servers", "hbm", "cache", NULL};
+const char *const plan_sparse_optimizer_names[] = {"adagrad", "rowwise-adagrad", NULL};
 
 /* Share of lookups by the hottest r rows, from measured points: linear below
  * the first point, log-log between points and past the last, at most 1. */
@@ -95,11 +96,16 @@ static int hotter_first(const void *a, const void *b)
 
 static int has_table(const plan_problem *p, int l) { return p->table_bytes[l] > 0 && p->rows[l] > 0; }
 
+static double row_of(const plan_problem *p, int l)
+{
+    return p->row_bytes[l] > 0 ? p->row_bytes[l] : p->table_bytes[l] / p->rows[l];
+}
+
 /* Layer l's slots' blocks: those plan_problem_key_stats gave, else one slot
  * of the layer's rows with the default skew. */
 static void layer_blocks(const plan_problem *p, int l, block_list *out)
 {
-    double per_row = p->table_bytes[l] / p->rows[l];
+    double per_row = row_of(p, l);
     /* a hand-made problem may give bytes alone: a lookup reads a row's weights, half its table bytes */
     double lookups = p->sparse_rows[l] > 0 ? p->sparse_rows[l] : p->sparse_bytes[l] > 0 ? p->sparse_bytes[l] / (per_row / 2) : 1;
     double per_lookup = p->sparse_bytes[l] / lookups;
@@ -210,6 +216,45 @@ void plan_problem_key_stats(plan_problem *p, const hps_model *m, const plan_key_
     plan_problem_cache_curves(p);
 }
 
+/* The keys of a stretch of the slot's share curve between two of its
+ * points (slot_blocks' blocks over the data's lookups) are taken as seen
+ * equally often: the statistics hold the top 1, 10, 100 and 1000 keys'
+ * shares and the distinct keys, not each key's count. */
+double plan_slot_admitted(const plan_slot *s, int n)
+{
+    if (n <= 1 || !s->keys.n_points || s->keys.lookups <= 0) return s->rows;
+    block_list b = {0};
+    slot_blocks(&s->keys, s->rows, s->keys.lookups, 0, 0, &b);
+    double rows = 0;
+    for (int i = 0; i < b.n; i++)
+        if (b.b[i].freq >= n) rows += b.b[i].rows;
+    free(b.b);
+    return rows;
+}
+
+int plan_problem_tables(plan_problem *p, const hps_model *m)
+{
+    int unknown = 0;
+    for (int l = 0; l < p->n_layers; l++) {
+        const hps_layer *L = &m->layers[l];
+        if (L->kind != HPS_LAYER_EMBEDDING && L->kind != HPS_LAYER_LINEAR) continue;
+        p->row_bytes[l] = (double)hps_row_state_bytes(L->kind == HPS_LAYER_EMBEDDING ? L->dim : 1, p->rowwise,
+                                                      (hps_row_dtype)p->row_dtype);
+        double rows = p->rows[l];
+        if (p->admit_after > 1 && L->kind == HPS_LAYER_EMBEDDING) {
+            rows = 0;
+            for (int i = 0; i < p->n_slots; i++)
+                if (p->slots[i].layer == l) {
+                    rows += plan_slot_admitted(&p->slots[i], p->admit_after);
+                    unknown += !p->slots[i].keys.n_points || p->slots[i].keys.lookups <= 0;
+                }
+        }
+        p->table_bytes[l] = rows * p->row_bytes[l];
+    }
+    plan_problem_prepare(p);
+    return unknown;
+}
+
 /* The first layer at or after `from` that reads tensor q (the loss, last,
  * reads the labels); n_layers when none does. */
 static int next_reader(const hps_model *m, int q, int from)
@@ -251,7 +296,7 @@ static double biggest_row(const plan_problem *p, int first, int end)
 {
     double row = 0;
     for (int l = first; l < end; l++)
-        if (has_table(p, l)) row = fmax(row, p->table_bytes[l] / p->rows[l]);
+        if (has_table(p, l)) row = fmax(row, row_of(p, l));
     return row;
 }
 

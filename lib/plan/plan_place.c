@@ -74,6 +74,10 @@ static double cross_bytes(const plan_problem *p, const plan_eval *e, const plan_
         double P = p->pre_param[st->end] - p->pre_param[st->first];
         for (int a = 0; k > 1 && a < k; a++)
             if (wnode[base + a] != wnode[base + (a + 1) % k]) total += 2.0 * (k - 1) / k * P;
+        /* hbm replicas: each sends its slice's rows, 1 / k of them, to every other */
+        for (int a = 0; k > 1 && a < k; a++)
+            for (int b = 0; b < k; b++)
+                if (b != a && wnode[base + a] != wnode[base + b]) total += st->law.replica_bytes / k;
         /* rows pulled and gradients pushed (none where HBM holds them),
          * spread evenly over the servers */
         double E = st->law.server_bytes;

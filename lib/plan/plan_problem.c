@@ -39,6 +39,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->work_bytes = hps_calloc(L, sizeof(double));
     p->table_bytes = hps_calloc(L, sizeof(double));
     p->rows = hps_calloc(L, sizeof(double));
+    p->row_bytes = hps_calloc(L, sizeof(double));
     p->hot = hps_calloc(L, sizeof(double));
     for (int t = 0; t < n_types; t++) p->units_per_instance[t] = 1;
     p->server_price = p->server_power = 0;
@@ -135,6 +136,7 @@ void plan_problem_free(plan_problem *p)
     free(p->fits);
     free(p->work_bytes);
     free(p->table_bytes);
+    free(p->row_bytes);
     free(p->rows);
     free(p->hot);
     free(p->slots);
@@ -364,12 +366,11 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->sparse_rows[l] = lc.sparse_rows;
         /* Adam: weights, gradients and two moments (the model's work_bytes counts three) */
         p->work_bytes[l] = lc.work_bytes + lc.param_bytes;
-        p->table_bytes[l] = 2 * lc.table_bytes; /* weights and AdaGrad's accumulators */
         p->rows[l] = lc.table_bytes / (m->layers[l].kind == HPS_LAYER_EMBEDDING ? m->layers[l].dim * 4.0 : 1);
     }
     plan_problem_model_cuts(p, m);
     plan_problem_key_stats(p, m, NULL);
-    plan_problem_prepare(p);
+    plan_problem_tables(p, m);
     exchange_shares(p, exchange[0], exchange[1]);
     return p;
 }

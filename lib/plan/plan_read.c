@@ -34,6 +34,22 @@ static char *resolve(const char *plan_path, const char *p)
     return r;
 }
 
+static int read_tables(json_t *root, plan_file *pf, hps_error *err)
+{
+    json_t *t = json_object_get(root, "tables");
+    char ctx[600];
+    long long admit = 1;
+    snprintf(ctx, sizeof ctx, "%s: tables", pf->name);
+    if (t && !json_is_object(t)) return hps_fail(err, HPS_EXIT_USAGE, "%s: expected an object", ctx);
+    if (t && (hps_json_enum(t, "row_dtype", HPS_OPTIONAL, hps_row_dtype_names, &pf->row_dtype, ctx, err) ||
+              hps_json_enum(t, "sparse_optimizer", HPS_OPTIONAL, plan_sparse_optimizer_names, &pf->rowwise, ctx,
+                            err) ||
+              hps_json_int(t, "admit_after", HPS_OPTIONAL, 1, 65535, &admit, ctx, err)))
+        return -1;
+    pf->admit_after = (int)admit;
+    return 0;
+}
+
 static int read_inputs(json_t *root, plan_file *pf, hps_error *err)
 {
     json_t *in = json_object_get(root, "inputs"), *profs = json_object_get(in, "profiles"), *v;
@@ -335,7 +351,7 @@ int plan_file_load(const char *path, plan_file *pf, hps_error *err)
     }
     if (rc == 0)
         rc = hps_json_format(root, "hps-plan", PLAN_VERSION, HPS_REQUIRED, NULL, pf->name, err) ||
-             read_inputs(root, pf, err) || read_head(root, pf, err) || read_assignment(root, pf, err) ||
+             read_inputs(root, pf, err) || read_tables(root, pf, err) || read_head(root, pf, err) || read_assignment(root, pf, err) ||
              read_stages(root, pf, err) || read_workers(root, pf, err) || read_servers(root, pf, err) ||
              read_placement(root, pf, err) || read_search(root, pf, err);
     if (rc == 0) pf->root = json_incref(root);

@@ -24,6 +24,10 @@ void plan_reload_sources(const plan_reloaded *rl, plan_sources *src)
     if (!src->cluster) src->cluster = pf->cluster_path;
     if (!src->data_stats) src->data_stats = pf->data_stats_path;
     src->rows_on_servers |= pf->rows_on_servers;
+    /* the tables' rows it priced, unless given again */
+    if (!src->row_dtype) src->row_dtype = pf->row_dtype;
+    if (!src->rowwise) src->rowwise = pf->rowwise;
+    if (!src->admit_after) src->admit_after = pf->admit_after;
     /* a profile read from stdin: the copy the plan kept (older plans kept none) */
     if (!src->n_profiles && pf->n_profiles && (!pf->stdin_profile || pf->stdin_profile_text)) {
         src->profiles = (const char *const *)pf->profile_paths;

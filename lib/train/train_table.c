@@ -73,14 +73,14 @@ struct hps_table {
     int64_t ht_mask;
 };
 
-/* weights + accumulators + key, slot, step, ref bit, day + two hash slots:
- * at dim 16, 165 bytes (fp32, per element), 105 (row-wise), 73 (fp16 or
- * bf16, row-wise), of which 37 are bookkeeping */
+/* weights + accumulators (the planner's row too, hps_row_state_bytes) +
+ * key, slot, step, ref bit, day + two hash slots: at dim 16, 165 bytes
+ * (fp32, per element), 105 (row-wise), 73 (fp16 or bf16, row-wise), of which
+ * 37 are bookkeeping */
 size_t hps_table_row_bytes(int dim, int rowwise, hps_row_dtype dtype)
 {
-    return (size_t)dim * (dtype == HPS_ROW_FP32 ? sizeof(float) : sizeof(uint16_t)) +
-           (rowwise ? 1 : (size_t)dim) * sizeof(float) + sizeof(uint64_t) + sizeof(int32_t) +
-           sizeof(uint32_t) + 1 + sizeof(uint32_t) + 2 * sizeof(hash_entry);
+    return hps_row_state_bytes(dim, rowwise, dtype) + sizeof(uint64_t) + sizeof(int32_t) + sizeof(uint32_t) + 1 +
+           sizeof(uint32_t) + 2 * sizeof(hash_entry);
 }
 
 size_t hps_table_admission_bytes(void)

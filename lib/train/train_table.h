@@ -29,10 +29,9 @@
 
 #include "core/hps_core.h"
 #include "kernels/hps_kernels.h"
+#include "model/hps_model.h" /* hps_row_dtype */
 
 typedef enum { HPS_TABLE_FULL_ERROR, HPS_TABLE_FULL_EVICT } hps_table_policy;
-/* How a row's weights are stored: the arithmetic is fp32 whatever they are. */
-typedef enum { HPS_ROW_FP32, HPS_ROW_FP16, HPS_ROW_BF16 } hps_row_dtype;
 
 typedef struct hps_table hps_table;
 

@@ -130,7 +130,7 @@ PY
 }
 
 @test "jobs: a deadline the separate plans miss is met by the joint plan" {
-    jobs_file "$(job a demo-ctr ', "samples": 4e9, "min_throughput": 1500000'), $(job b big-ctr ', "samples": 2e9, "min_throughput": 1300000, "deadline_hours": 1')"
+    jobs_file "$(job a demo-ctr ', "samples": 4e9, "min_throughput": 1000000'), $(job b big-ctr ', "samples": 2e9, "min_throughput": 1300000, "deadline_hours": 1')"
     plan --jobs "$TMP/jobs.json" -o "$TMP/joint.json"
     [ "$(json_field "$TMP/joint.json" 'd["separate"]["feasible"]')" = False ]
     [ "$(json_field "$TMP/joint.json" 'd["totals"]["feasible"] and d["jobs"][1]["end_s"] <= 3600')" = True ]

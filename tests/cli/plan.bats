@@ -185,6 +185,43 @@ assert s["cache_hit_rate"] > 0.95 > d["cache_hit_rate"], (d["cache_hit_rate"], s
     [[ "$output" == *"manifest.json: format is 'hps-cluster', expected 'hps-shards': a cluster given where a shard manifest is expected" ]]
 }
 
+@test "plan: compact rows and admission size the tables and servers as hps-train stores them, recorded in the plan" {
+    big -a fixed:gpu-t4 --rows servers -o "$TMP/fp32.json"
+    big -a fixed:gpu-t4 --rows servers --row-dtype fp16 --sparse-optimizer rowwise-adagrad -o "$TMP/fp16.json"
+    # dim 16: 16 x 4 weights + 16 x 4 accumulators against 16 x 2 + 4, on the servers with their headroom
+    python3 -c '
+import json, sys
+a, b = [json.load(open(f)) for f in sys.argv[1:]]
+held = [d["servers"]["memory"]["used_bytes"] * d["servers"]["count"] for d in (a, b)]
+assert abs(held[1] / held[0] - 36 / 128) < 1e-6, held
+assert b["servers"]["count"] < a["servers"]["count"], (a["servers"]["count"], b["servers"]["count"])
+assert a["tables"] == {"row_dtype": "fp32", "sparse_optimizer": "adagrad", "admit_after": 1}, a["tables"]
+assert b["tables"] == {"row_dtype": "fp16", "sparse_optimizer": "rowwise-adagrad", "admit_after": 1}, b["tables"]' \
+        "$TMP/fp32.json" "$TMP/fp16.json"
+    # show prices the plan again with the rows it recorded
+    run plan show "$TMP/fp16.json" -f table
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"ps     cpu-r5        embedding rows              3 "* ]]
+    # admission: each slot's keys seen 5 times, from its statistics (1M lookups a slot); none: all rows, said
+    python3 - "$TMP/manifest.json" <<'PY'
+import json, sys
+slots = [{"name": "C%d" % (j + 1), "lookups": 1000000, "distinct_estimate": 500000000,
+          "top_share": {"1": 0.05, "10": 0.3, "100": 0.6, "1000": 0.9}} for j in range(26)]
+json.dump({"format": "hps-shards", "version": 1, "input": {"format": "criteo"}, "totals": {"rows": 1},
+           "schema": {"dense": 13, "slots": [{"name": s["name"]} for s in slots],
+                      "label": {"kind": "binary", "classes": 2}},
+           "shards": [], "slots": slots}, open(sys.argv[1], "w"))
+PY
+    big -a fixed:gpu-t4 --row-dtype fp16 --sparse-optimizer rowwise-adagrad --admit-after 5 \
+        --data-stats "$TMP/manifest.json" -o "$TMP/admit.json"
+    [ "$(json_field "$TMP/admit.json" 'd["stages"][0]["rows"], d["tables"]["admit_after"]')" = "hbm 5" ]
+    run big -a fixed:gpu-t4 --admit-after 5 -o "$TMP/no-stats.json"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"--admit-after: slots without key statistics (--data-stats) count all their rows"* ]]
+    run big --row-dtype fp8
+    [ "$status" -eq 2 ]
+}
+
 @test "plan: rl is deterministic for a seed and exact is optimal" {
     demo --seed 7 -o "$TMP/a.json"
     demo --seed 7 -o "$TMP/b.json"

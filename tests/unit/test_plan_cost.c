@@ -495,6 +495,34 @@ static void test_big_tables_never_in_hbm(void **state)
     plan_problem_free(p);
 }
 
+/* k hbm replicas exchange each step the rows a batch touches: every unit
+ * sends its slice's rows (a 16-byte key and 4 dim bytes of gradient each)
+ * to the k - 1 others and merges what it gets; rows on servers exchange
+ * none of it. */
+static void test_hbm_replicas_exchange_rows(void **state)
+{
+    (void)state;
+    plan_problem *p = tables_problem(4e9, 0);
+    p->sparse_rows[0] = 26 * 1000; /* 26 slots of dim 16, one key each */
+    p->exchange_rows_share = 0.25, p->exchange_bytes_share = 0.25;
+    plan_problem_prepare(p);
+    double distinct = 26 * 1000 * 0.25, bytes = distinct * (16 + 4 * 16);
+    plan_law law;
+    plan_stage_law(p, 0, 1, 1, &law);
+    assert_int_equal(law.rows, PLAN_ROWS_HBM);
+    for (int k = 1; k <= 8; k++) /* what each unit sends: (k - 1) / k of all the rows */
+        NEAR(law.sync_ms * (k - 1) / k, bytes * (k - 1) / k / p->nic_bpms[1]);
+    assert_true(law.hop_ms > 0 || p->nic_ms[1] == 0);
+    p->reduce_bpms[1] = 100 * 1e6; /* the merge reads what came and its own, writes one */
+    plan_stage_law(p, 0, 1, 1, &law);
+    NEAR(law.sync_ms, bytes / p->nic_bpms[1] + 3 * bytes / p->reduce_bpms[1]);
+    /* on servers the rows go to the servers, not to the other units */
+    plan_stage_law(p, 0, 1, 0, &law);
+    assert_int_equal(law.rows, PLAN_ROWS_SERVERS);
+    NEAR(law.sync_ms, 0);
+    plan_problem_free(p);
+}
+
 static int servers_for(double table, double hot_key, double throughput)
 {
     plan_problem *p = tables_problem(table, hot_key);
@@ -1310,6 +1338,7 @@ int main(void)
         cmocka_unit_test(test_scaling_suspect),
         cmocka_unit_test(test_worked_example_memory),
         cmocka_unit_test(test_big_tables_never_in_hbm),
+        cmocka_unit_test(test_hbm_replicas_exchange_rows),
         cmocka_unit_test(test_servers_take_units_of_their_type),
         cmocka_unit_test(test_servers_grow_with_tables_and_skew),
         cmocka_unit_test(test_cache_when_only_a_cache_fits),

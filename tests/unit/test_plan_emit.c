@@ -58,8 +58,8 @@ static void test_plan_round_trips(void **state)
 {
     (void)state;
     plan_fixture f;
-    plan_fixture_load(&f, HPS_TESTDATA "/models/demo-ctr.json", HPS_TESTDATA "/clusters/lab.json",
-                      HPS_TESTDATA "/profiles/demo-ctr.json", 700000);
+    plan_fixture_load(&f, HPS_TESTDATA "/models/demo-ctr.json", HPS_TESTDATA "/clusters/aws.json",
+                      HPS_TESTDATA "/profiles/demo-ctr.json", 1000000);
     plan_result r;
     plan_eval e;
     plan_layout l;
@@ -73,7 +73,7 @@ static void test_plan_round_trips(void **state)
     assert_string_equal(pf.model_digest, f.m->digest);
     assert_string_equal(pf.cluster_digest, f.c->digest);
     assert_string_equal(pf.objective, "cost");
-    assert_true(pf.min_throughput == 700000 && pf.epochs == 1 && pf.n_layers == 7);
+    assert_true(pf.min_throughput == 1000000 && pf.epochs == 1 && pf.n_layers == 7);
     for (int i = 0; i < 7; i++) assert_string_equal(pf.assign[i], f.p->type_names[r.assign[i]]);
     assert_int_equal(pf.n_stages, e.n_stages);
     assert_int_equal(pf.n_workers, l.n_workers);
@@ -101,7 +101,8 @@ static void test_plan_round_trips(void **state)
     assert_true(fabs(shares - 1) < 1e-9);
     assert_int_equal((int)json_array_size(workers), l.n_workers);
     assert_true(l.cross_node_bytes <= l.round_robin_bytes);
-    /* network: every stage's ring allreduce (2 (k - 1) P over its k units),
+    /* network: every stage's ring allreduce (2 (k - 1) P over its k units)
+     * and hbm replicas' rows,
      * the cut after it, and its rows pulled from and pushed to the servers
      * (2 E; this plan has none) */
     assert_int_equal(l.n_servers, 0);
@@ -109,8 +110,11 @@ static void test_plan_round_trips(void **state)
     for (int s = 0; s < e.n_stages; s++) {
         const plan_stage *st = &e.stages[s];
         bytes += 2.0 * (st->units - 1) * (f.p->pre_param[st->end] - f.p->pre_param[st->first]);
+        /* hbm replicas: each unit's 1 / k of the rows to the k - 1 others */
+        if (st->law.rows == PLAN_ROWS_HBM) bytes += (st->units - 1) * st->law.replica_bytes;
         if (s + 1 < e.n_stages) bytes += f.p->cut_bytes[st->end];
     }
+    assert_true(e.stages[0].law.rows == PLAN_ROWS_HBM && e.stages[0].units > 1 && e.stages[0].law.replica_bytes > 0);
     assert_true(bytes > 0 && fabs(pf.network_bytes - bytes) <= 1e-9 * bytes);
     free(again);
     free(text);
@@ -129,7 +133,7 @@ static void test_cache_rows_round_trip(void **state)
     (void)state;
     plan_fixture f;
     plan_fixture_load(&f, HPS_TESTDATA "/models/demo-ctr.json", HPS_TESTDATA "/clusters/lab.json",
-                      HPS_TESTDATA "/profiles/demo-ctr.json", 700000);
+                      HPS_TESTDATA "/profiles/demo-ctr.json", 500000);
     for (int t = 0; t < f.p->n_types; t++)
         if (f.p->is_gpu[t]) f.p->mem_bytes[t] = 1 * PLAN_GIB; /* 1.2 GiB of tables and working set: a cache */
     plan_result r;
@@ -232,7 +236,7 @@ static void test_gap_of_a_tie(void **state)
     plan_result r;
     plan_eval e;
     plan_layout l;
-    exact_plan(&f, HPS_TESTDATA "/clusters/lab.json", 700000, &r, &e, &l);
+    exact_plan(&f, HPS_TESTDATA "/clusters/lab.json", 500000, &r, &e, &l);
     r.optimal = 0; /* as rl's plan */
     plan_meta meta = {.model_path = "m.json", .cluster_path = "c.json", .model_digest = f.m->digest,
                       .cluster_digest = f.c->digest, .model_name = f.m->name, .algorithm = "rl",
