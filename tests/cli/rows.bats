@@ -38,7 +38,10 @@ PY
 }
 
 setup() {
-    TMP=$(mktemp -d)
+    # beside $DATA, at its depth: a plan names its model relative to its own
+    # directory (hps-plan(5)), and the tests write edited copies of $DATA's
+    # plans here
+    TMP=$(mktemp -d "$BATS_FILE_TMPDIR/tmp.XXXXXX")
     MODEL=$TESTDATA/models/criteo-small.json
 }
 
