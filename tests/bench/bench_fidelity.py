@@ -164,12 +164,12 @@ def job(name, d, plan_path, p, micro, mpi=False, tag=None):
 
 
 def measured_hit(summary):
-    """The cache's hit rate in hps-train's summary (hps-train(1), ROWS): its
-    hits over its lookups; None without a cache."""
-    c = summary.get("cache") or {}
-    if c.get("hit_rate") is not None:
-        return c["hit_rate"]
-    return c["hits"] / c["lookups"] if c.get("lookups") else None
+    """The cache's hit rate in hps-train's summary (hps-train(1), ROWS: its
+    `rows` entry a stage with device rows): hits over lookups of the stages
+    with a cache; None without one."""
+    caches = [r for r in summary.get("rows") or [] if r.get("rows") == "cache"]
+    lookups = sum(r["lookups"] for r in caches)
+    return sum(r["hits"] for r in caches) / lookups if lookups else None
 
 
 def run_once(d, plan_path, micro, threads, ranks, steps, fallback):
