@@ -195,18 +195,50 @@ static int64_t rehash(hps_table *t, int64_t slots)
 
 /* ---- compact rows ---------------------------------------------------------------- */
 
+/* IEEE binary16 by hand, not _Float16: clang 14 (make fuzz's compiler)
+ * has no _Float16 on x86-64.  Rounded to nearest, ties to even, as a
+ * conversion of the C type is; overflow gives infinity, a NaN stays one. */
+static uint16_t fp16_round(float x)
+{
+    uint32_t u, sign, a, m, rem;
+    memcpy(&u, &x, sizeof u);
+    sign = u >> 16 & 0x8000u, a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | (a >> 13 & 0x3ffu));
+    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* 65520 and up: infinity */
+    if (a < 0x38800000u) {                                  /* under 2^-14: subnormal */
+        if (a < 0x33000000u) return (uint16_t)sign;           /* under 2^-25: zero */
+        uint32_t shift = 126 - (a >> 23), half = 1u << (shift - 1);
+        m = (a & 0x7fffffu) | 0x800000u, rem = m & ((1u << shift) - 1), m >>= shift;
+        return (uint16_t)(sign | (m + (rem > half || (rem == half && (m & 1)))));
+    }
+    a -= 0x38000000u; /* the exponent's bias from 127 to 15 */
+    m = a >> 13, rem = a & 0x1fffu;
+    return (uint16_t)(sign | (m + (rem > 0x1000u || (rem == 0x1000u && (m & 1)))));
+}
+
+static float fp16_widen(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = h >> 10 & 0x1fu, m = h & 0x3ffu, u;
+    if (e == 0x1f) u = sign | 0x7f800000u | m << 13 | (m ? 0x400000u : 0);
+    else if (e) u = sign | (e + 112) << 23 | m << 13;
+    else if (!m) u = sign;
+    else { /* subnormal: m x 2^-24, normalised */
+        int s = 0;
+        while (!(m & 0x400u)) m <<= 1, s++;
+        u = sign | (uint32_t)(113 - s) << 23 | (m & 0x3ffu) << 13;
+    }
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
 /* fp32 to fp16 or bf16, rounded to nearest, ties to even: the same bits for
  * the same value whatever the order of the steps (a resumed run stays bit
  * for bit; stochastic rounding would need its random state checkpointed),
  * and no bias for the mean of many rounded updates. */
 uint16_t hps_row_round(float x, hps_row_dtype dtype)
 {
-    if (dtype == HPS_ROW_FP16) {
-        _Float16 h = (_Float16)x;
-        uint16_t u;
-        memcpy(&u, &h, sizeof u);
-        return u;
-    }
+    if (dtype == HPS_ROW_FP16) return fp16_round(x);
     uint32_t u;
     memcpy(&u, &x, sizeof u);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x40); /* a NaN stays one */
@@ -216,11 +248,7 @@ uint16_t hps_row_round(float x, hps_row_dtype dtype)
 
 float hps_row_widen(uint16_t v, hps_row_dtype dtype)
 {
-    if (dtype == HPS_ROW_FP16) {
-        _Float16 h;
-        memcpy(&h, &v, sizeof h);
-        return (float)h;
-    }
+    if (dtype == HPS_ROW_FP16) return fp16_widen(v);
     uint32_t u = (uint32_t)v << 16;
     float x;
     memcpy(&x, &u, sizeof x);
