@@ -103,13 +103,6 @@ static void put_u64(unsigned char *p, uint64_t v)
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
 
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 static void *compress(const void *src, size_t n, size_t *out_len)
 {
     ZSTD_CCtx *cctx = ZSTD_createCCtx();
@@ -269,7 +262,7 @@ static int unpack(const char *path, char **payload, size_t *len, hps_error *err)
     if (hps_read_all(path, &file, &n, err)) return -1;
     unsigned char *h = (unsigned char *)file;
     int rc = 0;
-    if (n < CKPT_HEADER || memcmp(h, CKPT_MAGIC, 8) != 0 || get_u64(h + 16) != n - CKPT_HEADER)
+    if (n < CKPT_HEADER || memcmp(h, CKPT_MAGIC, 8) != 0 || train_get_u64(h + 16) != n - CKPT_HEADER)
         rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: not a checkpoint, or truncated", path);
     if (rc == 0 && !hps_checksum_ok(digest_matches(h, n)))
         rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: checksum mismatch: the checkpoint is corrupted", path);
@@ -279,7 +272,7 @@ static int unpack(const char *path, char **payload, size_t *len, hps_error *err)
     size_t frame_len = n - CKPT_HEADER;
     unsigned long long size = rc == 0 ? ZSTD_getFrameContentSize(frame, frame_len) : 0;
     if (rc == 0 && (size == ZSTD_CONTENTSIZE_UNKNOWN || size == ZSTD_CONTENTSIZE_ERROR ||
-                    size != get_u64(h + 8) || size > ZSTD_decompressBound(frame, frame_len) ||
+                    size != train_get_u64(h + 8) || size > ZSTD_decompressBound(frame, frame_len) ||
                     size >= SIZE_MAX))
         rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: the header's size disagrees with its payload",
                       path);
@@ -784,7 +777,7 @@ static int read_entry(const char *name, const char *key, json_t *e, span *s, hps
 int hps_safetensors_check(const char *name, const unsigned char *buf, size_t len, int *n_tensors,
                           hps_error *err)
 {
-    uint64_t hlen = len >= 8 ? get_u64(buf) : 0;
+    uint64_t hlen = len >= 8 ? train_get_u64(buf) : 0;
     if (len < 8 || hlen > len - 8 || hlen > HPS_JSON_MAX_BYTES)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: not a safetensors file, or truncated", name);
     json_t *h;

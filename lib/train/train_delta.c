@@ -47,13 +47,6 @@ static int cmp_placed(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static uint64_t get_u64(const unsigned char *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 /* A safetensors file in memory, checked (hps_safetensors_check), its tensors
  * in the order of their data. */
 static int st_parse(const char *name, const unsigned char *buf, size_t len, st_file *f, hps_error *err)
@@ -61,7 +54,7 @@ static int st_parse(const char *name, const unsigned char *buf, size_t len, st_f
     memset(f, 0, sizeof *f);
     f->name = name;
     if (hps_safetensors_check(name, buf, len, NULL, err)) return -1;
-    uint64_t hlen = get_u64(buf);
+    uint64_t hlen = train_get_u64(buf);
     json_t *h;
     if (hps_json_loadb(name, (const char *)buf + 8, (size_t)hlen, &h, err)) return -1;
     placed *p = hps_calloc(json_object_size(h) + 1, sizeof *p);

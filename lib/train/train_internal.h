@@ -113,4 +113,13 @@ int train_safetensors_put(FILE *f, const train_tensor *ts, int n, json_t *meta, 
  * a regular file, read back. */
 int train_safetensors_write(const char *path, const train_tensor *ts, int n, json_t *meta, hps_error *err);
 
+/* Little-endian u64 of checkpoint headers and safetensors lengths, whatever
+ * the host's order (train_ckpt.c, train_delta.c). */
+static inline uint64_t train_get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
 #endif
