@@ -58,3 +58,12 @@ for k, v in sorted(h.items()):
 PY
 }
 
+# Three synthetic days with drift in DIR (exported as $DAYS): DIR/day-0N as
+# text and DIR/sN sharded for criteo-small (days.bats, tables.bats).
+synth_days() { # DIR
+    export DAYS=$1
+    "$HPS_BIN/hps-shard" synth 20000 --days 3 --drift 0.2 --seed 5 --scale 0.001 -o "$DAYS" 2>/dev/null
+    for d in 1 2 3; do
+        "$HPS_BIN/hps-shard" -q -m "$TESTDATA/models/criteo-small.json" -o "$DAYS/s$d" "$DAYS/day-0$d"
+    done
+}

@@ -6,11 +6,7 @@ load helpers
 load dist_helpers
 
 setup_file() {
-    export DAYS=$BATS_FILE_TMPDIR/days
-    "$HPS_BIN/hps-shard" synth 20000 --days 3 --drift 0.2 --seed 5 --scale 0.001 -o "$DAYS" 2>/dev/null
-    for d in 1 2 3; do
-        "$HPS_BIN/hps-shard" -q -m "$TESTDATA/models/criteo-small.json" -o "$DAYS/s$d" "$DAYS/day-0$d"
-    done
+    synth_days "$BATS_FILE_TMPDIR/days"
 }
 
 setup() {
