@@ -172,26 +172,32 @@ static double sum(const double *v, int n)
 
 /* ---- scaling ------------------------------------------------------------------- */
 
+/* The median forward+backward ms of layer l over the repetitions s holds
+ * (s->reps: measure may take more than it was asked for). */
+static double layer_median_ms(const samples *s, int l)
+{
+    double *both = hps_malloc((size_t)s->reps * sizeof *both);
+    for (int i = 0; i < s->reps; i++) both[i] = s->fwd[l * s->reps + i] + s->bwd[l * s->reps + i];
+    double ms = hps_median(both, s->reps) * 1e3;
+    free(both);
+    return ms;
+}
+
 /* Median forward+backward ms of every layer on the batch's first `rows`
  * samples at each of n thread counts: [layer][i]. */
 static double *layer_ms(bench *b, const int *threads, int n, int rows, const hps_profile_opts *o)
 {
     const int L = b->net->model->n_layers, reps = o->reps > 6 ? o->reps / 2 : 3;
     double *ms = hps_calloc((size_t)L * n, sizeof *ms);
-    double *both = hps_malloc((size_t)reps * sizeof *both);
     b->rows = rows;
     for (int k = 0; k < n; k++) {
         hps_set_threads(threads[k]);
         /* as long as the step's own times, which they are compared with */
         samples *s = measure(b, reps, 1, o->min_seconds, 0);
-        for (int l = 0; l < L; l++) {
-            for (int i = 0; i < reps; i++) both[i] = s->fwd[l * reps + i] + s->bwd[l * reps + i];
-            ms[l * n + k] = hps_median(both, reps) * 1e3;
-        }
+        for (int l = 0; l < L; l++) ms[l * n + k] = layer_median_ms(s, l);
         samples_free(s);
     }
     b->rows = b->batch->B;
-    free(both);
     return ms;
 }
 
