@@ -78,8 +78,12 @@ def cluster(path, types, max_units, node=None):
 # parallel fraction is 0 and more units never help in the model)
 ONE, TWO = ("t1", "cpu:2", 1, 1.0), ("t2", "cpu:2", 2, 1.8)
 A, B = ("a", "cpu:2", 1, 1.0), ("b", "cpu:2", 1, 1.05)
-# g: a gpu type on this machine's CPU, for rows in device memory
-G = ("g", "cpu:2", 1, 1.0)
+# g: a gpu type on this machine's CPU, for rows in device memory.  A GPU
+# type is priced with its device's times as profiled, cpu:2's at 2 threads
+# (hps-plan scales only CPU types to their threads), so hps-train runs it on
+# 2 threads: run on 1, demo-ctr's hbm and cache rows measured half the rate
+# their plans predicted
+G = ("g", "cpu:2", 2, 1.0)
 THREADS = {t[0]: t[2] for t in (ONE, TWO, A, B, G)}
 G_DEVICE = "cpu:2-as-gpu"  # the cpu:2 profile's measurements as a device of kind gpu
 
