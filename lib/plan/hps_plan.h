@@ -33,11 +33,11 @@ extern const char *const plan_sparse_optimizer_names[]; /* "adagrad", "rowwise-a
 
 /* Key statistics of one slot (hps-shard's manifest): the share of its
  * lookups taken by its hottest n[i] keys, n rising; n_points 0 = none;
- * its lookups in the data (0: not known). */
+ * its lookups in the data and the data's rows (0: not known). */
 typedef struct {
     int n_points;
     double n[6], share[6];
-    double lookups;
+    double lookups, rows;
 } plan_key_stats;
 /* One slot of an embedding layer as the cache sees it: its rows, its share
  * of the layer's lookups, its key statistics. */
@@ -48,10 +48,13 @@ typedef struct {
 } plan_slot;
 /* Rows of one or more tables ordered by lookups, hottest first, as sums at
  * n + 1 points from 0: rows, lookups a batch, their bytes (dim x 4 each),
- * and the table bytes of their rows (weights and accumulators). */
+ * and the table bytes of their rows (weights and accumulators); and each of
+ * the n blocks between them: a row's lookups an epoch of the data, the
+ * epoch's batches (0: not known) and the model's lookups a batch over the
+ * data's (the data may leave a slot empty). */
 typedef struct {
     int n;
-    double *rows, *lookups, *bytes, *table;
+    double *rows, *lookups, *bytes, *table, *per_epoch, *epoch, *weight;
 } plan_cache_curve;
 
 typedef struct {

@@ -48,7 +48,10 @@ int plan_problem_data_stats(plan_problem *p, const hps_model *m, const char *pat
     for (int j = 0; j < m->n_slots; j++) {
         int d = data_slot(mf, m, j);
         if (d < 0) hps_log(2, "hps-plan: %s: no slot '%s': its rows take the default skew\n", path, m->slots[j].name);
-        else plan_slot_key_stats(&mf->slot_stats[d], &ks[j]);
+        else {
+            plan_slot_key_stats(&mf->slot_stats[d], &ks[j]);
+            ks[j].rows = (double)mf->rows; /* the run's epochs are of them (a cache's first lookups) */
+        }
     }
     plan_problem_key_stats(p, m, ks);
     free(ks);

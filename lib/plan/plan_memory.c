@@ -35,9 +35,11 @@ static double slot_share(const plan_key_stats *k, double rows, double r)
 }
 
 /* Rows of one slot that are looked up equally often: `rows` rows take
- * `lookups` a batch. */
+ * `lookups` a batch, each per_epoch an epoch of the data, which is `epoch`
+ * batches (0: not known, without --data-stats); weight: the model's
+ * lookups a batch over the data's. */
 typedef struct {
-    double rows, lookups, bytes, table, freq;
+    double rows, lookups, bytes, table, freq, per_epoch, epoch, weight;
 } row_block;
 
 typedef struct {
@@ -60,7 +62,7 @@ static void push_block(block_list *l, row_block b)
  * upper concave hull, so that no row is hotter than one before it (the
  * order LFU keeps them in). */
 static void slot_blocks(const plan_key_stats *k, double rows, double lookups, double bytes_per_lookup,
-                        double table_per_row, block_list *out)
+                        double table_per_row, double batch, block_list *out)
 {
     int max = (int)(log10(fmax(rows, 1)) * PLAN_CACHE_POINTS_PER_DECADE) + 16, n = 0, j = 0;
     double *x = hps_malloc((size_t)max * 2 * sizeof *x), *y = x + max;
@@ -80,10 +82,14 @@ static void slot_blocks(const plan_key_stats *k, double rows, double lookups, do
         h++;
         x[h] = xi, y[h] = yi;
     }
+    /* an epoch of the data in batches, and its lookups over the model's a batch */
+    int known = k && k->lookups > 0 && k->rows > 0 && lookups > 0 && batch > 0;
+    double epoch = known ? k->rows / batch : 0, ratio = known ? k->lookups / lookups : 0;
     for (int i = 1; i <= h; i++) {
         double dr = x[i] - x[i - 1], dl = (y[i] - y[i - 1]) * lookups;
         if (dr > 0 && dl > 0)
-            push_block(out, (row_block){dr, dl, dl * bytes_per_lookup, dl * table_per_row, dl / dr});
+            push_block(out, (row_block){dr, dl, dl * bytes_per_lookup, dl * table_per_row, dl / dr, dl / dr * ratio,
+                                        epoch, known ? epoch / ratio : 0});
     }
     free(x);
 }
@@ -113,10 +119,10 @@ static void layer_blocks(const plan_problem *p, int l, block_list *out)
     for (int i = 0; i < p->n_slots; i++)
         if (p->slots[i].layer == l) {
             const plan_slot *s = &p->slots[i];
-            slot_blocks(&s->keys, s->rows, lookups * s->share, per_lookup, per_row, out);
+            slot_blocks(&s->keys, s->rows, lookups * s->share, per_lookup, per_row, p->batch, out);
             any = 1;
         }
-    if (!any) slot_blocks(NULL, p->rows[l], lookups, per_lookup, per_row, out);
+    if (!any) slot_blocks(NULL, p->rows[l], lookups, per_lookup, per_row, p->batch, out);
 }
 
 void plan_problem_free_curves(plan_problem *p)
@@ -148,20 +154,52 @@ void plan_problem_cache_curves(plan_problem *p)
             qsort(sorted, (size_t)all.n, sizeof *sorted, hotter_first);
             plan_cache_curve *c = &p->curves[a * E + b];
             c->n = all.n;
-            c->rows = hps_malloc(4 * ((size_t)all.n + 1) * sizeof(double));
+            c->rows = hps_malloc(7 * ((size_t)all.n + 1) * sizeof(double));
             c->lookups = c->rows + all.n + 1, c->bytes = c->lookups + all.n + 1, c->table = c->bytes + all.n + 1;
+            c->per_epoch = c->table + all.n + 1, c->epoch = c->per_epoch + all.n + 1, c->weight = c->epoch + all.n + 1;
             c->rows[0] = c->lookups[0] = c->bytes[0] = c->table[0] = 0;
             for (int i = 0; i < all.n; i++) {
                 c->rows[i + 1] = c->rows[i] + sorted[i].rows;
                 c->lookups[i + 1] = c->lookups[i] + sorted[i].lookups;
                 c->bytes[i + 1] = c->bytes[i] + sorted[i].bytes;
                 c->table[i + 1] = c->table[i] + sorted[i].table;
+                c->per_epoch[i] = sorted[i].per_epoch;
+                c->epoch[i] = sorted[i].epoch;
+                c->weight[i] = sorted[i].weight;
             }
             free(sorted);
         }
     }
     free(all.b);
     free(tabled);
+}
+
+/* The share of a block's rows a run of n batches looks up at least once:
+ * each row is looked up m times an epoch of E batches, in no order, so a
+ * run of a part x of an epoch misses it with (1 - x)^m; a whole epoch sees
+ * every row.  0 where the epoch is not known. */
+static double block_seen(double m, double epoch, double n)
+{
+    if (!(epoch > 0) || !(n > 0)) return 0;
+    return 1 - pow(1 - fmin(1, n / epoch), m);
+}
+
+/* The lookups a batch, averaged over the run, that are a cached row's
+ * first (compulsory misses: the cache starts empty), and their bytes: the
+ * curve's first lo blocks and w of the next. */
+static void first_sights(const plan_problem *p, const plan_cache_curve *c, int lo, double w, double *lookups,
+                         double *bytes)
+{
+    double n = p->batch > 0 ? p->samples * p->epochs / p->batch : 0;
+    *lookups = *bytes = 0;
+    if (!(n > 0)) return;
+    for (int i = 0; i <= lo && i < c->n; i++) {
+        double dl = c->lookups[i + 1] - c->lookups[i], part = i < lo ? 1 : w;
+        double seen = part * (c->rows[i + 1] - c->rows[i]) * block_seen(c->per_epoch[i], c->epoch[i], n) *
+                      c->weight[i] / n;
+        *lookups += seen;
+        if (dl > 0) *bytes += seen * (c->bytes[i + 1] - c->bytes[i]) / dl;
+    }
 }
 
 void plan_cache_at(const plan_problem *p, int first, int end, double rows, plan_cache_hits *h)
@@ -183,8 +221,10 @@ void plan_cache_at(const plan_problem *p, int first, int end, double rows, plan_
     }
     double w = lo < n ? (rows - c->rows[lo]) / (c->rows[lo + 1] - c->rows[lo]) : 0;
 #define AT(v) (v[lo] + (lo < n ? w * (v[lo + 1] - v[lo]) : 0))
-    if (c->lookups[n] > 0) h->hit = fmin(1, AT(c->lookups) / c->lookups[n]);
-    if (c->bytes[n] > 0) h->bytes_hit = fmin(1, AT(c->bytes) / c->bytes[n]);
+    double once, once_bytes; /* each cached row's first lookup misses */
+    first_sights(p, c, lo, w, &once, &once_bytes);
+    if (c->lookups[n] > 0) h->hit = fmin(1, fmax(0, AT(c->lookups) - once) / c->lookups[n]);
+    if (c->bytes[n] > 0) h->bytes_hit = fmin(1, fmax(0, AT(c->bytes) - once_bytes) / c->bytes[n]);
     h->miss_table_bytes = fmax(0, c->table[n] - AT(c->table));
 #undef AT
 }
@@ -224,7 +264,7 @@ double plan_slot_admitted(const plan_slot *s, int n)
 {
     if (n <= 1 || !s->keys.n_points || s->keys.lookups <= 0) return s->rows;
     block_list b = {0};
-    slot_blocks(&s->keys, s->rows, s->keys.lookups, 0, 0, &b);
+    slot_blocks(&s->keys, s->rows, s->keys.lookups, 0, 0, 0, &b);
     double rows = 0;
     for (int i = 0; i < b.n; i++)
         if (b.b[i].freq >= n) rows += b.b[i].rows;

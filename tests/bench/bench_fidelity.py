@@ -144,6 +144,21 @@ RUNS = int(os.environ.get("RUNS", "3"))  # runs of each configuration, in rounds
 JOBS = {}  # (model, layout, micro, mpi) -> the runs of one configuration
 
 
+def steps_of(name, p):
+    """The model's batch, and the steps of a run of BENCH_MIN_S seconds at the plan's predicted rate."""
+    with open(f"{ROOT}/testdata/models/{name}.json") as f:
+        batch = json.load(f)["batch"]
+    return batch, max(STEPS_MIN, math.ceil(SECONDS * p["predicted"]["throughput"] / batch))
+
+
+def run_samples(name, d, cl, out, p, stats):
+    """p planned again for the samples its run trains (--samples): a cache's
+    predicted hit rate counts each cached row's first lookup of the run,
+    which depends on the run's length (hps-plan(1), MEMORY)."""
+    batch, steps = steps_of(name, p)
+    return plan(name, d, cl, 1, "fixed:g", out, 1, more=stats + ["--samples", str(steps * batch)]) if p else p
+
+
 def job(name, d, plan_path, p, micro, mpi=False, tag=None):
     """A configuration to run RUNS times: under mpirun when a stage has
     several units, the plan has servers and mpi is set, or mpi is set; else in
@@ -158,9 +173,7 @@ def job(name, d, plan_path, p, micro, mpi=False, tag=None):
         # servers: a dense-only model's plan has no server (hps-train(1), DISTRIBUTED)
         ranks = len(p["workers"]) + p["servers"]["count"]
         distributed = mpi or any(s["units"] > 1 for s in p["stages"])
-        with open(f"{ROOT}/testdata/models/{name}.json") as f:
-            batch = json.load(f)["batch"]
-        steps = max(STEPS_MIN, math.ceil(SECONDS * p["predicted"]["throughput"] / batch))
+        batch, steps = steps_of(name, p)
         fallback = any(s.get("kind") == "gpu" for s in p["stages"])  # g runs on this CPU
         JOBS[key] = {"args": (d, plan_path, micro, threads, ranks if distributed else 0, steps, fallback), "plan": p,
                      "micro": micro, "runs": []}
@@ -298,6 +311,7 @@ def device_rows(name, d):
     tables = hbm["stages"][0]["memory"]["used_bytes"] - work
     small = gpu_cluster(f"{d}/c-g-cache.json", work + 0.1 * tables)
     cache = plan(name, d, small, 1, "fixed:g", f"{d}/g-cache.json", 1, more=stats)
+    cache = run_samples(name, d, small, f"{d}/g-cache.json", cache, stats)
     out = [("hbm", f"{d}/g-hbm.json", hbm)]
     if not cache or cache["stages"][0]["rows"] != "cache":
         print(f"  {name}: device rows: no cache plan on g at a tenth of the rows, skipped", flush=True)
@@ -312,6 +326,7 @@ def device_rows(name, d):
     if 0.1 * distinct < st["cache_rows"]:
         keys = gpu_cluster(f"{d}/c-g-keys.json", work + row * 0.1 * distinct)
         p = plan(name, d, keys, 1, "fixed:g", f"{d}/g-cache-keys.json", 1, more=stats)
+        p = run_samples(name, d, keys, f"{d}/g-cache-keys.json", p, stats)
         if p and p["stages"][0]["rows"] == "cache":
             out.append(("cache-keys", f"{d}/g-cache-keys.json", p))
     return out
