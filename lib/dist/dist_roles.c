@@ -41,7 +41,7 @@ static int read_workers(hps_dist *d, const plan_file *pf, int *used, hps_error *
 
 /* 1 when some stage pulls embedding rows from servers: rows "servers" (also
  * what a plan that does not say means); "hbm" keeps them in the workers'
- * replicas, "cache" is refused before. */
+ * replicas or shards, "cache" is refused before. */
 static int pulls_rows(const plan_file *pf)
 {
     for (int i = 0; i < pf->n_stages; i++)
@@ -50,26 +50,26 @@ static int pulls_rows(const plan_file *pf)
 }
 
 /* rows: hbm runs as replicas, one a worker of the stage, whose gradients
- * are exchanged each step; rows: cache, and the rows of a table sharded
- * over the units (the planner prices hbm only for tables that fit one
- * unit), are not done under mpirun. */
+ * are exchanged each step, or, where the plan says rows_split "shards" on
+ * several units, as shards, each worker holding the rows the routing rule
+ * gives it (dist_shard.c); rows: cache is not done under mpirun. */
 static int read_device_rows(hps_dist *d, const plan_file *pf, hps_error *err)
 {
     for (int i = 0; i < pf->n_stages; i++) {
         if (strcmp(pf->stages[i].rows, "cache") == 0)
             return hps_fail(err, HPS_EXIT_USAGE,
-                            "%s: stage %d keeps its embedding rows in a cache (rows: cache: its tables do not "
-                            "fit one unit); hps-train under mpirun runs rows: hbm (a replica a unit) and rows: "
-                            "servers only, sharding rows across units is not done: plan with --rows servers, or "
-                            "run it in one process",
+                            "%s: stage %d keeps its embedding rows in a cache (rows: cache); hps-train under "
+                            "mpirun runs rows: hbm (replicas or shards) and rows: servers only, a cache over "
+                            "several units is not done: plan with --rows servers, or run it in one process",
                             pf->name, i);
         if (strcmp(pf->stages[i].rows, "hbm") != 0) continue;
-        d->replicas = 1;
+        if (pf->stages[i].rows_shards && pf->stages[i].units > 1) d->shards = 1;
+        else d->replicas = 1;
         if (pf->n_stages > 1)
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: stage %d keeps its embedding rows in HBM (rows: hbm) and the plan has %d "
-                            "stages: hps-train under mpirun runs rows: hbm as replicas in a plan of one stage "
-                            "only: plan with --rows servers, or run it in one process",
+                            "stages: hps-train under mpirun runs rows: hbm as replicas or shards in a plan of "
+                            "one stage only: plan with --rows servers, or run it in one process",
                             pf->name, i, pf->n_stages);
     }
     return 0;
@@ -165,7 +165,7 @@ int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err)
 
 int dist_check_servers(const hps_dist *d, const hps_model *m, const char *plan_name, hps_error *err)
 {
-    if (d->servers || d->replicas) return 0;
+    if (d->servers || d->replicas || d->shards) return 0;
     for (int l = 0; l < m->n_layers; l++)
         if (m->layers[l].kind == HPS_LAYER_EMBEDDING)
             return hps_fail(err, HPS_EXIT_USAGE,
