@@ -6,6 +6,7 @@
 
 #include "dist/hps_dist.h"
 #include "train/hps_train.h"
+#include "train/train_rows.h"
 
 /* Message tags between workers and servers. */
 /* TAG_PEEK: a fetch during evaluation, which creates no rows */
@@ -99,6 +100,7 @@ struct hps_dist {
     /* rows: hbm sharded over the workers (dist_shard.c): each holds the
      * rows hps_dist_route(key, workers) gives it */
     int shards;
+    int64_t shard_capacity;      /* rows a unit's device holds (INT64_MAX: hbm, all of its shard) */
     dist_shard *shard;
     dist_stats st;
     /* stages across ranks (dist_stage.c): n_stages > 1 */
@@ -184,6 +186,8 @@ void dist_shard_create(hps_dist *d, hps_trainer *t, const hps_train_opts *o);
 void dist_shard_hook(hps_dist *d, hps_train_dist *h);
 void dist_shard_free(hps_dist *d);
 int64_t dist_shard_rows(const hps_dist *d); /* the rows this worker's shard holds */
+/* The units' device rows' statistics, summed over the workers at each step's end. */
+const train_rows_stats *dist_shard_stats(const hps_dist *d);
 char *dist_shard_gather(hps_dist *d, size_t *n);
 /* The lead, before evaluating: a copy of every shard's rows, which its
  * evaluation reads (all workers call it). */

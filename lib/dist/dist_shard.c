@@ -23,7 +23,6 @@
 #include <sys/stat.h>
 
 #include "dist/dist_internal.h"
-#include "train/train_rows.h"
 
 struct dist_shard {
     const hps_model *m;
@@ -32,6 +31,7 @@ struct dist_shard {
     train_rows *rows;           /* the shard in the backend's memory */
     uint64_t step;              /* the step being trained, as the trainer stamps lookups */
     int (*step_end)(void *ctx, hps_error *err); /* a worker's own */
+    train_rows_stats sum;       /* every unit's, summed */
     dist_buf *out;              /* per worker: what goes to it */
     int64_t **asked, *n_asked, *cap_asked; /* per owner: the index of each key asked of it */
     int64_t ends[HPS_DIST_MAX_RANKS], part_end[HPS_DIST_MAX_RANKS];
@@ -71,7 +71,7 @@ void dist_shard_create(hps_dist *d, hps_trainer *t, const hps_train_opts *o)
     dist_shard *s = hps_calloc(1, sizeof *s);
     s->m = d->m, s->o = *o, s->step = 1;
     s->tables = shard_tables(d->m, o);
-    s->rows = train_rows_create(hps_trainer_backend(t), d->m, s->tables, 0, d->m->n_layers, INT64_MAX);
+    s->rows = train_rows_create(hps_trainer_backend(t), d->m, s->tables, 0, d->m->n_layers, d->shard_capacity);
     s->out = hps_calloc((size_t)d->workers, sizeof *s->out);
     s->asked = hps_calloc((size_t)d->workers, sizeof *s->asked);
     s->n_asked = hps_calloc((size_t)d->workers, sizeof *s->n_asked);
@@ -214,8 +214,12 @@ static int shard_update(void *ctx, int layer, hps_table *table, hps_sparse_grad 
 static int shard_step_end(void *ctx, hps_error *err)
 {
     hps_dist *d = ctx;
-    d->shard->step++;
-    return d->shard->step_end(ctx, err);
+    dist_shard *s = d->shard;
+    train_rows_step_end(s->rows, 1); /* rows staged past a full cache written back */
+    s->step++;
+    _Static_assert(sizeof s->sum == 4 * sizeof(uint64_t), "summed as 4 counts");
+    MPI_Allreduce(train_rows_stats_of(s->rows), &s->sum, 4, MPI_UINT64_T, MPI_SUM, d->wcomm);
+    return s->step_end(ctx, err);
 }
 
 /* ---- checkpoints ------------------------------------------------------------------- */
@@ -271,6 +275,8 @@ int64_t dist_shard_rows(const hps_dist *d)
         if (d->shard->tables[l]) n += hps_table_rows(d->shard->tables[l]);
     return n;
 }
+
+const train_rows_stats *dist_shard_stats(const hps_dist *d) { return &d->shard->sum; }
 
 /* ---- every shard at the lead --------------------------------------------------------- */
 

@@ -301,7 +301,17 @@ static json_t *metrics(void *ctx)
     json_t *o = json_pack("{s:o, s:o, s:o, s:o}", "shares", shares, "compute_ms", ms, "critical_s",
                           hps_json_real(d->critical_s), "idle_s", hps_json_real(d->idle_s));
     /* rows: hbm in shards: the rows the lead's own shard holds */
-    if (d->shards) json_object_set_new(o, "shard_rows", json_integer((json_int_t)dist_shard_rows(d)));
+    if (d->shards) {
+        const train_rows_stats *x = dist_shard_stats(d);
+        json_object_set_new(o, "shard_rows", json_integer((json_int_t)dist_shard_rows(d)));
+        /* every unit's device rows: a fetch of a row from a unit is a lookup */
+        json_object_set_new(o, "device_rows",
+                            json_pack("{s:o, s:I, s:I, s:I, s:I}", "capacity",
+                                      d->shard_capacity == INT64_MAX ? json_null()
+                                                                     : json_integer((json_int_t)d->shard_capacity),
+                                      "lookups", (json_int_t)x->lookups, "hits", (json_int_t)x->hits, "misses",
+                                      (json_int_t)x->misses, "write_backs", (json_int_t)x->write_backs));
+    }
     return o;
 }
 

@@ -420,6 +420,8 @@ static int64_t place_key(train_rows *r, int l, int slot, uint64_t key, uint64_t 
     if (row < 0) return -1;
     cover_row(T, row);
     if (T->slot[row] < 0) { /* cached, this step not having used it */
+        /* a cache (shards under mpirun) read every row of the step first */
+        HPS_CHECK(r->capacity == INT64_MAX);
         r->n_cached++;
         fetch(r, T, row);
         heap_push(r, l, row);
@@ -444,7 +446,7 @@ int train_rows_apply_parts(train_rows *r, int l, const hps_row_grads *all, uint6
                            hps_error *err)
 {
     rows_layer *T = layer_of(r, l);
-    HPS_CHECK(r->capacity == INT64_MAX && all->parts >= 1); /* hbm: every row of the parts is here */
+    HPS_CHECK(all->parts >= 1); /* every row of the parts is here: hbm, or a cache that read them */
     if (place_parts(r, T, all, step, err)) return -1;
     /* summed per row in worker order, as a parameter server sums its
      * workers' pushes: every replica adds the same floats in the same order */
@@ -480,9 +482,13 @@ int train_rows_read(train_rows *r, const hps_row_key *keys, int64_t n, uint64_t 
     int64_t *ids = hps_malloc((size_t)(n + 1) * sizeof *ids), floats = 0;
     int rc = 0;
     for (int64_t i = 0; i < n && rc == 0; i++) {
+        rows_layer *T = layer_of(r, keys[i].layer);
         at[i] = floats;
-        floats += layer_of(r, keys[i].layer)->D;
-        if ((slots[i] = place_key(r, keys[i].layer, keys[i].slot, keys[i].key, step, err)) < 0) rc = -1;
+        floats += T->D;
+        /* a lookup as one process's: counted, and with a cache maybe a miss */
+        int64_t row = hps_table_lookup(T->host, keys[i].slot, keys[i].key, step, err);
+        if (row < 0) rc = -1;
+        else slots[i] = train_rows_map(r, keys[i].layer, row, 0);
     }
     train_rows_prepare(r);
     float *buf = hps_malloc((size_t)(floats + 1) * sizeof *buf);

@@ -69,8 +69,11 @@ int train_rows_apply_parts(train_rows *r, int l, const hps_row_grads *all, uint6
 int train_rows_apply_replicas(train_rows *r, int l, hps_sparse_grad *const *grads, int n,
                               const hps_train_dist *h, uint64_t step, float lr, float eps, hps_error *err);
 /* A shard's owner: the current values of n rows named by key (of any layers
- * of r), D floats each back to back into out (host memory); a key not here
- * is created as in train_rows_apply_parts. */
+ * of r), D floats each back to back into out (host memory), each a lookup
+ * (train_rows_map: counted, and with a cache a hit or a miss); a key not
+ * here is created as a lookup at `step` creates it.  The step's gradients
+ * (train_rows_apply_parts) name only rows read in it; then
+ * train_rows_step_end. */
 int train_rows_read(train_rows *r, const hps_row_key *keys, int64_t n, uint64_t step, float *out,
                     hps_error *err);
 /* The end of a step (staged rows written back when write_back) or of an
