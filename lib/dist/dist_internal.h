@@ -101,6 +101,7 @@ struct hps_dist {
      * rows hps_dist_route(key, workers) gives it */
     int shards;
     int64_t shard_capacity;      /* rows a unit's device holds (INT64_MAX: hbm, all of its shard) */
+    char plan_digest[72];        /* the plan's, which a shard's checkpoint records */
     dist_shard *shard;
     dist_stats st;
     /* stages across ranks (dist_stage.c): n_stages > 1 */

@@ -157,6 +157,7 @@ int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err)
     int rc = read_workers(d, &pf, used, err) || read_servers(d, &pf, used, err) ||
              check_ranks(d, used, pf.name, err);
     d->predicted_bytes = pf.network_bytes;
+    memcpy(d->plan_digest, pf.digest, sizeof d->plan_digest);
     if (rc == 0) read_placement(d, &pf);
     char name[512];
     snprintf(name, sizeof name, "%s", pf.name);

@@ -25,7 +25,8 @@
 #include "dist/dist_internal.h"
 
 struct dist_shard {
-    const hps_model *m;
+    const hps_model *m; /* freed before the shard: n_layers is kept */
+    int n_layers;
     hps_train_opts o;
     hps_table **tables, **seen; /* per layer: this worker's shard; the lead's copy of all of them */
     train_rows *rows;           /* the shard in the backend's memory */
@@ -60,16 +61,16 @@ static hps_table **shard_tables(const hps_model *m, const hps_train_opts *o)
     return tables;
 }
 
-static void tables_free(const hps_model *m, hps_table **tables)
+static void tables_free(int n_layers, hps_table **tables)
 {
-    for (int l = 0; tables && l < m->n_layers; l++) hps_table_free(tables[l]);
+    for (int l = 0; tables && l < n_layers; l++) hps_table_free(tables[l]);
     free(tables);
 }
 
 void dist_shard_create(hps_dist *d, hps_trainer *t, const hps_train_opts *o)
 {
     dist_shard *s = hps_calloc(1, sizeof *s);
-    s->m = d->m, s->o = *o, s->step = 1;
+    s->m = d->m, s->n_layers = d->m->n_layers, s->o = *o, s->step = 1;
     s->tables = shard_tables(d->m, o);
     s->rows = train_rows_create(hps_trainer_backend(t), d->m, s->tables, 0, d->m->n_layers, d->shard_capacity);
     s->out = hps_calloc((size_t)d->workers, sizeof *s->out);
@@ -84,7 +85,7 @@ void dist_shard_free(hps_dist *d)
     dist_shard *s = d->shard;
     if (!s) return;
     train_rows_free(s->rows);
-    tables_free(s->m, s->tables), tables_free(s->m, s->seen);
+    tables_free(s->n_layers, s->tables), tables_free(s->n_layers, s->seen);
     for (int w = 0; w < d->workers; w++) free(s->out[w].buf), free(s->asked[w]);
     free(s->out), free(s->asked), free(s->n_asked), free(s->cap_asked);
     free(s->in), free(s->keys), free(s->vals);
@@ -241,7 +242,7 @@ static int shard_save(void *ctx, hps_trainer *t, uint64_t step, hps_error *err)
     char dir[4200];
     train_rows_flush(d->shard->rows);
     if (shard_dir(d, dir, sizeof dir, err) ||
-        hps_tables_save(d->m, d->shard->tables, "", step, d->shard->o.seed, dir, err))
+        hps_tables_save(d->m, d->shard->tables, d->plan_digest, step, d->shard->o.seed, dir, err))
         return -1;
     return dist_save(ctx, t, step, err);
 }
@@ -255,7 +256,7 @@ static int shard_resume(void *ctx, hps_trainer *t, int *found, hps_error *err)
     uint64_t step = hps_trainer_steps(t), got;
     if (shard_dir(d, dir, sizeof dir, err)) return -1;
     snprintf(path, sizeof path, "%s/ckpt-%012llu.hpsckpt", dir, (unsigned long long)step);
-    if (hps_tables_load_file(d->m, d->shard->tables, "", d->shard->o.seed, path, &got, err)) return -1;
+    if (hps_tables_load_file(d->m, d->shard->tables, d->plan_digest, d->shard->o.seed, path, &got, err)) return -1;
     d->shard->step = step + 1;
     return 0;
 }
@@ -312,7 +313,7 @@ int dist_shard_gather_eval(hps_dist *d, hps_error *err)
     /* unlimited: the lead's copy holds every unit's rows */
     hps_train_opts o = s->o;
     o.max_table_bytes = 0;
-    tables_free(s->m, s->seen);
+    tables_free(s->n_layers, s->seen);
     s->seen = shard_tables(s->m, &o);
     int rc = 0;
     for (size_t at = 0; rc == 0 && at < n;) {
