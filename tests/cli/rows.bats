@@ -175,6 +175,22 @@ mpi2() {
     mpik 2 "$@"
 }
 
+# PLAN on 2 ranks, 2 epochs: a run stopped at step 100 with a checkpoint in
+# $TMP/ck and resumed ends with the losses and the rows of a whole run
+resumes_whole() {
+    args=(--plan "$1" --data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance --epochs 2)
+    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --metrics "$TMP/full.ndjson" --metrics-interval 0 \
+        --export "$TMP/full.safetensors"
+    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --steps 100 --checkpoint "$TMP/ck"
+    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --checkpoint "$TMP/ck" --resume --metrics "$TMP/res.ndjson" \
+        --metrics-interval 0 --export "$TMP/res.safetensors"
+    losses "$TMP/full.ndjson" | tail -n +101 > "$TMP/a"
+    losses "$TMP/res.ndjson" > "$TMP/b"
+    [ "$(wc -l < "$TMP/b")" -gt 20 ]
+    cmp "$TMP/a" "$TMP/b"
+    cmp "$TMP/full.safetensors" "$TMP/res.safetensors"
+}
+
 @test "rows: hbm replicas on 2 ranks follow one process's losses; on 2 and 3 they stay equal" {
     hbm_on_2 "$TMP/hbm2.json"
     "$HPS_BIN/hps-train" --plan "$DATA/hbm.json" --data "$DATA/few" --threads 1 --cpu-fallback -q \
@@ -235,22 +251,20 @@ mpi2() {
     done
 }
 
+@test "rows: a plan's rows_split other than replicas or shards is refused naming the stage" {
+    hbm_on_2 "$TMP/bad.json" 2 halves
+    run "$HPS_BIN/hps-train" --plan "$TMP/bad.json" --data "$DATA/few" --cpu-fallback --metrics "$TMP/m.ndjson"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"hps-train: error: "*"bad.json: stage 0: rows_split 'halves' must be one of replicas|shards"* ]] || { echo "$output"; false; }
+    [ ! -e "$TMP/m.ndjson" ]
+}
+
 @test "rows: hbm shards under mpirun resume from the committed step to the same losses and rows" {
     shards_on "$TMP/sh2.json" 2
-    args=(--plan "$TMP/sh2.json" --data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance --epochs 2)
-    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --metrics "$TMP/full.ndjson" --metrics-interval 0 \
-        --export "$TMP/full.safetensors"
-    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --steps 100 --checkpoint "$TMP/ck"
+    resumes_whole "$TMP/sh2.json"
     # each unit keeps its shard beside its own checkpoint
     [ -s "$TMP/ck/rank-0/shard/ckpt-000000000100.hpsckpt" ]
     [ -s "$TMP/ck/rank-1/shard/ckpt-000000000100.hpsckpt" ]
-    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --checkpoint "$TMP/ck" --resume --metrics "$TMP/res.ndjson" \
-        --metrics-interval 0 --export "$TMP/res.safetensors"
-    losses "$TMP/full.ndjson" | tail -n +101 > "$TMP/a"
-    losses "$TMP/res.ndjson" > "$TMP/b"
-    [ "$(wc -l < "$TMP/b")" -gt 20 ]
-    cmp "$TMP/a" "$TMP/b"
-    cmp "$TMP/full.safetensors" "$TMP/res.safetensors"
 }
 
 # rows: cache under mpirun: shards again, each unit's in its host table
@@ -286,29 +300,12 @@ assert c["write_backs"] > 0 and c["misses"] - c["write_backs"] == 2 * cap, (c, c
 assert c["hits"] < h["hits"], (c, h)
 PY
     # a killed run resumes (with a cold cache) to the same losses and rows
-    mpi2 "$HPS_BIN/hps-train" --plan "$TMP/c2.json" "${args[@]}" --steps 100 --checkpoint "$TMP/ck"
-    mpi2 "$HPS_BIN/hps-train" --plan "$TMP/c2.json" "${args[@]}" --checkpoint "$TMP/ck" --resume \
-        --metrics "$TMP/res.ndjson" --metrics-interval 0 --export "$TMP/res.safetensors"
-    losses "$TMP/c.ndjson" | tail -n +101 > "$TMP/a"
-    losses "$TMP/res.ndjson" > "$TMP/b"
-    [ "$(wc -l < "$TMP/b")" -gt 20 ]
-    cmp "$TMP/a" "$TMP/b"
-    cmp "$TMP/c.safetensors" "$TMP/res.safetensors"
+    resumes_whole "$TMP/c2.json"
 }
 
 @test "rows: hbm replicas under mpirun resume from the committed step to the same losses and rows" {
     hbm_on_2 "$TMP/hbm2.json"
-    args=(--plan "$TMP/hbm2.json" --data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance --epochs 2)
-    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --metrics "$TMP/full.ndjson" --metrics-interval 0 \
-        --export "$TMP/full.safetensors"
-    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --steps 100 --checkpoint "$TMP/ck"
-    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --checkpoint "$TMP/ck" --resume --metrics "$TMP/res.ndjson" \
-        --metrics-interval 0 --export "$TMP/res.safetensors"
-    losses "$TMP/full.ndjson" | tail -n +101 > "$TMP/a"
-    losses "$TMP/res.ndjson" > "$TMP/b"
-    [ "$(wc -l < "$TMP/b")" -gt 20 ]
-    cmp "$TMP/a" "$TMP/b"
-    cmp "$TMP/full.safetensors" "$TMP/res.safetensors"
+    resumes_whole "$TMP/hbm2.json"
 }
 
 @test "rows: under mpirun hbm or a cache in a plan of several stages is refused naming the stage" {
