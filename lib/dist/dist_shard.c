@@ -122,7 +122,8 @@ static int answer(hps_dist *d, dist_shard *s, hps_error *err)
     s->vals = grow(s->vals, &s->cap_vals, floats + 1, sizeof *s->vals);
     if (train_rows_read(s->rows, s->keys, n, s->step, s->vals, err)) return -1;
     const char *at = (const char *)s->vals;
-    for (int w = 0, i = 0; w < d->workers; w++) {
+    int64_t i = 0;
+    for (int w = 0; w < d->workers; w++) {
         size_t bytes = 0;
         for (int64_t e = s->ends[w] / (int64_t)sizeof *s->keys; i < e; i++)
             bytes += (size_t)dim_of(s, &s->keys[i]) * sizeof(float);
