@@ -1,6 +1,7 @@
 /* Starting and ending a distributed run, messages, and what a rank says when
  * the job is stopped under it. */
 #include <dirent.h>
+#include <limits.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,6 +222,7 @@ void hps_dist_end(hps_dist *d)
     if (on) {
         if (d && d->wcomm != MPI_COMM_NULL) MPI_Comm_free(&d->wcomm);
         if (d) dist_stages_free(d);
+        if (d) dist_shard_free(d);
         if (d) dist_watch_end();
         MPI_Finalize();
     }
@@ -325,4 +327,39 @@ char *dist_recv(int from, int tag, size_t *n, int *source, int *got_tag)
     if (source) *source = st.MPI_SOURCE;
     if (got_tag) *got_tag = st.MPI_TAG;
     return buf;
+}
+
+/* ---- collectives among the workers ----------------------------------------------- */
+
+int dist_alltoall(hps_dist *d, const dist_buf *parts, char **in, size_t *cap, int64_t *ends, hps_error *err)
+{
+    int W = d->workers, me = d->me->index;
+    int64_t out_sizes[HPS_DIST_MAX_RANKS] = {0}, in_sizes[HPS_DIST_MAX_RANKS] = {0}, sent = 0, got = 0;
+    for (int w = 0; w < W; w++) out_sizes[w] = (int64_t)parts[w].len, sent += out_sizes[w];
+    /* the sizes first, as 64-bit: a part too large for MPI's int counts
+     * fails on every worker alike, none left waiting in the exchange */
+    MPI_Alltoall(out_sizes, 1, MPI_INT64_T, in_sizes, 1, MPI_INT64_T, d->wcomm);
+    for (int w = 0; w < W; w++) got += in_sizes[w], ends[w] = got;
+    int big = sent > INT_MAX || got > INT_MAX, any = 0;
+    MPI_Allreduce(&big, &any, 1, MPI_INT, MPI_MAX, d->wcomm);
+    if (any)
+        return hps_fail(err, HPS_EXIT_RUNTIME,
+                        "the workers' exchange of a step's rows is %lld bytes or more on one of them, too "
+                        "many to send at once (at most %d)",
+                        (long long)(sent > got ? sent : got), INT_MAX);
+    int scount[HPS_DIST_MAX_RANKS], sdisp[HPS_DIST_MAX_RANKS], rcount[HPS_DIST_MAX_RANKS], rdisp[HPS_DIST_MAX_RANKS];
+    char *out = hps_malloc((size_t)sent + 1);
+    for (int w = 0, at = 0; w < W; w++) {
+        memcpy(out + at, parts[w].buf, parts[w].len);
+        scount[w] = (int)parts[w].len, sdisp[w] = at, at += scount[w];
+        rcount[w] = (int)in_sizes[w], rdisp[w] = (int)(ends[w] - in_sizes[w]);
+        if (w != me) count_sent(d, parts[w].len, d->worker_rank[w]);
+    }
+    if ((size_t)got + 1 > *cap) {
+        *cap = (size_t)got * 2 + 1;
+        *in = hps_realloc(*in, *cap);
+    }
+    MPI_Alltoallv(out, scount, sdisp, MPI_BYTE, *in, rcount, rdisp, MPI_BYTE, d->wcomm);
+    free(out);
+    return 0;
 }

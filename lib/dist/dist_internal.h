@@ -6,6 +6,7 @@
 
 #include "dist/hps_dist.h"
 #include "train/hps_train.h"
+#include "train/train_rows.h"
 
 /* Message tags between workers and servers. */
 /* TAG_PEEK: a fetch during evaluation, which creates no rows */
@@ -60,6 +61,8 @@ typedef struct {
 #define DIST_STATS_N 12
 _Static_assert(sizeof(dist_stats) == DIST_STATS_N * sizeof(double), "dist_stats is gathered as doubles");
 
+typedef struct dist_shard dist_shard;
+
 struct hps_dist {
     hps_dist_opts o;
     int alone;                    /* one process, MPI never started (hps_dist_start) */
@@ -94,6 +97,12 @@ struct hps_dist {
     hps_row_key *xkeys;
     float *xgrad;
     size_t cap_xgrad;
+    /* rows: hbm sharded over the workers (dist_shard.c): each holds the
+     * rows hps_dist_route(key, workers) gives it */
+    int shards;
+    int64_t shard_capacity;      /* rows a unit's device holds (INT64_MAX: hbm, all of its shard) */
+    char plan_digest[72];        /* the plan's, which a shard's checkpoint records */
+    dist_shard *shard;
     dist_stats st;
     /* stages across ranks (dist_stage.c): n_stages > 1 */
     int n_stages, stage_n[HPS_TRAIN_MAX_STAGES];
@@ -150,6 +159,10 @@ void dist_isend(hps_dist *d, const void *p, size_t n, int to, int tag, MPI_Reque
 char *dist_recv(int from, int tag, size_t *n, int *source, int *got_tag);
 /* MPI_Waitall, nothing in the probe's loopback. */
 void dist_waitall(hps_dist *d, int n, MPI_Request *r);
+/* Among the workers (every one calls it): parts[w] to worker w; *in (grown
+ * to *cap) gets the parts to this one in worker order, ends[w] the end of
+ * worker w's bytes there. */
+int dist_alltoall(hps_dist *d, const dist_buf *parts, char **in, size_t *cap, int64_t *ends, hps_error *err);
 /* The probe's loopback: d's worker and server in this process (NULL: off). */
 void dist_loop(hps_dist *d);
 
@@ -166,6 +179,20 @@ void dist_server_state_free(hps_dist *d, dist_server_state *s);
 /* Every row of tables (per layer, NULL but for embedding layers) into b,
  * as (layer, slot, key) then dim floats: a server's dump, a replica's. */
 void dist_pack_rows(const hps_model *m, hps_table *const *tables, dist_buf *b);
+
+/* dist_shard.c: a worker's shard of the rows, its hooks (fetch_rows,
+ * update_rows, step_end, save, resume), and every shard's rows gathered at
+ * the lead (all workers call it; NULL elsewhere) */
+void dist_shard_create(hps_dist *d, hps_trainer *t, const hps_train_opts *o);
+void dist_shard_hook(hps_dist *d, hps_train_dist *h);
+void dist_shard_free(hps_dist *d);
+int64_t dist_shard_rows(const hps_dist *d); /* the rows this worker's shard holds */
+/* The units' device rows' statistics, summed over the workers at each step's end. */
+const train_rows_stats *dist_shard_stats(const hps_dist *d);
+char *dist_shard_gather(hps_dist *d, size_t *n);
+/* The lead, before evaluating: a copy of every shard's rows, which its
+ * evaluation reads (all workers call it). */
+int dist_shard_gather_eval(hps_dist *d, hps_error *err);
 
 /* dist_ckpt.c: a worker's through the trainer's hooks, a server's of its tables */
 int dist_save(void *ctx, hps_trainer *t, uint64_t step, hps_error *err);

@@ -40,37 +40,40 @@ static int read_workers(hps_dist *d, const plan_file *pf, int *used, hps_error *
 }
 
 /* 1 when some stage pulls embedding rows from servers: rows "servers" (also
- * what a plan that does not say means); "hbm" keeps them in the workers'
- * replicas, "cache" is refused before. */
+ * what a plan that does not say means); "hbm" and "cache" keep them in
+ * the workers (read_device_rows). */
 static int pulls_rows(const plan_file *pf)
 {
     for (int i = 0; i < pf->n_stages; i++)
-        if (strcmp(pf->stages[i].rows, "none") != 0 && strcmp(pf->stages[i].rows, "hbm") != 0) return 1;
+        if (strcmp(pf->stages[i].rows, "none") != 0 && strcmp(pf->stages[i].rows, "hbm") != 0 &&
+            strcmp(pf->stages[i].rows, "cache") != 0)
+            return 1;
     return pf->n_stages == 0;
 }
 
 /* rows: hbm runs as replicas, one a worker of the stage, whose gradients
- * are exchanged each step; rows: cache, and the rows of a table sharded
- * over the units (the planner prices hbm only for tables that fit one
- * unit), are not done under mpirun. */
+ * are exchanged each step, or, where the plan says rows_split "shards" on
+ * several units, as shards, each worker holding the rows the routing rule
+ * gives it (dist_shard.c); rows: cache as shards too, each unit's shard in
+ * its host table behind a cache of the plan's cache_rows. */
 static int read_device_rows(hps_dist *d, const plan_file *pf, hps_error *err)
 {
     for (int i = 0; i < pf->n_stages; i++) {
-        if (strcmp(pf->stages[i].rows, "cache") == 0)
-            return hps_fail(err, HPS_EXIT_USAGE,
-                            "%s: stage %d keeps its embedding rows in a cache (rows: cache: its tables do not "
-                            "fit one unit); hps-train under mpirun runs rows: hbm (a replica a unit) and rows: "
-                            "servers only, sharding rows across units is not done: plan with --rows servers, or "
-                            "run it in one process",
-                            pf->name, i);
-        if (strcmp(pf->stages[i].rows, "hbm") != 0) continue;
-        d->replicas = 1;
+        const plan_file_stage *st = &pf->stages[i];
+        int cache = strcmp(st->rows, "cache") == 0;
+        if (!cache && strcmp(st->rows, "hbm") != 0) continue;
         if (pf->n_stages > 1)
             return hps_fail(err, HPS_EXIT_USAGE,
-                            "%s: stage %d keeps its embedding rows in HBM (rows: hbm) and the plan has %d "
-                            "stages: hps-train under mpirun runs rows: hbm as replicas in a plan of one stage "
-                            "only: plan with --rows servers, or run it in one process",
-                            pf->name, i, pf->n_stages);
+                            "%s: stage %d keeps its embedding rows in %s (rows: %s) and the plan has %d "
+                            "stages: hps-train under mpirun runs device rows in a plan of one stage only: "
+                            "plan with --rows servers, or run it in one process",
+                            pf->name, i, cache ? "a cache" : "HBM", st->rows, pf->n_stages);
+        if (cache && st->cache_rows <= 0)
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: stage %d: rows: cache without cache_rows (> 0 expected)",
+                            pf->name, i);
+        d->shard_capacity = cache ? st->cache_rows : INT64_MAX;
+        if (cache || (st->rows_shards && st->units > 1)) d->shards = 1;
+        else d->replicas = 1;
     }
     return 0;
 }
@@ -154,6 +157,7 @@ int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err)
     int rc = read_workers(d, &pf, used, err) || read_servers(d, &pf, used, err) ||
              check_ranks(d, used, pf.name, err);
     d->predicted_bytes = pf.network_bytes;
+    memcpy(d->plan_digest, pf.digest, sizeof d->plan_digest);
     if (rc == 0) read_placement(d, &pf);
     char name[512];
     snprintf(name, sizeof name, "%s", pf.name);
@@ -165,7 +169,7 @@ int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err)
 
 int dist_check_servers(const hps_dist *d, const hps_model *m, const char *plan_name, hps_error *err)
 {
-    if (d->servers || d->replicas) return 0;
+    if (d->servers || d->replicas || d->shards) return 0;
     for (int l = 0; l < m->n_layers; l++)
         if (m->layers[l].kind == HPS_LAYER_EMBEDDING)
             return hps_fail(err, HPS_EXIT_USAGE,

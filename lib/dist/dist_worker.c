@@ -298,8 +298,21 @@ static json_t *metrics(void *ctx)
         json_array_append_new(shares, hps_json_real(d->share[w]));
         json_array_append_new(ms, hps_json_real(d->last_compute[w] * 1e3));
     }
-    return json_pack("{s:o, s:o, s:o, s:o}", "shares", shares, "compute_ms", ms, "critical_s",
-                     hps_json_real(d->critical_s), "idle_s", hps_json_real(d->idle_s));
+    json_t *o = json_pack("{s:o, s:o, s:o, s:o}", "shares", shares, "compute_ms", ms, "critical_s",
+                          hps_json_real(d->critical_s), "idle_s", hps_json_real(d->idle_s));
+    /* rows: hbm in shards: the rows the lead's own shard holds */
+    if (d->shards) {
+        const train_rows_stats *x = dist_shard_stats(d);
+        json_object_set_new(o, "shard_rows", json_integer((json_int_t)dist_shard_rows(d)));
+        /* every unit's device rows: a fetch of a row from a unit is a lookup */
+        json_object_set_new(o, "device_rows",
+                            json_pack("{s:o, s:I, s:I, s:I, s:I}", "capacity",
+                                      d->shard_capacity == INT64_MAX ? json_null()
+                                                                     : json_integer((json_int_t)d->shard_capacity),
+                                      "lookups", (json_int_t)x->lookups, "hits", (json_int_t)x->hits, "misses",
+                                      (json_int_t)x->misses, "write_backs", (json_int_t)x->write_backs));
+    }
+    return o;
 }
 
 /* The other stages' weights, through host memory (all workers call it). */
@@ -318,6 +331,7 @@ static int gather_stage_params(hps_dist *d, hps_trainer *t, hps_error *err)
 static int gather_params(void *ctx, hps_trainer *t, hps_error *err)
 {
     hps_dist *d = ctx_dist(ctx);
+    if (d->shards && d->eval) return dist_shard_gather_eval(d, err);
     return d->n_stages > 1 && d->eval ? gather_stage_params(d, t, err) : 0;
 }
 
@@ -340,6 +354,7 @@ void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_
                                 .exchange_rows = d->replicas ? exchange_rows : NULL,
                                 .remote_rows = !d->replicas, .in_process = 0};
     dist_stages_hook(d, &d->hooks);
+    if (d->shards) dist_shard_create(d, t, o), dist_shard_hook(d, &d->hooks);
     hps_trainer_set_dist(t, &d->hooks);
 }
 
@@ -405,10 +420,21 @@ static int take_replica(hps_dist *d, hps_trainer *t, hps_error *err)
     return rc;
 }
 
+/* rows: hbm in shards: every worker's into the lead's tables. */
+static int take_shards(hps_dist *d, hps_trainer *t, hps_error *err)
+{
+    size_t n;
+    char *rows = dist_shard_gather(d, &n);
+    int rc = hps_dist_is_lead(d) ? take_rows(d, t, rows, n, err) : 0;
+    free(rows);
+    return rc;
+}
+
 int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err)
 {
     if (d->n_stages > 1 && gather_stage_params(d, t, err)) return -1;
     if (d->replicas) return take_replica(d, t, err);
+    if (d->shards) return take_shards(d, t, err);
     if (!hps_dist_is_lead(d)) return 0;
     for (int s = 0; s < d->servers; s++) {
         dist_send(d, NULL, 0, d->server_rank[s], TAG_DUMP);

@@ -25,6 +25,10 @@ typedef struct {
      * together (the hottest by lookups, hps-plan(1) MEMORY); 0 when not given */
     long long cache_rows;
     double cache_hit_rate; /* rows: cache: the share of lookups predicted to hit; 0 when not given */
+    /* rows "hbm" on several units (rows_split): 1 "shards", each unit holds
+     * the rows the routing rule sends it; 0 "replicas" (also when not
+     * given), each unit holds every row */
+    int rows_shards;
 } plan_file_stage;
 
 typedef struct {

@@ -148,7 +148,7 @@ static int read_assignment(json_t *root, plan_file *pf, hps_error *err)
 /* layers [first, last]: bounded before the end is computed (no overflow). */
 static int read_stage(json_t *js, int i, plan_file *pf, int next, hps_error *err)
 {
-    static const char *const kinds[] = {"cpu", "gpu", NULL};
+    static const char *const kinds[] = {"cpu", "gpu", NULL}, *const splits[] = {"replicas", "shards", NULL};
     plan_file_stage *s = &pf->stages[i];
     char ctx[600];
     snprintf(ctx, sizeof ctx, "%s: stage %d", pf->name, i);
@@ -167,7 +167,8 @@ static int read_stage(json_t *js, int i, plan_file *pf, int next, hps_error *err
         hps_json_num(js, "servers_ms", HPS_OPTIONAL, 0, 1e12, &s->servers_ms, ctx, err) ||
         hps_json_num(js, "layers_ms", HPS_OPTIONAL, 0, 1e12, &s->layers_ms, ctx, err) ||
         hps_json_int(js, "cache_rows", HPS_OPTIONAL, 0, 1LL << 50, &s->cache_rows, ctx, err) ||
-        hps_json_num(js, "cache_hit_rate", HPS_OPTIONAL, 0, 1, &s->cache_hit_rate, ctx, err))
+        hps_json_num(js, "cache_hit_rate", HPS_OPTIONAL, 0, 1, &s->cache_hit_rate, ctx, err) ||
+        hps_json_enum(js, "rows_split", HPS_OPTIONAL, splits, &s->rows_shards, ctx, err))
         return -1;
     json_t *a = json_array_get(layers, 0), *b = json_array_get(layers, 1);
     if (!json_is_array(layers) || json_array_size(layers) != 2 || !json_is_integer(a) || !json_is_integer(b))

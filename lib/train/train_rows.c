@@ -408,25 +408,58 @@ static void name_rows(rows_layer *T, int l, const hps_sparse_grad *g)
     }
 }
 
-/* Every part's rows on the device: a key another process trained first is
- * created here as a lookup creates it (its first values are the key's), and
- * fetched; being no lookup of this process, it is not counted. */
+/* The device slot of the row of (slot, key) in layer l, placed there from
+ * its host row if it is not: a key no lookup of this process made is
+ * created as a lookup at `step` creates it (its first values are the key's);
+ * being no lookup of this process, it is not counted.  Rows placed are
+ * fetched at the next train_rows_prepare. */
+static int64_t place_key(train_rows *r, int l, int slot, uint64_t key, uint64_t step, hps_error *err)
+{
+    rows_layer *T = layer_of(r, l);
+    int64_t row = hps_table_lookup(T->host, slot, key, step, err);
+    if (row < 0) return -1;
+    cover_row(T, row);
+    if (T->slot[row] < 0) { /* cached, this step not having used it */
+        /* a cache (shards under mpirun) read every row of the step first */
+        HPS_CHECK(r->capacity == INT64_MAX);
+        r->n_cached++;
+        fetch(r, T, row);
+        heap_push(r, l, row);
+    }
+    return T->slot[row];
+}
+
+/* Every part's rows on the device (T->part_slots). */
 static int place_parts(train_rows *r, rows_layer *T, const hps_row_grads *all, uint64_t step, hps_error *err)
 {
     int64_t total = all->parts ? all->end[all->parts - 1] : 0;
     T->part_slots = grow_array(T->part_slots, &T->cap_part_slots, total + 1, sizeof *T->part_slots);
     for (int64_t e = 0; e < total; e++) {
-        int64_t row = hps_table_lookup(T->host, all->keys[e].slot, all->keys[e].key, step, err);
-        if (row < 0) return -1;
-        cover_row(T, row);
-        if (T->slot[row] < 0) { /* cached, this step not having used it */
-            r->n_cached++;
-            fetch(r, T, row);
-            heap_push(r, (int)all->keys[e].layer, row);
-        }
-        T->part_slots[e] = T->slot[row];
+        const hps_row_key *k = &all->keys[e];
+        if ((T->part_slots[e] = place_key(r, (int)k->layer, k->slot, k->key, step, err)) < 0) return -1;
     }
     train_rows_prepare(r);
+    return 0;
+}
+
+int train_rows_apply_parts(train_rows *r, int l, const hps_row_grads *all, uint64_t step, float lr, float eps,
+                           hps_error *err)
+{
+    rows_layer *T = layer_of(r, l);
+    HPS_CHECK(all->parts >= 1); /* every row of the parts is here: hbm, or a cache that read them */
+    if (place_parts(r, T, all, step, err)) return -1;
+    /* summed per row in worker order, as a parameter server sums its
+     * workers' pushes: every replica adds the same floats in the same order */
+    hps_sparse_grad *views = hps_malloc((size_t)all->parts * sizeof *views);
+    hps_sparse_grad **src = hps_malloc((size_t)all->parts * sizeof *src);
+    for (int w = 0; w < all->parts; w++) {
+        int64_t lo = w ? all->end[w - 1] : 0, k = all->end[w] - lo;
+        views[w] = (hps_sparse_grad){.n = k, .cap = k, .D = T->D, .rows = T->part_slots + lo,
+                                     .grad = (float *)all->grad + lo * T->D};
+        src[w] = &views[w];
+    }
+    apply_sum(r->be, T, hps_table_grad_sum(src, all->parts, T->D, &T->sum), lr, eps);
+    free(views), free(src);
     return 0;
 }
 
@@ -434,28 +467,44 @@ int train_rows_apply_replicas(train_rows *r, int l, hps_sparse_grad *const *grad
                               const hps_train_dist *h, uint64_t step, float lr, float eps, hps_error *err)
 {
     rows_layer *T = layer_of(r, l);
-    HPS_CHECK(r->capacity == INT64_MAX); /* hbm: a replica holds every row */
     hps_sparse_grad none = {.D = T->D};
     const hps_sparse_grad *mine = n > 0 ? host_sum(r->be, T, grads, n) : &none;
     name_rows(T, l, mine);
     hps_row_grads all;
-    if (h->exchange_rows(h->ctx, l, T->keys, mine->grad, mine->n, &all, err) ||
-        place_parts(r, T, &all, step, err))
-        return -1;
-    /* summed per row in worker order, as a parameter server sums its
-     * workers' pushes: every replica adds the same floats in the same order */
-    HPS_CHECK(all.parts >= 1);
-    hps_sparse_grad *views = hps_malloc((size_t)all.parts * sizeof *views);
-    hps_sparse_grad **src = hps_malloc((size_t)all.parts * sizeof *src);
-    for (int w = 0; w < all.parts; w++) {
-        int64_t lo = w ? all.end[w - 1] : 0, k = all.end[w] - lo;
-        views[w] = (hps_sparse_grad){.n = k, .cap = k, .D = T->D, .rows = T->part_slots + lo,
-                                     .grad = (float *)all.grad + lo * T->D};
-        src[w] = &views[w];
+    if (h->exchange_rows(h->ctx, l, T->keys, mine->grad, mine->n, &all, err)) return -1;
+    return train_rows_apply_parts(r, l, &all, step, lr, eps, err);
+}
+
+int train_rows_read(train_rows *r, const hps_row_key *keys, int64_t n, uint64_t step, float *out,
+                    hps_error *err)
+{
+    int64_t *slots = hps_malloc((size_t)(n + 1) * sizeof *slots), *at = hps_malloc((size_t)(n + 1) * sizeof *at);
+    int64_t *ids = hps_malloc((size_t)(n + 1) * sizeof *ids), floats = 0;
+    int rc = 0;
+    for (int64_t i = 0; i < n && rc == 0; i++) {
+        rows_layer *T = layer_of(r, keys[i].layer);
+        at[i] = floats;
+        floats += T->D;
+        /* a lookup as one process's: counted, and with a cache maybe a miss */
+        int64_t row = hps_table_lookup(T->host, keys[i].slot, keys[i].key, step, err);
+        if (row < 0) rc = -1;
+        else slots[i] = train_rows_map(r, keys[i].layer, row, 0);
     }
-    apply_sum(r->be, T, hps_table_grad_sum(src, all.parts, T->D, &T->sum), lr, eps);
-    free(views), free(src);
-    return 0;
+    train_rows_prepare(r);
+    float *buf = hps_malloc((size_t)(floats + 1) * sizeof *buf);
+    /* one copy a layer, the keys being of several layers (each its arena and width) */
+    for (int l = r->first; l < r->end && rc == 0; l++) {
+        rows_layer *T = &r->L[l - r->first];
+        int64_t m = 0;
+        for (int64_t i = 0; T->host && i < n; i++)
+            if (keys[i].layer == l) ids[m++] = slots[i];
+        if (!m) continue;
+        r->be->rows_get(buf, T->w, T->D, ids, m);
+        for (int64_t i = 0, j = 0; i < n; i++)
+            if (keys[i].layer == l) memcpy(out + at[i], buf + j++ * T->D, (size_t)T->D * sizeof *buf);
+    }
+    free(slots), free(at), free(ids), free(buf);
+    return rc;
 }
 
 void train_rows_step_end(train_rows *r, int write_back)

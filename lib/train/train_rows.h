@@ -53,14 +53,29 @@ float *train_rows_accum(train_rows *r, int l);
  * slots, summed as hps_table_grad_sum sums them, then AdaGrad. */
 void train_rows_apply(train_rows *r, int l, hps_sparse_grad *const *grads, int n, float lr,
                       float eps);
+/* Several units of a stage with rows: hbm (under mpirun) sum a step's
+ * gradients of layer l in worker order: part w of all is worker w's sum,
+ * its rows named by key, and every row of the parts is updated here (a
+ * replica: each worker's rows; a shard: the rows hps_dist_route gives this
+ * unit).  A key no lookup of this process made is created as a lookup at
+ * `step` would create it. */
+int train_rows_apply_parts(train_rows *r, int l, const hps_row_grads *all, uint64_t step, float lr, float eps,
+                           hps_error *err);
 /* Replicas (rows: hbm under mpirun, every worker of the stage holding every
  * row): this process's sum of its n gradients goes to the others by key
- * through h->exchange_rows, and every process's, summed per row in worker
- * order, updates the rows, so that the replicas stay equal.  A key another
- * process trained first is created as a lookup at `step` would create it.
- * Every process calls it each step (n = 0 too). */
+ * through h->exchange_rows, and every process's updates the rows
+ * (train_rows_apply_parts), so that the replicas stay equal.  Every process
+ * calls it each step (n = 0 too). */
 int train_rows_apply_replicas(train_rows *r, int l, hps_sparse_grad *const *grads, int n,
                               const hps_train_dist *h, uint64_t step, float lr, float eps, hps_error *err);
+/* A shard's owner: the current values of n rows named by key (of any layers
+ * of r), D floats each back to back into out (host memory), each a lookup
+ * (train_rows_map: counted, and with a cache a hit or a miss); a key not
+ * here is created as a lookup at `step` creates it.  The step's gradients
+ * (train_rows_apply_parts) name only rows read in it; then
+ * train_rows_step_end. */
+int train_rows_read(train_rows *r, const hps_row_key *keys, int64_t n, uint64_t step, float *out,
+                    hps_error *err);
 /* The end of a step (staged rows written back when write_back) or of an
  * evaluation batch (their copies dropped). */
 void train_rows_step_end(train_rows *r, int write_back);

@@ -306,6 +306,13 @@ void hps_trainer_set_dist(hps_trainer *t, const hps_train_dist *d)
 {
     t->hooks = d;
     t->remote_rows = d->remote_rows;
+    /* rows that live elsewhere are not this trainer's device rows (the
+     * shards of rows: hbm live with their owners, lib/dist) */
+    for (int s = 0; d->remote_rows && s < t->plan->n_stages; s++) {
+        train_rows_free(t->stage_rows[s]);
+        t->stage_rows[s] = NULL;
+    }
+    for (int l = 0; d->remote_rows && l < t->m->n_layers; l++) t->rows_of[l] = NULL;
     if (d->link) hps_pipeline_set_link(t->pipe, d->link);
 }
 
@@ -714,6 +721,8 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
 
 const hps_train_summary *hps_trainer_summary(const hps_trainer *t) { return &t->sum; }
 int hps_trainer_batch(const hps_trainer *t) { return t->B; }
+uint64_t hps_trainer_steps(const hps_trainer *t) { return t->step; }
+const hps_backend *hps_trainer_backend(const hps_trainer *t) { return t->be; }
 hps_table *hps_trainer_table(hps_trainer *t, int layer)
 {
     train_rows_sync(t);

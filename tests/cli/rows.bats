@@ -148,7 +148,18 @@ hbm_on_2() {
 assert p["servers"]["count"] == 0 and len(p["workers"]) == 1, p
 p["stages"][0]["units"] = k
 p["workers"] = [dict(p["workers"][0], rank=r, share=1 / k, batch_share=1 / k) for r in range(k)]
-json.dump(p, open(sys.argv[2], "w"))' "$DATA/hbm.json" "$1" "${2:-2}"
+if sys.argv[4]: p["stages"][0]["rows_split"] = sys.argv[4]
+json.dump(p, open(sys.argv[2], "w"))' "$DATA/hbm.json" "$1" "${2:-2}" "${3:-}"
+}
+
+# the same with its rows in K shards (rows_split: shards, hps-plan(5))
+shards_on() {
+    hbm_on_2 "$1" "$2" shards
+}
+
+# the rows the lead's own shard held at the last step (its dist record)
+shard_rows() {
+    python3 -c 'import json,sys; print([json.loads(l)["dist"]["shard_rows"] for l in open(sys.argv[1]) if json.loads(l)["event"] == "step"][-1])' "$1"
 }
 
 mpik() {
@@ -162,6 +173,22 @@ mpik() {
 
 mpi2() {
     mpik 2 "$@"
+}
+
+# PLAN on 2 ranks, 2 epochs: a run stopped at step 100 with a checkpoint in
+# $TMP/ck and resumed ends with the losses and the rows of a whole run
+resumes_whole() {
+    args=(--plan "$1" --data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance --epochs 2)
+    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --metrics "$TMP/full.ndjson" --metrics-interval 0 \
+        --export "$TMP/full.safetensors"
+    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --steps 100 --checkpoint "$TMP/ck"
+    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --checkpoint "$TMP/ck" --resume --metrics "$TMP/res.ndjson" \
+        --metrics-interval 0 --export "$TMP/res.safetensors"
+    losses "$TMP/full.ndjson" | tail -n +101 > "$TMP/a"
+    losses "$TMP/res.ndjson" > "$TMP/b"
+    [ "$(wc -l < "$TMP/b")" -gt 20 ]
+    cmp "$TMP/a" "$TMP/b"
+    cmp "$TMP/full.safetensors" "$TMP/res.safetensors"
 }
 
 @test "rows: hbm replicas on 2 ranks follow one process's losses; on 2 and 3 they stay equal" {
@@ -193,30 +220,95 @@ mpi2() {
     cmp "$TMP/k0.safetensors" "$TMP/k2.safetensors"
 }
 
-@test "rows: hbm replicas under mpirun resume from the committed step to the same losses and rows" {
-    hbm_on_2 "$TMP/hbm2.json"
-    args=(--plan "$TMP/hbm2.json" --data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance --epochs 2)
-    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --metrics "$TMP/full.ndjson" --metrics-interval 0 \
-        --export "$TMP/full.safetensors"
-    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --steps 100 --checkpoint "$TMP/ck"
-    mpi2 "$HPS_BIN/hps-train" "${args[@]}" --checkpoint "$TMP/ck" --resume --metrics "$TMP/res.ndjson" \
-        --metrics-interval 0 --export "$TMP/res.safetensors"
-    losses "$TMP/full.ndjson" | tail -n +101 > "$TMP/a"
-    losses "$TMP/res.ndjson" > "$TMP/b"
-    [ "$(wc -l < "$TMP/b")" -gt 20 ]
-    cmp "$TMP/a" "$TMP/b"
-    cmp "$TMP/full.safetensors" "$TMP/res.safetensors"
+# Shards (rows_split: shards): each unit holds the rows the routing rule
+# gives it; a step's keys go to their owners, the rows' values back, and the
+# gradients to the owners, which sum the workers' parts in worker order as
+# replicas do: the same floats, so a sharded run is the replicated one bit
+# for bit (and that one follows one process within 1e-4, above).
+@test "rows: hbm shards on 2 and 3 ranks train, evaluate and export bit for bit as replicas" {
+    for k in 2 3; do
+        hbm_on_2 "$TMP/rep$k.json" $k
+        shards_on "$TMP/sh$k.json" $k
+        args=(--data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance --eval "$DATA/few")
+        mpik $k "$HPS_BIN/hps-train" --plan "$TMP/rep$k.json" "${args[@]}" --metrics "$TMP/rep$k.ndjson" \
+            --export "$TMP/rep$k.safetensors"
+        mpik $k "$HPS_BIN/hps-train" --plan "$TMP/sh$k.json" "${args[@]}" --metrics "$TMP/sh$k.ndjson" \
+            --export "$TMP/sh$k.safetensors"
+        losses "$TMP/rep$k.ndjson" > "$TMP/a"
+        losses "$TMP/sh$k.ndjson" > "$TMP/b"
+        [ "$(wc -l < "$TMP/b")" -gt 70 ]
+        cmp "$TMP/a" "$TMP/b"
+        evals "$TMP/rep$k.ndjson" > "$TMP/a"
+        evals "$TMP/sh$k.ndjson" > "$TMP/b"
+        [ "$(wc -l < "$TMP/b")" -eq 1 ]
+        cmp "$TMP/a" "$TMP/b"
+        # the export gathers every shard at the lead
+        cmp "$TMP/rep$k.safetensors" "$TMP/sh$k.safetensors"
+        # the lead holds its share of the rows only, about 1/k of them
+        all=$(python3 -c 'import json,sys; print(sum(t["rows"] for t in json.loads(open(sys.argv[1]).readlines()[-1])["tables"]))' "$DATA/servers.ndjson")
+        mine=$(shard_rows "$TMP/sh$k.ndjson")
+        [ "$mine" -gt $((all / k * 8 / 10)) ] && [ "$mine" -lt $((all / k * 12 / 10)) ] || { echo "$mine of $all"; false; }
+    done
 }
 
-@test "rows: under mpirun a cache, or hbm in a plan of several stages, is refused naming the stage" {
-    python3 -c 'import json,sys; p = json.load(open(sys.argv[1]))
-p["workers"] = [dict(p["workers"][0], rank=r, share=0.5) for r in (0, 1)]; p["stages"][0]["units"] = 2
-json.dump(p, open(sys.argv[2], "w"))' "$DATA/cache.json" "$TMP/cache2.json"
-    run mpi2 "$HPS_BIN/hps-train" --plan "$TMP/cache2.json" --data "$DATA/few" --threads 1 --cpu-fallback \
-        --metrics "$TMP/m.ndjson"
+@test "rows: a plan's rows_split other than replicas or shards is refused naming the stage" {
+    hbm_on_2 "$TMP/bad.json" 2 halves
+    run "$HPS_BIN/hps-train" --plan "$TMP/bad.json" --data "$DATA/few" --cpu-fallback --metrics "$TMP/m.ndjson"
     [ "$status" -eq 2 ]
-    [[ "$output" == *"hps-train: error: "*"cache2.json: stage 0 keeps its embedding rows in a cache (rows: cache: its tables do not fit one unit); hps-train under mpirun runs rows: hbm (a replica a unit) and rows: servers only, sharding rows across units is not done: plan with --rows servers, or run it in one process"* ]] || { echo "$output"; false; }
+    [[ "$output" == *"hps-train: error: "*"bad.json: stage 0: rows_split 'halves' must be one of replicas|shards"* ]] || { echo "$output"; false; }
     [ ! -e "$TMP/m.ndjson" ]
+}
+
+@test "rows: hbm shards under mpirun resume from the committed step to the same losses and rows" {
+    shards_on "$TMP/sh2.json" 2
+    resumes_whole "$TMP/sh2.json"
+    # each unit keeps its shard beside its own checkpoint
+    [ -s "$TMP/ck/rank-0/shard/ckpt-000000000100.hpsckpt" ]
+    [ -s "$TMP/ck/rank-1/shard/ckpt-000000000100.hpsckpt" ]
+}
+
+# rows: cache under mpirun: shards again, each unit's in its host table
+# behind a cache of the plan's cache_rows (10% of all the rows here).
+@test "rows: a cache on 2 ranks trains bit for bit as hbm shards, its statistics summed, and resumes" {
+    shards_on "$TMP/sh2.json" 2
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); c = json.load(open(sys.argv[2]))
+for st in p["stages"]: st["rows"], st["executed_as"], st["cache_rows"] = "cache", "cache", c["stages"][0]["cache_rows"]
+json.dump(p, open(sys.argv[3], "w"))' "$TMP/sh2.json" "$DATA/cache.json" "$TMP/c2.json"
+    args=(--data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance --epochs 2)
+    mpi2 "$HPS_BIN/hps-train" --plan "$TMP/sh2.json" "${args[@]}" --metrics "$TMP/sh.ndjson" --metrics-interval 0 \
+        --export "$TMP/sh.safetensors" --eval "$DATA/few"
+    mpi2 "$HPS_BIN/hps-train" --plan "$TMP/c2.json" "${args[@]}" --metrics "$TMP/c.ndjson" --metrics-interval 0 \
+        --export "$TMP/c.safetensors" --eval "$DATA/few"
+    # evicted rows' updates are written back: nothing lost
+    losses "$TMP/sh.ndjson" > "$TMP/a"
+    losses "$TMP/c.ndjson" > "$TMP/b"
+    [ "$(wc -l < "$TMP/b")" -gt 150 ]
+    cmp "$TMP/a" "$TMP/b"
+    cmp <(evals "$TMP/sh.ndjson") <(evals "$TMP/c.ndjson")
+    cmp "$TMP/sh.safetensors" "$TMP/c.safetensors"
+    # summed over the units: the same lookups as hbm's (a unit's fetch of a
+    # row from its owner is one), a hit or a miss each but a staged row's
+    # later ones in its step (hps-train(1) ROWS), and every miss but the rows
+    # still cached at the end written back
+    python3 - "$TMP/sh.ndjson" "$TMP/c.ndjson" "$(cat "$DATA/capacity")" <<'PY'
+import json, sys
+last = lambda f: [json.loads(l) for l in open(f) if json.loads(l)["event"] == "step"][-1]["dist"]["device_rows"]
+h, c, cap = last(sys.argv[1]), last(sys.argv[2]), int(sys.argv[3])
+assert h["capacity"] is None and h["write_backs"] == 0 and h["misses"] == h["lookups"] - h["hits"], h
+assert c["capacity"] == cap and c["lookups"] == h["lookups"] and c["hits"] + c["misses"] <= c["lookups"], (c, h)
+assert c["write_backs"] > 0 and c["misses"] - c["write_backs"] == 2 * cap, (c, cap)
+assert c["hits"] < h["hits"], (c, h)
+PY
+    # a killed run resumes (with a cold cache) to the same losses and rows
+    resumes_whole "$TMP/c2.json"
+}
+
+@test "rows: hbm replicas under mpirun resume from the committed step to the same losses and rows" {
+    hbm_on_2 "$TMP/hbm2.json"
+    resumes_whole "$TMP/hbm2.json"
+}
+
+@test "rows: under mpirun hbm or a cache in a plan of several stages is refused naming the stage" {
     # two stages on the two ranks, the second's rows in HBM too
     python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); s = p["stages"][0]
 p["stages"] = [dict(s, index=0, layers=[0, 2], units=1), dict(s, index=1, layers=[3, 5], units=1)]
@@ -224,5 +316,12 @@ p["workers"] = [dict(p["workers"][0], rank=r, stage=r, share=1) for r in (0, 1)]
 json.dump(p, open(sys.argv[2], "w"))' "$DATA/hbm.json" "$TMP/st2.json"
     run mpi2 "$HPS_BIN/hps-train" --plan "$TMP/st2.json" --data "$DATA/few" --threads 1 --cpu-fallback
     [ "$status" -eq 2 ]
-    [[ "$output" == *"st2.json: stage 0 keeps its embedding rows in HBM (rows: hbm) and the plan has 2 stages: hps-train under mpirun runs rows: hbm as replicas in a plan of one stage only: plan with --rows servers, or run it in one process"* ]] || { echo "$output"; false; }
+    [[ "$output" == *"st2.json: stage 0 keeps its embedding rows in HBM (rows: hbm) and the plan has 2 stages: hps-train under mpirun runs device rows in a plan of one stage only: plan with --rows servers, or run it in one process"* ]] || { echo "$output"; false; }
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); s = p["stages"][0]
+p["stages"] = [dict(s, index=0, layers=[0, 2], units=1), dict(s, index=1, layers=[3, 5], units=1)]
+p["workers"] = [dict(p["workers"][0], rank=r, stage=r, share=1) for r in (0, 1)]
+json.dump(p, open(sys.argv[2], "w"))' "$DATA/cache.json" "$TMP/cst2.json"
+    run mpi2 "$HPS_BIN/hps-train" --plan "$TMP/cst2.json" --data "$DATA/few" --threads 1 --cpu-fallback
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"cst2.json: stage 0 keeps its embedding rows in a cache (rows: cache) and the plan has 2 stages: hps-train under mpirun runs device rows in a plan of one stage only"* ]] || { echo "$output"; false; }
 }

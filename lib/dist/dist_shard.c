@@ -1,0 +1,331 @@
+/* rows: hbm sharded over a stage's units (hps-train(1) ROWS, several units).
+ *
+ * Each worker owns the rows hps_dist_route(key, workers) gives it (the
+ * plan's routing rule, as servers own theirs), in its backend's memory: a
+ * train_rows over tables of its own, which map its keys to rows as a
+ * server's do.  Its trainer's tables only map the keys its loads touch and
+ * stage a step's values (remote_rows), as with servers.  Each step:
+ *   - fetch_rows: the keys a worker's load touched go to their owners and
+ *     the rows' values come back (an all-to-all each way);
+ *   - update_rows: each layer's gradient, summed over the worker's
+ *     micro-batches, goes to the owners by key (an all-to-all), and each
+ *     owner sums the workers' parts in worker order and applies AdaGrad
+ *     (train_rows_apply_parts): the floats hbm replicas add, so a sharded
+ *     run follows a replicated one bit for bit.
+ * Only the lead evaluates: before it does, every shard's rows are gathered
+ * into a copy it reads (a key no shard holds reads zeros, as in one
+ * process).  An export gathers them into the lead's tables; a checkpoint
+ * keeps each worker's shard in its own rank's directory. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dist/dist_internal.h"
+
+struct dist_shard {
+    const hps_model *m; /* freed before the shard: n_layers is kept */
+    int n_layers;
+    hps_train_opts o;
+    hps_table **tables, **seen; /* per layer: this worker's shard; the lead's copy of all of them */
+    train_rows *rows;           /* the shard in the backend's memory */
+    uint64_t step;              /* the step being trained, as the trainer stamps lookups */
+    int (*step_end)(void *ctx, hps_error *err); /* a worker's own */
+    train_rows_stats sum;       /* every unit's, summed */
+    dist_buf *out;              /* per worker: what goes to it */
+    int64_t **asked, *n_asked, *cap_asked; /* per owner: the index of each key asked of it */
+    int64_t ends[HPS_DIST_MAX_RANKS], part_end[HPS_DIST_MAX_RANKS];
+    char *in;
+    size_t cap_in;
+    hps_row_key *keys;
+    float *vals;
+    int64_t cap_keys, cap_vals;
+};
+
+static void *grow(void *p, int64_t *cap, int64_t need, size_t size)
+{
+    if (need <= *cap) return p;
+    *cap = need * 2 + 16;
+    return hps_realloc(p, (size_t)*cap * size);
+}
+
+static hps_table **shard_tables(const hps_model *m, const hps_train_opts *o)
+{
+    hps_table **tables = hps_calloc((size_t)m->n_layers, sizeof *tables);
+    for (int l = 0; l < m->n_layers; l++)
+        if (hps_layer_has_table(&m->layers[l])) {
+            tables[l] = hps_table_create(l, m->layers[l].dim, o->max_table_bytes, o->table_policy, o->seed);
+            if (o->rowwise_adagrad) hps_table_set_rowwise(tables[l]);
+        }
+    return tables;
+}
+
+static void tables_free(int n_layers, hps_table **tables)
+{
+    for (int l = 0; tables && l < n_layers; l++) hps_table_free(tables[l]);
+    free(tables);
+}
+
+void dist_shard_create(hps_dist *d, hps_trainer *t, const hps_train_opts *o)
+{
+    dist_shard *s = hps_calloc(1, sizeof *s);
+    s->m = d->m, s->n_layers = d->m->n_layers, s->o = *o, s->step = 1;
+    s->tables = shard_tables(d->m, o);
+    s->rows = train_rows_create(hps_trainer_backend(t), d->m, s->tables, 0, d->m->n_layers, d->shard_capacity);
+    s->out = hps_calloc((size_t)d->workers, sizeof *s->out);
+    s->asked = hps_calloc((size_t)d->workers, sizeof *s->asked);
+    s->n_asked = hps_calloc((size_t)d->workers, sizeof *s->n_asked);
+    s->cap_asked = hps_calloc((size_t)d->workers, sizeof *s->cap_asked);
+    d->shard = s;
+}
+
+void dist_shard_free(hps_dist *d)
+{
+    dist_shard *s = d->shard;
+    if (!s) return;
+    train_rows_free(s->rows);
+    tables_free(s->n_layers, s->tables), tables_free(s->n_layers, s->seen);
+    for (int w = 0; w < d->workers; w++) free(s->out[w].buf), free(s->asked[w]);
+    free(s->out), free(s->asked), free(s->n_asked), free(s->cap_asked);
+    free(s->in), free(s->keys), free(s->vals);
+    free(s);
+    d->shard = NULL;
+}
+
+static int dim_of(const dist_shard *s, const hps_row_key *k) { return s->m->layers[k->layer].dim; }
+
+/* ---- a load's rows ------------------------------------------------------------- */
+
+/* The lead evaluating alone: every row from the copy gathered before. */
+static void peek_rows(dist_shard *s, const hps_row_key *rows, int64_t n, float *out)
+{
+    HPS_CHECK(s->seen);
+    for (int64_t i = 0; i < n; i++) {
+        int D = dim_of(s, &rows[i]);
+        int64_t r = hps_table_find(s->seen[rows[i].layer], rows[i].slot, rows[i].key);
+        if (r >= 0) memcpy(out, hps_table_weights(s->seen[rows[i].layer]) + r * D, (size_t)D * sizeof *out);
+        else memset(out, 0, (size_t)D * sizeof *out);
+        out += D;
+    }
+}
+
+/* The keys asked of this worker (s->in, parts in worker order) into s->keys;
+ * their values, read from the shard, into s->out by asking worker. */
+static int answer(hps_dist *d, dist_shard *s, hps_error *err)
+{
+    int64_t n = s->ends[d->workers - 1] / (int64_t)sizeof *s->keys;
+    s->keys = grow(s->keys, &s->cap_keys, n + 1, sizeof *s->keys);
+    memcpy(s->keys, s->in, (size_t)n * sizeof *s->keys);
+    int64_t floats = 0;
+    for (int64_t i = 0; i < n; i++) floats += dim_of(s, &s->keys[i]);
+    s->vals = grow(s->vals, &s->cap_vals, floats + 1, sizeof *s->vals);
+    if (train_rows_read(s->rows, s->keys, n, s->step, s->vals, err)) return -1;
+    const char *at = (const char *)s->vals;
+    int64_t i = 0;
+    for (int w = 0; w < d->workers; w++) {
+        size_t bytes = 0;
+        for (int64_t e = s->ends[w] / (int64_t)sizeof *s->keys; i < e; i++)
+            bytes += (size_t)dim_of(s, &s->keys[i]) * sizeof(float);
+        s->out[w].len = 0;
+        dist_buf_add(&s->out[w], at, bytes);
+        at += bytes;
+    }
+    return 0;
+}
+
+static void ask(dist_shard *s, int w, int64_t i)
+{
+    s->asked[w] = grow(s->asked[w], &s->cap_asked[w], s->n_asked[w] + 1, sizeof **s->asked);
+    s->asked[w][s->n_asked[w]++] = i;
+}
+
+static int shard_fetch(void *ctx, const hps_row_key *rows, int64_t n, float *out, int peek, hps_error *err)
+{
+    hps_dist *d = ctx;
+    dist_shard *s = d->shard;
+    if (peek) {
+        peek_rows(s, rows, n, out);
+        return 0;
+    }
+    double t0 = hps_now();
+    int64_t *at = hps_malloc((size_t)(n + 1) * sizeof *at), floats = 0;
+    for (int w = 0; w < d->workers; w++) s->out[w].len = 0, s->n_asked[w] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int w = hps_dist_route(rows[i].key, d->workers);
+        dist_buf_add(&s->out[w], &rows[i], sizeof rows[i]);
+        ask(s, w, i);
+        at[i] = floats, floats += dim_of(s, &rows[i]);
+    }
+    int rc = dist_alltoall(d, s->out, &s->in, &s->cap_in, s->ends, err) || answer(d, s, err) ||
+             dist_alltoall(d, s->out, &s->in, &s->cap_in, s->ends, err);
+    /* owner w's values: the keys asked of it, in the order asked */
+    for (int w = 0; rc == 0 && w < d->workers; w++) {
+        const char *v = s->in + (w ? s->ends[w - 1] : 0);
+        for (int64_t j = 0; j < s->n_asked[w]; j++) {
+            int64_t i = s->asked[w][j];
+            size_t bytes = (size_t)dim_of(s, &rows[i]) * sizeof(float);
+            memcpy(out + at[i], v, bytes);
+            v += bytes;
+        }
+    }
+    free(at);
+    d->st.fetch_s += hps_now() - t0;
+    return rc ? -1 : 0;
+}
+
+/* ---- a step's gradients ---------------------------------------------------------- */
+
+static int shard_update(void *ctx, int layer, hps_table *table, hps_sparse_grad *const *grads, int n,
+                        hps_sparse_grad **sum, hps_error *err)
+{
+    hps_dist *d = ctx;
+    dist_shard *s = d->shard;
+    double t0 = hps_now();
+    int D = d->m->layers[layer].dim;
+    const hps_sparse_grad *g = hps_table_grad_sum(grads, n, D, sum);
+    for (int w = 0; w < d->workers; w++) s->out[w].len = 0;
+    for (int64_t i = 0; i < g->n; i++) {
+        int slot;
+        hps_row_key k = {.layer = layer};
+        hps_table_row_key(table, g->rows[i], &slot, &k.key);
+        k.slot = slot;
+        dist_buf *b = &s->out[hps_dist_route(k.key, d->workers)];
+        dist_buf_add(b, &k, sizeof k);
+        dist_buf_add(b, g->grad + i * D, (size_t)D * sizeof *g->grad);
+    }
+    if (dist_alltoall(d, s->out, &s->in, &s->cap_in, s->ends, err)) return -1;
+    size_t entry = sizeof *s->keys + (size_t)D * sizeof(float);
+    int64_t total = s->ends[d->workers - 1] / (int64_t)entry;
+    s->keys = grow(s->keys, &s->cap_keys, total + 1, sizeof *s->keys);
+    s->vals = grow(s->vals, &s->cap_vals, (total + 1) * D, sizeof *s->vals);
+    for (int64_t i = 0; i < total; i++) {
+        memcpy(&s->keys[i], s->in + i * entry, sizeof *s->keys);
+        memcpy(s->vals + i * D, s->in + i * entry + sizeof *s->keys, (size_t)D * sizeof *s->vals);
+    }
+    for (int w = 0; w < d->workers; w++) s->part_end[w] = s->ends[w] / (int64_t)entry;
+    hps_row_grads all = {.parts = d->workers, .end = s->part_end, .keys = s->keys, .grad = s->vals};
+    int rc = train_rows_apply_parts(s->rows, layer, &all, s->step, s->o.optim.lr_sparse, s->o.optim.adagrad_eps,
+                                    err);
+    double waited = hps_now() - t0;
+    d->st.wait_s += waited, d->st.push_s += waited;
+    return rc;
+}
+
+/* The step ends as a worker's does (its counts); the next stamps anew. */
+static int shard_step_end(void *ctx, hps_error *err)
+{
+    hps_dist *d = ctx;
+    dist_shard *s = d->shard;
+    train_rows_step_end(s->rows, 1); /* rows staged past a full cache written back */
+    s->step++;
+    _Static_assert(sizeof s->sum == 4 * sizeof(uint64_t), "summed as 4 counts");
+    MPI_Allreduce(train_rows_stats_of(s->rows), &s->sum, 4, MPI_UINT64_T, MPI_SUM, d->wcomm);
+    return s->step_end(ctx, err);
+}
+
+/* ---- checkpoints ------------------------------------------------------------------- */
+
+/* DIR/rank-R/shard: this worker's shard, beside its own checkpoint. */
+static int shard_dir(const hps_dist *d, char *dir, size_t n, hps_error *err)
+{
+    const char *base = d->shard->o.ckpt_dir;
+    snprintf(dir, n, "%s/rank-%d", base, d->rank);
+    if ((mkdir(base, 0755) && errno != EEXIST) || (mkdir(dir, 0755) && errno != EEXIST))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: cannot create: %s", dir, strerror(errno));
+    snprintf(dir, n, "%s/rank-%d/shard", base, d->rank);
+    return 0;
+}
+
+static int shard_save(void *ctx, hps_trainer *t, uint64_t step, hps_error *err)
+{
+    hps_dist *d = ctx;
+    char dir[4200];
+    train_rows_flush(d->shard->rows);
+    if (shard_dir(d, dir, sizeof dir, err) ||
+        hps_tables_save(d->m, d->shard->tables, d->plan_digest, step, d->shard->o.seed, dir, err))
+        return -1;
+    return dist_save(ctx, t, step, err);
+}
+
+static int shard_resume(void *ctx, hps_trainer *t, int *found, hps_error *err)
+{
+    hps_dist *d = ctx;
+    if (dist_resume(ctx, t, found, err)) return -1;
+    if (!d->resume || !*found) return 0;
+    char dir[4200], path[4400];
+    uint64_t step = hps_trainer_steps(t), got;
+    if (shard_dir(d, dir, sizeof dir, err)) return -1;
+    snprintf(path, sizeof path, "%s/ckpt-%012llu.hpsckpt", dir, (unsigned long long)step);
+    if (hps_tables_load_file(d->m, d->shard->tables, d->plan_digest, d->shard->o.seed, path, &got, err)) return -1;
+    d->shard->step = step + 1;
+    return 0;
+}
+
+void dist_shard_hook(hps_dist *d, hps_train_dist *h)
+{
+    d->shard->step_end = h->step_end;
+    h->fetch_rows = shard_fetch, h->update_rows = shard_update, h->step_end = shard_step_end;
+    h->save = shard_save, h->resume = shard_resume;
+    h->remote_rows = 1, h->exchange_rows = NULL;
+}
+
+int64_t dist_shard_rows(const hps_dist *d)
+{
+    int64_t n = 0;
+    for (int l = 0; l < d->m->n_layers; l++)
+        if (d->shard->tables[l]) n += hps_table_rows(d->shard->tables[l]);
+    return n;
+}
+
+const train_rows_stats *dist_shard_stats(const hps_dist *d) { return &d->shard->sum; }
+
+/* ---- every shard at the lead --------------------------------------------------------- */
+
+char *dist_shard_gather(hps_dist *d, size_t *n)
+{
+    dist_shard *s = d->shard;
+    dist_buf b = {0};
+    train_rows_flush(s->rows);
+    dist_pack_rows(d->m, s->tables, &b);
+    int mine = (int)b.len, lens[HPS_DIST_MAX_RANKS], at[HPS_DIST_MAX_RANKS];
+    HPS_CHECK(b.len <= INT_MAX);
+    MPI_Gather(&mine, 1, MPI_INT, lens, 1, MPI_INT, 0, d->wcomm);
+    char *all = NULL;
+    int64_t total = 0;
+    if (hps_dist_is_lead(d)) {
+        for (int w = 0; w < d->workers; w++) at[w] = (int)total, total += lens[w];
+        HPS_CHECK(total <= INT_MAX);
+        all = hps_malloc((size_t)total + 1);
+    }
+    MPI_Gatherv(b.buf, mine, MPI_BYTE, all, lens, at, MPI_BYTE, 0, d->wcomm);
+    if (!hps_dist_is_lead(d)) d->st.bytes_sent += mine;
+    free(b.buf);
+    *n = (size_t)total;
+    return all;
+}
+
+int dist_shard_gather_eval(hps_dist *d, hps_error *err)
+{
+    dist_shard *s = d->shard;
+    size_t n;
+    char *all = dist_shard_gather(d, &n);
+    if (!hps_dist_is_lead(d)) return 0;
+    /* unlimited: the lead's copy holds every unit's rows */
+    hps_train_opts o = s->o;
+    o.max_table_bytes = 0;
+    tables_free(s->n_layers, s->seen);
+    s->seen = shard_tables(s->m, &o);
+    int rc = 0;
+    for (size_t at = 0; rc == 0 && at < n;) {
+        dist_entry e;
+        memcpy(&e, all + at, sizeof e);
+        int D = s->m->layers[e.layer].dim;
+        int64_t r = hps_table_lookup(s->seen[e.layer], e.slot, e.key, s->step, err);
+        if (r < 0) rc = -1;
+        else memcpy(hps_table_weights(s->seen[e.layer]) + r * D, all + at + sizeof e, (size_t)D * sizeof(float));
+        at += sizeof e + (size_t)D * sizeof(float);
+    }
+    free(all);
+    return rc;
+}
