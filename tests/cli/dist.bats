@@ -498,13 +498,19 @@ json.dump(p, open(sys.argv[2], "w"))' "$1" "$2"
     [ "$(wc -l < "$TMP/b")" -ge 10 ]
     cmp "$TMP/a" "$TMP/b"
     cmp "$TMP/d.st" "$TMP/res.st"
-    # a chain: dlrm-criteo's second embedding layer (emb_b) in stage 1
+    # a chain in three stages: dlrm-criteo's second embedding layer (emb_b)
+    # in the middle one, which passes stage 0's two micro-batches on
     "$HPS_BIN/hps-shard" -m "$TESTDATA/models/dlrm-criteo.json" -o "$TMP/dl" "$TMP/x.tsv" 2>/dev/null
-    cut_plan "$TESTDATA/plans/plan-dist-dlrm-cut3.json" "$TMP/cut.json" 1
-    args=(-m "$TESTDATA/models/dlrm-criteo.json" --plan "$TMP/cut.json" --data "$TMP/dl" --epochs 2 --threads 1
+    python3 -c 'import json,sys
+p = json.load(open(sys.argv[1]))
+p["stages"] = [dict(p["stages"][0], index=i, layers=r) for i, r in enumerate([[0, 0], [1, 3], [4, 7]])]
+p["workers"] = [{"rank": i, "stage": i, "type": "cpu", "share": 1.0} for i in range(3)]
+p["servers"]["ranks"] = [3]
+json.dump(p, open(sys.argv[2], "w"))' "$TESTDATA/plans/plan-dist-dlrm-cut3.json" "$TMP/three.json"
+    args=(-m "$TESTDATA/models/dlrm-criteo.json" --plan "$TMP/three.json" --data "$TMP/dl" --epochs 2 --threads 1
           --micro-batches 2 --metrics-interval 0 -q)
     "$TRAIN" "${args[@]}" --metrics "$TMP/one.ndjson"
-    mpi 3 "$TRAIN" "${args[@]}" --metrics "$TMP/d.ndjson"
+    mpi 4 "$TRAIN" "${args[@]}" --metrics "$TMP/d.ndjson"
     same_losses "$TMP/one.ndjson" "$TMP/d.ndjson"
 }
 
