@@ -147,9 +147,16 @@ int dist_stages_setup(hps_dist *d, const char *plan_name, hps_error *err);
 void dist_stages_place(hps_dist *d);
 void dist_stages_hook(hps_dist *d, hps_train_dist *h);
 void dist_stages_free(hps_dist *d);
+/* A later stage with table layers: the rows [lo, hi) of an n-row batch that
+ * cover its partners' slices (what it reads); 0 elsewhere. */
+int dist_stages_up_hull(const hps_dist *d, int n, int *lo, int *hi);
 /* The lead's params (n floats, host memory) get the weights of the stages it
  * does not train (all workers call it). */
 int dist_stages_gather_params(hps_dist *d, float *params, size_t n, hps_error *err);
+
+/* dist_worker.c: the rows [lo, hi) of an n-row batch that worker `worker`
+ * slices (none: lo = hi = 0, a later stage's worker) */
+void dist_slice_of(const hps_dist *d, int worker, int n, int *lo, int *hi);
 
 /* dist_comm.c */
 void dist_buf_add(dist_buf *b, const void *p, size_t n);

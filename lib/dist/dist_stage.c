@@ -2,8 +2,11 @@
  *
  * The workers of stage s run the layers [first, end) of that stage, data-
  * parallel among themselves (dense gradients are summed over the stage's
- * communicator only).  Only stage 0 loads rows (its shares of the batch; its
- * embedding layers fetch from the servers as before).  Worker i of stage s
+ * communicator only).  Stage 0's workers slice the batch by their shares;
+ * a later stage with table layers (embedding, linear) loads the slices whose
+ * micro-batches reach it, for its layers' keys, and fetches and pushes their
+ * rows as stage 0 does (the trainer's own code, hps_train_dist.up_slices);
+ * every worker pushes only its own stage's layers.  Worker i of stage s
  * sends to worker i mod n(s+1) of the next stage.  The trainer's pipeline
  * runs this rank's stage and says what crosses the cuts (train_pipeline.h);
  * this file is its link: the boundary tensors as MPI messages, one tag per
@@ -68,22 +71,8 @@ void dist_stages_place(hps_dist *d)
             if (i % d->stage_n[s] == d->sidx) d->up_rank[d->n_up++] = d->worker_rank[d->stage_w[s - 1][i]];
 }
 
-/* The last layer with a table (embedding, linear). */
-static int last_table(const hps_model *m)
-{
-    int last = -1;
-    for (int l = 0; l < m->n_layers; l++)
-        if (hps_layer_has_table(&m->layers[l])) last = l;
-    return last;
-}
-
-/* The plan's layer ranges against the workers' stages: every layer with a
- * table (embedding, linear) in stage 0, where the keys are loaded and the
- * rows fetched; any other cut is fine, its live set crossing
- * (train_pipeline.c).  Not a limit of the cut: a later stage's workers read
- * the batches too, but loading a table layer's keys there, fetching its rows
- * and pushing its gradients from there (and stage 0 leaving them) is not
- * written yet; in one process the stages share the rows, so any cut runs. */
+/* The plan's layer ranges against the workers' stages: any cut runs, its
+ * live set crossing (train_pipeline.c), table layers in any stage. */
 int hps_dist_check_stages(hps_dist *d, const hps_model *m, const plan_file *p, int eval,
                           hps_error *err)
 {
@@ -94,17 +83,57 @@ int hps_dist_check_stages(hps_dist *d, const hps_model *m, const plan_file *p, i
     if (d->n_stages != p->n_stages)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: workers run %d stages, but the plan has %d",
                         hps_path_name(p->path), d->n_stages, p->n_stages);
-    for (int s = 1; s < p->n_stages; s++)
-        for (int l = p->stages[s].first; l < p->stages[s].end; l++)
-            if (hps_layer_has_table(&m->layers[l]))
-                return hps_fail(err, HPS_EXIT_USAGE,
-                                "%s: %s layer %d ('%s') is in stage %d: stages on different ranks "
-                                "need every embedding and linear layer (they read the keys) in stage 0 "
-                                "(a later stage fetches no rows yet: run this plan in one process, or cut after layer %d)",
-                                hps_path_name(p->path), hps_layer_kind_names[m->layers[l].kind], l,
-                                m->layers[l].name, s, last_table(m));
     for (int s = 0; s < p->n_stages; s++) d->range[s] = (hps_stage_range){p->stages[s].first, p->stages[s].end};
     return 0;
+}
+
+/* ---- a later stage's table layers ------------------------------------------------ */
+
+/* Appends to w the stage 0 workers whose micro-batches reach worker sidx of
+ * stage s, in the order they arrive there (partners in index order, as
+ * dist_stages_place pairs them, each passing its own on in order). */
+static int stage0_sources(const hps_dist *d, int s, int sidx, int *w, int n)
+{
+    if (s == 0) {
+        w[n] = d->stage_w[0][sidx];
+        return n + 1;
+    }
+    for (int i = 0; i < d->stage_n[s - 1]; i++)
+        if (i % d->stage_n[s] == sidx) n = stage0_sources(d, s - 1, i, w, n);
+    return n;
+}
+
+static int stage_has_tables(const hps_dist *d, int s)
+{
+    for (int l = d->range[s].first; l < d->range[s].end; l++)
+        if (hps_layer_has_table(&d->m->layers[l])) return 1;
+    return 0;
+}
+
+_Static_assert(HPS_TRAIN_MAX_SLICES >= HPS_DIST_MAX_RANKS, "a slice per stage 0 worker");
+
+/* A later stage with table layers loads the slices of the stage 0 workers
+ * its micro-batches come from (hps_train_dist.up_slices). */
+static int up_slices_of(const hps_dist *d, int n, int *lo, int *hi)
+{
+    int s = d->me->stage;
+    if (s == 0 || !stage_has_tables(d, s)) return 0;
+    int w[HPS_DIST_MAX_RANKS], k = stage0_sources(d, s, d->sidx, w, 0);
+    for (int i = 0; i < k; i++) dist_slice_of(d, w[i], n, &lo[i], &hi[i]);
+    return k;
+}
+
+static int up_slices(void *ctx, int n, int *lo, int *hi) { return up_slices_of(ctx, n, lo, hi); }
+
+int dist_stages_up_hull(const hps_dist *d, int n, int *lo, int *hi)
+{
+    int a[HPS_DIST_MAX_RANKS], b[HPS_DIST_MAX_RANKS];
+    int k = d->n_stages > 1 ? up_slices_of(d, n, a, b) : 0;
+    *lo = n, *hi = 0;
+    for (int i = 0; i < k; i++)
+        if (a[i] < b[i]) *lo = a[i] < *lo ? a[i] : *lo, *hi = b[i] > *hi ? b[i] : *hi;
+    if (*lo >= *hi) *lo = *hi = 0;
+    return k > 0;
 }
 
 /* ---- the pipeline's link ------------------------------------------------------- */
@@ -199,6 +228,7 @@ void dist_stages_hook(hps_dist *d, hps_train_dist *h)
                                .flush = link_flush};
     h->link = &d->link;
     h->stage_busy = stage_busy;
+    h->up_slices = up_slices;
 }
 
 void dist_stages_free(hps_dist *d)

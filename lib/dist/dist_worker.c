@@ -23,17 +23,24 @@ static int slicers(const hps_dist *d, int *w)
     return n;
 }
 
-static void slice(void *ctx, int n, int *lo, int *hi)
+void dist_slice_of(const hps_dist *d, int worker, int n, int *lo, int *hi)
 {
-    hps_dist *d = ctx_dist(ctx);
     int w[HPS_DIST_MAX_RANKS], nw = slicers(d, w), me = -1;
     double share[HPS_DIST_MAX_RANKS];
     for (int i = 0; i < nw; i++) {
         share[i] = d->share[w[i]];
-        if (w[i] == d->me->index) me = i;
+        if (w[i] == worker) me = i;
     }
     if (me < 0) *lo = *hi = 0;
     else hps_dist_slice(share, nw, me, n, lo, hi);
+}
+
+/* A later stage with table layers reads the rows its partners above load
+ * (dist_stage.c). */
+static void slice(void *ctx, int n, int *lo, int *hi)
+{
+    hps_dist *d = ctx_dist(ctx);
+    if (!dist_stages_up_hull(d, n, lo, hi)) dist_slice_of(d, d->me->index, n, lo, hi);
     d->slice_rows = *hi - *lo;
 }
 

@@ -56,7 +56,7 @@ int hps_dist_is_lead(const hps_dist *d);
 int hps_dist_stages(const hps_dist *d);
 /* The model fits the roles: a plan without servers has no embedding layer
  * to serve; with stages on different ranks, the plan's layer ranges fit the
- * workers' stages and every embedding layer is in stage 0.  Every rank finds
+ * workers' stages (table layers in any of them).  Every rank finds
  * the same answer.  eval: the lead evaluates after each epoch (--eval). */
 int hps_dist_check_stages(hps_dist *d, const hps_model *m, const plan_file *p, int eval,
                           hps_error *err);

@@ -545,6 +545,7 @@ hps_net *hps_net_create(const hps_model *m, const hps_backend *be, int cap,
     net->emb_be = net->host_embeddings ? hps_backend_cpu() : be;
     net->cap = cap;
     net->loss_scale = 1.0f;
+    net->keys_end = m->n_layers;
     net->layers = hps_calloc((size_t)m->n_layers, sizeof *net->layers);
     for (int l = 0; l < m->n_layers; l++)
         if (hps_layer_has_table(&m->layers[l])) {
@@ -573,7 +574,7 @@ hps_net *hps_net_create_shared(hps_net *owner, int cap)
     *net = (hps_net){.model = m, .be = owner->be, .emb_be = owner->emb_be,
                      .host_embeddings = owner->host_embeddings, .shared = 1, .shared_tables = 1,
                      .row_map = owner->row_map, .row_prefetch = owner->row_prefetch,
-                     .row_map_ctx = owner->row_map_ctx, .cap = cap,
+                     .row_map_ctx = owner->row_map_ctx, .keys_end = m->n_layers, .cap = cap,
                      .loss_scale = 1.0f, .E = owner->E, .params = owner->params,
                      .grads = owner->grads, .adam_m = owner->adam_m, .adam_v = owner->adam_v};
     net->layers = hps_calloc((size_t)m->n_layers, sizeof *net->layers);
@@ -606,6 +607,12 @@ void hps_net_set_row_map(hps_net *net, hps_row_map map, void *ctx)
 void hps_net_set_row_prefetch(hps_net *net, hps_row_prefetch prefetch)
 {
     net->row_prefetch = prefetch;
+}
+
+void hps_net_set_key_layers(hps_net *net, int first, int end)
+{
+    net->keys_first = first;
+    net->keys_end = end;
 }
 
 void hps_net_set_table(hps_net *net, int layer, float *table, float *accum)
@@ -778,7 +785,7 @@ int hps_net_load_range(hps_net *net, const hps_batch *b, int first, int n)
         net->be->upload(net->dense_in, b->dense + (size_t)first * m->n_dense,
                         (size_t)n * m->n_dense * sizeof(float));
     net->be->upload(net->labels, b->labels + first, (size_t)n * sizeof(float));
-    for (int l = 0; l < m->n_layers; l++)
+    for (int l = net->keys_first; l < net->keys_end; l++)
         if (hps_layer_has_table(&m->layers[l]) && load_embedding(net, l, b, first, n))
             return -1;
     return 0;

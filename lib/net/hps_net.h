@@ -57,6 +57,7 @@ typedef struct {
     hps_row_map row_map;    /* NULL: key mod rows into the net's own tables */
     hps_row_prefetch row_prefetch; /* NULL: none */
     void *row_map_ctx;
+    int keys_first, keys_end; /* the table layers whose keys a load maps (hps_net_set_key_layers) */
     int cap, B;             /* samples allocated, samples in the current batch */
     float loss_scale;       /* the loss gradient is multiplied by it (micro-batches) */
     int training;           /* dropout is active (hps_net_set_dropout) */
@@ -108,6 +109,9 @@ hps_net *hps_net_create(const hps_model *m, const hps_backend *be, int cap,
 hps_net *hps_net_create_shared(hps_net *owner, int cap);
 void hps_net_set_row_map(hps_net *net, hps_row_map map, void *ctx);
 void hps_net_set_row_prefetch(hps_net *net, hps_row_prefetch prefetch);
+/* A load maps the keys of the table layers in [first, end) only: a stage
+ * in another process loads the others' (all of them by default). */
+void hps_net_set_key_layers(hps_net *net, int first, int end);
 /* Points an embedding layer at an external table and its AdaGrad accumulators. */
 void hps_net_set_table(hps_net *net, int layer, float *table, float *accum);
 void hps_net_free(hps_net *net);

@@ -24,6 +24,7 @@
 /* hps-train runs the plan file as lib/plan reads it (plan_file); the trainer
  * keeps a pointer to it, so it lives until hps_trainer_free. */
 #define HPS_TRAIN_MAX_STAGES PLAN_MAX_STAGES
+#define HPS_TRAIN_MAX_SLICES 256 /* a later stage's partners' slices (up_slices) */
 
 /* Reads a plan (hps-plan(5)) and checks it against the model: its digest,
  * layers and stages; batch and n_layers default to the model's.  Free it
@@ -194,7 +195,13 @@ typedef struct {
  *                process's part of the step (rows trained, compute seconds),
  *                from which the shares of the batch are re-balanced
  *   link         NULL, or the boundary tensors to stages in other processes
- *                (train_pipeline.h): this process runs link->stage only
+ *                (train_pipeline.h): this process runs link->stage only,
+ *                and loads, fetches and pushes its own table layers' rows
+ *   up_slices    NULL, or for a later stage (link->stage > 0) with table
+ *                layers: the rows [lo[i], hi[i]) of an n-row batch that
+ *                stage 0's processes load and whose micro-batches reach this
+ *                process, in the order they arrive; returns how many (at
+ *                most HPS_TRAIN_MAX_SLICES).  slice then covers them all
  *   save         a checkpoint of the step (every rank's, committed together)
  *   resume       with --resume, this process's part of the latest checkpoint
  *                (*found: there was one); without, refuses a directory it
@@ -231,6 +238,7 @@ typedef struct {
     int (*save)(void *ctx, hps_trainer *t, uint64_t step, hps_error *err);
     int (*resume)(void *ctx, hps_trainer *t, int *found, hps_error *err);
     int (*gather_params)(void *ctx, hps_trainer *t, hps_error *err);
+    int (*up_slices)(void *ctx, int n, int *lo, int *hi);
     int (*exchange_rows)(void *ctx, int layer, const hps_row_key *keys, const float *grad, int64_t n,
                          hps_row_grads *out, hps_error *err);
     json_t *(*metrics)(void *ctx);

@@ -15,13 +15,14 @@ struct hps_trainer {
     const hps_backend *be;
     int B, M, cap_micro, threads;  /* batch, micro-batches, samples each, threads per stage */
     hps_net *owner, **nets;        /* nets[0] == owner: parameters live there */
+    int n_nets;                    /* nets made: M, more where a later stage loads its partners' slices */
     hps_table **tables;            /* per layer; NULL but for embedding layers */
     hps_sparse_grad **merged;      /* per layer: micro-batch gradients summed */
     /* stages whose plan keeps rows in the backend's memory (rows: hbm or
      * cache), and per layer the one holding its rows (NULL: host tables) */
     train_rows *stage_rows[HPS_TRAIN_MAX_STAGES];
     train_rows **rows_of;
-    hps_sparse_grad **micro_grads; /* M: one layer's micro-batch gradients, to merge */
+    hps_sparse_grad **micro_grads; /* n_nets: one layer's micro-batch gradients, to merge */
     int evaluating;                /* lookups read only: no new rows, unseen keys read zeros */
     hps_pipeline *pipe;
     hps_batch *batch;
@@ -69,6 +70,10 @@ struct hps_trainer {
  * table rows), each micro-batch's loss weighted by its part of `total` rows;
  * returns how many, or -1 when a table is full. */
 int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int total, hps_error *err);
+/* The same for n slices [lo[i], hi[i]) of b, each cut into micro-batches
+ * (a later stage's load: its partners' slices, hps_train_dist.up_slices). */
+int train_load_slices(hps_trainer *t, const hps_batch *b, int n, const int *lo, const int *hi, int total,
+                      hps_error *err);
 
 /* Every row on the device copied to its host table: before the host tables
  * are read (checkpoints, export). */

@@ -55,10 +55,9 @@ static void push(hps_pipeline *p, int s, int m, int backward)
     pthread_cond_broadcast(&p->wake);
 }
 
-static void run_layers(hps_pipeline *p, int s, int m, int backward)
+static void run_net(hps_pipeline *p, int s, hps_net *net, int backward)
 {
     const hps_stage_range *r = &p->ranges[s];
-    hps_net *net = p->nets[m];
     if (!backward) {
         for (int l = r->first; l < r->end; l++) {
             double t0 = hps_now();
@@ -73,6 +72,8 @@ static void run_layers(hps_pipeline *p, int s, int m, int backward)
         p->layer_bwd[l] += hps_now() - t0;
     }
 }
+
+static void run_layers(hps_pipeline *p, int s, int m, int backward) { run_net(p, s, p->nets[m], backward); }
 
 /* Where micro-batch m goes after stage s finished a pass; lock held. */
 static void hand_on(hps_pipeline *p, int s, int m, int backward)
@@ -368,17 +369,22 @@ static int timed_flush(hps_pipeline *p, hps_error *err)
     return rc;
 }
 
-/* Sends k micro-batches of nets[0..k-1] down, forward done up to layer
- * `end` as each goes, then runs each one's backward once its gradient came
- * back. */
+/* Tells the next stage how many micro-batches this step sends it. */
+static int send_count(hps_pipeline *p, int k, hps_error *err)
+{
+    int32_t nk = k;
+    return p->link->send(p->link->ctx, 0, 0, HPS_LINK_COUNT, &nk, sizeof nk, err);
+}
+
+/* Sends k micro-batches of nets[0..k-1] down (their count went before),
+ * forward done up to layer `end` as each goes, then runs each one's
+ * backward once its gradient came back. */
 static int exchange_down(hps_pipeline *p, hps_net **nets, int k, hps_error *err)
 {
     const hps_stage_link *L = p->link;
     const hps_stage_range *r = &p->ranges[L->stage];
-    int32_t nk = k;
-    if (L->send(L->ctx, 0, 0, HPS_LINK_COUNT, &nk, sizeof nk, err)) return -1;
     for (int m = 0; m < k; m++) {
-        run_layers(p, L->stage, m, 0);
+        run_net(p, L->stage, nets[m], 0);
         size_t n = pack(p, nets[m], r->end, m);
         if (L->send(L->ctx, 0, 0, HPS_LINK_ACT, p->sbuf[m], n, err)) return -1;
     }
@@ -394,27 +400,28 @@ static int exchange_down(hps_pipeline *p, hps_net **nets, int k, hps_error *err)
         if (n != want)
             return hps_fail(err, HPS_EXIT_RUNTIME, "stage %d sent %zu bytes of gradient, not %zu",
                             L->stage + 1, n, want);
-        run_layers(p, L->stage, m, 1);
+        run_net(p, L->stage, nets[m], 1);
     }
     return timed_flush(p, err);
 }
 
-/* One micro-batch from the stage above into nets[0], run through this stage
- * (and the ones below), and its gradient sent back. */
-static int take_micro(hps_pipeline *p, int from, int total, double *loss, int *rows,
-                      hps_error *err)
+/* One micro-batch from the stage above into net, run through this stage
+ * (and the ones below), and its gradient sent back.  loaded: net holds the
+ * micro-batch's keys already (this stage has table layers), so its rows
+ * must be as many as loaded. */
+static int take_micro(hps_pipeline *p, hps_net *net, int loaded, int from, int total, double *loss,
+                      int *rows, hps_error *err)
 {
     const hps_stage_link *L = p->link;
     const hps_stage_range *r = &p->ranges[L->stage];
-    hps_net *net = p->nets[0];
-    int cap = net->cap;
+    int cap = loaded ? net->B : net->cap;
     size_t n;
     char *msg = timed_recv(p, 1, from, HPS_LINK_ACT, &n, err);
     if (!msg) return -1;
     cut c = cut_at(net, r->first);
     dropout_state d;
     size_t row = (c.act + 1) * sizeof(float), got = n >= sizeof d ? (n - sizeof d) / row : 0;
-    if (n < sizeof d || got * row + sizeof d != n || got > (size_t)cap) {
+    if (n < sizeof d || got * row + sizeof d != n || got > (size_t)cap || (loaded && got != (size_t)cap)) {
         free(msg);
         cut_free(&c);
         return hps_fail(err, HPS_EXIT_RUNTIME, "stage %d sent %zu bytes of activations", L->stage - 1, n);
@@ -428,9 +435,9 @@ static int take_micro(hps_pipeline *p, int from, int total, double *loss, int *r
     free(msg);
     *rows += (int)got;
     if (!L->down) {
-        run_layers(p, L->stage, 0, 0);
+        run_net(p, L->stage, net, 0);
         *loss += net->loss * (double)got / total;
-        run_layers(p, L->stage, 0, 1);
+        run_net(p, L->stage, net, 1);
     } else if (exchange_down(p, &net, 1, err)) { /* a middle stage passes it on */
         cut_free(&c);
         return -1;
@@ -443,23 +450,43 @@ static int take_micro(hps_pipeline *p, int from, int total, double *loss, int *r
     return timed_flush(p, err);
 }
 
-/* A later stage: each partner above says how many micro-batches follow. */
-static int run_later(hps_pipeline *p, int total, double *loss, int *rows, hps_error *err)
+/* The micro-batch counts of the partners above, into k[]; their sum. */
+static int recv_counts(hps_pipeline *p, int total, int *k, hps_error *err)
 {
     const hps_stage_link *L = p->link;
+    int sum = 0;
     for (int from = 0; from < L->n_up; from++) {
         size_t n;
         int32_t *nk = (int32_t *)timed_recv(p, 1, from, HPS_LINK_COUNT, &n, err);
         if (!nk) return -1;
-        int k = n == sizeof *nk ? *nk : -1;
+        k[from] = n == sizeof *nk ? *nk : -1;
         free(nk);
-        if (k < 0 || k > total)
+        if (k[from] < 0 || k[from] > total)
             return hps_fail(err, HPS_EXIT_RUNTIME, "stage %d announced a bad micro-batch count",
                             L->stage - 1);
-        for (int m = 0; m < k; m++)
-            if (take_micro(p, from, total, loss, rows, err)) return -1;
+        sum += k[from];
     }
-    return 0;
+    return sum;
+}
+
+/* A later stage: each partner above says how many micro-batches follow (a
+ * middle stage passes their sum on before the first).  With `loaded` > 0
+ * they go into nets 0..loaded-1 in the order they come, each loaded with its
+ * rows' keys (else all into nets[0]). */
+static int run_later(hps_pipeline *p, int loaded, int total, double *loss, int *rows, hps_error *err)
+{
+    const hps_stage_link *L = p->link;
+    int *k = hps_malloc((size_t)L->n_up * sizeof *k), next = 0;
+    int sum = recv_counts(p, total, k, err), rc = sum < 0 ? -1 : 0;
+    if (rc == 0 && loaded && sum != loaded)
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "stage %d sends %d micro-batches, this stage loaded %d",
+                      L->stage - 1, sum, loaded);
+    if (rc == 0 && L->down) rc = send_count(p, sum, err);
+    for (int from = 0; rc == 0 && from < L->n_up; from++)
+        for (int m = 0; rc == 0 && m < k[from]; m++)
+            rc = take_micro(p, p->nets[loaded ? next++ : 0], loaded > 0, from, total, loss, rows, err);
+    free(k);
+    return rc;
 }
 
 int hps_pipeline_run_linked(hps_pipeline *p, int n, int total, double *loss, int *rows,
@@ -476,9 +503,9 @@ int hps_pipeline_run_linked(hps_pipeline *p, int n, int total, double *loss, int
     if (p->link->stage == 0) {
         HPS_CHECK(n >= 0 && n <= p->M);
         for (int m = 0; m < n; m++) *rows += p->nets[m]->B;
-        rc = exchange_down(p, p->nets, n, err);
+        rc = send_count(p, n, err) ? -1 : exchange_down(p, p->nets, n, err);
     } else {
-        rc = run_later(p, total, loss, rows, err);
+        rc = run_later(p, n, total, loss, rows, err);
     }
     *wait_s = p->wait_s;
     p->stages[p->link->stage].stats.busy_s += hps_now() - t0 - p->wait_s;

@@ -58,7 +58,9 @@ typedef struct {
 void hps_pipeline_set_link(hps_pipeline *p, const hps_stage_link *link);
 /* One step with a link: stage 0 runs micro-batches 0..n-1 (loaded here) and
  * sends them down; a later stage runs what its partners above send, each
- * micro-batch's loss weighted by its part of `total` rows.  *loss: this
+ * micro-batch's loss weighted by its part of `total` rows, into nets 0..n-1
+ * in the order they come when it loaded their keys (n > 0: it has table
+ * layers; n = 0: all into nets[0]).  *loss: this
  * process's part of the batch loss (the last stage's), *rows: the samples it
  * ran; *wait_s: the time it waited for other processes. */
 int hps_pipeline_run_linked(hps_pipeline *p, int n, int total, double *loss, int *rows,

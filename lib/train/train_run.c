@@ -73,7 +73,7 @@ static void refresh_tables(hps_trainer *t)
     for (int l = 0; l < t->m->n_layers; l++) {
         if (!t->tables[l]) continue;
         train_rows *dev = t->rows_of[l];
-        for (int k = 0; k < t->M; k++)
+        for (int k = 0; k < t->n_nets; k++)
             hps_net_set_table(t->nets[k], l, dev ? train_rows_weights(dev, l) : hps_table_weights(t->tables[l]),
                               dev ? train_rows_accum(dev, l) : hps_table_accum(t->tables[l]));
     }
@@ -209,12 +209,15 @@ static void create_nets(hps_trainer *t)
     hps_net_set_row_map(t->owner, table_row, t);
     hps_net_set_row_prefetch(t->owner, table_prefetch);
     hps_net_init(t->owner, t->o.seed);
-    t->nets = hps_calloc((size_t)t->M, sizeof *t->nets);
+    /* room for a later stage's load: each partner's slice may end in a part
+     * micro-batch (train_load_slices makes those nets when needed) */
+    t->nets = hps_calloc((size_t)(t->M + HPS_TRAIN_MAX_SLICES), sizeof *t->nets);
     t->nets[0] = t->owner;
     for (int k = 1; k < t->M; k++) t->nets[k] = hps_net_create_shared(t->owner, t->cap_micro);
+    t->n_nets = t->M;
     t->tables = hps_calloc((size_t)m->n_layers, sizeof *t->tables);
     t->merged = hps_calloc((size_t)m->n_layers, sizeof *t->merged);
-    t->micro_grads = hps_calloc((size_t)t->M, sizeof *t->micro_grads);
+    t->micro_grads = hps_calloc((size_t)(t->M + HPS_TRAIN_MAX_SLICES), sizeof *t->micro_grads);
     for (int l = 0; l < m->n_layers; l++)
         if (hps_layer_has_table(&m->layers[l]))
             t->tables[l] = hps_table_create(l, m->layers[l].dim, t->o.max_table_bytes,
@@ -286,7 +289,7 @@ void hps_trainer_free(hps_trainer *t)
 {
     if (!t) return;
     hps_pipeline_free(t->pipe);
-    for (int k = t->M - 1; k >= 0; k--) hps_net_free(t->nets[k]);
+    for (int k = t->n_nets - 1; k >= 0; k--) hps_net_free(t->nets[k]);
     for (int s = 0; s < t->plan->n_stages; s++) train_rows_free(t->stage_rows[s]);
     for (int l = 0; l < t->m->n_layers; l++) {
         hps_table_free(t->tables[l]);
@@ -353,31 +356,62 @@ static int fetch_rows(hps_trainer *t, hps_error *err)
     return rc;
 }
 
+/* The layers whose keys this process maps, whose rows it fetches and whose
+ * gradients it pushes: with stages in other processes its own stage's
+ * (evaluation runs every stage here), else all. */
+static hps_stage_range own_layers(const hps_trainer *t)
+{
+    const hps_stage_link *link = t->hooks->link;
+    if (!link || t->evaluating) return (hps_stage_range){0, t->m->n_layers};
+    return (hps_stage_range){t->plan->stages[link->stage].first, t->plan->stages[link->stage].end};
+}
+
+/* Micro-batch k's executor, made the first time a load needs it. */
+static hps_net *micro_net(hps_trainer *t, int k)
+{
+    HPS_CHECK(k < t->M + HPS_TRAIN_MAX_SLICES);
+    for (; t->n_nets <= k; t->n_nets++) t->nets[t->n_nets] = hps_net_create_shared(t->owner, t->cap_micro);
+    return t->nets[k];
+}
+
 /* Cuts rows [lo, hi) of b into micro-batches and loads them; returns how many, or -1. */
 int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int total, hps_error *err)
 {
+    return train_load_slices(t, b, 1, &lo, &hi, total, err);
+}
+
+int train_load_slices(hps_trainer *t, const hps_batch *b, int n_slices, const int *lo, const int *hi, int total,
+                      hps_error *err)
+{
     int k = 0;
+    hps_stage_range own = own_layers(t);
     t->load_id++;
     for (int l = 0; l < t->m->n_layers; l++)
         if (t->tables[l]) hps_table_stage_begin(t->tables[l]);
     if (!t->evaluating) { /* a key not admitted reads the zero row: it must not move during the load */
-        int64_t keys = b->offsets[(int64_t)hi * b->n_slots] - b->offsets[(int64_t)lo * b->n_slots];
+        int64_t keys = 0;
+        for (int i = 0; i < n_slices; i++)
+            keys += b->offsets[(int64_t)hi[i] * b->n_slots] - b->offsets[(int64_t)lo[i] * b->n_slots];
         for (int l = 0; l < t->m->n_layers; l++)
             if (t->tables[l] && t->o.admit_after > 1) hps_table_reserve(t->tables[l], keys);
     }
     memset(t->n_touched, 0, (size_t)t->m->n_layers * sizeof *t->n_touched);
-    for (int first = lo; first < hi; first += t->cap_micro, k++) {
-        int n = hi - first < t->cap_micro ? hi - first : t->cap_micro;
-        t->nets[k]->loss_scale = (float)n / (float)total;
-        /* dropout's masks: a function of the run's seed, the step and the
-         * micro-batch, so a resumed run draws the ones it would have */
-        hps_net_set_dropout(t->nets[k], !t->evaluating,
-                            hps_mix64(t->o.seed ^ hps_mix64(t->step * HPS_MAX_MICRO_BATCHES + (uint64_t)k)));
-        if (hps_net_load_range(t->nets[k], b, first, n)) {
-            *err = t->map_err;
-            t->map_failed = 0;
-            refresh_tables(t); /* lookups before the failure may have moved them */
-            return -1;
+    for (int i = 0; i < n_slices; i++) {
+        for (int first = lo[i]; first < hi[i]; first += t->cap_micro, k++) {
+            int n = hi[i] - first < t->cap_micro ? hi[i] - first : t->cap_micro;
+            hps_net *net = micro_net(t, k);
+            net->loss_scale = (float)n / (float)total;
+            /* dropout's masks: a function of the run's seed, the step and the
+             * micro-batch, so a resumed run draws the ones it would have */
+            hps_net_set_dropout(net, !t->evaluating,
+                                hps_mix64(t->o.seed ^ hps_mix64(t->step * HPS_MAX_MICRO_BATCHES + (uint64_t)k)));
+            hps_net_set_key_layers(net, own.first, own.end);
+            if (hps_net_load_range(net, b, first, n)) {
+                *err = t->map_err;
+                t->map_failed = 0;
+                refresh_tables(t); /* lookups before the failure may have moved them */
+                return -1;
+            }
         }
     }
     refresh_tables(t);
@@ -395,10 +429,13 @@ static double batch_loss(hps_trainer *t, int k, int B)
 /* Each layer's sparse gradients of the k micro-batches loaded here go to
  * where its rows live (k == 0: a worker with no rows this step, whose
  * servers still wait for its empty part). */
-static int update_sparse(hps_trainer *t, int k, hps_error *err)
+static int update_sparse(hps_trainer *t, int n_loaded, hps_error *err)
 {
+    hps_stage_range own = own_layers(t);
     for (int l = 0; l < t->m->n_layers; l++) {
         if (!t->tables[l]) continue;
+        /* another stage's layer: that stage's processes push it, this one an empty part */
+        int k = l >= own.first && l < own.end ? n_loaded : 0;
         for (int i = 0; i < k; i++) t->micro_grads[i] = t->nets[i]->layers[l].grad;
         if (t->rows_of[l] && t->hooks->exchange_rows) { /* a replica of them: every process's sum */
             if (train_rows_apply_replicas(t->rows_of[l], l, t->micro_grads, k, t->hooks, t->step + 1,
@@ -418,9 +455,19 @@ static int update_sparse(hps_trainer *t, int k, hps_error *err)
     return 0;
 }
 
+/* A later stage loads the micro-batches its partners above send, to map
+ * its table layers' keys and fetch their rows as stage 0 does; without
+ * table layers it loads nothing (the activations carry all it needs). */
+static int load_later(hps_trainer *t, const hps_batch *b, hps_error *err)
+{
+    int lo[HPS_TRAIN_MAX_SLICES], hi[HPS_TRAIN_MAX_SLICES];
+    int n = t->hooks->up_slices ? t->hooks->up_slices(t->hooks->ctx, b->B, lo, hi) : 0;
+    return n > 0 ? train_load_slices(t, b, n, lo, hi, b->B, err) : 0;
+}
+
 /* This process's part of a step's compute: every stage through the
  * pipeline, or with stages in other processes its own, loading rows [lo, hi)
- * when it is stage 0.  Returns the micro-batches loaded here (their sparse
+ * when it is stage 0 (a later stage: load_later).  Returns the micro-batches loaded here (their sparse
  * gradients are pushed), or -1; *rows: the samples it ran, *wait_s: what of
  * the time was loading and waiting, not compute. */
 static int compute(hps_trainer *t, const hps_batch *b, int lo, int hi, double *loss, int *rows,
@@ -428,7 +475,7 @@ static int compute(hps_trainer *t, const hps_batch *b, int lo, int hi, double *l
 {
     double t0 = hps_now();
     const hps_stage_link *link = t->hooks->link;
-    int k = link && link->stage > 0 ? 0 : train_load_micro(t, b, lo, hi, b->B, err);
+    int k = link && link->stage > 0 ? load_later(t, b, err) : train_load_micro(t, b, lo, hi, b->B, err);
     if (k < 0) return -1;
     *wait_s = hps_now() - t0; /* the load's own time is noise beside the fetch */
     t->be->memzero(t->owner->grads, t->m->n_params * sizeof(float));

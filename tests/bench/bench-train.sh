@@ -1,7 +1,8 @@
 #!/bin/sh
-# make bench-train: hps-train against PyTorch on three models, same rows, same
-# threads, same OpenBLAS kernels: demo-ctr and dlrm-criteo on Criteo-like rows
-# (hps-shard synth), and a dense MLP 784-256-128-10 on MNIST-shaped libsvm rows.
+# make bench-train: hps-train against PyTorch, same rows, same threads, same
+# OpenBLAS kernels: demo-ctr, dlrm-criteo and the graphs wide-deep, deepfm,
+# dcn-v2-parallel and dlrm-dcn on Criteo-like rows (hps-shard synth), a dense
+# MLP 784-256-128-10 on MNIST-shaped libsvm rows, and demo-ctr-kaggle (below).
 # Per model: samples/s of both (mean +- sd of REPS runs, hps and PyTorch
 # alternating run by run, each first in turn), their ratio, held-out logloss
 # (or accuracy) and AUC (a binary label), and both as a fraction of the sgemm-bound ceiling: the

@@ -425,17 +425,6 @@ json.dump(p, open(sys.argv[2], "w"))' "$@"
     same_losses "$TMP/one.ndjson" "$TMP/d.ndjson"
 }
 
-@test "dist: stages on different ranks with an embedding layer after stage 0 are refused" {
-    DM=$TESTDATA/models/dlrm-criteo.json
-    "$HPS_BIN/hps-shard" -m "$DM" -o "$TMP/dl" "$TMP/x.tsv" 2>/dev/null
-    cut_plan "$TESTDATA/plans/plan-dist-dlrm-cut3.json" "$TMP/cut.json" 1
-    run mpi 3 "$TRAIN" -m "$DM" --plan "$TMP/cut.json" --data "$TMP/dl" --steps 2 -q
-    echo "$output"
-    [ "$status" -eq 2 ]
-    [[ "$output" == *"hps-train: error: "*"cut.json: embedding layer 1 ('emb_b') is in stage 1: stages on different ranks need every embedding and linear layer (they read the keys) in stage 0"* ]]
-    [ "$(grep -c "hps-train: error" <<< "$output")" -eq 1 ]
-}
-
 # plan-dist-dlrm-cut3's ranks (a worker per stage, a server) for graph
 # model $1, its two stages cut before layer $3, to $2.
 graph_cut_plan() {
@@ -452,7 +441,7 @@ p["stages"][0]["layers"], p["stages"][1]["layers"] = [0, c - 1], [c, n - 1]
 json.dump(p, open(sys.argv[3], "w"))' "$TESTDATA/plans/plan-dist-dlrm-cut3.json" "$1" "$2" "$3" "$digest"
 }
 
-@test "dist: a graph cut anywhere after its table layers sends the live set and follows one process" {
+@test "dist: a graph cut after its table layers sends the live set and follows one process" {
     # deepfm: emb, linear, fm, deep_in, fc1, fc2, deep, logit (add), loss
     DM=$TESTDATA/models/deepfm.json
     "$HPS_BIN/hps-shard" -m "$DM" -o "$TMP/fm" "$TMP/x.tsv" 2>/dev/null
@@ -465,15 +454,63 @@ json.dump(p, open(sys.argv[3], "w"))' "$TESTDATA/plans/plan-dist-dlrm-cut3.json"
         mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/d.ndjson"
         same_losses "$TMP/one.ndjson" "$TMP/d.ndjson"
     done
-    # a linear layer reads the keys, which only stage 0 loads: the error says
-    # what runs instead, and that does
+}
+
+# $1's workers: stage 0 on two ranks (shares 0.6, 0.4) feeding one stage 1
+# worker, the rows on two servers (5 ranks), to $2.
+two_to_one_plan() {
+    python3 -c 'import json,sys
+p = json.load(open(sys.argv[1]))
+p["workers"] = [{"rank": 0, "stage": 0, "type": "cpu", "share": 0.6},
+                {"rank": 1, "stage": 0, "type": "cpu", "share": 0.4},
+                {"rank": 2, "stage": 1, "type": "cpu", "share": 1.0}]
+p["stages"][0]["units"] = 2
+p["servers"] = {"count": 2, "ranks": [3, 4], "routing": {"rule": "mix64-mod"}}
+json.dump(p, open(sys.argv[2], "w"))' "$1" "$2"
+}
+
+@test "dist: a cut before the last table layer: the later stage fetches and pushes its rows, as one process" {
+    # deepfm cut before its linear layer: emb in stage 0, linear (a table
+    # layer: it reads the keys) in stage 1, whose worker loads the batch's
+    # keys, fetches linear's rows from the server and pushes their gradients
+    DM=$TESTDATA/models/deepfm.json
+    "$HPS_BIN/hps-shard" -m "$DM" -o "$TMP/fm" "$TMP/x.tsv" 2>/dev/null
     graph_cut_plan "$DM" "$TMP/cut.json" 1
-    run mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}"
-    [ "$status" -eq 2 ]
-    [[ "$output" == *"cut.json: linear layer 1 ('linear') is in stage 1: stages on different ranks need every embedding and linear layer (they read the keys) in stage 0 (a later stage fetches no rows yet: run this plan in one process, or cut after layer 1)"* ]]
-    "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/one.ndjson"
-    graph_cut_plan "$DM" "$TMP/cut.json" 2
-    mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/d.ndjson"
+    args=(-m "$DM" --data "$TMP/fm" --epochs 2 --threads 1 --micro-batches 2 --eval "$TMP/fm"
+          --metrics-interval 0 -q)
+    "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/one.ndjson" --export "$TMP/one.st"
+    mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/d.ndjson" --export "$TMP/d.st"
+    same_losses "$TMP/one.ndjson" "$TMP/d.ndjson"
+    same_evals "$TMP/one.ndjson" "$TMP/d.ndjson"
+    # one worker a stage sums as one process does: the same model, byte for byte
+    cmp "$TMP/one.st" "$TMP/d.st"
+    # two stage 0 workers feed the stage 1 worker: it loads both slices
+    two_to_one_plan "$TMP/cut.json" "$TMP/cut5.json"
+    mpi 5 "$TRAIN" --plan "$TMP/cut5.json" "${args[@]}" --metrics "$TMP/d5.ndjson"
+    same_losses "$TMP/one.ndjson" "$TMP/d5.ndjson"
+    same_evals "$TMP/one.ndjson" "$TMP/d5.ndjson"
+    # killed after step 5 and resumed: the whole run's losses and model
+    mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --steps 5 --checkpoint "$TMP/ck"
+    mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --checkpoint "$TMP/ck" --resume \
+        --metrics "$TMP/res.ndjson" --export "$TMP/res.st"
+    losses "$TMP/d.ndjson" | tail -n +6 > "$TMP/a"
+    losses "$TMP/res.ndjson" > "$TMP/b"
+    [ "$(wc -l < "$TMP/b")" -ge 10 ]
+    cmp "$TMP/a" "$TMP/b"
+    cmp "$TMP/d.st" "$TMP/res.st"
+    # a chain in three stages: dlrm-criteo's second embedding layer (emb_b)
+    # in the middle one, which passes stage 0's two micro-batches on
+    "$HPS_BIN/hps-shard" -m "$TESTDATA/models/dlrm-criteo.json" -o "$TMP/dl" "$TMP/x.tsv" 2>/dev/null
+    python3 -c 'import json,sys
+p = json.load(open(sys.argv[1]))
+p["stages"] = [dict(p["stages"][0], index=i, layers=r) for i, r in enumerate([[0, 0], [1, 3], [4, 7]])]
+p["workers"] = [{"rank": i, "stage": i, "type": "cpu", "share": 1.0} for i in range(3)]
+p["servers"]["ranks"] = [3]
+json.dump(p, open(sys.argv[2], "w"))' "$TESTDATA/plans/plan-dist-dlrm-cut3.json" "$TMP/three.json"
+    args=(-m "$TESTDATA/models/dlrm-criteo.json" --plan "$TMP/three.json" --data "$TMP/dl" --epochs 2 --threads 1
+          --micro-batches 2 --metrics-interval 0 -q)
+    "$TRAIN" "${args[@]}" --metrics "$TMP/one.ndjson"
+    mpi 4 "$TRAIN" "${args[@]}" --metrics "$TMP/d.ndjson"
     same_losses "$TMP/one.ndjson" "$TMP/d.ndjson"
 }
 
