@@ -262,13 +262,6 @@ static int parse_args(int argc, char **argv, args *a, int show)
     if (!a->data) hps_usage_error("--data is required");
     if (!a->plan && !a->model) hps_usage_error("--plan or --model is required");
     if (a->o.resume && !a->o.ckpt_dir) hps_usage_error("--resume needs --checkpoint DIR");
-    if ((a->o.admit_after > 1 || a->o.expire_after_days) && hps_dist_launched())
-        hps_usage_error("%s: not under mpirun yet: the servers' tables admit every key and keep every row",
-                        a->o.admit_after > 1 ? "--admit-after" : "--expire-after-days");
-    if (a->o.row_dtype != HPS_ROW_FP32 && hps_dist_launched())
-        hps_usage_error("--row-dtype: not under mpirun yet: the servers' tables store fp32 rows");
-    if (a->o.continue_from && hps_dist_launched())
-        hps_usage_error("--continue-from: not under mpirun yet: continue one process, then --resume under mpirun");
     if (a->o.continue_from && a->o.ckpt_dir && same_dir(a->o.continue_from, a->o.ckpt_dir))
         hps_usage_error("--continue-from %s: --checkpoint must be another directory (a day's checkpoints "
                         "would replace the day's they continue)", a->o.continue_from);

@@ -88,6 +88,10 @@ typedef struct {
 } hps_train_opts;
 
 hps_train_opts hps_train_opts_default(void);
+/* Layer l's table as the run's options make it (cap, policy, seed,
+ * admission, sparse optimizer, row type): one process's tables and a
+ * parameter server's are made here alike. */
+hps_table *hps_train_table_create(const hps_model *m, int l, const hps_train_opts *o);
 
 typedef struct hps_trainer hps_trainer;
 
@@ -197,6 +201,9 @@ typedef struct {
  *   resume       with --resume, this process's part of the latest checkpoint
  *                (*found: there was one); without, refuses a directory it
  *                must not write into
+ *   continue_day NULL (one process: hps_trainer_continue on --continue-from),
+ *                or this process's part of the checkpoint --continue-from
+ *                names begins the next day
  *   gather_params  before evaluation or export: the trainer gets the weights
  *                of layers other processes train (every process calls it)
  *   exchange_rows  NULL, or, where each process of the stage holds the
@@ -228,6 +235,7 @@ typedef struct {
     const hps_stage_link *link;
     int (*save)(void *ctx, hps_trainer *t, uint64_t step, hps_error *err);
     int (*resume)(void *ctx, hps_trainer *t, int *found, hps_error *err);
+    int (*continue_day)(void *ctx, hps_trainer *t, hps_error *err);
     int (*gather_params)(void *ctx, hps_trainer *t, hps_error *err);
     int (*exchange_rows)(void *ctx, int layer, const hps_row_key *keys, const float *grad, int64_t n,
                          hps_row_grads *out, hps_error *err);
@@ -253,11 +261,15 @@ uint64_t hps_trainer_day(const hps_trainer *t);
 /* Loads one checkpoint file (a rank's part of a distributed checkpoint). */
 int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err);
 /* A parameter server's checkpoint: its tables (per layer, NULL but for
- * embedding layers) alone, in the same format, DIR/ckpt-STEP.hpsckpt. */
+ * embedding layers) alone, in the same format, DIR/ckpt-STEP.hpsckpt, with
+ * the step and the day.  next_day: the load begins a next day
+ * (--continue-from), which another plan cannot (as hps_trainer_continue);
+ * the caller starts the tables' day. */
 int hps_tables_save(const hps_model *m, hps_table *const *tables, const char *plan_digest,
-                    uint64_t step, uint64_t seed, const char *dir, hps_error *err);
+                    uint64_t step, uint64_t seed, uint64_t day, const char *dir, hps_error *err);
 int hps_tables_load_file(const hps_model *m, hps_table *const *tables, const char *plan_digest,
-                         uint64_t seed, const char *path, uint64_t *step, hps_error *err);
+                         uint64_t seed, const char *path, int next_day, uint64_t *step, uint64_t *day,
+                         hps_error *err);
 /* Writes the weights as safetensors and, beside a regular file, PATH.sha256;
  * then reads the file back with hps_safetensors_verify. */
 int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err);

@@ -121,7 +121,7 @@ PY
     [[ "$output" == *"--sparse-optimizer"* ]]
 }
 
-@test "tables: row-wise AdaGrad under mpirun (2 workers, 1 server) follows one process; admission is refused there" {
+@test "tables: row-wise AdaGrad, admission and fp16 rows under mpirun (2 workers, 1 server) follow one process" {
     command -v mpirun >/dev/null || skip "mpirun is not installed (make deps: openmpi-bin)"
     built_with_mpi "$HPS_BIN/hps-train" || skip "hps-train was built without Open MPI (make MPI=0)"
     mpi_test_env
@@ -139,10 +139,58 @@ PY
     same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
     run same_losses "$TMP/elem.ndjson" "$TMP/dist.ndjson" # per-element AdaGrad trains otherwise
     [ "$status" -ne 0 ]
-    run timeout 120 mpirun --oversubscribe -np 3 "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" \
-        --admit-after 2 -q
+    # the server's tables admit and store fp16 as one process's: a key's
+    # lookups are counted wherever its worker's slice has them
+    tables="--admit-after 3 --row-dtype fp16 --sparse-optimizer rowwise-adagrad"
+    "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" --epochs 3 --threads 1 --micro-batches 2 \
+        $tables --metrics "$TMP/one-adm.ndjson" --metrics-interval 0 -q
+    timeout 120 mpirun --oversubscribe -np 3 "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" \
+        --epochs 3 --threads 1 $tables --metrics "$TMP/dist-adm.ndjson" --metrics-interval 0 -q
+    same_losses "$TMP/one-adm.ndjson" "$TMP/dist-adm.ndjson"
+    run same_losses "$TMP/one.ndjson" "$TMP/dist-adm.ndjson" # admission trains otherwise
     [ "$status" -ne 0 ]
-    [[ "$output" == *"hps-train: error: --admit-after: not under mpirun yet"* ]]
+}
+
+@test "tables: a worker and a server under mpirun export one process's tables, day after day (--continue-from)" {
+    command -v mpirun >/dev/null || skip "mpirun is not installed (make deps: openmpi-bin)"
+    built_with_mpi "$HPS_BIN/hps-train" || skip "hps-train was built without Open MPI (make MPI=0)"
+    mpi_test_env
+    demo=$TESTDATA/models/demo-ctr.json
+    # one worker (rank 0) and one server (rank 1)
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["workers"]=p["workers"][:1]
+p["workers"][0]["share"]=1; p["stages"][0]["units"]=1; p["servers"]["ranks"]=[1]
+json.dump(p,open(sys.argv[2],"w"))' "$TESTDATA/plans/plan-dist-2w1s.json" "$TMP/1w1s.json"
+    for d in 1 2 3; do "$HPS_BIN/hps-shard" -q -m "$demo" -o "$TMP/s$d" "$DAYS/day-0$d"; done
+    opts=(--plan "$TMP/1w1s.json" --model "$demo" --threads 1 --admit-after 2 --row-dtype fp16
+          --sparse-optimizer rowwise-adagrad --metrics-interval 0 -q)
+    "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s1" --checkpoint "$TMP/o1" --export "$TMP/o1.st" \
+        --metrics "$TMP/o1.ndjson"
+    timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s1" \
+        --checkpoint "$TMP/d1" --export "$TMP/d1.st" --metrics "$TMP/d1.ndjson"
+    same_losses "$TMP/o1.ndjson" "$TMP/d1.ndjson"
+    cmp "$TMP/o1.st" "$TMP/d1.st"
+    for d in 2 3; do
+        p=$((d - 1))
+        "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s$d" --continue-from "$TMP/o$p" --expire-after-days 1 \
+            --checkpoint "$TMP/o$d" --export "$TMP/o$d.st" --metrics "$TMP/o$d.ndjson"
+        timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s$d" \
+            --continue-from "$TMP/d$p" --expire-after-days 1 --checkpoint "$TMP/d$d" --export "$TMP/d$d.st" \
+            --metrics "$TMP/d$d.ndjson"
+        same_losses "$TMP/o$d.ndjson" "$TMP/d$d.ndjson"
+        cmp "$TMP/o$d.st" "$TMP/d$d.st"
+    done
+    # day 3 expired rows (one process says how many), so the servers did too
+    [ "$(json_field "$TMP/o3.ndjson" 'sum(t["expired"] for t in d["tables"])')" -gt 0 ]
+    # a day's checkpoints under mpirun continue under mpirun with the same ranks
+    run timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s2" \
+        --continue-from "$TMP/o1"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"$TMP/o1: holds the checkpoints of one process"* ]]
+    mkdir "$TMP/empty"
+    run timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s2" \
+        --continue-from "$TMP/empty"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"--continue-from: $TMP/empty: holds no committed checkpoint of an mpirun job"* ]]
 }
 
 @test "tables: --row-dtype fp16 and bf16 store rows in half the bytes, export fp32, and a checkpoint keeps the type" {
