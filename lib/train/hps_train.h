@@ -88,6 +88,15 @@ typedef struct {
 } hps_train_opts;
 
 hps_train_opts hps_train_opts_default(void);
+/* The table options of o against the plan's tables (hps-train(1), TABLES):
+ * each one given on the command line (a bit of `given`) must be the plan's,
+ * else an error naming the option and the plan's value; one not given takes
+ * the plan's.  A plan without tables (older, or written by hand) sets
+ * nothing. */
+#define HPS_TRAIN_GIVEN_ROW_DTYPE 1u
+#define HPS_TRAIN_GIVEN_SPARSE_OPTIMIZER 2u
+#define HPS_TRAIN_GIVEN_ADMIT_AFTER 4u
+int hps_train_plan_tables(const plan_file *plan, hps_train_opts *o, unsigned given, hps_error *err);
 /* Layer l's table as the run's options make it (cap, policy, seed,
  * admission, sparse optimizer, row type): one process's tables and a
  * parameter server's are made here alike. */

@@ -57,3 +57,26 @@ int hps_train_plan_load(const char *path, const hps_model *m, plan_file *plan, h
     plan->n_layers = m->n_layers;
     return 0;
 }
+
+static const char *optimizer_name(int rowwise) { return rowwise ? "rowwise-adagrad" : "adagrad"; }
+
+int hps_train_plan_tables(const plan_file *plan, hps_train_opts *o, unsigned given, hps_error *err)
+{
+    if (!plan->has_tables) return 0;
+    const char *fix = "leave it out to train the rows the plan priced, or re-run hps-plan with it";
+    int admit = o->admit_after > 1 ? o->admit_after : 1, plan_admit = plan->admit_after > 1 ? plan->admit_after : 1;
+    if ((given & HPS_TRAIN_GIVEN_ROW_DTYPE) && (int)o->row_dtype != plan->row_dtype)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: tables: row_dtype is '%s', but --row-dtype asks for '%s': %s",
+                        plan->name, hps_row_dtype_names[plan->row_dtype], hps_row_dtype_names[o->row_dtype], fix);
+    if ((given & HPS_TRAIN_GIVEN_SPARSE_OPTIMIZER) && !o->rowwise_adagrad != !plan->rowwise)
+        return hps_fail(err, HPS_EXIT_USAGE,
+                        "%s: tables: sparse_optimizer is '%s', but --sparse-optimizer asks for '%s': %s", plan->name,
+                        optimizer_name(plan->rowwise), optimizer_name(o->rowwise_adagrad), fix);
+    if ((given & HPS_TRAIN_GIVEN_ADMIT_AFTER) && admit != plan_admit)
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: tables: admit_after is %d, but --admit-after asks for %d: %s",
+                        plan->name, plan_admit, admit, fix);
+    o->row_dtype = (hps_row_dtype)plan->row_dtype;
+    o->rowwise_adagrad = plan->rowwise != 0;
+    o->admit_after = plan_admit;
+    return 0;
+}

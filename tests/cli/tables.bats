@@ -231,3 +231,37 @@ PY
     [ "$status" -eq 2 ]
     [[ "$output" == *"--row-dtype"* ]]
 }
+
+@test "tables: hps-train trains the plan's tables (row type, sparse optimizer, admission); an option that differs is an error" {
+    "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --min-time 0 --warmup 0 --no-scaling \
+        --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"
+    "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/p.json" --min-throughput 10 \
+        --algo fixed:cpu --row-dtype fp16 --sparse-optimizer rowwise-adagrad --admit-after 3 -o "$TMP/plan.json"
+    [ "$(json_field "$TMP/plan.json" 'd["tables"]["row_dtype"], d["tables"]["admit_after"]')" = "fp16 3" ]
+    # no option: the plan's tables, as if each were asked for
+    "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$DAYS/s1" --threads 1 --steps 20 -q \
+        --export "$TMP/plan.st" --checkpoint "$TMP/c" --metrics "$TMP/plan.ndjson"
+    "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$DAYS/s1" --threads 1 --steps 20 -q \
+        --row-dtype fp16 --sparse-optimizer rowwise-adagrad --admit-after 3 --export "$TMP/asked.st"
+    cmp "$TMP/plan.st" "$TMP/asked.st"
+    python3 -c "import sys; assert float(sys.argv[1]) < 1" \
+        "$(json_field "$TMP/plan.ndjson" 'max(t["admitted_share"] for t in d["tables"])')"
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --threads 1 --checkpoint "$TMP/c" --resume \
+        --steps 21 --row-dtype fp16
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"was trained with row-wise AdaGrad, this run asks for per-element"* ]]
+    # an option that differs from the plan: an error naming it and the plan's value
+    for bad in "--row-dtype bf16|row_dtype is 'fp16', but --row-dtype asks for 'bf16'" \
+               "--row-dtype fp32|row_dtype is 'fp16', but --row-dtype asks for 'fp32'" \
+               "--sparse-optimizer adagrad|sparse_optimizer is 'rowwise-adagrad', but --sparse-optimizer asks for 'adagrad'" \
+               "--admit-after 2|admit_after is 3, but --admit-after asks for 2"; do
+        run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$DAYS/s1" --steps 1 ${bad%%|*}
+        [ "$status" -eq 2 ]
+        [[ "$output" == *"hps-train: error: "*"plan.json: tables: ${bad#*|}: leave it out"* ]]
+    done
+    # a plan without tables (before hps-plan priced them, or by hand): the options as given
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); del p["tables"]; json.dump(p,open(sys.argv[2],"w"))' \
+        "$TMP/plan.json" "$TMP/old.json"
+    "$HPS_BIN/hps-train" --plan "$TMP/old.json" --data "$DAYS/s1" --threads 1 --steps 1 -q --row-dtype bf16 \
+        --metrics "$TMP/old.ndjson"
+}
