@@ -51,7 +51,8 @@ static const char usage[] =
     "      --row-dtype TYPE        fp32, fp16 or bf16: how tables store rows (fp32 arithmetic) [the plan's, else fp32]\n"
     "      --max-table-mb N        memory cap of each embedding table [none]\n"
     "      --evict                 when a table is full, evict cold rows (else: error)\n"
-    "      --admit-after N         a key gets a row on its Nth lookup (before: zeros) [the plan's, else 1]\n"
+    "      --admit-after N[,SLOT=N...] a key gets a row on its Nth lookup (before: zeros), per slot too\n"
+    "                              [the plan's, else 1]\n"
     "      --expire-after-days D   a new day (--continue-from) removes rows untouched D days [never]\n"
     "      --cpu-fallback          run stages of GPU types on the CPU\n"
     "      --probe STEPS           time STEPS steps per thread count, print a profile, exit\n"
@@ -210,9 +211,13 @@ static int parse_one(int c, args *a)
         break;
     case OPT_EVICT: a->o.table_policy = HPS_TABLE_FULL_EVICT; break;
     case OPT_ADMIT_AFTER:
+        a->tables_given |= HPS_TRAIN_GIVEN_ADMIT_AFTER;
+        if (strchr(optarg, '=') || strchr(optarg, ',')) { /* per slot: read once the model is */
+            a->o.admit_spec = optarg;
+            break;
+        }
         if (count_arg("--admit-after", 1, 65535, &v)) return HPS_EXIT_USAGE;
         a->o.admit_after = (int)v;
-        a->tables_given |= HPS_TRAIN_GIVEN_ADMIT_AFTER;
         break;
     case OPT_EXPIRE_AFTER: if (count_arg("--expire-after-days", 1, 100000, &v)) return HPS_EXIT_USAGE; a->o.expire_after_days = (int)v; break;
     case OPT_CPU_FALLBACK: a->o.cpu_fallback = 1; break;
@@ -475,6 +480,7 @@ static int cmd_train(int argc, char **argv)
     }
     a.o.progress = hps_display_level >= 2 && hps_stderr_is_tty() && !a.probe;
     if (rc == 0) rc = (path = model_path(&a, &err)) && (m = hps_model_load(path, &err)) ? 0 : -1;
+    if (rc == 0) rc = hps_train_admit_slots(m, &a.o, &err);
     if (rc == 0) {
         /* the tables as the plan priced them, unless an option says otherwise (an error) */
         if (a.plan) rc = hps_train_plan_load(a.plan, m, &plan, &err) || hps_train_plan_tables(&plan, &a.o, a.tables_given, &err);

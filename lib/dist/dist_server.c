@@ -30,7 +30,7 @@ static hps_table *entry_table(dist_server *sv, const dist_entry *e, hps_error *e
 /* A key not admitted reads the zero row: it must not move during a fetch. */
 static void reserve_rows(dist_server *sv, size_t count)
 {
-    for (int l = 0; sv->o.admit_after > 1 && l < sv->m->n_layers; l++)
+    for (int l = 0; hps_train_admits(&sv->o) && l < sv->m->n_layers; l++)
         if (sv->tables[l]) hps_table_reserve(sv->tables[l], (int64_t)count);
 }
 

@@ -24,6 +24,7 @@
 /* hps-train runs the plan file as lib/plan reads it (plan_file); the trainer
  * keeps a pointer to it, so it lives until hps_trainer_free. */
 #define HPS_TRAIN_MAX_STAGES PLAN_MAX_STAGES
+#define HPS_TRAIN_MAX_ADMIT_SLOTS 64 /* slots with a threshold of their own */
 
 /* Reads a plan (hps-plan(5)) and checks it against the model: its digest,
  * layers and stages; batch and n_layers default to the model's.  Free it
@@ -73,6 +74,13 @@ typedef struct {
     size_t max_table_bytes;  /* per embedding layer; 0: no cap */
     hps_table_policy table_policy;
     int admit_after;         /* a key gets a row on its Nth lookup (<= 1: at once) */
+    /* per slot (model slot index): its own threshold instead of admit_after
+     * (--admit-after SLOT=N,...: hps_train_admit_slots reads admit_spec) */
+    int n_admit_slots;
+    struct {
+        int slot, after;
+    } admit_slot[HPS_TRAIN_MAX_ADMIT_SLOTS];
+    const char *admit_spec;
     int expire_after_days;   /* a new day removes rows untouched for as many days (0: never) */
     int rowwise_adagrad;     /* the tables' AdaGrad: one accumulator a row, not one an element */
     hps_row_dtype row_dtype; /* how the tables store their rows' weights */
@@ -88,6 +96,12 @@ typedef struct {
 } hps_train_opts;
 
 hps_train_opts hps_train_opts_default(void);
+/* Whether any table admits (a threshold above 1, for all slots or one). */
+int hps_train_admits(const hps_train_opts *o);
+/* --admit-after's list, o->admit_spec (NULL: nothing to do): items N (the
+ * default threshold) and SLOT=N (a slot of m by name), comma-separated,
+ * into o; an error (exit status 2) names the item. */
+int hps_train_admit_slots(const hps_model *m, hps_train_opts *o, hps_error *err);
 /* The table options of o against the plan's tables (hps-train(1), TABLES):
  * each one given on the command line (a bit of `given`) must be the plan's,
  * else an error naming the option and the plan's value; one not given takes

@@ -28,7 +28,7 @@ static void train_touch(hps_trainer *t, int layer, int64_t row)
         t->cap_mark[layer] = want;
     }
     /* with admission the servers count every lookup: each one is fetched */
-    if (t->mark[layer][row] == t->load_id && t->o.admit_after <= 1) return;
+    if (t->mark[layer][row] == t->load_id && !hps_train_admits(&t->o)) return;
     t->mark[layer][row] = t->load_id;
     if (t->n_touched[layer] == t->cap_touched[layer]) {
         t->cap_touched[layer] = t->cap_touched[layer] ? t->cap_touched[layer] * 2 : 1024;
@@ -160,11 +160,11 @@ static int check_rows(const hps_model *m, const plan_file *plan, const hps_train
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: stage %d: rows: %s keeps rows in device memory: --evict cannot run with it",
                             plan->name, s, st->rows);
-        if (o->admit_after > 1 || o->expire_after_days > 0 || o->rowwise_adagrad || o->row_dtype != HPS_ROW_FP32)
+        if (hps_train_admits(o) || o->expire_after_days > 0 || o->rowwise_adagrad || o->row_dtype != HPS_ROW_FP32)
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: stage %d: rows: %s keeps rows in device memory: %s cannot run with it yet",
                             plan->name, s, st->rows,
-                            o->admit_after > 1         ? "--admit-after"
+                            hps_train_admits(o)        ? "--admit-after"
                             : o->expire_after_days > 0 ? "--expire-after-days"
                             : o->rowwise_adagrad       ? "--sparse-optimizer rowwise-adagrad"
                                                        : "--row-dtype");
@@ -357,7 +357,7 @@ int train_load_micro(hps_trainer *t, const hps_batch *b, int lo, int hi, int tot
     if (!t->evaluating) { /* a key not admitted reads the zero row: it must not move during the load */
         int64_t keys = b->offsets[(int64_t)hi * b->n_slots] - b->offsets[(int64_t)lo * b->n_slots];
         for (int l = 0; l < t->m->n_layers; l++)
-            if (t->tables[l] && t->o.admit_after > 1) hps_table_reserve(t->tables[l], keys);
+            if (t->tables[l] && hps_train_admits(&t->o)) hps_table_reserve(t->tables[l], keys);
     }
     memset(t->n_touched, 0, (size_t)t->m->n_layers * sizeof *t->n_touched);
     for (int first = lo; first < hi; first += t->cap_micro, k++) {

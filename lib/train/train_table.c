@@ -73,6 +73,8 @@ struct hps_table {
      * set-associative hash (ADMIT_BUCKETS x ADMIT_WAYS), allocated on the
      * first candidate */
     int admit_after;
+    uint16_t *slot_admit;             /* per slot < n_slot_admit: its own threshold (0: admit_after's) */
+    int n_slot_admit, admits;         /* admits: some threshold above 1 */
     admit_entry *cand;
     uint64_t lookups, admitted;       /* training lookups, those that found a row */
     hash_entry *ht;                   /* open addressing, linear probing */
@@ -143,7 +145,7 @@ hps_table *hps_table_create(int layer, int dim, size_t max_bytes, hps_table_poli
 /* The candidates' counts come out of the cap first. */
 static void set_max_rows(hps_table *t)
 {
-    size_t counts = t->admit_after > 1 ? hps_table_admission_bytes() : 0;
+    size_t counts = t->admits ? hps_table_admission_bytes() : 0;
     if (t->max_bytes)
         t->max_rows = t->max_bytes > counts ? rows_within(t, t->max_bytes - counts) : 0;
 }
@@ -151,7 +153,26 @@ static void set_max_rows(hps_table *t)
 void hps_table_set_admission(hps_table *t, int admit_after)
 {
     t->admit_after = admit_after;
+    t->admits |= admit_after > 1;
     set_max_rows(t);
+}
+
+void hps_table_set_slot_admission(hps_table *t, int slot, int admit_after)
+{
+    if (slot >= t->n_slot_admit) {
+        t->slot_admit = hps_realloc(t->slot_admit, (size_t)(slot + 1) * sizeof *t->slot_admit);
+        memset(t->slot_admit + t->n_slot_admit, 0, (size_t)(slot + 1 - t->n_slot_admit) * sizeof *t->slot_admit);
+        t->n_slot_admit = slot + 1;
+    }
+    t->slot_admit[slot] = (uint16_t)(admit_after < 1 ? 1 : admit_after);
+    t->admits |= admit_after > 1;
+    set_max_rows(t);
+}
+
+/* The lookups that admit a key of slot `slot`. */
+static int threshold(const hps_table *t, int slot)
+{
+    return slot >= 0 && slot < t->n_slot_admit && t->slot_admit[slot] ? t->slot_admit[slot] : t->admit_after;
 }
 
 void hps_table_set_rowwise(hps_table *t)
@@ -175,7 +196,7 @@ void hps_table_free(hps_table *t)
     if (!t) return;
     free(t->weights), free(t->accum), free(t->key), free(t->slot), free(t->last_step);
     free(t->half), free(t->acc_rows), free(t->stage_row), free(t->stage_ht);
-    free(t->ref), free(t->born), free(t->last_day), free(t->cand), free(t->ht), free(t);
+    free(t->slot_admit), free(t->ref), free(t->born), free(t->last_day), free(t->cand), free(t->ht), free(t);
 }
 
 static int64_t find(const hps_table *t, int slot, uint64_t key, int64_t *at);
@@ -447,14 +468,15 @@ static int64_t evict(hps_table *t, uint64_t step)
  * starts over when it comes back: counts are never over, only under. */
 static int admit(hps_table *t, int slot, uint64_t key)
 {
-    if (t->admit_after <= 1) return 1;
+    const int after = threshold(t, slot);
+    if (after <= 1) return 1;
     if (!t->cand) t->cand = hps_calloc((size_t)(ADMIT_BUCKETS * ADMIT_WAYS), sizeof *t->cand);
     /* the high bits: the row hash takes the low ones */
     admit_entry *b = t->cand + (int64_t)(slot_hash(slot, key) >> 40 & (uint64_t)(ADMIT_BUCKETS - 1)) * ADMIT_WAYS;
     admit_entry *low = b;
     for (int i = 0; i < ADMIT_WAYS; i++) {
         if (b[i].count && b[i].key == key && b[i].slot == slot) {
-            if (++b[i].count < (uint32_t)t->admit_after) return 0;
+            if (++b[i].count < (uint32_t)after) return 0;
             b[i] = (admit_entry){0, 0, 0};
             return 1;
         }
@@ -515,7 +537,7 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
     if (step > t->step) t->step = step;
     t->ref[r] = 1;
     t->last_day[r] = t->day;
-    if (new_key && t->admit_after > 1) {
+    if (new_key && threshold(t, slot) > 1) {
         born(t, r);
         return hps_table_zero_row(t);
     }
@@ -867,7 +889,7 @@ static void drop_zero_row(hps_table *t, hps_sparse_grad *g)
 void hps_table_apply(hps_table *t, hps_sparse_grad *const *grads, int n, hps_sparse_grad **sum,
                      float lr, float eps)
 {
-    if (t->admit_after > 1)
+    if (t->admits)
         for (int i = 0; i < n; i++) drop_zero_row(t, grads[i]);
     const hps_sparse_grad *g = hps_table_grad_sum(grads, n, t->dim, sum);
     if (hps_table_rowwise(t)) sparse_rowwise_adagrad(t->weights, t->accum, g, lr, eps);
@@ -880,7 +902,18 @@ hps_table *hps_train_table_create(const hps_model *m, int l, const hps_train_opt
 {
     hps_table *t = hps_table_create(l, m->layers[l].dim, o->max_table_bytes, o->table_policy, o->seed);
     hps_table_set_admission(t, o->admit_after);
+    for (int i = 0; i < o->n_admit_slots; i++)
+        for (int j = 0; j < m->layers[l].n_slots; j++)
+            if (m->layers[l].slots[j] == o->admit_slot[i].slot)
+                hps_table_set_slot_admission(t, o->admit_slot[i].slot, o->admit_slot[i].after);
     if (o->rowwise_adagrad) hps_table_set_rowwise(t);
     hps_table_set_dtype(t, o->row_dtype);
     return t;
+}
+
+int hps_train_admits(const hps_train_opts *o)
+{
+    for (int i = 0; i < o->n_admit_slots; i++)
+        if (o->admit_slot[i].after > 1) return 1;
+    return o->admit_after > 1;
 }

@@ -71,6 +71,8 @@ uint16_t hps_row_round(float x, hps_row_dtype dtype);
 float hps_row_widen(uint16_t v, hps_row_dtype dtype);
 /* admit_after <= 1: every key gets a row at once (the default). */
 void hps_table_set_admission(hps_table *t, int admit_after);
+/* Slot `slot`'s own threshold (a model slot index), instead of the table's. */
+void hps_table_set_slot_admission(hps_table *t, int slot, int admit_after);
 /* Day day begins (1 for a new table; a loaded one is the caller's to set):
  * lookups stamp rows with it, and with
  * expire_after_days > 0 the rows last touched before day - expire_after_days

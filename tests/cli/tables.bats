@@ -254,7 +254,8 @@ PY
     for bad in "--row-dtype bf16|row_dtype is 'fp16', but --row-dtype asks for 'bf16'" \
                "--row-dtype fp32|row_dtype is 'fp16', but --row-dtype asks for 'fp32'" \
                "--sparse-optimizer adagrad|sparse_optimizer is 'rowwise-adagrad', but --sparse-optimizer asks for 'adagrad'" \
-               "--admit-after 2|admit_after is 3, but --admit-after asks for 2"; do
+               "--admit-after 2|admit_after is 3, but --admit-after asks for 2" \
+               "--admit-after 3,C3=5|admit_after is 3 for every slot, but --admit-after asks for thresholds per slot"; do
         run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$DAYS/s1" --steps 1 ${bad%%|*}
         [ "$status" -eq 2 ]
         [[ "$output" == *"hps-train: error: "*"plan.json: tables: ${bad#*|}: leave it out"* ]]
@@ -264,4 +265,29 @@ PY
         "$TMP/plan.json" "$TMP/old.json"
     "$HPS_BIN/hps-train" --plan "$TMP/old.json" --data "$DAYS/s1" --threads 1 --steps 1 -q --row-dtype bf16 \
         --metrics "$TMP/old.ndjson"
+}
+
+@test "tables: --admit-after N,SLOT=N: a slot's own threshold beside the others'" {
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --export "$TMP/all.st"
+    export_keys "$TMP/all.st" | sort > "$TMP/k-all"
+    [ "$(grep -c '\.C3\.keys ' "$TMP/k-all")" -gt 0 ]
+    # C3 admits on a 65535th lookup (never here), every other slot at once
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --admit-after C3=65535 \
+        --export "$TMP/no-c3.st" --metrics "$TMP/no-c3.ndjson"
+    export_keys "$TMP/no-c3.st" | sort > "$TMP/k-no-c3"
+    [ "$(grep -c '\.C3\.keys ' "$TMP/k-no-c3")" -eq 0 ]
+    diff <(grep -v '\.C3\.keys ' "$TMP/k-all") "$TMP/k-no-c3"
+    python3 -c "import sys; assert 0 < float(sys.argv[1]) < 1" \
+        "$(json_field "$TMP/no-c3.ndjson" 'min(t["admitted_share"] for t in d["tables"])')"
+    # the other way round: the default never admits, C3 at once
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --admit-after 65535,C3=1 \
+        --export "$TMP/c3.st"
+    diff <(grep '\.C3\.keys ' "$TMP/k-all") <(export_keys "$TMP/c3.st" | sort)
+    # bad items: exit status 2 naming the item
+    for bad in "C99=2|'C99': $MODEL has no slot of that name" "C3=0|'C3=0': expected N or SLOT=N" \
+               "2,C3=x|'C3=x': expected N or SLOT=N" "C3=2,C3=3|slot 'C3' is given twice"; do
+        run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --steps 1 --admit-after "${bad%%|*}"
+        [ "$status" -eq 2 ]
+        [[ "$output" == *"hps-train: error: --admit-after: ${bad#*|}"* ]]
+    done
 }
