@@ -186,14 +186,6 @@ int dist_continue_server(hps_dist *d, dist_server *sv, hps_error *err)
     if (day_file(d, sv->o.continue_from, path, sizeof path, err) ||
         hps_tables_load_file(sv->m, sv->tables, sv->plan_digest, sv->o.seed, path, 1, &sv->step, &sv->day, err))
         return -1;
-    sv->day++;
-    for (int l = 0; l < sv->m->n_layers; l++) {
-        if (!sv->tables[l]) continue;
-        int64_t gone = hps_table_start_day(sv->tables[l], sv->day, sv->o.expire_after_days);
-        if (gone)
-            hps_log(2, "%s: day %llu: server %d: embedding layer '%s': %lld rows untouched for %d days expired\n",
-                    hps_progname(), (unsigned long long)sv->day, d->me->index, sv->m->layers[l].name,
-                    (long long)gone, sv->o.expire_after_days);
-    }
+    hps_tables_next_day(sv->m, sv->tables, ++sv->day, sv->o.expire_after_days, 1);
     return 0;
 }

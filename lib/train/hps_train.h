@@ -290,6 +290,11 @@ int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err);
  * the caller starts the tables' day. */
 int hps_tables_save(const hps_model *m, hps_table *const *tables, const char *plan_digest,
                     uint64_t step, uint64_t seed, uint64_t day, const char *dir, hps_error *err);
+/* A next day begins for tables (per layer, NULL but for embedding layers):
+ * the rows untouched for expire_after_days removed, and with say a line a
+ * layer that lost some. */
+void hps_tables_next_day(const hps_model *m, hps_table *const *tables, uint64_t day, int expire_after_days,
+                         int say);
 int hps_tables_load_file(const hps_model *m, hps_table *const *tables, const char *plan_digest,
                          uint64_t seed, const char *path, int next_day, uint64_t *step, uint64_t *day,
                          hps_error *err);
