@@ -47,11 +47,12 @@ static const char usage[] =
     "      --optimizer NAME        adam or sgd for dense layers [adam]\n"
     "      --lr X                  dense learning rate [0.001]\n"
     "      --lr-sparse X           embedding (AdaGrad) learning rate [0.05]\n"
-    "      --sparse-optimizer NAME adagrad or rowwise-adagrad (one accumulator a row) [adagrad]\n"
-    "      --row-dtype TYPE        fp32, fp16 or bf16: how tables store rows (fp32 arithmetic) [fp32]\n"
+    "      --sparse-optimizer NAME adagrad or rowwise-adagrad (one accumulator a row) [the plan's, else adagrad]\n"
+    "      --row-dtype TYPE        fp32, fp16 or bf16: how tables store rows (fp32 arithmetic) [the plan's, else fp32]\n"
     "      --max-table-mb N        memory cap of each embedding table [none]\n"
     "      --evict                 when a table is full, evict cold rows (else: error)\n"
-    "      --admit-after N         a key gets a row on its Nth lookup (before: zeros) [1]\n"
+    "      --admit-after N[,SLOT=N...] a key gets a row on its Nth lookup (before: zeros), per slot too\n"
+    "                              [the plan's, else 1]\n"
     "      --expire-after-days D   a new day (--continue-from) removes rows untouched D days [never]\n"
     "      --cpu-fallback          run stages of GPU types on the CPU\n"
     "      --probe STEPS           time STEPS steps per thread count, print a profile, exit\n"
@@ -120,6 +121,7 @@ typedef struct {
     const char *plan, *data, *model, *eval, *export_path, *output, *log_dir, *delta, *delta_since;
     long probe;
     hps_train_opts o;
+    unsigned tables_given;  /* HPS_TRAIN_GIVEN_*: the table options on the command line */
     hps_dist_opts dist;
 } args;
 
@@ -197,16 +199,26 @@ static int parse_one(int c, args *a)
     case OPT_SPARSE_OPTIMIZER:
         a->o.rowwise_adagrad =
             hps_cli_choice("--sparse-optimizer", optarg, (const char *const[]){"adagrad", "rowwise-adagrad", NULL});
+        a->tables_given |= HPS_TRAIN_GIVEN_SPARSE_OPTIMIZER;
         break;
     case OPT_ROW_DTYPE:
         a->o.row_dtype = (hps_row_dtype)hps_cli_choice("--row-dtype", optarg, hps_row_dtype_names);
+        a->tables_given |= HPS_TRAIN_GIVEN_ROW_DTYPE;
         break;
     case OPT_MAX_TABLE:
         if (count_arg("--max-table-mb", 1, 1L << 40, &v)) return HPS_EXIT_USAGE;
         a->o.max_table_bytes = (size_t)v << 20;
         break;
     case OPT_EVICT: a->o.table_policy = HPS_TABLE_FULL_EVICT; break;
-    case OPT_ADMIT_AFTER: if (count_arg("--admit-after", 1, 65535, &v)) return HPS_EXIT_USAGE; a->o.admit_after = (int)v; break;
+    case OPT_ADMIT_AFTER:
+        a->tables_given |= HPS_TRAIN_GIVEN_ADMIT_AFTER;
+        if (strchr(optarg, '=') || strchr(optarg, ',')) { /* per slot: read once the model is */
+            a->o.admit_spec = optarg;
+            break;
+        }
+        if (count_arg("--admit-after", 1, 65535, &v)) return HPS_EXIT_USAGE;
+        a->o.admit_after = (int)v;
+        break;
     case OPT_EXPIRE_AFTER: if (count_arg("--expire-after-days", 1, 100000, &v)) return HPS_EXIT_USAGE; a->o.expire_after_days = (int)v; break;
     case OPT_CPU_FALLBACK: a->o.cpu_fallback = 1; break;
     case OPT_PROBE: if (count_arg("--probe", 1, 1000000, &a->probe)) return HPS_EXIT_USAGE; break;
@@ -262,13 +274,6 @@ static int parse_args(int argc, char **argv, args *a, int show)
     if (!a->data) hps_usage_error("--data is required");
     if (!a->plan && !a->model) hps_usage_error("--plan or --model is required");
     if (a->o.resume && !a->o.ckpt_dir) hps_usage_error("--resume needs --checkpoint DIR");
-    if ((a->o.admit_after > 1 || a->o.expire_after_days) && hps_dist_launched())
-        hps_usage_error("%s: not under mpirun yet: the servers' tables admit every key and keep every row",
-                        a->o.admit_after > 1 ? "--admit-after" : "--expire-after-days");
-    if (a->o.row_dtype != HPS_ROW_FP32 && hps_dist_launched())
-        hps_usage_error("--row-dtype: not under mpirun yet: the servers' tables store fp32 rows");
-    if (a->o.continue_from && hps_dist_launched())
-        hps_usage_error("--continue-from: not under mpirun yet: continue one process, then --resume under mpirun");
     if (a->o.continue_from && a->o.ckpt_dir && same_dir(a->o.continue_from, a->o.ckpt_dir))
         hps_usage_error("--continue-from %s: --checkpoint must be another directory (a day's checkpoints "
                         "would replace the day's they continue)", a->o.continue_from);
@@ -475,8 +480,10 @@ static int cmd_train(int argc, char **argv)
     }
     a.o.progress = hps_display_level >= 2 && hps_stderr_is_tty() && !a.probe;
     if (rc == 0) rc = (path = model_path(&a, &err)) && (m = hps_model_load(path, &err)) ? 0 : -1;
+    if (rc == 0) rc = hps_train_admit_slots(m, &a.o, &err);
     if (rc == 0) {
-        if (a.plan) rc = hps_train_plan_load(a.plan, m, &plan, &err);
+        /* the tables as the plan priced them, unless an option says otherwise (an error) */
+        if (a.plan) rc = hps_train_plan_load(a.plan, m, &plan, &err) || hps_train_plan_tables(&plan, &a.o, a.tables_given, &err);
         else hps_train_plan_single(m, &plan);
     }
     /* a server rank reads no data and builds only its tables: the workers

@@ -84,7 +84,7 @@ int dist_save_server(hps_dist *d, dist_server *sv, hps_error *err)
 {
     char dir[4200];
     int ok = rank_dir(d, sv->o.ckpt_dir, dir, sizeof dir, err) == 0 &&
-             hps_tables_save(sv->m, sv->tables, sv->plan_digest, sv->step, sv->o.seed, dir, err) == 0;
+             hps_tables_save(sv->m, sv->tables, sv->plan_digest, sv->step, sv->o.seed, sv->day, dir, err) == 0;
     return commit(d, ok, sv->step, sv->o.ckpt_dir, err);
 }
 
@@ -150,7 +150,42 @@ int dist_resume_server(hps_dist *d, dist_server *sv, int *found, hps_error *err)
 {
     char path[4300];
     if (committed_file(d, sv->o.ckpt_dir, path, sizeof path, found, err)) return -1;
-    return *found ? hps_tables_load_file(sv->m, sv->tables, sv->plan_digest, sv->o.seed, path,
-                                         &sv->step, err)
-                  : 0;
+    if (!*found) return 0;
+    if (hps_tables_load_file(sv->m, sv->tables, sv->plan_digest, sv->o.seed, path, 0, &sv->step, &sv->day, err))
+        return -1;
+    for (int l = 0; l < sv->m->n_layers; l++)
+        if (sv->tables[l]) hps_table_start_day(sv->tables[l], sv->day, 0);
+    return 0;
+}
+
+/* DIR/committed's step, this rank's file of it: the job that made DIR had
+ * this plan's ranks (read_committed says so otherwise). */
+static int day_file(hps_dist *d, const char *from, char *path, size_t n, hps_error *err)
+{
+    int found = 0;
+    if (committed_file(d, from, path, n, &found, err)) return -1;
+    if (!found)
+        return hps_fail(err, HPS_EXIT_USAGE,
+                        "--continue-from: %s: holds no committed checkpoint of an mpirun job (%s/committed)",
+                        from, from);
+    return 0;
+}
+
+int dist_continue(void *ctx, hps_trainer *t, hps_error *err)
+{
+    hps_dist *d = ctx;
+    char path[4300];
+    return day_file(d, d->continue_from, path, sizeof path, err) ? -1 : hps_trainer_continue(t, path, err);
+}
+
+/* As hps_trainer_continue does to one process's tables: the next day, and
+ * the rows untouched for --expire-after-days removed. */
+int dist_continue_server(hps_dist *d, dist_server *sv, hps_error *err)
+{
+    char path[4300];
+    if (day_file(d, sv->o.continue_from, path, sizeof path, err) ||
+        hps_tables_load_file(sv->m, sv->tables, sv->plan_digest, sv->o.seed, path, 1, &sv->step, &sv->day, err))
+        return -1;
+    hps_tables_next_day(sv->m, sv->tables, ++sv->day, sv->o.expire_after_days, 1);
+    return 0;
 }

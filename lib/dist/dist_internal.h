@@ -39,6 +39,7 @@ typedef struct {
     hps_table **tables;       /* per layer; NULL but for embedding layers */
     hps_sparse_grad **merged; /* per layer: the workers' gradients summed */
     uint64_t step;
+    uint64_t day;             /* the tables' day (hps-train(1), DAY BY DAY) */
 } dist_server;
 
 /* Where a server's step stands: the pushes received, the workers done. */
@@ -119,6 +120,7 @@ struct hps_dist {
     double t_start;
     const hps_model *m;          /* workers: the model, and where checkpoints go */
     const char *ckpt_dir;
+    const char *continue_from;   /* --continue-from */
     int resume;                  /* --resume */
     /* hps-profile's probe (dist_probe.c): a worker and a server in one
      * process, MPI never started; messages to the server are handled at
@@ -206,5 +208,9 @@ int dist_save(void *ctx, hps_trainer *t, uint64_t step, hps_error *err);
 int dist_resume(void *ctx, hps_trainer *t, int *found, hps_error *err);
 int dist_save_server(hps_dist *d, dist_server *sv, hps_error *err);
 int dist_resume_server(hps_dist *d, dist_server *sv, int *found, hps_error *err);
+/* --continue-from DIR, an mpirun job's checkpoints: this rank's file of its
+ * committed step begins a next day (a worker's hook; a server's tables). */
+int dist_continue(void *ctx, hps_trainer *t, hps_error *err);
+int dist_continue_server(hps_dist *d, dist_server *sv, hps_error *err);
 
 #endif

@@ -1,7 +1,11 @@
 /* A server rank: owns the embedding rows routed to it (hps_dist_route),
  * answers fetches with their current values, and applies a step's sparse
  * AdaGrad update once every worker pushed its gradients for it.  It builds
- * its tables and nothing else of the model: no net, no pipeline, no data. */
+ * its tables and nothing else of the model: no net, no pipeline, no data.
+ * Its tables are one process's (hps_train_table_create: admission, expiry
+ * by day, row-wise AdaGrad, compact rows), and a step is one load of them:
+ * the workers' fetches look keys up, their pushes recall the rows, the
+ * apply ends the load. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,17 +19,19 @@ typedef struct {
     float *grad;
 } part;
 
-/* A peek (evaluation) reads without creating: zeros for a key never trained,
- * as one process evaluates. */
-static int64_t server_row(dist_server *sv, const dist_entry *e, int peek, hps_error *err)
+/* The table a request entry names, or NULL with err. */
+static hps_table *entry_table(dist_server *sv, const dist_entry *e, hps_error *err)
 {
-    if (e->layer < 0 || e->layer >= sv->m->n_layers || !sv->tables[e->layer])
-        return hps_fail(err, HPS_EXIT_RUNTIME, "a request names layer %d, not an embedding layer",
-                        (int)e->layer);
-    hps_table *tab = sv->tables[e->layer];
-    if (!peek) return hps_table_lookup(tab, e->slot, e->key, sv->step + 1, err);
-    int64_t r = hps_table_find(tab, e->slot, e->key);
-    return r >= 0 ? r : hps_table_zero_row(tab);
+    if (e->layer >= 0 && e->layer < sv->m->n_layers && sv->tables[e->layer]) return sv->tables[e->layer];
+    hps_fail(err, HPS_EXIT_RUNTIME, "a request names layer %d, not an embedding layer", (int)e->layer);
+    return NULL;
+}
+
+/* A key not admitted reads the zero row: it must not move during a fetch. */
+static void reserve_rows(dist_server *sv, size_t count)
+{
+    for (int l = 0; hps_train_admits(&sv->o) && l < sv->m->n_layers; l++)
+        if (sv->tables[l]) hps_table_reserve(sv->tables[l], (int64_t)count);
 }
 
 static int serve_rows(hps_dist *d, dist_server *sv, const char *msg, size_t n, int to, int peek,
@@ -35,10 +41,18 @@ static int serve_rows(hps_dist *d, dist_server *sv, const char *msg, size_t n, i
     size_t count = n / sizeof(dist_entry);
     int64_t *rows = hps_malloc((count + 1) * sizeof *rows);
     size_t floats = 0;
+    if (!peek) reserve_rows(sv, count);
     for (size_t i = 0; i < count; i++) {
         dist_entry e;
         memcpy(&e, msg + i * sizeof e, sizeof e);
-        if ((rows[i] = server_row(sv, &e, peek, err)) < 0) {
+        /* training looks each key up as one process's load does (an entry a
+         * lookup: admission counts them); a peek (evaluation) creates
+         * nothing, and a key never trained (-1) reads zeros */
+        hps_table *tab = entry_table(sv, &e, err);
+        rows[i] = !tab ? -1
+                  : peek ? hps_table_find(tab, e.slot, e.key)
+                         : hps_table_lookup(tab, e.slot, e.key, sv->step + 1, err);
+        if (!tab || (!peek && rows[i] < 0)) {
             free(rows);
             return -1;
         }
@@ -50,7 +64,10 @@ static int serve_rows(hps_dist *d, dist_server *sv, const char *msg, size_t n, i
         dist_entry e;
         memcpy(&e, msg + i * sizeof e, sizeof e);
         int D = sv->m->layers[e.layer].dim;
-        memcpy(out + at, hps_table_weights(sv->tables[e.layer]) + rows[i] * D, (size_t)D * sizeof *out);
+        hps_table *tab = sv->tables[e.layer];
+        if (!peek) memcpy(out + at, hps_table_weights(tab) + rows[i] * D, (size_t)D * sizeof *out);
+        else if (rows[i] >= 0) hps_table_row_values(tab, rows[i], out + at); /* compact rows widened */
+        else memset(out + at, 0, (size_t)D * sizeof *out);
         at += (size_t)D;
     }
     d->st.serve_s += hps_now() - t0;
@@ -80,8 +97,11 @@ static int parse_push(dist_server *sv, const char *msg, size_t n, part *parts, h
         dist_entry e;
         if (at + sizeof e > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated push");
         memcpy(&e, msg + at, sizeof e);
-        int64_t row = server_row(sv, &e, 0, err);
-        if (row < 0) return -1;
+        hps_table *tab = entry_table(sv, &e, err);
+        if (!tab) return -1;
+        /* the row this step's fetch gave: the zero row (its gradient
+         * dropped) for a key not admitted */
+        int64_t row = hps_table_recall(tab, e.slot, e.key);
         int D = sv->m->layers[e.layer].dim;
         at += sizeof e;
         if (at + (size_t)D * sizeof(float) > n) return hps_fail(err, HPS_EXIT_RUNTIME, "a truncated push");
@@ -117,6 +137,8 @@ static int apply_step(hps_dist *d, dist_server *sv, char **pushes, size_t *lens,
     }
     for (size_t i = 0; i < (size_t)W * L; i++) free(parts[i].rows), free(parts[i].grad);
     free(parts);
+    for (int l = 0; l < L; l++) /* the next step's fetches are a new load */
+        if (sv->tables[l]) hps_table_stage_begin(sv->tables[l]);
     sv->step++;
     d->st.steps++;
     d->st.apply_s += hps_now() - t0;
@@ -128,15 +150,17 @@ void dist_pack_rows(const hps_model *m, hps_table *const *tables, dist_buf *b)
     for (int l = 0; l < m->n_layers; l++) {
         if (!tables[l]) continue;
         int D = m->layers[l].dim;
-        const float *w = hps_table_weights(tables[l]);
+        float *w = hps_malloc((size_t)D * sizeof *w);
         for (int64_t r = 0; r < hps_table_rows(tables[l]); r++) {
             int slot;
             uint64_t key;
             hps_table_row_key(tables[l], r, &slot, &key);
             dist_entry e = {.layer = l, .slot = slot, .key = key};
             dist_buf_add(b, &e, sizeof e);
-            dist_buf_add(b, w + r * D, (size_t)D * sizeof *w);
+            hps_table_row_values(tables[l], r, w); /* compact rows as fp32 */
+            dist_buf_add(b, w, (size_t)D * sizeof *w);
         }
+        free(w);
     }
 }
 
@@ -169,17 +193,12 @@ static int on_push(hps_dist *d, dist_server *sv, dist_server_state *s, int w, ch
 void dist_server_create(dist_server *sv, const hps_model *m, const plan_file *plan,
                         const hps_train_opts *o)
 {
-    *sv = (dist_server){.m = m, .o = *o};
+    *sv = (dist_server){.m = m, .o = *o, .day = 1};
     snprintf(sv->plan_digest, sizeof sv->plan_digest, "%s", plan->digest);
     sv->tables = hps_calloc((size_t)m->n_layers, sizeof *sv->tables);
     sv->merged = hps_calloc((size_t)m->n_layers, sizeof *sv->merged);
     for (int l = 0; l < m->n_layers; l++)
-        if (hps_layer_has_table(&m->layers[l]))
-        {
-            sv->tables[l] = hps_table_create(l, m->layers[l].dim, o->max_table_bytes, o->table_policy,
-                                            o->seed);
-            if (o->rowwise_adagrad) hps_table_set_rowwise(sv->tables[l]);
-        }
+        if (hps_layer_has_table(&m->layers[l])) sv->tables[l] = hps_train_table_create(m, l, o);
 }
 
 void dist_server_free(dist_server *sv)
@@ -213,6 +232,8 @@ static int serve(hps_dist *d, dist_server *sv, hps_error *err)
 {
     int found = 0;
     if (sv->o.resume && sv->o.ckpt_dir && dist_resume_server(d, sv, &found, err)) return -1;
+    /* --continue-from: a new day, unless --resume found this day's own checkpoint */
+    if (sv->o.continue_from && !found && dist_continue_server(d, sv, err)) return -1;
     dist_server_state s = {0};
     int rc = 0;
     while (rc == 0 && s.done < d->workers) {

@@ -347,6 +347,7 @@ void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_
     if (d->alone) return; /* the trainer's own hooks are one process's */
     d->m = m;
     d->ckpt_dir = o->ckpt_dir;
+    d->continue_from = o->continue_from;
     d->resume = o->resume;
     d->req = hps_calloc((size_t)d->servers, sizeof *d->req);
     d->push = hps_calloc((size_t)d->servers, sizeof *d->push);
@@ -356,7 +357,7 @@ void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_
     d->hooks = (hps_train_dist){.ctx = d, .slice = slice, .fetch_rows = fetch_rows,
                                 .update_rows = update_rows, .step_end = step_end,
                                 .reduce_step = d->loop ? loop_reduce_step : reduce_step,
-                                .save = dist_save, .resume = dist_resume,
+                                .save = dist_save, .resume = dist_resume, .continue_day = dist_continue,
                                 .gather_params = gather_params, .metrics = metrics,
                                 .exchange_rows = d->replicas ? exchange_rows : NULL,
                                 .remote_rows = !d->replicas, .in_process = 0};
@@ -443,6 +444,10 @@ int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err)
     if (d->replicas) return take_replica(d, t, err);
     if (d->shards) return take_shards(d, t, err);
     if (!hps_dist_is_lead(d)) return 0;
+    /* the lead's tables mapped every key its loads saw; the model's rows
+     * are the servers' (admission leaves keys without one) */
+    for (int l = 0; d->servers > 0 && l < d->m->n_layers; l++)
+        if (hps_layer_has_table(&d->m->layers[l])) hps_table_clear(hps_trainer_table(t, l));
     for (int s = 0; s < d->servers; s++) {
         dist_send(d, NULL, 0, d->server_rank[s], TAG_DUMP);
         size_t n;

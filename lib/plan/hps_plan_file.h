@@ -52,8 +52,9 @@ typedef struct {
     char *model_path, *cluster_path, *data_stats_path; /* inputs, resolved against the plan's directory; NULL if absent */
     int rows_on_servers; /* made with --rows servers */
     /* tables: the rows it priced (hps_row_dtype, rowwise AdaGrad, admission
-     * after admit_after lookups); a plan without them: fp32, adagrad, 1 */
-    int row_dtype, rowwise, admit_after;
+     * after admit_after lookups); a plan without them (has_tables 0): fp32,
+     * adagrad, 1 */
+    int row_dtype, rowwise, admit_after, has_tables;
     int n_profiles, stdin_profile; /* stdin_profile: a profile was read from stdin */
     char **profile_paths;          /* "-" for the one read from stdin */
     char *stdin_profile_text;      /* inputs.stdin_profile, the profile read from stdin, as JSON text; or NULL */

@@ -47,6 +47,7 @@ static int read_tables(json_t *root, plan_file *pf, hps_error *err)
               hps_json_int(t, "admit_after", HPS_OPTIONAL, 1, 65535, &admit, ctx, err)))
         return -1;
     pf->admit_after = (int)admit;
+    pf->has_tables = t != NULL;
     return 0;
 }
 

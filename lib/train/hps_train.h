@@ -25,6 +25,7 @@
  * keeps a pointer to it, so it lives until hps_trainer_free. */
 #define HPS_TRAIN_MAX_STAGES PLAN_MAX_STAGES
 #define HPS_TRAIN_MAX_SLICES 256 /* a later stage's partners' slices (up_slices) */
+#define HPS_TRAIN_MAX_ADMIT_SLOTS 64 /* slots with a threshold of their own */
 
 /* Reads a plan (hps-plan(5)) and checks it against the model: its digest,
  * layers and stages; batch and n_layers default to the model's.  Free it
@@ -74,6 +75,13 @@ typedef struct {
     size_t max_table_bytes;  /* per embedding layer; 0: no cap */
     hps_table_policy table_policy;
     int admit_after;         /* a key gets a row on its Nth lookup (<= 1: at once) */
+    /* per slot (model slot index): its own threshold instead of admit_after
+     * (--admit-after SLOT=N,...: hps_train_admit_slots reads admit_spec) */
+    int n_admit_slots;
+    struct {
+        int slot, after;
+    } admit_slot[HPS_TRAIN_MAX_ADMIT_SLOTS];
+    const char *admit_spec;
     int expire_after_days;   /* a new day removes rows untouched for as many days (0: never) */
     int rowwise_adagrad;     /* the tables' AdaGrad: one accumulator a row, not one an element */
     hps_row_dtype row_dtype; /* how the tables store their rows' weights */
@@ -89,6 +97,25 @@ typedef struct {
 } hps_train_opts;
 
 hps_train_opts hps_train_opts_default(void);
+/* Whether any table admits (a threshold above 1, for all slots or one). */
+int hps_train_admits(const hps_train_opts *o);
+/* --admit-after's list, o->admit_spec (NULL: nothing to do): items N (the
+ * default threshold) and SLOT=N (a slot of m by name), comma-separated,
+ * into o; an error (exit status 2) names the item. */
+int hps_train_admit_slots(const hps_model *m, hps_train_opts *o, hps_error *err);
+/* The table options of o against the plan's tables (hps-train(1), TABLES):
+ * each one given on the command line (a bit of `given`) must be the plan's,
+ * else an error naming the option and the plan's value; one not given takes
+ * the plan's.  A plan without tables (older, or written by hand) sets
+ * nothing. */
+#define HPS_TRAIN_GIVEN_ROW_DTYPE 1u
+#define HPS_TRAIN_GIVEN_SPARSE_OPTIMIZER 2u
+#define HPS_TRAIN_GIVEN_ADMIT_AFTER 4u
+int hps_train_plan_tables(const plan_file *plan, hps_train_opts *o, unsigned given, hps_error *err);
+/* Layer l's table as the run's options make it (cap, policy, seed,
+ * admission, sparse optimizer, row type): one process's tables and a
+ * parameter server's are made here alike. */
+hps_table *hps_train_table_create(const hps_model *m, int l, const hps_train_opts *o);
 
 typedef struct hps_trainer hps_trainer;
 
@@ -206,6 +233,9 @@ typedef struct {
  *   resume       with --resume, this process's part of the latest checkpoint
  *                (*found: there was one); without, refuses a directory it
  *                must not write into
+ *   continue_day NULL (one process: hps_trainer_continue on --continue-from),
+ *                or this process's part of the checkpoint --continue-from
+ *                names begins the next day
  *   gather_params  before evaluation or export: the trainer gets the weights
  *                of layers other processes train (every process calls it)
  *   exchange_rows  NULL, or, where each process of the stage holds the
@@ -237,6 +267,7 @@ typedef struct {
     const hps_stage_link *link;
     int (*save)(void *ctx, hps_trainer *t, uint64_t step, hps_error *err);
     int (*resume)(void *ctx, hps_trainer *t, int *found, hps_error *err);
+    int (*continue_day)(void *ctx, hps_trainer *t, hps_error *err);
     int (*gather_params)(void *ctx, hps_trainer *t, hps_error *err);
     int (*up_slices)(void *ctx, int n, int *lo, int *hi);
     int (*exchange_rows)(void *ctx, int layer, const hps_row_key *keys, const float *grad, int64_t n,
@@ -263,11 +294,20 @@ uint64_t hps_trainer_day(const hps_trainer *t);
 /* Loads one checkpoint file (a rank's part of a distributed checkpoint). */
 int hps_trainer_load_file(hps_trainer *t, const char *path, hps_error *err);
 /* A parameter server's checkpoint: its tables (per layer, NULL but for
- * embedding layers) alone, in the same format, DIR/ckpt-STEP.hpsckpt. */
+ * embedding layers) alone, in the same format, DIR/ckpt-STEP.hpsckpt, with
+ * the step and the day.  next_day: the load begins a next day
+ * (--continue-from), which another plan cannot (as hps_trainer_continue);
+ * the caller starts the tables' day. */
 int hps_tables_save(const hps_model *m, hps_table *const *tables, const char *plan_digest,
-                    uint64_t step, uint64_t seed, const char *dir, hps_error *err);
+                    uint64_t step, uint64_t seed, uint64_t day, const char *dir, hps_error *err);
+/* A next day begins for tables (per layer, NULL but for embedding layers):
+ * the rows untouched for expire_after_days removed, and with say a line a
+ * layer that lost some. */
+void hps_tables_next_day(const hps_model *m, hps_table *const *tables, uint64_t day, int expire_after_days,
+                         int say);
 int hps_tables_load_file(const hps_model *m, hps_table *const *tables, const char *plan_digest,
-                         uint64_t seed, const char *path, uint64_t *step, hps_error *err);
+                         uint64_t seed, const char *path, int next_day, uint64_t *step, uint64_t *day,
+                         hps_error *err);
 /* Writes the weights as safetensors and, beside a regular file, PATH.sha256;
  * then reads the file back with hps_safetensors_verify. */
 int hps_trainer_export(hps_trainer *t, const char *path, hps_error *err);

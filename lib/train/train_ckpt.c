@@ -68,7 +68,7 @@ typedef struct {
     uint64_t state[6]; /* step, epoch, epoch_row, samples, seed, adam_t */
     const char *data_digest; /* the training data's, "" when unknown or a server's */
     hps_table *const *tables;
-    uint64_t day[2];         /* the run's day (a server's: 0) and the step it began at */
+    uint64_t day[2];         /* the run's day and the step it began at (a server's: 0) */
     int same_plan;           /* --continue-from: another plan is an error, not a warning */
 } ckpt_part;
 
@@ -202,9 +202,9 @@ int hps_trainer_save(hps_trainer *t, const char *dir, hps_error *err)
 }
 
 int hps_tables_save(const hps_model *m, hps_table *const *tables, const char *plan_digest,
-                    uint64_t step, uint64_t seed, const char *dir, hps_error *err)
+                    uint64_t step, uint64_t seed, uint64_t day, const char *dir, hps_error *err)
 {
-    ckpt_part c = {NULL, m, plan_digest, {step, 0, 0, 0, seed, 0}, "", tables, {0, 0}, 0};
+    ckpt_part c = {NULL, m, plan_digest, {step, 0, 0, 0, seed, 0}, "", tables, {day, 0}, 0};
     return save_part(&c, dir, err);
 }
 
@@ -437,25 +437,34 @@ int hps_trainer_continue(hps_trainer *t, const char *path, hps_error *err)
     t->owner->adam_t = (int)c.state[5];
     t->day = c.day[0] + 1, t->day_start = t->step;
     train_day_steps(t);
-    for (int l = 0; l < t->m->n_layers; l++) {
-        if (!t->tables[l]) continue;
-        int64_t gone = hps_table_start_day(t->tables[l], t->day, t->o.expire_after_days);
-        if (gone)
-            hps_log(2, "%s: day %llu: embedding layer '%s': %lld rows untouched for %d days expired\n",
-                    hps_progname(), (unsigned long long)t->day, t->m->layers[l].name, (long long)gone,
-                    t->o.expire_after_days);
-    }
+    /* a worker's tables only map keys: its servers say what they expired */
+    hps_tables_next_day(t->m, t->tables, t->day, t->o.expire_after_days, !t->remote_rows);
     hps_log(2, "%s: continuing %s: day %llu, from step %llu\n", hps_progname(), file,
             (unsigned long long)t->day, (unsigned long long)t->step);
     return 0;
 }
 
-int hps_tables_load_file(const hps_model *m, hps_table *const *tables, const char *plan_digest,
-                         uint64_t seed, const char *path, uint64_t *step, hps_error *err)
+void hps_tables_next_day(const hps_model *m, hps_table *const *tables, uint64_t day, int expire_after_days,
+                         int say)
 {
-    ckpt_part c = {NULL, m, plan_digest, {0, 0, 0, 0, seed, 0}, "", tables, {0, 0}, 0};
+    for (int l = 0; l < m->n_layers; l++) {
+        if (!tables[l]) continue;
+        int64_t gone = hps_table_start_day(tables[l], day, expire_after_days);
+        if (gone && say)
+            hps_log(2, "%s: day %llu: embedding layer '%s': %lld rows untouched for %d days expired\n",
+                    hps_progname(), (unsigned long long)day, m->layers[l].name, (long long)gone,
+                    expire_after_days);
+    }
+}
+
+int hps_tables_load_file(const hps_model *m, hps_table *const *tables, const char *plan_digest,
+                         uint64_t seed, const char *path, int next_day, uint64_t *step, uint64_t *day,
+                         hps_error *err)
+{
+    ckpt_part c = {NULL, m, plan_digest, {0, 0, 0, 0, seed, 0}, "", tables, {0, 0}, next_day};
     if (load_part(&c, path, err)) return -1;
     *step = c.state[0];
+    *day = c.day[0] ? c.day[0] : 1; /* a server's checkpoint before its day was kept: 0 */
     return 0;
 }
 

@@ -233,7 +233,7 @@ void train_metrics_mark_epoch(hps_trainer *t)
 void train_metrics_epoch(hps_trainer *t)
 {
     json_t *rows = rows_json(t);
-    int admission = t->o.admit_after > 1 || t->o.expire_after_days > 0;
+    int admission = hps_train_admits(&t->o) || t->o.expire_after_days > 0;
     if (!json_array_size(rows) && !admission) {
         json_decref(rows);
         return;

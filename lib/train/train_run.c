@@ -27,7 +27,8 @@ static void train_touch(hps_trainer *t, int layer, int64_t row)
         memset(t->mark[layer] + cap, 0, (size_t)(want - cap) * sizeof **t->mark);
         t->cap_mark[layer] = want;
     }
-    if (t->mark[layer][row] == t->load_id) return;
+    /* with admission the servers count every lookup: each one is fetched */
+    if (t->mark[layer][row] == t->load_id && !hps_train_admits(&t->o)) return;
     t->mark[layer][row] = t->load_id;
     if (t->n_touched[layer] == t->cap_touched[layer]) {
         t->cap_touched[layer] = t->cap_touched[layer] ? t->cap_touched[layer] * 2 : 1024;
@@ -159,11 +160,11 @@ static int check_rows(const hps_model *m, const plan_file *plan, const hps_train
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: stage %d: rows: %s keeps rows in device memory: --evict cannot run with it",
                             plan->name, s, st->rows);
-        if (o->admit_after > 1 || o->expire_after_days > 0 || o->rowwise_adagrad || o->row_dtype != HPS_ROW_FP32)
+        if (hps_train_admits(o) || o->expire_after_days > 0 || o->rowwise_adagrad || o->row_dtype != HPS_ROW_FP32)
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: stage %d: rows: %s keeps rows in device memory: %s cannot run with it yet",
                             plan->name, s, st->rows,
-                            o->admit_after > 1         ? "--admit-after"
+                            hps_train_admits(o)        ? "--admit-after"
                             : o->expire_after_days > 0 ? "--expire-after-days"
                             : o->rowwise_adagrad       ? "--sparse-optimizer rowwise-adagrad"
                                                        : "--row-dtype");
@@ -219,15 +220,7 @@ static void create_nets(hps_trainer *t)
     t->merged = hps_calloc((size_t)m->n_layers, sizeof *t->merged);
     t->micro_grads = hps_calloc((size_t)(t->M + HPS_TRAIN_MAX_SLICES), sizeof *t->micro_grads);
     for (int l = 0; l < m->n_layers; l++)
-        if (hps_layer_has_table(&m->layers[l]))
-            t->tables[l] = hps_table_create(l, m->layers[l].dim, t->o.max_table_bytes,
-                                            t->o.table_policy, t->o.seed);
-    for (int l = 0; l < m->n_layers; l++)
-        if (t->tables[l]) {
-            hps_table_set_admission(t->tables[l], t->o.admit_after);
-            if (t->o.rowwise_adagrad) hps_table_set_rowwise(t->tables[l]);
-            hps_table_set_dtype(t->tables[l], t->o.row_dtype);
-        }
+        if (hps_layer_has_table(&m->layers[l])) t->tables[l] = hps_train_table_create(m, l, &t->o);
     t->epoch_lookups = hps_calloc((size_t)m->n_layers, sizeof *t->epoch_lookups);
     int L = m->n_layers;
     t->touched = hps_calloc((size_t)L, sizeof *t->touched);
@@ -316,6 +309,14 @@ void hps_trainer_set_dist(hps_trainer *t, const hps_train_dist *d)
         t->stage_rows[s] = NULL;
     }
     for (int l = 0; d->remote_rows && l < t->m->n_layers; l++) t->rows_of[l] = NULL;
+    /* rows on servers: the servers' tables admit, expire and store compact
+     * rows; a worker's only map keys to the fp32 values of a load */
+    for (int l = 0; d->remote_rows && l < t->m->n_layers; l++)
+        if (t->tables[l]) {
+            hps_table_free(t->tables[l]);
+            t->tables[l] = hps_table_create(l, t->m->layers[l].dim, t->o.max_table_bytes, t->o.table_policy,
+                                            t->o.seed);
+        }
     if (d->link) hps_pipeline_set_link(t->pipe, d->link);
 }
 
@@ -393,7 +394,7 @@ int train_load_slices(hps_trainer *t, const hps_batch *b, int n_slices, const in
         for (int i = 0; i < n_slices; i++)
             keys += b->offsets[(int64_t)hi[i] * b->n_slots] - b->offsets[(int64_t)lo[i] * b->n_slots];
         for (int l = 0; l < t->m->n_layers; l++)
-            if (t->tables[l] && t->o.admit_after > 1) hps_table_reserve(t->tables[l], keys);
+            if (t->tables[l] && hps_train_admits(&t->o)) hps_table_reserve(t->tables[l], keys);
     }
     memset(t->n_touched, 0, (size_t)t->m->n_layers * sizeof *t->n_touched);
     for (int i = 0; i < n_slices; i++) {
@@ -667,14 +668,20 @@ static int after_step(hps_trainer *t, hps_source *src, hps_error *err)
     return 0;
 }
 
+static int continue_day(hps_trainer *t, hps_error *err)
+{
+    if (t->hooks->continue_day) return t->hooks->continue_day(t->hooks->ctx, t, err);
+    return hps_trainer_continue(t, t->o.continue_from, err);
+}
+
 static int resume(hps_trainer *t, hps_error *err)
 {
     int found = 0;
-    if (!t->o.ckpt_dir) return t->o.continue_from ? hps_trainer_continue(t, t->o.continue_from, err) : 0;
+    if (!t->o.ckpt_dir) return t->o.continue_from ? continue_day(t, err) : 0;
     /* without --resume, the hook only checks the directory */
     if (t->hooks->resume(t->hooks->ctx, t, &found, err)) return -1;
     /* --continue-from: a new day, unless --resume found this day's own checkpoint */
-    if (t->o.continue_from && !found) return hps_trainer_continue(t, t->o.continue_from, err);
+    if (t->o.continue_from && !found) return continue_day(t, err);
     if (t->o.continue_from) train_day_steps(t); /* a continued day resumed */
     if (!t->o.resume) return 0;
     if (!found) hps_log(2, "%s: %s: no checkpoint yet, starting afresh\n", hps_progname(), t->o.ckpt_dir);

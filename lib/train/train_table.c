@@ -6,6 +6,7 @@
 
 #include "core/hps_io.h"
 #include "core/hps_rng.h"
+#include "train/hps_train.h"
 
 #define INIT_BOUND 0.05f /* as hps_net_init: rows start uniform in +-0.05 */
 
@@ -28,6 +29,10 @@ typedef struct {
 
 #define ADMIT_WAYS 8
 #define ADMIT_BUCKETS (INT64_C(1) << 14) /* 131072 candidates, 2 MiB */
+
+/* ref's second bit: a row admission made in this load, which reads the zero
+ * row until the load's step is applied */
+#define ROW_BORN 2
 
 static hash_entry entry_of(uint64_t hash, int64_t row)
 {
@@ -58,7 +63,8 @@ struct hps_table {
                                        * untouched for a multiple of 2^32 steps passes for
                                        * touched, is spared one sweep, never evicted early) */
     uint64_t step;                    /* the latest step a lookup gave: the high bits */
-    uint8_t *ref;                     /* per row: the clock's reference bit */
+    uint8_t *ref;                     /* per row: the clock's reference bit, and ROW_BORN */
+    int64_t *born, n_born, cap_born;  /* the rows admission made in this load (ROW_BORN set) */
     uint32_t *last_day;               /* per row: the day (hps-train run) that last touched it */
     int64_t hand, evictions, expired;
     uint32_t day;                     /* this run's day: what a lookup stamps */
@@ -67,6 +73,8 @@ struct hps_table {
      * set-associative hash (ADMIT_BUCKETS x ADMIT_WAYS), allocated on the
      * first candidate */
     int admit_after;
+    uint16_t *slot_admit;             /* per slot < n_slot_admit: its own threshold (0: admit_after's) */
+    int n_slot_admit, admits;         /* admits: some threshold above 1 */
     admit_entry *cand;
     uint64_t lookups, admitted;       /* training lookups, those that found a row */
     hash_entry *ht;                   /* open addressing, linear probing */
@@ -137,7 +145,7 @@ hps_table *hps_table_create(int layer, int dim, size_t max_bytes, hps_table_poli
 /* The candidates' counts come out of the cap first. */
 static void set_max_rows(hps_table *t)
 {
-    size_t counts = t->admit_after > 1 ? hps_table_admission_bytes() : 0;
+    size_t counts = t->admits ? hps_table_admission_bytes() : 0;
     if (t->max_bytes)
         t->max_rows = t->max_bytes > counts ? rows_within(t, t->max_bytes - counts) : 0;
 }
@@ -145,7 +153,26 @@ static void set_max_rows(hps_table *t)
 void hps_table_set_admission(hps_table *t, int admit_after)
 {
     t->admit_after = admit_after;
+    t->admits |= admit_after > 1;
     set_max_rows(t);
+}
+
+void hps_table_set_slot_admission(hps_table *t, int slot, int admit_after)
+{
+    if (slot >= t->n_slot_admit) {
+        t->slot_admit = hps_realloc(t->slot_admit, (size_t)(slot + 1) * sizeof *t->slot_admit);
+        memset(t->slot_admit + t->n_slot_admit, 0, (size_t)(slot + 1 - t->n_slot_admit) * sizeof *t->slot_admit);
+        t->n_slot_admit = slot + 1;
+    }
+    t->slot_admit[slot] = (uint16_t)(admit_after < 1 ? 1 : admit_after);
+    t->admits |= admit_after > 1;
+    set_max_rows(t);
+}
+
+/* The lookups that admit a key of slot `slot`. */
+static int threshold(const hps_table *t, int slot)
+{
+    return slot >= 0 && slot < t->n_slot_admit && t->slot_admit[slot] ? t->slot_admit[slot] : t->admit_after;
 }
 
 void hps_table_set_rowwise(hps_table *t)
@@ -169,7 +196,7 @@ void hps_table_free(hps_table *t)
     if (!t) return;
     free(t->weights), free(t->accum), free(t->key), free(t->slot), free(t->last_step);
     free(t->half), free(t->acc_rows), free(t->stage_row), free(t->stage_ht);
-    free(t->ref), free(t->last_day), free(t->cand), free(t->ht), free(t);
+    free(t->slot_admit), free(t->ref), free(t->born), free(t->last_day), free(t->cand), free(t->ht), free(t);
 }
 
 static int64_t find(const hps_table *t, int slot, uint64_t key, int64_t *at);
@@ -279,8 +306,16 @@ static void stage_grow(hps_table *t)
     }
 }
 
+/* The rows admitted in the load that ends read their own values from the next. */
+static void born_end(hps_table *t)
+{
+    for (int64_t i = 0; i < t->n_born; i++) t->ref[t->born[i]] &= (uint8_t)~ROW_BORN;
+    t->n_born = 0;
+}
+
 void hps_table_stage_begin(hps_table *t)
 {
+    born_end(t);
     if (t->dtype == HPS_ROW_FP32 || !t->cap_stage) return;
     memset(t->stage_ht, 0xff, (size_t)(t->stage_mask + 1) * sizeof *t->stage_ht);
     memset(t->weights, 0, (size_t)t->dim * sizeof *t->weights);
@@ -433,14 +468,15 @@ static int64_t evict(hps_table *t, uint64_t step)
  * starts over when it comes back: counts are never over, only under. */
 static int admit(hps_table *t, int slot, uint64_t key)
 {
-    if (t->admit_after <= 1) return 1;
+    const int after = threshold(t, slot);
+    if (after <= 1) return 1;
     if (!t->cand) t->cand = hps_calloc((size_t)(ADMIT_BUCKETS * ADMIT_WAYS), sizeof *t->cand);
     /* the high bits: the row hash takes the low ones */
     admit_entry *b = t->cand + (int64_t)(slot_hash(slot, key) >> 40 & (uint64_t)(ADMIT_BUCKETS - 1)) * ADMIT_WAYS;
     admit_entry *low = b;
     for (int i = 0; i < ADMIT_WAYS; i++) {
         if (b[i].count && b[i].key == key && b[i].slot == slot) {
-            if (++b[i].count < (uint32_t)t->admit_after) return 0;
+            if (++b[i].count < (uint32_t)after) return 0;
             b[i] = (admit_entry){0, 0, 0};
             return 1;
         }
@@ -464,6 +500,19 @@ static int64_t new_row(hps_table *t, uint64_t step, hps_error *err)
     return r;
 }
 
+/* A row admission just made: it reads the zero row for the rest of this
+ * load, so that every lookup of a key in one load reads the same values
+ * (as a worker maps a key to one row a load, and its server answers once). */
+static void born(hps_table *t, int64_t r)
+{
+    if (t->n_born == t->cap_born) {
+        t->cap_born = t->cap_born ? 2 * t->cap_born : 256;
+        t->born = hps_realloc(t->born, (size_t)t->cap_born * sizeof *t->born);
+    }
+    t->born[t->n_born++] = r;
+    t->ref[r] |= ROW_BORN;
+}
+
 int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hps_error *err)
 {
     if (t->cap_rows == 0) {
@@ -474,9 +523,10 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
     }
     int64_t at, r = find(t, slot, key, &at);
     t->lookups++;
+    if (r >= 0 && (t->ref[r] & ROW_BORN)) return hps_table_zero_row(t);
     if (r < 0 && !admit(t, slot, key)) return hps_table_zero_row(t); /* its gradient is dropped */
-    t->admitted++;
-    if (r < 0) {
+    int new_key = r < 0;
+    if (new_key) {
         r = new_row(t, step, err);
         if (r < 0) return -1;
         init_row(t, r, slot, key);
@@ -487,6 +537,18 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
     if (step > t->step) t->step = step;
     t->ref[r] = 1;
     t->last_day[r] = t->day;
+    if (new_key && threshold(t, slot) > 1) {
+        born(t, r);
+        return hps_table_zero_row(t);
+    }
+    t->admitted++;
+    return hps_table_stage(t, r);
+}
+
+int64_t hps_table_recall(hps_table *t, int slot, uint64_t key)
+{
+    int64_t r = hps_table_find(t, slot, key);
+    if (r < 0 || (t->ref[r] & ROW_BORN)) return hps_table_zero_row(t);
     return hps_table_stage(t, r);
 }
 
@@ -568,6 +630,14 @@ int64_t hps_table_start_day(hps_table *t, uint64_t day, int expire_after_days)
     t->rows = kept, t->hand = 0, t->expired += gone;
     HPS_CHECK(rehash(t, t->ht_mask + 1) < 0);
     return gone;
+}
+
+void hps_table_clear(hps_table *t)
+{
+    born_end(t);
+    hps_table_stage_begin(t);
+    t->rows = 0, t->hand = 0;
+    if (t->ht) memset(t->ht, 0, (size_t)(t->ht_mask + 1) * sizeof *t->ht);
 }
 
 void hps_table_row_key(const hps_table *t, int64_t row, int *slot, uint64_t *key)
@@ -819,10 +889,31 @@ static void drop_zero_row(hps_table *t, hps_sparse_grad *g)
 void hps_table_apply(hps_table *t, hps_sparse_grad *const *grads, int n, hps_sparse_grad **sum,
                      float lr, float eps)
 {
-    if (t->admit_after > 1)
+    if (t->admits)
         for (int i = 0; i < n; i++) drop_zero_row(t, grads[i]);
     const hps_sparse_grad *g = hps_table_grad_sum(grads, n, t->dim, sum);
     if (hps_table_rowwise(t)) sparse_rowwise_adagrad(t->weights, t->accum, g, lr, eps);
     else sparse_adagrad(t->weights, t->accum, g, lr, eps);
     if (t->dtype != HPS_ROW_FP32) stage_write_back(t);
+    born_end(t);
+}
+
+hps_table *hps_train_table_create(const hps_model *m, int l, const hps_train_opts *o)
+{
+    hps_table *t = hps_table_create(l, m->layers[l].dim, o->max_table_bytes, o->table_policy, o->seed);
+    hps_table_set_admission(t, o->admit_after);
+    for (int i = 0; i < o->n_admit_slots; i++)
+        for (int j = 0; j < m->layers[l].n_slots; j++)
+            if (m->layers[l].slots[j] == o->admit_slot[i].slot)
+                hps_table_set_slot_admission(t, o->admit_slot[i].slot, o->admit_slot[i].after);
+    if (o->rowwise_adagrad) hps_table_set_rowwise(t);
+    hps_table_set_dtype(t, o->row_dtype);
+    return t;
+}
+
+int hps_train_admits(const hps_train_opts *o)
+{
+    for (int i = 0; i < o->n_admit_slots; i++)
+        if (o->admit_slot[i].after > 1) return 1;
+    return o->admit_after > 1;
 }

@@ -14,7 +14,11 @@
  * Admission (hps_table_set_admission): a key gets a row on its Nth lookup.
  * Until then it is a candidate, counted in a bounded set-associative hash
  * (16 bytes a candidate, 131072 of them, 2 MiB per table, taken from the
- * cap); a lookup returns the zero row and the step drops its gradient.  A
+ * cap); a lookup returns the zero row and the step drops its gradient.
+ * The lookup that admits a key makes its row, but the key reads the zero
+ * row for the rest of that load (until hps_table_apply or the next
+ * hps_table_stage_begin): every lookup of a key in one load reads the same
+ * values, whether the load is one process's or a server's. A
  * candidate whose bucket is full is displaced by a new key (the least-counted
  * goes) and starts over when it comes back: a key is admitted late, never
  * before its Nth lookup.
@@ -57,7 +61,7 @@ int hps_table_rowwise(const hps_table *t);
  * updates and writes back.  With fp32 rows (the default) a row is its own
  * copy and both calls do nothing. */
 void hps_table_set_dtype(hps_table *t, hps_row_dtype dtype);
-void hps_table_stage_begin(hps_table *t);
+void hps_table_stage_begin(hps_table *t); /* a load begins (fp32 rows too) */
 int64_t hps_table_stage(hps_table *t, int64_t row);
 /* Row `row`'s weights as fp32 (exports). */
 void hps_table_row_values(const hps_table *t, int64_t row, float *out);
@@ -67,6 +71,8 @@ uint16_t hps_row_round(float x, hps_row_dtype dtype);
 float hps_row_widen(uint16_t v, hps_row_dtype dtype);
 /* admit_after <= 1: every key gets a row at once (the default). */
 void hps_table_set_admission(hps_table *t, int admit_after);
+/* Slot `slot`'s own threshold (a model slot index), instead of the table's. */
+void hps_table_set_slot_admission(hps_table *t, int slot, int admit_after);
 /* Day day begins (1 for a new table; a loaded one is the caller's to set):
  * lookups stamp rows with it, and with
  * expire_after_days > 0 the rows last touched before day - expire_after_days
@@ -82,6 +88,10 @@ void hps_table_reserve(hps_table *t, int64_t n);
  * step stamps the row as in use (never evicted during that step).  The slab
  * may move: fetch hps_table_weights() after the last lookup of a batch. */
 int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hps_error *err);
+/* The row the lookups of this load gave (slot, key), counting nothing: the
+ * zero row for a key not admitted, or admitted in this load (a server's
+ * push names the rows its fetch looked up). */
+int64_t hps_table_recall(hps_table *t, int slot, uint64_t key);
 /* Starts loading the hash slot where a lookup of (slot, key) begins. */
 void hps_table_prefetch(const hps_table *t, int slot, uint64_t key);
 
@@ -99,6 +109,10 @@ int64_t hps_table_expired(const hps_table *t);   /* rows removed by hps_table_st
 /* Training lookups so far, and those that found (or made) a row. */
 void hps_table_lookups(const hps_table *t, uint64_t *lookups, uint64_t *admitted);
 size_t hps_table_bytes(const hps_table *t);      /* allocated now */
+
+/* Every row removed (the counters stay): a worker's map of keys before it
+ * takes its servers' rows. */
+void hps_table_clear(hps_table *t);
 
 /* Row i (0 <= i < hps_table_rows) of the table in creation order: its slot
  * and key.  Export and checkpoints walk the rows with it. */

@@ -121,7 +121,7 @@ PY
     [[ "$output" == *"--sparse-optimizer"* ]]
 }
 
-@test "tables: row-wise AdaGrad under mpirun (2 workers, 1 server) follows one process; admission is refused there" {
+@test "tables: row-wise AdaGrad, admission and fp16 rows under mpirun (2 workers, 1 server) follow one process" {
     command -v mpirun >/dev/null || skip "mpirun is not installed (make deps: openmpi-bin)"
     built_with_mpi "$HPS_BIN/hps-train" || skip "hps-train was built without Open MPI (make MPI=0)"
     mpi_test_env
@@ -139,10 +139,58 @@ PY
     same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
     run same_losses "$TMP/elem.ndjson" "$TMP/dist.ndjson" # per-element AdaGrad trains otherwise
     [ "$status" -ne 0 ]
-    run timeout 120 mpirun --oversubscribe -np 3 "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" \
-        --admit-after 2 -q
+    # the server's tables admit and store fp16 as one process's: a key's
+    # lookups are counted wherever its worker's slice has them
+    tables="--admit-after 3 --row-dtype fp16 --sparse-optimizer rowwise-adagrad"
+    "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" --epochs 3 --threads 1 --micro-batches 2 \
+        $tables --metrics "$TMP/one-adm.ndjson" --metrics-interval 0 -q
+    timeout 120 mpirun --oversubscribe -np 3 "$HPS_BIN/hps-train" --plan "$plan" --data "$TMP/shards" \
+        --epochs 3 --threads 1 $tables --metrics "$TMP/dist-adm.ndjson" --metrics-interval 0 -q
+    same_losses "$TMP/one-adm.ndjson" "$TMP/dist-adm.ndjson"
+    run same_losses "$TMP/one.ndjson" "$TMP/dist-adm.ndjson" # admission trains otherwise
     [ "$status" -ne 0 ]
-    [[ "$output" == *"hps-train: error: --admit-after: not under mpirun yet"* ]]
+}
+
+@test "tables: a worker and a server under mpirun export one process's tables, day after day (--continue-from)" {
+    command -v mpirun >/dev/null || skip "mpirun is not installed (make deps: openmpi-bin)"
+    built_with_mpi "$HPS_BIN/hps-train" || skip "hps-train was built without Open MPI (make MPI=0)"
+    mpi_test_env
+    demo=$TESTDATA/models/demo-ctr.json
+    # one worker (rank 0) and one server (rank 1)
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["workers"]=p["workers"][:1]
+p["workers"][0]["share"]=1; p["stages"][0]["units"]=1; p["servers"]["ranks"]=[1]
+json.dump(p,open(sys.argv[2],"w"))' "$TESTDATA/plans/plan-dist-2w1s.json" "$TMP/1w1s.json"
+    for d in 1 2 3; do "$HPS_BIN/hps-shard" -q -m "$demo" -o "$TMP/s$d" "$DAYS/day-0$d"; done
+    opts=(--plan "$TMP/1w1s.json" --model "$demo" --threads 1 --admit-after 2 --row-dtype fp16
+          --sparse-optimizer rowwise-adagrad --metrics-interval 0 -q)
+    "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s1" --checkpoint "$TMP/o1" --export "$TMP/o1.st" \
+        --metrics "$TMP/o1.ndjson"
+    timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s1" \
+        --checkpoint "$TMP/d1" --export "$TMP/d1.st" --metrics "$TMP/d1.ndjson"
+    same_losses "$TMP/o1.ndjson" "$TMP/d1.ndjson"
+    cmp "$TMP/o1.st" "$TMP/d1.st"
+    for d in 2 3; do
+        p=$((d - 1))
+        "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s$d" --continue-from "$TMP/o$p" --expire-after-days 1 \
+            --checkpoint "$TMP/o$d" --export "$TMP/o$d.st" --metrics "$TMP/o$d.ndjson"
+        timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s$d" \
+            --continue-from "$TMP/d$p" --expire-after-days 1 --checkpoint "$TMP/d$d" --export "$TMP/d$d.st" \
+            --metrics "$TMP/d$d.ndjson"
+        same_losses "$TMP/o$d.ndjson" "$TMP/d$d.ndjson"
+        cmp "$TMP/o$d.st" "$TMP/d$d.st"
+    done
+    # day 3 expired rows (one process says how many), so the servers did too
+    [ "$(json_field "$TMP/o3.ndjson" 'sum(t["expired"] for t in d["tables"])')" -gt 0 ]
+    # a day's checkpoints under mpirun continue under mpirun with the same ranks
+    run timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s2" \
+        --continue-from "$TMP/o1"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"$TMP/o1: holds the checkpoints of one process"* ]]
+    mkdir "$TMP/empty"
+    run timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s2" \
+        --continue-from "$TMP/empty"
+    [ "$status" -ne 0 ]
+    [[ "$output" == *"--continue-from: $TMP/empty: holds no committed checkpoint of an mpirun job"* ]]
 }
 
 @test "tables: --row-dtype fp16 and bf16 store rows in half the bytes, export fp32, and a checkpoint keeps the type" {
@@ -182,4 +230,64 @@ PY
     run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --row-dtype int8
     [ "$status" -eq 2 ]
     [[ "$output" == *"--row-dtype"* ]]
+}
+
+@test "tables: hps-train trains the plan's tables (row type, sparse optimizer, admission); an option that differs is an error" {
+    "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --min-time 0 --warmup 0 --no-scaling \
+        --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"
+    "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/p.json" --min-throughput 10 \
+        --algo fixed:cpu --row-dtype fp16 --sparse-optimizer rowwise-adagrad --admit-after 3 -o "$TMP/plan.json"
+    [ "$(json_field "$TMP/plan.json" 'd["tables"]["row_dtype"], d["tables"]["admit_after"]')" = "fp16 3" ]
+    # no option: the plan's tables, as if each were asked for
+    "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$DAYS/s1" --threads 1 --steps 20 -q \
+        --export "$TMP/plan.st" --checkpoint "$TMP/c" --metrics "$TMP/plan.ndjson"
+    "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$DAYS/s1" --threads 1 --steps 20 -q \
+        --row-dtype fp16 --sparse-optimizer rowwise-adagrad --admit-after 3 --export "$TMP/asked.st"
+    cmp "$TMP/plan.st" "$TMP/asked.st"
+    python3 -c "import sys; assert float(sys.argv[1]) < 1" \
+        "$(json_field "$TMP/plan.ndjson" 'max(t["admitted_share"] for t in d["tables"])')"
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --threads 1 --checkpoint "$TMP/c" --resume \
+        --steps 21 --row-dtype fp16
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"was trained with row-wise AdaGrad, this run asks for per-element"* ]]
+    # an option that differs from the plan: an error naming it and the plan's value
+    for bad in "--row-dtype bf16|row_dtype is 'fp16', but --row-dtype asks for 'bf16'" \
+               "--row-dtype fp32|row_dtype is 'fp16', but --row-dtype asks for 'fp32'" \
+               "--sparse-optimizer adagrad|sparse_optimizer is 'rowwise-adagrad', but --sparse-optimizer asks for 'adagrad'" \
+               "--admit-after 2|admit_after is 3, but --admit-after asks for 2" \
+               "--admit-after 3,C3=5|admit_after is 3 for every slot, but --admit-after asks for thresholds per slot"; do
+        run "$HPS_BIN/hps-train" --plan "$TMP/plan.json" --data "$DAYS/s1" --steps 1 ${bad%%|*}
+        [ "$status" -eq 2 ]
+        [[ "$output" == *"hps-train: error: "*"plan.json: tables: ${bad#*|}: leave it out"* ]]
+    done
+    # a plan without tables (before hps-plan priced them, or by hand): the options as given
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); del p["tables"]; json.dump(p,open(sys.argv[2],"w"))' \
+        "$TMP/plan.json" "$TMP/old.json"
+    "$HPS_BIN/hps-train" --plan "$TMP/old.json" --data "$DAYS/s1" --threads 1 --steps 1 -q --row-dtype bf16 \
+        --metrics "$TMP/old.ndjson"
+}
+
+@test "tables: --admit-after N,SLOT=N: a slot's own threshold beside the others'" {
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --export "$TMP/all.st"
+    export_keys "$TMP/all.st" | sort > "$TMP/k-all"
+    [ "$(grep -c '\.C3\.keys ' "$TMP/k-all")" -gt 0 ]
+    # C3 admits on a 65535th lookup (never here), every other slot at once
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --admit-after C3=65535 \
+        --export "$TMP/no-c3.st" --metrics "$TMP/no-c3.ndjson"
+    export_keys "$TMP/no-c3.st" | sort > "$TMP/k-no-c3"
+    [ "$(grep -c '\.C3\.keys ' "$TMP/k-no-c3")" -eq 0 ]
+    diff <(grep -v '\.C3\.keys ' "$TMP/k-all") "$TMP/k-no-c3"
+    python3 -c "import sys; assert 0 < float(sys.argv[1]) < 1" \
+        "$(json_field "$TMP/no-c3.ndjson" 'min(t["admitted_share"] for t in d["tables"])')"
+    # the other way round: the default never admits, C3 at once
+    "$HPS_BIN/hps-train" -q --model "$MODEL" --data "$DAYS/s1" --threads 1 --admit-after 65535,C3=1 \
+        --export "$TMP/c3.st"
+    diff <(grep '\.C3\.keys ' "$TMP/k-all") <(export_keys "$TMP/c3.st" | sort)
+    # bad items: exit status 2 naming the item
+    for bad in "C99=2|'C99': $MODEL has no slot of that name" "C3=0|'C3=0': expected N or SLOT=N" \
+               "2,C3=x|'C3=x': expected N or SLOT=N" "C3=2,C3=3|slot 'C3' is given twice"; do
+        run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DAYS/s1" --steps 1 --admit-after "${bad%%|*}"
+        [ "$status" -eq 2 ]
+        [[ "$output" == *"hps-train: error: --admit-after: ${bad#*|}"* ]]
+    done
 }
