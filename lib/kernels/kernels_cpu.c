@@ -243,10 +243,6 @@ void hps_sparse_grad_merge(hps_sparse_grad *dst, hps_sparse_grad *const *src, in
     }
 }
 
-/* Hash slots a backward pass starts loading ahead of the key it adds: the
- * slots are spread over a table of 2 x the batch's keys, past L1. */
-#define SLOT_PREFETCH 8
-
 HPS_VECTOR_CLONES
 void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const hps_bags *bags,
                             int D, hps_pool pool)
@@ -254,7 +250,6 @@ void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const
     HPS_CHECK(g->D == D);
     sparse_grad_reset(g);
     const int S = bags->S;
-    const int64_t nnz = bags->offsets[(int64_t)bags->B * S];
     for (int b = 0; b < bags->B; b++)
         for (int s = 0; s < S; s++) {
             const float *restrict d = dout + (int64_t)b * ld + (int64_t)s * D;
@@ -263,9 +258,6 @@ void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const
             /* as in bag_pool: a weight of 1.0f changes no bit, so none is applied */
             const int plain = !bags->weights && scale == 1.0f;
             for (int64_t k = lo; k < hi; k++) {
-                if (k + SLOT_PREFETCH < nnz)
-                    __builtin_prefetch(g->ht + (mix64((uint64_t)bags->rows[k + SLOT_PREFETCH]) &
-                                                (uint64_t)g->ht_mask));
                 float *restrict gr = g->grad + sparse_slot(g, bags->rows[k]) * D;
                 if (plain) {
                     for (int j = 0; j < D; j++) gr[j] += d[j];
