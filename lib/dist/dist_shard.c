@@ -243,7 +243,8 @@ static int shard_save(void *ctx, hps_trainer *t, uint64_t step, hps_error *err)
     char dir[4200];
     train_rows_flush(d->shard->rows);
     if (shard_dir(d, dir, sizeof dir, err) ||
-        hps_tables_save(d->m, d->shard->tables, d->plan_digest, step, d->shard->o.seed, dir, err))
+        hps_tables_save(d->m, d->shard->tables, d->plan_digest, step, d->shard->o.seed, hps_trainer_day(t), dir,
+                        err))
         return -1;
     return dist_save(ctx, t, step, err);
 }
@@ -254,10 +255,11 @@ static int shard_resume(void *ctx, hps_trainer *t, int *found, hps_error *err)
     if (dist_resume(ctx, t, found, err)) return -1;
     if (!d->resume || !*found) return 0;
     char dir[4200], path[4400];
-    uint64_t step = hps_trainer_steps(t), got;
+    uint64_t step = hps_trainer_steps(t), got, day;
     if (shard_dir(d, dir, sizeof dir, err)) return -1;
     snprintf(path, sizeof path, "%s/ckpt-%012llu.hpsckpt", dir, (unsigned long long)step);
-    if (hps_tables_load_file(d->m, d->shard->tables, d->plan_digest, d->shard->o.seed, path, &got, err)) return -1;
+    if (hps_tables_load_file(d->m, d->shard->tables, d->plan_digest, d->shard->o.seed, path, 0, &got, &day, err))
+        return -1;
     d->shard->step = step + 1;
     return 0;
 }

@@ -128,24 +128,41 @@ static float bag_scale(const hps_bags *bags, int64_t lo, int64_t hi, hps_pool po
  * larger than the caches, and each row is a miss of its own. */
 #define ROW_PREFETCH 16
 
+/* A bag's pooled vector: o = sum over its rows of w_k * row_k, from zero.
+ * Unweighted sum pooling (every demo-ctr bag) skips the multiply by 1.0f,
+ * which changes no bit: x * 1.0f is x. */
+static inline void bag_pool(float *restrict o, const float *table, const hps_bags *bags, int64_t lo,
+                            int64_t hi, int64_t nnz, int D, float scale)
+{
+    for (int d = 0; d < D; d++) o[d] = 0.0f;
+    const int plain = !bags->weights && scale == 1.0f;
+    for (int64_t k = lo; k < hi; k++) {
+        if (k + ROW_PREFETCH < nnz) __builtin_prefetch(table + bags->rows[k + ROW_PREFETCH] * D);
+        const float *restrict row = table + bags->rows[k] * D;
+        if (plain) {
+            for (int d = 0; d < D; d++) o[d] += row[d];
+            continue;
+        }
+        float w = scale * (bags->weights ? bags->weights[k] : 1.0f);
+        for (int d = 0; d < D; d++) o[d] += w * row[d];
+    }
+}
+
 HPS_VECTOR_CLONES
 void embedding_bag_forward(float *out, int ld, const float *table, const hps_bags *bags, int D,
                            hps_pool pool)
 {
-    const int64_t n_bags = (int64_t)bags->B * bags->S, nnz = bags->offsets[n_bags];
-#pragma omp parallel for schedule(static) if (n_bags * D > PAR_MIN)
-    for (int64_t bag = 0; bag < n_bags; bag++) {
-        float *o = out + (bag / bags->S) * ld + (bag % bags->S) * D;
-        memset(o, 0, (size_t)D * sizeof *o);
-        int64_t lo = bags->offsets[bag], hi = bags->offsets[bag + 1];
-        float scale = bag_scale(bags, lo, hi, pool);
-        for (int64_t k = lo; k < hi; k++) {
-            if (k + ROW_PREFETCH < nnz) __builtin_prefetch(table + bags->rows[k + ROW_PREFETCH] * D);
-            const float *row = table + bags->rows[k] * D;
-            float w = scale * (bags->weights ? bags->weights[k] : 1.0f);
-            for (int d = 0; d < D; d++) o[d] += w * row[d];
+    /* sample by sample, slot by slot: no division a bag to find its place,
+     * and a bag of one 16-float row costs a few vector instructions */
+    const int S = bags->S;
+    const int64_t nnz = bags->offsets[(int64_t)bags->B * S];
+#pragma omp parallel for schedule(static) if ((int64_t)bags->B * S * D > PAR_MIN)
+    for (int b = 0; b < bags->B; b++)
+        for (int s = 0; s < S; s++) {
+            const int64_t bag = (int64_t)b * S + s, lo = bags->offsets[bag], hi = bags->offsets[bag + 1];
+            bag_pool(out + (int64_t)b * ld + (int64_t)s * D, table, bags, lo, hi, nnz, D,
+                     bag_scale(bags, lo, hi, pool));
         }
-    }
 }
 
 hps_sparse_grad *hps_sparse_grad_create(int64_t cap, int D)
@@ -190,7 +207,8 @@ static int64_t sparse_slot(hps_sparse_grad *g, int64_t row)
             int64_t idx = g->n++;
             g->ht[h] = idx + 1;
             g->rows[idx] = row;
-            memset(g->grad + idx * g->D, 0, (size_t)g->D * sizeof *g->grad);
+            float *gr = g->grad + idx * g->D;
+            for (int d = 0; d < g->D; d++) gr[d] = 0.0f; /* a few stores, not a call */
             return idx;
         }
         if (g->rows[v - 1] == row) return v - 1;
@@ -231,17 +249,24 @@ void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const
 {
     HPS_CHECK(g->D == D);
     sparse_grad_reset(g);
-    const int64_t n_bags = (int64_t)bags->B * bags->S;
-    for (int64_t bag = 0; bag < n_bags; bag++) {
-        const float *d = dout + (bag / bags->S) * ld + (bag % bags->S) * D;
-        int64_t lo = bags->offsets[bag], hi = bags->offsets[bag + 1];
-        float scale = bag_scale(bags, lo, hi, pool);
-        for (int64_t k = lo; k < hi; k++) {
-            float *gr = g->grad + sparse_slot(g, bags->rows[k]) * D;
-            float w = scale * (bags->weights ? bags->weights[k] : 1.0f);
-            for (int j = 0; j < D; j++) gr[j] += w * d[j];
+    const int S = bags->S;
+    for (int b = 0; b < bags->B; b++)
+        for (int s = 0; s < S; s++) {
+            const float *restrict d = dout + (int64_t)b * ld + (int64_t)s * D;
+            const int64_t bag = (int64_t)b * S + s, lo = bags->offsets[bag], hi = bags->offsets[bag + 1];
+            const float scale = bag_scale(bags, lo, hi, pool);
+            /* as in bag_pool: a weight of 1.0f changes no bit, so none is applied */
+            const int plain = !bags->weights && scale == 1.0f;
+            for (int64_t k = lo; k < hi; k++) {
+                float *restrict gr = g->grad + sparse_slot(g, bags->rows[k]) * D;
+                if (plain) {
+                    for (int j = 0; j < D; j++) gr[j] += d[j];
+                    continue;
+                }
+                float w = scale * (bags->weights ? bags->weights[k] : 1.0f);
+                for (int j = 0; j < D; j++) gr[j] += w * d[j];
+            }
         }
-    }
 }
 
 HPS_VECTOR_CLONES

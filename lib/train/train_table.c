@@ -527,10 +527,13 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
     if (r < 0 && !admit(t, slot, key)) return hps_table_zero_row(t); /* its gradient is dropped */
     int new_key = r < 0;
     if (new_key) {
+        const int64_t mask = t->ht_mask, evictions = t->evictions;
         r = new_row(t, step, err);
         if (r < 0) return -1;
         init_row(t, r, slot, key);
-        find(t, slot, key, &at); /* the slot may have moved with a grow or an eviction */
+        /* the free slot moves only with a rehash (grow) or an eviction's
+         * unhash: probing again for every new key cost a second hash and probe */
+        if (t->ht_mask != mask || t->evictions != evictions) find(t, slot, key, &at);
         t->ht[at] = entry_of(slot_hash(slot, key), r);
     }
     t->last_step[r] = (uint32_t)step;

@@ -514,6 +514,49 @@ static void test_vector_clones(void **state)
     free(table), free(accum), free(out), free(ref), free(t2), free(a2);
 }
 
+/* Unweighted sum pooling skips its weight of 1.0f (bag_pool): forward and
+ * backward must give the bits of the weighted loops with every weight 1.0f,
+ * on rows of 16 floats (demo-ctr's) and of 13 (a tail past every width). */
+static void test_embedding_unweighted_bits(void **state)
+{
+    (void)state;
+    enum { ROWS = 40, B = 97, S = 5 };
+    int64_t offsets[B * S + 1], rows[B * S * 3];
+    float ones[B * S * 3];
+    uint32_t seed = 5;
+    offsets[0] = 0;
+    for (int bag = 0; bag < B * S; bag++) { /* 0..3 rows, repeats included */
+        int k = (bag * 7 + bag / 3) % 4;
+        offsets[bag + 1] = offsets[bag] + k;
+        for (int j = 0; j < k; j++) {
+            rows[offsets[bag] + j] = (int64_t)((lcg(&seed) + 1.0f) * 0.5f * (ROWS - 1));
+            ones[offsets[bag] + j] = 1.0f;
+        }
+    }
+    const int dims[] = {16, 13};
+    for (int di = 0; di < 2; di++) {
+        const int D = dims[di];
+        float *table = malloc(ROWS * D * sizeof *table);
+        float *plain = malloc(B * S * D * sizeof *plain), *weighted = malloc(B * S * D * sizeof *weighted);
+        for (int i = 0; i < ROWS * D; i++) table[i] = 3 * lcg(&seed);
+        hps_bags pb = {.B = B, .S = S, .offsets = offsets, .rows = rows, .weights = NULL};
+        hps_bags wb = pb;
+        wb.weights = ones;
+        embedding_bag_forward(plain, S * D, table, &pb, D, HPS_POOL_SUM);
+        embedding_bag_forward(weighted, S * D, table, &wb, D, HPS_POOL_SUM);
+        assert_memory_equal(plain, weighted, B * S * D * sizeof *plain);
+        hps_sparse_grad *gp = hps_sparse_grad_create(offsets[B * S], D);
+        hps_sparse_grad *gw = hps_sparse_grad_create(offsets[B * S], D);
+        embedding_bag_backward(gp, plain, S * D, &pb, D, HPS_POOL_SUM); /* any dout will do */
+        embedding_bag_backward(gw, plain, S * D, &wb, D, HPS_POOL_SUM);
+        assert_int_equal(gp->n, gw->n);
+        assert_memory_equal(gp->rows, gw->rows, (size_t)gp->n * sizeof *gp->rows);
+        assert_memory_equal(gp->grad, gw->grad, (size_t)gp->n * D * sizeof *gp->grad);
+        hps_sparse_grad_free(gp), hps_sparse_grad_free(gw);
+        free(table), free(plain), free(weighted);
+    }
+}
+
 /* ---- the CTR layers (kernels_ctr.c) ----------------------------------------------- */
 
 /* A layer's reference: the loss sum(out * r) in double over packed inputs x. */
@@ -708,7 +751,7 @@ int main(void)
         cmocka_unit_test(test_embedding_bag), cmocka_unit_test(test_sparse_adagrad),
         cmocka_unit_test(test_concat),       cmocka_unit_test(test_dot_interaction),
         cmocka_unit_test(test_logloss),      cmocka_unit_test(test_softmax),
-        cmocka_unit_test(test_vector_clones),
+        cmocka_unit_test(test_vector_clones), cmocka_unit_test(test_embedding_unweighted_bits),
         cmocka_unit_test(test_linear),       cmocka_unit_test(test_fm),
         cmocka_unit_test(test_cross_vector), cmocka_unit_test(test_cross_gate),
         cmocka_unit_test(test_dropout),      cmocka_unit_test(test_cols_copy),
