@@ -160,7 +160,7 @@ int dist_resume_server(hps_dist *d, dist_server *sv, int *found, hps_error *err)
 
 /* DIR/committed's step, this rank's file of it: the job that made DIR had
  * this plan's ranks (read_committed says so otherwise). */
-static int day_file(hps_dist *d, const char *from, char *path, size_t n, hps_error *err)
+int dist_day_file(hps_dist *d, const char *from, char *path, size_t n, hps_error *err)
 {
     int found = 0;
     if (committed_file(d, from, path, n, &found, err)) return -1;
@@ -175,7 +175,7 @@ int dist_continue(void *ctx, hps_trainer *t, hps_error *err)
 {
     hps_dist *d = ctx;
     char path[4300];
-    return day_file(d, d->continue_from, path, sizeof path, err) ? -1 : hps_trainer_continue(t, path, err);
+    return dist_day_file(d, d->continue_from, path, sizeof path, err) ? -1 : hps_trainer_continue(t, path, err);
 }
 
 /* As hps_trainer_continue does to one process's tables: the next day, and
@@ -183,7 +183,7 @@ int dist_continue(void *ctx, hps_trainer *t, hps_error *err)
 int dist_continue_server(hps_dist *d, dist_server *sv, hps_error *err)
 {
     char path[4300];
-    if (day_file(d, sv->o.continue_from, path, sizeof path, err) ||
+    if (dist_day_file(d, sv->o.continue_from, path, sizeof path, err) ||
         hps_tables_load_file(sv->m, sv->tables, sv->plan_digest, sv->o.seed, path, 1, &sv->step, &sv->day, err))
         return -1;
     hps_tables_next_day(sv->m, sv->tables, ++sv->day, sv->o.expire_after_days, 1);

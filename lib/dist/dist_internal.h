@@ -210,6 +210,9 @@ int dist_save_server(hps_dist *d, dist_server *sv, hps_error *err);
 int dist_resume_server(hps_dist *d, dist_server *sv, int *found, hps_error *err);
 /* --continue-from DIR, an mpirun job's checkpoints: this rank's file of its
  * committed step begins a next day (a worker's hook; a server's tables). */
+/* --continue-from DIR: this rank's file of DIR's committed step (DIR made by
+ * an mpirun job of this plan's ranks). */
+int dist_day_file(hps_dist *d, const char *from, char *path, size_t n, hps_error *err);
 int dist_continue(void *ctx, hps_trainer *t, hps_error *err);
 int dist_continue_server(hps_dist *d, dist_server *sv, hps_error *err);
 

@@ -264,11 +264,30 @@ static int shard_resume(void *ctx, hps_trainer *t, int *found, hps_error *err)
     return 0;
 }
 
+/* A next day (--continue-from): the dense state as every worker's, then this
+ * unit's shard of the day before (its rank-R/shard/ beside the committed
+ * checkpoint), which takes its next day as one process's tables do.  Without
+ * it the shards would start the day empty. */
+static int shard_continue(void *ctx, hps_trainer *t, hps_error *err)
+{
+    hps_dist *d = ctx;
+    char dense[4300], path[4400];
+    uint64_t step, day;
+    if (dist_continue(ctx, t, err) || dist_day_file(d, d->continue_from, dense, sizeof dense, err)) return -1;
+    const char *name = strrchr(dense, '/');
+    snprintf(path, sizeof path, "%.*s/shard%s", (int)(name - dense), dense, name);
+    if (hps_tables_load_file(d->m, d->shard->tables, d->plan_digest, d->shard->o.seed, path, 1, &step, &day, err))
+        return -1;
+    hps_tables_next_day(d->m, d->shard->tables, day + 1, d->shard->o.expire_after_days, 0);
+    d->shard->step = hps_trainer_steps(t) + 1;
+    return 0;
+}
+
 void dist_shard_hook(hps_dist *d, hps_train_dist *h)
 {
     d->shard->step_end = h->step_end;
     h->fetch_rows = shard_fetch, h->update_rows = shard_update, h->step_end = shard_step_end;
-    h->save = shard_save, h->resume = shard_resume;
+    h->save = shard_save, h->resume = shard_resume, h->continue_day = shard_continue;
     h->remote_rows = 1, h->exchange_rows = NULL;
 }
 

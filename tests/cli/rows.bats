@@ -325,3 +325,22 @@ json.dump(p, open(sys.argv[2], "w"))' "$DATA/cache.json" "$TMP/cst2.json"
     [ "$status" -eq 2 ]
     [[ "$output" == *"cst2.json: stage 0 keeps its embedding rows in a cache (rows: cache) and the plan has 2 stages: hps-train under mpirun runs device rows in a plan of one stage only"* ]] || { echo "$output"; false; }
 }
+
+@test "rows: --continue-from under mpirun: shards load their day's rows and train as replicas do" {
+    hbm_on_2 "$TMP/rep.json"
+    shards_on "$TMP/sh.json" 2
+    args=(--data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance --steps 20)
+    for p in rep sh; do
+        mpi2 "$HPS_BIN/hps-train" --plan "$TMP/$p.json" "${args[@]}" --checkpoint "$TMP/${p}1"
+        run mpi2 "$HPS_BIN/hps-train" --plan "$TMP/$p.json" "${args[@]}" --continue-from "$TMP/${p}1" \
+            --metrics "$TMP/$p.ndjson" --export "$TMP/$p.safetensors"
+        echo "$p: $output"
+        [ "$status" -eq 0 ]
+        losses "$TMP/$p.ndjson" > "$TMP/$p.losses"
+        [ "$(wc -l < "$TMP/$p.losses")" -eq 20 ]
+    done
+    # shards train bit for bit as replicas, day 2 included (a shard that
+    # started the day empty would not)
+    cmp "$TMP/rep.losses" "$TMP/sh.losses"
+    cmp "$TMP/rep.safetensors" "$TMP/sh.safetensors"
+}
