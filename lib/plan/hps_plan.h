@@ -272,7 +272,13 @@ typedef struct {
      * (plan_law_colocate): its times are charged for the core each takes */
     int coloc;
     double coloc_bpms; /* then: the NIC its servers share with the units */
+    /* where provisioning may put the stage's servers: PLAN_PICK_ANY (each
+     * level the cheaper), or only apart (of their own) or beside its units;
+     * plan_evaluate tries each stage both ways */
+    int pick;
 } plan_law;
+
+enum { PLAN_PICK_ANY, PLAN_PICK_APART, PLAN_PICK_BESIDE };
 
 typedef enum { PLAN_ROWS_NONE, PLAN_ROWS_SERVERS, PLAN_ROWS_HBM, PLAN_ROWS_CACHE } plan_rows;
 extern const char *const plan_rows_names[]; /* "none", "servers", "hbm", "cache" */

@@ -288,9 +288,9 @@ int plan_stage_at_level(const plan_problem *p, const plan_law *law, int t, doubl
 {
     if (!law->fits) return 0;
     plan_option beside;
-    int near = colocated_at_level(p, law, t, level, &beside);
+    int near = law->pick != PLAN_PICK_APART && colocated_at_level(p, law, t, level, &beside);
     o->coloc = 0;
-    o->servers = plan_stage_servers(p, law, level);
+    o->servers = law->pick == PLAN_PICK_BESIDE ? -1 : plan_stage_servers(p, law, level);
     /* servers take units of their type (hps-cluster(5)): a stage on it has the rest */
     o->units = o->servers < 0 ? 0 : fewest_units(p, law, p->max_units[t] - plan_units_taken(p, t, 0, o->servers, t), level);
     if (o->units) o->throughput = plan_stage_throughput(p, law, o->units, o->servers);
@@ -348,10 +348,11 @@ static void fastest_apart(const plan_problem *p, const plan_law *law, int t, pla
 void plan_stage_fastest(const plan_problem *p, const plan_law *law, int t, plan_option *o)
 {
     fastest_apart(p, law, t, o);
+    if (law->pick == PLAN_PICK_BESIDE) *o = (plan_option){plan_law_best_units(law, p->max_units[t]), 0, 0, 1};
     /* or with the servers beside its units, when that is faster */
     plan_law c;
     int fewest;
-    if (plan_law_colocate(p, law, t, &c) && (fewest = plan_coloc_least_units(p, &c, t)) > 0)
+    if (law->pick != PLAN_PICK_APART && plan_law_colocate(p, law, t, &c) && (fewest = plan_coloc_least_units(p, &c, t)) > 0)
         for (int k = fewest; k <= p->max_units[t]; k++) {
             double thr = plan_stage_throughput(p, &c, k, 0);
             if (thr > o->throughput) *o = (plan_option){k, 0, thr, 1};
@@ -465,11 +466,12 @@ static void stage_times(const plan_problem *p, plan_stage *s)
 }
 
 /* Provisions one stage; returns its shortfall (0 when it meets the limit). */
-static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type, double level)
+static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type, double level, int pick)
 {
     double shortfall = 0;
     plan_option o;
     plan_stage_law(p, s->first, s->end, s->type, &s->law);
+    s->law.pick = pick;
     plan_stage_fastest(p, &s->law, s->type, &o);
     s->best_units = o.units;
     s->best_throughput = o.throughput;
@@ -553,7 +555,9 @@ done:
     }
 }
 
-void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
+/* plan_evaluate with stage i's servers where picks[i] says (NULL: any). */
+#define PLAN_MAX_STAGES_EVAL 64
+static void evaluate_picks(const plan_problem *p, const int *assign, plan_eval *e, const int *picks)
 {
     int L = p->n_layers, T = p->n_types;
     e->n_stages = 0;
@@ -579,7 +583,7 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
     memset(e->used, 0, sizeof e->used);
     for (int i = 0; i < e->n_stages; i++) {
         plan_stage *s = &e->stages[i];
-        e->violation += stage_fill(p, s, i ? e->stages[i - 1].type : -1, level);
+        e->violation += stage_fill(p, s, i ? e->stages[i - 1].type : -1, level, picks ? picks[i] : PLAN_PICK_ANY);
         plan_take_units(p, s->type, s->units, s->servers, e->used);
     }
     for (int t = 0; t < T; t++)
@@ -622,6 +626,38 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
     e->energy_j = e->time_s * e->power_w;
     e->edp = e->energy_j * e->time_s;
     e->objective = plan_objective_value(p, e->cost_per_hour, e->power_w, e->throughput);
+}
+
+/* Stages whose servers may live apart or beside their units are tried both
+ * ways, each combination provisioned for the objective: under unit limits
+ * shared across stages the cheaper way at each level need not be the best
+ * plan.  Past PLAN_MAX_BESIDE such stages, each level takes the cheaper. */
+#define PLAN_MAX_BESIDE 4
+void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
+{
+    evaluate_picks(p, assign, e, NULL);
+    int which[PLAN_MAX_BESIDE], m = 0, picks[PLAN_MAX_STAGES_EVAL];
+    for (int i = 0; i < e->n_stages; i++) {
+        plan_law c;
+        const plan_stage *s = &e->stages[i];
+        if (!s->coloc && !plan_law_colocate(p, &s->law, s->type, &c)) continue;
+        if (m == PLAN_MAX_BESIDE || e->n_stages > PLAN_MAX_STAGES_EVAL) return;
+        which[m++] = i;
+    }
+    if (!m) return;
+    double best = plan_score(e);
+    int best_mask = -1;
+    for (int mask = 0; mask < 1 << m; mask++) {
+        for (int i = 0; i < e->n_stages; i++) picks[i] = PLAN_PICK_ANY;
+        for (int j = 0; j < m; j++) picks[which[j]] = mask >> j & 1 ? PLAN_PICK_BESIDE : PLAN_PICK_APART;
+        evaluate_picks(p, assign, e, picks);
+        double v = plan_score(e);
+        if (v < best * (1 - 1e-12)) best = v, best_mask = mask;
+    }
+    for (int i = 0; i < e->n_stages; i++) picks[i] = PLAN_PICK_ANY;
+    for (int j = 0; j < m && best_mask >= 0; j++)
+        picks[which[j]] = best_mask >> j & 1 ? PLAN_PICK_BESIDE : PLAN_PICK_APART;
+    evaluate_picks(p, assign, e, best_mask >= 0 ? picks : NULL);
 }
 
 /* The largest throughput over all assignments, every stage on the units

@@ -316,7 +316,7 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, plan_la
     law->fits = cap <= 0 || work <= cap;
     law->mem_bytes = work;
     law->hit_rate = law->cache_rows = law->host_bytes = law->host_ms = 0;
-    law->coloc = 0;
+    law->coloc = law->pick = 0;
     law->rows = tables > 0 || touched > 0 ? PLAN_ROWS_SERVERS : PLAN_ROWS_NONE;
     if (tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers) {
         if (work + tables <= cap) {

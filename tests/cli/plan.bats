@@ -396,9 +396,12 @@ PY
 }
 
 @test "plan: --rankfile warns when a node that is this machine gets more slots than it has cores" {
-    # a worker of nproc cores and its server: one slot more than this machine has
+    # one cpu unit and its server beside it (issue 29): the server takes the
+    # last of the unit's cores, so a unit of nproc cores fits; one of
+    # nproc + 1 is a slot too many
     cores=$(nproc)
-    python3 - $C/lab.json "$TMP/here.json" "$cores" <<'PY'
+    here() {
+        python3 - $C/lab.json "$TMP/here.json" "$1" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c["resources"] = [r for r in c["resources"] if r["kind"] == "cpu"]
@@ -407,17 +410,22 @@ c["links"] = []
 c["nodes"] = [{"name": "localhost", "units": {"cpu": 2}}]
 json.dump(c, open(sys.argv[2], "w"))
 PY
-    plan -m $M/demo-ctr.json -c "$TMP/here.json" -p $P/demo-ctr.json --min-throughput 1000 \
-        --rankfile "$TMP/ranks" -o "$TMP/plan.json" 2> "$TMP/err"
+        plan -m $M/demo-ctr.json -c "$TMP/here.json" -p $P/demo-ctr.json --min-throughput 1000 \
+            --rankfile "$TMP/ranks" -o "$TMP/plan.json" 2> "$TMP/err"
+    }
+    here $((cores + 1))
     cat "$TMP/err"
     [ "$(cat "$TMP/err")" = "hps-plan: warning: $TMP/ranks: node 'localhost' is this machine, whose $cores cores its $((cores + 1)) slots exceed: mpirun exits 1, with no message, on a slot its host lacks; give the node fewer units or threads in $TMP/here.json" ]
-    [ -s "$TMP/ranks" ]
-    # one core a unit: the worker and the server fit
+    [ "$(cat "$TMP/ranks")" = "rank 0=localhost slot=0-$((cores - 1))
+rank 1=localhost slot=$cores" ]
     [ "$cores" -ge 2 ] || return 0
-    sed 's/"threads": [0-9]*/"threads": 1/' "$TMP/here.json" > "$TMP/one.json"
-    plan -m $M/demo-ctr.json -c "$TMP/one.json" -p $P/demo-ctr.json --min-throughput 1000 \
-        --rankfile "$TMP/ranks" -o "$TMP/plan.json" 2> "$TMP/err"
+    here "$cores"
     [ ! -s "$TMP/err" ]
+    # one core a unit: no server beside it; the worker and its server fit
+    here 1
+    [ ! -s "$TMP/err" ]
+    [ "$(cat "$TMP/ranks")" = "rank 0=localhost slot=0
+rank 1=localhost slot=1" ]
 }
 
 @test "plan: --explain prints every layer on every type" {
