@@ -474,6 +474,35 @@ few_servers() {
     [[ "$output" == *"on 'gpu-t4' keeps 0.346 GiB of tables and optimizer state on the servers: that takes 3 servers of 0.15 GiB (with 25% headroom) and 'cpu-r5' has 2"* ]] || { echo "$output"; false; }
 }
 
+# issue 29, servers where they cost nothing: with its rows on the servers,
+# dlrm-criteo at 1e5 samples/s took a T4 ($0.526/hour) and an r5 server
+# ($1.008/hour) for 0.4 GiB of tables; the server lives on the T4's host
+@test "plan: a stage's servers live beside its units when their hosts hold them" {
+    for a in exact rl; do
+        plan -m $M/dlrm-criteo.json -c $C/aws.json -p $P/dlrm-criteo.json --min-throughput 100000 \
+            --rows servers -a $a -f table > "$TMP/t"
+        cat "$TMP/t"
+        grep -q '^0 .*gpu-t4 .* servers 1 beside ' "$TMP/t"
+        grep -q '^ps     gpu-t4        beside stage 0 ' "$TMP/t"
+        grep -q '^rent   1 server beside stage 0, on its gpu-t4 hosts: 1 of 4 cores each (stage +[0-9.]* ms) = \$0.000/hour$' "$TMP/t"
+        ! grep -q 'cpu-r5' "$TMP/t"
+        grep -q '^total  1 unit + 1 server beside them, .*(\$0.526/hour)' "$TMP/t"
+    done
+    plan -m $M/dlrm-criteo.json -c $C/aws.json -p $P/dlrm-criteo.json --min-throughput 100000 \
+        --rows servers -a exact -o "$TMP/plan.json"
+    python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+s = p["servers"]
+assert s["count"] == 1 and s["beside"] == [0] and s["cost_per_hour"] == 0, s
+assert p["stages"][0]["servers"] == 1 and p["stages"][0]["servers_beside"] is True
+assert p["instances"]["gpu-t4"]["count"] == 1 and "cpu-r5" not in p["instances"], p["instances"]' "$TMP/plan.json"
+    run plan --explain "$TMP/plan.json"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *$'\nstage 0 (emb_a..loss on gpu-t4): rows servers 1 beside\n'* ]]
+    [[ "$output" == *$'\nrent   1 server beside stage 0, on its gpu-t4 hosts: '* ]]
+}
+
 # issue 29: a cpu type at the profile's own threads takes the scaling pass's
 # time there, as every other count the scaling timed (hps-plan(1))
 @test "plan: a cpu type at the profile's threads takes the scaling's times" {
