@@ -246,6 +246,7 @@ static void test_server_beside_its_gpu(void **state)
     int t4 = hps_cluster_find(f.c, "gpu-t4");
     /* a node of two g4dn instances, for the placement and the rankfile */
     f.c->n_nodes = 1;
+    free(f.c->nodes);
     f.c->nodes = hps_calloc(1, sizeof *f.c->nodes);
     snprintf(f.c->nodes[0].name, sizeof f.c->nodes[0].name, "g4dn");
     f.c->nodes[0].units[t4] = 2;
