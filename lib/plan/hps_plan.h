@@ -126,6 +126,11 @@ typedef struct {
      * 1 by default (plan_problem_new) */
     int units_per_instance[PLAN_MAX_TYPES];
     double mem_bytes[PLAN_MAX_TYPES]; /* one unit's memory; 0 = not checked */
+    /* the host of one unit, where a stage's servers may live beside it
+     * (plan_law_colocate): its RAM (a CPU type's mem_bytes, a GPU type's
+     * host_mem_gib; 0 = not given: no server there) and its cores (threads) */
+    double host_mem[PLAN_MAX_TYPES];
+    int cores[PLAN_MAX_TYPES];
     int is_gpu[PLAN_MAX_TYPES];       /* only GPU types hold rows in HBM or a cache */
     /* parameter servers: one server's memory (0 = not checked), NIC in bytes
      * per ms, price and power per hour, and the most there can be */
@@ -135,6 +140,7 @@ typedef struct {
     double server_rows_per_ms;
     int max_servers, server_type; /* server_type: -1 when the servers are no cluster type */
     int rows_on_servers;          /* --rows servers: no HBM tables, no caches */
+    int separate_servers;         /* no servers on the stages' own hosts (plan_law_colocate) */
     /* the tables' rows as hps-train stores them (--row-dtype, --sparse-optimizer
      * rowwise-adagrad, --admit-after; plan_problem_tables) */
     int row_dtype, rowwise, admit_after;
@@ -261,7 +267,21 @@ typedef struct {
     double server_bytes;       /* bytes per batch to and from the servers */
     double server_rows;        /* rows per batch the servers serve and update */
     double server_hot;         /* share of that traffic on the hottest key */
+    /* what of fixed_ms and scaled_ms runs on the unit's host cores: a CPU
+     * unit's layers, read and packing; a GPU unit's embedding layers on the
+     * host and packing (what a server beside it slows down) */
+    double cpu_fixed_ms, cpu_scaled_ms;
+    /* the stage's servers live on its own units' hosts, one a unit
+     * (plan_law_colocate): its times are charged for the core each takes */
+    int coloc;
+    double coloc_bpms; /* then: the NIC its servers share with the units */
+    /* where provisioning may put the stage's servers: PLAN_PICK_ANY (each
+     * level the cheaper), or only apart (of their own) or beside its units;
+     * plan_evaluate tries each stage both ways */
+    int pick;
 } plan_law;
+
+enum { PLAN_PICK_ANY, PLAN_PICK_APART, PLAN_PICK_BESIDE };
 
 typedef enum { PLAN_ROWS_NONE, PLAN_ROWS_SERVERS, PLAN_ROWS_HBM, PLAN_ROWS_CACHE } plan_rows;
 extern const char *const plan_rows_names[]; /* "none", "servers", "hbm", "cache" */
@@ -290,6 +310,17 @@ int plan_provision(const plan_problem *p, const plan_law *law, int type);
 int plan_stage_servers(const plan_problem *p, const plan_law *law, double throughput);
 /* Samples/s that n servers carry for the stage (HUGE_VAL when it pulls no rows). */
 double plan_servers_throughput(const plan_problem *p, const plan_law *law, int n);
+/* The stage's law with its servers on its own units' hosts, one on each
+ * unit's host, taking one of its cores and its NIC (hps-plan(1), MEMORY,
+ * servers beside the stage): its host-core work (cpu_*_ms) takes
+ * cores / (cores - 1) as long.  0 when they cannot live there: no rows on
+ * servers, a host of one core or of no memory given, separate_servers.
+ * plan_servers_throughput of a colocated law is that of n servers beside
+ * n units. */
+int plan_law_colocate(const plan_problem *p, const plan_law *law, int t, plan_law *out);
+/* With law colocated on t: the fewest units whose hosts hold its servers'
+ * tables (0 when none within max_units do). */
+int plan_coloc_least_units(const plan_problem *p, const plan_law *law, int t);
 /* The units of type x that a stage on type t takes from x's limit with
  * `units` units and `servers` servers: its own, and on the servers' type its
  * servers (hps-cluster(5)); plan_take_units adds them to used[] of every type. */
@@ -309,6 +340,7 @@ double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, 
 typedef struct {
     int units, servers;
     double throughput;
+    int coloc; /* the servers live on the units' hosts, one a unit; servers is 0 (none billed) */
 } plan_option;
 /* Transfer time per batch of the link into a stage starting at layer `first`
  * (activations forward, gradients back), or 0 when no link is listed. */
@@ -321,7 +353,8 @@ typedef struct {
     double link_ms, link_throughput; /* the link into the stage (0 = none) */
     double best_throughput;   /* reachable within max_units */
     int best_units;
-    int servers;              /* parameter servers for the stage's rows */
+    int servers;              /* parameter servers for the stage's rows, billed */
+    int coloc;                /* its servers live on its units' hosts instead, one a unit (law.coloc) */
     int short_of_limit;       /* PLAN_SHORT_STAGE and/or PLAN_SHORT_LINK */
 } plan_stage;
 
@@ -332,6 +365,7 @@ typedef struct {
     plan_stage *stages; /* n_layers slots */
     int units[PLAN_MAX_TYPES]; /* the workers' */
     int servers; /* summed over stages: the cost stays a sum over stages */
+    int coloc_servers; /* servers on the stages' own hosts, not billed (plan_stage.coloc) */
     /* units taken from each type's max_units: its workers' and, on the
      * servers' type, the servers' too (hps-cluster(5)) */
     int used[PLAN_MAX_TYPES];
@@ -471,6 +505,9 @@ typedef struct {
 typedef struct {
     int rank, node, slot;
     int instance; /* of the servers' type, after its workers'; -1 when no type */
+    /* a server beside a stage: the worker whose unit's host holds it (its
+     * instance is that worker's, of its type); -1 for one of its own */
+    int worker;
 } plan_server;
 
 typedef struct {

@@ -66,13 +66,16 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
     double nic = p->nic_bpms[t];
     plan_stage_memory(p, first, end, t, law);
     int h = p->host_type;
+    double host_layers = 0, host_fixed = 0; /* a GPU unit's work on its host's cores */
     if (law->rows == PLAN_ROWS_SERVERS && p->is_gpu[t] && h >= 0) { /* embeddings on the host CPU */
         const double *es = p->pre_emb_serial, *eq = p->pre_emb_parallel;
         size_t g = (size_t)t * (L + 1), c = (size_t)h * (L + 1);
-        layers += es[c + end] - es[c + first] + eq[c + end] - eq[c + first];
+        host_layers = es[c + end] - es[c + first] + eq[c + end] - eq[c + first];
+        layers += host_layers;
         layers -= es[g + end] - es[g + first] + eq[g + end] - eq[g + first];
         const double *ef = p->pre_emb_fixed;
-        fixed += ef[c + end] - ef[c + first] - (ef[g + end] - ef[g + first]);
+        host_fixed = ef[c + end] - ef[c + first];
+        fixed += host_fixed - (ef[g + end] - ef[g + first]);
         /* their pooled outputs over PCIe to the GPU, the gradients back */
         if (p->pcie_bpms[t] > 0) layers += 2 * (p->pre_emb_out[end] - p->pre_emb_out[first]) / p->pcie_bpms[t];
     }
@@ -105,6 +108,8 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
     law->fixed_ms = o + fixed + law->sync_ms + law->exchange_ms;
     law->scaled_ms = read + layers - fixed + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms +
                      law->host_ms;
+    law->cpu_fixed_ms = p->is_gpu[t] ? host_fixed : o + fixed;
+    law->cpu_scaled_ms = (p->is_gpu[t] ? host_layers - host_fixed : read + layers - fixed) + law->exchange_worker_ms;
 }
 
 static double throughput_of(const plan_problem *p, double ms);
@@ -250,16 +255,51 @@ int plan_provision(const plan_problem *p, const plan_law *law, int t)
     return plan_stage_at_level(p, law, t, p->min_throughput, &o) ? o.units : 0;
 }
 
+/* The servers beside the stage's units (plan_law_colocate): the fewest
+ * units at or above those whose hosts hold the tables that carry the level,
+ * the stage and its servers both. */
+static int colocated_at_level(const plan_problem *p, const plan_law *law, int t, double level, plan_option *o)
+{
+    plan_law c;
+    if (!plan_law_colocate(p, law, t, &c)) return 0;
+    int least = plan_coloc_least_units(p, &c, t), k = fewest_units(p, &c, p->max_units[t], level);
+    if (!least || !k) return 0;
+    /* more units carry more servers; past its best units the stage slows */
+    for (k = k > least ? k : least; k <= p->max_units[t] && plan_law_ms(&c, k) <= budget_ms(p, level); k++) {
+        double thr = plan_stage_throughput(p, &c, k, 0);
+        if (thr >= level * (1 - 1e-12)) {
+            *o = (plan_option){k, 0, thr, 1};
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* What option o costs the objective an hour, its servers as exact prices
+ * them (in the instances of their type, as its units). */
+static double option_weight(const plan_problem *p, int t, const plan_option *o)
+{
+    int st = p->server_type;
+    double sw = st >= 0 && p->units_per_instance[st] > 1 ? plan_unit_weight(p, st) : plan_server_weight(p);
+    return o->units * plan_unit_weight(p, t) + o->servers * sw;
+}
+
 int plan_stage_at_level(const plan_problem *p, const plan_law *law, int t, double level, plan_option *o)
 {
     if (!law->fits) return 0;
-    o->servers = plan_stage_servers(p, law, level);
+    plan_option beside;
+    int near = law->pick != PLAN_PICK_APART && colocated_at_level(p, law, t, level, &beside);
+    o->coloc = 0;
+    o->servers = law->pick == PLAN_PICK_BESIDE ? -1 : plan_stage_servers(p, law, level);
     /* servers take units of their type (hps-cluster(5)): a stage on it has the rest */
-    if (o->servers < 0) return 0;
-    o->units = fewest_units(p, law, p->max_units[t] - plan_units_taken(p, t, 0, o->servers, t), level);
-    if (!o->units) return 0;
-    o->throughput = plan_stage_throughput(p, law, o->units, o->servers);
-    return 1;
+    o->units = o->servers < 0 ? 0 : fewest_units(p, law, p->max_units[t] - plan_units_taken(p, t, 0, o->servers, t), level);
+    if (o->units) o->throughput = plan_stage_throughput(p, law, o->units, o->servers);
+    /* servers beside the units when they cost the objective less (or as
+     * much, and carry more) than servers of their own */
+    if (near && (!o->units || option_weight(p, t, &beside) < option_weight(p, t, o) ||
+                 (option_weight(p, t, &beside) == option_weight(p, t, o) && beside.throughput > o->throughput)))
+        *o = beside;
+    return o->units > 0;
 }
 
 /* On the servers' type, units and servers share the limit: the stage's
@@ -270,9 +310,11 @@ static int servers_beside(const plan_problem *p, int t, int units)
     return p->max_units[t] - units < p->max_servers ? p->max_units[t] - units : p->max_servers;
 }
 
-void plan_stage_fastest(const plan_problem *p, const plan_law *law, int t, plan_option *o)
+/* The fastest with servers of their own. */
+static void fastest_apart(const plan_problem *p, const plan_law *law, int t, plan_option *o)
 {
     int max = p->max_units[t], least = plan_stage_servers(p, law, 0);
+    o->coloc = 0;
     if (least < 0) { /* no count within max_servers holds the rows: no rate at all (hps-plan(1), MEMORY) */
         o->units = plan_law_best_units(law, max);
         o->servers = p->max_servers;
@@ -303,6 +345,20 @@ void plan_stage_fastest(const plan_problem *p, const plan_law *law, int t, plan_
     o->throughput = plan_stage_throughput(p, law, o->units, o->servers);
 }
 
+void plan_stage_fastest(const plan_problem *p, const plan_law *law, int t, plan_option *o)
+{
+    fastest_apart(p, law, t, o);
+    if (law->pick == PLAN_PICK_BESIDE) *o = (plan_option){plan_law_best_units(law, p->max_units[t]), 0, 0, 1};
+    /* or with the servers beside its units, when that is faster */
+    plan_law c;
+    int fewest;
+    if (law->pick != PLAN_PICK_APART && plan_law_colocate(p, law, t, &c) && (fewest = plan_coloc_least_units(p, &c, t)) > 0)
+        for (int k = fewest; k <= p->max_units[t]; k++) {
+            double thr = plan_stage_throughput(p, &c, k, 0);
+            if (thr > o->throughput) *o = (plan_option){k, 0, thr, 1};
+        }
+}
+
 /* Just above cur's throughput, the unit or server at the bottleneck must
  * grow; the step widens when rounding keeps the same provisioning. */
 int plan_stage_next(const plan_problem *p, const plan_law *law, int t, const plan_option *cur, plan_option *next)
@@ -311,7 +367,7 @@ int plan_stage_next(const plan_problem *p, const plan_law *law, int t, const pla
     if (!isfinite(was.throughput)) return 0;
     for (double step = 1e-9; step < 1e-3; step *= 10) {
         if (!plan_stage_at_level(p, law, t, was.throughput * (1 + step), next)) return 0;
-        if (next->units != was.units || next->servers != was.servers) return 1;
+        if (next->units != was.units || next->servers != was.servers || next->coloc != was.coloc) return 1;
     }
     return 0;
 }
@@ -354,9 +410,10 @@ double plan_rent_per_hour(const plan_problem *p, const int *units, int servers)
     return shared ? rate : rate + servers * p->server_price;
 }
 
+/* With its servers beside its units (law->coloc), k units have k servers. */
 double plan_stage_throughput(const plan_problem *p, const plan_law *law, int k, int servers)
 {
-    return fmin(throughput_of(p, plan_law_ms(law, k)), plan_servers_throughput(p, law, servers));
+    return fmin(throughput_of(p, plan_law_ms(law, k)), plan_servers_throughput(p, law, law->coloc ? k : servers));
 }
 
 double plan_link_ms(const plan_problem *p, int first, int a, int b)
@@ -397,19 +454,33 @@ void plan_eval_free(plan_eval *e)
     e->scratch = NULL;
 }
 
+/* The stage's time and throughput at its units and servers, on the law
+ * they run (its servers beside its units: colocated; plan_evaluate settles
+ * the law once provisioning is done). */
+static void stage_times(const plan_problem *p, plan_stage *s)
+{
+    plan_law c;
+    const plan_law *law = s->coloc && plan_law_colocate(p, &s->law, s->type, &c) ? &c : &s->law;
+    s->ms = plan_law_ms(law, s->units);
+    s->throughput = plan_stage_throughput(p, law, s->units, s->servers);
+}
+
 /* Provisions one stage; returns its shortfall (0 when it meets the limit). */
-static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type, double level)
+static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type, double level, int pick)
 {
     double shortfall = 0;
     plan_option o;
     plan_stage_law(p, s->first, s->end, s->type, &s->law);
+    s->law.pick = pick;
     plan_stage_fastest(p, &s->law, s->type, &o);
     s->best_units = o.units;
     s->best_throughput = o.throughput;
     s->short_of_limit = 0;
+    s->coloc = 0;
     if (plan_stage_at_level(p, &s->law, s->type, level, &o)) {
         s->units = o.units;
         s->servers = o.servers;
+        s->coloc = o.coloc;
     } else {
         s->short_of_limit |= PLAN_SHORT_STAGE;
         s->units = s->best_units;
@@ -418,8 +489,7 @@ static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type, do
         s->servers = plan_stage_servers(p, &s->law, level);
         if (s->servers < 0) s->servers = p->max_servers; /* short of the limit already */
     }
-    s->ms = plan_law_ms(&s->law, s->units);
-    s->throughput = plan_stage_throughput(p, &s->law, s->units, s->servers);
+    stage_times(p, s);
     s->link_ms = prev_type >= 0 ? plan_link_ms(p, s->first, prev_type, s->type) : 0;
     s->link_throughput = s->link_ms > 0 ? throughput_of(p, s->link_ms) : 0;
     if (s->link_ms > 0 && s->link_throughput < level * (1 - 1e-12)) {
@@ -443,7 +513,7 @@ static void provision_for_objective(const plan_problem *p, plan_eval *e)
     double cap = HUGE_VAL, top, best_v = HUGE_VAL;
     for (int s = 0; s < S; s++) {
         plan_stage *st = &e->stages[s];
-        cur[s] = (plan_option){st->units, st->servers, st->throughput};
+        cur[s] = (plan_option){st->units, st->servers, st->throughput, st->coloc};
         if (st->link_ms > 0) cap = fmin(cap, st->link_throughput);
     }
     top = cap;
@@ -480,12 +550,14 @@ done:
         plan_stage *st = &e->stages[s];
         st->units = best[s].units;
         st->servers = best[s].servers;
-        st->ms = plan_law_ms(&st->law, st->units);
-        st->throughput = best[s].throughput;
+        st->coloc = best[s].coloc;
+        stage_times(p, st);
     }
 }
 
-void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
+/* plan_evaluate with stage i's servers where picks[i] says (NULL: any). */
+#define PLAN_MAX_STAGES_EVAL 64
+static void evaluate_picks(const plan_problem *p, const int *assign, plan_eval *e, const int *picks)
 {
     int L = p->n_layers, T = p->n_types;
     e->n_stages = 0;
@@ -511,14 +583,20 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
     memset(e->used, 0, sizeof e->used);
     for (int i = 0; i < e->n_stages; i++) {
         plan_stage *s = &e->stages[i];
-        e->violation += stage_fill(p, s, i ? e->stages[i - 1].type : -1, level);
+        e->violation += stage_fill(p, s, i ? e->stages[i - 1].type : -1, level, picks ? picks[i] : PLAN_PICK_ANY);
         plan_take_units(p, s->type, s->units, s->servers, e->used);
     }
     for (int t = 0; t < T; t++)
         if (e->used[t] > p->max_units[t])
             e->violation += (double)(e->used[t] - p->max_units[t]) / p->max_units[t];
     if (e->violation == 0) provision_for_objective(p, e);
+    /* a stage with its servers beside its units runs the law that charges them */
+    for (int i = 0; i < e->n_stages; i++) {
+        plan_stage *s = &e->stages[i];
+        if (s->coloc) plan_law_colocate(p, &s->law, s->type, &s->law);
+    }
     memset(e->used, 0, sizeof e->used);
+    e->coloc_servers = 0;
     for (int i = 0; i < e->n_stages; i++) {
         const plan_stage *s = &e->stages[i];
         if (s->throughput < e->throughput) {
@@ -533,6 +611,7 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
         }
         e->units[s->type] += s->units;
         e->servers += s->servers;
+        e->coloc_servers += s->coloc ? s->units : 0;
         plan_take_units(p, s->type, s->units, s->servers, e->used);
     }
     for (int t = 0; t < T; t++) e->power_w += e->units[t] * p->power[t];
@@ -547,6 +626,38 @@ void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
     e->energy_j = e->time_s * e->power_w;
     e->edp = e->energy_j * e->time_s;
     e->objective = plan_objective_value(p, e->cost_per_hour, e->power_w, e->throughput);
+}
+
+/* Stages whose servers may live apart or beside their units are tried both
+ * ways, each combination provisioned for the objective: under unit limits
+ * shared across stages the cheaper way at each level need not be the best
+ * plan.  Past PLAN_MAX_BESIDE such stages, each level takes the cheaper. */
+#define PLAN_MAX_BESIDE 4
+void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
+{
+    evaluate_picks(p, assign, e, NULL);
+    int which[PLAN_MAX_BESIDE], m = 0, picks[PLAN_MAX_STAGES_EVAL];
+    for (int i = 0; i < e->n_stages; i++) {
+        plan_law c;
+        const plan_stage *s = &e->stages[i];
+        if (!s->coloc && !plan_law_colocate(p, &s->law, s->type, &c)) continue;
+        if (m == PLAN_MAX_BESIDE || e->n_stages > PLAN_MAX_STAGES_EVAL) return;
+        which[m++] = i;
+    }
+    if (!m) return;
+    double best = plan_score(e);
+    int best_mask = -1;
+    for (int mask = 0; mask < 1 << m; mask++) {
+        for (int i = 0; i < e->n_stages; i++) picks[i] = PLAN_PICK_ANY;
+        for (int j = 0; j < m; j++) picks[which[j]] = mask >> j & 1 ? PLAN_PICK_BESIDE : PLAN_PICK_APART;
+        evaluate_picks(p, assign, e, picks);
+        double v = plan_score(e);
+        if (v < best * (1 - 1e-12)) best = v, best_mask = mask;
+    }
+    for (int i = 0; i < e->n_stages; i++) picks[i] = PLAN_PICK_ANY;
+    for (int j = 0; j < m && best_mask >= 0; j++)
+        picks[which[j]] = best_mask >> j & 1 ? PLAN_PICK_BESIDE : PLAN_PICK_APART;
+    evaluate_picks(p, assign, e, best_mask >= 0 ? picks : NULL);
 }
 
 /* The largest throughput over all assignments, every stage on the units

@@ -24,12 +24,26 @@ static json_t *memory_json(double used, double capacity)
                      capacity > 0 ? hps_json_real(100 * used / capacity) : json_null());
 }
 
-/* Tables and accumulators one server holds (with the headroom), spread by the routing rule. */
+/* Tables and accumulators one server of the servers' type holds (with the
+ * headroom), spread by the routing rule. */
 static double server_used(const plan_eval *e)
 {
     double tables = 0;
-    for (int s = 0; s < e->n_stages; s++) tables += e->stages[s].law.server_table_bytes;
+    for (int s = 0; s < e->n_stages; s++) tables += e->stages[s].coloc ? 0 : e->stages[s].law.server_table_bytes;
     return e->servers ? tables * PLAN_SERVER_HEADROOM / e->servers : 0;
+}
+
+/* What one server beside a unit of stage st holds of the unit's host. */
+static double beside_used(const plan_stage *st)
+{
+    return st->law.server_table_bytes * PLAN_SERVER_HEADROOM / st->units;
+}
+
+/* What the core a server beside each unit takes adds to the stage's time:
+ * its host work ran on all the unit's cores, now on one fewer. */
+static double beside_ms(const plan_problem *p, const plan_stage *st)
+{
+    return (st->law.cpu_fixed_ms + st->law.cpu_scaled_ms / st->units) / p->cores[st->type];
 }
 
 /* Where this hps-train keeps a stage's rows: every value the planner
@@ -53,7 +67,7 @@ static const char *rows_cell(const plan_stage *st, char *buf, size_t n)
         k = snprintf(buf, n, "cache %s rows (hit %.2f)", hps_format_number(st->law.cache_rows, 4, c, sizeof c),
                      st->law.hit_rate);
         break;
-    default: k = snprintf(buf, n, "servers %d", st->servers);
+    default: k = st->coloc ? snprintf(buf, n, "servers %d beside", st->units) : snprintf(buf, n, "servers %d", st->servers);
     }
     if (k >= 0 && (size_t)k < n && strcmp(executed_as(st), plan_rows_names[st->law.rows]) != 0)
         snprintf(buf + k, n - (size_t)k, " [runs as %s]", executed_as(st));
@@ -116,7 +130,9 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
                         st->law.rows == PLAN_ROWS_CACHE ? hps_json_real(st->law.hit_rate) : json_null());
     json_object_set_new(o, "cache_rows", st->law.rows == PLAN_ROWS_CACHE
                                              ? json_integer((json_int_t)st->law.cache_rows) : json_null());
-    json_object_set_new(o, "servers", json_integer(st->servers));
+    json_object_set_new(o, "servers", json_integer(st->coloc ? st->units : st->servers));
+    /* its servers on its own units' hosts, one a unit (none billed) */
+    json_object_set_new(o, "servers_beside", json_boolean(st->coloc));
     /* hps-train runs every rows value the planner chooses (hps-train(1)
      * ROWS): where it executes them is where the plan priced them */
     json_object_set_new(o, "executed_as", json_string(executed_as(st)));
@@ -126,10 +142,11 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
 static json_t *servers_json(const plan_problem *p, const plan_eval *e, const plan_layout *l,
                             const hps_cluster *c)
 {
-    json_t *ranks = json_array(), *where = json_array();
+    json_t *ranks = json_array(), *where = json_array(), *beside = json_array();
     for (int v = 0; v < l->n_servers; v++) {
         json_array_append_new(ranks, json_integer(l->servers[v].rank));
         json_array_append_new(where, l->servers[v].instance >= 0 ? json_integer(l->servers[v].instance) : json_null());
+        json_array_append_new(beside, l->servers[v].worker >= 0 ? json_integer(l->servers[v].worker) : json_null());
     }
     json_t *o = json_pack("{s:i, s:o, s:o, s:f, s:{s:s, s:s, s:s}}", "count", l->n_servers, "ranks", ranks,
                           "bytes_per_s", hps_json_real(l->server_bytes_per_s), "gbps_each", c->server_gbps,
@@ -138,8 +155,10 @@ static json_t *servers_json(const plan_problem *p, const plan_eval *e, const pla
     json_object_set_new(o, "price_per_hour", hps_json_real(p->server_price));
     json_object_set_new(o, "cost_per_hour", hps_json_real(e->server_cost_per_hour));
     json_object_set_new(o, "memory", memory_json(server_used(e), p->server_mem));
-    /* where each lives: the instance of the servers' type (instances) */
+    /* where each lives: the instance of the servers' type (instances), or
+     * beside a worker's unit, on its host (beside: that worker's rank) */
     json_object_set_new(o, "instances", where);
+    json_object_set_new(o, "beside", beside);
     return o;
 }
 
@@ -337,6 +356,13 @@ static void print_bill(FILE *f, const plan_problem *p, const plan_eval *e)
         fprintf(f, "rent   %d server%s%s%s x $%.3f/hour = $%.3f/hour\n", e->servers, e->servers == 1 ? "" : "s",
                 p->server_type >= 0 ? " on " : "", p->server_type >= 0 ? p->type_names[p->server_type] : "",
                 p->server_price, e->servers * p->server_price);
+    for (int s = 0; s < e->n_stages; s++) { /* servers beside a stage's units: no instance of their own */
+        const plan_stage *st = &e->stages[s];
+        if (st->coloc)
+            fprintf(f, "rent   %d server%s beside stage %d, on its %s hosts: 1 of %d cores each (stage +%.3f ms) "
+                       "= $0.000/hour\n", st->units, st->units == 1 ? "" : "s", s, p->type_names[st->type],
+                    p->cores[st->type], beside_ms(p, st));
+    }
 }
 
 void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const plan_layout *l,
@@ -370,12 +396,23 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
                 p->server_type >= 0 ? p->type_names[p->server_type] : "", "embedding rows",
                 e->servers, "", "", e->server_cost_per_hour, mem);
     }
+    for (int s = 0; s < e->n_stages; s++) {
+        const plan_stage *st = &e->stages[s];
+        char mem[64], where[32];
+        if (!st->coloc) continue;
+        memory_cell(mem, sizeof mem, beside_used(st), p->host_mem[st->type]);
+        snprintf(where, sizeof where, "beside stage %d", s);
+        fprintf(f, "%-5s  %-12s  %-22s  %5d  %10s  %12s  %9.3f  %s host\n", "ps", p->type_names[st->type], where,
+                st->units, "", "", 0.0, mem);
+    }
     print_time_split(f, e);
     print_bill(f, p, e);
     int total = 0;
     for (int t = 0; t < p->n_types; t++) total += e->units[t];
     fprintf(f, "total  %d unit%s", total, total == 1 ? "" : "s");
     if (e->servers) fprintf(f, " + %d server%s", e->servers, e->servers == 1 ? "" : "s");
+    if (e->coloc_servers)
+        fprintf(f, " + %d server%s beside them", e->coloc_servers, e->coloc_servers == 1 ? "" : "s");
     fprintf(f, ", %.1f samples/s, %.1f s, $%.4f ($%.3f/hour)", e->throughput, e->time_s, e->cost, e->cost_per_hour);
     if (energy_known(p, e)) fprintf(f, ", %.4g kWh", e->energy_j / 3.6e6);
     fputc('\n', f);

@@ -239,6 +239,8 @@ plan_jobs *plan_jobs_create(const plan_jobs_file *jf, double bound_s, hps_error 
             snprintf(msg, sizeof msg, "%s", err->msg);
             hps_fail(err, err->code, "%s: job '%s': %s", hps_path_name(jf->path), js->name, msg);
         }
+        /* the joint plan's rankfile puts servers on units of the servers' type */
+        if (!rc) j->jobs[i].in.problem->separate_servers = 1;
         if (rc || plan_candidates(js, &j->jobs[i], &jp->jobs[i], bound_s, err)) {
             plan_jobs_free(j);
             return NULL;

@@ -356,6 +356,7 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, plan_la
     law->fits = cap <= 0 || work <= cap;
     law->mem_bytes = work;
     law->hit_rate = law->cache_rows = law->host_bytes = law->host_ms = 0;
+    law->coloc = law->pick = 0;
     law->rows = tables > 0 || touched > 0 ? PLAN_ROWS_SERVERS : PLAN_ROWS_NONE;
     if (tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers) {
         if (work + tables <= cap) {
@@ -387,34 +388,83 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, plan_la
             law->server_hot = fmax(law->server_hot, p->sparse_bytes[l] / touched * p->hot[l]);
 }
 
-/* Bytes per ms one server carries for the stage: through its NIC, and its
- * CPU applying the rows they hold, one after the other. */
-static double server_rate(const plan_problem *p, const plan_law *law)
+/* Bytes per ms one server carries for the stage: through its NIC (bpms),
+ * and its CPU applying the rows they hold, one after the other. */
+static double server_rate(const plan_problem *p, const plan_law *law, double bpms)
 {
-    if (p->server_rows_per_ms <= 0 || law->server_bytes <= 0) return p->server_bpms;
-    return 1 / (1 / p->server_bpms + law->server_rows / law->server_bytes / p->server_rows_per_ms);
+    if (p->server_rows_per_ms <= 0 || law->server_bytes <= 0) return bpms;
+    return 1 / (1 / bpms + law->server_rows / law->server_bytes / p->server_rows_per_ms);
 }
 
-int plan_stage_servers(const plan_problem *p, const plan_law *law, double throughput)
+/* The fewest servers of `mem` bytes each (0: not checked) and NIC `bpms`
+ * that hold the stage's tables and carry its traffic at a throughput, or a
+ * number past `max` when none do. */
+static double servers_needed(const plan_problem *p, const plan_law *law, double throughput, double mem,
+                             double bpms, int max)
 {
-    if (law->server_table_bytes <= 0 && law->server_bytes <= 0) return 0;
     double need = 1;
-    if (p->server_mem > 0) need = fmax(need, ceil(law->server_table_bytes * PLAN_SERVER_HEADROOM / p->server_mem));
+    if (mem > 0) need = fmax(need, ceil(law->server_table_bytes * PLAN_SERVER_HEADROOM / mem));
     /* per second through the busiest of S servers: X ((1 - h) / S + h) */
     double x = law->server_bytes * throughput / p->batch / 1000.0, h = law->server_hot;
     if (x > 0 && isfinite(x)) {
-        double room = server_rate(p, law) - x * h;
-        if (room <= 0) return -1;
+        double room = server_rate(p, law, bpms) - x * h;
+        if (room <= 0) return (double)max + 1;
         need = fmax(need, ceil(x * (1 - h) / room - 1e-9));
     }
+    return need;
+}
+
+static int has_servers(const plan_law *law) { return law->server_table_bytes > 0 || law->server_bytes > 0; }
+
+int plan_stage_servers(const plan_problem *p, const plan_law *law, double throughput)
+{
+    if (!has_servers(law) || law->coloc) return 0;
+    double need = servers_needed(p, law, throughput, p->server_mem, p->server_bpms, p->max_servers);
     return need <= p->max_servers ? (int)need : -1;
 }
 
-double plan_servers_throughput(const plan_problem *p, const plan_law *law, int n)
+static double servers_throughput(const plan_problem *p, const plan_law *law, int n, double bpms)
 {
     if (law->server_bytes <= 0 || n <= 0) return law->server_bytes <= 0 ? HUGE_VAL : 0;
     double busiest = (1 - law->server_hot) / n + law->server_hot;
-    return server_rate(p, law) * 1000.0 * p->batch / (law->server_bytes * busiest);
+    return server_rate(p, law, bpms) * 1000.0 * p->batch / (law->server_bytes * busiest);
+}
+
+/* A server beside a unit shares that unit's NIC. */
+double plan_servers_throughput(const plan_problem *p, const plan_law *law, int n)
+{
+    return servers_throughput(p, law, n, law->coloc ? law->coloc_bpms : p->server_bpms);
+}
+
+/* What a unit's host has left for a server beside it: its RAM less what
+ * the unit itself keeps there (a CPU unit's working set; a GPU unit's
+ * runtime reserve, its tables being on the servers). */
+static double host_room(const plan_problem *p, const plan_law *law, int t)
+{
+    return p->host_mem[t] - (p->is_gpu[t] ? PLAN_UNIT_RESERVE : law->mem_bytes);
+}
+
+int plan_law_colocate(const plan_problem *p, const plan_law *law, int t, plan_law *out)
+{
+    int n = p->cores[t];
+    if (p->separate_servers || law->coloc || !has_servers(law) || n < 2 || host_room(p, law, t) <= 0) return 0;
+    *out = *law;
+    /* the stage's host work on n - 1 of its n cores */
+    double f = (double)n / (n - 1) - 1;
+    out->fixed_ms += f * law->cpu_fixed_ms;
+    out->scaled_ms += f * law->cpu_scaled_ms;
+    out->compute_ms += f * (law->cpu_fixed_ms + law->cpu_scaled_ms);
+    out->cpu_fixed_ms *= 1 + f;
+    out->cpu_scaled_ms *= 1 + f;
+    out->coloc = 1;
+    out->coloc_bpms = p->nic_bpms[t];
+    return 1;
+}
+
+int plan_coloc_least_units(const plan_problem *p, const plan_law *law, int t)
+{
+    double need = servers_needed(p, law, 0, host_room(p, law, t), p->nic_bpms[t], p->max_units[t]);
+    return need <= p->max_units[t] ? (int)need : 0;
 }
 
 int plan_problem_check_memory(plan_problem *p, hps_error *err)

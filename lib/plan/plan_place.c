@@ -1,6 +1,7 @@
 /* Beyond the assignment: parameter servers, worker shares, and where each rank
  * runs.  Ranks: the workers first, stage by stage (one per unit), then the
- * servers. */
+ * servers: those of their own type, then those beside a stage's units, one
+ * on each unit's host, stage by stage. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,14 +36,15 @@ static void make_workers(const plan_problem *p, const plan_eval *e, plan_layout 
     }
 }
 
-/* The servers the stages' rows need (plan_stage_servers), one pool: the
- * routing rule spreads every table over all of them. */
+/* The servers the stages' rows need (plan_stage_servers, and one beside
+ * each unit of a stage whose servers live there), one pool: the routing
+ * rule spreads every table over all of them. */
 static void make_servers(const plan_problem *p, const plan_eval *e, plan_layout *out)
 {
     double steps_per_s = e->throughput / p->batch, bytes = 0;
     for (int s = 0; s < e->n_stages; s++) bytes += e->stages[s].law.server_bytes;
     out->server_bytes_per_s = bytes * steps_per_s;
-    out->n_servers = e->servers;
+    out->n_servers = e->servers + e->coloc_servers;
     out->servers = hps_calloc((size_t)out->n_servers + 1, sizeof *out->servers);
     /* on the servers' type, after its workers (sharing their last
      * instance where the type has several units an instance) */
@@ -51,7 +53,21 @@ static void make_servers(const plan_problem *p, const plan_eval *e, plan_layout 
         out->servers[i].rank = out->n_workers + i;
         out->servers[i].node = out->servers[i].slot = -1;
         out->servers[i].instance = t >= 0 ? (after + i) / k : -1;
+        out->servers[i].worker = -1;
     }
+    /* beside a stage's units: on the host of each, in its instance */
+    for (int s = 0, w = 0, i = e->servers; s < e->n_stages; w += e->stages[s++].units)
+        for (int a = 0; e->stages[s].coloc && a < e->stages[s].units; a++, i++) {
+            out->servers[i].worker = w + a;
+            out->servers[i].instance = out->workers[w + a].instance;
+        }
+}
+
+/* A server beside a unit goes where that unit's worker goes. */
+static void servers_beside(const plan_layout *l, const int *wnode, int *snode)
+{
+    for (int v = 0; v < l->n_servers; v++)
+        if (l->servers[v].worker >= 0) snode[v] = wnode[l->servers[v].worker];
 }
 
 /* Predicted bytes per step that cross nodes, for a given placement. */
@@ -123,10 +139,12 @@ static int place_round_robin(const hps_cluster *c, const plan_layout *l, int *wn
         }
     }
     for (int v = 0; v < l->n_servers && !rc; v++) {
+        if (l->servers[v].worker >= 0) continue;
         int n = take_server_unit(c, free_units, v % c->n_nodes);
         if (n < 0) rc = -1;
         snode[v] = n;
     }
+    servers_beside(l, wnode, snode);
     free(free_units);
     return rc;
 }
@@ -170,21 +188,22 @@ static int place_colocated(const hps_cluster *c, const plan_eval *e, const plan_
     }
     double total = 0;
     for (int n = 0; n < N; n++) total += ps[n];
-    int placed = 0;
+    int placed = 0, own = e->servers; /* the servers of their own type come first */
     for (int n = 0; n < N && total > 0; n++) {
-        int q = (int)floor(ps[n] / total * l->n_servers);
+        int q = (int)floor(ps[n] / total * own);
         for (int i = 0; i < q; i++) snode[placed++] = n;
-        ps[n] = ps[n] / total * l->n_servers - q; /* the remainder */
+        ps[n] = ps[n] / total * own - q; /* the remainder */
     }
-    while (placed < l->n_servers) {
+    while (placed < own) {
         int best = 0;
         for (int n = 1; n < N; n++)
             if (ps[n] > ps[best]) best = n;
         ps[best] = -1;
         snode[placed++] = best;
     }
-    for (int v = 0; v < l->n_servers && !rc; v++)
+    for (int v = 0; v < own && !rc; v++)
         if ((snode[v] = take_server_unit(c, free_units, snode[v])) < 0) rc = -1;
+    servers_beside(l, wnode, snode);
     free(free_units);
     free(near);
     free(ps);
@@ -274,18 +293,27 @@ int plan_rankfile_write(const char *path, const hps_cluster *c, const plan_layou
     FILE *f = hps_out_file(o);
     /* Each worker gets its unit's cores, one after the other on its node (the
      * slots were given out in this order: workers, then servers); a server
-     * gets one core. */
+     * gets one core: past the units' on its node, or beside a unit, the
+     * last of that unit's, which its worker then goes without. */
     int *next = hps_calloc((size_t)c->n_nodes, sizeof *next);
+    int *core = hps_malloc(((size_t)l->n_workers + 1) * sizeof *core); /* the core of a server beside worker w */
+    for (int w = 0; w < l->n_workers; w++) core[w] = -1;
+    for (int v = 0; v < l->n_servers; v++)
+        if (l->servers[v].worker >= 0) core[l->servers[v].worker] = 0;
     for (int w = 0; w < l->n_workers; w++) {
         const plan_worker *k = &l->workers[w];
         int first = next[k->node], n = c->types[k->type].threads;
         next[k->node] += n;
+        if (core[w] == 0) core[w] = first + --n;
         if (n > 1) fprintf(f, "rank %d=%s slot=%d-%d\n", k->rank, c->nodes[k->node].name, first, first + n - 1);
         else fprintf(f, "rank %d=%s slot=%d\n", k->rank, c->nodes[k->node].name, first);
     }
-    for (int v = 0; v < l->n_servers; v++)
-        fprintf(f, "rank %d=%s slot=%d\n", l->servers[v].rank, c->nodes[l->servers[v].node].name,
-                next[l->servers[v].node]++);
+    for (int v = 0; v < l->n_servers; v++) {
+        const plan_server *sv = &l->servers[v];
+        fprintf(f, "rank %d=%s slot=%d\n", sv->rank, c->nodes[sv->node].name,
+                sv->worker >= 0 ? core[sv->worker] : next[sv->node]++);
+    }
+    free(core);
     warn_beyond_cores(path, c, next);
     free(next);
     return hps_out_commit(o, err);

@@ -331,6 +331,9 @@ plan_problem *plan_problem_build(const hps_model *m, const hps_cluster *c,
         p->units_per_instance[t] = r->units_per_instance;
         p->mem_bytes[t] = r->mem_bytes;
         p->is_gpu[t] = r->kind == PLAN_GPU;
+        /* a unit's host, where servers may live beside it (hps-cluster(5)) */
+        p->host_mem[t] = r->kind == PLAN_GPU ? r->host_mem_bytes : r->mem_bytes;
+        p->cores[t] = r->threads;
     }
     p->server_bpms = c->server_gbps * PLAN_GBPS_TO_BPMS;
     p->server_type = c->server_type;

@@ -612,8 +612,10 @@ static void extend(exact_state *s, int j, int u, int i, int t, const struct stag
         double above = fmin(prev_thr, link_thr);
         for (int o = 0; o < so->n; o++) {
             int a = ct >= 0 ? takes(p, so, o, t, ct) : 0, b_srv = cs >= 0 ? takes(p, so, o, t, cs) : 0;
+            /* a level past a limit may be followed by one within it: the
+             * servers moving beside the stage's units free the servers' type */
             if ((lt && units[ct] + a > p->max_units[ct]) || (ls && units[cs] + b_srv > p->max_units[cs]))
-                break; /* units and servers only grow along the list */
+                continue;
             l.units = so->k[o];
             l.servers = so->srv[o];
             l.cf = prev_cf + so->c[o];

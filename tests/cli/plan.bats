@@ -396,9 +396,12 @@ PY
 }
 
 @test "plan: --rankfile warns when a node that is this machine gets more slots than it has cores" {
-    # a worker of nproc cores and its server: one slot more than this machine has
+    # one cpu unit and its server beside it (issue 29): the server takes the
+    # last of the unit's cores, so a unit of nproc cores fits; one of
+    # nproc + 1 is a slot too many
     cores=$(nproc)
-    python3 - $C/lab.json "$TMP/here.json" "$cores" <<'PY'
+    here() {
+        python3 - $C/lab.json "$TMP/here.json" "$1" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 c["resources"] = [r for r in c["resources"] if r["kind"] == "cpu"]
@@ -407,17 +410,22 @@ c["links"] = []
 c["nodes"] = [{"name": "localhost", "units": {"cpu": 2}}]
 json.dump(c, open(sys.argv[2], "w"))
 PY
-    plan -m $M/demo-ctr.json -c "$TMP/here.json" -p $P/demo-ctr.json --min-throughput 1000 \
-        --rankfile "$TMP/ranks" -o "$TMP/plan.json" 2> "$TMP/err"
+        plan -m $M/demo-ctr.json -c "$TMP/here.json" -p $P/demo-ctr.json --min-throughput 1000 \
+            --rankfile "$TMP/ranks" -o "$TMP/plan.json" 2> "$TMP/err"
+    }
+    here $((cores + 1))
     cat "$TMP/err"
     [ "$(cat "$TMP/err")" = "hps-plan: warning: $TMP/ranks: node 'localhost' is this machine, whose $cores cores its $((cores + 1)) slots exceed: mpirun exits 1, with no message, on a slot its host lacks; give the node fewer units or threads in $TMP/here.json" ]
-    [ -s "$TMP/ranks" ]
-    # one core a unit: the worker and the server fit
+    [ "$(cat "$TMP/ranks")" = "rank 0=localhost slot=0-$((cores - 1))
+rank 1=localhost slot=$cores" ]
     [ "$cores" -ge 2 ] || return 0
-    sed 's/"threads": [0-9]*/"threads": 1/' "$TMP/here.json" > "$TMP/one.json"
-    plan -m $M/demo-ctr.json -c "$TMP/one.json" -p $P/demo-ctr.json --min-throughput 1000 \
-        --rankfile "$TMP/ranks" -o "$TMP/plan.json" 2> "$TMP/err"
+    here "$cores"
     [ ! -s "$TMP/err" ]
+    # one core a unit: no server beside it; the worker and its server fit
+    here 1
+    [ ! -s "$TMP/err" ]
+    [ "$(cat "$TMP/ranks")" = "rank 0=localhost slot=0
+rank 1=localhost slot=1" ]
 }
 
 @test "plan: --explain prints every layer on every type" {
@@ -464,6 +472,35 @@ few_servers() {
     [ "$status" -eq 1 ]
     [ "${#lines[@]}" -eq 1 ]
     [[ "$output" == *"on 'gpu-t4' keeps 0.346 GiB of tables and optimizer state on the servers: that takes 3 servers of 0.15 GiB (with 25% headroom) and 'cpu-r5' has 2"* ]] || { echo "$output"; false; }
+}
+
+# issue 29, servers where they cost nothing: with its rows on the servers,
+# dlrm-criteo at 1e5 samples/s took a T4 ($0.526/hour) and an r5 server
+# ($1.008/hour) for 0.4 GiB of tables; the server lives on the T4's host
+@test "plan: a stage's servers live beside its units when their hosts hold them" {
+    for a in exact rl; do
+        plan -m $M/dlrm-criteo.json -c $C/aws.json -p $P/dlrm-criteo.json --min-throughput 100000 \
+            --rows servers -a $a -f table > "$TMP/t"
+        cat "$TMP/t"
+        grep -q '^0 .*gpu-t4 .* servers 1 beside ' "$TMP/t"
+        grep -q '^ps     gpu-t4        beside stage 0 ' "$TMP/t"
+        grep -q '^rent   1 server beside stage 0, on its gpu-t4 hosts: 1 of 4 cores each (stage +[0-9.]* ms) = \$0.000/hour$' "$TMP/t"
+        ! grep -q 'cpu-r5' "$TMP/t"
+        grep -q '^total  1 unit + 1 server beside them, .*(\$0.526/hour)' "$TMP/t"
+    done
+    plan -m $M/dlrm-criteo.json -c $C/aws.json -p $P/dlrm-criteo.json --min-throughput 100000 \
+        --rows servers -a exact -o "$TMP/plan.json"
+    python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+s = p["servers"]
+assert s["count"] == 1 and s["beside"] == [0] and s["cost_per_hour"] == 0, s
+assert p["stages"][0]["servers"] == 1 and p["stages"][0]["servers_beside"] is True
+assert p["instances"]["gpu-t4"]["count"] == 1 and "cpu-r5" not in p["instances"], p["instances"]' "$TMP/plan.json"
+    run plan --explain "$TMP/plan.json"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *$'\nstage 0 (emb_a..loss on gpu-t4): rows servers 1 beside\n'* ]]
+    [[ "$output" == *$'\nrent   1 server beside stage 0, on its gpu-t4 hosts: '* ]]
 }
 
 # issue 29: a cpu type at the profile's own threads takes the scaling pass's

@@ -133,7 +133,7 @@ EOF2
     plan show "$TMP/plan.json" -f svg -o "$TMP/plan.svg"
     renders "$TMP/plan.svg"
     grep -q 'stage 1: gpu-a100 x 2' "$TMP/plan.svg"
-    grep -q 'parameter servers: 6, ' "$TMP/plan.svg"
+    grep -q 'parameter servers: 16, ' "$TMP/plan.svg" # beside the 16 T4s (issue 29)
     plan -m $M/demo-ctr.json -c $C/lab.json -p $P/demo-ctr.json --min-throughput 20000 -a greedy \
         --pareto -f svg -o "$TMP/pareto.svg"
     renders "$TMP/pareto.svg"
@@ -376,9 +376,15 @@ for line in open(sys.argv[2]):
     ranks[int(m[1])] = (m[2], set(range(a, b + 1)))
 cpu_workers = [w for w in p["workers"] if w["type"] == "cpu"]
 assert cpu_workers, "the plan should use cpu units"
+beside = {w: p["servers"]["ranks"][i] for i, w in enumerate(p["servers"]["beside"]) if w is not None}
 for w in p["workers"]:
     node, cores = ranks[w["rank"]]
-    assert node == w["node"] and len(cores) == (4 if w["type"] == "cpu" else 1), (w, cores)
+    n = 4 if w["type"] == "cpu" else 1
+    if w["rank"] in beside:  # its server takes the last of the unit's cores (issue 29)
+        s_node, s_cores = ranks[beside[w["rank"]]]
+        assert s_node == node and s_cores == {max(cores) + 1}, (w, cores, s_cores)
+        n -= 1
+    assert node == w["node"] and len(cores) == n, (w, cores)
 for node in {n for n, _ in ranks.values()}:
     sets = [c for n, c in ranks.values() if n == node]
     assert sum(map(len, sets)) == len(set().union(*sets)), (node, sets)  # no core twice

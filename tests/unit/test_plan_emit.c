@@ -226,6 +226,71 @@ static void test_servers_are_not_the_bottleneck(void **state)
     plan_fixture_free(&f);
 }
 
+/* Issue 29, servers where they cost nothing: dlrm-criteo at 1e5 samples/s
+ * with --rows servers took one T4 ($0.526/hour) and an r5 server of its own
+ * ($1.008/hour) for 0.4 GiB of tables; the T4's host (16 GiB, 4 vCPUs)
+ * holds the server beside it.  The plan is the T4 alone, its server on the
+ * T4's instance, the rankfile giving the worker 3 of the unit's cores and
+ * the server the fourth; with separate_servers, the plan is as before. */
+static void test_server_beside_its_gpu(void **state)
+{
+    (void)state;
+    plan_fixture f;
+    plan_result r;
+    plan_eval e;
+    plan_layout l;
+    hps_error err;
+    plan_fixture_load(&f, HPS_TESTDATA "/models/dlrm-criteo.json", HPS_TESTDATA "/clusters/aws.json",
+                      HPS_TESTDATA "/profiles/dlrm-criteo.json", 1e5);
+    f.p->rows_on_servers = 1;
+    int t4 = hps_cluster_find(f.c, "gpu-t4");
+    /* a node of two g4dn instances, for the placement and the rankfile */
+    f.c->n_nodes = 1;
+    free(f.c->nodes);
+    f.c->nodes = hps_calloc(1, sizeof *f.c->nodes);
+    snprintf(f.c->nodes[0].name, sizeof f.c->nodes[0].name, "g4dn");
+    f.c->nodes[0].units[t4] = 2;
+    f.c->nodes[0].units[f.c->server_type] = 1;
+    solve_plan(&f, 0, &r, &e, &l);
+    assert_int_equal(e.n_stages, 1);
+    assert_int_equal(e.stages[0].type, t4);
+    assert_int_equal(e.servers, 0); /* no instance of its own */
+    assert_int_equal(e.coloc_servers, 1);
+    assert_true(e.feasible);
+    assert_true(fabs(e.cost_per_hour - 0.526) < 1e-9);
+    assert_int_equal(l.n_servers, 1);
+    assert_int_equal(l.servers[0].worker, 0);
+    assert_int_equal(l.servers[0].instance, l.workers[0].instance);
+    assert_int_equal(l.servers[0].node, l.workers[0].node);
+    char path[] = "/tmp/hps-rankfile-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(plan_rankfile_write(path, f.c, &l, &err), 0);
+    char *text;
+    size_t len;
+    assert_int_equal(hps_read_all(path, &text, &len, &err), 0);
+    assert_string_equal(text, "rank 0=g4dn slot=0-2\nrank 1=g4dn slot=3\n");
+    free(text);
+    unlink(path);
+    /* the stage runs its host work on 3 of its 4 cores: slower than apart */
+    double beside_ms = e.stages[0].ms;
+    plan_layout_free(&l);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    f.p->separate_servers = 1;
+    solve_plan(&f, 0, &r, &e, &l);
+    assert_int_equal(e.servers, 1);
+    assert_int_equal(e.coloc_servers, 0);
+    assert_true(fabs(e.cost_per_hour - (0.526 + 1.008)) < 1e-9);
+    assert_true(e.stages[0].ms < beside_ms);
+    assert_int_equal(l.servers[0].worker, -1);
+    plan_layout_free(&l);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    plan_fixture_free(&f);
+}
+
 /* A plan a rounding error below the optimum (another assignment of the
  * same cost) has no gap: 0 in the file, "0.00% above" in the table, never
  * "-0.00%". */
@@ -267,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_plan_file_errors),
         cmocka_unit_test(test_servers_are_not_the_bottleneck),
         cmocka_unit_test(test_gap_of_a_tie),
+        cmocka_unit_test(test_server_beside_its_gpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -398,6 +398,7 @@ typedef struct {
     int workers[PLAN_MAX_TYPES], servers; /* what is billed */
     double rate, power, thr, best, best_thr;
     int best_feasible, best_n;
+    int beside, best_beside; /* stages whose servers live beside their units (plan_law_colocate) */
 } any_units;
 
 static double law_thr(const plan_problem *p, const plan_law *law, int k)
@@ -436,11 +437,26 @@ static void any_units_stage(any_units *a, int s)
             a->best_thr = thr;
             a->best_feasible = ok;
             a->best_n = a->n;
+            a->best_beside = a->beside;
         }
         return;
     }
     int t = a->type[s];
     const plan_law *law = &a->law[s];
+    plan_law c; /* or its servers beside its units, one on each unit's host */
+    int least = plan_law_colocate(p, law, t, &c) ? plan_coloc_least_units(p, &c, t) : 0;
+    for (int k = least; least && k + a->units[t] <= p->max_units[t]; k++) {
+        double saved = a->thr;
+        a->units[t] += k, a->workers[t] += k, a->beside++;
+        a->rate += k * p->price[t];
+        a->power += k * p->power[t];
+        a->thr = fmin(a->thr, fmin(law_thr(p, &c, k), plan_servers_throughput(p, &c, k)));
+        any_units_stage(a, s + 1);
+        a->thr = saved;
+        a->units[t] -= k, a->workers[t] -= k, a->beside--;
+        a->rate -= k * p->price[t];
+        a->power -= k * p->power[t];
+    }
     int n_lo = plan_stage_servers(p, law, 0), n_hi = n_lo > 0 ? p->max_servers : n_lo, st = p->server_type;
     if (n_lo < 0) return;
     for (int k = 1; k + a->units[t] <= p->max_units[t]; k++)
@@ -471,7 +487,14 @@ static void any_units_stage(any_units *a, int s)
 
 /* The best objective over every assignment and provisioning; *feasible says
  * whether it meets the limit, *thr gives its throughput. */
+static double brute_any_units_beside(const plan_problem *p, int *feasible, double *thr, int *n_stages, int *beside);
 static double brute_any_units(const plan_problem *p, int *feasible, double *thr, int *n_stages)
+{
+    return brute_any_units_beside(p, feasible, thr, n_stages, NULL);
+}
+
+/* brute_any_units; *beside: the stages of its plan whose servers live beside their units. */
+static double brute_any_units_beside(const plan_problem *p, int *feasible, double *thr, int *n_stages, int *beside)
 {
     int L = p->n_layers, T = p->n_types, assign[8] = {0};
     any_units a = {.p = p, .best = HUGE_VAL};
@@ -501,6 +524,7 @@ static double brute_any_units(const plan_problem *p, int *feasible, double *thr,
     *feasible = a.best_feasible;
     *thr = a.best_thr;
     *n_stages = a.best_n;
+    if (beside) *beside = a.best_beside;
     return a.best;
 }
 
@@ -588,6 +612,58 @@ static void test_exact_is_optimal_over_any_units(void **state)
                   "%d by the latency, %d by servers sharing the CPU's units\n", feasible_count, beyond, piped,
                   latent, shared);
     assert_true(feasible_count > 60 && beyond > 10 && piped > 3 && latent > 5 && shared > 5);
+}
+
+/* Issue 29, servers where they cost nothing: with the units' hosts given
+ * RAM and cores, a stage's servers may live beside its units, one on each
+ * unit's host, its host work charged for the core each takes
+ * (plan_law_colocate).  Exact's plan is the optimum over every assignment,
+ * any units, and for each stage with rows on the servers, servers of their
+ * own (any number that holds the rows) or beside its units: brute force over
+ * those choices finds nothing better; and both choices occur in the optima. */
+static void test_exact_is_optimal_over_servers_beside(void **state)
+{
+    (void)state;
+    int feasible_count = 0, beside_count = 0, apart_count = 0, moved = 0;
+    for (uint64_t seed = 1; seed <= 240; seed++) {
+        int L = 2 + (int)(seed % 4), T = 2 + (int)(seed / 3 % 2);
+        double tight = (double[]){0.2, 0.5, 0.8, 0.95}[seed / 6 % 4];
+        plan_problem *p = plan_problem_random(seed * 7919, L, T, tight, 1);
+        p->objective = (plan_objective)(seed / 24 % 4);
+        uint64_t r = seed * 0x9e3779b97f4a7c15ull;
+        for (int t = 0; t < T; t++) {
+            if (p->max_units[t] > 4) p->max_units[t] = 4;
+            p->cores[t] = (int)(hps_mix64(r + 20 + (uint64_t)t) % 8) + 1; /* 1: no server beside it */
+            p->host_mem[t] = (double)(hps_mix64(r + 30 + (uint64_t)t) % 24 + 1) * PLAN_GIB;
+        }
+        p->max_servers = 3;
+        if (seed % 3 != 1) p->server_type = 0;
+        p->server_price = 0.2 + (double)(hps_mix64(r) % 4) / 2;
+        p->server_power = 80;
+        p->server_bpms = (2 + (double)(hps_mix64(r + 1) % 20)) * PLAN_GBPS_TO_BPMS;
+        for (int l = 0; l < L; l++)
+            if (p->sparse_bytes[l] > 0) p->table_bytes[l] = (double)(hps_mix64(r + 2 + l) % 12 + 1) * PLAN_GIB;
+        p->server_mem = 8 * PLAN_GIB;
+        plan_problem_prepare(p);
+        int fb, n, beside;
+        double thr, vb = exact_equals_any_units(p, seed, &fb, &thr);
+        brute_any_units_beside(p, &fb, &thr, &n, &beside);
+        feasible_count += fb;
+        beside_count += fb && beside > 0;
+        apart_count += fb && beside < n;
+        if (fb) { /* where servers beside the units moved the optimum */
+            int f0;
+            double t0;
+            p->separate_servers = 1;
+            double v0 = brute_any_units(p, &f0, &t0, &n);
+            moved += !f0 || v0 > vb * (1 + 1e-9);
+            p->separate_servers = 0;
+        }
+        plan_problem_free(p);
+    }
+    print_message("# %d feasible, %d with servers beside a stage's units, %d with a stage apart, %d moved by them\n",
+                  feasible_count, beside_count, apart_count, moved);
+    assert_true(feasible_count > 60 && beside_count > 10 && apart_count > 10 && moved > 10);
 }
 
 /* hps-cluster(5), units_per_instance: a plan pays for whole instances, and
@@ -1133,6 +1209,7 @@ int main(void)
         cmocka_unit_test(test_rl_pretrained_generalises),
         cmocka_unit_test(test_policy_file),
         cmocka_unit_test(test_baselines_are_valid),
+        cmocka_unit_test(test_exact_is_optimal_over_servers_beside),
         cmocka_unit_test(test_trace_stays_compact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
