@@ -26,8 +26,8 @@ seed.  INIT is hps-train's export after an epoch at rates 1e-12 (every key's
 first row, the dense layers' initial weights); the same batches in the same
 order follow, with the optimizers above.
 
-  bench_train_torch.py --replay MODEL.json TRAIN.tsv HOLDOUT.tsv INIT EPOCHS
-  prints one JSON line: "epochs", the held-out quality after each epoch.
+  bench_train_torch.py --replay MODEL.json TRAIN.tsv HOLDOUT.tsv INIT EPOCHS [MODEL.json ...]
+  prints one JSON line a model: "epochs", the held-out quality after each epoch.
 
 Check (tests/cli/graph.bats): one batch forward and backward against hps-train's
 first step.  W0 is hps-train's export after a step that changed nothing (every
@@ -39,8 +39,12 @@ the step moved each weight against its gradient's sign, so every table row's
 gradient is compared too.  Dropout draws hps's masks (the same hash of the
 run's SEED).
 
-  bench_train_torch.py --check MODEL.json BATCH.tsv W0 W1 ETA LOSS SEED CKPT
-  exits 1, naming the tensor, when a value differs by more than 1e-5 relative."""
+  bench_train_torch.py --check MODEL.json BATCH.tsv W0 W1 ETA LOSS SEED CKPT [MODEL.json ...]
+  prints one JSON line a model; exits 1, naming the model and the tensor, when
+  a value differs by more than 1e-5 relative.
+
+Both take several models, a group of arguments each, so that one process (one
+import of torch, seconds) serves all the models of a test."""
 import json
 import os
 import struct
@@ -518,11 +522,20 @@ def check(argv):
     return 1 if bad else 0
 
 
+def groups(argv, n, usage):
+    """argv cut into groups of n arguments, one a model."""
+    if not argv or len(argv) % n:
+        sys.exit(f"usage: bench_train_torch.py {usage} [...]: groups of {n} arguments")
+    return [argv[i:i + n] for i in range(0, len(argv), n)]
+
+
 def main():
     if sys.argv[1:2] == ["--check"]:
-        sys.exit(check(sys.argv[2:]))
+        bad = [check(g) for g in groups(sys.argv[2:], 8, "--check MODEL.json BATCH.tsv W0 W1 ETA LOSS SEED CKPT")]
+        sys.exit(1 if any(bad) else 0)
     if sys.argv[1:2] == ["--replay"]:
-        replay(sys.argv[2:])
+        for g in groups(sys.argv[2:], 5, "--replay MODEL.json TRAIN.tsv HOLDOUT.tsv INIT EPOCHS"):
+            replay(g)
         return
     train(sys.argv[1:])
 

@@ -446,6 +446,11 @@ json.dump(p, open(sys.argv[3], "w"))' "$TESTDATA/plans/plan-dist-dlrm-cut3.json"
     DM=$TESTDATA/models/deepfm.json
     "$HPS_BIN/hps-shard" -m "$DM" -o "$TMP/fm" "$TMP/x.tsv" 2>/dev/null
     args=(-m "$DM" --data "$TMP/fm" --epochs 2 --threads 1 --micro-batches 2 --metrics-interval 0 -q)
+    # the cut after layer 1 in one process: the cut after layer 2 (c=2
+    # below) under mpirun gives its losses too (a cut before the linear
+    # layer has a test of its own, below)
+    graph_cut_plan "$DM" "$TMP/cut.json" 1
+    "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/one-cut1.ndjson"
     # before fm: emb, linear and the dense features cross; before fc1: the
     # wide and FM logits beside deep_in; before the add: the three logits
     for c in 2 4 7; do
@@ -453,6 +458,7 @@ json.dump(p, open(sys.argv[3], "w"))' "$TESTDATA/plans/plan-dist-dlrm-cut3.json"
         "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/one.ndjson"
         mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/d.ndjson"
         same_losses "$TMP/one.ndjson" "$TMP/d.ndjson"
+        [ $c -ne 2 ] || same_losses "$TMP/one-cut1.ndjson" "$TMP/d.ndjson"
     done
 }
 

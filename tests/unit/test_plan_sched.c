@@ -931,6 +931,10 @@ static void test_rl_keeps_descended_plan(void **state)
     (void)state;
     int better = 0;
     for (int k = 0; k < 6; k++) {
+        /* k = 3 (0.9 of the fastest, rows on servers) has no feasible plan:
+         * both runs end infeasible, which checks nothing here, and rl
+         * spent three quarters of this test's time searching for one */
+        if (k == 3) continue;
         plan_problem *p = plan_problem_random(1000003ull * (4 * 97 + 2 * 13 + (uint64_t)k + 1), 64, 8,
                                               k % 2 ? 0.9 : 0.3, k / 2 % 2);
         plan_search_opts o = {.seed = 7, .episodes = 64, .evaluations = 400, .time_limit = 60, .polish = 0,
