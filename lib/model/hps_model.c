@@ -662,7 +662,10 @@ static int check_used(hps_model *m, chain_state *st, const char *file, hps_error
 {
     int *used = hps_calloc((size_t)m->n_layers + 1, sizeof *used);
     int dense_used = 0, rc = 0;
-    for (int l = 0; l < m->n_layers; l++)
+    for (int l = 0; l < m->n_layers; l++) {
+        /* a linear layer with "dense": true reads them without naming them
+         * (LR, and the wide part of Wide&Deep) */
+        if (m->layers[l].kind == HPS_LAYER_LINEAR && m->layers[l].linear_dense) dense_used = 1;
         for (int i = 0; i < m->layers[l].n_inputs; i++) {
             int p = m->layers[l].inputs[i];
             if (p == HPS_TENSOR_DENSE)
@@ -670,6 +673,7 @@ static int check_used(hps_model *m, chain_state *st, const char *file, hps_error
             else
                 used[p] = 1;
         }
+    }
     for (int l = 0; l < m->n_layers - 1 && rc == 0; l++)
         if (!used[l])
             rc = hps_fail(err, HPS_EXIT_USAGE,

@@ -155,6 +155,9 @@ static void test_graph_errors(void **state)
              "{\"name\": \"d\", \"type\": \"fc\", \"out\": 1},"
              "{\"name\": \"s\", \"type\": \"add\", \"inputs\": [\"lin\", \"d\"]}" LOSS,
          ""},
+        /* LR: a linear layer alone reads the slots and, with "dense": true,
+         * the dense features (it takes no inputs) */
+        {"{\"name\": \"lr\", \"type\": \"linear\", \"slots\": \"all\", \"dense\": true}" LOSS, ""},
         {EMB "{\"name\": \"x\", \"type\": \"concat\", \"inputs\": [\"emb\", \"y\"]},"
              "{\"name\": \"y\", \"type\": \"fc\", \"out\": 3, \"inputs\": [\"dense\"]}" LOSS,
          "layer 1 'x': inputs[1]: 'y' is used before it is defined (list the layers in a "
