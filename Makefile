@@ -222,12 +222,12 @@ $(BUILD)/bench/%: tests/bench/%.c $(TESTLIB) $(LIBHPS)
 -include $(LIB_OBJ:.o=.d) $(TOOLS:%=$(BUILD)/cmd/%.d) $(TESTLIB_SRC:%.c=$(BUILD)/%.d) $(UNIT_BINS:=.d) \
          $(BUILD)/bench/bench_plan.d $(BUILD)/bench/bench_jobs.d $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%.d)
 
-# Testing aids (--slowdown, HPS_TRAIN_KILL_AT_STEP, HPS_CRASH_AT) exist only in
+# Testing aids (--slowdown, HPS_TRAIN_KILL_AT_STEP, HPS_CRASH_AT, HPS_TRAIN_GATHER_PIECE) exist only in
 # the test builds of hps-train and hps-shard, $(TEST_BIN)/: the files that hold
 # them compiled again with HPS_TEST_HOOKS.  What `make` and `make install` give
 # users has none.
 TEST_BIN  := $(BUILD)/test-bin
-HOOK_LIB  := lib/core/hps_io.c lib/train/train_run.c $(if $(filter 1,$(MPI)),lib/dist/dist_worker.c)
+HOOK_LIB  := lib/core/hps_io.c lib/train/train_run.c $(if $(filter 1,$(MPI)),lib/dist/dist_worker.c lib/dist/dist_shard.c)
 HOOK_SRC  := cmd/hps-train.c $(HOOK_LIB)
 HOOK_OBJ  := $(HOOK_SRC:%.c=$(BUILD)/hooks/%.o)
 TEST_TOOLS := $(TEST_BIN)/hps-train $(TEST_BIN)/hps-shard

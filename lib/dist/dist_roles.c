@@ -68,6 +68,15 @@ static int read_device_rows(hps_dist *d, const plan_file *pf, hps_error *err)
                             "stages: hps-train under mpirun runs device rows in a plan of one stage only: "
                             "plan with --rows servers, or run it in one process",
                             pf->name, i, cache ? "a cache" : "HBM", st->rows, pf->n_stages);
+        /* the planner's cache sits in front of servers that hold the rows; under
+         * mpirun a cache runs over each unit's own shard (dist_shard.c), which
+         * would leave those servers idle and put the tables on the units' hosts */
+        if (cache && pf->n_servers > 0)
+            return hps_fail(err, HPS_EXIT_USAGE,
+                            "%s: stage %d keeps a cache (rows: cache) in front of the plan's %d servers: "
+                            "hps-train under mpirun runs a cache over each unit's own shard, not in front "
+                            "of servers (not built): run this plan in one process, or plan with --rows servers",
+                            pf->name, i, pf->n_servers);
         if (cache && st->cache_rows <= 0)
             return hps_fail(err, HPS_EXIT_USAGE, "%s: stage %d: rows: cache without cache_rows (> 0 expected)",
                             pf->name, i);

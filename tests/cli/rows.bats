@@ -344,3 +344,34 @@ json.dump(p, open(sys.argv[2], "w"))' "$DATA/cache.json" "$TMP/cst2.json"
     cmp "$TMP/rep.losses" "$TMP/sh.losses"
     cmp "$TMP/rep.safetensors" "$TMP/sh.safetensors"
 }
+
+@test "rows: the shards reach the lead in pieces (MPI's int counts): the export and eval are the same" {
+    # a unit's shard may pass 2 GiB; the test build's HPS_TRAIN_GATHER_PIECE
+    # makes the pieces 333 bytes, so every shard goes in many, ends uneven
+    shards_on "$TMP/sh3.json" 3
+    args=(--plan "$TMP/sh3.json" --data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance
+          --eval "$DATA/few" --steps 30)
+    mpik 3 "$HPS_TEST_BIN/hps-train" "${args[@]}" --metrics "$TMP/a.ndjson" --export "$TMP/a.safetensors"
+    HPS_TRAIN_GATHER_PIECE=333 mpik 3 "$HPS_TEST_BIN/hps-train" "${args[@]}" --metrics "$TMP/b.ndjson" \
+        --export "$TMP/b.safetensors"
+    cmp "$TMP/a.safetensors" "$TMP/b.safetensors"
+    evals "$TMP/a.ndjson" > "$TMP/ea"
+    evals "$TMP/b.ndjson" > "$TMP/eb"
+    [ "$(wc -l < "$TMP/eb")" -eq 1 ]
+    cmp "$TMP/ea" "$TMP/eb"
+}
+
+@test "rows: under mpirun a cache in front of the plan's servers is refused, naming the stage" {
+    # the planner's cache has servers behind it; hps-train's cache under
+    # mpirun is over each unit's shard and would leave them idle
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); s = p["stages"][0]
+s["units"] = 2
+p["workers"] = [dict(p["workers"][0], rank=r, share=0.5, batch_share=0.5) for r in (0, 1)]
+p["servers"] = dict(p["servers"], count=1, ranks=[2])
+json.dump(p, open(sys.argv[2], "w"))' "$DATA/cache.json" "$TMP/cs.json"
+    run mpik 3 "$HPS_BIN/hps-train" --plan "$TMP/cs.json" --data "$DATA/few" --threads 1 --cpu-fallback -q
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"cs.json: stage 0 keeps a cache (rows: cache) in front of the plan's 1 servers: hps-train under mpirun runs a cache over each unit's own shard, not in front of servers (not built): run this plan in one process, or plan with --rows servers"* ]] || { echo "$output"; false; }
+    # the same plan in one process runs its cache in front of the host tables
+    "$HPS_BIN/hps-train" --plan "$TMP/cs.json" --data "$DATA/few" --threads 1 --cpu-fallback -q --steps 5
+}
