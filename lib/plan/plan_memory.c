@@ -340,6 +340,14 @@ static double biggest_row(const plan_problem *p, int first, int end)
     return row;
 }
 
+/* hps-train keeps device rows (hbm, cache) as fp32 rows with per-element
+ * AdaGrad and no admission (hps-train(1) ROWS): tables of another format
+ * stay on the servers, so that the plan is one hps-train runs. */
+static int device_rows_run(const plan_problem *p)
+{
+    return p->row_dtype == HPS_ROW_FP32 && !p->rowwise && p->admit_after <= 1;
+}
+
 /* A unit holds its layers' working sets (parameters with Adam's state, one
  * batch of activations and their gradients, the rows a batch touches), what
  * crosses the stage unread, a reserve for the runtime, and on a GPU the
@@ -358,7 +366,7 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, plan_la
     law->hit_rate = law->cache_rows = law->host_bytes = law->host_ms = 0;
     law->coloc = law->pick = 0;
     law->rows = tables > 0 || touched > 0 ? PLAN_ROWS_SERVERS : PLAN_ROWS_NONE;
-    if (tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers) {
+    if (tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers && device_rows_run(p)) {
         if (work + tables <= cap) {
             law->rows = PLAN_ROWS_HBM;
             law->hit_rate = h.hit = h.bytes_hit = 1;

@@ -375,3 +375,15 @@ json.dump(p, open(sys.argv[2], "w"))' "$DATA/cache.json" "$TMP/cs.json"
     # the same plan in one process runs its cache in front of the host tables
     "$HPS_BIN/hps-train" --plan "$TMP/cs.json" --data "$DATA/few" --threads 1 --cpu-fallback -q --steps 5
 }
+
+@test "rows: a plan of compact or admitted tables keeps them on the servers, and hps-train runs it" {
+    # hps-train's device rows are fp32 with per-element AdaGrad and no
+    # admission: the planner offers HBM and a cache to those tables only
+    for opt in "--row-dtype fp16" "--sparse-optimizer rowwise-adagrad" "--admit-after 2"; do
+        # shellcheck disable=SC2086 # an option and its value
+        "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$DATA/p.json" \
+            --min-throughput 20000 --algo exact $opt -o "$TMP/c.json"
+        [ "$(json_field "$TMP/c.json" 'd["stages"][0]["rows"]')" = servers ]
+        "$HPS_BIN/hps-train" --plan "$TMP/c.json" --data "$DATA/few" --threads 1 --cpu-fallback -q --steps 3
+    done
+}
