@@ -64,9 +64,14 @@ same_evals() {
 
 # Two safetensors exports hold the same tensors: dense ones alike, embedding
 # rows alike when matched by key (row order may differ), within 1e-4 + 1e-3
-# relative.
+# relative.  With $3, one process's export of $1's run with its sums in
+# another order (--micro-batches), an element may differ from $1 by twice
+# what $3's does more: the elements AdaGrad magnifies rounding in
+# (hps-train(1) DISTRIBUTED).  Twice: the two orders are not the same, so
+# neither bounds the other (on deepfm's worst element the workers' move is
+# 0.7 of --micro-batches 1's).
 same_export() {
-    python3 - "$1" "$2" <<'PY'
+    python3 - "$@" <<'PY'
 import array, json, struct, sys
 def load(path):
     b = open(path, "rb").read()
@@ -81,20 +86,23 @@ def load(path):
         out[k] = [list(a[i:i + cols]) for i in range(0, len(a), cols)]
     return out
 a, b = load(sys.argv[1]), load(sys.argv[2])
-assert sorted(a) == sorted(b), (sorted(a), sorted(b))
+c = load(sys.argv[3]) if len(sys.argv) > 3 else a
+assert sorted(a) == sorted(b) == sorted(c), (sorted(a), sorted(b), sorted(c))
+beyond = 0
 for k in a:
     if k.endswith(".keys"):
         continue
-    x, y = a[k], b[k]
+    x, y, z = a[k], b[k], c[k]
     keys = k[:-len(".weight")] + ".keys"
     if keys in a:  # embedding rows: matched by key
-        assert sorted(a[keys]) == sorted(b[keys]), k
-        x = [r for _, r in sorted(zip(a[keys], x))]
-        y = [r for _, r in sorted(zip(b[keys], y))]
-    assert len(x) == len(y) > 0, (k, len(x), len(y))
-    for rx, ry in zip(x, y):
-        for u, v in zip(rx, ry):
-            assert abs(u - v) <= 1e-4 + 1e-3 * abs(u), (k, u, v)
-print(len(a), "tensors alike")
+        assert sorted(a[keys]) == sorted(b[keys]) == sorted(c[keys]), k
+        x, y, z = ([r for _, r in sorted(zip(t[keys], t[k]))] for t in (a, b, c))
+    assert len(x) == len(y) == len(z) > 0, (k, len(x), len(y), len(z))
+    for rx, ry, rz in zip(x, y, z):
+        for u, v, w in zip(rx, ry, rz):
+            tol = 1e-4 + 1e-3 * abs(u)
+            beyond += abs(u - v) > tol
+            assert abs(u - v) <= tol + 2 * abs(u - w), (k, u, v, w)
+print(len(a), "tensors alike,", beyond, "elements beyond 1e-4 + 1e-3 relative")
 PY
 }
