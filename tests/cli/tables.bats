@@ -189,11 +189,11 @@ json.dump(p,open(sys.argv[2],"w"))' "$TESTDATA/plans/plan-dist-2w1s.json" "$TMP/
     [ "$(tables_figures "$TMP/o1.ndjson")" = "$(tables_figures "$TMP/d1.ndjson")" ]
     for d in 2 3; do
         p=$((d - 1))
-        # two epochs: the second epoch's admitted share counts its own lookups
+        # day 3 in two epochs: the second epoch's admitted share counts its own lookups
         "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s$d" --continue-from "$TMP/o$p" --expire-after-days 1 \
-            --epochs 2 --checkpoint "$TMP/o$d" --export "$TMP/o$d.st" --metrics "$TMP/o$d.ndjson" 2> "$TMP/o$d.err"
+            --epochs $p --checkpoint "$TMP/o$d" --export "$TMP/o$d.st" --metrics "$TMP/o$d.ndjson" 2> "$TMP/o$d.err"
         timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s$d" \
-            --continue-from "$TMP/d$p" --expire-after-days 1 --epochs 2 --checkpoint "$TMP/d$d" \
+            --continue-from "$TMP/d$p" --expire-after-days 1 --epochs $p --checkpoint "$TMP/d$d" \
             --export "$TMP/d$d.st" --metrics "$TMP/d$d.ndjson" 2> "$TMP/d$d.err"
         same_losses "$TMP/o$d.ndjson" "$TMP/d$d.ndjson"
         cmp "$TMP/o$d.st" "$TMP/d$d.st"
