@@ -12,6 +12,9 @@
 /* TAG_PEEK: a fetch during evaluation, which creates no rows */
 /* TAG_DUMP: the lead asks for every row a server holds (--export) */
 enum { TAG_FETCH = 11, TAG_ROWS, TAG_PUSH, TAG_ACK, TAG_SAVE, TAG_DONE, TAG_PEEK, TAG_DUMP };
+/* TAG_STATS: the lead asks a server for its tables' figures (the metrics),
+ * and the server answers with the same tag */
+enum { TAG_STATS = 40 };
 
 typedef enum { ROLE_WORKER, ROLE_SERVER } dist_role_kind;
 
@@ -40,6 +43,7 @@ typedef struct {
     hps_sparse_grad **merged; /* per layer: the workers' gradients summed */
     uint64_t step;
     uint64_t day;             /* the tables' day (hps-train(1), DAY BY DAY) */
+    hps_table_stats *stats;   /* per layer: the tables' figures when the last step was applied */
 } dist_server;
 
 /* Where a server's step stands: the pushes received, the workers done. */
@@ -185,6 +189,9 @@ void dist_server_free(dist_server *sv);
 int dist_server_handle(hps_dist *d, dist_server *sv, dist_server_state *s, char *msg, size_t n, int from,
                        int tag, hps_error *err);
 void dist_server_state_free(hps_dist *d, dist_server_state *s);
+/* A worker's table_stats hook (hps_train_dist): the lead asks every server
+ * for its tables' figures and sums them per layer; 0 elsewhere. */
+int dist_table_stats(void *ctx, hps_table_stats *per_layer);
 /* Every row of tables (per layer, NULL but for embedding layers) into b,
  * as (layer, slot, key) then dim floats: a server's dump, a replica's. */
 void dist_pack_rows(const hps_model *m, hps_table *const *tables, dist_buf *b);

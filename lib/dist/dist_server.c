@@ -114,6 +114,35 @@ static int parse_push(dist_server *sv, const char *msg, size_t n, part *parts, h
     return 0;
 }
 
+/* The tables' figures at a step's end, which the lead's request (TAG_STATS)
+ * gets: another worker's fetches of the next step may reach this server
+ * before the request does, and must not count in them. */
+static void dist_server_snapshot(dist_server *sv)
+{
+    for (int l = 0; l < sv->m->n_layers; l++)
+        if (sv->tables[l]) hps_table_stats_get(sv->tables[l], &sv->stats[l]);
+}
+
+static void send_stats(hps_dist *d, const dist_server *sv, int to)
+{
+    dist_send(d, sv->stats, (size_t)sv->m->n_layers * sizeof *sv->stats, to, TAG_STATS);
+}
+
+int dist_table_stats(void *ctx, hps_table_stats *per_layer)
+{
+    hps_dist *d = ctx;
+    if (!hps_dist_is_lead(d) || d->servers == 0 || d->replicas || d->shards) return 0;
+    int L = d->m->n_layers;
+    for (int s = 0; s < d->servers; s++) dist_send(d, NULL, 0, d->server_rank[s], TAG_STATS);
+    for (int s = 0; s < d->servers; s++) {
+        size_t n;
+        hps_table_stats *got = (hps_table_stats *)dist_recv(d->server_rank[s], TAG_STATS, &n, NULL, NULL);
+        for (int l = 0; l < L && n == (size_t)L * sizeof *got; l++) hps_table_stats_add(&per_layer[l], &got[l]);
+        free(got);
+    }
+    return 1;
+}
+
 /* The step: each layer's gradients summed in worker order (as the
  * micro-batches of one process are), then one AdaGrad update, as one
  * process updates its tables (hps_table_apply). */
@@ -139,6 +168,7 @@ static int apply_step(hps_dist *d, dist_server *sv, char **pushes, size_t *lens,
     free(parts);
     for (int l = 0; l < L; l++) /* the next step's fetches are a new load */
         if (sv->tables[l]) hps_table_stage_begin(sv->tables[l]);
+    dist_server_snapshot(sv);
     sv->step++;
     d->st.steps++;
     d->st.apply_s += hps_now() - t0;
@@ -197,8 +227,10 @@ void dist_server_create(dist_server *sv, const hps_model *m, const plan_file *pl
     snprintf(sv->plan_digest, sizeof sv->plan_digest, "%s", plan->digest);
     sv->tables = hps_calloc((size_t)m->n_layers, sizeof *sv->tables);
     sv->merged = hps_calloc((size_t)m->n_layers, sizeof *sv->merged);
+    sv->stats = hps_calloc((size_t)m->n_layers, sizeof *sv->stats);
     for (int l = 0; l < m->n_layers; l++)
         if (hps_layer_has_table(&m->layers[l])) sv->tables[l] = hps_train_table_create(m, l, o);
+    dist_server_snapshot(sv);
 }
 
 void dist_server_free(dist_server *sv)
@@ -207,7 +239,7 @@ void dist_server_free(dist_server *sv)
         hps_table_free(sv->tables[l]);
         hps_sparse_grad_free(sv->merged[l]);
     }
-    free(sv->tables), free(sv->merged);
+    free(sv->tables), free(sv->merged), free(sv->stats);
 }
 
 int dist_server_handle(hps_dist *d, dist_server *sv, dist_server_state *s, char *msg, size_t n, int from,
@@ -218,6 +250,7 @@ int dist_server_handle(hps_dist *d, dist_server *sv, dist_server_state *s, char 
     if (tag == TAG_FETCH || tag == TAG_PEEK) rc = serve_rows(d, sv, msg, n, from, tag == TAG_PEEK, err);
     else if (tag == TAG_SAVE) rc = dist_save_server(d, sv, err);
     else if (tag == TAG_DUMP) dump_rows(d, sv, from);
+    else if (tag == TAG_STATS) send_stats(d, sv, from);
     else if (tag == TAG_DONE) s->done++;
     free(msg);
     return rc;
@@ -234,6 +267,7 @@ static int serve(hps_dist *d, dist_server *sv, hps_error *err)
     if (sv->o.resume && sv->o.ckpt_dir && dist_resume_server(d, sv, &found, err)) return -1;
     /* --continue-from: a new day, unless --resume found this day's own checkpoint */
     if (sv->o.continue_from && !found && dist_continue_server(d, sv, err)) return -1;
+    dist_server_snapshot(sv); /* the day's tables as loaded */
     dist_server_state s = {0};
     int rc = 0;
     while (rc == 0 && s.done < d->workers) {

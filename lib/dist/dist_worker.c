@@ -359,6 +359,7 @@ void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_
                                 .reduce_step = d->loop ? loop_reduce_step : reduce_step,
                                 .save = dist_save, .resume = dist_resume, .continue_day = dist_continue,
                                 .gather_params = gather_params, .metrics = metrics,
+                                .table_stats = dist_table_stats,
                                 .exchange_rows = d->replicas ? exchange_rows : NULL,
                                 .remote_rows = !d->replicas, .in_process = 0};
     dist_stages_hook(d, &d->hooks);

@@ -245,6 +245,11 @@ typedef struct {
  *                (this one's among them), valid until the next call; every
  *                process of the stage calls it each step, n = 0 too
  *   metrics      NULL, or figures for the step records
+ *   table_stats  NULL, or where the rows live elsewhere (parameter servers):
+ *                each table's figures there (hps_table_stats, per layer,
+ *                summed over the servers) as the last step applied left
+ *                them; returns 1 when it gave them (the lead), 0 where the
+ *                local tables' are the figures
  *   stage_busy   NULL when this process's pipeline times every stage
  * Properties of where the rows live:
  *   remote_rows  the local tables only map keys to rows: each load tracks the
@@ -273,6 +278,7 @@ typedef struct {
     int (*exchange_rows)(void *ctx, int layer, const hps_row_key *keys, const float *grad, int64_t n,
                          hps_row_grads *out, hps_error *err);
     json_t *(*metrics)(void *ctx);
+    int (*table_stats)(void *ctx, hps_table_stats *per_layer);
     double (*stage_busy)(void *ctx, int stage);
     int remote_rows, in_process;
 } hps_train_dist;

@@ -437,8 +437,9 @@ int hps_trainer_continue(hps_trainer *t, const char *path, hps_error *err)
     t->owner->adam_t = (int)c.state[5];
     t->day = c.day[0] + 1, t->day_start = t->step;
     train_day_steps(t);
-    /* a worker's tables only map keys: its servers say what they expired */
+    /* a worker's tables only map keys: the lead says what its servers expired */
     hps_tables_next_day(t->m, t->tables, t->day, t->o.expire_after_days, !t->remote_rows);
+    if (t->remote_rows) train_metrics_day(t);
     hps_log(2, "%s: continuing %s: day %llu, from step %llu\n", hps_progname(), file,
             (unsigned long long)t->day, (unsigned long long)t->step);
     return 0;
@@ -450,10 +451,7 @@ void hps_tables_next_day(const hps_model *m, hps_table *const *tables, uint64_t 
     for (int l = 0; l < m->n_layers; l++) {
         if (!tables[l]) continue;
         int64_t gone = hps_table_start_day(tables[l], day, expire_after_days);
-        if (gone && say)
-            hps_log(2, "%s: day %llu: embedding layer '%s': %lld rows untouched for %d days expired\n",
-                    hps_progname(), (unsigned long long)day, m->layers[l].name, (long long)gone,
-                    expire_after_days);
+        if (gone && say) train_say_expired(m, l, day, gone, expire_after_days);
     }
 }
 

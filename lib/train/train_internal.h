@@ -88,6 +88,10 @@ void train_metrics_step(hps_trainer *t, int force);
 void train_metrics_eval(hps_trainer *t);
 void train_metrics_epoch(hps_trainer *t); /* with device rows: their counts at an epoch's end */
 void train_metrics_summary(hps_trainer *t);
+/* A day continued on tables that live elsewhere (parameter servers): the
+ * rows they expired, said as one process says its own (train_say_expired). */
+void train_metrics_day(hps_trainer *t);
+void train_say_expired(const hps_model *m, int layer, uint64_t day, int64_t gone, int expire_after_days);
 void train_progress(hps_trainer *t, hps_source *src, int final);
 
 /* ---- safetensors, written (train_ckpt.c) and patched (train_delta.c) ------- */

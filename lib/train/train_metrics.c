@@ -202,21 +202,31 @@ static json_t *rows_json(const hps_trainer *t)
     return a;
 }
 
-/* Each table's figures: with since (per layer: lookups, admitted), the
- * admitted share of the lookups after it, else of all. */
-static json_t *tables_json(const hps_trainer *t, uint64_t (*since)[2])
+/* Each table's figures where its rows live: the servers' (summed over
+ * them, as the last step applied left them) when the hooks give them, else
+ * this process's tables; asked only where the records go.  Per layer,
+ * zero but for embedding layers. */
+static hps_table_stats *tables_stats(hps_trainer *t)
+{
+    hps_table_stats *s = hps_calloc((size_t)t->m->n_layers, sizeof *s);
+    if (t->metrics && t->hooks->table_stats && t->hooks->table_stats(t->hooks->ctx, s)) return s;
+    for (int l = 0; l < t->m->n_layers; l++)
+        if (t->tables[l]) hps_table_stats_get(t->tables[l], &s[l]);
+    return s;
+}
+
+/* With since (per layer: lookups, admitted), the admitted share of the
+ * lookups after it, else of all. */
+static json_t *tables_json(const hps_trainer *t, const hps_table_stats *s, uint64_t (*since)[2])
 {
     json_t *a = json_array();
     for (int l = 0; l < t->m->n_layers; l++) {
-        const hps_table *tab = t->tables[l];
-        if (!tab) continue;
-        uint64_t lookups, admitted;
-        hps_table_lookups(tab, &lookups, &admitted);
+        if (!t->tables[l]) continue;
+        uint64_t lookups = (uint64_t)s[l].lookups, admitted = (uint64_t)s[l].admitted;
         if (since) lookups -= since[l][0], admitted -= since[l][1];
         json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:f}", "layer", t->m->layers[l].name, "rows",
-                              (json_int_t)hps_table_rows(tab), "evictions",
-                              (json_int_t)hps_table_evictions(tab), "expired",
-                              (json_int_t)hps_table_expired(tab), "mib", hps_table_bytes(tab) / 1048576.0);
+                              (json_int_t)s[l].rows, "evictions", (json_int_t)s[l].evictions, "expired",
+                              (json_int_t)s[l].expired, "mib", (double)s[l].bytes / 1048576.0);
         json_object_set_new(o, "admitted_share",
                             lookups ? hps_json_real((double)admitted / (double)lookups) : json_null());
         json_array_append_new(a, o);
@@ -224,10 +234,17 @@ static json_t *tables_json(const hps_trainer *t, uint64_t (*since)[2])
     return a;
 }
 
-void train_metrics_mark_epoch(hps_trainer *t)
+static void mark_epoch(hps_trainer *t, const hps_table_stats *s)
 {
     for (int l = 0; l < t->m->n_layers; l++)
-        if (t->tables[l]) hps_table_lookups(t->tables[l], &t->epoch_lookups[l][0], &t->epoch_lookups[l][1]);
+        t->epoch_lookups[l][0] = (uint64_t)s[l].lookups, t->epoch_lookups[l][1] = (uint64_t)s[l].admitted;
+}
+
+void train_metrics_mark_epoch(hps_trainer *t)
+{
+    hps_table_stats *s = tables_stats(t);
+    mark_epoch(t, s);
+    free(s);
 }
 
 void train_metrics_epoch(hps_trainer *t)
@@ -242,9 +259,28 @@ void train_metrics_epoch(hps_trainer *t)
                           (json_int_t)t->step);
     if (json_array_size(rows)) json_object_set_new(o, "rows", rows);
     else json_decref(rows);
-    if (admission) json_object_set_new(o, "tables", tables_json(t, t->epoch_lookups));
-    train_metrics_mark_epoch(t);
+    if (admission) {
+        hps_table_stats *s = tables_stats(t);
+        json_object_set_new(o, "tables", tables_json(t, s, t->epoch_lookups));
+        mark_epoch(t, s);
+        free(s);
+    }
     emit(t, o);
+}
+
+void train_say_expired(const hps_model *m, int layer, uint64_t day, int64_t gone, int expire_after_days)
+{
+    hps_log(2, "%s: day %llu: embedding layer '%s': %lld rows untouched for %d days expired\n",
+            hps_progname(), (unsigned long long)day, m->layers[layer].name, (long long)gone, expire_after_days);
+}
+
+void train_metrics_day(hps_trainer *t)
+{
+    hps_table_stats *s = hps_calloc((size_t)t->m->n_layers, sizeof *s);
+    if (t->hooks->table_stats && t->hooks->table_stats(t->hooks->ctx, s))
+        for (int l = 0; l < t->m->n_layers; l++)
+            if (s[l].day_expired) train_say_expired(t->m, l, t->day, s[l].day_expired, t->o.expire_after_days);
+    free(s);
 }
 
 void train_metrics_summary(hps_trainer *t)
@@ -257,7 +293,9 @@ void train_metrics_summary(hps_trainer *t)
                           s->epochs_done, "loss", hps_json_real(s->last_loss), "seconds",
                           hps_json_real(s->seconds), "eval_seconds", hps_json_real(s->eval_seconds),
                           "samples_per_s", hps_json_real(s->samples_per_s));
-    json_object_set_new(o, "tables", tables_json(t, NULL));
+    hps_table_stats *tables = tables_stats(t);
+    json_object_set_new(o, "tables", tables_json(t, tables, NULL));
+    free(tables);
     json_object_set_new(o, "rows", rows_json(t));
     json_object_set_new(o, "day", json_integer((json_int_t)t->day)); /* hps-train(1), DAY BY DAY */
     json_object_update(o, fid);

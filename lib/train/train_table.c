@@ -67,6 +67,7 @@ struct hps_table {
     int64_t *born, n_born, cap_born;  /* the rows admission made in this load (ROW_BORN set) */
     uint32_t *last_day;               /* per row: the day (hps-train run) that last touched it */
     int64_t hand, evictions, expired;
+    int64_t day_expired;              /* removed by the last hps_table_start_day (not saved) */
     uint32_t day;                     /* this run's day: what a lookup stamps */
     size_t max_bytes;
     /* admission (admit_after > 1): the candidates' counts, a bounded
@@ -593,6 +594,20 @@ void hps_table_lookups(const hps_table *t, uint64_t *lookups, uint64_t *admitted
     *admitted = t->admitted;
 }
 
+void hps_table_stats_get(const hps_table *t, hps_table_stats *s)
+{
+    *s = (hps_table_stats){.rows = t->rows, .evictions = t->evictions, .expired = t->expired,
+                           .day_expired = t->day_expired, .lookups = (int64_t)t->lookups,
+                           .admitted = (int64_t)t->admitted, .bytes = (int64_t)hps_table_bytes(t)};
+}
+
+void hps_table_stats_add(hps_table_stats *sum, const hps_table_stats *s)
+{
+    sum->rows += s->rows, sum->evictions += s->evictions, sum->expired += s->expired;
+    sum->day_expired += s->day_expired, sum->lookups += s->lookups, sum->admitted += s->admitted;
+    sum->bytes += s->bytes;
+}
+
 size_t hps_table_bytes(const hps_table *t)
 {
     return (t->cap_rows ? slab_bytes(t, t->cap_rows) : 0) + (t->cand ? hps_table_admission_bytes() : 0);
@@ -620,6 +635,7 @@ static void move_row(hps_table *t, int64_t to, int64_t from)
 int64_t hps_table_start_day(hps_table *t, uint64_t day, int expire_after_days)
 {
     t->day = (uint32_t)day;
+    t->day_expired = 0;
     hps_table_stage_begin(t); /* rows move: no copy of one stays */
     if (expire_after_days <= 0 || t->rows == 0) return 0;
     int64_t kept = 0;
@@ -630,7 +646,7 @@ int64_t hps_table_start_day(hps_table *t, uint64_t day, int expire_after_days)
     }
     int64_t gone = t->rows - kept;
     if (gone == 0) return 0;
-    t->rows = kept, t->hand = 0, t->expired += gone;
+    t->rows = kept, t->hand = 0, t->expired += gone, t->day_expired = gone;
     HPS_CHECK(rehash(t, t->ht_mask + 1) < 0);
     return gone;
 }

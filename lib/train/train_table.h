@@ -109,6 +109,18 @@ int64_t hps_table_expired(const hps_table *t);   /* rows removed by hps_table_st
 /* Training lookups so far, and those that found (or made) a row. */
 void hps_table_lookups(const hps_table *t, uint64_t *lookups, uint64_t *admitted);
 size_t hps_table_bytes(const hps_table *t);      /* allocated now */
+/* A table's figures as the metrics report them (hps-train(1), METRICS:
+ * tables): rows in use, evicted, expired (all days), expired when this day
+ * began, training lookups and those admitted, bytes allocated.  All int64:
+ * a parameter server sends them as they are, and the lead sums its servers'
+ * (hps_table_stats_add). */
+typedef struct {
+    int64_t rows, evictions, expired, day_expired, lookups, admitted, bytes;
+} hps_table_stats;
+#define HPS_TABLE_STATS_N 7
+_Static_assert(sizeof(hps_table_stats) == HPS_TABLE_STATS_N * sizeof(int64_t), "sent as int64s");
+void hps_table_stats_get(const hps_table *t, hps_table_stats *s);
+void hps_table_stats_add(hps_table_stats *sum, const hps_table_stats *s);
 
 /* Every row removed (the counters stay): a worker's map of keys before it
  * takes its servers' rows. */

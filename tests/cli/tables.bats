@@ -151,46 +151,97 @@ PY
     [ "$status" -ne 0 ]
 }
 
-@test "tables: a worker and a server under mpirun export one process's tables, day after day (--continue-from)" {
+# every epoch record's and the summary's tables, a line a table: the
+# figures as they are (rows, evictions, expired, mib, admitted_share)
+tables_figures() {
+    python3 - "$1" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    if r["event"] in ("epoch", "summary") and "tables" in r:
+        for t in r["tables"]:
+            print(r["event"], r.get("epoch", ""), json.dumps(t, sort_keys=True))
+PY
+}
+
+# a plan of one worker (rank 0) and one server (rank 1), into $TMP/1w1s.json
+plan_1w1s() {
+    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["workers"]=p["workers"][:1]
+p["workers"][0]["share"]=1; p["stages"][0]["units"]=1; p["servers"]["ranks"]=[1]
+json.dump(p,open(sys.argv[2],"w"))' "$TESTDATA/plans/plan-dist-2w1s.json" "$TMP/1w1s.json"
+}
+
+@test "tables: a worker and a server under mpirun export one process's tables and report its tables' figures, day after day (--continue-from)" {
     command -v mpirun >/dev/null || skip "mpirun is not installed (make deps: openmpi-bin)"
     built_with_mpi "$HPS_BIN/hps-train" || skip "hps-train was built without Open MPI (make MPI=0)"
     mpi_test_env
     demo=$TESTDATA/models/demo-ctr.json
-    # one worker (rank 0) and one server (rank 1)
-    python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["workers"]=p["workers"][:1]
-p["workers"][0]["share"]=1; p["stages"][0]["units"]=1; p["servers"]["ranks"]=[1]
-json.dump(p,open(sys.argv[2],"w"))' "$TESTDATA/plans/plan-dist-2w1s.json" "$TMP/1w1s.json"
+    plan_1w1s
     for d in 1 2 3; do "$HPS_BIN/hps-shard" -q -m "$demo" -o "$TMP/s$d" "$DAYS/day-0$d"; done
     opts=(--plan "$TMP/1w1s.json" --model "$demo" --threads 1 --admit-after 2 --row-dtype fp16
-          --sparse-optimizer rowwise-adagrad --metrics-interval 0 -q)
-    "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s1" --checkpoint "$TMP/o1" --export "$TMP/o1.st" \
+          --sparse-optimizer rowwise-adagrad --metrics-interval 0)
+    "$HPS_BIN/hps-train" "${opts[@]}" -q --data "$TMP/s1" --checkpoint "$TMP/o1" --export "$TMP/o1.st" \
         --metrics "$TMP/o1.ndjson"
-    timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s1" \
+    timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" -q --data "$TMP/s1" \
         --checkpoint "$TMP/d1" --export "$TMP/d1.st" --metrics "$TMP/d1.ndjson"
     same_losses "$TMP/o1.ndjson" "$TMP/d1.ndjson"
     cmp "$TMP/o1.st" "$TMP/d1.st"
+    [ "$(tables_figures "$TMP/o1.ndjson")" = "$(tables_figures "$TMP/d1.ndjson")" ]
     for d in 2 3; do
         p=$((d - 1))
+        # day 3 in two epochs: the second epoch's admitted share counts its own lookups
         "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s$d" --continue-from "$TMP/o$p" --expire-after-days 1 \
-            --checkpoint "$TMP/o$d" --export "$TMP/o$d.st" --metrics "$TMP/o$d.ndjson"
+            --epochs $p --checkpoint "$TMP/o$d" --export "$TMP/o$d.st" --metrics "$TMP/o$d.ndjson" 2> "$TMP/o$d.err"
         timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s$d" \
-            --continue-from "$TMP/d$p" --expire-after-days 1 --checkpoint "$TMP/d$d" --export "$TMP/d$d.st" \
-            --metrics "$TMP/d$d.ndjson"
+            --continue-from "$TMP/d$p" --expire-after-days 1 --epochs $p --checkpoint "$TMP/d$d" \
+            --export "$TMP/d$d.st" --metrics "$TMP/d$d.ndjson" 2> "$TMP/d$d.err"
         same_losses "$TMP/o$d.ndjson" "$TMP/d$d.ndjson"
         cmp "$TMP/o$d.st" "$TMP/d$d.st"
+        # the servers' tables, as one process's: rows, bytes, admitted share, expired
+        tables_figures "$TMP/o$d.ndjson" > "$TMP/o$d.tables"
+        tables_figures "$TMP/d$d.ndjson" > "$TMP/d$d.tables"
+        diff "$TMP/o$d.tables" "$TMP/d$d.tables"
+        # the expiry line on the lead's stderr, as one process says it
+        diff <(grep 'rows untouched' "$TMP/o$d.err") <(grep 'rows untouched' "$TMP/d$d.err")
     done
     # day 3 expired rows (one process says how many), so the servers did too
     [ "$(json_field "$TMP/o3.ndjson" 'sum(t["expired"] for t in d["tables"])')" -gt 0 ]
+    grep -q "day 3: embedding layer 'emb': [0-9]* rows untouched for 1 days expired" "$TMP/d3.err"
+    python3 -c 'import sys; s = [l.split(" ", 2) for l in open(sys.argv[1])]
+rows = [int(__import__("json").loads(x[2])["rows"]) for x in s]
+share = [__import__("json").loads(x[2])["admitted_share"] for x in s]
+assert len(s) == 3 and min(rows) > 0 and all(0 < a < 1 for a in share), s' "$TMP/d3.tables"
     # a day's checkpoints under mpirun continue under mpirun with the same ranks
-    run timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s2" \
+    run timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" -q --data "$TMP/s2" \
         --continue-from "$TMP/o1"
     [ "$status" -ne 0 ]
     [[ "$output" == *"$TMP/o1: holds the checkpoints of one process"* ]]
     mkdir "$TMP/empty"
-    run timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --data "$TMP/s2" \
+    run timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" -q --data "$TMP/s2" \
         --continue-from "$TMP/empty"
     [ "$status" -ne 0 ]
     [[ "$output" == *"--continue-from: $TMP/empty: holds no committed checkpoint of an mpirun job"* ]]
+}
+
+@test "tables: --admit-after N,SLOT=N under mpirun (a worker and a server) exports one process's tables" {
+    command -v mpirun >/dev/null || skip "mpirun is not installed (make deps: openmpi-bin)"
+    built_with_mpi "$HPS_BIN/hps-train" || skip "hps-train was built without Open MPI (make MPI=0)"
+    mpi_test_env
+    demo=$TESTDATA/models/demo-ctr.json
+    plan_1w1s
+    "$HPS_BIN/hps-shard" -q -m "$demo" -o "$TMP/s1" "$DAYS/day-01"
+    opts=(--plan "$TMP/1w1s.json" --model "$demo" --threads 1 --metrics-interval 0 -q --data "$TMP/s1")
+    "$HPS_BIN/hps-train" "${opts[@]}" --admit-after 2 --export "$TMP/two.st"
+    "$HPS_BIN/hps-train" "${opts[@]}" --admit-after 2,C3=20 --export "$TMP/o.st" --metrics "$TMP/o.ndjson"
+    timeout 120 mpirun --oversubscribe -np 2 "$HPS_BIN/hps-train" "${opts[@]}" --admit-after 2,C3=20 \
+        --export "$TMP/d.st" --metrics "$TMP/d.ndjson"
+    cmp "$TMP/o.st" "$TMP/d.st"
+    [ "$(tables_figures "$TMP/o.ndjson")" = "$(tables_figures "$TMP/d.ndjson")" ]
+    # C3's own threshold holds: fewer of its keys than at 2, the other slots' the same
+    export_keys "$TMP/two.st" | sort > "$TMP/k-two"
+    export_keys "$TMP/d.st" | sort > "$TMP/k-d"
+    [ "$(grep -c '\.C3\.keys ' "$TMP/k-d")" -lt "$(grep -c '\.C3\.keys ' "$TMP/k-two")" ]
+    diff <(grep -v '\.C3\.keys ' "$TMP/k-two") <(grep -v '\.C3\.keys ' "$TMP/k-d")
 }
 
 @test "tables: --row-dtype fp16 and bf16 store rows in half the bytes, export fp32, and a checkpoint keeps the type" {

@@ -1020,6 +1020,9 @@ static void test_table_expiry_by_days(void **state)
     assert_int_equal(hps_table_start_day(t, 3, 1), 1);   /* key 2: untouched on day 2 */
     assert_int_equal(hps_table_rows(t), 1);
     assert_int_equal(hps_table_expired(t), 1);
+    hps_table_stats st; /* what the metrics report, and a server sends its lead */
+    hps_table_stats_get(t, &st);
+    assert_true(st.rows == 1 && st.expired == 1 && st.day_expired == 1);
     assert_int_equal(hps_table_find(t, 0, 1), a);
     assert_int_equal(hps_table_find(t, 0, 2), -1);
     int64_t again = hps_table_lookup(t, 0, 2, 3, &err);
@@ -1028,6 +1031,12 @@ static void test_table_expiry_by_days(void **state)
     /* no expiry: days only stamp */
     assert_int_equal(hps_table_start_day(t, 30, 0), 0);
     assert_int_equal(hps_table_rows(t), 2);
+    /* the day's figure is the last day's start alone; the servers' add up */
+    hps_table_stats sum = st;
+    hps_table_stats_get(t, &st);
+    assert_true(st.rows == 2 && st.expired == 1 && st.day_expired == 0 && st.lookups == 4);
+    hps_table_stats_add(&sum, &st);
+    assert_true(sum.rows == 3 && sum.expired == 2 && sum.day_expired == 1 && sum.lookups == 7);
     hps_table_free(t);
 }
 
