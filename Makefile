@@ -17,7 +17,7 @@
 #   make MPI=0      build without Open MPI: hps-train runs as one process only
 #   make golden     rewrite the golden files of tests/cli from this build's output
 #   make bench-plan, bench-jobs, bench-shard, bench-train, bench-dist, bench-fidelity,
-#   bench-cluster, bench-tables   benchmarks, not in make check (tests/bench/README.md)
+#   bench-cluster, bench-tables, bench-planted   benchmarks, not in make check (tests/bench/README.md)
 #   make clean      remove bin/ and every build directory (build, build-*)
 #   make V=1        show the full command lines
 
@@ -153,7 +153,7 @@ DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev libssl-dev zs
 .SECONDARY:
 
 .PHONY: all deps check test asan fuzz fuzz-targets fuzz-cov golden demo install uninstall clean FORCE \
-        bench-plan bench-jobs bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy check-policy bench-fidelity bench-tables
+        bench-plan bench-jobs bench-shard bench-train bench-dist check-cluster bench-cluster plan-policy check-policy bench-fidelity bench-tables bench-planted
 all: $(BINS)
 
 $(CONFIG_STAMP): FORCE
@@ -349,7 +349,7 @@ bench-plan: all $(BUILD)/bench/bench_plan
 bench-jobs: all $(BUILD)/bench/bench_jobs
 	@HPS_BENCH_JOBS=$(CURDIR)/$(BUILD)/bench/bench_jobs tests/bench/$@.sh $(CURDIR)/$(BIN)
 
-bench-shard bench-train bench-fidelity bench-tables: all
+bench-shard bench-train bench-fidelity bench-tables bench-planted: all
 	@tests/bench/$@.sh $(CURDIR)/$(BIN)
 
 # bench-dist slows a rank with the test build's --slowdown
