@@ -8,8 +8,10 @@
 
 /* ---- the cost model's parts ----------------------------------------------- */
 
-/* The memory part of the law: where the rows live, the working set. */
-void plan_stage_memory(const plan_problem *p, int first, int end, int type, plan_law *law);
+/* The memory part of the law: where the rows live, the working set; with
+ * shards, the rows in HBM sharded over the units (plan_law_shard), least_units
+ * 0 when no count within max_units holds them. */
+void plan_stage_memory(const plan_problem *p, int first, int end, int type, int shards, plan_law *law);
 /* The fewest units and servers carrying `level`, the units within
  * max_units less the servers when the stage is on the servers' type; 0 when
  * none do (or the working set does not fit a unit). */

@@ -16,6 +16,7 @@
 #include "plan/hps_cluster.h"
 #include "plan/hps_plan.h"
 #include "plan/hps_plan_inputs.h"
+#include "plan/plan_internal.h"
 #include "profile/hps_profile.h"
 #include "hps_testlib.h"
 
@@ -555,11 +556,13 @@ static void test_servers_grow_with_tables_and_skew(void **state)
 }
 
 /* At this limit the rows' traffic is more than the NICs carry when every
- * row is pulled from the servers; a cache of the hot rows makes it fit. */
+ * row is pulled from the servers; a cache of the hot rows makes it fit
+ * (on fewer T4s than hold the 93 GiB in shards: 8). */
 static void test_cache_when_only_a_cache_fits(void **state)
 {
     (void)state;
     plan_problem *p = tables_problem(1e11, 0);
+    p->max_units[1] = 7;
     p->max_servers = 2;
     p->server_bpms = 1 * PLAN_GBPS_TO_BPMS; /* 2 x 125 MB/s; all rows need 400 MB/s */
     p->min_throughput = 120000;
@@ -575,6 +578,67 @@ static void test_cache_when_only_a_cache_fits(void **state)
     assert_int_equal(e.stages[0].law.rows, PLAN_ROWS_CACHE);
     assert_true(e.stages[0].law.hit_rate > 0.5 && e.stages[0].law.hit_rate < 1);
     plan_eval_free(&e);
+    plan_problem_free(p);
+}
+
+/* hps-plan(1) MEMORY, hbm in shards: 93 GiB of tables do not fit a 16 GiB
+ * T4, but 1.25 x 93 GiB / k do beside the working set on each of k >= 8
+ * (the least count, found here by the rule); a stage on fewer T4s is
+ * refused shards (it caches), one on 8 or more holds a shard each, and
+ * where shards carry the limit for less the plan takes them (rows hbm,
+ * shards, every unit's memory within its HBM). */
+static void test_shards_when_tables_outgrow_a_unit(void **state)
+{
+    (void)state;
+    plan_problem *p = tables_problem(1e11, 0);
+    double cap = p->mem_bytes[1], shard = 1e11 * PLAN_SERVER_HEADROOM;
+    plan_law law, s;
+    plan_stage_law(p, 0, 2, 1, &law);
+    assert_int_equal(law.rows, PLAN_ROWS_CACHE);
+    assert_true(plan_law_shard(p, &law, &s));
+    assert_int_equal(s.rows, PLAN_ROWS_HBM);
+    assert_true(s.shards && s.fits && s.server_bytes == 0 && s.server_table_bytes == 0);
+    double work = plan_law_mem_bytes(&s, 1) - shard; /* what a unit holds beside its shard */
+    assert_true(fabs(work - (PLAN_UNIT_RESERVE + 1e7 + 5e7)) < 1);
+    int least = 1;
+    while (work + shard / least > cap) least++;
+    assert_int_equal(least, 8);
+    assert_int_equal(s.least_units, least);
+    assert_true(plan_law_mem_bytes(&s, least) <= cap && plan_law_mem_bytes(&s, least - 1) > cap);
+    /* at any level: no fewer units than hold the shards */
+    plan_option o;
+    law.pick = PLAN_PICK_SHARDS;
+    assert_true(plan_stage_at_level(p, &law, 1, 1, &o));
+    assert_true(o.shards && o.units == least && o.servers == 0);
+    /* the all-to-alls' (k - 1) / k of the exchange's bytes, both ways, and the owners' adds */
+    assert_true(s.replica_bytes == 2 * p->sparse_bytes[0] * p->exchange_bytes_share);
+    assert_true(s.sync_ms > law.sync_ms && s.hop_ms >= law.hop_ms);
+    /* too few T4s to hold them: no shards */
+    p->max_units[1] = least - 1;
+    assert_false(plan_law_shard(p, &law, &s));
+    assert_false(plan_stage_at_level(p, &law, 1, 1, &o));
+    /* two servers of 1 Gbit/s: the servers' traffic makes the cache dear */
+    p->max_servers = 2;
+    p->server_bpms = 1 * PLAN_GBPS_TO_BPMS;
+    int sharded = 0;
+    for (double level = 1e5; level <= 3.2e6; level *= 2) {
+        p->min_throughput = level;
+        for (int max = least - 1; max <= 32; max += 32 - least + 1) {
+            p->max_units[1] = max;
+            plan_eval e;
+            solve_exact(p, &e);
+            for (int i = 0; i < e.n_stages; i++) {
+                const plan_stage *st = &e.stages[i];
+                if (!st->shards) continue;
+                assert_true(max >= least && st->units >= least && st->servers == 0);
+                assert_true(st->law.rows == PLAN_ROWS_HBM && st->law.mem_bytes <= cap);
+                assert_true(fabs(st->law.mem_bytes - (work + shard / st->units)) < 1);
+                sharded += e.feasible;
+            }
+            plan_eval_free(&e);
+        }
+    }
+    assert_true(sharded > 0);
     plan_problem_free(p);
 }
 
@@ -1366,6 +1430,7 @@ int main(void)
         cmocka_unit_test(test_servers_take_units_of_their_type),
         cmocka_unit_test(test_servers_grow_with_tables_and_skew),
         cmocka_unit_test(test_cache_when_only_a_cache_fits),
+        cmocka_unit_test(test_shards_when_tables_outgrow_a_unit),
         cmocka_unit_test(test_cache_hit_rate_replays_the_key_stream),
         cmocka_unit_test(test_exact_equals_brute_with_a_cache_of_two_tables),
         cmocka_unit_test(test_nothing_fits_is_an_error),

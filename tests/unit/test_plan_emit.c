@@ -127,6 +127,19 @@ static void test_plan_round_trips(void **state)
     plan_fixture_free(&f);
 }
 
+/* Fewer units of each gpu type than any of its stages' shards need
+ * (plan_law_shard), so that tables too big for one unit are cached. */
+static void too_few_for_shards(plan_problem *p)
+{
+    for (int t = 0; t < p->n_types; t++)
+        for (int i = 0; p->is_gpu[t] && i < p->n_layers; i++)
+            for (int j = i + 1; j <= p->n_layers; j++) {
+                plan_law law, s;
+                plan_stage_law(p, i, j, t, &law);
+                if (plan_law_shard(p, &law, &s) && s.least_units <= p->max_units[t]) p->max_units[t] = s.least_units - 1;
+            }
+}
+
 /* A cache stage's rows reach hps-train: the plan's cache_rows read back. */
 static void test_cache_rows_round_trip(void **state)
 {
@@ -136,6 +149,7 @@ static void test_cache_rows_round_trip(void **state)
                       HPS_TESTDATA "/profiles/demo-ctr.json", 500000);
     for (int t = 0; t < f.p->n_types; t++)
         if (f.p->is_gpu[t]) f.p->mem_bytes[t] = 1 * PLAN_GIB; /* 1.2 GiB of tables and working set: a cache */
+    too_few_for_shards(f.p);
     plan_result r;
     plan_eval e;
     plan_layout l;
