@@ -522,14 +522,25 @@ int plan_problem_check_memory(plan_problem *p, hps_error *err)
                             "layer '%s': a working set of %.1f GiB (parameters, optimizer state, "
                             "activations) fits no unit; the largest holds %.1f GiB",
                             p->layer_names[l], (p->work_bytes[l] + PLAN_UNIT_RESERVE) / PLAN_GIB, biggest / PLAN_GIB);
-        double servers_hold = p->server_mem * p->max_servers / PLAN_SERVER_HEADROOM;
-        if (p->table_bytes[l] > 0 && p->server_mem > 0 && p->table_bytes[l] > servers_hold &&
+        /* or in shards over the units of a gpu type (plan_law_shard) */
+        double servers_hold = p->server_mem * p->max_servers / PLAN_SERVER_HEADROOM, shards_hold = 0;
+        int sharded = 0;
+        for (int t = 0; t < T; t++) {
+            plan_law law;
+            plan_stage_memory(p, l, l + 1, t, 1, &law);
+            sharded |= law.shards;
+            if (p->is_gpu[t] && law.fits && p->max_units[t] > 1)
+                shards_hold = fmax(shards_hold, p->max_units[t] * (p->mem_bytes[t] - law.mem_bytes) / PLAN_SERVER_HEADROOM);
+        }
+        if (p->table_bytes[l] > 0 && p->server_mem > 0 && p->table_bytes[l] > servers_hold && !sharded &&
             p->table_bytes[l] + p->work_bytes[l] + PLAN_UNIT_RESERVE > gpu_biggest)
             return hps_fail(err, HPS_EXIT_RUNTIME,
                             "layer '%s': %.1f GiB of tables and optimizer state do not fit %d servers "
-                            "of %.1f GiB (with %.0f%% headroom) nor one GPU (largest %.1f GiB)",
+                            "of %.1f GiB (with %.0f%% headroom) nor one GPU (largest %.1f GiB) nor a "
+                            "GPU type's units in shards (at most %.1f GiB)",
                             p->layer_names[l], p->table_bytes[l] / PLAN_GIB, p->max_servers,
-                            p->server_mem / PLAN_GIB, 100 * (PLAN_SERVER_HEADROOM - 1), gpu_biggest / PLAN_GIB);
+                            p->server_mem / PLAN_GIB, 100 * (PLAN_SERVER_HEADROOM - 1), gpu_biggest / PLAN_GIB,
+                            shards_hold / PLAN_GIB);
     }
     return 0;
 }

@@ -153,7 +153,7 @@ for r in c["resources"]:
 json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/small.json"
     run plan -m $M/big-ctr.json -c "$TMP/small.json" -p $P/big-ctr.json --min-throughput 100000 -o "$TMP/plan.json"
     [ "$status" -eq 1 ]
-    [ "$output" = "hps-plan: error: layer 'emb': 1024.0 GiB of tables and optimizer state do not fit 4 servers of 128.0 GiB (with 25% headroom) nor one GPU (largest 40.0 GiB)" ]
+    [ "$output" = "hps-plan: error: layer 'emb': 1024.0 GiB of tables and optimizer state do not fit 4 servers of 128.0 GiB (with 25% headroom) nor one GPU (largest 40.0 GiB) nor a GPU type's units in shards (at most 252.8 GiB)" ]
     [ ! -e "$TMP/plan.json" ]
 }
 

@@ -634,6 +634,7 @@ static void test_shards_when_tables_outgrow_a_unit(void **state)
                 assert_true(st->law.rows == PLAN_ROWS_HBM && st->law.mem_bytes <= cap);
                 assert_true(fabs(st->law.mem_bytes - (work + shard / st->units)) < 1);
                 sharded += e.feasible;
+                if (e.feasible) print_message("# %.0f samples/s: shards on %d T4s\n", level, st->units);
             }
             plan_eval_free(&e);
         }
@@ -857,8 +858,24 @@ static void test_nothing_fits_is_an_error(void **state)
     p = tables_problem(2e13, 0);
     assert_int_equal(plan_problem_check_memory(p, &err), -1);
     assert_string_equal(err.msg, "layer 'emb': 18626.5 GiB of tables and optimizer state do not fit 64 "
-                                 "servers of 128.0 GiB (with 25% headroom) nor one GPU (largest 16.0 GiB)");
+                                 "servers of 128.0 GiB (with 25% headroom) nor one GPU (largest 16.0 GiB) "
+                                 "nor a GPU type's units in shards (at most 396.6 GiB)");
     assert_int_equal(p->fits[1 * 2 + 1], 1);
+    plan_problem_free(p);
+    /* 93 GiB that two servers of 8 GiB do not hold, 8 or more T4s do in shards: a plan */
+    p = tables_problem(1e11, 0);
+    p->server_mem = 8 * PLAN_GIB, p->max_servers = 2;
+    p->min_throughput = 1000;
+    assert_int_equal(plan_problem_check_memory(p, &err), 0);
+    plan_eval e;
+    solve_exact(p, &e);
+    assert_true(e.feasible && e.stages[0].shards && e.stages[0].units >= 8);
+    plan_eval_free(&e);
+    p->max_units[1] = 7;
+    assert_int_equal(plan_problem_check_memory(p, &err), -1);
+    assert_string_equal(err.msg, "layer 'emb': 93.1 GiB of tables and optimizer state do not fit 2 "
+                                 "servers of 8.0 GiB (with 25% headroom) nor one GPU (largest 16.0 GiB) "
+                                 "nor a GPU type's units in shards (at most 86.7 GiB)");
     plan_problem_free(p);
 }
 
