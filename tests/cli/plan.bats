@@ -144,6 +144,41 @@ PY
     golden_check "$GOLDEN/big-ctr-aws.table" "$TMP/out"
 }
 
+@test "plan: tables that outgrow one GPU go to shards over its units, rows_split shards, each shard within its memory" {
+    gpu_mem() { # lab.json with T4s of $1 GiB, at most $2 of them
+        python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+for r in c["resources"]:
+    if r["name"] == "gpu-t4": r["mem_gib"], r["max_units"] = float(sys.argv[3]), int(sys.argv[4])
+json.dump(c, open(sys.argv[2], "w"))' $C/lab.json "$TMP/lab.json" "$@"
+    }
+    gpu_mem 1 8 # demo-ctr's 1.2 GiB of tables and working set: two T4s hold them, 0.97 GiB each
+    run plan -m $M/demo-ctr.json -c "$TMP/lab.json" -p $P/demo-ctr.json --min-throughput 100000 -a exact -o "$TMP/plan.json"
+    [ "$status" -eq 0 ]
+    python3 - "$TMP/plan.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))["stages"][0]
+assert s["rows"] == "hbm" and s["rows_split"] == "shards" and s["executed_as"] == "hbm", s
+assert s["units"] >= 2 and s["servers"] == 0, s
+m = s["memory"]
+assert m["used_bytes"] <= m["capacity_bytes"], m
+EOF
+    run plan show "$TMP/plan.json" -f table
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"hbm 2 shards  <- bottleneck"* ]]
+    # one T4 at most: its tables behind a cache
+    gpu_mem 1 1
+    run plan -m $M/demo-ctr.json -c "$TMP/lab.json" -p $P/demo-ctr.json --min-throughput 100000 -a exact -f json
+    [ "$status" -eq 0 ]
+    python3 -c 'import json, sys; s = json.loads(sys.argv[1])["stages"][0]; assert s["rows"] == "cache" and s["rows_split"] is None, s' "$output"
+    # tables that fit one T4: replicas
+    gpu_mem 2 8
+    run plan -m $M/demo-ctr.json -c "$TMP/lab.json" -p $P/demo-ctr.json --min-throughput 100000 -a exact -f json
+    [ "$status" -eq 0 ]
+    python3 -c 'import json, sys; s = json.loads(sys.argv[1])["stages"][0]; assert s["rows"] == "hbm" and s["rows_split"] == "replicas", s' "$output"
+}
+
 @test "plan: tables that fit nowhere are one clear error, status 1, no output" {
     python3 -c '
 import json, sys
