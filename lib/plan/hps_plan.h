@@ -286,12 +286,14 @@ typedef struct {
     double coloc_bpms; /* then: the NIC its servers share with the units */
     /* where provisioning may put the stage's rows: PLAN_PICK_ANY (each
      * level the cheapest way), or only on servers apart (of their own),
-     * beside its units, or in HBM shards over its units (plan_law_shard);
-     * plan_evaluate tries each stage every way it has */
+     * beside its units, in HBM shards over its units (plan_law_shard), or,
+     * for rows that fit one unit, in its HBM whole (else they go to the
+     * servers: plan_law_servers); plan_evaluate tries each stage every way
+     * it has */
     int pick;
 } plan_law;
 
-enum { PLAN_PICK_ANY, PLAN_PICK_APART, PLAN_PICK_BESIDE, PLAN_PICK_SHARDS };
+enum { PLAN_PICK_ANY, PLAN_PICK_APART, PLAN_PICK_BESIDE, PLAN_PICK_SHARDS, PLAN_PICK_HBM };
 
 typedef enum { PLAN_ROWS_NONE, PLAN_ROWS_SERVERS, PLAN_ROWS_HBM, PLAN_ROWS_CACHE } plan_rows;
 extern const char *const plan_rows_names[]; /* "none", "servers", "hbm", "cache" */
@@ -337,6 +339,11 @@ int plan_law_colocate(const plan_problem *p, const plan_law *law, int t, plan_la
  * fit one unit, a cpu type, --rows servers, a law already colocated or
  * sharded); out->least_units is the fewest units that hold the shards. */
 int plan_law_shard(const plan_problem *p, const plan_law *law, plan_law *out);
+/* The law of a stage whose rows fit its HBM (rows hbm) with them on the
+ * servers instead, as --rows servers prices them (its embedding layers on
+ * its host's CPU); 0 for any other law.  Where both fit, the objective
+ * chooses (hps-plan(1), MEMORY). */
+int plan_law_servers(const plan_problem *p, const plan_law *law, plan_law *out);
 /* One unit's memory with the law on k units: its working set and rows (a
  * shard of the tables with shards). */
 double plan_law_mem_bytes(const plan_law *law, int units);
@@ -364,6 +371,7 @@ typedef struct {
     double throughput;
     int coloc; /* the servers live on the units' hosts, one a unit; servers is 0 (none billed) */
     int shards; /* the rows live in the units' HBM sharded by key (plan_law_shard); servers is 0 */
+    int on_servers; /* rows that fit HBM live on the servers instead (plan_law_servers) */
 } plan_option;
 /* Transfer time per batch of the link into a stage starting at layer `first`
  * (activations forward, gradients back), or 0 when no link is listed. */
@@ -379,6 +387,7 @@ typedef struct {
     int servers;              /* parameter servers for the stage's rows, billed */
     int coloc;                /* its servers live on its units' hosts instead, one a unit (law.coloc) */
     int shards;               /* its rows live in its units' HBM, sharded by key (law.shards) */
+    int on_servers;           /* rows that fit its HBM live on servers instead (plan_law_servers) */
     int short_of_limit;       /* PLAN_SHORT_STAGE and/or PLAN_SHORT_LINK */
 } plan_stage;
 

@@ -372,7 +372,7 @@ double plan_law_mem_bytes(const plan_law *law, int units)
  * memory holds: the rows with the most lookups of all the stage's tables
  * together (plan_cache_at); or, asked for shards, a shard of them
  * (shard_memory). */
-void plan_stage_memory(const plan_problem *p, int first, int end, int t, int shards, plan_law *law)
+void plan_stage_memory(const plan_problem *p, int first, int end, int t, int way, plan_law *law)
 {
     double work = PLAN_UNIT_RESERVE + p->pre_work[end] - p->pre_work[first];
     if (p->pass_bytes) work += p->pass_bytes[(size_t)first * (p->n_layers + 1) + end];
@@ -387,12 +387,12 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, int sha
     law->shard_bytes = 0;
     law->first = first, law->end = end, law->type = t;
     law->rows = tables > 0 || touched > 0 ? PLAN_ROWS_SERVERS : PLAN_ROWS_NONE;
-    if (shards) {
+    if (way == PLAN_WAY_SHARDS) {
         if (tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers)
             shard_memory(p, t, work, tables, law);
         if (!law->shards) return; /* the caller drops the law */
         h.hit = h.bytes_hit = 1;
-    } else if (tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers) {
+    } else if (way == PLAN_WAY_AUTO && tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers) {
         if (work + tables <= cap) {
             law->rows = PLAN_ROWS_HBM;
             law->hit_rate = h.hit = h.bytes_hit = 1;
@@ -513,7 +513,7 @@ int plan_problem_check_memory(plan_problem *p, hps_error *err)
         int any = 0;
         for (int t = 0; t < T; t++) {
             plan_law law;
-            plan_stage_memory(p, l, l + 1, t, 0, &law);
+            plan_stage_memory(p, l, l + 1, t, PLAN_WAY_AUTO, &law);
             p->fits[l * T + t] = (unsigned char)law.fits;
             any |= law.fits;
         }
@@ -527,7 +527,7 @@ int plan_problem_check_memory(plan_problem *p, hps_error *err)
         int sharded = 0;
         for (int t = 0; t < T; t++) {
             plan_law law;
-            plan_stage_memory(p, l, l + 1, t, 1, &law);
+            plan_stage_memory(p, l, l + 1, t, PLAN_WAY_SHARDS, &law);
             sharded |= law.shards;
             if (p->is_gpu[t] && law.fits && p->max_units[t] > 1)
                 shards_hold = fmax(shards_hold, p->max_units[t] * (p->mem_bytes[t] - law.mem_bytes) / PLAN_SERVER_HEADROOM);

@@ -643,6 +643,53 @@ static void test_shards_when_tables_outgrow_a_unit(void **state)
     plan_problem_free(p);
 }
 
+/* Issue 28: rows that fit a T4 live in its HBM or on servers, whichever
+ * the objective prefers (unless --rows servers forces them there): exact's
+ * plan is the better of the plans with the rows in HBM only (no servers)
+ * and on servers only (--rows servers), and takes its way; over limits and
+ * objectives both ways win somewhere. */
+static void test_rows_that_fit_hbm_go_where_they_cost_less(void **state)
+{
+    (void)state;
+    int in_hbm = 0, on_servers = 0;
+    for (double level = 1e5; level <= 3.2e6; level *= 2)
+        for (int obj = 0; obj < 4; obj++) {
+            plan_problem *p = tables_problem(1e9, 0); /* 0.93 GiB of tables */
+            p->min_throughput = level;
+            p->objective = (plan_objective)obj;
+            p->max_units[1] = 8;
+            double v[2];
+            int ok[2];
+            for (int only = 0; only < 2; only++) { /* 0: HBM only, 1: servers only */
+                p->max_servers = only ? 64 : 0, p->separate_servers = !only, p->rows_on_servers = only;
+                plan_eval e;
+                solve_exact(p, &e);
+                v[only] = e.objective, ok[only] = e.feasible;
+                plan_eval_free(&e);
+            }
+            p->max_servers = 64, p->separate_servers = 0, p->rows_on_servers = 0;
+            plan_eval e;
+            solve_exact(p, &e);
+            if (ok[0] || ok[1]) {
+                double best = !ok[1] || (ok[0] && v[0] <= v[1]) ? v[0] : v[1];
+                assert_true(e.feasible && fabs(e.objective - best) <= 1e-9 * best);
+                int gpu = e.n_stages == 1 && e.stages[0].type == 1;
+                if (gpu && ok[0] && (!ok[1] || v[0] < v[1] * (1 - 1e-9))) {
+                    assert_true(e.stages[0].law.rows == PLAN_ROWS_HBM && !e.stages[0].on_servers);
+                    in_hbm++;
+                }
+                if (gpu && ok[1] && (!ok[0] || v[1] < v[0] * (1 - 1e-9))) {
+                    assert_true(e.stages[0].law.rows == PLAN_ROWS_SERVERS && e.stages[0].on_servers);
+                    on_servers++;
+                }
+            }
+            plan_eval_free(&e);
+            plan_problem_free(p);
+        }
+    print_message("# rows that fit a T4: %d plans keep them in HBM, %d on servers\n", in_hbm, on_servers);
+    assert_true(in_hbm > 0 && on_servers > 0);
+}
+
 /* The cache's rule against a replay of a key stream: two embedding layers,
  * a small hot table (1000 rows, 4 keys a sample) and a big one (200000 and
  * 20000 rows), keys drawn from Zipf laws.  A cache of C rows keeps the C
@@ -1448,6 +1495,7 @@ int main(void)
         cmocka_unit_test(test_servers_grow_with_tables_and_skew),
         cmocka_unit_test(test_cache_when_only_a_cache_fits),
         cmocka_unit_test(test_shards_when_tables_outgrow_a_unit),
+        cmocka_unit_test(test_rows_that_fit_hbm_go_where_they_cost_less),
         cmocka_unit_test(test_cache_hit_rate_replays_the_key_stream),
         cmocka_unit_test(test_exact_equals_brute_with_a_cache_of_two_tables),
         cmocka_unit_test(test_nothing_fits_is_an_error),

@@ -60,6 +60,7 @@ static void test_plan_round_trips(void **state)
     plan_fixture f;
     plan_fixture_load(&f, HPS_TESTDATA "/models/demo-ctr.json", HPS_TESTDATA "/clusters/aws.json",
                       HPS_TESTDATA "/profiles/demo-ctr.json", 1000000);
+    f.p->max_servers = 0, f.p->separate_servers = 1; /* its rows in HBM: its layers all on its GPUs */
     plan_result r;
     plan_eval e;
     plan_layout l;
@@ -229,10 +230,18 @@ static void test_servers_are_not_the_bottleneck(void **state)
     plan_result r;
     plan_eval e;
     plan_layout l;
-    exact_plan(&f, HPS_TESTDATA "/clusters/aws.json", 1000000, &r, &e, &l);
+    plan_fixture_load(&f, HPS_TESTDATA "/models/demo-ctr.json", HPS_TESTDATA "/clusters/aws.json",
+                      HPS_TESTDATA "/profiles/demo-ctr.json", 1000000);
+    f.p->separate_servers = 1; /* servers of their own, as few as carry it (beside, one a unit) */
+    solve_plan(&f, 0, &r, &e, &l);
+    assert_true(l.n_servers > 0);
     double per_server = f.c->server_gbps * 1.25e8;
     assert_true(l.server_bytes_per_s <= l.n_servers * per_server);
-    assert_true(l.server_bytes_per_s > (l.n_servers - 1) * per_server);
+    /* and one fewer would not (the hottest key's share on one of them) */
+    const plan_stage *st = &e.stages[0];
+    assert_true(e.n_stages == 1 && st->servers == l.n_servers && st->law.server_table_bytes > 0);
+    assert_true(plan_servers_throughput(f.p, &st->law, st->servers) >= e.throughput * (1 - 1e-9));
+    assert_true(plan_servers_throughput(f.p, &st->law, st->servers - 1) < e.throughput);
     assert_true(l.cross_node_bytes < 0); /* no nodes: no placement */
     plan_layout_free(&l);
     plan_eval_free(&e);
