@@ -95,7 +95,8 @@ sv = p["servers"]
 assert sv["ranks"] == list(range(len(w), len(w) + sv["count"]))
 assert sv["count"] == sum(st["servers"] for st in p["stages"])
 assert sv["count"] >= 1 or all(st["rows"] in ("none", "hbm") for st in p["stages"])
-assert abs(sv["cost_per_hour"] - sv["count"] * sv["price_per_hour"]) < 1e-9
+beside = sum(st["servers"] for st in p["stages"] if st["servers_beside"])  # on the units' hosts: not billed
+assert abs(sv["cost_per_hour"] - (sv["count"] - beside) * sv["price_per_hour"]) < 1e-9
 assert sv["type"] == "cpu-r5" and sv["memory"]["capacity_bytes"] == 128 << 30
 assert sv["routing"]["rule"] == "mix64-mod" and sv["routing"]["key"] == "key"
 s = p["search"]
@@ -469,8 +470,8 @@ rank 1=localhost slot=1" ]
     [ "$status" -eq 0 ]
     [ "$(echo "$output" | grep -cE '^(emb|concat|fc1|fc2|fc3|out|loss) ')" -eq 7 ]
     [[ "$output" == *"cpu-c5"*"gpu-a100"* ]]
-    # and where each stage's rows live
-    [[ "$output" == *$'\nstage 0 (emb..loss on gpu-a100): rows hbm'* ]]
+    # and where each stage's rows live (on servers beside the A100s: the replicas' exchange costs more)
+    [[ "$output" == *$'\nstage 0 (emb..loss on gpu-a100): rows servers 8 beside'* ]]
     run plan --explain "$TMP/plan.json" -c $C/gcp.json
     [ "$status" -eq 2 ]
     [[ "$output" == *"the plan was made for another cluster"* ]]
