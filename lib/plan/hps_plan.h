@@ -254,11 +254,20 @@ typedef struct {
      * servers' compute and 4 latencies (fixed), the worker's packing (scaled) */
     double exchange_ms, exchange_worker_ms;
     double sync_ms;     /* ring allreduce and hbm replicas' rows: times (k - 1) / k */
-    double replica_bytes; /* hbm on k units: the rows' keys and gradients the replicas exchange, a step */
+    /* hbm on k units: the rows' keys and gradients the replicas exchange, a
+     * step; with shards, what the all-to-alls carry (keys, rows, gradients) */
+    double replica_bytes;
     /* memory: where the stage's embedding rows live, one unit's working set */
     int rows;           /* plan_rows */
-    int fits;           /* the working set fits one unit */
-    double mem_bytes, hit_rate;
+    /* rows hbm sharded over the units by key (rows_split: shards in
+     * hps-plan(5); plan_law_shard): the fewest units whose HBM holds
+     * shard_bytes / k each beside the working set, and shard_bytes, the
+     * tables with the servers' headroom, which the units hold between them */
+    int shards, least_units;
+    double shard_bytes;
+    int first, end, type; /* the stage it is the law of: layers [first, end) on type */
+    int fits;           /* the working set fits one unit (with shards: at least_units) */
+    double mem_bytes, hit_rate; /* with shards: a unit's at least_units (plan_law_mem_bytes) */
     double cache_rows;  /* with a cache: the rows it holds, all tables together */
     /* with a cache: bytes a batch's misses move over the host link (each
      * missed row fetched, a row written back), and the ms they take */
@@ -275,13 +284,16 @@ typedef struct {
      * (plan_law_colocate): its times are charged for the core each takes */
     int coloc;
     double coloc_bpms; /* then: the NIC its servers share with the units */
-    /* where provisioning may put the stage's servers: PLAN_PICK_ANY (each
-     * level the cheaper), or only apart (of their own) or beside its units;
-     * plan_evaluate tries each stage both ways */
+    /* where provisioning may put the stage's rows: PLAN_PICK_ANY (each
+     * level the cheapest way), or only on servers apart (of their own),
+     * beside its units, in HBM shards over its units (plan_law_shard), or,
+     * for rows that fit one unit, in its HBM whole (else they go to the
+     * servers: plan_law_servers); plan_evaluate tries each stage every way
+     * it has */
     int pick;
 } plan_law;
 
-enum { PLAN_PICK_ANY, PLAN_PICK_APART, PLAN_PICK_BESIDE };
+enum { PLAN_PICK_ANY, PLAN_PICK_APART, PLAN_PICK_BESIDE, PLAN_PICK_SHARDS, PLAN_PICK_HBM };
 
 typedef enum { PLAN_ROWS_NONE, PLAN_ROWS_SERVERS, PLAN_ROWS_HBM, PLAN_ROWS_CACHE } plan_rows;
 extern const char *const plan_rows_names[]; /* "none", "servers", "hbm", "cache" */
@@ -318,6 +330,23 @@ double plan_servers_throughput(const plan_problem *p, const plan_law *law, int n
  * plan_servers_throughput of a colocated law is that of n servers beside
  * n units. */
 int plan_law_colocate(const plan_problem *p, const plan_law *law, int t, plan_law *out);
+/* The stage's law with its rows in HBM sharded over its units by key
+ * (hps-plan(1), MEMORY; hps-train runs it as rows_split: shards): where its
+ * tables do not fit one unit beside the working set but 1.25 x tables / k
+ * do on each of k units of a gpu type, k within max_units.  Each step the
+ * units exchange the keys their slices touch, the rows and the rows'
+ * gradients all-to-all (COST MODEL).  0 when that is not so (tables that
+ * fit one unit, a cpu type, --rows servers, a law already colocated or
+ * sharded); out->least_units is the fewest units that hold the shards. */
+int plan_law_shard(const plan_problem *p, const plan_law *law, plan_law *out);
+/* The law of a stage whose rows fit its HBM (rows hbm) with them on the
+ * servers instead, as --rows servers prices them (its embedding layers on
+ * its host's CPU); 0 for any other law.  Where both fit, the objective
+ * chooses (hps-plan(1), MEMORY). */
+int plan_law_servers(const plan_problem *p, const plan_law *law, plan_law *out);
+/* One unit's memory with the law on k units: its working set and rows (a
+ * shard of the tables with shards). */
+double plan_law_mem_bytes(const plan_law *law, int units);
 /* With law colocated on t: the fewest units whose hosts hold its servers'
  * tables (0 when none within max_units do). */
 int plan_coloc_least_units(const plan_problem *p, const plan_law *law, int t);
@@ -341,6 +370,8 @@ typedef struct {
     int units, servers;
     double throughput;
     int coloc; /* the servers live on the units' hosts, one a unit; servers is 0 (none billed) */
+    int shards; /* the rows live in the units' HBM sharded by key (plan_law_shard); servers is 0 */
+    int on_servers; /* rows that fit HBM live on the servers instead (plan_law_servers) */
 } plan_option;
 /* Transfer time per batch of the link into a stage starting at layer `first`
  * (activations forward, gradients back), or 0 when no link is listed. */
@@ -355,6 +386,8 @@ typedef struct {
     int best_units;
     int servers;              /* parameter servers for the stage's rows, billed */
     int coloc;                /* its servers live on its units' hosts instead, one a unit (law.coloc) */
+    int shards;               /* its rows live in its units' HBM, sharded by key (law.shards) */
+    int on_servers;           /* rows that fit its HBM live on servers instead (plan_law_servers) */
     int short_of_limit;       /* PLAN_SHORT_STAGE and/or PLAN_SHORT_LINK */
 } plan_stage;
 

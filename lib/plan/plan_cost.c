@@ -47,7 +47,47 @@ static double replica_bytes(const plan_problem *p, int first, int end)
     return rows * (sizeof(uint64_t) * 2) + grads;
 }
 
+/* The bytes the shards of an hbm stage exchange a step, each unit's: the
+ * keys of the distinct rows its slice touches to their owners, the rows
+ * back, the rows' gradients to the owners again (an all-to-all each), the
+ * content of a step's exchange with servers (2 E x, its keys included), of
+ * which (k - 1) / k is owned by the others; a slice touches at most the
+ * batch's distinct rows, so this is at most what each unit sends. */
+static double shard_bytes(const plan_problem *p, int first, int end)
+{
+    return 2 * (p->pre_sparse[end] - p->pre_sparse[first]) * p->exchange_bytes_share;
+}
+
+static void stage_law(const plan_problem *p, int first, int end, int t, int way, plan_law *law);
+
 void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *law)
+{
+    stage_law(p, first, end, t, PLAN_WAY_AUTO, law);
+}
+
+int plan_law_servers(const plan_problem *p, const plan_law *law, plan_law *out)
+{
+    if (law->rows != PLAN_ROWS_HBM || law->shards || law->coloc || law->end <= law->first) return 0;
+    int pick = law->pick;
+    stage_law(p, law->first, law->end, law->type, PLAN_WAY_SERVERS, out);
+    out->pick = pick;
+    return 1;
+}
+
+int plan_law_shard(const plan_problem *p, const plan_law *law, plan_law *out)
+{
+    if (law->shards || law->coloc || law->rows == PLAN_ROWS_HBM || law->rows == PLAN_ROWS_NONE ||
+        law->end <= law->first)
+        return 0;
+    plan_law s;
+    stage_law(p, law->first, law->end, law->type, PLAN_WAY_SHARDS, &s);
+    if (!s.shards) return 0;
+    s.pick = law->pick;
+    *out = s;
+    return 1;
+}
+
+static void stage_law(const plan_problem *p, int first, int end, int t, int way, plan_law *law)
 {
     int L = p->n_layers;
     const double *s = p->pre_serial + (size_t)t * (L + 1), *q = p->pre_parallel + (size_t)t * (L + 1);
@@ -64,7 +104,8 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
     double fixed = f[end] - f[first];
     double cuts = (first > 0 ? p->cut_bytes[first] : 0) + (end < L ? p->cut_bytes[end] : 0);
     double nic = p->nic_bpms[t];
-    plan_stage_memory(p, first, end, t, law);
+    plan_stage_memory(p, first, end, t, way, law);
+    if (way == PLAN_WAY_SHARDS && !law->shards) return;
     int h = p->host_type;
     double host_layers = 0, host_fixed = 0; /* a GPU unit's work on its host's cores */
     if (law->rows == PLAN_ROWS_SERVERS && p->is_gpu[t] && h >= 0) { /* embeddings on the host CPU */
@@ -102,9 +143,20 @@ void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *
      * distinct touched rows, a 16-byte key and the row's gradient each, to
      * the k - 1 others, and merges the (k - 1) / k it receives into its own,
      * reading both and writing one, as the allreduce does: (k - 1) / k of it */
-    double R = law->replica_bytes = law->rows == PLAN_ROWS_HBM ? replica_bytes(p, first, end) : 0;
+    double R = law->replica_bytes = law->rows == PLAN_ROWS_HBM && !law->shards ? replica_bytes(p, first, end) : 0;
     law->sync_ms += R / nic + (p->reduce_bpms[t] > 0 ? 3 * R / p->reduce_bpms[t] : 0);
     law->hop_ms = P > 0 || R > 0 ? 2 * p->nic_ms[t] : 0;
+    /* hbm in shards: each unit sends (k - 1) / k of shard_bytes and gets as
+     * much, its three all-to-alls k - 1 messages each, one after another,
+     * and each owner adds the others' gradients of its rows into its own
+     * (half the bytes), reading both and writing one, as the replicas do;
+     * the sparse optimizer on its rows is in the layers' time, which
+     * divides by k as its share of the rows does */
+    if (law->shards) {
+        double A = law->replica_bytes = shard_bytes(p, first, end);
+        law->sync_ms += A / nic + (p->reduce_bpms[t] > 0 ? 3 * (A / 2) / p->reduce_bpms[t] : 0);
+        law->hop_ms += 3 * p->nic_ms[t];
+    }
     law->fixed_ms = o + fixed + law->sync_ms + law->exchange_ms;
     law->scaled_ms = read + layers - fixed + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms +
                      law->host_ms;
@@ -268,7 +320,7 @@ static int colocated_at_level(const plan_problem *p, const plan_law *law, int t,
     for (k = k > least ? k : least; k <= p->max_units[t] && plan_law_ms(&c, k) <= budget_ms(p, level); k++) {
         double thr = plan_stage_throughput(p, &c, k, 0);
         if (thr >= level * (1 - 1e-12)) {
-            *o = (plan_option){k, 0, thr, 1};
+            *o = (plan_option){k, 0, thr, 1, 0, 0};
             return 1;
         }
     }
@@ -284,21 +336,76 @@ static double option_weight(const plan_problem *p, int t, const plan_option *o)
     return o->units * plan_unit_weight(p, t) + o->servers * sw;
 }
 
+/* The fewest units, at least `least`, that carry the level. */
+static int fewest_units_from(const plan_problem *p, const plan_law *law, int least, int max, double level)
+{
+    int k = least <= max ? fewest_units(p, law, max, level) : 0;
+    if (!k || k >= least) return k;
+    /* between k and the fastest count the time falls; past it, it rises */
+    return plan_law_ms(law, least) <= budget_ms(p, level) ? least : 0;
+}
+
+/* The stage's rows in HBM shards over its units (plan_law_shard): the
+ * fewest units that hold the shards and carry the level. */
+static int sharded_at_level(const plan_problem *p, const plan_law *law, int t, double level, plan_option *o)
+{
+    plan_law s;
+    if (!plan_law_shard(p, law, &s)) return 0;
+    int k = fewest_units_from(p, &s, s.least_units, p->max_units[t], level);
+    if (!k) return 0;
+    *o = (plan_option){k, 0, plan_stage_throughput(p, &s, k, 0), 0, 1, 0};
+    return 1;
+}
+
+/* Option x costs the objective less than o (or as much, and carries more);
+ * any option beats none. */
+static int cheaper(const plan_problem *p, int t, const plan_option *x, const plan_option *o)
+{
+    if (!o->units) return 1;
+    double wx = option_weight(p, t, x), wo = option_weight(p, t, o);
+    return wx < wo || (wx == wo && x->throughput > o->throughput);
+}
+
+/* The fewest units and servers of their own carrying the level. */
+static int apart_at_level(const plan_problem *p, const plan_law *law, int t, double level, plan_option *o)
+{
+    *o = (plan_option){0, 0, 0, 0, 0, 0};
+    o->servers = plan_stage_servers(p, law, level);
+    /* servers take units of their type (hps-cluster(5)): a stage on it has the rest */
+    if (o->servers >= 0)
+        o->units = fewest_units(p, law, p->max_units[t] - plan_units_taken(p, t, 0, o->servers, t), level);
+    if (o->units) o->throughput = plan_stage_throughput(p, law, o->units, o->servers);
+    return o->units > 0;
+}
+
+/* The law whose servers the apart and beside ways take: the stage's own,
+ * or for rows that fit its HBM, the same rows on the servers (*moved);
+ * NULL when there is none. */
+static const plan_law *servers_way(const plan_problem *p, const plan_law *law, plan_law *buf, int *moved)
+{
+    *moved = law->rows == PLAN_ROWS_HBM && !law->shards;
+    if (!*moved) return law;
+    return plan_law_servers(p, law, buf) ? buf : NULL;
+}
+
 int plan_stage_at_level(const plan_problem *p, const plan_law *law, int t, double level, plan_option *o)
 {
     if (!law->fits) return 0;
-    plan_option beside;
-    int near = law->pick != PLAN_PICK_APART && colocated_at_level(p, law, t, level, &beside);
-    o->coloc = 0;
-    o->servers = law->pick == PLAN_PICK_BESIDE ? -1 : plan_stage_servers(p, law, level);
-    /* servers take units of their type (hps-cluster(5)): a stage on it has the rest */
-    o->units = o->servers < 0 ? 0 : fewest_units(p, law, p->max_units[t] - plan_units_taken(p, t, 0, o->servers, t), level);
-    if (o->units) o->throughput = plan_stage_throughput(p, law, o->units, o->servers);
-    /* servers beside the units when they cost the objective less (or as
-     * much, and carry more) than servers of their own */
-    if (near && (!o->units || option_weight(p, t, &beside) < option_weight(p, t, o) ||
-                 (option_weight(p, t, &beside) == option_weight(p, t, o) && beside.throughput > o->throughput)))
-        *o = beside;
+    int any = law->pick == PLAN_PICK_ANY, moved;
+    plan_law buf;
+    const plan_law *sv = servers_way(p, law, &buf, &moved);
+    plan_option x;
+    *o = (plan_option){0, 0, 0, 0, 0, 0};
+    /* rows that fit one unit in its HBM, whole */
+    if (moved && (any || law->pick == PLAN_PICK_HBM)) apart_at_level(p, law, t, level, o);
+    /* on servers of their own, beside the units, or in shards over them,
+     * when that costs the objective less */
+    if (sv && (any || law->pick == PLAN_PICK_APART) && apart_at_level(p, sv, t, level, &x) && cheaper(p, t, &x, o))
+        *o = x, o->on_servers = moved;
+    if (sv && (any || law->pick == PLAN_PICK_BESIDE) && colocated_at_level(p, sv, t, level, &x) && cheaper(p, t, &x, o))
+        *o = x, o->on_servers = moved;
+    if ((any || law->pick == PLAN_PICK_SHARDS) && sharded_at_level(p, law, t, level, &x) && cheaper(p, t, &x, o))
+        *o = x;
     return o->units > 0;
 }
 
@@ -314,7 +421,7 @@ static int servers_beside(const plan_problem *p, int t, int units)
 static void fastest_apart(const plan_problem *p, const plan_law *law, int t, plan_option *o)
 {
     int max = p->max_units[t], least = plan_stage_servers(p, law, 0);
-    o->coloc = 0;
+    o->coloc = o->shards = o->on_servers = 0;
     if (least < 0) { /* no count within max_servers holds the rows: no rate at all (hps-plan(1), MEMORY) */
         o->units = plan_law_best_units(law, max);
         o->servers = p->max_servers;
@@ -345,18 +452,42 @@ static void fastest_apart(const plan_problem *p, const plan_law *law, int t, pla
     o->throughput = plan_stage_throughput(p, law, o->units, o->servers);
 }
 
-void plan_stage_fastest(const plan_problem *p, const plan_law *law, int t, plan_option *o)
+/* The fastest with the servers beside the units, when faster than o. */
+static void fastest_beside(const plan_problem *p, const plan_law *law, int t, int moved, plan_option *o)
 {
-    fastest_apart(p, law, t, o);
-    if (law->pick == PLAN_PICK_BESIDE) *o = (plan_option){plan_law_best_units(law, p->max_units[t]), 0, 0, 1};
-    /* or with the servers beside its units, when that is faster */
     plan_law c;
     int fewest;
-    if (law->pick != PLAN_PICK_APART && plan_law_colocate(p, law, t, &c) && (fewest = plan_coloc_least_units(p, &c, t)) > 0)
-        for (int k = fewest; k <= p->max_units[t]; k++) {
-            double thr = plan_stage_throughput(p, &c, k, 0);
-            if (thr > o->throughput) *o = (plan_option){k, 0, thr, 1};
-        }
+    if (!plan_law_colocate(p, law, t, &c) || (fewest = plan_coloc_least_units(p, &c, t)) <= 0) return;
+    for (int k = fewest; k <= p->max_units[t]; k++) {
+        double thr = plan_stage_throughput(p, &c, k, 0);
+        if (thr > o->throughput) *o = (plan_option){k, 0, thr, 1, 0, moved};
+    }
+}
+
+void plan_stage_fastest(const plan_problem *p, const plan_law *law, int t, plan_option *o)
+{
+    int any = law->pick == PLAN_PICK_ANY, max = p->max_units[t], moved;
+    plan_law buf, c;
+    const plan_law *sv = servers_way(p, law, &buf, &moved);
+    plan_option x;
+    /* the way asked for, else none at all: the servers apart, or the rows whole in HBM */
+    *o = (plan_option){plan_law_best_units(law, max), 0, 0, law->pick == PLAN_PICK_BESIDE,
+                       law->pick == PLAN_PICK_SHARDS, 0};
+    if (moved && (any || law->pick == PLAN_PICK_HBM)) fastest_apart(p, law, t, o);
+    if (sv && (any || law->pick == PLAN_PICK_APART)) {
+        fastest_apart(p, sv, t, &x);
+        x.on_servers = moved;
+        if (!moved || x.throughput > o->throughput) *o = x;
+    }
+    /* or with the servers beside its units, when that is faster */
+    if (sv && (any || law->pick == PLAN_PICK_BESIDE)) fastest_beside(p, sv, t, moved, o);
+    /* or its rows in shards: the fastest count, at least those that hold them */
+    if ((any || law->pick == PLAN_PICK_SHARDS) && plan_law_shard(p, law, &c)) {
+        int k = plan_law_best_units(&c, max);
+        k = k > c.least_units ? k : c.least_units;
+        double thr = plan_stage_throughput(p, &c, k, 0);
+        if (thr > o->throughput) *o = (plan_option){k, 0, thr, 0, 1, 0};
+    }
 }
 
 /* Just above cur's throughput, the unit or server at the bottleneck must
@@ -367,7 +498,9 @@ int plan_stage_next(const plan_problem *p, const plan_law *law, int t, const pla
     if (!isfinite(was.throughput)) return 0;
     for (double step = 1e-9; step < 1e-3; step *= 10) {
         if (!plan_stage_at_level(p, law, t, was.throughput * (1 + step), next)) return 0;
-        if (next->units != was.units || next->servers != was.servers || next->coloc != was.coloc) return 1;
+        if (next->units != was.units || next->servers != was.servers || next->coloc != was.coloc ||
+            next->shards != was.shards || next->on_servers != was.on_servers)
+            return 1;
     }
     return 0;
 }
@@ -459,8 +592,12 @@ void plan_eval_free(plan_eval *e)
  * the law once provisioning is done). */
 static void stage_times(const plan_problem *p, plan_stage *s)
 {
-    plan_law c;
-    const plan_law *law = s->coloc && plan_law_colocate(p, &s->law, s->type, &c) ? &c : &s->law;
+    plan_law c = s->law;
+    /* rows that fit its HBM on the servers instead, then those beside its units */
+    if (s->on_servers) plan_law_servers(p, &c, &c);
+    if (s->coloc) plan_law_colocate(p, &c, s->type, &c);
+    if (s->shards) plan_law_shard(p, &c, &c);
+    const plan_law *law = &c;
     s->ms = plan_law_ms(law, s->units);
     s->throughput = plan_stage_throughput(p, law, s->units, s->servers);
 }
@@ -476,11 +613,13 @@ static double stage_fill(const plan_problem *p, plan_stage *s, int prev_type, do
     s->best_units = o.units;
     s->best_throughput = o.throughput;
     s->short_of_limit = 0;
-    s->coloc = 0;
+    s->coloc = s->shards = s->on_servers = 0;
     if (plan_stage_at_level(p, &s->law, s->type, level, &o)) {
         s->units = o.units;
         s->servers = o.servers;
         s->coloc = o.coloc;
+        s->shards = o.shards;
+        s->on_servers = o.on_servers;
     } else {
         s->short_of_limit |= PLAN_SHORT_STAGE;
         s->units = s->best_units;
@@ -513,7 +652,7 @@ static void provision_for_objective(const plan_problem *p, plan_eval *e)
     double cap = HUGE_VAL, top, best_v = HUGE_VAL;
     for (int s = 0; s < S; s++) {
         plan_stage *st = &e->stages[s];
-        cur[s] = (plan_option){st->units, st->servers, st->throughput, st->coloc};
+        cur[s] = (plan_option){st->units, st->servers, st->throughput, st->coloc, st->shards, st->on_servers};
         if (st->link_ms > 0) cap = fmin(cap, st->link_throughput);
     }
     top = cap;
@@ -551,6 +690,8 @@ done:
         st->units = best[s].units;
         st->servers = best[s].servers;
         st->coloc = best[s].coloc;
+        st->shards = best[s].shards;
+        st->on_servers = best[s].on_servers;
         stage_times(p, st);
     }
 }
@@ -590,10 +731,14 @@ static void evaluate_picks(const plan_problem *p, const int *assign, plan_eval *
         if (e->used[t] > p->max_units[t])
             e->violation += (double)(e->used[t] - p->max_units[t]) / p->max_units[t];
     if (e->violation == 0) provision_for_objective(p, e);
-    /* a stage with its servers beside its units runs the law that charges them */
+    /* a stage with its servers beside its units runs the law that charges
+     * them; one with its rows in shards, the law of shards, its units'
+     * memory at their count */
     for (int i = 0; i < e->n_stages; i++) {
         plan_stage *s = &e->stages[i];
+        if (s->on_servers) plan_law_servers(p, &s->law, &s->law);
         if (s->coloc) plan_law_colocate(p, &s->law, s->type, &s->law);
+        if (s->shards && plan_law_shard(p, &s->law, &s->law)) s->law.mem_bytes = plan_law_mem_bytes(&s->law, s->units);
     }
     memset(e->used, 0, sizeof e->used);
     e->coloc_servers = 0;
@@ -628,36 +773,46 @@ static void evaluate_picks(const plan_problem *p, const int *assign, plan_eval *
     e->objective = plan_objective_value(p, e->cost_per_hour, e->power_w, e->throughput);
 }
 
-/* Stages whose servers may live apart or beside their units are tried both
- * ways, each combination provisioned for the objective: under unit limits
- * shared across stages the cheaper way at each level need not be the best
- * plan.  Past PLAN_MAX_BESIDE such stages, each level takes the cheaper. */
-#define PLAN_MAX_BESIDE 4
+/* Stages whose rows have several ways to live (whole in HBM, servers
+ * apart, beside the units, HBM shards over them) are tried every way, each combination
+ * provisioned for the objective: under unit limits shared across stages
+ * the cheapest way at each level need not be the best plan.  Past
+ * PLAN_MAX_WAYS such stages, each level takes the cheapest. */
+#define PLAN_MAX_WAYS 4
 void plan_evaluate(const plan_problem *p, const int *assign, plan_eval *e)
 {
     evaluate_picks(p, assign, e, NULL);
-    int which[PLAN_MAX_BESIDE], m = 0, picks[PLAN_MAX_STAGES_EVAL];
+    int which[PLAN_MAX_WAYS], ways[PLAN_MAX_WAYS][3], n_ways[PLAN_MAX_WAYS], m = 0, picks[PLAN_MAX_STAGES_EVAL];
+    int combos = 1;
     for (int i = 0; i < e->n_stages; i++) {
-        plan_law c;
+        plan_law d, c;
         const plan_stage *s = &e->stages[i];
-        if (!s->coloc && !plan_law_colocate(p, &s->law, s->type, &c)) continue;
-        if (m == PLAN_MAX_BESIDE || e->n_stages > PLAN_MAX_STAGES_EVAL) return;
+        plan_stage_law(p, s->first, s->end, s->type, &d);
+        int n = 0, w[3];
+        /* rows that fit its HBM there or on servers; else on servers or in shards */
+        if (plan_law_servers(p, &d, &c)) w[n++] = PLAN_PICK_HBM;
+        else c = d;
+        w[n++] = PLAN_PICK_APART;
+        if (plan_law_colocate(p, &c, s->type, &c)) w[n++] = PLAN_PICK_BESIDE;
+        if (plan_law_shard(p, &d, &c)) w[n++] = PLAN_PICK_SHARDS;
+        if (n < 2) continue;
+        if (m == PLAN_MAX_WAYS || e->n_stages > PLAN_MAX_STAGES_EVAL) return;
+        memcpy(ways[m], w, sizeof w);
+        n_ways[m] = n;
+        combos *= n;
         which[m++] = i;
     }
     if (!m) return;
     double best = plan_score(e);
-    int best_mask = -1;
-    for (int mask = 0; mask < 1 << m; mask++) {
+    int best_combo = -1;
+    for (int combo = 0; combo <= combos; combo++) {
+        int x = combo == combos ? best_combo : combo; /* last: the best again, or the first pass */
         for (int i = 0; i < e->n_stages; i++) picks[i] = PLAN_PICK_ANY;
-        for (int j = 0; j < m; j++) picks[which[j]] = mask >> j & 1 ? PLAN_PICK_BESIDE : PLAN_PICK_APART;
-        evaluate_picks(p, assign, e, picks);
+        for (int j = 0; j < m && x >= 0; x /= n_ways[j], j++) picks[which[j]] = ways[j][x % n_ways[j]];
+        evaluate_picks(p, assign, e, combo == combos && best_combo < 0 ? NULL : picks);
         double v = plan_score(e);
-        if (v < best * (1 - 1e-12)) best = v, best_mask = mask;
+        if (combo < combos && v < best * (1 - 1e-12)) best = v, best_combo = combo;
     }
-    for (int i = 0; i < e->n_stages; i++) picks[i] = PLAN_PICK_ANY;
-    for (int j = 0; j < m && best_mask >= 0; j++)
-        picks[which[j]] = best_mask >> j & 1 ? PLAN_PICK_BESIDE : PLAN_PICK_APART;
-    evaluate_picks(p, assign, e, best_mask >= 0 ? picks : NULL);
 }
 
 /* The largest throughput over all assignments, every stage on the units

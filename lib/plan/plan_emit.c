@@ -62,7 +62,7 @@ static const char *rows_cell(const plan_stage *st, char *buf, size_t n)
     int k = 0;
     switch (st->law.rows) {
     case PLAN_ROWS_NONE: return snprintf(buf, n, "-"), buf;
-    case PLAN_ROWS_HBM: k = snprintf(buf, n, "hbm"); break;
+    case PLAN_ROWS_HBM: k = snprintf(buf, n, st->shards ? "hbm %d shards" : "hbm", st->units); break;
     case PLAN_ROWS_CACHE:
         k = snprintf(buf, n, "cache %s rows (hit %.2f)", hps_format_number(st->law.cache_rows, 4, c, sizeof c),
                      st->law.hit_rate);
@@ -130,6 +130,9 @@ static json_t *stage_json(const plan_problem *p, const plan_eval *e, int s, cons
                         st->law.rows == PLAN_ROWS_CACHE ? hps_json_real(st->law.hit_rate) : json_null());
     json_object_set_new(o, "cache_rows", st->law.rows == PLAN_ROWS_CACHE
                                              ? json_integer((json_int_t)st->law.cache_rows) : json_null());
+    /* hbm: each unit every row, or a shard of them (plan_law_shard) */
+    json_object_set_new(o, "rows_split", st->law.rows != PLAN_ROWS_HBM ? json_null()
+                                         : json_string(st->shards ? "shards" : "replicas"));
     json_object_set_new(o, "servers", json_integer(st->coloc ? st->units : st->servers));
     /* its servers on its own units' hosts, one a unit (none billed) */
     json_object_set_new(o, "servers_beside", json_boolean(st->coloc));

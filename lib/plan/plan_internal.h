@@ -8,8 +8,11 @@
 
 /* ---- the cost model's parts ----------------------------------------------- */
 
-/* The memory part of the law: where the rows live, the working set. */
-void plan_stage_memory(const plan_problem *p, int first, int end, int type, plan_law *law);
+/* The memory part of the law: where the rows live (way: where they fit,
+ * in HBM shards over the units, plan_law_shard, with least_units 0 when no
+ * count within max_units holds them, or on the servers), the working set. */
+enum { PLAN_WAY_AUTO, PLAN_WAY_SHARDS, PLAN_WAY_SERVERS };
+void plan_stage_memory(const plan_problem *p, int first, int end, int type, int way, plan_law *law);
 /* The fewest units and servers carrying `level`, the units within
  * max_units less the servers when the stage is on the servers' type; 0 when
  * none do (or the working set does not fit a unit). */

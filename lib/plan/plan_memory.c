@@ -348,13 +348,39 @@ static int device_rows_run(const plan_problem *p)
     return p->row_dtype == HPS_ROW_FP32 && !p->rowwise && p->admit_after <= 1;
 }
 
+/* Rows in HBM sharded over k units: each holds 1.25 x tables / k beside its
+ * working set (the servers' headroom: keys, hash slots, and a routing rule
+ * that spreads keys, not bytes, evenly), so k is at least the least count
+ * that fits; none where the tables fit one unit whole (hbm replicas) or no
+ * count within max_units holds them. */
+static void shard_memory(const plan_problem *p, int t, double work, double tables, plan_law *law)
+{
+    double room = p->mem_bytes[t] - work, shard = tables * PLAN_SERVER_HEADROOM;
+    double least = room > 0 ? ceil(shard / room) : HUGE_VAL;
+    law->least_units = 0;
+    if (work + tables <= p->mem_bytes[t] || !(least <= p->max_units[t]) || least < 2) return;
+    law->rows = PLAN_ROWS_HBM;
+    law->shards = 1;
+    law->least_units = (int)least;
+    law->shard_bytes = shard;
+    law->hit_rate = 1;
+    law->mem_bytes = work + shard / least;
+}
+
+double plan_law_mem_bytes(const plan_law *law, int units)
+{
+    if (!law->shards || units <= 0) return law->mem_bytes;
+    return law->mem_bytes - law->shard_bytes / law->least_units + law->shard_bytes / units;
+}
+
 /* A unit holds its layers' working sets (parameters with Adam's state, one
  * batch of activations and their gradients, the rows a batch touches), what
  * crosses the stage unread, a reserve for the runtime, and on a GPU the
  * tables when they fit, else a cache of as many rows as the rest of its
  * memory holds: the rows with the most lookups of all the stage's tables
- * together (plan_cache_at). */
-void plan_stage_memory(const plan_problem *p, int first, int end, int t, plan_law *law)
+ * together (plan_cache_at); or, asked for shards, a shard of them
+ * (shard_memory). */
+void plan_stage_memory(const plan_problem *p, int first, int end, int t, int way, plan_law *law)
 {
     double work = PLAN_UNIT_RESERVE + p->pre_work[end] - p->pre_work[first];
     if (p->pass_bytes) work += p->pass_bytes[(size_t)first * (p->n_layers + 1) + end];
@@ -365,8 +391,17 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, plan_la
     law->mem_bytes = work;
     law->hit_rate = law->cache_rows = law->host_bytes = law->host_ms = 0;
     law->coloc = law->pick = 0;
+    law->shards = law->least_units = 0;
+    law->shard_bytes = 0;
+    law->first = first, law->end = end, law->type = t;
     law->rows = tables > 0 || touched > 0 ? PLAN_ROWS_SERVERS : PLAN_ROWS_NONE;
-    if (tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers && device_rows_run(p)) {
+    if (way == PLAN_WAY_SHARDS) {
+        if (tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers && device_rows_run(p))
+            shard_memory(p, t, work, tables, law);
+        if (!law->shards) return; /* the caller drops the law */
+        h.hit = h.bytes_hit = 1;
+    } else if (way == PLAN_WAY_AUTO && tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers &&
+               device_rows_run(p)) {
         if (work + tables <= cap) {
             law->rows = PLAN_ROWS_HBM;
             law->hit_rate = h.hit = h.bytes_hit = 1;
@@ -487,7 +522,7 @@ int plan_problem_check_memory(plan_problem *p, hps_error *err)
         int any = 0;
         for (int t = 0; t < T; t++) {
             plan_law law;
-            plan_stage_memory(p, l, l + 1, t, &law);
+            plan_stage_memory(p, l, l + 1, t, PLAN_WAY_AUTO, &law);
             p->fits[l * T + t] = (unsigned char)law.fits;
             any |= law.fits;
         }
@@ -496,14 +531,25 @@ int plan_problem_check_memory(plan_problem *p, hps_error *err)
                             "layer '%s': a working set of %.1f GiB (parameters, optimizer state, "
                             "activations) fits no unit; the largest holds %.1f GiB",
                             p->layer_names[l], (p->work_bytes[l] + PLAN_UNIT_RESERVE) / PLAN_GIB, biggest / PLAN_GIB);
-        double servers_hold = p->server_mem * p->max_servers / PLAN_SERVER_HEADROOM;
-        if (p->table_bytes[l] > 0 && p->server_mem > 0 && p->table_bytes[l] > servers_hold &&
+        /* or in shards over the units of a gpu type (plan_law_shard) */
+        double servers_hold = p->server_mem * p->max_servers / PLAN_SERVER_HEADROOM, shards_hold = 0;
+        int sharded = 0;
+        for (int t = 0; t < T; t++) {
+            plan_law law;
+            plan_stage_memory(p, l, l + 1, t, PLAN_WAY_SHARDS, &law);
+            sharded |= law.shards;
+            if (p->is_gpu[t] && law.fits && p->max_units[t] > 1)
+                shards_hold = fmax(shards_hold, p->max_units[t] * (p->mem_bytes[t] - law.mem_bytes) / PLAN_SERVER_HEADROOM);
+        }
+        if (p->table_bytes[l] > 0 && p->server_mem > 0 && p->table_bytes[l] > servers_hold && !sharded &&
             p->table_bytes[l] + p->work_bytes[l] + PLAN_UNIT_RESERVE > gpu_biggest)
             return hps_fail(err, HPS_EXIT_RUNTIME,
                             "layer '%s': %.1f GiB of tables and optimizer state do not fit %d servers "
-                            "of %.1f GiB (with %.0f%% headroom) nor one GPU (largest %.1f GiB)",
+                            "of %.1f GiB (with %.0f%% headroom) nor one GPU (largest %.1f GiB) nor a "
+                            "GPU type's units in shards (at most %.1f GiB)",
                             p->layer_names[l], p->table_bytes[l] / PLAN_GIB, p->max_servers,
-                            p->server_mem / PLAN_GIB, 100 * (PLAN_SERVER_HEADROOM - 1), gpu_biggest / PLAN_GIB);
+                            p->server_mem / PLAN_GIB, 100 * (PLAN_SERVER_HEADROOM - 1), gpu_biggest / PLAN_GIB,
+                            shards_hold / PLAN_GIB);
     }
     return 0;
 }

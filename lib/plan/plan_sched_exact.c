@@ -144,8 +144,13 @@ static double objective_of(const plan_problem *p, double c, double thr, int n)
 
 /* The provisionings of stage [j, i) on t that can be part of an optimum:
  * one per bottleneck level at or above the limit, each the fewest units and
- * servers carrying it (hps-plan(1), COST MODEL, provisioning).  A plan at
- * its best provisioning has every stage at one of them. */
+ * servers carrying it (hps-plan(1), COST MODEL, provisioning), the cheapest
+ * way its rows may live at that level.  A plan at its best provisioning has
+ * every stage at one of them.  Rows in HBM shards need at least the units
+ * that hold them (plan_law_shard: a stage's memory depends on its units), so
+ * their options start at that count, whatever the level; the rate still
+ * rises with the level (an option carrying a level carries every one
+ * below), so the fronts and bounds built from these lists stay valid. */
 static struct stage_opts *stage_options(exact_state *s, int j, int i, int t)
 {
     const plan_problem *p = s->p;

@@ -95,7 +95,8 @@ sv = p["servers"]
 assert sv["ranks"] == list(range(len(w), len(w) + sv["count"]))
 assert sv["count"] == sum(st["servers"] for st in p["stages"])
 assert sv["count"] >= 1 or all(st["rows"] in ("none", "hbm") for st in p["stages"])
-assert abs(sv["cost_per_hour"] - sv["count"] * sv["price_per_hour"]) < 1e-9
+beside = sum(st["servers"] for st in p["stages"] if st["servers_beside"])  # on the units' hosts: not billed
+assert abs(sv["cost_per_hour"] - (sv["count"] - beside) * sv["price_per_hour"]) < 1e-9
 assert sv["type"] == "cpu-r5" and sv["memory"]["capacity_bytes"] == 128 << 30
 assert sv["routing"]["rule"] == "mix64-mod" and sv["routing"]["key"] == "key"
 s = p["search"]
@@ -144,6 +145,41 @@ PY
     golden_check "$GOLDEN/big-ctr-aws.table" "$TMP/out"
 }
 
+@test "plan: tables that outgrow one GPU go to shards over its units, rows_split shards, each shard within its memory" {
+    gpu_mem() { # lab.json with T4s of $1 GiB, at most $2 of them
+        python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+for r in c["resources"]:
+    if r["name"] == "gpu-t4": r["mem_gib"], r["max_units"] = float(sys.argv[3]), int(sys.argv[4])
+json.dump(c, open(sys.argv[2], "w"))' $C/lab.json "$TMP/lab.json" "$@"
+    }
+    gpu_mem 1 8 # demo-ctr's 1.2 GiB of tables and working set: two T4s hold them, 0.97 GiB each
+    run plan -m $M/demo-ctr.json -c "$TMP/lab.json" -p $P/demo-ctr.json --min-throughput 100000 -a exact -o "$TMP/plan.json"
+    [ "$status" -eq 0 ]
+    python3 - "$TMP/plan.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1]))["stages"][0]
+assert s["rows"] == "hbm" and s["rows_split"] == "shards" and s["executed_as"] == "hbm", s
+assert s["units"] >= 2 and s["servers"] == 0, s
+m = s["memory"]
+assert m["used_bytes"] <= m["capacity_bytes"], m
+EOF
+    run plan show "$TMP/plan.json" -f table
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"hbm 2 shards  <- bottleneck"* ]]
+    # one T4 at most: its tables behind a cache
+    gpu_mem 1 1
+    run plan -m $M/demo-ctr.json -c "$TMP/lab.json" -p $P/demo-ctr.json --min-throughput 100000 -a exact -f json
+    [ "$status" -eq 0 ]
+    python3 -c 'import json, sys; s = json.loads(sys.argv[1])["stages"][0]; assert s["rows"] == "cache" and s["rows_split"] is None, s' "$output"
+    # tables that fit one T4: replicas
+    gpu_mem 2 8
+    run plan -m $M/demo-ctr.json -c "$TMP/lab.json" -p $P/demo-ctr.json --min-throughput 100000 -a exact -f json
+    [ "$status" -eq 0 ]
+    python3 -c 'import json, sys; s = json.loads(sys.argv[1])["stages"][0]; assert s["rows"] == "hbm" and s["rows_split"] == "replicas", s' "$output"
+}
+
 @test "plan: tables that fit nowhere are one clear error, status 1, no output" {
     python3 -c '
 import json, sys
@@ -153,7 +189,7 @@ for r in c["resources"]:
 json.dump(c, open(sys.argv[2], "w"))' $C/aws.json "$TMP/small.json"
     run plan -m $M/big-ctr.json -c "$TMP/small.json" -p $P/big-ctr.json --min-throughput 100000 -o "$TMP/plan.json"
     [ "$status" -eq 1 ]
-    [ "$output" = "hps-plan: error: layer 'emb': 1024.0 GiB of tables and optimizer state do not fit 4 servers of 128.0 GiB (with 25% headroom) nor one GPU (largest 40.0 GiB)" ]
+    [ "$output" = "hps-plan: error: layer 'emb': 1024.0 GiB of tables and optimizer state do not fit 4 servers of 128.0 GiB (with 25% headroom) nor one GPU (largest 40.0 GiB) nor a GPU type's units in shards (at most 252.8 GiB)" ]
     [ ! -e "$TMP/plan.json" ]
 }
 
@@ -439,8 +475,8 @@ rank 1=localhost slot=1" ]
     [ "$status" -eq 0 ]
     [ "$(echo "$output" | grep -cE '^(emb|concat|fc1|fc2|fc3|out|loss) ')" -eq 7 ]
     [[ "$output" == *"cpu-c5"*"gpu-a100"* ]]
-    # and where each stage's rows live
-    [[ "$output" == *$'\nstage 0 (emb..loss on gpu-a100): rows hbm'* ]]
+    # and where each stage's rows live (on servers beside the A100s: the replicas' exchange costs more)
+    [[ "$output" == *$'\nstage 0 (emb..loss on gpu-a100): rows servers 8 beside'* ]]
     run plan --explain "$TMP/plan.json" -c $C/gcp.json
     [ "$status" -eq 2 ]
     [[ "$output" == *"the plan was made for another cluster"* ]]

@@ -16,6 +16,7 @@
 #include "plan/hps_cluster.h"
 #include "plan/hps_plan.h"
 #include "plan/hps_plan_inputs.h"
+#include "plan/plan_internal.h"
 #include "profile/hps_profile.h"
 #include "hps_testlib.h"
 
@@ -555,11 +556,13 @@ static void test_servers_grow_with_tables_and_skew(void **state)
 }
 
 /* At this limit the rows' traffic is more than the NICs carry when every
- * row is pulled from the servers; a cache of the hot rows makes it fit. */
+ * row is pulled from the servers; a cache of the hot rows makes it fit
+ * (on fewer T4s than hold the 93 GiB in shards: 8). */
 static void test_cache_when_only_a_cache_fits(void **state)
 {
     (void)state;
     plan_problem *p = tables_problem(1e11, 0);
+    p->max_units[1] = 7;
     p->max_servers = 2;
     p->server_bpms = 1 * PLAN_GBPS_TO_BPMS; /* 2 x 125 MB/s; all rows need 400 MB/s */
     p->min_throughput = 120000;
@@ -576,6 +579,115 @@ static void test_cache_when_only_a_cache_fits(void **state)
     assert_true(e.stages[0].law.hit_rate > 0.5 && e.stages[0].law.hit_rate < 1);
     plan_eval_free(&e);
     plan_problem_free(p);
+}
+
+/* hps-plan(1) MEMORY, hbm in shards: 93 GiB of tables do not fit a 16 GiB
+ * T4, but 1.25 x 93 GiB / k do beside the working set on each of k >= 8
+ * (the least count, found here by the rule); a stage on fewer T4s is
+ * refused shards (it caches), one on 8 or more holds a shard each, and
+ * where shards carry the limit for less the plan takes them (rows hbm,
+ * shards, every unit's memory within its HBM). */
+static void test_shards_when_tables_outgrow_a_unit(void **state)
+{
+    (void)state;
+    plan_problem *p = tables_problem(1e11, 0);
+    double cap = p->mem_bytes[1], shard = 1e11 * PLAN_SERVER_HEADROOM;
+    plan_law law, s;
+    plan_stage_law(p, 0, 2, 1, &law);
+    assert_int_equal(law.rows, PLAN_ROWS_CACHE);
+    assert_true(plan_law_shard(p, &law, &s));
+    assert_int_equal(s.rows, PLAN_ROWS_HBM);
+    assert_true(s.shards && s.fits && s.server_bytes == 0 && s.server_table_bytes == 0);
+    double work = plan_law_mem_bytes(&s, 1) - shard; /* what a unit holds beside its shard */
+    assert_true(fabs(work - (PLAN_UNIT_RESERVE + 1e7 + 5e7)) < 1);
+    int least = 1;
+    while (work + shard / least > cap) least++;
+    assert_int_equal(least, 8);
+    assert_int_equal(s.least_units, least);
+    assert_true(plan_law_mem_bytes(&s, least) <= cap && plan_law_mem_bytes(&s, least - 1) > cap);
+    /* at any level: no fewer units than hold the shards */
+    plan_option o;
+    law.pick = PLAN_PICK_SHARDS;
+    assert_true(plan_stage_at_level(p, &law, 1, 1, &o));
+    assert_true(o.shards && o.units == least && o.servers == 0);
+    /* the all-to-alls' (k - 1) / k of the exchange's bytes, both ways, and the owners' adds */
+    assert_true(s.replica_bytes == 2 * p->sparse_bytes[0] * p->exchange_bytes_share);
+    assert_true(s.sync_ms > law.sync_ms && s.hop_ms >= law.hop_ms);
+    /* too few T4s to hold them: no shards */
+    p->max_units[1] = least - 1;
+    assert_false(plan_law_shard(p, &law, &s));
+    assert_false(plan_stage_at_level(p, &law, 1, 1, &o));
+    /* two servers of 1 Gbit/s: the servers' traffic makes the cache dear */
+    p->max_servers = 2;
+    p->server_bpms = 1 * PLAN_GBPS_TO_BPMS;
+    int sharded = 0;
+    for (double level = 1e5; level <= 3.2e6; level *= 2) {
+        p->min_throughput = level;
+        for (int max = least - 1; max <= 32; max += 32 - least + 1) {
+            p->max_units[1] = max;
+            plan_eval e;
+            solve_exact(p, &e);
+            for (int i = 0; i < e.n_stages; i++) {
+                const plan_stage *st = &e.stages[i];
+                if (!st->shards) continue;
+                assert_true(max >= least && st->units >= least && st->servers == 0);
+                assert_true(st->law.rows == PLAN_ROWS_HBM && st->law.mem_bytes <= cap);
+                assert_true(fabs(st->law.mem_bytes - (work + shard / st->units)) < 1);
+                sharded += e.feasible;
+                if (e.feasible) print_message("# %.0f samples/s: shards on %d T4s\n", level, st->units);
+            }
+            plan_eval_free(&e);
+        }
+    }
+    assert_true(sharded > 0);
+    plan_problem_free(p);
+}
+
+/* Issue 28: rows that fit a T4 live in its HBM or on servers, whichever
+ * the objective prefers (unless --rows servers forces them there): exact's
+ * plan is the better of the plans with the rows in HBM only (no servers)
+ * and on servers only (--rows servers), and takes its way; over limits and
+ * objectives both ways win somewhere. */
+static void test_rows_that_fit_hbm_go_where_they_cost_less(void **state)
+{
+    (void)state;
+    int in_hbm = 0, on_servers = 0;
+    for (double level = 1e5; level <= 3.2e6; level *= 2)
+        for (int obj = 0; obj < 4; obj++) {
+            plan_problem *p = tables_problem(1e9, 0); /* 0.93 GiB of tables */
+            p->min_throughput = level;
+            p->objective = (plan_objective)obj;
+            p->max_units[1] = 8;
+            double v[2];
+            int ok[2];
+            for (int only = 0; only < 2; only++) { /* 0: HBM only, 1: servers only */
+                p->max_servers = only ? 64 : 0, p->separate_servers = !only, p->rows_on_servers = only;
+                plan_eval e;
+                solve_exact(p, &e);
+                v[only] = e.objective, ok[only] = e.feasible;
+                plan_eval_free(&e);
+            }
+            p->max_servers = 64, p->separate_servers = 0, p->rows_on_servers = 0;
+            plan_eval e;
+            solve_exact(p, &e);
+            if (ok[0] || ok[1]) {
+                double best = !ok[1] || (ok[0] && v[0] <= v[1]) ? v[0] : v[1];
+                assert_true(e.feasible && fabs(e.objective - best) <= 1e-9 * best);
+                int gpu = e.n_stages == 1 && e.stages[0].type == 1;
+                if (gpu && ok[0] && (!ok[1] || v[0] < v[1] * (1 - 1e-9))) {
+                    assert_true(e.stages[0].law.rows == PLAN_ROWS_HBM && !e.stages[0].on_servers);
+                    in_hbm++;
+                }
+                if (gpu && ok[1] && (!ok[0] || v[1] < v[0] * (1 - 1e-9))) {
+                    assert_true(e.stages[0].law.rows == PLAN_ROWS_SERVERS && e.stages[0].on_servers);
+                    on_servers++;
+                }
+            }
+            plan_eval_free(&e);
+            plan_problem_free(p);
+        }
+    print_message("# rows that fit a T4: %d plans keep them in HBM, %d on servers\n", in_hbm, on_servers);
+    assert_true(in_hbm > 0 && on_servers > 0);
 }
 
 /* The cache's rule against a replay of a key stream: two embedding layers,
@@ -793,8 +905,24 @@ static void test_nothing_fits_is_an_error(void **state)
     p = tables_problem(2e13, 0);
     assert_int_equal(plan_problem_check_memory(p, &err), -1);
     assert_string_equal(err.msg, "layer 'emb': 18626.5 GiB of tables and optimizer state do not fit 64 "
-                                 "servers of 128.0 GiB (with 25% headroom) nor one GPU (largest 16.0 GiB)");
+                                 "servers of 128.0 GiB (with 25% headroom) nor one GPU (largest 16.0 GiB) "
+                                 "nor a GPU type's units in shards (at most 396.6 GiB)");
     assert_int_equal(p->fits[1 * 2 + 1], 1);
+    plan_problem_free(p);
+    /* 93 GiB that two servers of 8 GiB do not hold, 8 or more T4s do in shards: a plan */
+    p = tables_problem(1e11, 0);
+    p->server_mem = 8 * PLAN_GIB, p->max_servers = 2;
+    p->min_throughput = 1000;
+    assert_int_equal(plan_problem_check_memory(p, &err), 0);
+    plan_eval e;
+    solve_exact(p, &e);
+    assert_true(e.feasible && e.stages[0].shards && e.stages[0].units >= 8);
+    plan_eval_free(&e);
+    p->max_units[1] = 7;
+    assert_int_equal(plan_problem_check_memory(p, &err), -1);
+    assert_string_equal(err.msg, "layer 'emb': 93.1 GiB of tables and optimizer state do not fit 2 "
+                                 "servers of 8.0 GiB (with 25% headroom) nor one GPU (largest 16.0 GiB) "
+                                 "nor a GPU type's units in shards (at most 86.7 GiB)");
     plan_problem_free(p);
 }
 
@@ -1366,6 +1494,8 @@ int main(void)
         cmocka_unit_test(test_servers_take_units_of_their_type),
         cmocka_unit_test(test_servers_grow_with_tables_and_skew),
         cmocka_unit_test(test_cache_when_only_a_cache_fits),
+        cmocka_unit_test(test_shards_when_tables_outgrow_a_unit),
+        cmocka_unit_test(test_rows_that_fit_hbm_go_where_they_cost_less),
         cmocka_unit_test(test_cache_hit_rate_replays_the_key_stream),
         cmocka_unit_test(test_exact_equals_brute_with_a_cache_of_two_tables),
         cmocka_unit_test(test_nothing_fits_is_an_error),

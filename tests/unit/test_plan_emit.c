@@ -60,6 +60,7 @@ static void test_plan_round_trips(void **state)
     plan_fixture f;
     plan_fixture_load(&f, HPS_TESTDATA "/models/demo-ctr.json", HPS_TESTDATA "/clusters/aws.json",
                       HPS_TESTDATA "/profiles/demo-ctr.json", 1000000);
+    f.p->max_servers = 0, f.p->separate_servers = 1; /* its rows in HBM: its layers all on its GPUs */
     plan_result r;
     plan_eval e;
     plan_layout l;
@@ -127,6 +128,19 @@ static void test_plan_round_trips(void **state)
     plan_fixture_free(&f);
 }
 
+/* Fewer units of each gpu type than any of its stages' shards need
+ * (plan_law_shard), so that tables too big for one unit are cached. */
+static void too_few_for_shards(plan_problem *p)
+{
+    for (int t = 0; t < p->n_types; t++)
+        for (int i = 0; p->is_gpu[t] && i < p->n_layers; i++)
+            for (int j = i + 1; j <= p->n_layers; j++) {
+                plan_law law, s;
+                plan_stage_law(p, i, j, t, &law);
+                if (plan_law_shard(p, &law, &s) && s.least_units <= p->max_units[t]) p->max_units[t] = s.least_units - 1;
+            }
+}
+
 /* A cache stage's rows reach hps-train: the plan's cache_rows read back. */
 static void test_cache_rows_round_trip(void **state)
 {
@@ -136,6 +150,7 @@ static void test_cache_rows_round_trip(void **state)
                       HPS_TESTDATA "/profiles/demo-ctr.json", 500000);
     for (int t = 0; t < f.p->n_types; t++)
         if (f.p->is_gpu[t]) f.p->mem_bytes[t] = 1 * PLAN_GIB; /* 1.2 GiB of tables and working set: a cache */
+    too_few_for_shards(f.p);
     plan_result r;
     plan_eval e;
     plan_layout l;
@@ -215,10 +230,18 @@ static void test_servers_are_not_the_bottleneck(void **state)
     plan_result r;
     plan_eval e;
     plan_layout l;
-    exact_plan(&f, HPS_TESTDATA "/clusters/aws.json", 1000000, &r, &e, &l);
+    plan_fixture_load(&f, HPS_TESTDATA "/models/demo-ctr.json", HPS_TESTDATA "/clusters/aws.json",
+                      HPS_TESTDATA "/profiles/demo-ctr.json", 1000000);
+    f.p->separate_servers = 1; /* servers of their own, as few as carry it (beside, one a unit) */
+    solve_plan(&f, 0, &r, &e, &l);
+    assert_true(l.n_servers > 0);
     double per_server = f.c->server_gbps * 1.25e8;
     assert_true(l.server_bytes_per_s <= l.n_servers * per_server);
-    assert_true(l.server_bytes_per_s > (l.n_servers - 1) * per_server);
+    /* and one fewer would not (the hottest key's share on one of them) */
+    const plan_stage *st = &e.stages[0];
+    assert_true(e.n_stages == 1 && st->servers == l.n_servers && st->law.server_table_bytes > 0);
+    assert_true(plan_servers_throughput(f.p, &st->law, st->servers) >= e.throughput * (1 - 1e-9));
+    assert_true(plan_servers_throughput(f.p, &st->law, st->servers - 1) < e.throughput);
     assert_true(l.cross_node_bytes < 0); /* no nodes: no placement */
     plan_layout_free(&l);
     plan_eval_free(&e);

@@ -399,6 +399,10 @@ typedef struct {
     double rate, power, thr, best, best_thr;
     int best_feasible, best_n;
     int beside, best_beside; /* stages whose servers live beside their units (plan_law_colocate) */
+    int shards, best_shards; /* stages whose rows live in HBM shards over their units (plan_law_shard) */
+    int no_shards;           /* leave shards out */
+    int no_servers_way;      /* leave rows that fit HBM there */
+    int moved, best_moved;   /* stages whose rows fit HBM and live on servers (plan_law_servers) */
 } any_units;
 
 static double law_thr(const plan_problem *p, const plan_law *law, int k)
@@ -424,6 +428,7 @@ static double billed(const any_units *a)
     return rate;
 }
 
+static void any_units_law(any_units *a, int s, const plan_law *law);
 static void any_units_stage(any_units *a, int s)
 {
     const plan_problem *p = a->p;
@@ -438,11 +443,27 @@ static void any_units_stage(any_units *a, int s)
             a->best_feasible = ok;
             a->best_n = a->n;
             a->best_beside = a->beside;
+            a->best_shards = a->shards;
+            a->best_moved = a->moved;
         }
         return;
     }
-    int t = a->type[s];
     const plan_law *law = &a->law[s];
+    any_units_law(a, s, law);
+    plan_law sv; /* rows that fit its HBM, on servers instead */
+    if (!a->no_servers_way && plan_law_servers(a->p, law, &sv)) {
+        a->moved++;
+        any_units_law(a, s, &sv);
+        a->moved--;
+    }
+}
+
+/* Stage s's provisionings on law: its servers beside its units or apart,
+ * or its rows in shards. */
+static void any_units_law(any_units *a, int s, const plan_law *law)
+{
+    const plan_problem *p = a->p;
+    int t = a->type[s];
     plan_law c; /* or its servers beside its units, one on each unit's host */
     int least = plan_law_colocate(p, law, t, &c) ? plan_coloc_least_units(p, &c, t) : 0;
     for (int k = least; least && k + a->units[t] <= p->max_units[t]; k++) {
@@ -454,6 +475,20 @@ static void any_units_stage(any_units *a, int s)
         any_units_stage(a, s + 1);
         a->thr = saved;
         a->units[t] -= k, a->workers[t] -= k, a->beside--;
+        a->rate -= k * p->price[t];
+        a->power -= k * p->power[t];
+    }
+    plan_law sh; /* or its rows in HBM shards, on at least the units that hold them */
+    for (int k = !a->no_shards && plan_law_shard(p, law, &sh) ? sh.least_units : p->max_units[t] + 1;
+         k + a->units[t] <= p->max_units[t]; k++) {
+        double saved = a->thr;
+        a->units[t] += k, a->workers[t] += k, a->shards++;
+        a->rate += k * p->price[t];
+        a->power += k * p->power[t];
+        a->thr = fmin(a->thr, law_thr(p, &sh, k));
+        any_units_stage(a, s + 1);
+        a->thr = saved;
+        a->units[t] -= k, a->workers[t] -= k, a->shards--;
         a->rate -= k * p->price[t];
         a->power -= k * p->power[t];
     }
@@ -487,17 +522,27 @@ static void any_units_stage(any_units *a, int s)
 
 /* The best objective over every assignment and provisioning; *feasible says
  * whether it meets the limit, *thr gives its throughput. */
-static double brute_any_units_beside(const plan_problem *p, int *feasible, double *thr, int *n_stages, int *beside);
+static double brute_any_ways(const plan_problem *p, int no, int *feasible, double *thr, int *n_stages,
+                             int *beside, int *shards);
 static double brute_any_units(const plan_problem *p, int *feasible, double *thr, int *n_stages)
 {
-    return brute_any_units_beside(p, feasible, thr, n_stages, NULL);
+    return brute_any_ways(p, 0, feasible, thr, n_stages, NULL, NULL);
 }
 
 /* brute_any_units; *beside: the stages of its plan whose servers live beside their units. */
 static double brute_any_units_beside(const plan_problem *p, int *feasible, double *thr, int *n_stages, int *beside)
 {
+    return brute_any_ways(p, 0, feasible, thr, n_stages, beside, NULL);
+}
+
+/* brute_any_units_beside, without shards (no & 1) or without rows that
+ * fit HBM on servers (no & 2); *shards: the stages of its plan whose rows
+ * live in HBM shards, *moved those whose rows fit HBM and live on servers. */
+static double brute_any_ways_moved(const plan_problem *p, int no, int *feasible, double *thr, int *n_stages,
+                                   int *beside, int *shards, int *moved)
+{
     int L = p->n_layers, T = p->n_types, assign[8] = {0};
-    any_units a = {.p = p, .best = HUGE_VAL};
+    any_units a = {.p = p, .best = HUGE_VAL, .no_shards = no & 1, .no_servers_way = no >> 1 & 1};
     for (;;) {
         a.n = 0;
         a.link_thr = HUGE_VAL;
@@ -525,7 +570,15 @@ static double brute_any_units_beside(const plan_problem *p, int *feasible, doubl
     *thr = a.best_thr;
     *n_stages = a.best_n;
     if (beside) *beside = a.best_beside;
+    if (shards) *shards = a.best_shards;
+    if (moved) *moved = a.best_moved;
     return a.best;
+}
+
+static double brute_any_ways(const plan_problem *p, int no, int *feasible, double *thr, int *n_stages, int *beside,
+                             int *shards)
+{
+    return brute_any_ways_moved(p, no, feasible, thr, n_stages, beside, shards, NULL);
 }
 
 /* Solves p with exact (proven optimal) and brute_any_units: the same
@@ -664,6 +717,83 @@ static void test_exact_is_optimal_over_servers_beside(void **state)
     print_message("# %d feasible, %d with servers beside a stage's units, %d with a stage apart, %d moved by them\n",
                   feasible_count, beside_count, apart_count, moved);
     assert_true(feasible_count > 60 && beside_count > 10 && apart_count > 10 && moved > 10);
+}
+
+/* Issue 28, rows in HBM shards (plan_law_shard): a gpu stage whose tables
+ * outgrow one unit but fit k of them, 1.25 x tables / k each beside its
+ * working set, may shard its rows over k >= the least such units instead of
+ * caching them in front of servers; one whose tables fit a unit may keep
+ * them in HBM or on servers (plan_law_servers), whichever costs less.  A stage's memory then depends on its
+ * units: exact's options at each level start at the least count.  Exact's
+ * plan is the optimum over every assignment, any units, and for each stage
+ * with rows, HBM whole where they fit, servers of their own (any number
+ * that holds them), beside its units, or shards on any count that holds
+ * them: brute force over those choices finds nothing better; shards, and
+ * servers for rows that fit HBM, occur in the optima and move some. */
+static void test_exact_is_optimal_over_rows_ways(void **state)
+{
+    (void)state;
+    int feasible_count = 0, shard_count = 0, moved = 0, on_servers = 0, moved_servers = 0;
+    for (uint64_t seed = 1; seed <= 240; seed++) {
+        int L = 2 + (int)(seed % 4), T = 2 + (int)(seed / 3 % 2);
+        double tight = (double[]){0.2, 0.5, 0.8, 0.95}[seed / 6 % 4];
+        plan_problem *p = plan_problem_random(seed * 4111, L, T, tight, 1);
+        p->objective = (plan_objective)(seed / 24 % 4);
+        uint64_t r = seed * 0x9e3779b97f4a7c15ull;
+        for (int t = 0; t < T; t++) {
+            if (p->max_units[t] > 4) p->max_units[t] = 4;
+            p->is_gpu[t] = t > 0;
+            p->mem_bytes[t] = (double)(hps_mix64(r + 40 + (uint64_t)t) % 6 + 3) * PLAN_GIB;
+            if (seed % 2) { /* and room for servers beside the units */
+                p->cores[t] = (int)(hps_mix64(r + 20 + (uint64_t)t) % 8) + 1;
+                p->host_mem[t] = (double)(hps_mix64(r + 30 + (uint64_t)t) % 24 + 1) * PLAN_GIB;
+            }
+        }
+        p->max_servers = 3;
+        if (seed % 3 != 1) p->server_type = 0;
+        if (seed % 3 == 0)
+            for (int t = 0; t < T; t++) p->nic_ms[t] = 0.05 * (1 + t);
+        p->server_price = 0.2 + (double)(hps_mix64(r) % 4) / 2;
+        p->server_power = 80;
+        p->server_bpms = (1 + (double)(hps_mix64(r + 1) % 10)) * PLAN_GBPS_TO_BPMS;
+        for (int l = 0; l < L; l++) {
+            p->work_bytes[l] = (double)(hps_mix64(r + 50 + l) % 3) * 0.25 * PLAN_GIB;
+            if (p->sparse_bytes[l] > 0) p->table_bytes[l] = (double)(hps_mix64(r + 2 + l) % 12 + 1) * PLAN_GIB;
+        }
+        if (seed % 3 == 2) { /* up to 8 GPUs that hold the tables, a small MLP, the limit near the fastest plan:
+                              * several units, whose replicas' exchange servers may undercut */
+            for (int t = 1; t < T; t++) {
+                p->mem_bytes[t] *= 4;
+                p->max_units[t] = 8;
+                p->nic_bpms[t] = (10 + (double)(hps_mix64(r + 60 + (uint64_t)t) % 30)) * PLAN_GBPS_TO_BPMS;
+            }
+            p->server_bpms *= 10;
+            for (int l = 0; l < L; l++) p->param_bytes[l] /= 100; /* a small MLP: units pay off */
+        }
+        p->server_mem = 8 * PLAN_GIB;
+        plan_problem_prepare(p);
+        if (seed % 3 == 2) {
+            int assign[8];
+            p->min_throughput = 0.9 * plan_max_throughput(p, assign);
+        }
+        int fb, n, shards, to_servers;
+        double thr, vb = exact_equals_any_units(p, seed, &fb, &thr);
+        brute_any_ways_moved(p, 0, &fb, &thr, &n, NULL, &shards, &to_servers);
+        feasible_count += fb;
+        shard_count += fb && shards > 0;
+        on_servers += fb && to_servers > 0;
+        if (fb) { /* where shards, or servers for rows that fit HBM, moved the optimum */
+            int f0, b0, s0;
+            double t0, v0 = brute_any_ways(p, 1, &f0, &t0, &n, &b0, &s0);
+            moved += !f0 || v0 > vb * (1 + 1e-9);
+            v0 = brute_any_ways(p, 2, &f0, &t0, &n, &b0, &s0);
+            moved_servers += !f0 || v0 > vb * (1 + 1e-9);
+        }
+        plan_problem_free(p);
+    }
+    print_message("# %d feasible, %d with a stage's rows in shards, %d moved by them; %d with rows that fit HBM "
+                  "on servers, %d moved by them\n", feasible_count, shard_count, moved, on_servers, moved_servers);
+    assert_true(feasible_count > 60 && shard_count > 10 && moved > 10 && on_servers > 10 && moved_servers > 10);
 }
 
 /* hps-cluster(5), units_per_instance: a plan pays for whole instances, and
@@ -1214,6 +1344,7 @@ int main(void)
         cmocka_unit_test(test_policy_file),
         cmocka_unit_test(test_baselines_are_valid),
         cmocka_unit_test(test_exact_is_optimal_over_servers_beside),
+        cmocka_unit_test(test_exact_is_optimal_over_rows_ways),
         cmocka_unit_test(test_trace_stays_compact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
