@@ -54,7 +54,14 @@ check_examples() { # FILE
     for i in $(seq 1 "$n"); do
         cmd=$(tr -s ' \t' '  ' < "$TMP/ex/$i.cmd")
         grep -qF -- "$cmd" "$TMP/visible" || { echo "$1: example $i: '$cmd' is not shown in the page"; return 1; }
-        (PATH=$HPS_BIN:$PATH; eval "$cmd") > "$TMP/ex/$i.got"
+        (PATH=$HPS_BIN:$PATH; eval "$cmd") > "$TMP/ex/$i.got" 2> "$TMP/ex/$i.err"
+        # a search cut by --time-limit (a sanitizer build on a busy machine)
+        # gives this machine's plan, not the page's: it cannot be compared
+        if grep -q -- '--time-limit .* cut the .* search' "$TMP/ex/$i.err"; then
+            echo "# $1: example $i: cut by --time-limit here, not compared: $(cat "$TMP/ex/$i.err")" >&3
+            continue
+        fi
+        cat "$TMP/ex/$i.err" >&2
         diff -u "$TMP/ex/$i.out" "$TMP/ex/$i.got" || { echo "$1: example $i ($cmd) is stale"; return 1; }
     done
 }
