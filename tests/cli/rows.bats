@@ -308,19 +308,21 @@ PY
     resumes_whole "$TMP/hbm2.json"
 }
 
-@test "rows: under mpirun hbm or a cache in a plan of several stages is refused naming the stage" {
-    # two stages on the two ranks, the second's rows in HBM too
+# PLAN ($1) cut into two stages, one a rank, to $2
+two_stages() {
     python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); s = p["stages"][0]
 p["stages"] = [dict(s, index=0, layers=[0, 2], units=1), dict(s, index=1, layers=[3, 5], units=1)]
 p["workers"] = [dict(p["workers"][0], rank=r, stage=r, share=1) for r in (0, 1)]
-json.dump(p, open(sys.argv[2], "w"))' "$DATA/hbm.json" "$TMP/st2.json"
+json.dump(p, open(sys.argv[2], "w"))' "$1" "$2"
+}
+
+@test "rows: under mpirun hbm or a cache in a plan of several stages is refused naming the stage" {
+    # two stages on the two ranks, the second's rows in HBM too
+    two_stages "$DATA/hbm.json" "$TMP/st2.json"
     run mpi2 "$HPS_BIN/hps-train" --plan "$TMP/st2.json" --data "$DATA/few" --threads 1 --cpu-fallback
     [ "$status" -eq 2 ]
     [[ "$output" == *"st2.json: stage 0 keeps its embedding rows in HBM (rows: hbm) and the plan has 2 stages: hps-train under mpirun runs device rows in a plan of one stage only: plan with --rows servers, or run it in one process"* ]] || { echo "$output"; false; }
-    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); s = p["stages"][0]
-p["stages"] = [dict(s, index=0, layers=[0, 2], units=1), dict(s, index=1, layers=[3, 5], units=1)]
-p["workers"] = [dict(p["workers"][0], rank=r, stage=r, share=1) for r in (0, 1)]
-json.dump(p, open(sys.argv[2], "w"))' "$DATA/cache.json" "$TMP/cst2.json"
+    two_stages "$DATA/cache.json" "$TMP/cst2.json"
     run mpi2 "$HPS_BIN/hps-train" --plan "$TMP/cst2.json" --data "$DATA/few" --threads 1 --cpu-fallback
     [ "$status" -eq 2 ]
     [[ "$output" == *"cst2.json: stage 0 keeps its embedding rows in a cache (rows: cache) and the plan has 2 stages: hps-train under mpirun runs device rows in a plan of one stage only"* ]] || { echo "$output"; false; }
