@@ -15,6 +15,11 @@ enum { TAG_FETCH = 11, TAG_ROWS, TAG_PUSH, TAG_ACK, TAG_SAVE, TAG_DONE, TAG_PEEK
 /* TAG_STATS: the lead asks a server for its tables' figures (the metrics),
  * and the server answers with the same tag */
 enum { TAG_STATS = 40 };
+/* A cache in front of the servers (dist_shard.c): TAG_STATE_GET asks for
+ * rows' whole state (weights then accumulators, answered with TAG_ROWS);
+ * TAG_STATE_PUT stores it, the server applying nothing, and is answered
+ * with an empty TAG_ROWS once stored */
+enum { TAG_STATE_GET = 41, TAG_STATE_PUT };
 
 typedef enum { ROLE_WORKER, ROLE_SERVER } dist_role_kind;
 
@@ -106,6 +111,7 @@ struct hps_dist {
      * rows hps_dist_route(key, workers) gives it */
     int shards;
     int64_t shard_capacity;      /* rows a unit's device holds (INT64_MAX: hbm, all of its shard) */
+    int shard_home;              /* rows: cache in front of the plan's servers: they hold the rows */
     char plan_digest[72];        /* the plan's, which a shard's checkpoint records */
     dist_shard *shard;
     dist_stats st;
@@ -203,6 +209,10 @@ void dist_shard_create(hps_dist *d, hps_trainer *t, const hps_train_opts *o);
 void dist_shard_hook(hps_dist *d, hps_train_dist *h);
 void dist_shard_free(hps_dist *d);
 int64_t dist_shard_rows(const hps_dist *d); /* the rows this worker's shard holds */
+/* A cache in front of servers: every cached row written back to them, and
+ * every worker past that (all workers call it), before the servers' rows
+ * are read or saved. */
+int dist_shard_write_back(hps_dist *d, hps_error *err);
 /* The units' device rows' statistics, summed over the workers at each step's end. */
 const train_rows_stats *dist_shard_stats(const hps_dist *d);
 char *dist_shard_gather(hps_dist *d, size_t *n);

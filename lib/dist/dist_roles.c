@@ -54,8 +54,9 @@ static int pulls_rows(const plan_file *pf)
 /* rows: hbm runs as replicas, one a worker of the stage, whose gradients
  * are exchanged each step, or, where the plan says rows_split "shards" on
  * several units, as shards, each worker holding the rows the routing rule
- * gives it (dist_shard.c); rows: cache as shards too, each unit's shard in
- * its host table behind a cache of the plan's cache_rows. */
+ * gives it (dist_shard.c); rows: cache as shards too, each unit's shard
+ * behind a cache of the plan's cache_rows, in its host table or, where the
+ * plan has servers, on them. */
 static int read_device_rows(hps_dist *d, const plan_file *pf, hps_error *err)
 {
     for (int i = 0; i < pf->n_stages; i++) {
@@ -68,19 +69,12 @@ static int read_device_rows(hps_dist *d, const plan_file *pf, hps_error *err)
                             "stages: hps-train under mpirun runs device rows in a plan of one stage only: "
                             "plan with --rows servers, or run it in one process",
                             pf->name, i, cache ? "a cache" : "HBM", st->rows, pf->n_stages);
-        /* the planner's cache sits in front of servers that hold the rows; under
-         * mpirun a cache runs over each unit's own shard (dist_shard.c), which
-         * would leave those servers idle and put the tables on the units' hosts */
-        if (cache && pf->n_servers > 0)
-            return hps_fail(err, HPS_EXIT_USAGE,
-                            "%s: stage %d keeps a cache (rows: cache) in front of the plan's %d servers: "
-                            "hps-train under mpirun runs a cache over each unit's own shard, not in front "
-                            "of servers (not built): run this plan in one process, or plan with --rows servers",
-                            pf->name, i, pf->n_servers);
         if (cache && st->cache_rows <= 0)
             return hps_fail(err, HPS_EXIT_USAGE, "%s: stage %d: rows: cache without cache_rows (> 0 expected)",
                             pf->name, i);
         d->shard_capacity = cache ? st->cache_rows : INT64_MAX;
+        /* the planner's cache with servers behind it: they hold the rows */
+        d->shard_home = cache && pf->n_servers > 0;
         if (cache || (st->rows_shards && st->units > 1)) d->shards = 1;
         else d->replicas = 1;
     }

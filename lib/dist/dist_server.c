@@ -78,6 +78,50 @@ static int serve_rows(hps_dist *d, dist_server *sv, const char *msg, size_t n, i
     return 0;
 }
 
+/* A cache in front of the servers (dist_shard.c) keeps rows' whole state:
+ * TAG_STATE_GET's entries get their weights then accumulators (a key not
+ * yet here is created as a fetch creates it), TAG_STATE_PUT's entries, each
+ * followed by those 2 x dim floats, are stored as they come: the unit
+ * applied AdaGrad to them. */
+static int row_state(hps_dist *d, dist_server *sv, const char *msg, size_t n, int to, int put, hps_error *err)
+{
+    double t0 = hps_now();
+    dist_buf out = {0};
+    int rc = 0;
+    for (size_t at = 0; rc == 0 && at < n;) {
+        dist_entry e;
+        if (at + sizeof e > n) {
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "a truncated row state message");
+            break;
+        }
+        memcpy(&e, msg + at, sizeof e);
+        at += sizeof e;
+        hps_table *tab = entry_table(sv, &e, err);
+        int64_t row = tab ? hps_table_lookup(tab, e.slot, e.key, sv->step + 1, err) : -1;
+        if (row < 0) {
+            rc = -1;
+            break;
+        }
+        size_t D = (size_t)sv->m->layers[e.layer].dim, bytes = D * sizeof(float);
+        float *w = hps_table_weights(tab) + row * (int64_t)D, *acc = hps_table_accum(tab) + row * (int64_t)D;
+        if (!put) {
+            dist_buf_add(&out, w, bytes), dist_buf_add(&out, acc, bytes);
+            d->st.rows_served++;
+            continue;
+        }
+        if (at + 2 * bytes > n) {
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "a truncated row state message");
+            break;
+        }
+        memcpy(w, msg + at, bytes), memcpy(acc, msg + at + bytes, bytes);
+        at += 2 * bytes;
+    }
+    d->st.serve_s += hps_now() - t0;
+    if (rc == 0) dist_send(d, out.buf, out.len, to, TAG_ROWS);
+    free(out.buf);
+    return rc;
+}
+
 static void part_add(part *p, int64_t row, const float *g, int D)
 {
     if (p->n == p->cap) {
@@ -131,7 +175,7 @@ static void send_stats(hps_dist *d, const dist_server *sv, int to)
 int dist_table_stats(void *ctx, hps_table_stats *per_layer)
 {
     hps_dist *d = ctx;
-    if (!hps_dist_is_lead(d) || d->servers == 0 || d->replicas || d->shards) return 0;
+    if (!hps_dist_is_lead(d) || d->servers == 0 || d->replicas || (d->shards && !d->shard_home)) return 0;
     int L = d->m->n_layers;
     for (int s = 0; s < d->servers; s++) dist_send(d, NULL, 0, d->server_rank[s], TAG_STATS);
     for (int s = 0; s < d->servers; s++) {
@@ -251,6 +295,7 @@ int dist_server_handle(hps_dist *d, dist_server *sv, dist_server_state *s, char 
     else if (tag == TAG_SAVE) rc = dist_save_server(d, sv, err);
     else if (tag == TAG_DUMP) dump_rows(d, sv, from);
     else if (tag == TAG_STATS) send_stats(d, sv, from);
+    else if (tag == TAG_STATE_GET || tag == TAG_STATE_PUT) rc = row_state(d, sv, msg, n, from, tag == TAG_STATE_PUT, err);
     else if (tag == TAG_DONE) s->done++;
     free(msg);
     return rc;

@@ -15,7 +15,20 @@
  * Only the lead evaluates: before it does, every shard's rows are gathered
  * into a copy it reads (a key no shard holds reads zeros, as in one
  * process).  An export gathers them into the lead's tables; a checkpoint
- * keeps each worker's shard in its own rank's directory. */
+ * keeps each worker's shard in its own rank's directory.
+ *
+ * rows: cache in front of the plan's servers (shard_home): the same
+ * shards, each unit's cache keeping its hottest rows, but the rows it does
+ * not cache live on the servers, each on the one hps_dist_route(key,
+ * servers) gives it as with rows: servers.  A miss gets the row's whole
+ * state from its server (TAG_STATE_GET), a write-back puts it there
+ * (TAG_STATE_PUT, acknowledged), and the servers apply nothing: the owner
+ * unit applies AdaGrad to its cached rows as a shard does.  Only the owner
+ * ever moves a key, so the servers hold each row as the unit last wrote
+ * it: the run is a cache over shards' bit for bit.  Evaluation, --export
+ * and checkpoints read the servers after every unit wrote back its cache
+ * (dist_shard_write_back).  The unit's host tables still map its keys and
+ * carry rows between the device and the servers. */
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -32,6 +45,11 @@ struct dist_shard {
     train_rows *rows;           /* the shard in the backend's memory */
     uint64_t step;              /* the step being trained, as the trainer stamps lookups */
     int (*step_end)(void *ctx, hps_error *err); /* a worker's own */
+    int (*fetch_rows)(void *ctx, const hps_row_key *rows, int64_t n, float *out, int peek, hps_error *err);
+    dist_buf *to_server;        /* shard_home: per server, a state message */
+    int64_t **sent, *n_sent, *cap_sent; /* per server: the host rows of its message, in order */
+    int home_rc;                /* the first failure of a get or put, kept in home_err */
+    hps_error home_err;
     train_rows_stats sum;       /* every unit's, summed */
     dist_buf *out;              /* per worker: what goes to it */
     int64_t **asked, *n_asked, *cap_asked; /* per owner: the index of each key asked of it */
@@ -67,6 +85,101 @@ static void tables_free(int n_layers, hps_table **tables)
     free(tables);
 }
 
+/* ---- the servers as the cache's home (shard_home) ------------------------------ */
+
+/* n host rows of layer l into per-server messages: each row's entry, with
+ * its 2 x D floats of state for a put. */
+static void home_requests(hps_dist *d, dist_shard *s, hps_table *host, int l, const int64_t *rows, int64_t n,
+                          int put)
+{
+    int D = s->m->layers[l].dim;
+    for (int v = 0; v < d->servers; v++) s->to_server[v].len = 0, s->n_sent[v] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        int slot;
+        dist_entry e = {.layer = l};
+        hps_table_row_key(host, rows[i], &slot, &e.key);
+        e.slot = slot;
+        int v = hps_dist_route(e.key, d->servers);
+        dist_buf_add(&s->to_server[v], &e, sizeof e);
+        if (put) {
+            dist_buf_add(&s->to_server[v], hps_table_weights(host) + rows[i] * D, (size_t)D * sizeof(float));
+            dist_buf_add(&s->to_server[v], hps_table_accum(host) + rows[i] * D, (size_t)D * sizeof(float));
+        }
+        s->sent[v] = grow(s->sent[v], &s->cap_sent[v], s->n_sent[v] + 1, sizeof **s->sent);
+        s->sent[v][s->n_sent[v]++] = rows[i];
+    }
+}
+
+/* The messages sent, each server's answer taken: a get's state into the
+ * host rows, a put's empty acknowledgement (the rows are stored when it
+ * comes, so a later save or dump by any rank finds them). */
+static void home_exchange(hps_dist *d, dist_shard *s, hps_table *host, int l, int put)
+{
+    int D = s->m->layers[l].dim;
+    size_t row_bytes = 2 * (size_t)D * sizeof(float);
+    double t0 = hps_now();
+    for (int v = 0; v < d->servers; v++) {
+        if (!s->n_sent[v]) continue;
+        dist_send(d, s->to_server[v].buf, s->to_server[v].len, d->server_rank[v], put ? TAG_STATE_PUT : TAG_STATE_GET);
+        size_t n;
+        char *got = dist_recv(d->server_rank[v], TAG_ROWS, &n, NULL, NULL);
+        if (n != (put ? 0 : (size_t)s->n_sent[v] * row_bytes)) {
+            if (!s->home_rc)
+                s->home_rc = hps_fail(&s->home_err, HPS_EXIT_RUNTIME,
+                                      "server %d answered %zu bytes for %lld rows of layer %d's state", v, n,
+                                      (long long)s->n_sent[v], l);
+        } else if (!put) {
+            for (int64_t i = 0; i < s->n_sent[v]; i++) {
+                memcpy(hps_table_weights(host) + s->sent[v][i] * D, got + i * row_bytes, row_bytes / 2);
+                memcpy(hps_table_accum(host) + s->sent[v][i] * D, got + i * row_bytes + row_bytes / 2,
+                       row_bytes / 2);
+            }
+        }
+        free(got);
+    }
+    d->st.fetch_s += hps_now() - t0;
+}
+
+static void home_get(void *ctx, hps_table *host, int l, const int64_t *rows, int64_t n)
+{
+    hps_dist *d = ctx;
+    home_requests(d, d->shard, host, l, rows, n, 0);
+    home_exchange(d, d->shard, host, l, 0);
+}
+
+static void home_put(void *ctx, hps_table *host, int l, const int64_t *rows, int64_t n)
+{
+    hps_dist *d = ctx;
+    home_requests(d, d->shard, host, l, rows, n, 1);
+    home_exchange(d, d->shard, host, l, 1);
+}
+
+static void shard_home_create(hps_dist *d, dist_shard *s)
+{
+    s->to_server = hps_calloc((size_t)d->servers, sizeof *s->to_server);
+    s->sent = hps_calloc((size_t)d->servers, sizeof *s->sent);
+    s->n_sent = hps_calloc((size_t)d->servers, sizeof *s->n_sent);
+    s->cap_sent = hps_calloc((size_t)d->servers, sizeof *s->cap_sent);
+    train_rows_set_home(s->rows, &(train_rows_home){.ctx = d, .get = home_get, .put = home_put});
+}
+
+/* A get or put that failed since the last check: its error. */
+static int home_failed(dist_shard *s, hps_error *err)
+{
+    if (!s->home_rc) return 0;
+    if (err) *err = s->home_err;
+    return -1;
+}
+
+int dist_shard_write_back(hps_dist *d, hps_error *err)
+{
+    train_rows_flush(d->shard->rows);
+    int ok = home_failed(d->shard, err) == 0, all = 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, d->wcomm);
+    if (ok && !all) return hps_fail(err, HPS_EXIT_RUNTIME, "another worker could not write its cache back to the servers");
+    return ok ? 0 : -1;
+}
+
 void dist_shard_create(hps_dist *d, hps_trainer *t, const hps_train_opts *o)
 {
     dist_shard *s = hps_calloc(1, sizeof *s);
@@ -78,6 +191,7 @@ void dist_shard_create(hps_dist *d, hps_trainer *t, const hps_train_opts *o)
     s->n_asked = hps_calloc((size_t)d->workers, sizeof *s->n_asked);
     s->cap_asked = hps_calloc((size_t)d->workers, sizeof *s->cap_asked);
     d->shard = s;
+    if (d->shard_home) shard_home_create(d, s);
 }
 
 void dist_shard_free(hps_dist *d)
@@ -89,6 +203,8 @@ void dist_shard_free(hps_dist *d)
     for (int w = 0; w < d->workers; w++) free(s->out[w].buf), free(s->asked[w]);
     free(s->out), free(s->asked), free(s->n_asked), free(s->cap_asked);
     free(s->in), free(s->keys), free(s->vals);
+    for (int v = 0; s->to_server && v < d->servers; v++) free(s->to_server[v].buf), free(s->sent[v]);
+    free(s->to_server), free(s->sent), free(s->n_sent), free(s->cap_sent);
     free(s);
     d->shard = NULL;
 }
@@ -120,7 +236,7 @@ static int answer(hps_dist *d, dist_shard *s, hps_error *err)
     int64_t floats = 0;
     for (int64_t i = 0; i < n; i++) floats += dim_of(s, &s->keys[i]);
     s->vals = grow(s->vals, &s->cap_vals, floats + 1, sizeof *s->vals);
-    if (train_rows_read(s->rows, s->keys, n, s->step, s->vals, err)) return -1;
+    if (train_rows_read(s->rows, s->keys, n, s->step, s->vals, err) || home_failed(s, err)) return -1;
     const char *at = (const char *)s->vals;
     int64_t i = 0;
     for (int w = 0; w < d->workers; w++) {
@@ -144,6 +260,7 @@ static int shard_fetch(void *ctx, const hps_row_key *rows, int64_t n, float *out
 {
     hps_dist *d = ctx;
     dist_shard *s = d->shard;
+    if (peek && d->shard_home) return s->fetch_rows(ctx, rows, n, out, peek, err); /* the servers' rows */
     if (peek) {
         peek_rows(s, rows, n, out);
         return 0;
@@ -218,6 +335,7 @@ static int shard_step_end(void *ctx, hps_error *err)
     hps_dist *d = ctx;
     dist_shard *s = d->shard;
     train_rows_step_end(s->rows, 1); /* rows staged past a full cache written back */
+    if (home_failed(s, err)) return -1;
     s->step++;
     _Static_assert(sizeof s->sum == 4 * sizeof(uint64_t), "summed as 4 counts");
     MPI_Allreduce(train_rows_stats_of(s->rows), &s->sum, 4, MPI_UINT64_T, MPI_SUM, d->wcomm);
@@ -241,7 +359,9 @@ static int shard_save(void *ctx, hps_trainer *t, uint64_t step, hps_error *err)
 {
     hps_dist *d = ctx;
     char dir[4200];
-    train_rows_flush(d->shard->rows);
+    /* with servers behind the cache, they save the rows: written back first */
+    if (!d->shard_home) train_rows_flush(d->shard->rows);
+    else if (dist_shard_write_back(d, err)) return -1;
     if (shard_dir(d, dir, sizeof dir, err) ||
         hps_tables_save(d->m, d->shard->tables, d->plan_digest, step, d->shard->o.seed, hps_trainer_day(t), dir,
                         err))
@@ -285,7 +405,7 @@ static int shard_continue(void *ctx, hps_trainer *t, hps_error *err)
 
 void dist_shard_hook(hps_dist *d, hps_train_dist *h)
 {
-    d->shard->step_end = h->step_end;
+    d->shard->step_end = h->step_end, d->shard->fetch_rows = h->fetch_rows;
     h->fetch_rows = shard_fetch, h->update_rows = shard_update, h->step_end = shard_step_end;
     h->save = shard_save, h->resume = shard_resume, h->continue_day = shard_continue;
     h->remote_rows = 1, h->exchange_rows = NULL;
@@ -350,6 +470,7 @@ char *dist_shard_gather(hps_dist *d, size_t *n)
 int dist_shard_gather_eval(hps_dist *d, hps_error *err)
 {
     dist_shard *s = d->shard;
+    if (d->shard_home) return dist_shard_write_back(d, err); /* the lead peeks at the servers */
     size_t n;
     char *all = dist_shard_gather(d, &n);
     if (!hps_dist_is_lead(d)) return 0;

@@ -443,7 +443,9 @@ int hps_dist_gather_model(hps_dist *d, hps_trainer *t, hps_error *err)
 {
     if (d->n_stages > 1 && gather_stage_params(d, t, err)) return -1;
     if (d->replicas) return take_replica(d, t, err);
-    if (d->shards) return take_shards(d, t, err);
+    if (d->shards && !d->shard_home) return take_shards(d, t, err);
+    /* a cache in front of the servers: they hold every row once it is written back */
+    if (d->shard_home && dist_shard_write_back(d, err)) return -1;
     if (!hps_dist_is_lead(d)) return 0;
     /* the lead's tables mapped every key its loads saw; the model's rows
      * are the servers' (admission leaves keys without one) */

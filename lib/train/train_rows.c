@@ -50,6 +50,7 @@ struct train_rows {
     int64_t n_pinned, cap_pinned;
     uint64_t step_id, seq;
     train_rows_stats stats;
+    train_rows_home home; /* get NULL: the host tables are the home */
 };
 
 static void *grow_array(void *p, int64_t *cap, int64_t need, size_t size)
@@ -225,6 +226,18 @@ void train_rows_free(train_rows *r)
     free(r);
 }
 
+void train_rows_set_home(train_rows *r, const train_rows_home *home) { r->home = *home; }
+
+/* The host rows of s from the home (get) or to it. */
+static void home_move(train_rows *r, rows_layer *T, int l, const rows_list *s, int get)
+{
+    if (!r->home.get || !s->n) return;
+    int64_t *rows = hps_malloc((size_t)s->n * sizeof *rows);
+    for (int64_t i = 0; i < s->n; i++) rows[i] = s->at[i].row;
+    (get ? r->home.get : r->home.put)(r->home.ctx, T->host, l, rows, s->n);
+    free(rows);
+}
+
 /* ---- lookups ------------------------------------------------------------------- */
 
 /* Row `row` of T gets a slot and is fetched at train_rows_prepare. */
@@ -326,8 +339,12 @@ void train_rows_prepare(train_rows *r)
     for (int l = r->first; l < r->end; l++) {
         rows_layer *T = &r->L[l - r->first];
         if (!T->host) continue;
+        /* a row evicted and missed again in one load is in both lists: its
+         * home's copy (older) comes first, the device's overwrites it */
+        home_move(r, T, l, &T->fetches, 1);
         move_rows(r->be, T, &T->backs, 0);
         move_rows(r->be, T, &T->fetches, 1);
+        home_move(r, T, l, &T->backs, 0);
         T->backs.n = T->fetches.n = 0;
     }
 }
@@ -512,7 +529,7 @@ void train_rows_step_end(train_rows *r, int write_back)
     for (int l = r->first; l < r->end; l++) {
         rows_layer *T = &r->L[l - r->first];
         if (!T->host) continue;
-        if (write_back) move_rows(r->be, T, &T->stage, 0);
+        if (write_back) move_rows(r->be, T, &T->stage, 0), home_move(r, T, l, &T->stage, 0);
         if (write_back) r->stats.write_backs += (uint64_t)T->stage.n;
         for (int64_t i = 0; i < T->stage.n; i++) {
             give_slot(T, T->stage.at[i].slot);
@@ -536,7 +553,9 @@ static void move_cached(train_rows *r, int up)
         rows_list all = {0};
         for (int64_t row = 0; row < T->cap_host; row++)
             if (T->slot[row] >= 0 && !T->staged[row]) list_push(&all, T->slot[row], row);
+        if (up) home_move(r, T, l, &all, 1);
         move_rows(r->be, T, &all, up);
+        if (!up) home_move(r, T, l, &all, 0);
         free(all.at);
     }
 }

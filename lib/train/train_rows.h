@@ -16,6 +16,13 @@
  * back, unless the missing row's count is not higher: then the row is
  * staged for this step only and written back at its end.  Training reads
  * and updates the same values as with host tables, in the same order.
+ *
+ * A cache may have a home other than its host tables (train_rows_home:
+ * under mpirun, the plan's servers): a row's state (weights and
+ * accumulators) comes from the home into its host row just before it is
+ * fetched, and goes from its host row to the home just after it is
+ * written back, so the home always holds a row not on the device as the
+ * host tables would.
  */
 #ifndef HPS_TRAIN_ROWS_H
 #define HPS_TRAIN_ROWS_H
@@ -29,6 +36,16 @@
 
 typedef struct train_rows train_rows;
 
+/* Where rows not on the device live beside the host tables.  get fills n
+ * host rows of layer `layer` of host (weights and accumulators) from the
+ * home; put sends them to it.  Neither returns an error: a home keeps its
+ * own and reports it after the call (train_rows' copies cannot fail). */
+typedef struct {
+    void *ctx;
+    void (*get)(void *ctx, hps_table *host, int layer, const int64_t *rows, int64_t n);
+    void (*put)(void *ctx, hps_table *host, int layer, const int64_t *rows, int64_t n);
+} train_rows_home;
+
 /* Lookups (each key of each sample), the ones the cache served, the rows
  * fetched into it and the rows written back (evicted or staged). */
 typedef struct {
@@ -40,6 +57,8 @@ typedef struct {
 train_rows *train_rows_create(const hps_backend *be, const hps_model *m, hps_table **tables,
                               int first, int end, int64_t capacity);
 void train_rows_free(train_rows *r);
+/* Rows from and back to home (copied) instead of the host tables alone. */
+void train_rows_set_home(train_rows *r, const train_rows_home *home);
 
 /* The device slot of host row `row` of layer l, fetching it (evaluating:
  * read only, no counts, a staged copy until train_rows_step_end). */
@@ -79,8 +98,8 @@ int train_rows_read(train_rows *r, const hps_row_key *keys, int64_t n, uint64_t 
 /* The end of a step (staged rows written back when write_back) or of an
  * evaluation batch (their copies dropped). */
 void train_rows_step_end(train_rows *r, int write_back);
-/* Every row on the device copied to its host row: before checkpoints and
- * exports read the host tables. */
+/* Every row on the device copied to its host row (and home): before
+ * checkpoints and exports read the host tables (or the home). */
 void train_rows_flush(train_rows *r);
 /* The other way: every row on the device takes its host row's values. */
 void train_rows_reload(train_rows *r);
