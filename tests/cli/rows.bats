@@ -412,13 +412,6 @@ rows_served() {
         [ "$(dist_field "$TMP/c$n.ndjson" '[t["rows"] for t in o["tables"]]' summary)" = \
           "$(dist_field "$DATA/servers.ndjson" '[t["rows"] for t in o["tables"]]' summary)" ]
     done
-    # a cache of every row never writes back: the same losses again (the
-    # servers' copies then matter only where rows are evicted)
-    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); p["stages"][0]["cache_rows"] = 10 ** 9
-json.dump(p, open(sys.argv[2], "w"))' "$TMP/c1.json" "$TMP/all.json"
-    mpik 3 "$HPS_BIN/hps-train" --plan "$TMP/all.json" "${args[@]}" --metrics "$TMP/all.ndjson"
-    cmp "$TMP/l0" <(losses "$TMP/all.ndjson")
-    [ "$(dist_field "$TMP/all.ndjson" 'o["dist"]["device_rows"]["write_backs"]' step)" -eq 0 ]
 }
 
 # One process runs the same plan's cache in front of its host tables: the
