@@ -63,21 +63,34 @@ static int read_device_rows(hps_dist *d, const plan_file *pf, hps_error *err)
         const plan_file_stage *st = &pf->stages[i];
         int cache = strcmp(st->rows, "cache") == 0;
         if (!cache && strcmp(st->rows, "hbm") != 0) continue;
-        if (pf->n_stages > 1)
+        int shards = cache || (st->rows_shards && st->units > 1);
+        /* stages across ranks: a stage's replicas exchange among its own
+         * workers (dist_worker.c); shards and caches exchange among all */
+        if (pf->n_stages > 1 && shards)
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: stage %d keeps its embedding rows in %s (rows: %s) and the plan has %d "
-                            "stages: hps-train under mpirun runs device rows in a plan of one stage only: "
-                            "plan with --rows servers, or run it in one process",
-                            pf->name, i, cache ? "a cache" : "HBM", st->rows, pf->n_stages);
+                            "stages: hps-train under mpirun runs device rows in a plan of several stages as "
+                            "replicas only (rows: hbm, rows_split: replicas): plan with --rows servers, or run "
+                            "it in one process",
+                            pf->name, i, cache ? "a cache" : "HBM shards", st->rows, pf->n_stages);
         if (cache && st->cache_rows <= 0)
             return hps_fail(err, HPS_EXIT_USAGE, "%s: stage %d: rows: cache without cache_rows (> 0 expected)",
                             pf->name, i);
         d->shard_capacity = cache ? st->cache_rows : INT64_MAX;
         /* the planner's cache with servers behind it: they hold the rows */
         d->shard_home = cache && pf->n_servers > 0;
-        if (cache || (st->rows_shards && st->units > 1)) d->shards = 1;
+        if (shards) d->shards = 1;
         else d->replicas = 1;
     }
+    /* a worker's rows are its device's or its servers', not some of each */
+    for (int i = 0; (d->replicas || d->shards) && i < pf->n_stages; i++)
+        if (strcmp(pf->stages[i].rows, "none") != 0 && strcmp(pf->stages[i].rows, "hbm") != 0 &&
+            strcmp(pf->stages[i].rows, "cache") != 0)
+            return hps_fail(err, HPS_EXIT_USAGE,
+                            "%s: stage %d keeps its embedding rows on servers (rows: %s) beside another stage's "
+                            "in device memory: hps-train under mpirun runs one or the other: plan with --rows "
+                            "servers, or run it in one process",
+                            pf->name, i, pf->stages[i].rows);
     return 0;
 }
 

@@ -226,9 +226,9 @@ static int step_end(void *ctx, hps_error *err)
 }
 
 /* The gathered parts (d->xrecv) into keys and gradients, D floats a row. */
-static void unpack_parts(hps_dist *d, int D, size_t entry)
+static void unpack_parts(hps_dist *d, int W, int D, size_t entry)
 {
-    int64_t rows = d->workers ? d->xend[d->workers - 1] : 0;
+    int64_t rows = W ? d->xend[W - 1] : 0;
     if (rows + 1 > d->cap_xrows) {
         d->cap_xrows = rows * 2 + 1;
         d->xkeys = hps_realloc(d->xkeys, (size_t)d->cap_xrows * sizeof *d->xkeys);
@@ -243,15 +243,19 @@ static void unpack_parts(hps_dist *d, int D, size_t entry)
     }
 }
 
-/* rows: hbm, a replica a worker: each worker's sum of a layer's gradient,
- * (layer, slot, key) then D floats a row, gathered by every worker in
- * worker order (MPI_Allgatherv: the same bytes everywhere). */
+/* rows: hbm, a replica a worker of the stage: each worker's sum of a
+ * layer's gradient, (layer, slot, key) then D floats a row, gathered by
+ * every worker of the stage in worker order (MPI_Allgatherv: the same bytes
+ * everywhere).  With stages across ranks, the stage's workers alone (scomm):
+ * another stage's, which never loads the layer, exchanges its empty parts
+ * among its own and holds none of these rows. */
 static int exchange_rows(void *ctx, int layer, const hps_row_key *keys, const float *grad, int64_t n,
                          hps_row_grads *out, hps_error *err)
 {
     hps_dist *d = ctx_dist(ctx);
     double t0 = hps_now();
-    int D = d->m->layers[layer].dim, W = d->workers;
+    int staged = d->n_stages > 1, D = d->m->layers[layer].dim, W = staged ? d->stage_n[d->me->stage] : d->workers;
+    MPI_Comm comm = staged ? d->scomm : d->wcomm;
     size_t entry = sizeof *keys + (size_t)D * sizeof *grad;
     d->xsend.len = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -260,7 +264,7 @@ static int exchange_rows(void *ctx, int layer, const hps_row_key *keys, const fl
     }
     /* the sizes first, so that every worker finds the same total */
     int64_t sent = (int64_t)d->xsend.len, sizes[HPS_DIST_MAX_RANKS];
-    MPI_Allgather(&sent, 1, MPI_INT64_T, sizes, 1, MPI_INT64_T, d->wcomm);
+    MPI_Allgather(&sent, 1, MPI_INT64_T, sizes, 1, MPI_INT64_T, comm);
     int lens[HPS_DIST_MAX_RANKS], at[HPS_DIST_MAX_RANKS];
     int64_t total = 0;
     for (int w = 0; w < W; w++) {
@@ -282,11 +286,12 @@ static int exchange_rows(void *ctx, int layer, const hps_row_key *keys, const fl
         d->cap_xrecv = (size_t)total * 2 + 1;
         d->xrecv = hps_realloc(d->xrecv, d->cap_xrecv);
     }
-    MPI_Allgatherv(d->xsend.buf, mine, MPI_BYTE, d->xrecv, lens, at, MPI_BYTE, d->wcomm);
-    unpack_parts(d, D, entry);
+    MPI_Allgatherv(d->xsend.buf, mine, MPI_BYTE, d->xrecv, lens, at, MPI_BYTE, comm);
+    unpack_parts(d, W, D, entry);
     *out = (hps_row_grads){.parts = W, .end = d->xend, .keys = d->xkeys, .grad = d->xgrad};
-    /* this worker's part reaches every other worker */
-    for (int w = 0; w < W; w++) {
+    /* this worker's part reaches every other worker of the stage */
+    for (int i = 0; i < W; i++) {
+        int w = staged ? d->stage_w[d->me->stage][i] : i;
         if (w == d->me->index) continue;
         d->st.bytes_sent += mine;
         if (d->node[d->worker_rank[w]] != d->node[d->rank]) d->st.bytes_cross_node += mine;

@@ -464,6 +464,7 @@ int train_rows_apply_parts(train_rows *r, int l, const hps_row_grads *all, uint6
 {
     rows_layer *T = layer_of(r, l);
     HPS_CHECK(all->parts >= 1); /* every row of the parts is here: hbm, or a cache that read them */
+    if (all->end[all->parts - 1] == 0) return 0; /* no worker's rows: nothing to update */
     if (place_parts(r, T, all, step, err)) return -1;
     /* summed per row in worker order, as a parameter server sums its
      * workers' pushes: every replica adds the same floats in the same order */

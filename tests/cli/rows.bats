@@ -318,16 +318,73 @@ p["workers"] = [dict(p["workers"][0], rank=r, stage=r, share=1) for r in (0, 1)]
 json.dump(p, open(sys.argv[2], "w"))' "$1" "$2"
 }
 
-@test "rows: under mpirun hbm or a cache in a plan of several stages is refused naming the stage" {
-    # two stages on the two ranks, the second's rows in HBM too
-    two_stages "$DATA/hbm.json" "$TMP/st2.json"
-    run mpi2 "$HPS_BIN/hps-train" --plan "$TMP/st2.json" --data "$DATA/few" --threads 1 --cpu-fallback
-    [ "$status" -eq 2 ]
-    [[ "$output" == *"st2.json: stage 0 keeps its embedding rows in HBM (rows: hbm) and the plan has 2 stages: hps-train under mpirun runs device rows in a plan of one stage only: plan with --rows servers, or run it in one process"* ]] || { echo "$output"; false; }
+# $DATA/hbm.json cut as hps-plan cuts dlrm-small on lab.json at 200000
+# samples/s (the test below): stage 0 the embedding layer, its rows in HBM,
+# on K units (replicas), stage 1 the dense layers on one cpu unit; to $1
+emb_then_dense() {
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); s = p["stages"][0]; k = int(sys.argv[3])
+p["stages"] = [dict(s, index=0, layers=[0, 0], units=k),
+               dict(s, index=1, layers=[1, 5], units=1, type="cpu", kind="cpu", device="cpu", rows="none",
+                    executed_as="none", rows_split=None)]
+w = p["workers"][0]
+p["workers"] = [dict(w, rank=r, stage=0, share=1 / k, batch_share=1 / k) for r in range(k)] + \
+               [dict(w, rank=k, stage=1, type="cpu", share=0.0, batch_share=1.0)]
+json.dump(p, open(sys.argv[2], "w"))' "$DATA/hbm.json" "$1" "${2:-1}"
+}
+
+@test "rows: hps-plan puts a stage's rows in HBM in a plan of several stages" {
+    local m=$TESTDATA/models/dlrm-small.json
+    "$HPS_BIN/hps-profile" -m "$m" --reps 1 --warmup 0 --no-scaling \
+        --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json" 2>/dev/null
+    "$HPS_BIN/hps-plan" -m "$m" -c "$TESTDATA/clusters/lab.json" -p "$TMP/p.json" \
+        --min-throughput 200000 --algo exact -o "$TMP/d.json"
+    # (the test below runs such a plan: emb_then_dense)
+    [ "$(json_field "$TMP/d.json" '(len(d["stages"]) > 1, d["stages"][0]["rows"], d["stages"][0]["rows_split"])')" = \
+      "(True, 'hbm', 'replicas')" ]
+}
+
+# Such a plan under mpirun: stage 0's units hold replicas of its rows and
+# exchange its gradients among themselves (not with stage 1's, which holds
+# none); the dense allreduce and the stages' micro-batches add in other
+# orders than one process, so within 1e-4 as the replicas are (above).
+@test "rows: under mpirun hbm replicas in stage 0 of two stages train as one process does" {
+    emb_then_dense "$TMP/st1.json" 1
+    emb_then_dense "$TMP/st2.json" 2
+    args=(--data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance --eval "$DATA/few")
+    "$HPS_BIN/hps-train" --plan "$TMP/st1.json" "${args[@]}" --micro-batches 2 --metrics "$TMP/one.ndjson" \
+        --export "$TMP/one.safetensors"
+    mpi2 "$HPS_BIN/hps-train" --plan "$TMP/st1.json" "${args[@]}" --metrics "$TMP/two.ndjson" \
+        --export "$TMP/two.safetensors"
+    mpik 3 "$HPS_BIN/hps-train" --plan "$TMP/st2.json" "${args[@]}" --metrics "$TMP/three.ndjson" \
+        --export "$TMP/three.safetensors"
+    for n in two three; do
+        same_losses "$TMP/one.ndjson" "$TMP/$n.ndjson"
+        paste <(evals "$TMP/one.ndjson") <(evals "$TMP/$n.ndjson") > "$TMP/ev"
+        [ "$(wc -l < "$TMP/ev")" -eq 1 ]
+        awk '{for (i = 1; i <= 2; i++) {d = $i - $(i + 2); if (d < 0) d = -d; if (d > 1e-4 * $i) bad++}}
+             END {exit bad > 0}' "$TMP/ev"
+        same_export "$TMP/one.safetensors" "$TMP/$n.safetensors"
+    done
+    # stage 0's two replicas exchanged gradients; stage 1's rank sent none
+    # (it holds no rows), only its cut's gradients back to stage 0
+    [ "$(dist_field "$TMP/three.ndjson" '(o["workers"], o["servers"])')" = "(3, 0)" ]
+    # a resumed run ends like a whole one
+    resumes_whole "$TMP/st1.json"
+}
+
+@test "rows: under mpirun a cache or hbm shards in a plan of several stages is refused naming the stage" {
     two_stages "$DATA/cache.json" "$TMP/cst2.json"
     run mpi2 "$HPS_BIN/hps-train" --plan "$TMP/cst2.json" --data "$DATA/few" --threads 1 --cpu-fallback
     [ "$status" -eq 2 ]
-    [[ "$output" == *"cst2.json: stage 0 keeps its embedding rows in a cache (rows: cache) and the plan has 2 stages: hps-train under mpirun runs device rows in a plan of one stage only"* ]] || { echo "$output"; false; }
+    [[ "$output" == *"cst2.json: stage 0 keeps its embedding rows in a cache (rows: cache) and the plan has 2 stages: hps-train under mpirun runs device rows in a plan of several stages as replicas only (rows: hbm, rows_split: replicas): plan with --rows servers, or run it in one process"* ]] || { echo "$output"; false; }
+    # device rows in one stage, servers' in another
+    two_stages "$DATA/hbm.json" "$TMP/hst2.json"
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); p["stages"][1]["rows"] = "servers"
+p["servers"] = dict(p["servers"], count=1, ranks=[2])
+json.dump(p, open(sys.argv[2], "w"))' "$TMP/hst2.json" "$TMP/mix.json"
+    run mpik 3 "$HPS_BIN/hps-train" --plan "$TMP/mix.json" --data "$DATA/few" --threads 1 --cpu-fallback
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"mix.json: stage 1 keeps its embedding rows on servers (rows: servers) beside another stage's in device memory: hps-train under mpirun runs one or the other"* ]] || { echo "$output"; false; }
 }
 
 @test "rows: --continue-from under mpirun: shards load their day's rows and train as replicas do" {
