@@ -147,6 +147,10 @@ const char *dist_role_name(const hps_dist *d, int rank, char *buf, size_t n);
 /* A plan without servers (workers only) for a model with embedding layers,
  * whose rows would have nowhere to live: an error. */
 int dist_check_servers(const hps_dist *d, const hps_model *m, const char *plan_name, hps_error *err);
+/* Device rows in a plan of several stages: the lead's stage alone may keep
+ * a table layer's rows there (its replicas are what it evaluates and
+ * exports). */
+int dist_check_device_rows(const hps_dist *d, const hps_model *m, const plan_file *p, hps_error *err);
 
 /* dist_watch.c: a rank that dies or cannot be reached is named with its role
  * and host, and every rank stops */

@@ -195,6 +195,23 @@ int dist_check_servers(const hps_dist *d, const hps_model *m, const char *plan_n
     return 0;
 }
 
+int dist_check_device_rows(const hps_dist *d, const hps_model *m, const plan_file *p, hps_error *err)
+{
+    int lead_stage = d->roles[d->worker_rank[0]].stage;
+    for (int s = 0; p->n_stages > 1 && s < p->n_stages; s++) {
+        if (s == lead_stage || strcmp(p->stages[s].rows, "hbm") != 0) continue;
+        for (int l = p->stages[s].first; l < p->stages[s].end && l < m->n_layers; l++)
+            if (hps_layer_has_table(&m->layers[l]))
+                return hps_fail(err, HPS_EXIT_USAGE,
+                                "%s: stage %d keeps the rows of layer %d ('%s') in HBM (rows: hbm): hps-train under "
+                                "mpirun runs device rows in a plan of several stages in the lead's stage (%d) "
+                                "only, which evaluates and exports: plan with --rows servers, or run it in one "
+                                "process",
+                                hps_path_name(p->path), s, l, m->layers[l].name, lead_stage);
+    }
+    return 0;
+}
+
 const char *dist_role_name(const hps_dist *d, int rank, char *buf, size_t n)
 {
     const dist_role *r = &d->roles[rank];

@@ -372,7 +372,7 @@ json.dump(p, open(sys.argv[2], "w"))' "$DATA/hbm.json" "$1" "${2:-1}"
     resumes_whole "$TMP/st1.json"
 }
 
-@test "rows: under mpirun a cache or hbm shards in a plan of several stages is refused naming the stage" {
+@test "rows: under mpirun a cache or a later stage's hbm rows in a plan of several stages are refused naming the stage" {
     two_stages "$DATA/cache.json" "$TMP/cst2.json"
     run mpi2 "$HPS_BIN/hps-train" --plan "$TMP/cst2.json" --data "$DATA/few" --threads 1 --cpu-fallback
     [ "$status" -eq 2 ]
@@ -385,6 +385,25 @@ json.dump(p, open(sys.argv[2], "w"))' "$TMP/hst2.json" "$TMP/mix.json"
     run mpik 3 "$HPS_BIN/hps-train" --plan "$TMP/mix.json" --data "$DATA/few" --threads 1 --cpu-fallback
     [ "$status" -eq 2 ]
     [[ "$output" == *"mix.json: stage 1 keeps its embedding rows on servers (rows: servers) beside another stage's in device memory: hps-train under mpirun runs one or the other"* ]] || { echo "$output"; false; }
+
+    # a later stage's table in HBM: the lead (stage 0) would evaluate and
+    # export without its rows
+    local m=$TESTDATA/models/wide-deep.json
+    "$HPS_BIN/hps-shard" -q -m "$m" -o "$TMP/wfew" "$DATA/rows.tsv"
+    "$HPS_BIN/hps-profile" -m "$m" --reps 1 --warmup 0 --no-scaling \
+        --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json" 2>/dev/null
+    "$HPS_BIN/hps-plan" -m "$m" -c "$TESTDATA/clusters/lab.json" -p "$TMP/p.json" \
+        --min-throughput 20000 --algo exact -o "$TMP/wd.json"
+    python3 -c 'import json,sys; p = json.load(open(sys.argv[1])); s = p["stages"][0]; w = p["workers"][0]
+assert s["rows"] == "hbm" and len(p["stages"]) == 1, s
+p["stages"] = [dict(s, index=0, layers=[0, 0]), dict(s, index=1, layers=[1, 7])]
+p["workers"] = [dict(w, rank=0, stage=0), dict(w, rank=1, stage=1, share=0.0)]
+json.dump(p, open(sys.argv[2], "w"))' "$TMP/wd.json" "$TMP/wd2.json"
+    run mpi2 "$HPS_BIN/hps-train" --plan "$TMP/wd2.json" --data "$TMP/wfew" --threads 1 --cpu-fallback -q
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"wd2.json: stage 1 keeps the rows of layer 1 ('wide') in HBM (rows: hbm): hps-train under mpirun runs device rows in a plan of several stages in the lead's stage (0) only, which evaluates and exports"* ]] || { echo "$output"; false; }
+    # in one process it runs
+    "$HPS_BIN/hps-train" --plan "$TMP/wd2.json" --data "$TMP/wfew" --threads 1 --cpu-fallback -q --steps 3
 }
 
 @test "rows: --continue-from under mpirun: shards load their day's rows and train as replicas do" {
