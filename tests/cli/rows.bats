@@ -162,6 +162,15 @@ shard_rows() {
     python3 -c 'import json,sys; print([json.loads(l)["dist"]["shard_rows"] for l in open(sys.argv[1]) if json.loads(l)["event"] == "step"][-1])' "$1"
 }
 
+# the one eval record of two metrics files: within 1e-4 relative (sums in
+# another order)
+one_eval_near() {
+    paste <(evals "$1") <(evals "$2") > "$TMP/ev"
+    [ "$(wc -l < "$TMP/ev")" -eq 1 ]
+    awk '{for (i = 1; i <= 2; i++) {d = $i - $(i + 2); if (d < 0) d = -d; if (d > 1e-4 * $i) bad++}}
+         END {exit bad > 0}' "$TMP/ev"
+}
+
 mpik() {
     command -v mpirun >/dev/null || skip "mpirun is not installed (make deps: openmpi-bin)"
     built_with_mpi "$HPS_BIN/hps-train" || skip "hps-train was built without Open MPI (make MPI=0)"
@@ -204,10 +213,7 @@ resumes_whole() {
     # micro-batches (as rows: servers under mpirun): within 1e-4
     same_losses "$TMP/one.ndjson" "$TMP/two.ndjson"
     # the lead evaluates on its replica
-    paste <(evals "$TMP/one.ndjson") <(evals "$TMP/two.ndjson") > "$TMP/ev"
-    [ "$(wc -l < "$TMP/ev")" -eq 1 ]
-    awk '{for (i = 1; i <= 2; i++) {d = $i - $(i + 2); if (d < 0) d = -d; if (d > 1e-4 * $i) bad++}}
-         END {exit bad > 0}' "$TMP/ev"
+    one_eval_near "$TMP/one.ndjson" "$TMP/two.ndjson"
     same_export "$TMP/one.safetensors" "$TMP/r0.safetensors"
     # no server: the workers sent each other their rows' gradients
     [ "$(dist_field "$TMP/two.ndjson" '(o["workers"], o["servers"], o["per_rank"][1]["bytes_sent"] > 0)')" = "(2, 0, True)" ]
@@ -359,10 +365,7 @@ json.dump(p, open(sys.argv[2], "w"))' "$DATA/hbm.json" "$1" "${2:-1}"
         --export "$TMP/three.safetensors"
     for n in two three; do
         same_losses "$TMP/one.ndjson" "$TMP/$n.ndjson"
-        paste <(evals "$TMP/one.ndjson") <(evals "$TMP/$n.ndjson") > "$TMP/ev"
-        [ "$(wc -l < "$TMP/ev")" -eq 1 ]
-        awk '{for (i = 1; i <= 2; i++) {d = $i - $(i + 2); if (d < 0) d = -d; if (d > 1e-4 * $i) bad++}}
-             END {exit bad > 0}' "$TMP/ev"
+        one_eval_near "$TMP/one.ndjson" "$TMP/$n.ndjson"
         same_export "$TMP/one.safetensors" "$TMP/$n.safetensors"
     done
     # stage 0's two replicas exchanged gradients; stage 1's rank sent none
