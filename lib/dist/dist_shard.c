@@ -117,7 +117,6 @@ static void home_exchange(hps_dist *d, dist_shard *s, hps_table *host, int l, in
 {
     int D = s->m->layers[l].dim;
     size_t row_bytes = 2 * (size_t)D * sizeof(float);
-    double t0 = hps_now();
     for (int v = 0; v < d->servers; v++) {
         if (!s->n_sent[v]) continue;
         dist_send(d, s->to_server[v].buf, s->to_server[v].len, d->server_rank[v], put ? TAG_STATE_PUT : TAG_STATE_GET);
@@ -137,7 +136,6 @@ static void home_exchange(hps_dist *d, dist_shard *s, hps_table *host, int l, in
         }
         free(got);
     }
-    d->st.fetch_s += hps_now() - t0;
 }
 
 static void home_get(void *ctx, hps_table *host, int l, const int64_t *rows, int64_t n)
@@ -334,7 +332,9 @@ static int shard_step_end(void *ctx, hps_error *err)
 {
     hps_dist *d = ctx;
     dist_shard *s = d->shard;
+    double t0 = hps_now();
     train_rows_step_end(s->rows, 1); /* rows staged past a full cache written back */
+    d->st.push_s += hps_now() - t0;  /* to the servers, with a cache in front of them */
     if (home_failed(s, err)) return -1;
     s->step++;
     _Static_assert(sizeof s->sum == 4 * sizeof(uint64_t), "summed as 4 counts");
