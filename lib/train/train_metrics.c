@@ -155,7 +155,10 @@ static void rows_kept(const hps_trainer *t, int s, json_t *o)
     int tables = 0;
     for (int l = st->first; l < st->end; l++) tables |= t->tables[l] != NULL;
     const char *rows = tables ? st->rows : "none";
-    int cache = tables && strcmp(rows, "cache") == 0, on_servers = cache || strcmp(rows, "servers") == 0;
+    /* a cache under mpirun is in front of the plan's servers, or of each
+     * unit's shard in its host table where the plan has none (ROWS) */
+    int cache = tables && strcmp(rows, "cache") == 0,
+        on_servers = strcmp(rows, "servers") == 0 || (cache && (st->servers > 0 || st->servers_beside));
     const train_rows *r = t->stage_rows[s];
     const train_rows_stats *x = cache && r ? train_rows_stats_of(r) : NULL;
     json_object_set_new(o, "rows", json_string(rows));
