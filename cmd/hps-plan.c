@@ -478,7 +478,10 @@ static plan_run run_of(const hps_train_run *run, const char *name, plan_run_stag
 {
     for (int s = 0; s < run->n_stages; s++) {
         const hps_train_run_stage *r = &run->stages[s];
-        st[s] = (plan_run_stage){r->type, r->first, r->end, r->units, r->measured_ms};
+        st[s] = (plan_run_stage){r->type, r->first, r->end, r->units, r->measured_ms, .has_kept = run->has_rows};
+        for (int k = 0; run->has_rows && plan_rows_names[k]; k++)
+            if (strcmp(r->rows, plan_rows_names[k]) == 0)
+                st[s].kept = (plan_kept){k, (double)r->cache_rows, r->hit_rate, r->shards, r->servers_beside};
     }
     return (plan_run){.name = name, .model = run->model, .batch = run->batch, .ranks = run->ranks,
                       .n_stages = run->n_stages, .stages = st};
@@ -499,8 +502,25 @@ static json_t *profiles_doc(const options *o)
     return doc;
 }
 
+/* Where the model's time of a calibrated stage kept its rows, for its line:
+ * ", rows cache of 2000 at the run's hit rate 0.8123". */
+static void priced_rows(const plan_calib_stage *st, char *buf, size_t n)
+{
+    const plan_kept *k = &st->kept;
+    int len = snprintf(buf, n, ", rows %s", plan_rows_names[st->priced_rows]);
+    if (len < 0 || (size_t)len >= n) return;
+    if (!st->has_kept) snprintf(buf + len, n - (size_t)len, " (the planner's; the run does not say)");
+    else if (k->rows == PLAN_ROWS_CACHE && k->hit_rate >= 0)
+        snprintf(buf + len, n - (size_t)len, " of %.0f at the run's hit rate %.4f", k->cache_rows, k->hit_rate);
+    else if (k->rows == PLAN_ROWS_CACHE) snprintf(buf + len, n - (size_t)len, " of %.0f", k->cache_rows);
+    else if (k->shards) snprintf(buf + len, n - (size_t)len, " in %d shards", k->shards);
+    else if (k->rows == PLAN_ROWS_SERVERS && !st->in_process)
+        snprintf(buf + len, n - (size_t)len, k->beside ? " beside" : " apart");
+}
+
 /* --calibrate RUN: each stage's layers scaled so that the model's time of
- * the stage is the run's (hps-plan(1), CALIBRATION). */
+ * the stage, its rows where the run kept them, is the run's (hps-plan(1),
+ * CALIBRATION). */
 static void calibrate(const options *o)
 {
     hps_error err;
@@ -515,6 +535,9 @@ static void calibrate(const options *o)
     plan_calib_stage st[HPS_TRAIN_MAX_STAGES];
     int n = plan_calib_stages(&in, &o->src, &pr, st, &err);
     if (n < 0) die(&err);
+    if (!run.has_rows)
+        hps_log(2, "hps-plan: %s: its summary does not say where the stages kept their rows (an hps-train before "
+                   "it): each stage priced with its rows where the planner would keep them\n", name);
     double step_ms = 1000.0 * run.batch / run.samples_per_s;
     in.problem->micro_batches = run.micro_batches; /* the bubble the run had */
     plan_calib_targets(st, n, step_ms, plan_bubble(in.problem, n));
@@ -523,10 +546,12 @@ static void calibrate(const options *o)
     for (int s = 0; s < n; s++) {
         const plan_rtype *r = &in.cluster->types[st[s].type];
         hps_profile_scale_layers(doc, r->device, st[s].first, st[s].end, st[s].factor, name);
-        hps_log(2, "hps-plan: stage %d (layers %d-%d on '%s', %d unit%s): model %.3f ms, run %.3f ms "
+        char rows[96];
+        priced_rows(&st[s], rows, sizeof rows);
+        hps_log(2, "hps-plan: stage %d (layers %d-%d on '%s', %d unit%s%s): model %.3f ms, run %.3f ms "
                    "(%.3f computing): device '%s' layers x%.4g\n",
-                s, st[s].first, st[s].end - 1, r->name, st[s].units, st[s].units == 1 ? "" : "s", st[s].before_ms,
-                st[s].target_ms, st[s].measured_ms, r->device, st[s].factor);
+                s, st[s].first, st[s].end - 1, r->name, st[s].units, st[s].units == 1 ? "" : "s", rows,
+                st[s].before_ms, st[s].target_ms, st[s].measured_ms, r->device, st[s].factor);
         if (st[s].clamped)
             hps_warnf("%s: stage %d: the model's terms other than its layers take %.3f ms, more than the run's "
                       "%.3f: its layers only go down to x%g", name, s, st[s].after_ms, st[s].target_ms,

@@ -299,6 +299,20 @@ typedef enum { PLAN_ROWS_NONE, PLAN_ROWS_SERVERS, PLAN_ROWS_HBM, PLAN_ROWS_CACHE
 extern const char *const plan_rows_names[]; /* "none", "servers", "hbm", "cache" */
 
 void plan_stage_law(const plan_problem *p, int first, int end, int type, plan_law *law);
+/* Where a run kept a stage's rows (hps-train's summary; --calibrate). */
+typedef struct {
+    int rows;          /* plan_rows */
+    double cache_rows; /* rows cache: the rows the cache held, all the stage's tables together */
+    double hit_rate;   /* rows cache: the share of lookups that hit, measured; < 0: the model's */
+    int shards;        /* rows hbm in shards over this many units; 0: each unit holds every row */
+    int beside;        /* rows on servers on the stage's units' hosts (plan_law_colocate) */
+} plan_kept;
+/* The stage's law with its rows where kept says, whatever the room the
+ * model finds for them: the run is the fact, the model prices it.  A cache
+ * at a measured hit rate has the model's misses (rows and bytes fetched and
+ * written back, rows the servers serve) scaled to it. */
+void plan_stage_law_kept(const plan_problem *p, int first, int end, int type, const plan_kept *kept,
+                         plan_law *law);
 double plan_law_ms(const plan_law *law, int units);
 /* What of plan_law_ms is the exchange with the servers (their bytes, the
  * round trips): what a run with the tables in its own process does not do. */
@@ -597,6 +611,11 @@ typedef struct {
     double factor;              /* on the t1 of the stage's layers on its type */
     int clamped;                /* the factor would be below PLAN_CALIB_MIN_FACTOR */
     int in_process;             /* a run in one process: no exchange with servers to match */
+    /* where the run kept the stage's rows, which the model's time prices;
+     * has_kept 0: a run that did not say, priced where the planner would put them */
+    int has_kept;
+    plan_kept kept;
+    int priced_rows;            /* plan_rows: where the model's time priced them */
 } plan_calib_stage;
 #define PLAN_CALIB_MIN_FACTOR 0.01
 /* target_ms of each stage from its measured_ms, the run's whole step and

@@ -29,6 +29,7 @@ typedef struct {
      * the rows the routing rule sends it; 0 "replicas" (also when not
      * given), each unit holds every row */
     int rows_shards;
+    int servers_beside; /* its servers live on its units' hosts, one a unit; 0 when not given */
 } plan_file_stage;
 
 typedef struct {

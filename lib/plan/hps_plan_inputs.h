@@ -81,6 +81,8 @@ typedef struct {
     const char *type;      /* the resource type's name */
     int first, end, units; /* layers [first, end) */
     double measured_ms;    /* computing per batch over the run */
+    int has_kept;          /* 0: a run that did not record where its rows were */
+    plan_kept kept;        /* where it kept its rows */
 } plan_run_stage;
 typedef struct {
     const char *name;  /* the metrics file's name, for messages */
@@ -92,7 +94,8 @@ typedef struct {
 
 /* The run's stages on in's types, checked against in (model, batch, layers,
  * types; src names the files in messages); one process ran each stage on one
- * unit, whatever the plan's units.  Returns the count, or -1. */
+ * unit, whatever the plan's units, and its rows in its own memory.  Returns
+ * the count, or -1. */
 int plan_calib_stages(const plan_inputs *in, const plan_sources *src, const plan_run *run, plan_calib_stage *st,
                       hps_error *err);
 

@@ -27,7 +27,8 @@ int plan_calib_stages(const plan_inputs *in, const plan_sources *src, const plan
                             hps_printable(r->type, shown, sizeof shown), src->cluster);
         st[s] = (plan_calib_stage){.type = t, .first = r->first, .end = r->end,
                                    .units = run->ranks ? r->units : 1, .measured_ms = r->measured_ms,
-                                   .in_process = !run->ranks};
+                                   .in_process = !run->ranks, .has_kept = r->has_kept, .kept = r->kept};
+        if (!run->ranks) st[s].kept.shards = 0, st[s].kept.beside = 0; /* one process: every row its own */
     }
     return run->n_stages;
 }

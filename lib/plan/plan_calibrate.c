@@ -19,12 +19,15 @@ void plan_calib_targets(plan_calib_stage *st, int n, double step_ms, double bubb
     for (int s = 0; s < n; s++) st[s].target_ms = fmax(st[s].measured_ms + rest, 0.01 * st[s].measured_ms);
 }
 
-/* The model's time of the stage as the run ran it: one process keeps its
- * tables and hands its cuts over in memory (plan_law_in_process_ms). */
-static double stage_ms(const plan_problem *p, const plan_calib_stage *st)
+/* The model's time of the stage as the run ran it: its rows where it kept
+ * them (a cache at its measured hit rate); one process keeps its tables and
+ * hands its cuts over in memory (plan_law_in_process_ms). */
+static double stage_ms(const plan_problem *p, plan_calib_stage *st)
 {
     plan_law law;
-    plan_stage_law(p, st->first, st->end, st->type, &law);
+    if (st->has_kept) plan_stage_law_kept(p, st->first, st->end, st->type, &st->kept, &law);
+    else plan_stage_law(p, st->first, st->end, st->type, &law);
+    st->priced_rows = law.rows;
     return st->in_process ? plan_law_in_process_ms(&law, st->units) : plan_law_ms(&law, st->units);
 }
 

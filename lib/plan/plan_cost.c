@@ -58,18 +58,26 @@ static double shard_bytes(const plan_problem *p, int first, int end)
     return 2 * (p->pre_sparse[end] - p->pre_sparse[first]) * p->exchange_bytes_share;
 }
 
-static void stage_law(const plan_problem *p, int first, int end, int t, int way, plan_law *law);
+static void stage_law(const plan_problem *p, int first, int end, int t, int way, const plan_kept *kept,
+                      plan_law *law);
 
 void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *law)
 {
-    stage_law(p, first, end, t, PLAN_WAY_AUTO, law);
+    stage_law(p, first, end, t, PLAN_WAY_AUTO, NULL, law);
+}
+
+void plan_stage_law_kept(const plan_problem *p, int first, int end, int t, const plan_kept *kept, plan_law *law)
+{
+    plan_law beside;
+    stage_law(p, first, end, t, PLAN_WAY_KEPT, kept, law);
+    if (kept->beside && plan_law_colocate(p, law, t, &beside)) *law = beside;
 }
 
 int plan_law_servers(const plan_problem *p, const plan_law *law, plan_law *out)
 {
     if (law->rows != PLAN_ROWS_HBM || law->shards || law->coloc || law->end <= law->first) return 0;
     int pick = law->pick;
-    stage_law(p, law->first, law->end, law->type, PLAN_WAY_SERVERS, out);
+    stage_law(p, law->first, law->end, law->type, PLAN_WAY_SERVERS, NULL, out);
     out->pick = pick;
     return 1;
 }
@@ -80,14 +88,15 @@ int plan_law_shard(const plan_problem *p, const plan_law *law, plan_law *out)
         law->end <= law->first)
         return 0;
     plan_law s;
-    stage_law(p, law->first, law->end, law->type, PLAN_WAY_SHARDS, &s);
+    stage_law(p, law->first, law->end, law->type, PLAN_WAY_SHARDS, NULL, &s);
     if (!s.shards) return 0;
     s.pick = law->pick;
     *out = s;
     return 1;
 }
 
-static void stage_law(const plan_problem *p, int first, int end, int t, int way, plan_law *law)
+static void stage_law(const plan_problem *p, int first, int end, int t, int way, const plan_kept *kept,
+                      plan_law *law)
 {
     int L = p->n_layers;
     const double *s = p->pre_serial + (size_t)t * (L + 1), *q = p->pre_parallel + (size_t)t * (L + 1);
@@ -104,7 +113,7 @@ static void stage_law(const plan_problem *p, int first, int end, int t, int way,
     double fixed = f[end] - f[first];
     double cuts = (first > 0 ? p->cut_bytes[first] : 0) + (end < L ? p->cut_bytes[end] : 0);
     double nic = p->nic_bpms[t];
-    plan_stage_memory(p, first, end, t, way, law);
+    plan_stage_memory(p, first, end, t, way, kept, law);
     if (way == PLAN_WAY_SHARDS && !law->shards) return;
     int h = p->host_type;
     double host_layers = 0, host_fixed = 0; /* a GPU unit's work on its host's cores */

@@ -10,9 +10,11 @@
 
 /* The memory part of the law: where the rows live (way: where they fit,
  * in HBM shards over the units, plan_law_shard, with least_units 0 when no
- * count within max_units holds them, or on the servers), the working set. */
-enum { PLAN_WAY_AUTO, PLAN_WAY_SHARDS, PLAN_WAY_SERVERS };
-void plan_stage_memory(const plan_problem *p, int first, int end, int type, int way, plan_law *law);
+ * count within max_units holds them, on the servers, or where a run kept
+ * them, kept: plan_stage_law_kept; NULL for the other ways), the working set. */
+enum { PLAN_WAY_AUTO, PLAN_WAY_SHARDS, PLAN_WAY_SERVERS, PLAN_WAY_KEPT };
+void plan_stage_memory(const plan_problem *p, int first, int end, int type, int way, const plan_kept *kept,
+                       plan_law *law);
 /* The fewest units and servers carrying `level`, the units within
  * max_units less the servers when the stage is on the servers' type; 0 when
  * none do (or the working set does not fit a unit). */

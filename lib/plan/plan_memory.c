@@ -373,14 +373,69 @@ double plan_law_mem_bytes(const plan_law *law, int units)
     return law->mem_bytes - law->shard_bytes / law->least_units + law->shard_bytes / units;
 }
 
+/* The model's misses scaled to a measured hit rate m: the rows fetched and
+ * written back, and the bytes, in the share the model's own misses have. */
+static void at_hit_rate(double m, plan_cache_hits *h)
+{
+    double miss = 1 - h->hit, f = miss > 0 ? (1 - m) / miss : 0;
+    if (miss > 0) {
+        h->bytes_hit = 1 - fmin(1, (1 - h->bytes_hit) * f);
+        h->miss_table_bytes *= f;
+    } else h->bytes_hit = m;
+    h->hit = m;
+}
+
+/* A cache of c rows of the stage's tables in front of them, hitting as the
+ * key statistics say (plan_cache_at), or at a measured rate (>= 0); 0 when
+ * the model's would hit nothing (the rows stay where they were). */
+static int cache_memory(const plan_problem *p, int first, int end, double c, double measured, double work,
+                        plan_law *law, plan_cache_hits *h)
+{
+    plan_cache_at(p, first, end, c, h);
+    if (measured >= 0) at_hit_rate(measured, h);
+    else if (!(h->hit > 0)) {
+        h->hit = h->bytes_hit = 0;
+        return 0;
+    }
+    law->rows = PLAN_ROWS_CACHE;
+    law->hit_rate = h->hit;
+    law->cache_rows = c;
+    law->mem_bytes = work + c * biggest_row(p, first, end);
+    /* each distinct row a batch misses is fetched, and as many rows
+     * (evicted, or the missed one's update) written back */
+    law->host_bytes = 2 * h->miss_table_bytes * p->exchange_rows_share;
+    return 1;
+}
+
+/* The rows where a run kept them (plan_stage_law_kept), whether or not the
+ * model finds them room there. */
+static void kept_memory(const plan_problem *p, int first, int end, const plan_kept *k, double work, double tables,
+                        plan_law *law, plan_cache_hits *h)
+{
+    if (k->rows == PLAN_ROWS_CACHE) {
+        cache_memory(p, first, end, k->cache_rows, k->hit_rate, work, law, h);
+        return;
+    }
+    if (k->rows != PLAN_ROWS_HBM) return; /* on the servers */
+    law->rows = PLAN_ROWS_HBM;
+    law->hit_rate = h->hit = h->bytes_hit = 1;
+    law->mem_bytes = work + tables;
+    if (k->shards < 2) return;
+    law->shards = 1;
+    law->least_units = k->shards;
+    law->shard_bytes = tables * PLAN_SERVER_HEADROOM;
+    law->mem_bytes = work + law->shard_bytes / k->shards;
+}
+
 /* A unit holds its layers' working sets (parameters with Adam's state, one
  * batch of activations and their gradients, the rows a batch touches), what
  * crosses the stage unread, a reserve for the runtime, and on a GPU the
  * tables when they fit, else a cache of as many rows as the rest of its
  * memory holds: the rows with the most lookups of all the stage's tables
  * together (plan_cache_at); or, asked for shards, a shard of them
- * (shard_memory). */
-void plan_stage_memory(const plan_problem *p, int first, int end, int t, int way, plan_law *law)
+ * (shard_memory); or where a run kept them (kept_memory). */
+void plan_stage_memory(const plan_problem *p, int first, int end, int t, int way, const plan_kept *kept,
+                       plan_law *law)
 {
     double work = PLAN_UNIT_RESERVE + p->pre_work[end] - p->pre_work[first];
     if (p->pass_bytes) work += p->pass_bytes[(size_t)first * (p->n_layers + 1) + end];
@@ -395,7 +450,9 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, int way
     law->shard_bytes = 0;
     law->first = first, law->end = end, law->type = t;
     law->rows = tables > 0 || touched > 0 ? PLAN_ROWS_SERVERS : PLAN_ROWS_NONE;
-    if (way == PLAN_WAY_SHARDS) {
+    if (way == PLAN_WAY_KEPT) {
+        if (tables > 0) kept_memory(p, first, end, kept, work, tables, law, &h);
+    } else if (way == PLAN_WAY_SHARDS) {
         if (tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers && device_rows_run(p))
             shard_memory(p, t, work, tables, law);
         if (!law->shards) return; /* the caller drops the law */
@@ -408,16 +465,7 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, int way
             law->mem_bytes = work + tables;
         } else {
             double row = biggest_row(p, first, end), c = row > 0 ? floor((cap - work) / row) : 0;
-            plan_cache_at(p, first, end, c, &h);
-            if (h.hit > 0) {
-                law->rows = PLAN_ROWS_CACHE;
-                law->hit_rate = h.hit;
-                law->cache_rows = c;
-                law->mem_bytes = work + c * row;
-                /* each distinct row a batch misses is fetched, and as many
-                 * rows (evicted, or the missed one's update) written back */
-                law->host_bytes = 2 * h.miss_table_bytes * p->exchange_rows_share;
-            } else h.hit = h.bytes_hit = 0;
+            cache_memory(p, first, end, c, -1, work, law, &h);
         }
     }
     law->server_table_bytes = law->rows == PLAN_ROWS_HBM ? 0 : tables;
@@ -522,7 +570,7 @@ int plan_problem_check_memory(plan_problem *p, hps_error *err)
         int any = 0;
         for (int t = 0; t < T; t++) {
             plan_law law;
-            plan_stage_memory(p, l, l + 1, t, PLAN_WAY_AUTO, &law);
+            plan_stage_memory(p, l, l + 1, t, PLAN_WAY_AUTO, NULL, &law);
             p->fits[l * T + t] = (unsigned char)law.fits;
             any |= law.fits;
         }
@@ -536,7 +584,7 @@ int plan_problem_check_memory(plan_problem *p, hps_error *err)
         int sharded = 0;
         for (int t = 0; t < T; t++) {
             plan_law law;
-            plan_stage_memory(p, l, l + 1, t, PLAN_WAY_SHARDS, &law);
+            plan_stage_memory(p, l, l + 1, t, PLAN_WAY_SHARDS, NULL, &law);
             sharded |= law.shards;
             if (p->is_gpu[t] && law.fits && p->max_units[t] > 1)
                 shards_hold = fmax(shards_hold, p->max_units[t] * (p->mem_bytes[t] - law.mem_bytes) / PLAN_SERVER_HEADROOM);

@@ -352,6 +352,13 @@ typedef struct {
     char type[HPS_NAME_MAX];
     int first, end, units; /* layers [first, end) */
     double measured_ms;    /* computing per batch over the run */
+    /* where the stage kept its rows (the summary's rows, hps-train(1)
+     * Metrics); rows "" for a run of an hps-train before it */
+    char rows[8];          /* "none", "servers", "hbm" or "cache" */
+    long long cache_rows;  /* rows cache: the rows its cache held */
+    double hit_rate;       /* rows cache: the share of lookups that hit; < 0 when none were made */
+    int shards;            /* rows hbm in shards over this many units; 0: whole on each */
+    int servers_beside;    /* its rows' servers on its units' hosts (rows on servers under mpirun) */
 } hps_train_run_stage;
 typedef struct {
     char model[HPS_NAME_MAX];
@@ -361,6 +368,7 @@ typedef struct {
     double samples_per_s; /* training alone */
     int have_summary;
     int ranks;            /* under mpirun (its dist record); 0: one process */
+    int has_rows;         /* its summary says where each stage kept its rows */
 } hps_train_run;
 int hps_train_run_load(const char *path, hps_train_run *r, hps_error *err);
 

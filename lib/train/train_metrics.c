@@ -144,6 +144,33 @@ double hps_train_error(double measured, double predicted)
     return predicted > 0 && measured > 0 ? measured / predicted - 1 : NAN;
 }
 
+/* Where stage s kept its rows (hps-train(1), Metrics): where the plan
+ * put them, which is where hps-train runs them (it refuses a plan it cannot
+ * run); a cache with its rows and the share of lookups that hit; shards and
+ * servers beside or apart under mpirun, one process holding every row itself
+ * (hps-plan --calibrate prices each stage so). */
+static void rows_kept(const hps_trainer *t, int s, json_t *o)
+{
+    const plan_file_stage *st = &t->plan->stages[s];
+    int tables = 0;
+    for (int l = st->first; l < st->end; l++) tables |= t->tables[l] != NULL;
+    const char *rows = tables ? st->rows : "none";
+    /* a cache under mpirun is in front of the plan's servers, or of each
+     * unit's shard in its host table where the plan has none (ROWS) */
+    int cache = tables && strcmp(rows, "cache") == 0,
+        on_servers = strcmp(rows, "servers") == 0 || (cache && (st->servers > 0 || st->servers_beside));
+    const train_rows *r = t->stage_rows[s];
+    const train_rows_stats *x = cache && r ? train_rows_stats_of(r) : NULL;
+    json_object_set_new(o, "rows", json_string(rows));
+    json_object_set_new(o, "cache_rows", x ? json_integer((json_int_t)train_rows_capacity(r)) : json_null());
+    json_object_set_new(o, "hit_rate", x && x->lookups ? hps_json_real((double)x->hits / (double)x->lookups)
+                                                       : json_null());
+    int shards = !one_process(t) && tables && strcmp(rows, "hbm") == 0 && st->rows_shards ? st->units : 0;
+    json_object_set_new(o, "shards", json_integer(shards));
+    json_object_set_new(o, "servers", one_process(t) || !on_servers ? json_null()
+                                      : json_string(st->servers_beside ? "beside" : "apart"));
+}
+
 /* The plan's figures beside the run's: samples/s, and each stage's ms per
  * batch over the whole run (the step records give them per interval). */
 static json_t *fidelity(hps_trainer *t)
@@ -160,10 +187,11 @@ static json_t *fidelity(hps_trainer *t)
         s->stage_predicted_ms[i] = predicted_stage_ms(t, i);
         double pred = s->stage_predicted_ms[i];
         double e = s->stage_on_cpu[i] ? NAN : hps_train_error(s->stage_ms[i], pred);
-        json_array_append_new(a, json_pack("{s:i, s:o, s:o, s:o, s:b}", "index", i, "measured_ms",
-                                           hps_json_real(s->stage_ms[i]), "predicted_ms",
-                                           pred > 0 ? hps_json_real(pred) : json_null(), "error",
-                                           hps_json_real(e), "ran_on_cpu", s->stage_on_cpu[i]));
+        json_t *o = json_pack("{s:i, s:o, s:o, s:o, s:b}", "index", i, "measured_ms", hps_json_real(s->stage_ms[i]),
+                              "predicted_ms", pred > 0 ? hps_json_real(pred) : json_null(), "error",
+                              hps_json_real(e), "ran_on_cpu", s->stage_on_cpu[i]);
+        rows_kept(t, i, o);
+        json_array_append_new(a, o);
     }
     double pred = s->predicted_samples_per_s;
     s->step_ms = s->samples_per_s > 0 ? t->B * 1e3 / s->samples_per_s : NAN;

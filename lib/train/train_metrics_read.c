@@ -123,6 +123,32 @@ static int read_start(run_reader *rr, json_t *o, int line, hps_error *err)
     return 0;
 }
 
+/* Where a summary's stage kept its rows: all of it, or (a run of an
+ * hps-train before it) none of it; 1 when there. */
+static int read_rows(json_t *st, hps_train_run_stage *rs, const char *ctx, hps_error *err)
+{
+    static const char *const where[] = {"none", "servers", "hbm", "cache", NULL},
+                             *const servers[] = {"apart", "beside", NULL};
+    int rows;
+    long long cache_rows = 0, shards;
+    if (!json_object_get(st, "rows")) return 0;
+    if (hps_json_enum(st, "rows", HPS_REQUIRED, where, &rows, ctx, err) ||
+        hps_json_int(st, "shards", HPS_REQUIRED, 0, 1 << 20, &shards, ctx, err) ||
+        hps_json_enum(st, "servers", HPS_OPTIONAL, servers, &rs->servers_beside, ctx, err))
+        return -1;
+    int cache = strcmp(where[rows], "cache") == 0;
+    rs->hit_rate = -1;
+    if (cache && (hps_json_int(st, "cache_rows", HPS_REQUIRED, 1, 1LL << 50, &cache_rows, ctx, err) ||
+                  hps_json_num(st, "hit_rate", HPS_OPTIONAL, 0, 1, &rs->hit_rate, ctx, err)))
+        return -1;
+    if (shards == 1 || (shards && strcmp(where[rows], "hbm") != 0))
+        return hps_fail(err, HPS_EXIT_USAGE, "%s: shards=%lld: expected 0, or at least 2 with rows hbm", ctx,
+                        shards);
+    snprintf(rs->rows, sizeof rs->rows, "%s", where[rows]);
+    rs->cache_rows = cache_rows, rs->shards = (int)shards;
+    return 1;
+}
+
 static int read_summary(run_reader *rr, json_t *o, int line, hps_error *err)
 {
     hps_train_run *r = rr->run;
@@ -145,6 +171,11 @@ static int read_summary(run_reader *rr, json_t *o, int line, hps_error *err)
         if (!json_is_object(st)) return hps_fail(err, HPS_EXIT_USAGE, "%s: expected an object", sctx);
         if (hps_json_num(st, "measured_ms", HPS_REQUIRED, 0, 1e12, &r->stages[s].measured_ms, sctx, err))
             return -1;
+        int kept = read_rows(st, &r->stages[s], sctx, err);
+        if (kept < 0) return -1;
+        if (s && kept != r->has_rows)
+            return hps_fail(err, HPS_EXIT_USAGE, "%s: rows: expected in every stage or in none", sctx);
+        r->has_rows = kept;
     }
     r->have_summary = 1;
     return 0;

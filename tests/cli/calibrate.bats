@@ -35,7 +35,7 @@ teardown() {
     run "$HPS_BIN/hps-plan" --calibrate "$TMP/run.ndjson" -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json" \
         -o "$TMP/cal.json"
     [ "$status" -eq 0 ]
-    [[ "$output" == *"hps-plan: stage 0 (layers 0-"*" on 'cpu', 1 unit): model "*" ms, run "*" ms ("*" computing): device 'cpu:1' layers x"* ]]
+    [[ "$output" == *"hps-plan: stage 0 (layers 0-"*" on 'cpu', 1 unit, rows servers): model "*" ms, run "*" ms ("*" computing): device 'cpu:1' layers x"* ]]
     "$HPS_BIN/hps-plan" -q -m "$MODEL" -c "$TMP/here.json" -p "$TMP/cal.json" -t 1 -a exact -o "$TMP/plan2.json"
     python3 - "$TMP/run.ndjson" "$TMP/plan2.json" "$TMP/cal.json" <<'PY'
 import json, sys
@@ -118,4 +118,58 @@ PY
     run "$HPS_BIN/hps-plan" --calibrate "$TMP/type.ndjson" -m "$MODEL" -c "$TMP/here.json" -p "$TMP/p.json"
     [ "$status" -eq 2 ]
     [ "$output" = "hps-plan: error: $TMP/type.ndjson: stage 0 ran on type 'g?]0;pwned?pu?', which $TMP/here.json lacks" ]
+}
+
+# The run's summary says where each stage kept its rows; --calibrate prices
+# the stage so: here a cache of 10% of the rows a run creates, at the hit
+# rate the run measured, not the hbm the planner chose for a T4.
+@test "calibrate: a run with rows: cache is priced as a cache at its measured hit rate, and says so" {
+    "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --warmup 0 --no-scaling \
+        --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/t4.json" 2>/dev/null
+    "$HPS_BIN/hps-plan" -q -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/t4.json" \
+        --min-throughput 20000 --algo exact -o "$TMP/hbm.json"
+    python3 - "$TMP/hbm.json" "$TMP/cache.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert [st["rows"] for st in p["stages"]] == ["hbm"], p["stages"]
+for st in p["stages"]:
+    st["rows"], st["executed_as"], st["cache_rows"] = "cache", "cache", 300
+json.dump(p, open(sys.argv[2], "w"))
+PY
+    "$HPS_BIN/hps-train" -q --plan "$TMP/cache.json" --data "$DATA/shards" --threads 1 --cpu-fallback --steps 8 \
+        --metrics "$TMP/run.ndjson"
+    # the summary's stage: where its rows were, the cache's rows and its hit rate (that of the rows record)
+    read -r rows cap hit want < <(python3 -c 'import json,sys
+s = json.loads(open(sys.argv[1]).readlines()[-1]); st = s["stages"][0]
+assert st["shards"] == 0 and st["servers"] is None, st
+print(st["rows"], st["cache_rows"], st["hit_rate"], s["rows"][0]["hit_rate"])' "$TMP/run.ndjson")
+    [ "$rows" = cache ] && [ "$cap" = 300 ] && [ "$hit" = "$want" ]
+    calibrate() {
+        "$HPS_BIN/hps-plan" --calibrate "$1" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/t4.json" \
+            -o "$TMP/cal.json" 2>&1 | grep '^hps-plan: stage 0 '
+    }
+    line=$(calibrate "$TMP/run.ndjson")
+    shown=$(printf '%.4f' "$hit")
+    [[ "$line" == *", 1 unit, rows cache of 300 at the run's hit rate $shown): model "* ]] || { echo "$line"; false; }
+    # the same run without the rows fields (an hps-train before them): the
+    # planner's rows (hbm), another price, and a note that says so
+    python3 -c 'import json,sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    for st in r.get("stages", []) if r["event"] == "summary" else []:
+        for k in ("rows", "cache_rows", "hit_rate", "shards", "servers"): del st[k]
+    print(json.dumps(r))' "$TMP/run.ndjson" > "$TMP/old.ndjson"
+    run "$HPS_BIN/hps-plan" --calibrate "$TMP/old.ndjson" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" \
+        -p "$TMP/t4.json" -o "$TMP/cal-old.json"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"hps-plan: $TMP/old.ndjson: its summary does not say where the stages kept their rows (an hps-train before it): each stage priced with its rows where the planner would keep them"* ]]
+    old=$(grep '^hps-plan: stage 0 ' <<< "$output")
+    [[ "$old" == *", 1 unit, rows hbm (the planner's; the run does not say)): model "* ]] || { echo "$old"; false; }
+    model_ms() { sed 's/.*: model \([0-9.]*\) ms.*/\1/' <<< "$1"; }
+    [ "$(model_ms "$line")" != "$(model_ms "$old")" ]
+    # a malformed rows field: one line naming the file, the record, the stage and the field
+    sed 's/"rows":"cache","cache_rows":300/"rows":"disk","cache_rows":300/' "$TMP/run.ndjson" > "$TMP/bad.ndjson"
+    run "$HPS_BIN/hps-plan" --calibrate "$TMP/bad.ndjson" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/t4.json"
+    [ "$status" -eq 2 ]
+    [[ "$output" =~ ^"hps-plan: error: $TMP/bad.ndjson:"[0-9]+": summary: stage 0: rows 'disk' must be one of none|servers|hbm|cache"$ ]] || { echo "$output"; false; }
 }

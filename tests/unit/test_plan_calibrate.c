@@ -136,6 +136,86 @@ static void test_clamped(void **state)
     plan_problem_free(p);
 }
 
+/* A problem with a GPU type (1) whose stage of every layer has tables: the
+ * rows can live anywhere, and the servers beside its units. */
+static plan_problem *rows_problem(void)
+{
+    plan_problem *p = plan_problem_random(11, 4, 2, 0.5, 0);
+    for (int l = 0; l < p->n_layers; l++) p->sparse_rows[l] = p->sparse_bytes[l] / 64;
+    plan_problem_random_memory(p, 11);
+    p->server_type = 0, p->exchange_server_ms[0] = 1, p->exchange_worker_ms[0] = 0.25;
+    p->exchange_worker_ms[1] = 0.25; /* the packing, on the host's cores a server beside takes one of */
+    p->pcie_bpms[1] = 1e6, p->cores[1] = 8, p->host_mem[1] = 64 * PLAN_GIB;
+    plan_problem_prepare(p);
+    return p;
+}
+
+static double kept_ms(const plan_problem *p, const plan_calib_stage *st)
+{
+    plan_law law;
+    plan_stage_law_kept(p, st->first, st->end, st->type, &st->kept, &law);
+    return st->in_process ? plan_law_in_process_ms(&law, st->units) : plan_law_ms(&law, st->units);
+}
+
+/* A run that says where each stage kept its rows is priced so: for each
+ * rows value (servers apart and beside, hbm whole and in shards, a cache
+ * at two measured hit rates), the calibrated model's time of the stage kept
+ * that way is the run's target, and that time is not the one of the rows
+ * where the planner would keep them (which --calibrate took before). */
+static void test_priced_as_the_run_kept_its_rows(void **state)
+{
+    (void)state;
+    const plan_kept kept[] = {
+        {.rows = PLAN_ROWS_SERVERS, .hit_rate = -1},
+        {.rows = PLAN_ROWS_SERVERS, .hit_rate = -1, .beside = 1},
+        {.rows = PLAN_ROWS_HBM, .hit_rate = -1},
+        {.rows = PLAN_ROWS_HBM, .hit_rate = -1, .shards = 2},
+        {.rows = PLAN_ROWS_CACHE, .cache_rows = 1000, .hit_rate = 0.9},
+        {.rows = PLAN_ROWS_CACHE, .cache_rows = 1000, .hit_rate = 0.2},
+    };
+    double before[6];
+    for (int i = 0; i < 6; i++) {
+        plan_problem *p = rows_problem();
+        plan_calib_stage st = {.type = 1, .first = 0, .end = p->n_layers, .units = 2, .has_kept = 1,
+                               .kept = kept[i]};
+        assert_true(p->pre_table[p->n_layers] > 0);
+        before[i] = kept_ms(p, &st);
+        for (int j = 0; j < i; j++) /* each way has a price of its own */
+            if (fabs(before[j] / before[i] - 1) <= TOLERANCE) fail_msg("rows ways %d and %d priced alike", j, i);
+        st.measured_ms = 1.5 * before[i];
+        plan_calib_targets(&st, 1, st.measured_ms, 1);
+        plan_calibrate(p, &st, 1);
+        assert_false(st.clamped);
+        assert_int_equal(st.priced_rows, kept[i].rows);
+        assert_true(fabs(kept_ms(p, &st) / st.target_ms - 1) <= TOLERANCE);
+        assert_true(fabs(st.after_ms / st.target_ms - 1) <= TOLERANCE);
+        plan_law law;
+        plan_stage_law(p, st.first, st.end, st.type, &law); /* the planner's way is another price */
+        if (law.rows != kept[i].rows || !law.shards != !kept[i].shards || kept[i].beside || kept[i].hit_rate >= 0)
+            assert_true(fabs(plan_law_ms(&law, st.units) / st.target_ms - 1) > TOLERANCE);
+        plan_problem_free(p);
+    }
+}
+
+/* A cache at the run's measured hit rate: its law says that rate, and the
+ * rows the servers serve are the misses at it. */
+static void test_cache_at_the_measured_hit_rate(void **state)
+{
+    (void)state;
+    plan_problem *p = rows_problem();
+    plan_kept servers = {.rows = PLAN_ROWS_SERVERS, .hit_rate = -1};
+    plan_law on_servers, cache;
+    plan_stage_law_kept(p, 0, p->n_layers, 1, &servers, &on_servers);
+    for (double m = 0; m <= 1; m += 0.25) {
+        plan_kept k = {.rows = PLAN_ROWS_CACHE, .cache_rows = 5000, .hit_rate = m};
+        plan_stage_law_kept(p, 0, p->n_layers, 1, &k, &cache);
+        assert_int_equal(cache.rows, PLAN_ROWS_CACHE);
+        assert_true(cache.hit_rate == m && cache.cache_rows == 5000);
+        assert_true(fabs(cache.server_rows - (1 - m) * on_servers.server_rows) <= 1e-9 * on_servers.server_rows);
+    }
+    plan_problem_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -143,6 +223,8 @@ int main(void)
         cmocka_unit_test(test_calibrated_model_predicts_the_run),
         cmocka_unit_test(test_clamped),
         cmocka_unit_test(test_in_process_run_without_exchange),
+        cmocka_unit_test(test_priced_as_the_run_kept_its_rows),
+        cmocka_unit_test(test_cache_at_the_measured_hit_rate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -84,6 +84,7 @@ static void test_plan_round_trips(void **state)
         assert_int_equal(pf.stages[s].first, e.stages[s].first);
         assert_int_equal(pf.stages[s].end, e.stages[s].end);
         assert_string_equal(pf.stages[s].rows, plan_rows_names[e.stages[s].law.rows]);
+        assert_int_equal(pf.stages[s].servers_beside, e.stages[s].coloc);
         /* what the layers compute on each unit: their t1 on the type, split over the units */
         const plan_stage *st = &e.stages[s];
         size_t row = (size_t)st->type * (f.p->n_layers + 1);
@@ -197,6 +198,8 @@ static void test_plan_file_errors(void **state)
                    "\"workers\": [{\"rank\": 0, \"stage\": 1}]}",
          "p.json: workers[0]: stage=1 must be in [0, 0]"},
         {PLAN_HEAD "\"servers\": {\"count\": 2, \"ranks\": [1]}}", "p.json: servers.ranks lists 1 ranks for 2 servers"},
+        {PLAN_HEAD "\"stages\": [{\"type\": \"cpu\", \"units\": 1, \"layers\": [0, 1], \"servers_beside\": 1}]}",
+         "p.json: stage 0: servers_beside must be true or false"},
     };
     char dir[] = "/tmp/hps-plan-read-XXXXXX";
     assert_non_null(mkdtemp(dir));

@@ -158,14 +158,17 @@ static void test_reload_needs_a_plan(void **state)
     assert_int_equal(err.code, HPS_EXIT_USAGE);
 }
 
-/* A run's stages: checked against the inputs, on one unit when one process ran them. */
+/* A run's stages: checked against the inputs, on one unit when one process
+ * ran them, and its rows where the run kept them (one process: every row
+ * its own, no shards, no servers beside). */
 static void test_calib_stages(void **state)
 {
     (void)state;
     plan_inputs in;
     load(&demo, &in);
     int n = in.model->n_layers;
-    plan_run_stage rs[1] = {{in.cluster->types[0].name, 0, n, 4, 2.5}};
+    plan_run_stage rs[1] = {{in.cluster->types[0].name, 0, n, 4, 2.5, .has_kept = 1,
+                             .kept = {PLAN_ROWS_HBM, 0, -1, 4, 1}}};
     plan_run run = {.name = "m.jsonl", .model = in.model->name, .batch = (int)in.problem->batch, .n_stages = 1,
                     .stages = rs};
     plan_calib_stage st[1];
@@ -174,9 +177,11 @@ static void test_calib_stages(void **state)
     assert_int_equal(st[0].type, 0);
     assert_int_equal(st[0].units, 1);
     assert_true(st[0].in_process && st[0].measured_ms == 2.5);
+    assert_true(st[0].has_kept && st[0].kept.rows == PLAN_ROWS_HBM && !st[0].kept.shards && !st[0].kept.beside);
     run.ranks = 3;
     assert_int_equal(plan_calib_stages(&in, &demo, &run, st, &err), 1);
     assert_int_equal(st[0].units, 4);
+    assert_true(st[0].kept.shards == 4 && st[0].kept.beside);
     rs[0].type = "tpu";
     assert_int_equal(plan_calib_stages(&in, &demo, &run, st, &err), -1);
     assert_string_equal(err.msg, "m.jsonl: stage 0 ran on type 'tpu', which " LAB " lacks");

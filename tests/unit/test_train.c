@@ -1310,6 +1310,81 @@ static void test_table_save_keeps_steps(void **state)
     hps_table_free(t);
 }
 
+/* ---- the run record hps-plan --calibrate reads ------------------------------------ */
+
+#define RUN_START "{\"event\":\"start\",\"model\":\"m\",\"batch\":8,\"micro_batches\":1,\"stages\":[" \
+                  "{\"type\":\"gpu\",\"layers\":[0,1],\"units\":2},{\"type\":\"gpu\",\"layers\":[2,3],\"units\":2}]}\n"
+
+/* Loads a start record and a summary whose two stages' own fields are s0 and s1. */
+static int load_run(const char *s0, const char *s1, hps_train_run *r, hps_error *err)
+{
+    char path[] = "/tmp/hps-run-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, RUN_START "{\"event\":\"summary\",\"steps\":4,\"samples_per_s\":100,\"stages\":["
+               "{\"measured_ms\":1%s%s},{\"measured_ms\":2%s%s}]}\n",
+            *s0 ? "," : "", s0, *s1 ? "," : "", s1);
+    fclose(f);
+    int rc = hps_train_run_load(path, r, err);
+    unlink(path);
+    return rc;
+}
+
+/* Where each stage kept its rows reads back, each rows value; a record
+ * without it (an hps-train before it) still reads, saying so. */
+static void test_run_record_rows(void **state)
+{
+    (void)state;
+    hps_train_run r;
+    hps_error err;
+    if (load_run("\"rows\":\"cache\",\"cache_rows\":1000,\"hit_rate\":0.75,\"shards\":0,\"servers\":\"beside\"",
+                 "\"rows\":\"hbm\",\"cache_rows\":null,\"hit_rate\":null,\"shards\":2,\"servers\":null", &r, &err))
+        fail_msg("%s", err.msg);
+    assert_true(r.has_rows);
+    assert_string_equal(r.stages[0].rows, "cache");
+    assert_true(r.stages[0].cache_rows == 1000 && r.stages[0].hit_rate == 0.75 && r.stages[0].servers_beside);
+    assert_string_equal(r.stages[1].rows, "hbm");
+    assert_true(r.stages[1].shards == 2 && r.stages[1].hit_rate < 0 && !r.stages[1].servers_beside);
+    if (load_run("\"rows\":\"servers\",\"shards\":0,\"servers\":\"apart\"", "\"rows\":\"none\",\"shards\":0", &r,
+                 &err))
+        fail_msg("%s", err.msg);
+    assert_string_equal(r.stages[0].rows, "servers");
+    assert_string_equal(r.stages[1].rows, "none");
+    assert_false(r.stages[0].servers_beside);
+    if (load_run("", "", &r, &err)) fail_msg("%s", err.msg);
+    assert_false(r.has_rows);
+}
+
+/* A malformed rows field: one line naming the file, the record, the stage
+ * and the field. */
+static void test_run_record_bad_rows(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *s0, *s1, *msg;
+    } bad[] = {
+        {"\"rows\":\"disk\",\"shards\":0", "", "summary: stage 0: rows 'disk' must be one of none|servers|hbm|cache"},
+        {"\"rows\":\"cache\",\"shards\":0", "", "summary: stage 0: missing field 'cache_rows'"},
+        {"\"rows\":\"cache\",\"cache_rows\":10,\"hit_rate\":1.5,\"shards\":0", "",
+         "summary: stage 0: hit_rate=1.5 must be in [0, 1]"},
+        {"\"rows\":\"hbm\",\"shards\":1", "", "summary: stage 0: shards=1: expected 0, or at least 2 with rows hbm"},
+        {"\"rows\":\"servers\",\"shards\":2", "", "summary: stage 0: shards=2: expected 0, or at least 2 with rows hbm"},
+        {"\"rows\":\"hbm\"", "", "summary: stage 0: missing field 'shards'"},
+        {"\"rows\":\"servers\",\"shards\":0,\"servers\":\"near\"", "",
+         "summary: stage 0: servers 'near' must be one of apart|beside"},
+        {"\"rows\":\"hbm\",\"shards\":0", "", "summary: stage 1: rows: expected in every stage or in none"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        hps_train_run r;
+        hps_error err;
+        assert_int_equal(load_run(bad[i].s0, bad[i].s1, &r, &err), -1);
+        assert_int_equal(err.code, HPS_EXIT_USAGE);
+        if (!strstr(err.msg, bad[i].msg) || !strstr(err.msg, "hps-run-") || !strstr(err.msg, ":2: summary"))
+            fail_msg("%zu: %s", i, err.msg);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1328,6 +1403,8 @@ int main(void)
         cmocka_unit_test(test_corrupt_checkpoint_is_refused),
         cmocka_unit_test(test_forged_checkpoint_size_is_refused),
         cmocka_unit_test(test_export_reads_back),
+        cmocka_unit_test(test_run_record_rows),
+        cmocka_unit_test(test_run_record_bad_rows),
         cmocka_unit_test(test_diverged_run_stops),
         cmocka_unit_test(test_eval_adds_no_rows),
         cmocka_unit_test(test_probe_reads_new_batches),
