@@ -284,6 +284,9 @@ typedef struct {
      * (plan_law_colocate): its times are charged for the core each takes */
     int coloc;
     double coloc_bpms; /* then: the NIC its servers share with the units */
+    /* then: what the core each server takes adds to fixed_ms and scaled_ms
+     * (plan_law_beside_ms) */
+    double coloc_fixed_ms, coloc_scaled_ms;
     /* where provisioning may put the stage's rows: PLAN_PICK_ANY (each
      * level the cheapest way), or only on servers apart (of their own),
      * beside its units, in HBM shards over its units (plan_law_shard), or,
@@ -303,9 +306,13 @@ double plan_law_ms(const plan_law *law, int units);
 /* What of plan_law_ms is the exchange with the servers (their bytes, the
  * round trips): what a run with the tables in its own process does not do. */
 double plan_law_servers_ms(const plan_law *law, int units);
+/* What the servers beside a colocated stage's units add to plan_law_ms:
+ * the stage's host work on one core fewer; 0 for a law not colocated. */
+double plan_law_beside_ms(const plan_law *law, int units);
 /* The stage's time in one process (hps-train's default): no exchange with
  * servers, and its cuts cost nothing, its stages being threads that share
- * the micro-batches' buffers. */
+ * the micro-batches' buffers; no server starts beside its unit, so it keeps
+ * every core (no plan_law_beside_ms). */
 double plan_law_in_process_ms(const plan_law *law, int units);
 /* What the stage's layers take on B / n samples: each of n units, or one
  * of n micro-batches (the fixed share whole, the rest divided). */

@@ -176,9 +176,19 @@ double plan_law_servers_ms(const plan_law *law, int units)
     return law->exchange_ms + (law->exchange_worker_ms + law->ps_ms) / units;
 }
 
+double plan_law_beside_ms(const plan_law *law, int units)
+{
+    return law->coloc ? law->coloc_fixed_ms + law->coloc_scaled_ms / units : 0;
+}
+
+/* The tables live in the process and no server starts beside its unit: the
+ * core a server beside would take (plan_law_colocate) is the stage's, so a
+ * unit of n threads is priced at its n threads here, whatever the plan's
+ * servers do under mpirun. */
 double plan_law_in_process_ms(const plan_law *law, int units)
 {
-    return plan_law_ms(law, units) - plan_law_servers_ms(law, units) - law->boundary_ms / units;
+    return plan_law_ms(law, units) - plan_law_servers_ms(law, units) - law->boundary_ms / units -
+           plan_law_beside_ms(law, units);
 }
 
 double plan_pipeline_ms(const double *f, const double *b, int S, int M)
