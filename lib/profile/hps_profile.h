@@ -125,6 +125,13 @@ hps_profile *hps_profile_load(const char *path, hps_error *err);
 void hps_profile_free(hps_profile *p);
 /* The device of that id, or NULL. */
 const hps_profile_device *hps_profile_device_find(const hps_profile *p, const char *id);
+/* GB/s between a gpu device and its host (hps-profile(5), pcie_gbps): the
+ * profile's pcie_gbps; for a gpu device measured on CPU threads (threads,
+ * triad_gbps: a CPU run as a gpu type, hps-train --cpu-fallback), whose
+ * memory is the CPU backend's arena in host memory, a copy's rate:
+ * triad_gbps / 2 (a copy reads and writes each byte once); 0 (not charged)
+ * otherwise. */
+double hps_profile_host_link_gbps(const hps_profile_device *d);
 
 /* The profiles hps-plan reads, one per device id, each file with the
  * SHA-256 of its text (which plans record). */

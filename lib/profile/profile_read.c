@@ -317,3 +317,14 @@ const hps_profile_device *hps_profile_device_find(const hps_profile *p, const ch
         if (strcmp(p->devices[i].id, id) == 0) return &p->devices[i];
     return NULL;
 }
+
+/* A CUDA device is profiled without CPU threads (and without a triad: GPU
+ * rates would need device-side benchmarks), so threads tell the CPU
+ * backend's "device" apart: its uploads, downloads and row moves are
+ * memcpy in host memory (lib/kernels/backend_cpu.c). */
+double hps_profile_host_link_gbps(const hps_profile_device *d)
+{
+    if (!d->is_gpu) return 0;
+    if (d->pcie_gbps > 0) return d->pcie_gbps;
+    return d->threads > 0 && d->triad_gbps > 0 ? d->triad_gbps / 2 : 0;
+}

@@ -37,6 +37,42 @@ static void test_reads_testdata(void **state)
     hps_profile_free(p);
 }
 
+/* tiny.json's first device as kind `kind` with `threads`, triad 12 GB/s and
+ * pcie_gbps (0: absent): its host link (hps_profile_host_link_gbps). */
+static double host_link(const char *kind, int threads, double pcie)
+{
+    hps_error err;
+    json_t *doc;
+    assert_int_equal(hps_json_load(TINY, &doc, &err), 0);
+    json_t *dev = json_array_get(json_object_get(doc, "devices"), 0);
+    json_object_set_new(dev, "kind", json_string(kind));
+    json_object_set_new(dev, "threads", json_integer(threads));
+    json_object_set_new(dev, "triad_gbps", json_real(12));
+    if (pcie > 0) json_object_set_new(dev, "pcie_gbps", json_real(pcie));
+    else json_object_del(dev, "pcie_gbps");
+    hps_profile *p = hps_profile_read(doc, "p.json", &err);
+    json_decref(doc);
+    if (!p) fail_msg("%s", err.msg);
+    double gbps = hps_profile_host_link_gbps(&p->devices[0]);
+    hps_profile_free(p);
+    return gbps;
+}
+
+/* A gpu device measured on CPU threads is the CPU backend (bench-fidelity's
+ * gpu type on this machine's CPU, hps-train --cpu-fallback): its "device
+ * memory" is an arena in host memory, and rows and activations reach it by
+ * memcpy, at half the triad's bytes (read once, written once); a CUDA
+ * device's link is its pcie_gbps, absent: not charged. */
+static void test_host_link_of_the_cpu_backend(void **state)
+{
+    (void)state;
+    assert_true(fabs(host_link("gpu", 2, 0) - 6) < 1e-12);
+    assert_true(fabs(host_link("gpu", 2, 16) - 16) < 1e-12); /* a link given is the link */
+    assert_true(host_link("gpu", 0, 0) == 0);                 /* a CUDA device: no threads, nothing given */
+    assert_true(fabs(host_link("gpu", 0, 16) - 16) < 1e-12);
+    assert_true(host_link("cpu", 2, 0) == 0);                 /* a CPU type has no device memory */
+}
+
 /* tiny.json with one field of its first device (or of the device's layer 1)
  * set to `value` (JSON text); the reader's error. */
 static const char *refused(const char *field, const char *value, int in_layer)
@@ -401,6 +437,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reads_testdata),
+        cmocka_unit_test(test_host_link_of_the_cpu_backend),
         cmocka_unit_test(test_refuses_each_field_once),
         cmocka_unit_test(test_set_refuses_a_device_twice),
         cmocka_unit_test(test_reads_what_the_writer_writes),
