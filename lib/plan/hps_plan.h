@@ -103,6 +103,10 @@ typedef struct {
     /* one thread waking another to hand it a micro-batch (the profile's
      * handoff_us; 0 when not profiled): hps-train's stages in one process */
     double handoff_ms[PLAN_MAX_TYPES];
+    /* what keeping all of the model's rows in device memory (rows hbm or
+     * cache) adds to a step on this type's host, where profiled
+     * (hps-profile(5), device_rows_ms; else 0) */
+    double device_rows_ms[PLAN_MAX_TYPES];
     /* the exchanges with the servers of a step that looks up all of the
      * model's rows there, where profiled (hps-profile(5), exchange; else
      * 0): a worker's packing and unpacking, and a server's gathering and
@@ -272,6 +276,9 @@ typedef struct {
     /* with a cache: bytes a batch's misses move over the host link (each
      * missed row fetched, a row written back), and the ms they take */
     double host_bytes, host_ms;
+    /* with rows hbm or cache: hps-train's host work for them a batch, the
+     * stage's share of device_rows_ms (split over the units) */
+    double rows_host_ms;
     double server_table_bytes; /* tables + accumulators the servers hold for the stage */
     double server_bytes;       /* bytes per batch to and from the servers */
     double server_rows;        /* rows per batch the servers serve and update */

@@ -305,6 +305,7 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
     p->reduce_bpms[t] = d->triad_gbps * 1e6;
     p->read_ms[t] = d->read_ms;          /* absent (profiled without --data): not charged */
     p->handoff_ms[t] = d->handoff_us / 1000; /* absent or null: hand-offs are not charged */
+    p->device_rows_ms[t] = d->device_rows_ms; /* absent: not charged */
     take_exchange(d, p, t, &exchange[0], &exchange[1]);
     p->overhead_ms[t] = d->overhead_ms;
     return 0;

@@ -99,6 +99,9 @@ typedef struct {
     double sgemm_gflops, triad_gbps, gather_mrows_per_s, pcie_gbps, handoff_us;
     double clock_ghz; /* a CPU's clock (/proc/cpuinfo or its sheet); 0 when absent */
     double overhead_ms, step_ms, layers_sum_ms, read_ms;
+    /* the engine's extra work a step with the model's rows in the backend's
+     * memory (device_rows_ms; 0 when absent) */
+    double device_rows_ms;
     int has_read, has_step_j;
     double step_j;
     hps_profile_exchange exchange;
@@ -229,6 +232,10 @@ void hps_profile_doc_set_merged_from(json_t *doc, const char **names, int n);
  * (hps_trainer_probe's document): its overhead_ms, where it came from, and
  * with data its read_ms. */
 void hps_profile_device_set_engine(json_t *device, json_t *probe_doc, int on_data);
+/* Sets a device's device_rows_ms: the overhead_ms of rows_probe (a probe
+ * with the rows in the backend's memory, rows hbm) less host_probe's (the
+ * host tables), on the same batches; never below 0. */
+void hps_profile_device_set_device_rows(json_t *device, json_t *host_probe, json_t *rows_probe);
 /* Sets a device's exchange record (stolen; hps_dist_probe_exchange). */
 void hps_profile_device_set_exchange(json_t *device, json_t *exchange);
 /* Multiplies a layer's timings and scaling curve by factor in its object,

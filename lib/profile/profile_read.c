@@ -202,7 +202,8 @@ static int read_device(json_t *d, hps_profile_device *dev, int n_layers, const c
 
 /* What the planner prices besides the layers; handoff_us absent or null:
  * hand-offs are not charged, read_ms absent (profiled without --data): the
- * read is not charged. */
+ * read is not charged, device_rows_ms absent: rows in device memory add
+ * nothing. */
 static int read_device_costs(hps_profile_device *dev, const char *name, hps_error *err)
 {
     char ctx[300];
@@ -211,6 +212,7 @@ static int read_device_costs(hps_profile_device *dev, const char *name, hps_erro
     return read_rates(d, dev, ctx, err) ||
                    read_median_opt(d, "read_ms", &dev->read_ms, &dev->has_read, ctx, err) ||
                    hps_json_num(d, "handoff_us", HPS_OPTIONAL, 0, 1e6, &dev->handoff_us, ctx, err) ||
+                   hps_json_num(d, "device_rows_ms", HPS_OPTIONAL, 0, 1e9, &dev->device_rows_ms, ctx, err) ||
                    read_exchange(d, &dev->exchange, ctx, err) ||
                    read_median(d, "overhead_ms", &dev->overhead_ms, ctx, err) ||
                    read_median_opt(d, "step_ms", &dev->step_ms, NULL, ctx, err) || read_energy(d, dev, ctx, err)

@@ -345,6 +345,42 @@ static void worked_memory(plan_problem *p)
     plan_problem_prepare(p);
 }
 
+/* Rows in device memory cost the engine host work a step (the profile's
+ * device_rows_ms, all of the model's lookups): a stage with rows hbm or
+ * cache pays its share of the lookups' figure, split over its units, from
+ * its own type's profile or else the host cpu type's; rows on servers and
+ * stages without tables pay none. */
+static void test_device_rows_host_work(void **state)
+{
+    (void)state;
+    plan_problem *p = worked_example();
+    worked_memory(p); /* emb on the gpu: a cache */
+    p->sparse_rows[0] = 40000;
+    p->host_type = 0;
+    plan_problem_prepare(p);
+    plan_law none, law;
+    plan_stage_law(p, 0, 1, 1, &none);
+    assert_int_equal(none.rows, PLAN_ROWS_CACHE);
+    NEAR(none.rows_host_ms, 0); /* not profiled: not charged */
+    p->device_rows_ms[0] = 3; /* the host cpu's figure */
+    plan_stage_law(p, 0, 1, 1, &law);
+    NEAR(law.rows_host_ms, 3);
+    NEAR(law.compute_ms, none.compute_ms + 3);
+    NEAR(plan_law_ms(&law, 4), plan_law_ms(&none, 4) + 3.0 / 4);
+    NEAR(plan_law_in_process_ms(&law, 1), plan_law_in_process_ms(&none, 1) + 3); /* one process does it too */
+    p->device_rows_ms[1] = 2; /* the gpu type's own (a CPU backend measured) */
+    plan_stage_law(p, 0, 1, 1, &law);
+    NEAR(law.rows_host_ms, 2);
+    plan_stage_law(p, 0, 3, 1, &law); /* the whole model: the same lookups */
+    NEAR(law.rows_host_ms, 2);
+    plan_stage_law(p, 1, 3, 1, &law); /* no tables */
+    NEAR(law.rows_host_ms, 0);
+    plan_stage_law(p, 0, 1, 0, &law); /* rows on the servers */
+    assert_int_equal(law.rows, PLAN_ROWS_SERVERS);
+    NEAR(law.rows_host_ms, 0);
+    plan_problem_free(p);
+}
+
 static void test_worked_example_memory(void **state)
 {
     (void)state;
@@ -1527,6 +1563,7 @@ int main(void)
         cmocka_unit_test(test_worked_example_latency_and_host),
         cmocka_unit_test(test_worked_example_exchange),
         cmocka_unit_test(test_beside_not_in_process),
+        cmocka_unit_test(test_device_rows_host_work),
         cmocka_unit_test(test_gpu_estimate_ignores_cpu_noise),
         cmocka_unit_test(test_scaling_suspect),
         cmocka_unit_test(test_worked_example_memory),
