@@ -171,12 +171,36 @@ static int emit(json_t *doc, const args *a, hps_error *err)
     return o ? hps_out_commit(o, err) : -1;
 }
 
+/* The engine's probe (below) again with the model's rows in the backend's
+ * memory (rows hbm, as hps-train keeps them on a GPU or, --cpu-fallback, in
+ * the CPU backend's arena), on the same batches: what that adds to a step
+ * is the device's device_rows_ms.  A model without tables has none. */
+static int device_rows_overhead(const hps_model *m, const plan_file *host_plan, const hps_train_opts *to,
+                                hps_source *src, json_t *host_probe, json_t *dev, const hps_profile_opts *o,
+                                hps_error *err)
+{
+    int tables = 0;
+    for (int l = 0; l < m->n_layers; l++) tables |= hps_layer_has_table(&m->layers[l]);
+    if (!tables) return 0;
+    plan_file plan = *host_plan;
+    snprintf(plan.stages[0].rows, sizeof plan.stages[0].rows, "hbm");
+    hps_trainer *t = hps_trainer_create(m, &plan, to, err);
+    if (!t) return -1;
+    json_t *probe = hps_trainer_probe(t, src, o->reps + o->warmup, err);
+    hps_trainer_free(t);
+    if (!probe) return -1;
+    hps_profile_device_set_device_rows(dev, host_probe, probe);
+    json_decref(probe);
+    return 0;
+}
+
 /* A run adds to the layers what hps-train's engine does around them in a
  * step: rows looked up in its tables (new ones created), sparse gradients
  * merged and applied, the dense optimizer, the pipeline's hand-offs.  Its
  * probe times these on synthetic batches, or with --data on the shards a run
  * reads (their keys, and the read of each batch), at the device's threads:
- * the CPU device's overhead_ms and read_ms (hps-profile(5)). */
+ * the CPU device's overhead_ms and read_ms (hps-profile(5)); and again with
+ * the rows in device memory (device_rows_overhead). */
 static int engine_overhead(const hps_model *m, const hps_device_spec *spec, json_t *dev,
                            const hps_profile_opts *o, const char *data, hps_error *err)
 {
@@ -194,6 +218,8 @@ static int engine_overhead(const hps_model *m, const hps_device_spec *spec, json
     hps_trainer_free(t);
     /* the worker's and the server's part of the exchanges under mpirun */
     json_t *exchange = probe ? hps_dist_probe_exchange(m, src, plan.batch, to.threads, o->reps, err) : NULL;
+    if (exchange && device_rows_overhead(m, &plan, &to, src, probe, dev, o, err))
+        json_decref(exchange), exchange = NULL;
     if (src) src->close(src);
     if (!exchange) json_decref(probe), probe = NULL;
     if (!probe) return -1;

@@ -103,6 +103,10 @@ typedef struct {
     /* one thread waking another to hand it a micro-batch (the profile's
      * handoff_us; 0 when not profiled): hps-train's stages in one process */
     double handoff_ms[PLAN_MAX_TYPES];
+    /* what keeping all of the model's rows in device memory (rows hbm or
+     * cache) adds to a step on this type's host, where profiled
+     * (hps-profile(5), device_rows_ms; else 0) */
+    double device_rows_ms[PLAN_MAX_TYPES];
     /* the exchanges with the servers of a step that looks up all of the
      * model's rows there, where profiled (hps-profile(5), exchange; else
      * 0): a worker's packing and unpacking, and a server's gathering and
@@ -272,6 +276,9 @@ typedef struct {
     /* with a cache: bytes a batch's misses move over the host link (each
      * missed row fetched, a row written back), and the ms they take */
     double host_bytes, host_ms;
+    /* with rows hbm or cache: hps-train's host work for them a batch, the
+     * stage's share of device_rows_ms (split over the units) */
+    double rows_host_ms;
     double server_table_bytes; /* tables + accumulators the servers hold for the stage */
     double server_bytes;       /* bytes per batch to and from the servers */
     double server_rows;        /* rows per batch the servers serve and update */
@@ -284,6 +291,9 @@ typedef struct {
      * (plan_law_colocate): its times are charged for the core each takes */
     int coloc;
     double coloc_bpms; /* then: the NIC its servers share with the units */
+    /* then: what the core each server takes adds to fixed_ms and scaled_ms
+     * (plan_law_beside_ms) */
+    double coloc_fixed_ms, coloc_scaled_ms;
     /* where provisioning may put the stage's rows: PLAN_PICK_ANY (each
      * level the cheapest way), or only on servers apart (of their own),
      * beside its units, in HBM shards over its units (plan_law_shard), or,
@@ -317,9 +327,13 @@ double plan_law_ms(const plan_law *law, int units);
 /* What of plan_law_ms is the exchange with the servers (their bytes, the
  * round trips): what a run with the tables in its own process does not do. */
 double plan_law_servers_ms(const plan_law *law, int units);
+/* What the servers beside a colocated stage's units add to plan_law_ms:
+ * the stage's host work on one core fewer; 0 for a law not colocated. */
+double plan_law_beside_ms(const plan_law *law, int units);
 /* The stage's time in one process (hps-train's default): no exchange with
  * servers, and its cuts cost nothing, its stages being threads that share
- * the micro-batches' buffers. */
+ * the micro-batches' buffers; no server starts beside its unit, so it keeps
+ * every core (no plan_law_beside_ms). */
 double plan_law_in_process_ms(const plan_law *law, int units);
 /* What the stage's layers take on B / n samples: each of n units, or one
  * of n micro-batches (the fixed share whole, the rest divided). */

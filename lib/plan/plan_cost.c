@@ -61,6 +61,21 @@ static double shard_bytes(const plan_problem *p, int first, int end)
 static void stage_law(const plan_problem *p, int first, int end, int t, int way, const plan_kept *kept,
                       plan_law *law);
 
+/* Rows in device memory cost hps-train host work a step besides the layers
+ * (each lookup's slot, the eviction order of the rows a step touched, rows
+ * moved into the backend's memory): the profile's device_rows_ms, for all
+ * of the model's lookups, priced for the stage's share of them; the type's
+ * own figure (a CPU run as a gpu type measures its backend), else that of
+ * the cpu type whose host runs a GPU's (its own device measures none). */
+static double device_rows_ms(const plan_problem *p, int first, int end, int t, const plan_law *law)
+{
+    if (law->rows != PLAN_ROWS_HBM && law->rows != PLAN_ROWS_CACHE) return 0;
+    int h = p->host_type;
+    double ms = p->device_rows_ms[t] > 0 ? p->device_rows_ms[t] : h >= 0 ? p->device_rows_ms[h] : 0;
+    double all = p->pre_rows[p->n_layers];
+    return all > 0 ? ms * (p->pre_rows[end] - p->pre_rows[first]) / all : 0;
+}
+
 void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *law)
 {
     stage_law(p, first, end, t, PLAN_WAY_AUTO, NULL, law);
@@ -132,6 +147,7 @@ static void stage_law(const plan_problem *p, int first, int end, int t, int way,
     /* a cache's misses: rows fetched from the host and written back over
      * PCIe, each unit its slice's */
     if (law->rows == PLAN_ROWS_CACHE && p->pcie_bpms[t] > 0) law->host_ms = law->host_bytes / p->pcie_bpms[t];
+    law->rows_host_ms = device_rows_ms(p, first, end, t, law);
     /* the first stage reads each batch in series with the step, each of
      * its units decoding only its slice (hps-train(1)): the read divides by
      * k as the layers do */
@@ -167,10 +183,12 @@ static void stage_law(const plan_problem *p, int first, int end, int t, int way,
         law->hop_ms += 3 * p->nic_ms[t];
     }
     law->fixed_ms = o + fixed + law->sync_ms + law->exchange_ms;
+    law->compute_ms += law->rows_host_ms;
     law->scaled_ms = read + layers - fixed + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms +
-                     law->host_ms;
+                     law->host_ms + law->rows_host_ms;
     law->cpu_fixed_ms = p->is_gpu[t] ? host_fixed : o + fixed;
-    law->cpu_scaled_ms = (p->is_gpu[t] ? host_layers - host_fixed : read + layers - fixed) + law->exchange_worker_ms;
+    law->cpu_scaled_ms = (p->is_gpu[t] ? host_layers - host_fixed : read + layers - fixed) + law->exchange_worker_ms +
+                         law->rows_host_ms;
 }
 
 static double throughput_of(const plan_problem *p, double ms);
@@ -185,9 +203,19 @@ double plan_law_servers_ms(const plan_law *law, int units)
     return law->exchange_ms + (law->exchange_worker_ms + law->ps_ms) / units;
 }
 
+double plan_law_beside_ms(const plan_law *law, int units)
+{
+    return law->coloc ? law->coloc_fixed_ms + law->coloc_scaled_ms / units : 0;
+}
+
+/* The tables live in the process and no server starts beside its unit: the
+ * core a server beside would take (plan_law_colocate) is the stage's, so a
+ * unit of n threads is priced at its n threads here, whatever the plan's
+ * servers do under mpirun. */
 double plan_law_in_process_ms(const plan_law *law, int units)
 {
-    return plan_law_ms(law, units) - plan_law_servers_ms(law, units) - law->boundary_ms / units;
+    return plan_law_ms(law, units) - plan_law_servers_ms(law, units) - law->boundary_ms / units -
+           plan_law_beside_ms(law, units);
 }
 
 double plan_pipeline_ms(const double *f, const double *b, int S, int M)

@@ -39,13 +39,6 @@ static double beside_used(const plan_stage *st)
     return st->law.server_table_bytes * PLAN_SERVER_HEADROOM / st->units;
 }
 
-/* What the core a server beside each unit takes adds to the stage's time:
- * its host work ran on all the unit's cores, now on one fewer. */
-static double beside_ms(const plan_problem *p, const plan_stage *st)
-{
-    return (st->law.cpu_fixed_ms + st->law.cpu_scaled_ms / st->units) / p->cores[st->type];
-}
-
 /* Where this hps-train keeps a stage's rows: every value the planner
  * chooses (hps-train(1) ROWS); one place to say it, should that change. */
 static const char *executed_as(const plan_stage *st)
@@ -364,7 +357,7 @@ static void print_bill(FILE *f, const plan_problem *p, const plan_eval *e)
         if (st->coloc)
             fprintf(f, "rent   %d server%s beside stage %d, on its %s hosts: 1 of %d cores each (stage +%.3f ms) "
                        "= $0.000/hour\n", st->units, st->units == 1 ? "" : "s", s, p->type_names[st->type],
-                    p->cores[st->type], beside_ms(p, st));
+                    p->cores[st->type], plan_law_beside_ms(&st->law, st->units));
     }
 }
 

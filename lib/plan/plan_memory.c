@@ -446,6 +446,7 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, int way
     law->mem_bytes = work;
     law->hit_rate = law->cache_rows = law->host_bytes = law->host_ms = 0;
     law->coloc = law->pick = 0;
+    law->coloc_fixed_ms = law->coloc_scaled_ms = 0;
     law->shards = law->least_units = 0;
     law->shard_bytes = 0;
     law->first = first, law->end = end, law->type = t;
@@ -542,8 +543,10 @@ int plan_law_colocate(const plan_problem *p, const plan_law *law, int t, plan_la
     *out = *law;
     /* the stage's host work on n - 1 of its n cores */
     double f = (double)n / (n - 1) - 1;
-    out->fixed_ms += f * law->cpu_fixed_ms;
-    out->scaled_ms += f * law->cpu_scaled_ms;
+    out->coloc_fixed_ms = f * law->cpu_fixed_ms;
+    out->coloc_scaled_ms = f * law->cpu_scaled_ms;
+    out->fixed_ms += out->coloc_fixed_ms;
+    out->scaled_ms += out->coloc_scaled_ms;
     out->compute_ms += f * (law->cpu_fixed_ms + law->cpu_scaled_ms);
     out->cpu_fixed_ms *= 1 + f;
     out->cpu_scaled_ms *= 1 + f;

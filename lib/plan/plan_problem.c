@@ -300,11 +300,12 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
     for (int l = 0; l < m->n_layers; l++)
         if (take_layer(p, t, &d->layers[l], m, l, threads, ctx, err)) return -1;
     if (r->kind == PLAN_CPU && r->threads_given) scale_to_threads(p, t, r, d, pf->name);
-    /* absent or null: 0, the copy is not charged */
-    p->pcie_bpms[t] = d->pcie_gbps * 1e6;
+    /* absent or null: 0, the copy is not charged; the CPU backend's copies at its memory's rate */
+    p->pcie_bpms[t] = hps_profile_host_link_gbps(d) * 1e6;
     p->reduce_bpms[t] = d->triad_gbps * 1e6;
     p->read_ms[t] = d->read_ms;          /* absent (profiled without --data): not charged */
     p->handoff_ms[t] = d->handoff_us / 1000; /* absent or null: hand-offs are not charged */
+    p->device_rows_ms[t] = d->device_rows_ms; /* absent: not charged */
     take_exchange(d, p, t, &exchange[0], &exchange[1]);
     p->overhead_ms[t] = d->overhead_ms;
     return 0;

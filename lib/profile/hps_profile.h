@@ -99,6 +99,9 @@ typedef struct {
     double sgemm_gflops, triad_gbps, gather_mrows_per_s, pcie_gbps, handoff_us;
     double clock_ghz; /* a CPU's clock (/proc/cpuinfo or its sheet); 0 when absent */
     double overhead_ms, step_ms, layers_sum_ms, read_ms;
+    /* the engine's extra work a step with the model's rows in the backend's
+     * memory (device_rows_ms; 0 when absent) */
+    double device_rows_ms;
     int has_read, has_step_j;
     double step_j;
     hps_profile_exchange exchange;
@@ -125,6 +128,13 @@ hps_profile *hps_profile_load(const char *path, hps_error *err);
 void hps_profile_free(hps_profile *p);
 /* The device of that id, or NULL. */
 const hps_profile_device *hps_profile_device_find(const hps_profile *p, const char *id);
+/* GB/s between a gpu device and its host (hps-profile(5), pcie_gbps): the
+ * profile's pcie_gbps; for a gpu device measured on CPU threads (threads,
+ * triad_gbps: a CPU run as a gpu type, hps-train --cpu-fallback), whose
+ * memory is the CPU backend's arena in host memory, a copy's rate:
+ * triad_gbps / 2 (a copy reads and writes each byte once); 0 (not charged)
+ * otherwise. */
+double hps_profile_host_link_gbps(const hps_profile_device *d);
 
 /* The profiles hps-plan reads, one per device id, each file with the
  * SHA-256 of its text (which plans record). */
@@ -222,6 +232,10 @@ void hps_profile_doc_set_merged_from(json_t *doc, const char **names, int n);
  * (hps_trainer_probe's document): its overhead_ms, where it came from, and
  * with data its read_ms. */
 void hps_profile_device_set_engine(json_t *device, json_t *probe_doc, int on_data);
+/* Sets a device's device_rows_ms: the overhead_ms of rows_probe (a probe
+ * with the rows in the backend's memory, rows hbm) less host_probe's (the
+ * host tables), on the same batches; never below 0. */
+void hps_profile_device_set_device_rows(json_t *device, json_t *host_probe, json_t *rows_probe);
 /* Sets a device's exchange record (stolen; hps_dist_probe_exchange). */
 void hps_profile_device_set_exchange(json_t *device, json_t *exchange);
 /* Multiplies a layer's timings and scaling curve by factor in its object,

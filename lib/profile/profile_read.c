@@ -202,7 +202,8 @@ static int read_device(json_t *d, hps_profile_device *dev, int n_layers, const c
 
 /* What the planner prices besides the layers; handoff_us absent or null:
  * hand-offs are not charged, read_ms absent (profiled without --data): the
- * read is not charged. */
+ * read is not charged, device_rows_ms absent: rows in device memory add
+ * nothing. */
 static int read_device_costs(hps_profile_device *dev, const char *name, hps_error *err)
 {
     char ctx[300];
@@ -211,6 +212,7 @@ static int read_device_costs(hps_profile_device *dev, const char *name, hps_erro
     return read_rates(d, dev, ctx, err) ||
                    read_median_opt(d, "read_ms", &dev->read_ms, &dev->has_read, ctx, err) ||
                    hps_json_num(d, "handoff_us", HPS_OPTIONAL, 0, 1e6, &dev->handoff_us, ctx, err) ||
+                   hps_json_num(d, "device_rows_ms", HPS_OPTIONAL, 0, 1e9, &dev->device_rows_ms, ctx, err) ||
                    read_exchange(d, &dev->exchange, ctx, err) ||
                    read_median(d, "overhead_ms", &dev->overhead_ms, ctx, err) ||
                    read_median_opt(d, "step_ms", &dev->step_ms, NULL, ctx, err) || read_energy(d, dev, ctx, err)
@@ -316,4 +318,15 @@ const hps_profile_device *hps_profile_device_find(const hps_profile *p, const ch
     for (int i = 0; i < p->n_devices; i++)
         if (strcmp(p->devices[i].id, id) == 0) return &p->devices[i];
     return NULL;
+}
+
+/* A CUDA device is profiled without CPU threads (and without a triad: GPU
+ * rates would need device-side benchmarks), so threads tell the CPU
+ * backend's "device" apart: its uploads, downloads and row moves are
+ * memcpy in host memory (lib/kernels/backend_cpu.c). */
+double hps_profile_host_link_gbps(const hps_profile_device *d)
+{
+    if (!d->is_gpu) return 0;
+    if (d->pcie_gbps > 0) return d->pcie_gbps;
+    return d->threads > 0 && d->triad_gbps > 0 ? d->triad_gbps / 2 : 0;
 }

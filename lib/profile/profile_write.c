@@ -197,6 +197,18 @@ void hps_profile_device_set_engine(json_t *device, json_t *probe_doc, int on_dat
     if (on_data) json_object_set(device, "read_ms", json_object_get(pd, "read_ms")); /* generating is no read */
 }
 
+/* What hps-train's rows in device memory add to a step beside host tables
+ * (hps-train(1) ROWS): each lookup's slot, the eviction order of the rows a
+ * step touched, the rows moved into the arena; the planner charges it to a
+ * stage with rows hbm or cache (hps-plan(1), COST MODEL). */
+void hps_profile_device_set_device_rows(json_t *device, json_t *host_probe, json_t *rows_probe)
+{
+    json_t *h = json_object_get(hps_profile_doc_device(host_probe, 0), "overhead_ms");
+    json_t *r = json_object_get(hps_profile_doc_device(rows_probe, 0), "overhead_ms");
+    double ms = json_number_value(json_object_get(r, "median")) - json_number_value(json_object_get(h, "median"));
+    json_object_set_new(device, "device_rows_ms", hps_json_real(ms > 0 ? ms : 0));
+}
+
 /* Multiplies the figures of a timing object ({median, min, max, mad}). */
 static void scale_timing(json_t *t, double f)
 {

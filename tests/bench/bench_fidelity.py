@@ -122,10 +122,12 @@ def data(name):
     return d
 
 
-def plan(name, d, cl, limit, algo, out, micro=None, objective="cost", more=()):
-    """The plan, priced for `micro` micro-batches (hps-train's default, one a stage, when None)."""
+def plan(name, d, cl, limit, algo, out, micro=None, objective="cost", more=(), ranks=False):
+    """The plan, priced for `micro` micro-batches (hps-train's default, one a stage, when None);
+    ranks: with its rankfile, OUT.ranks (the cluster names this machine's node)."""
     model = f"{ROOT}/testdata/models/{name}.json"
     extra = (["--micro-batches", str(micro)] if micro else []) + ["--objective", objective] + list(more)
+    extra += ["--rankfile", f"{out}.ranks"] if ranks else []
     r = subprocess.run([f"{BIN}/hps-plan", "-q", "-m", model, "-c", cl, "-p", f"{d}/profile.json",
                         "-t", str(limit), "-a", algo, "-o", out] + extra, capture_output=True, text=True)
     if r.returncode != 0:
@@ -159,15 +161,19 @@ def run_samples(name, d, cl, out, p, stats):
     return plan(name, d, cl, 1, "fixed:g", out, 1, more=stats + ["--samples", str(steps * batch)]) if p else p
 
 
-def job(name, d, plan_path, p, micro, mpi=False, tag=None):
+def job(name, d, plan_path, p, micro, mpi=False, tag=None, rankfile=None):
     """A configuration to run RUNS times: under mpirun when a stage has
     several units, the plan has servers and mpi is set, or mpi is set; else in
     one process, its stages as threads.  The same configuration asked for
     twice is run once (tag tells apart plans of one layout: device rows of
-    several sizes)."""
+    several sizes).  rankfile: the plan's (hps-plan --rankfile), mpirun's
+    placement; a server beside a unit then takes its last core, which the
+    plan prices (hps-plan(1), MEMORY), so the worker runs one thread fewer."""
     key = (name, layout(p), micro, mpi, tag)
     if key not in JOBS:
         threads = THREADS[p["stages"][0]["type"]]
+        if rankfile and any(s.get("servers_beside") for s in p["stages"]):
+            threads = max(1, threads - 1)
         # data-parallel units are ranks; stages of one unit each run as threads
         # of one process.  Under mpirun the ranks are the plan's workers and
         # servers: a dense-only model's plan has no server (hps-train(1), DISTRIBUTED)
@@ -175,7 +181,8 @@ def job(name, d, plan_path, p, micro, mpi=False, tag=None):
         distributed = mpi or any(s["units"] > 1 for s in p["stages"])
         batch, steps = steps_of(name, p)
         fallback = any(s.get("kind") == "gpu" for s in p["stages"])  # g runs on this CPU
-        JOBS[key] = {"args": (d, plan_path, micro, threads, ranks if distributed else 0, steps, fallback), "plan": p,
+        JOBS[key] = {"args": (d, plan_path, micro, threads, ranks if distributed else 0, steps, fallback,
+                              rankfile if distributed else None), "plan": p,
                      "micro": micro, "runs": []}
     return key
 
@@ -189,7 +196,7 @@ def measured_hit(summary):
     return sum(r["hits"] for r in caches) / lookups if lookups else None
 
 
-def run_once(d, plan_path, micro, threads, ranks, steps, fallback):
+def run_once(d, plan_path, micro, threads, ranks, steps, fallback, rankfile):
     metrics = f"{plan_path}.m{micro}.ndjson"
     if os.path.exists(metrics):
         os.remove(metrics)
@@ -198,7 +205,8 @@ def run_once(d, plan_path, micro, threads, ranks, steps, fallback):
             "--metrics", metrics] + (["--cpu-fallback"] if fallback else [])
     if ranks:
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        args = ["timeout", str(MPI_TIMEOUT), "mpirun", "--oversubscribe", "-np", str(ranks)] + args
+        args = ["timeout", str(MPI_TIMEOUT), "mpirun", "--oversubscribe", "-np", str(ranks)] + (
+            ["--rankfile", rankfile] if rankfile else []) + args
         sh(args, env=env, stdout=subprocess.DEVNULL)
     else:
         sh(args)
@@ -244,12 +252,14 @@ def execution(p):
 def candidates(name, d, clusters):
     """The ranking's candidates: on each cluster of this machine, the plan
     cheapest at a low limit and the fastest one (--objective time); one of
-    each execution, the cheapest."""
+    each execution, the cheapest.  Each with its rankfile: the ranks run
+    where the plan places them (a server beside a unit on one of its cores,
+    as the plan prices it), not wherever Open MPI leaves them."""
     pool = {}
     for tag, cl in clusters:
         for obj in ("cost", "time"):
             path = f"{d}/cand-{tag}-{obj}.json"
-            p = plan(name, d, cl, 1, "exact", path, objective=obj)
+            p = plan(name, d, cl, 1, "exact", path, objective=obj, ranks=True)
             if not p:
                 continue
             key = execution(p)
@@ -401,8 +411,8 @@ def main():
             print(f"  {name}: ranking: {len(pool)} candidate plan(s) fit this machine's {CORES} cores, skipped",
                   flush=True)
             continue
-        keys = [job(name, d, path, p, p["pipeline"]["micro_batches"], p["servers"]["count"] > 0)
-                for path, p in pool]
+        keys = [job(name, d, path, p, p["pipeline"]["micro_batches"], p["servers"]["count"] > 0,
+                    rankfile=f"{path}.ranks") for path, p in pool]
         pools.append((name, pool, keys))
     run_jobs()
     print()

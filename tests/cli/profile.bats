@@ -339,6 +339,46 @@ PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
 
+@test "profile: the engine with its rows in device memory is timed (device_rows_ms); hps-plan charges it to an hbm stage, not to rows on servers nor a model without tables" {
+    profile_demo_on_shards
+    # the cpu:1 device again as a gpu type (bench-fidelity's g: the CPU
+    # backend), with memory for every table, and the profile without the figure
+    python3 - "$TMP/p.json" "$TMP/g.json" "$TMP/g0.json" "$TMP/c.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+cpu = p["devices"][0]
+assert cpu["device_rows_ms"] >= 0, cpu
+p["devices"].append(dict(cpu, id="cpu-as-gpu", kind="gpu"))
+json.dump(p, open(sys.argv[2], "w"))
+for d in p["devices"]:
+    del d["device_rows_ms"]
+json.dump(p, open(sys.argv[3], "w"))
+json.dump({"format": "hps-cluster", "version": 1, "name": "g", "resources": [
+    {"name": "g", "kind": "gpu", "device": "cpu-as-gpu", "threads": 1, "price_per_hour": 1, "max_units": 1,
+     "nic_gbps": 10, "mem_gib": 64},
+    {"name": "t1", "kind": "cpu", "device": "cpu:1", "price_per_hour": 1, "max_units": 1, "nic_gbps": 10}],
+    "servers": {"type": "t1", "gbps": 10}}, open(sys.argv[4], "w"))
+PY
+    for prof in g g0; do
+        for rows in auto servers; do
+            "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/$prof.json" -t 1 -a fixed:g \
+                --data-stats "$TMP/shards" --rows $rows -o "$TMP/$prof-$rows.json"
+        done
+    done
+    run python3 - "$TMP/g.json" "$TMP"/g-auto.json "$TMP"/g0-auto.json "$TMP"/g-servers.json "$TMP"/g0-servers.json <<'PY'
+import json, sys
+extra = json.load(open(sys.argv[1]))["devices"][0]["device_rows_ms"]
+hbm, hbm0, srv, srv0 = (json.load(open(f))["stages"][0] for f in sys.argv[2:])
+assert hbm["rows"] == "hbm" and srv["rows"] == "servers", (hbm["rows"], srv["rows"])
+assert abs(hbm["in_process_ms"] - hbm0["in_process_ms"] - extra) < 1e-4, (hbm["in_process_ms"], hbm0["in_process_ms"], extra)
+assert srv["ms_per_batch"] == srv0["ms_per_batch"], (srv, srv0)
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/mlp-784.json" -D cpu:1 $FAST -o "$TMP/mlp.json"
+    run python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]; assert "device_rows_ms" not in d, d' "$TMP/mlp.json"
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
 @test "profile: --data times a step's exchange with a server; hps-plan prices it in series and sends its bytes, and a profile without it as before" {
     profile_demo_on_shards
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",

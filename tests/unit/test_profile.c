@@ -37,6 +37,42 @@ static void test_reads_testdata(void **state)
     hps_profile_free(p);
 }
 
+/* tiny.json's first device as kind `kind` with `threads`, triad 12 GB/s and
+ * pcie_gbps (0: absent): its host link (hps_profile_host_link_gbps). */
+static double host_link(const char *kind, int threads, double pcie)
+{
+    hps_error err;
+    json_t *doc;
+    assert_int_equal(hps_json_load(TINY, &doc, &err), 0);
+    json_t *dev = json_array_get(json_object_get(doc, "devices"), 0);
+    json_object_set_new(dev, "kind", json_string(kind));
+    json_object_set_new(dev, "threads", json_integer(threads));
+    json_object_set_new(dev, "triad_gbps", json_real(12));
+    if (pcie > 0) json_object_set_new(dev, "pcie_gbps", json_real(pcie));
+    else json_object_del(dev, "pcie_gbps");
+    hps_profile *p = hps_profile_read(doc, "p.json", &err);
+    json_decref(doc);
+    if (!p) fail_msg("%s", err.msg);
+    double gbps = hps_profile_host_link_gbps(&p->devices[0]);
+    hps_profile_free(p);
+    return gbps;
+}
+
+/* A gpu device measured on CPU threads is the CPU backend (bench-fidelity's
+ * gpu type on this machine's CPU, hps-train --cpu-fallback): its "device
+ * memory" is an arena in host memory, and rows and activations reach it by
+ * memcpy, at half the triad's bytes (read once, written once); a CUDA
+ * device's link is its pcie_gbps, absent: not charged. */
+static void test_host_link_of_the_cpu_backend(void **state)
+{
+    (void)state;
+    assert_true(fabs(host_link("gpu", 2, 0) - 6) < 1e-12);
+    assert_true(fabs(host_link("gpu", 2, 16) - 16) < 1e-12); /* a link given is the link */
+    assert_true(host_link("gpu", 0, 0) == 0);                 /* a CUDA device: no threads, nothing given */
+    assert_true(fabs(host_link("gpu", 0, 16) - 16) < 1e-12);
+    assert_true(host_link("cpu", 2, 0) == 0);                 /* a CPU type has no device memory */
+}
+
 /* tiny.json with one field of its first device (or of the device's layer 1)
  * set to `value` (JSON text); the reader's error. */
 static const char *refused(const char *field, const char *value, int in_layer)
@@ -64,6 +100,8 @@ static void test_refuses_each_field_once(void **state)
     assert_string_equal(refused("scaling", "{\"units\": [1, 2], \"ms\": [1], \"parallel_fraction\": 0.5}", 1),
                         "p.json: device 'cpu': layer 1 'concat': scaling: units and ms must be arrays of one length");
     assert_string_equal(refused("handoff_us", "-3", 0), "p.json: device 'cpu': handoff_us=-3 must be in [0, 1e+06]");
+    assert_string_equal(refused("device_rows_ms", "-1", 0),
+                        "p.json: device 'cpu': device_rows_ms=-1 must be in [0, 1e+09]");
     assert_string_equal(refused("exchange", "5", 0), "p.json: device 'cpu': exchange: must be an object or null");
     /* a string read as 0 before; now refused as handoff_us always was */
     assert_string_equal(refused("pcie_gbps", "\"fast\"", 0), "p.json: device 'cpu': pcie_gbps must be a number");
@@ -131,6 +169,14 @@ static void test_reads_what_the_writer_writes(void **state)
     hps_profile_exchange_out x = {.rows = 10, .bytes = 2048, .worker_ms = hps_profile_timing_point(0.25),
                                   .server_ms = hps_profile_timing_of(sec, 3)};
     hps_profile_device_set_exchange(dev, hps_profile_exchange_json(&x));
+    /* the engine with its rows in device memory: 1.75 ms a step over 0.5 */
+    json_t *host = json_pack("{s:[{s:{s:f}}]}", "devices", "overhead_ms", "median", 0.5);
+    json_t *rows = json_pack("{s:[{s:{s:f}}]}", "devices", "overhead_ms", "median", 1.75);
+    hps_profile_device_set_device_rows(dev, rows, host); /* faster: noise, never below 0 */
+    assert_true(json_is_number(json_object_get(dev, "device_rows_ms")));
+    assert_true(json_number_value(json_object_get(dev, "device_rows_ms")) == 0);
+    hps_profile_device_set_device_rows(dev, host, rows);
+    json_decref(host), json_decref(rows);
     json_object_set_new(doc, "devices", json_pack("[o]", dev));
     assert_true(json_is_null(json_object_get(dev, "triad_gbps")));
     assert_true(json_is_integer(json_object_get(json_object_get(dev, "step_ms"), "mad"))); /* a point: 0 */
@@ -143,6 +189,7 @@ static void test_reads_what_the_writer_writes(void **state)
     assert_int_equal(r->threads, 2);
     assert_true(r->sgemm_gflops == 50 && r->triad_gbps == 0 && r->handoff_us == 7);
     assert_true(r->has_read && r->read_ms == 1.5 && r->overhead_ms == 0.5 && r->step_ms == 9);
+    assert_true(r->device_rows_ms == 1.25);
     assert_true(r->exchange.present && r->exchange.rows == 10 && r->exchange.bytes == 2048);
     assert_true(fabs(r->exchange.server_ms - 2) < 1e-9 && r->exchange.worker_ms == 0.25);
     const hps_profile_layer *L = &r->layers[4];
@@ -401,6 +448,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reads_testdata),
+        cmocka_unit_test(test_host_link_of_the_cpu_backend),
         cmocka_unit_test(test_refuses_each_field_once),
         cmocka_unit_test(test_set_refuses_a_device_twice),
         cmocka_unit_test(test_reads_what_the_writer_writes),
