@@ -197,6 +197,8 @@ static void test_plan_file_errors(void **state)
                    "\"workers\": [{\"rank\": 0, \"stage\": 1}]}",
          "p.json: workers[0]: stage=1 must be in [0, 0]"},
         {PLAN_HEAD "\"servers\": {\"count\": 2, \"ranks\": [1]}}", "p.json: servers.ranks lists 1 ranks for 2 servers"},
+        {PLAN_HEAD "\"stages\": [{\"type\": \"cpu\", \"units\": 1, \"layers\": [0, 1], \"servers_beside\": 1}]}",
+         "p.json: stage 0: servers_beside must be true or false"},
     };
     char dir[] = "/tmp/hps-plan-read-XXXXXX";
     assert_non_null(mkdtemp(dir));
@@ -314,6 +316,61 @@ static void test_server_beside_its_gpu(void **state)
     plan_fixture_free(&f);
 }
 
+/* Three stages of dlrm-criteo, each with its tables: two servers of its
+ * own, one, and one beside its unit.  Each server is its stage's (those of
+ * their own first, stage by stage, then those beside: the order hps-train
+ * routes each stage's tables in), co-location puts a stage's servers by its
+ * own worker, and the cross-node bytes charge a stage's exchange with its
+ * own servers alone: here none, only the cuts between the nodes. */
+static void test_servers_per_stage(void **state)
+{
+    (void)state;
+    plan_fixture f;
+    plan_result r;
+    plan_eval e;
+    plan_layout l;
+    hps_error err;
+    plan_fixture_load(&f, HPS_TESTDATA "/models/dlrm-criteo.json", HPS_TESTDATA "/clusters/aws.json",
+                      HPS_TESTDATA "/profiles/dlrm-criteo.json", 1e5);
+    solve_plan(&f, 0, &r, &e, &l);
+    plan_layout_free(&l);
+    int c5 = hps_cluster_find(f.c, "cpu-c5"), sv = f.c->server_type;
+    assert_true(c5 >= 0 && sv >= 0 && c5 != sv);
+    free(f.c->nodes);
+    f.c->n_nodes = 3;
+    f.c->nodes = hps_calloc(3, sizeof *f.c->nodes);
+    for (int n = 0; n < 3; n++) {
+        snprintf(f.c->nodes[n].name, sizeof f.c->nodes[n].name, "n%d", n);
+        f.c->nodes[n].units[c5] = 1, f.c->nodes[n].units[sv] = 2;
+    }
+    static const int first[] = {0, 1, 2}, end[] = {1, 2, 8}, servers[] = {2, 1, 0};
+    e.n_stages = 3;
+    memset(e.units, 0, sizeof e.units);
+    for (int s = 0; s < 3; s++) {
+        plan_stage *st = &e.stages[s];
+        st->first = first[s], st->end = end[s], st->type = c5, st->units = 1;
+        st->servers = servers[s], st->coloc = s == 2, st->throughput = 1000;
+        st->law.server_bytes = 1e6, st->law.replica_bytes = 0;
+        e.units[c5]++;
+    }
+    e.servers = 3, e.coloc_servers = 1, e.throughput = 1000;
+    assert_int_equal(plan_layout_make(f.p, f.c, &e, &l, &err), 0);
+    assert_int_equal(l.n_servers, 4);
+    static const int stage[] = {0, 0, 1, 2}, beside[] = {-1, -1, -1, 2};
+    for (int v = 0; v < 4; v++) {
+        assert_int_equal(l.servers[v].stage, stage[v]);
+        assert_int_equal(l.servers[v].worker, beside[v]);
+        assert_int_equal(l.servers[v].node, l.workers[stage[v]].node);
+    }
+    assert_true(l.workers[0].node != l.workers[1].node && l.workers[1].node != l.workers[2].node);
+    double cuts = f.p->cut_bytes[1] + f.p->cut_bytes[2];
+    assert_true(cuts > 0 && fabs(l.cross_node_bytes - cuts) <= 1e-9 * cuts);
+    plan_layout_free(&l);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    plan_fixture_free(&f);
+}
+
 /* A plan a rounding error below the optimum (another assignment of the
  * same cost) has no gap: 0 in the file, "0.00% above" in the table, never
  * "-0.00%". */
@@ -356,6 +413,7 @@ int main(void)
         cmocka_unit_test(test_servers_are_not_the_bottleneck),
         cmocka_unit_test(test_gap_of_a_tie),
         cmocka_unit_test(test_server_beside_its_gpu),
+        cmocka_unit_test(test_servers_per_stage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
