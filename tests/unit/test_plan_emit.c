@@ -365,6 +365,28 @@ static void test_servers_per_stage(void **state)
     assert_true(l.workers[0].node != l.workers[1].node && l.workers[1].node != l.workers[2].node);
     double cuts = f.p->cut_bytes[1] + f.p->cut_bytes[2];
     assert_true(cuts > 0 && fabs(l.cross_node_bytes - cuts) <= 1e-9 * cuts);
+    /* the file says each stage's count and where they live, which hps-train
+     * reads back in the same order: those of their own, then those beside */
+    const char *names[] = {"dlrm-criteo.json"}, *digests[] = {hps_profiles_digest(f.ps, 0)};
+    plan_meta meta = {.model_path = "m.json", .cluster_path = "c.json", .model_digest = f.m->digest,
+                      .cluster_digest = f.c->digest, .n_profiles = 1, .profile_names = names,
+                      .profile_digests = digests, .model_name = f.m->name, .algorithm = "exact"};
+    json_t *root = plan_to_json(f.p, &e, &l, &r, &meta, f.c);
+    char *text = hps_json_text(root);
+    plan_file pf;
+    load_plan_text(text, &pf);
+    assert_int_equal(pf.n_stages, 3);
+    assert_int_equal(pf.n_servers, 4);
+    for (int s = 0, own = 0, beside = 0; s < 3; s++) {
+        const plan_file_stage *st = &pf.stages[s];
+        assert_int_equal(st->servers, servers[s] + (s == 2));
+        assert_int_equal(st->servers_beside, s == 2);
+        for (int i = 0; i < st->servers; i++)
+            assert_int_equal(l.servers[st->servers_beside ? e.servers + beside++ : own++].stage, s);
+    }
+    free(text);
+    plan_file_free(&pf);
+    json_decref(root);
     plan_layout_free(&l);
     plan_eval_free(&e);
     plan_result_free(&r);
