@@ -387,6 +387,14 @@ static void test_servers_per_stage(void **state)
     free(text);
     plan_file_free(&pf);
     json_decref(root);
+    /* and the table says so */
+    size_t n;
+    FILE *fp = open_memstream(&text, &n);
+    plan_print_table(fp, f.p, &e, &l, &r, &meta);
+    fclose(fp);
+    assert_non_null(strstr(text, "servers 4, each stage's tables on its own (stage 0: hps_mix64(key) % 2, "
+                                 "stage 1: hps_mix64(key) % 1, stage 2: hps_mix64(key) % 1 beside), "));
+    free(text);
     plan_layout_free(&l);
     plan_eval_free(&e);
     plan_result_free(&r);
