@@ -232,7 +232,8 @@ void dist_server_create(dist_server *sv, const hps_dist *d, int s, const hps_mod
     sv->merged = hps_calloc((size_t)m->n_layers, sizeof *sv->merged);
     sv->stats = hps_calloc((size_t)m->n_layers, sizeof *sv->stats);
     for (int l = 0; l < m->n_layers; l++)
-        if (hps_layer_has_table(&m->layers[l]) && dist_serves(d, s, l)) sv->tables[l] = hps_train_table_create(m, l, o);
+        if (hps_layer_has_table(&m->layers[l]) && dist_serves(d, s, l))
+            sv->tables[l] = hps_train_table_create(m, l, o);
     dist_server_snapshot(sv);
 }
 

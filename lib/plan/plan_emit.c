@@ -24,13 +24,18 @@ static json_t *memory_json(double used, double capacity)
                      capacity > 0 ? hps_json_real(100 * used / capacity) : json_null());
 }
 
-/* Tables and accumulators one server of the servers' type holds (with the
- * headroom), spread by the routing rule. */
+/* Tables and accumulators the fullest server of the servers' type holds
+ * (with the headroom): each stage's tables spread over its own servers by
+ * the routing rule, as hps-train routes them. */
 static double server_used(const plan_eval *e)
 {
-    double tables = 0;
-    for (int s = 0; s < e->n_stages; s++) tables += e->stages[s].coloc ? 0 : e->stages[s].law.server_table_bytes;
-    return e->servers ? tables * PLAN_SERVER_HEADROOM / e->servers : 0;
+    double most = 0;
+    for (int s = 0; s < e->n_stages; s++) {
+        const plan_stage *st = &e->stages[s];
+        if (!st->coloc && st->servers > 0)
+            most = fmax(most, st->law.server_table_bytes * PLAN_SERVER_HEADROOM / st->servers);
+    }
+    return most;
 }
 
 /* What one server beside a unit of stage st holds of the unit's host. */

@@ -351,6 +351,7 @@ static void test_servers_per_stage(void **state)
         st->first = first[s], st->end = end[s], st->type = c5, st->units = 1;
         st->servers = servers[s], st->coloc = s == 2, st->throughput = 1000;
         st->law.server_bytes = 1e6, st->law.replica_bytes = 0;
+        st->law.server_table_bytes = (s == 0 ? 4 : 0.4) * PLAN_GIB;
         e.units[c5]++;
     }
     e.servers = 3, e.coloc_servers = 1, e.throughput = 1000;
@@ -372,6 +373,9 @@ static void test_servers_per_stage(void **state)
                       .cluster_digest = f.c->digest, .n_profiles = 1, .profile_names = names,
                       .profile_digests = digests, .model_name = f.m->name, .algorithm = "exact"};
     json_t *root = plan_to_json(f.p, &e, &l, &r, &meta, f.c);
+    /* the fullest server: stage 0's, 1.25 x 4 GiB over its 2 (not the 4.4 GiB over all 3) */
+    json_t *used = json_object_get(json_object_get(json_object_get(root, "servers"), "memory"), "used_bytes");
+    assert_true(fabs((double)json_integer_value(used) - 2.5 * PLAN_GIB) < 1);
     char *text = hps_json_text(root);
     plan_file pf;
     load_plan_text(text, &pf);
