@@ -475,6 +475,20 @@ p["servers"] = {"count": 2, "ranks": [3, 4], "routing": {"rule": "mix64-mod"}}
 json.dump(p, open(sys.argv[2], "w"))' "$1" "$2"
 }
 
+# Killed after step 5 on $1 ranks of plan $2 (the caller's "${args[@]}",
+# with --export) and resumed: the rest of the whole run's losses (metrics
+# $3) and its model (export $4), exactly.
+resumes_as_whole() {
+    mpi "$1" "$TRAIN" --plan "$2" "${args[@]}" --steps 5 --checkpoint "$TMP/ck"
+    mpi "$1" "$TRAIN" --plan "$2" "${args[@]}" --checkpoint "$TMP/ck" --resume \
+        --metrics "$TMP/res.ndjson" --export "$TMP/res.st"
+    losses "$3" | tail -n +6 > "$TMP/whole"
+    losses "$TMP/res.ndjson" > "$TMP/resumed"
+    [ "$(wc -l < "$TMP/resumed")" -ge 10 ]
+    cmp "$TMP/whole" "$TMP/resumed"
+    cmp "$4" "$TMP/res.st"
+}
+
 @test "dist: a cut before the last table layer: the later stage fetches and pushes its rows, as one process" {
     # deepfm cut before its linear layer: emb in stage 0, linear (a table
     # layer: it reads the keys) in stage 1, whose worker loads the batch's
@@ -496,14 +510,7 @@ json.dump(p, open(sys.argv[2], "w"))' "$1" "$2"
     same_losses "$TMP/one.ndjson" "$TMP/d5.ndjson"
     same_evals "$TMP/one.ndjson" "$TMP/d5.ndjson"
     # killed after step 5 and resumed: the whole run's losses and model
-    mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --steps 5 --checkpoint "$TMP/ck"
-    mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --checkpoint "$TMP/ck" --resume \
-        --metrics "$TMP/res.ndjson" --export "$TMP/res.st"
-    losses "$TMP/d.ndjson" | tail -n +6 > "$TMP/a"
-    losses "$TMP/res.ndjson" > "$TMP/b"
-    [ "$(wc -l < "$TMP/b")" -ge 10 ]
-    cmp "$TMP/a" "$TMP/b"
-    cmp "$TMP/d.st" "$TMP/res.st"
+    resumes_as_whole 3 "$TMP/cut.json" "$TMP/d.ndjson" "$TMP/d.st"
     # a chain in three stages: dlrm-criteo's second embedding layer (emb_b)
     # in the middle one, which passes stage 0's two micro-batches on
     "$HPS_BIN/hps-shard" -m "$TESTDATA/models/dlrm-criteo.json" -o "$TMP/dl" "$TMP/x.tsv" 2>/dev/null
@@ -581,14 +588,7 @@ assert held == one and all(v > 0 for v in one.values()), (held, one)' "$1" "$2"
     same_rows "$TMP/b.ndjson" "$TMP/one.ndjson"
     same_losses "$TMP/one.ndjson" "$TMP/b.ndjson"
     # killed after step 5 and resumed: each server reloads its own stage's rows
-    mpi 5 "$TRAIN" --plan "$TMP/a.json" "${args[@]}" --steps 5 --checkpoint "$TMP/ck"
-    mpi 5 "$TRAIN" --plan "$TMP/a.json" "${args[@]}" --checkpoint "$TMP/ck" --resume \
-        --metrics "$TMP/res.ndjson" --export "$TMP/res.st"
-    losses "$TMP/a.ndjson" | tail -n +6 > "$TMP/l1"
-    losses "$TMP/res.ndjson" > "$TMP/l2"
-    [ "$(wc -l < "$TMP/l2")" -ge 10 ]
-    cmp "$TMP/l1" "$TMP/l2"
-    cmp "$TMP/a.st" "$TMP/res.st"
+    resumes_as_whole 5 "$TMP/a.json" "$TMP/a.ndjson" "$TMP/a.st"
     [ "$(held_layers "$TMP/res.ndjson")" = "{2: ['emb'], 3: ['emb'], 4: ['linear']}" ]
 }
 
