@@ -569,6 +569,14 @@ assert held == one and all(v > 0 for v in one.values()), (held, one)' "$1" "$2"
     args=(-m "$DM" --data "$TMP/fm" --epochs 2 --threads 1 --micro-batches 2 --eval "$TMP/fm"
           --metrics-interval 0 -q)
     "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/one.ndjson" --export "$TMP/one.st"
+    # stage 0 beside its unit, stage 1 apart: the servers of their own come first
+    own_servers "$TMP/cut.json" "$TMP/b.json" "1 beside" "1 apart"
+    mpi 4 "$TRAIN" --plan "$TMP/b.json" "${args[@]}" --metrics "$TMP/b.ndjson"
+    # rank 2 serves linear's rows alone: 4 bytes a row served (emb's are 32)
+    [ "$(dist_field "$TMP/b.ndjson" 'round(o["per_rank"][2]["bytes_sent"] / o["per_rank"][2]["rows_served"])')" = 4 ]
+    [ "$(held_layers "$TMP/b.ndjson")" = "{2: ['linear'], 3: ['emb']}" ]
+    same_rows "$TMP/b.ndjson" "$TMP/one.ndjson"
+    same_losses "$TMP/one.ndjson" "$TMP/b.ndjson"
     # stage 0: two servers of its own (ranks 2, 3); stage 1: one beside its unit (rank 4)
     own_servers "$TMP/cut.json" "$TMP/a.json" "2 apart" "1 beside"
     mpi 5 "$TRAIN" --plan "$TMP/a.json" "${args[@]}" --metrics "$TMP/a.ndjson" --export "$TMP/a.st"
@@ -579,14 +587,6 @@ assert held == one and all(v > 0 for v in one.values()), (held, one)' "$1" "$2"
     same_losses "$TMP/one.ndjson" "$TMP/a.ndjson"
     same_evals "$TMP/one.ndjson" "$TMP/a.ndjson"
     same_export "$TMP/one.st" "$TMP/a.st"
-    # stage 0 beside its unit, stage 1 apart: the servers of their own come first
-    own_servers "$TMP/cut.json" "$TMP/b.json" "1 beside" "1 apart"
-    mpi 4 "$TRAIN" --plan "$TMP/b.json" "${args[@]}" --metrics "$TMP/b.ndjson"
-    # rank 2 serves linear's rows alone: 4 bytes a row served (emb's are 32)
-    [ "$(dist_field "$TMP/b.ndjson" 'round(o["per_rank"][2]["bytes_sent"] / o["per_rank"][2]["rows_served"])')" = 4 ]
-    [ "$(held_layers "$TMP/b.ndjson")" = "{2: ['linear'], 3: ['emb']}" ]
-    same_rows "$TMP/b.ndjson" "$TMP/one.ndjson"
-    same_losses "$TMP/one.ndjson" "$TMP/b.ndjson"
     # killed after step 5 and resumed: each server reloads its own stage's rows
     resumes_as_whole 5 "$TMP/a.json" "$TMP/a.ndjson" "$TMP/a.st"
     [ "$(held_layers "$TMP/res.ndjson")" = "{2: ['emb'], 3: ['emb'], 4: ['linear']}" ]
