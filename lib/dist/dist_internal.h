@@ -81,6 +81,10 @@ struct hps_dist {
     int worker_rank[HPS_DIST_MAX_RANKS], server_rank[HPS_DIST_MAX_RANKS];
     int node[HPS_DIST_MAX_RANKS]; /* a number per host name, for cross-node bytes */
     char host[HPS_DIST_MAX_RANKS][MPI_MAX_PROCESSOR_NAME]; /* each rank's host name */
+    /* where each layer's rows live (dist_roles.c, read_routing): servers
+     * [route_first, route_first + route_n); route_n 0: all of them.
+     * by_stage: each stage's over its own servers, as the plan sized them */
+    int by_stage, route_first[HPS_MAX_LAYERS], route_n[HPS_MAX_LAYERS];
     double predicted_bytes;       /* the plan's network.bytes_per_step (0: none) */
     double predicted_cross;       /* the plan's placement.cross_node_bytes_per_step (-1: none) */
     char plan_node[HPS_DIST_MAX_RANKS][HPS_NAME_MAX]; /* where the plan places each rank ("": nowhere) */
@@ -128,7 +132,7 @@ struct hps_dist {
     int n_pending, cap_pending;
     char fail_msg[4096];         /* the roles of all ranks, said at the start */
     double t_start;
-    const hps_model *m;          /* workers: the model, and where checkpoints go */
+    const hps_model *m;          /* the model (a server's too); workers: where checkpoints go */
     const char *ckpt_dir;
     const char *continue_from;   /* --continue-from */
     int resume;                  /* --resume */
@@ -145,12 +149,17 @@ struct hps_dist {
 int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err);
 const char *dist_role_name(const hps_dist *d, int rank, char *buf, size_t n);
 /* A plan without servers (workers only) for a model with embedding layers,
- * whose rows would have nowhere to live: an error. */
-int dist_check_servers(const hps_dist *d, const hps_model *m, const char *plan_name, hps_error *err);
+ * whose rows would have nowhere to live: an error; so is, where each stage
+ * has servers of its own, a stage with a table layer and none. */
+int dist_check_servers(const hps_dist *d, const hps_model *m, const plan_file *p, hps_error *err);
 /* Device rows in a plan of several stages: the lead's stage alone may keep
  * a table layer's rows there (its replicas are what it evaluates and
  * exports). */
 int dist_check_device_rows(const hps_dist *d, const hps_model *m, const plan_file *p, hps_error *err);
+/* The server of layer's row `key` (the routing rule over the layer's
+ * servers), and whether server s holds any of layer's rows. */
+int dist_server_of(const hps_dist *d, int layer, uint64_t key);
+int dist_serves(const hps_dist *d, int s, int layer);
 
 /* dist_watch.c: a rank that dies or cannot be reached is named with its role
  * and host, and every rank stops */
@@ -189,11 +198,13 @@ int dist_alltoall(hps_dist *d, const dist_buf *parts, char **in, size_t *cap, in
 /* The probe's loopback: d's worker and server in this process (NULL: off). */
 void dist_loop(hps_dist *d);
 
-/* dist_server.c: the job's counters, gathered at the lead (all ranks call it). */
-void dist_gather_stats(hps_dist *d, hps_trainer *t);
-/* A server's tables (one per embedding layer), and one message handled:
- * msg (freed here) from rank `from` with its tag. */
-void dist_server_create(dist_server *sv, const hps_model *m, const plan_file *plan,
+/* dist_server.c: the job's counters, and each server's rows per layer
+ * (sv: this rank's server, or NULL), gathered at the lead (all ranks call it). */
+void dist_gather_stats(hps_dist *d, hps_trainer *t, const dist_server *sv);
+/* Server s's tables (one per table layer whose rows it holds,
+ * dist_serves), and one message handled: msg (freed here) from rank
+ * `from` with its tag. */
+void dist_server_create(dist_server *sv, const hps_dist *d, int s, const hps_model *m, const plan_file *plan,
                         const hps_train_opts *o);
 void dist_server_free(dist_server *sv);
 int dist_server_handle(hps_dist *d, dist_server *sv, dist_server_state *s, char *msg, size_t n, int from,

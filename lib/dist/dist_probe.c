@@ -72,7 +72,7 @@ json_t *hps_dist_probe_exchange(const hps_model *m, hps_source *src, int batch, 
     hps_dist *d = hps_calloc(1, sizeof *d);
     dist_server sv;
     dist_server_state ss = {0};
-    dist_server_create(&sv, m, &plan, &o);
+    dist_server_create(&sv, d, 0, m, &plan, &o); /* one server: every table */
     loop_job(d, &sv, &ss);
     hps_dist_attach(d, t, m, &o);
     hps_batch *b = hps_batch_create(batch, m->n_dense, m->n_slots, (int64_t)batch * (m->n_slots + 1), 1);

@@ -119,6 +119,41 @@ static int read_servers(hps_dist *d, const plan_file *pf, int *used, hps_error *
     return 0;
 }
 
+/* Each stage's table layers over its own servers, where the plan's
+ * stages count servers adding up to the servers' count (hps-plan sizes
+ * and prices a stage's servers for that stage's tables): the servers of
+ * their own first, stage by stage, then those beside a stage's units,
+ * stage by stage, as hps-plan lists them (hps-plan(5), SERVERS: routing).
+ * A plan whose stages do not count them (older plans, hand-written) keeps
+ * every layer over all of them (route_n 0). */
+static void read_routing(hps_dist *d, const plan_file *pf)
+{
+    int sum = 0;
+    for (int s = 0; s < pf->n_stages; s++) sum += pf->stages[s].servers;
+    if (pf->n_stages < 2 || d->servers == 0 || sum != d->servers) return;
+    d->by_stage = 1;
+    for (int beside = 0, at = 0; beside < 2; beside++)
+        for (int s = 0; s < pf->n_stages; s++) {
+            const plan_file_stage *st = &pf->stages[s];
+            if (!st->servers_beside != !beside) continue;
+            for (int l = st->first; l < st->end && l < HPS_MAX_LAYERS; l++)
+                d->route_first[l] = at, d->route_n[l] = st->servers;
+            at += st->servers;
+        }
+}
+
+int dist_server_of(const hps_dist *d, int layer, uint64_t key)
+{
+    int n = d->route_n[layer];
+    return n ? d->route_first[layer] + hps_dist_route(key, n) : hps_dist_route(key, d->servers);
+}
+
+int dist_serves(const hps_dist *d, int s, int layer)
+{
+    int n = d->route_n[layer];
+    return !n || (s >= d->route_first[layer] && s < d->route_first[layer] + n);
+}
+
 /* Ranks must be 0 .. needed-1 with no gap, and mpirun must start that many. */
 static int check_ranks(hps_dist *d, const int *used, const char *name, hps_error *err)
 {
@@ -174,7 +209,7 @@ int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err)
              check_ranks(d, used, pf.name, err);
     d->predicted_bytes = pf.network_bytes;
     memcpy(d->plan_digest, pf.digest, sizeof d->plan_digest);
-    if (rc == 0) read_placement(d, &pf);
+    if (rc == 0) read_placement(d, &pf), read_routing(d, &pf);
     char name[512];
     snprintf(name, sizeof name, "%s", pf.name);
     plan_file_free(&pf);
@@ -183,9 +218,26 @@ int dist_read_roles(hps_dist *d, const char *plan_path, hps_error *err)
     return dist_stages_setup(d, name, err);
 }
 
-int dist_check_servers(const hps_dist *d, const hps_model *m, const char *plan_name, hps_error *err)
+/* Under by_stage a table layer in a stage that counts no servers would
+ * have none (a hand-written plan: hps-plan counts every such stage's). */
+static int check_stage_servers(const hps_dist *d, const hps_model *m, const plan_file *p, hps_error *err)
 {
-    if (d->servers || d->replicas || d->shards) return 0;
+    for (int s = 0; d->by_stage && s < p->n_stages; s++)
+        for (int l = p->stages[s].first; l < p->stages[s].end && l < m->n_layers; l++)
+            if (hps_layer_has_table(&m->layers[l]) && p->stages[s].servers == 0)
+                return hps_fail(err, HPS_EXIT_USAGE,
+                                "%s: stage %d runs table layer %d ('%s') but counts no servers (stages[%d]."
+                                "servers 0), while the other stages count their own: give it servers, or "
+                                "drop the stages' counts to spread every table over all %d servers",
+                                p->name, s, l, m->layers[l].name, s, d->servers);
+    return 0;
+}
+
+int dist_check_servers(const hps_dist *d, const hps_model *m, const plan_file *p, hps_error *err)
+{
+    const char *plan_name = p->name;
+    if (d->servers) return check_stage_servers(d, m, p, err);
+    if (d->replicas || d->shards) return 0;
     for (int l = 0; l < m->n_layers; l++)
         if (m->layers[l].kind == HPS_LAYER_EMBEDDING)
             return hps_fail(err, HPS_EXIT_USAGE,

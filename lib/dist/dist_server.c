@@ -23,7 +23,8 @@ typedef struct {
 static hps_table *entry_table(dist_server *sv, const dist_entry *e, hps_error *err)
 {
     if (e->layer >= 0 && e->layer < sv->m->n_layers && sv->tables[e->layer]) return sv->tables[e->layer];
-    hps_fail(err, HPS_EXIT_RUNTIME, "a request names layer %d, not an embedding layer", (int)e->layer);
+    hps_fail(err, HPS_EXIT_RUNTIME, "a request names layer %d, not a table layer whose rows this server holds",
+             (int)e->layer);
     return NULL;
 }
 
@@ -263,8 +264,10 @@ static int on_push(hps_dist *d, dist_server *sv, dist_server_state *s, int w, ch
     return rc;
 }
 
-/* The server's tables: one per embedding layer, as one process has them. */
-void dist_server_create(dist_server *sv, const hps_model *m, const plan_file *plan,
+/* The server's tables, as one process has them: one per table layer whose
+ * rows the routing gives it, so that it holds what the plan sized it for
+ * and a request for another layer's rows is an error (entry_table). */
+void dist_server_create(dist_server *sv, const hps_dist *d, int s, const hps_model *m, const plan_file *plan,
                         const hps_train_opts *o)
 {
     *sv = (dist_server){.m = m, .o = *o, .day = 1};
@@ -273,7 +276,8 @@ void dist_server_create(dist_server *sv, const hps_model *m, const plan_file *pl
     sv->merged = hps_calloc((size_t)m->n_layers, sizeof *sv->merged);
     sv->stats = hps_calloc((size_t)m->n_layers, sizeof *sv->stats);
     for (int l = 0; l < m->n_layers; l++)
-        if (hps_layer_has_table(&m->layers[l])) sv->tables[l] = hps_train_table_create(m, l, o);
+        if (hps_layer_has_table(&m->layers[l]) && dist_serves(d, s, l))
+            sv->tables[l] = hps_train_table_create(m, l, o);
     dist_server_snapshot(sv);
 }
 
@@ -322,7 +326,7 @@ static int serve(hps_dist *d, dist_server *sv, hps_error *err)
         rc = dist_server_handle(d, sv, &s, msg, n, from, tag, err);
     }
     dist_server_state_free(d, &s);
-    if (rc == 0) dist_gather_stats(d, NULL);
+    if (rc == 0) dist_gather_stats(d, NULL, sv);
     return rc;
 }
 
@@ -330,7 +334,8 @@ int hps_dist_serve(hps_dist *d, const hps_model *m, const plan_file *plan,
                    const hps_train_opts *o, hps_error *err)
 {
     dist_server sv;
-    dist_server_create(&sv, m, plan, o);
+    d->m = m;
+    dist_server_create(&sv, d, d->me->index, m, plan, o);
     int rc = serve(d, &sv, err);
     dist_server_free(&sv);
     return rc;
@@ -338,7 +343,17 @@ int hps_dist_serve(hps_dist *d, const hps_model *m, const plan_file *plan,
 
 /* ---- the job's figures ------------------------------------------------------------- */
 
-static json_t *rank_json(hps_dist *d, int r, const dist_stats *st, double seconds)
+/* A server's rows per layer it holds ("table_rows"; -1 in held: none of
+ * that layer's rows are routed to it). */
+static json_t *held_json(const hps_dist *d, const double *held)
+{
+    json_t *o = json_object();
+    for (int l = 0; l < d->m->n_layers; l++)
+        if (held[l] >= 0) json_object_set_new(o, d->m->layers[l].name, json_integer((json_int_t)held[l]));
+    return o;
+}
+
+static json_t *rank_json(hps_dist *d, int r, const dist_stats *st, const double *held, double seconds)
 {
     char role[128];
     const dist_role *ro = &d->roles[r];
@@ -355,6 +370,7 @@ static json_t *rank_json(hps_dist *d, int r, const dist_stats *st, double second
         json_object_set_new(o, "rows_per_s", hps_json_real(seconds > 0 ? st->rows_served / seconds : 0));
         json_object_set_new(o, "serve_ms", hps_json_real(st->serve_s * 1e3 / steps));
         json_object_set_new(o, "apply_ms", hps_json_real(st->apply_s * 1e3 / steps));
+        json_object_set_new(o, "table_rows", held_json(d, held));
     } else {
         json_object_set_new(o, "share", hps_json_real(d->share[ro->index]));
         json_object_set_new(o, "samples", hps_json_real(st->samples));
@@ -389,12 +405,12 @@ static void report_cross(const hps_dist *d, const dist_stats *all, double steps,
                 all[r].bytes_cross_node / (steps > 0 ? steps : 1));
 }
 
-static void report(hps_dist *d, hps_trainer *t, const dist_stats *all)
+static void report(hps_dist *d, hps_trainer *t, const dist_stats *all, const double *held)
 {
     double seconds = hps_now() - d->t_start, total = 0, cross = 0, steps = all[d->rank].steps;
     json_t *ranks = json_array();
     for (int r = 0; r < d->size; r++) {
-        json_array_append_new(ranks, rank_json(d, r, &all[r], seconds));
+        json_array_append_new(ranks, rank_json(d, r, &all[r], held + (size_t)r * d->m->n_layers, seconds));
         total += all[r].bytes_sent;
         cross += all[r].bytes_cross_node;
     }
@@ -421,11 +437,17 @@ static void report(hps_dist *d, hps_trainer *t, const dist_stats *all)
                 d->share[w]);
 }
 
-void dist_gather_stats(hps_dist *d, hps_trainer *t)
+void dist_gather_stats(hps_dist *d, hps_trainer *t, const dist_server *sv)
 {
-    int lead = d->worker_rank[0];
+    int lead = d->worker_rank[0], L = d->m->n_layers;
     dist_stats *all = hps_malloc((size_t)d->size * sizeof *all);
     MPI_Gather(&d->st, DIST_STATS_N, MPI_DOUBLE, all, DIST_STATS_N, MPI_DOUBLE, lead, MPI_COMM_WORLD);
-    if (d->rank == lead) report(d, t, all);
-    free(all);
+    /* which layers' rows each server holds, and how many: what the plan
+     * sized its memory for (a worker's are all -1) */
+    double *mine = hps_malloc((size_t)L * sizeof *mine), *held = NULL;
+    for (int l = 0; l < L; l++) mine[l] = sv && sv->tables[l] ? (double)hps_table_rows(sv->tables[l]) : -1;
+    if (d->rank == lead) held = hps_malloc((size_t)d->size * L * sizeof *held);
+    MPI_Gather(mine, L, MPI_DOUBLE, held, L, MPI_DOUBLE, lead, MPI_COMM_WORLD);
+    if (d->rank == lead) report(d, t, all, held);
+    free(all), free(mine), free(held);
 }

@@ -19,8 +19,8 @@
  *
  * rows: cache in front of the plan's servers (shard_home): the same
  * shards, each unit's cache keeping its hottest rows, but the rows it does
- * not cache live on the servers, each on the one hps_dist_route(key,
- * servers) gives it as with rows: servers.  A miss gets the row's whole
+ * not cache live on the servers, each on the one dist_server_of(layer, key)
+ * gives it as with rows: servers.  A miss gets the row's whole
  * state from its server (TAG_STATE_GET), a write-back puts it there
  * (TAG_STATE_PUT, acknowledged), and the servers apply nothing: the owner
  * unit applies AdaGrad to its cached rows as a shard does.  Only the owner
@@ -99,7 +99,7 @@ static void home_requests(hps_dist *d, dist_shard *s, hps_table *host, int l, co
         dist_entry e = {.layer = l};
         hps_table_row_key(host, rows[i], &slot, &e.key);
         e.slot = slot;
-        int v = hps_dist_route(e.key, d->servers);
+        int v = dist_server_of(d, l, e.key);
         dist_buf_add(&s->to_server[v], &e, sizeof e);
         if (put) {
             dist_buf_add(&s->to_server[v], hps_table_weights(host) + rows[i] * D, (size_t)D * sizeof(float));

@@ -78,7 +78,7 @@ int hps_dist_check_stages(hps_dist *d, const hps_model *m, const plan_file *p, i
 {
     d->eval = eval;
     if (d->alone) return 0; /* its one process runs every stage, beside its tables */
-    if (dist_check_servers(d, m, hps_path_name(p->path), err) || dist_check_device_rows(d, m, p, err)) return -1;
+    if (dist_check_servers(d, m, p, err) || dist_check_device_rows(d, m, p, err)) return -1;
     if (d->n_stages < 2) return 0;
     if (d->n_stages != p->n_stages)
         return hps_fail(err, HPS_EXIT_USAGE, "%s: workers run %d stages, but the plan has %d",

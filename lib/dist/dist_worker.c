@@ -59,7 +59,7 @@ static void build_requests(hps_dist *d, const hps_row_key *rows, int64_t n)
 {
     for (int s = 0; s < d->servers; s++) d->req[s].len = 0, d->n_req_rows[s] = 0;
     for (int64_t i = 0, at = 0; i < n; i++) {
-        int s = hps_dist_route(rows[i].key, d->servers);
+        int s = dist_server_of(d, rows[i].layer, rows[i].key);
         dist_buf_add(&d->req[s], &rows[i], sizeof rows[i]);
         add_req_row(d, s, at);
         at += d->m->layers[rows[i].layer].dim;
@@ -195,7 +195,7 @@ static int update_rows(void *ctx, int layer, hps_table *table, hps_sparse_grad *
         hps_row_key row = {.layer = layer};
         hps_table_row_key(table, g->rows[i], &slot, &row.key);
         row.slot = slot;
-        int s = hps_dist_route(row.key, d->servers);
+        int s = dist_server_of(d, layer, row.key);
         dist_buf_add(&d->push[s], &row, sizeof row);
         dist_buf_add(&d->push[s], g->grad + i * g->D, (size_t)g->D * sizeof(float));
     }
@@ -472,6 +472,6 @@ int hps_dist_finish(hps_dist *d, hps_trainer *t, hps_error *err)
     (void)err;
     if (d->alone) return 0; /* no servers to tell, no job's figures to gather */
     for (int s = 0; s < d->servers; s++) dist_send(d, NULL, 0, d->server_rank[s], TAG_DONE);
-    dist_gather_stats(d, t);
+    dist_gather_stats(d, t, NULL);
     return 0;
 }

@@ -10,10 +10,12 @@
  *            their gradients go to the next and previous stages' workers
  *            through this module's link (dist_stage.c)
  *   server   owns the embedding rows routed to it, server = mix64(key) %
- *            servers, and applies the summed sparse AdaGrad updates once all
- *            workers pushed a step (synchronous training); it builds its
- *            tables and nothing else of the model; a plan for a
- *            model without embedding layers has none (workers only)
+ *            servers over its stage's servers where the plan gives each
+ *            stage its own (else over all), and applies the summed sparse
+ *            AdaGrad updates once all workers pushed a step (synchronous
+ *            training); it builds the tables of the layers routed to it
+ *            and nothing else of the model; a plan for a model without
+ *            embedding layers has none (workers only)
  * A worker reaches the job only through hps_train_dist (hps_train.h); this
  * module calls the trainer only through hps_train.h.
  * Workers' shares of a batch are re-balanced from measured compute times

@@ -569,6 +569,9 @@ typedef struct {
     /* a server beside a stage: the worker whose unit's host holds it (its
      * instance is that worker's, of its type); -1 for one of its own */
     int worker;
+    /* the stage whose table layers it holds: hps-train routes each stage's
+     * rows over that stage's servers alone (hps-plan(5), SERVERS) */
+    int stage;
 } plan_server;
 
 typedef struct {

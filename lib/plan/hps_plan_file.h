@@ -18,6 +18,7 @@ typedef struct {
     char type[HPS_NAME_MAX], kind[8], rows[8]; /* kind "cpu" or "gpu"; rows plan_rows_names */
     int first, end; /* layers [first, end) */
     int units, servers;
+    int servers_beside;  /* its servers on its units' hosts, one a unit; 0 when not given */
     double ms_per_batch; /* 0 when not given */
     double servers_ms;   /* what of it is the exchange with the servers; 0 when not given */
     double layers_ms;    /* what of it its layers compute; 0 when not given */
@@ -29,7 +30,6 @@ typedef struct {
      * the rows the routing rule sends it; 0 "replicas" (also when not
      * given), each unit holds every row */
     int rows_shards;
-    int servers_beside; /* its servers live on its units' hosts, one a unit; 0 when not given */
 } plan_file_stage;
 
 typedef struct {

@@ -24,13 +24,18 @@ static json_t *memory_json(double used, double capacity)
                      capacity > 0 ? hps_json_real(100 * used / capacity) : json_null());
 }
 
-/* Tables and accumulators one server of the servers' type holds (with the
- * headroom), spread by the routing rule. */
+/* Tables and accumulators the fullest server of the servers' type holds
+ * (with the headroom): each stage's tables spread over its own servers by
+ * the routing rule, as hps-train routes them. */
 static double server_used(const plan_eval *e)
 {
-    double tables = 0;
-    for (int s = 0; s < e->n_stages; s++) tables += e->stages[s].coloc ? 0 : e->stages[s].law.server_table_bytes;
-    return e->servers ? tables * PLAN_SERVER_HEADROOM / e->servers : 0;
+    double most = 0;
+    for (int s = 0; s < e->n_stages; s++) {
+        const plan_stage *st = &e->stages[s];
+        if (!st->coloc && st->servers > 0)
+            most = fmax(most, st->law.server_table_bytes * PLAN_SERVER_HEADROOM / st->servers);
+    }
+    return most;
 }
 
 /* What one server beside a unit of stage st holds of the unit's host. */
@@ -361,6 +366,25 @@ static void print_bill(FILE *f, const plan_problem *p, const plan_eval *e)
     }
 }
 
+/* The routing rule: over all the servers, or, where several stages have
+ * servers, each stage's tables over its own (hps-train routes them so). */
+static void print_routing(FILE *f, const plan_eval *e, const plan_layout *l)
+{
+    int with = 0;
+    for (int s = 0; s < e->n_stages; s++) with += e->stages[s].servers > 0 || e->stages[s].coloc;
+    if (with < 2) {
+        fprintf(f, "servers %d (server = hps_mix64(key) %% %d)", l->n_servers, l->n_servers);
+        return;
+    }
+    fprintf(f, "servers %d, each stage's tables on its own (", l->n_servers);
+    for (int s = 0, k = 0; s < e->n_stages; s++) {
+        const plan_stage *st = &e->stages[s];
+        int n = st->coloc ? st->units : st->servers;
+        if (n) fprintf(f, "%sstage %d: hps_mix64(key) %% %d%s", k++ ? ", " : "", s, n, st->coloc ? " beside" : "");
+    }
+    fputc(')', f);
+}
+
 void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const plan_layout *l,
                       const plan_result *r, const plan_meta *m)
 {
@@ -412,9 +436,11 @@ void plan_print_table(FILE *f, const plan_problem *p, const plan_eval *e, const 
     fprintf(f, ", %.1f samples/s, %.1f s, $%.4f ($%.3f/hour)", e->throughput, e->time_s, e->cost, e->cost_per_hour);
     if (energy_known(p, e)) fprintf(f, ", %.4g kWh", e->energy_j / 3.6e6);
     fputc('\n', f);
-    if (l->n_servers)
-        fprintf(f, "servers %d (server = hps_mix64(key) %% %d), %.1f MB/s of embedding traffic, $%.3f/hour\n",
-                l->n_servers, l->n_servers, l->server_bytes_per_s / 1e6, e->server_cost_per_hour);
+    if (l->n_servers) {
+        print_routing(f, e, l);
+        fprintf(f, ", %.1f MB/s of embedding traffic, $%.3f/hour\n", l->server_bytes_per_s / 1e6,
+                e->server_cost_per_hour);
+    }
     char b1[32], b2[32];
     if (l->cross_node_bytes >= 0)
         fprintf(f, "placement %s/step across nodes (round robin: %s/step)\n",

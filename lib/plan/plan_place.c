@@ -37,8 +37,9 @@ static void make_workers(const plan_problem *p, const plan_eval *e, plan_layout 
 }
 
 /* The servers the stages' rows need (plan_stage_servers, and one beside
- * each unit of a stage whose servers live there), one pool: the routing
- * rule spreads every table over all of them. */
+ * each unit of a stage whose servers live there): those of their own
+ * first, stage by stage, then those beside, stage by stage, the order
+ * hps-train takes them in to route each stage's tables over its own. */
 static void make_servers(const plan_problem *p, const plan_eval *e, plan_layout *out)
 {
     double steps_per_s = e->throughput / p->batch, bytes = 0;
@@ -55,11 +56,14 @@ static void make_servers(const plan_problem *p, const plan_eval *e, plan_layout 
         out->servers[i].instance = t >= 0 ? (after + i) / k : -1;
         out->servers[i].worker = -1;
     }
+    for (int s = 0, i = 0; s < e->n_stages; s++)
+        for (int a = 0; a < e->stages[s].servers; a++) out->servers[i++].stage = s;
     /* beside a stage's units: on the host of each, in its instance */
     for (int s = 0, w = 0, i = e->servers; s < e->n_stages; w += e->stages[s++].units)
         for (int a = 0; e->stages[s].coloc && a < e->stages[s].units; a++, i++) {
             out->servers[i].worker = w + a;
             out->servers[i].instance = out->workers[w + a].instance;
+            out->servers[i].stage = s;
         }
 }
 
@@ -95,11 +99,13 @@ static double cross_bytes(const plan_problem *p, const plan_eval *e, const plan_
             for (int b = 0; b < k; b++)
                 if (b != a && wnode[base + a] != wnode[base + b]) total += st->law.replica_bytes / k;
         /* rows pulled and gradients pushed (none where HBM holds them),
-         * spread evenly over the servers */
+         * spread evenly over the stage's own servers */
         double E = st->law.server_bytes;
+        int mine = 0;
+        for (int v = 0; v < l->n_servers; v++) mine += l->servers[v].stage == s;
         for (int a = 0; E > 0 && a < k; a++)
             for (int v = 0; v < l->n_servers; v++)
-                if (wnode[base + a] != snode[v]) total += E / k / l->n_servers;
+                if (l->servers[v].stage == s && wnode[base + a] != snode[v]) total += E / k / mine;
         base += k;
     }
     return total;
@@ -149,10 +155,33 @@ static int place_round_robin(const hps_cluster *c, const plan_layout *l, int *wn
     return rc;
 }
 
+/* Servers of their own, `count` of them from snode[*placed] on, to nodes
+ * in proportion to ps, their stage's embedding traffic on each node
+ * (largest remainder; ps is used up). */
+static void place_in_proportion(int N, double *ps, int count, int *snode, int *placed)
+{
+    double total = 0;
+    int end = *placed + count;
+    for (int n = 0; n < N; n++) total += ps[n];
+    for (int n = 0; n < N && total > 0; n++) {
+        int q = (int)floor(ps[n] / total * count);
+        for (int i = 0; i < q; i++) snode[(*placed)++] = n;
+        ps[n] = ps[n] / total * count - q; /* the remainder */
+    }
+    while (*placed < end) {
+        int best = 0;
+        for (int n = 1; n < N; n++)
+            if (ps[n] > ps[best]) best = n;
+        ps[best] = -1;
+        snode[(*placed)++] = best;
+    }
+}
+
 /* Co-location: a stage's workers go where the previous stage's and their own
- * stage's workers already are; servers go to nodes in proportion to the
- * embedding traffic of the workers there (largest remainder), which keeps
- * most of that traffic local without piling every server onto one NIC. */
+ * stage's workers already are; a stage's servers go to nodes in proportion
+ * to the embedding traffic of its workers there (largest remainder), which
+ * keeps most of that traffic local without piling every server onto one
+ * NIC. */
 static int place_colocated(const hps_cluster *c, const plan_eval *e, const plan_layout *l, int *wnode, int *snode)
 {
     int N = c->n_nodes, base = 0, rc = 0;
@@ -162,7 +191,6 @@ static int place_colocated(const hps_cluster *c, const plan_eval *e, const plan_
     for (int n = 0; n < N; n++) memcpy(free_units + n * PLAN_MAX_TYPES, c->nodes[n].units, sizeof c->nodes[n].units);
     for (int s = 0; s < e->n_stages && !rc; s++) {
         const plan_stage *st = &e->stages[s];
-        double E = st->law.server_bytes;
         for (int a = 0; a < st->units; a++) {
             int best = -1;
             for (int n = 0; n < N; n++) {
@@ -179,27 +207,19 @@ static int place_colocated(const hps_cluster *c, const plan_eval *e, const plan_
             wnode[base + a] = best;
             near[best]++; /* the rest of the stage follows: its ring stays local */
             free_units[best * PLAN_MAX_TYPES + st->type]--;
-            ps[best] += E / st->units;
         }
         /* the next stage is drawn to this stage's nodes only */
         memset(near, 0, (size_t)N * sizeof(int));
         for (int a = 0; !rc && a < st->units; a++) near[wnode[base + a]]++;
         base += st->units;
     }
-    double total = 0;
-    for (int n = 0; n < N; n++) total += ps[n];
-    int placed = 0, own = e->servers; /* the servers of their own type come first */
-    for (int n = 0; n < N && total > 0; n++) {
-        int q = (int)floor(ps[n] / total * own);
-        for (int i = 0; i < q; i++) snode[placed++] = n;
-        ps[n] = ps[n] / total * own - q; /* the remainder */
-    }
-    while (placed < own) {
-        int best = 0;
-        for (int n = 1; n < N; n++)
-            if (ps[n] > ps[best]) best = n;
-        ps[best] = -1;
-        snode[placed++] = best;
+    /* the servers of their own type come first, stage by stage (make_servers) */
+    int placed = 0, own = e->servers;
+    for (int s = 0, w = 0; s < e->n_stages && !rc; w += e->stages[s++].units) {
+        const plan_stage *st = &e->stages[s];
+        memset(ps, 0, (size_t)N * sizeof *ps);
+        for (int a = 0; a < st->units; a++) ps[wnode[w + a]] += st->law.server_bytes / st->units;
+        place_in_proportion(N, ps, st->servers, snode, &placed);
     }
     for (int v = 0; v < own && !rc; v++)
         if ((snode[v] = take_server_unit(c, free_units, snode[v])) < 0) rc = -1;

@@ -164,13 +164,13 @@ static int read_stage(json_t *js, int i, plan_file *pf, int next, hps_error *err
         hps_json_enum(js, "kind", HPS_OPTIONAL, kinds, &kind, ctx, err) ||
         hps_json_enum(js, "rows", HPS_OPTIONAL, plan_rows_names, &rows, ctx, err) ||
         hps_json_int(js, "servers", HPS_OPTIONAL, 0, PLAN_MAX_SERVERS, &servers, ctx, err) ||
+        hps_json_bool(js, "servers_beside", HPS_OPTIONAL, &s->servers_beside, ctx, err) ||
         hps_json_num(js, "ms_per_batch", HPS_OPTIONAL, 0, 1e12, &s->ms_per_batch, ctx, err) ||
         hps_json_num(js, "servers_ms", HPS_OPTIONAL, 0, 1e12, &s->servers_ms, ctx, err) ||
         hps_json_num(js, "layers_ms", HPS_OPTIONAL, 0, 1e12, &s->layers_ms, ctx, err) ||
         hps_json_int(js, "cache_rows", HPS_OPTIONAL, 0, 1LL << 50, &s->cache_rows, ctx, err) ||
         hps_json_num(js, "cache_hit_rate", HPS_OPTIONAL, 0, 1, &s->cache_hit_rate, ctx, err) ||
-        hps_json_enum(js, "rows_split", HPS_OPTIONAL, splits, &s->rows_shards, ctx, err) ||
-        hps_json_bool(js, "servers_beside", HPS_OPTIONAL, &s->servers_beside, ctx, err))
+        hps_json_enum(js, "rows_split", HPS_OPTIONAL, splits, &s->rows_shards, ctx, err))
         return -1;
     json_t *a = json_array_get(layers, 0), *b = json_array_get(layers, 1);
     if (!json_is_array(layers) || json_array_size(layers) != 2 || !json_is_integer(a) || !json_is_integer(b))

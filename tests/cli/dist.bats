@@ -475,6 +475,20 @@ p["servers"] = {"count": 2, "ranks": [3, 4], "routing": {"rule": "mix64-mod"}}
 json.dump(p, open(sys.argv[2], "w"))' "$1" "$2"
 }
 
+# Killed after step 5 on $1 ranks of plan $2 (the caller's "${args[@]}",
+# with --export) and resumed: the rest of the whole run's losses (metrics
+# $3) and its model (export $4), exactly.
+resumes_as_whole() {
+    mpi "$1" "$TRAIN" --plan "$2" "${args[@]}" --steps 5 --checkpoint "$TMP/ck"
+    mpi "$1" "$TRAIN" --plan "$2" "${args[@]}" --checkpoint "$TMP/ck" --resume \
+        --metrics "$TMP/res.ndjson" --export "$TMP/res.st"
+    losses "$3" | tail -n +6 > "$TMP/whole"
+    losses "$TMP/res.ndjson" > "$TMP/resumed"
+    [ "$(wc -l < "$TMP/resumed")" -ge 10 ]
+    cmp "$TMP/whole" "$TMP/resumed"
+    cmp "$4" "$TMP/res.st"
+}
+
 @test "dist: a cut before the last table layer: the later stage fetches and pushes its rows, as one process" {
     # deepfm cut before its linear layer: emb in stage 0, linear (a table
     # layer: it reads the keys) in stage 1, whose worker loads the batch's
@@ -496,14 +510,7 @@ json.dump(p, open(sys.argv[2], "w"))' "$1" "$2"
     same_losses "$TMP/one.ndjson" "$TMP/d5.ndjson"
     same_evals "$TMP/one.ndjson" "$TMP/d5.ndjson"
     # killed after step 5 and resumed: the whole run's losses and model
-    mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --steps 5 --checkpoint "$TMP/ck"
-    mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --checkpoint "$TMP/ck" --resume \
-        --metrics "$TMP/res.ndjson" --export "$TMP/res.st"
-    losses "$TMP/d.ndjson" | tail -n +6 > "$TMP/a"
-    losses "$TMP/res.ndjson" > "$TMP/b"
-    [ "$(wc -l < "$TMP/b")" -ge 10 ]
-    cmp "$TMP/a" "$TMP/b"
-    cmp "$TMP/d.st" "$TMP/res.st"
+    resumes_as_whole 3 "$TMP/cut.json" "$TMP/d.ndjson" "$TMP/d.st"
     # a chain in three stages: dlrm-criteo's second embedding layer (emb_b)
     # in the middle one, which passes stage 0's two micro-batches on
     "$HPS_BIN/hps-shard" -m "$TESTDATA/models/dlrm-criteo.json" -o "$TMP/dl" "$TMP/x.tsv" 2>/dev/null
@@ -518,6 +525,91 @@ json.dump(p, open(sys.argv[2], "w"))' "$TESTDATA/plans/plan-dist-dlrm-cut3.json"
     "$TRAIN" "${args[@]}" --metrics "$TMP/one.ndjson"
     mpi 4 "$TRAIN" "${args[@]}" --metrics "$TMP/d.ndjson"
     same_losses "$TMP/one.ndjson" "$TMP/d.ndjson"
+}
+
+# $1 (deepfm cut before linear: emb in stage 0 on rank 0, linear in stage 1
+# on rank 1) with servers of each stage's own, as hps-plan writes them
+# (stages[].servers, servers_beside): $3 stage 0's, $4 stage 1's, each
+# "COUNT apart" or "COUNT beside", the servers on ranks 2 on, to $2.
+own_servers() {
+    python3 -c 'import json,sys
+p = json.load(open(sys.argv[1]))
+st = [a.split() for a in sys.argv[3:5]]
+for s, (n, where) in zip(p["stages"], st):
+    s["servers"], s["servers_beside"] = int(n), where == "beside"
+n = sum(int(a[0]) for a in st)
+p["servers"] = {"count": n, "ranks": list(range(2, 2 + n)), "routing": {"rule": "mix64-mod"}}
+json.dump(p, open(sys.argv[2], "w"))' "$@"
+}
+
+# Each server's layers with rows, by rank, from the "dist" record of $1.
+held_layers() {
+    dist_field "$1" '{r["rank"]: sorted(k for k, v in r["table_rows"].items() if v > 0) for r in o["per_rank"] if r["role"] == "server"}'
+}
+
+# The rows per layer that the servers of $1 hold, summed, equal the rows of
+# one process's tables ($2's summary).
+same_rows() {
+    python3 -c 'import json,sys
+rec = lambda f, e: [json.loads(l) for l in open(f) if json.loads(l)["event"] == e][-1]
+held = {}
+for r in rec(sys.argv[1], "dist")["per_rank"]:
+    for k, v in r.get("table_rows", {}).items(): held[k] = held.get(k, 0) + v
+one = {t["layer"]: t["rows"] for t in rec(sys.argv[2], "summary")["tables"]}
+assert held == one and all(v > 0 for v in one.values()), (held, one)' "$1" "$2"
+}
+
+@test "dist: each stage's table layers live on its own servers, apart or beside, as the plan sized them" {
+    # hps-plan sizes and prices a stage's servers for that stage's tables
+    # (1.25 x tables / k in a unit host's room, beside): hps-train routes
+    # each stage's table layers over those servers alone
+    DM=$TESTDATA/models/deepfm.json
+    "$HPS_BIN/hps-shard" -m "$DM" -o "$TMP/fm" "$TMP/x.tsv" 2>/dev/null
+    graph_cut_plan "$DM" "$TMP/cut.json" 1
+    args=(-m "$DM" --data "$TMP/fm" --epochs 2 --threads 1 --micro-batches 2 --eval "$TMP/fm"
+          --metrics-interval 0 -q)
+    "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/one.ndjson" --export "$TMP/one.st"
+    # stage 0 beside its unit, stage 1 apart: the servers of their own come first
+    own_servers "$TMP/cut.json" "$TMP/b.json" "1 beside" "1 apart"
+    mpi 4 "$TRAIN" --plan "$TMP/b.json" "${args[@]}" --metrics "$TMP/b.ndjson"
+    # rank 2 serves linear's rows alone: 4 bytes a row served (emb's are 32)
+    [ "$(dist_field "$TMP/b.ndjson" 'round(o["per_rank"][2]["bytes_sent"] / o["per_rank"][2]["rows_served"])')" = 4 ]
+    [ "$(held_layers "$TMP/b.ndjson")" = "{2: ['linear'], 3: ['emb']}" ]
+    same_rows "$TMP/b.ndjson" "$TMP/one.ndjson"
+    same_losses "$TMP/one.ndjson" "$TMP/b.ndjson"
+    # stage 0: two servers of its own (ranks 2, 3); stage 1: one beside its unit (rank 4)
+    own_servers "$TMP/cut.json" "$TMP/a.json" "2 apart" "1 beside"
+    mpi 5 "$TRAIN" --plan "$TMP/a.json" "${args[@]}" --metrics "$TMP/a.ndjson" --export "$TMP/a.st"
+    [ "$(held_layers "$TMP/a.ndjson")" = "{2: ['emb'], 3: ['emb'], 4: ['linear']}" ]
+    # a server holds tables for its own stage's layers only
+    [ "$(dist_field "$TMP/a.ndjson" '[sorted(r["table_rows"]) for r in o["per_rank"][2:]]')" = "[['emb'], ['emb'], ['linear']]" ]
+    same_rows "$TMP/a.ndjson" "$TMP/one.ndjson"
+    same_losses "$TMP/one.ndjson" "$TMP/a.ndjson"
+    same_evals "$TMP/one.ndjson" "$TMP/a.ndjson"
+    same_export "$TMP/one.st" "$TMP/a.st"
+    # killed after step 5 and resumed: each server reloads its own stage's rows
+    resumes_as_whole 5 "$TMP/a.json" "$TMP/a.ndjson" "$TMP/a.st"
+    [ "$(held_layers "$TMP/res.ndjson")" = "{2: ['emb'], 3: ['emb'], 4: ['linear']}" ]
+}
+
+@test "dist: a plan whose stages count no servers spreads every table over all of them" {
+    # older and hand-written plans: servers.count alone, every layer over every server
+    DM=$TESTDATA/models/deepfm.json
+    "$HPS_BIN/hps-shard" -m "$DM" -o "$TMP/fm" "$TMP/x.tsv" 2>/dev/null
+    graph_cut_plan "$DM" "$TMP/cut.json" 1
+    python3 -c 'import json,sys
+p = json.load(open(sys.argv[1])); p["servers"] = {"count": 2, "ranks": [2, 3]}
+json.dump(p, open(sys.argv[2], "w"))' "$TMP/cut.json" "$TMP/all.json"
+    args=(-m "$DM" --data "$TMP/fm" --epochs 2 --threads 1 --metrics-interval 0 -q)
+    "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/one.ndjson"
+    mpi 4 "$TRAIN" --plan "$TMP/all.json" "${args[@]}" --metrics "$TMP/d.ndjson"
+    [ "$(held_layers "$TMP/d.ndjson")" = "{2: ['emb', 'linear'], 3: ['emb', 'linear']}" ]
+    same_rows "$TMP/d.ndjson" "$TMP/one.ndjson"
+    # a stage with a table layer and no servers, where the other counts its own: refused
+    own_servers "$TMP/cut.json" "$TMP/bad.json" "2 apart" "0 apart"
+    run mpi 4 "$TRAIN" --plan "$TMP/bad.json" "${args[@]}"
+    [ "$status" -eq 2 ]
+    [[ "$output" == *"hps-train: error: "*"bad.json: stage 1 runs table layer 1 ('linear') but counts no servers (stages[1].servers 0), while the other stages count their own: give it servers, or drop the stages' counts to spread every table over all 2 servers"* ]]
 }
 
 @test "dist: the rankfile hps-plan writes starts the plan's ranks under mpirun" {

@@ -1,8 +1,10 @@
 /* Unit tests of lib/dist's pure parts: the re-balancing law, slices, routing;
  * with Open MPI, a server's row state messages through the probe's loopback. */
-#include <string.h>
-
 #include "hps_test.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "dist/hps_dist.h"
 #if HPS_MPI
@@ -86,12 +88,12 @@ static void state_job(hps_dist *d, dist_server *sv, dist_server_state *ss, hps_m
     plan_file plan;
     hps_train_plan_single(*m, &plan);
     hps_train_opts o = hps_train_opts_default();
-    dist_server_create(sv, *m, &plan, &o);
-    plan_file_free(&plan);
     memset(d, 0, sizeof *d);
     d->size = 2, d->workers = 1, d->servers = 1;
     d->roles[1] = (dist_role){.kind = ROLE_SERVER};
     d->worker_rank[0] = 0, d->server_rank[0] = 1;
+    dist_server_create(sv, d, 0, *m, &plan, &o);
+    plan_file_free(&plan);
     d->loop = sv, d->loop_state = ss;
     *ss = (dist_server_state){0};
 }
@@ -156,6 +158,72 @@ static void test_server_row_state(void **state)
     dist_server_state_free(&d, &ss);
     dist_server_free(&sv);
     hps_model_free(m);
+#ifdef HPS_MPI
+/* The roles of a 5-rank job (workers: rank 0 stage 0, rank 1 stage 1;
+ * servers: ranks 2-4) from a plan whose two stages, layers [0, 0] and
+ * [1, 3], say `stages` of their servers. */
+static void roles_of(hps_dist *d, const char *stages)
+{
+    char path[] = "/tmp/hps-dist-route-XXXXXX", text[1024];
+    snprintf(text, sizeof text,
+             "{\"format\": \"hps-plan\", \"version\": 1, \"stages\": [%s], "
+             "\"workers\": [{\"rank\": 0, \"stage\": 0}, {\"rank\": 1, \"stage\": 1}], "
+             "\"servers\": {\"count\": 3, \"ranks\": [2, 3, 4]}}",
+             stages);
+    int fd = mkstemp(path);
+    assert_true(fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text));
+    close(fd);
+    hps_error err;
+    memset(d, 0, sizeof *d);
+    d->size = 5;
+    assert_int_equal(dist_read_roles(d, path, &err), 0);
+    unlink(path);
+}
+
+/* Each stage's layers over the servers `first`, `first` + 1, ... of its own. */
+static void routes_over(const hps_dist *d, int layer, int first, int n)
+{
+    int seen[3] = {0};
+    for (uint64_t k = 0; k < 300; k++) {
+        int s = dist_server_of(d, layer, k);
+        assert_true(s >= first && s < first + n);
+        assert_int_equal(s, first + hps_dist_route(k, n));
+        seen[s]++;
+    }
+    for (int s = 0; s < 3; s++) {
+        assert_int_equal(dist_serves(d, s, layer), s >= first && s < first + n);
+        assert_true(!seen[s] == !(s >= first && s < first + n));
+    }
+}
+
+/* The routing a plan's per-stage servers give: those of their own first,
+ * stage by stage, then those beside; without per-stage counts adding up
+ * to servers.count, every layer over all of them. */
+static void test_route_by_stage(void **state)
+{
+    (void)state;
+    hps_dist *d = hps_malloc(sizeof *d);
+    roles_of(d, "{\"type\": \"cpu\", \"units\": 1, \"layers\": [0, 0], \"servers\": 2},"
+                "{\"type\": \"cpu\", \"units\": 1, \"layers\": [1, 3], \"servers\": 1, \"servers_beside\": true}");
+    assert_true(d->by_stage);
+    routes_over(d, 0, 0, 2);
+    for (int l = 1; l < 4; l++) routes_over(d, l, 2, 1);
+    /* stage 0 beside its unit, stage 1 apart: stage 1's come first */
+    roles_of(d, "{\"type\": \"cpu\", \"units\": 1, \"layers\": [0, 0], \"servers\": 1, \"servers_beside\": true},"
+                "{\"type\": \"cpu\", \"units\": 1, \"layers\": [1, 3], \"servers\": 2}");
+    routes_over(d, 0, 2, 1);
+    routes_over(d, 3, 0, 2);
+    /* older and hand-written plans: no counts, or counts that do not add up */
+    roles_of(d, "{\"type\": \"cpu\", \"units\": 1, \"layers\": [0, 0]},"
+                "{\"type\": \"cpu\", \"units\": 1, \"layers\": [1, 3]}");
+    assert_false(d->by_stage);
+    routes_over(d, 0, 0, 3);
+    routes_over(d, 3, 0, 3);
+    roles_of(d, "{\"type\": \"cpu\", \"units\": 1, \"layers\": [0, 0], \"servers\": 2},"
+                "{\"type\": \"cpu\", \"units\": 1, \"layers\": [1, 3], \"servers\": 2}");
+    assert_false(d->by_stage);
+    routes_over(d, 1, 0, 3);
+    free(d);
 }
 #endif
 
@@ -168,6 +236,8 @@ int main(void)
         cmocka_unit_test(test_route_spreads),
 #if HPS_MPI
         cmocka_unit_test(test_server_row_state),
+#ifdef HPS_MPI
+        cmocka_unit_test(test_route_by_stage),
 #endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -317,6 +317,95 @@ static void test_server_beside_its_gpu(void **state)
     plan_fixture_free(&f);
 }
 
+/* Three stages of dlrm-criteo, each with its tables: two servers of its
+ * own, one, and one beside its unit.  Each server is its stage's (those of
+ * their own first, stage by stage, then those beside: the order hps-train
+ * routes each stage's tables in), co-location puts a stage's servers by its
+ * own worker, and the cross-node bytes charge a stage's exchange with its
+ * own servers alone: here none, only the cuts between the nodes. */
+static void test_servers_per_stage(void **state)
+{
+    (void)state;
+    plan_fixture f;
+    plan_result r;
+    plan_eval e;
+    plan_layout l;
+    hps_error err;
+    plan_fixture_load(&f, HPS_TESTDATA "/models/dlrm-criteo.json", HPS_TESTDATA "/clusters/aws.json",
+                      HPS_TESTDATA "/profiles/dlrm-criteo.json", 1e5);
+    solve_plan(&f, 0, &r, &e, &l);
+    plan_layout_free(&l);
+    int c5 = hps_cluster_find(f.c, "cpu-c5"), sv = f.c->server_type;
+    assert_true(c5 >= 0 && sv >= 0 && c5 != sv);
+    free(f.c->nodes);
+    f.c->n_nodes = 3;
+    f.c->nodes = hps_calloc(3, sizeof *f.c->nodes);
+    for (int n = 0; n < 3; n++) {
+        snprintf(f.c->nodes[n].name, sizeof f.c->nodes[n].name, "n%d", n);
+        f.c->nodes[n].units[c5] = 1, f.c->nodes[n].units[sv] = 2;
+    }
+    static const int first[] = {0, 1, 2}, end[] = {1, 2, 8}, servers[] = {2, 1, 0};
+    e.n_stages = 3;
+    memset(e.units, 0, sizeof e.units);
+    for (int s = 0; s < 3; s++) {
+        plan_stage *st = &e.stages[s];
+        st->first = first[s], st->end = end[s], st->type = c5, st->units = 1;
+        st->servers = servers[s], st->coloc = s == 2, st->throughput = 1000;
+        st->law.server_bytes = 1e6, st->law.replica_bytes = 0;
+        st->law.server_table_bytes = (s == 0 ? 4 : 0.4) * PLAN_GIB;
+        e.units[c5]++;
+    }
+    e.servers = 3, e.coloc_servers = 1, e.throughput = 1000;
+    assert_int_equal(plan_layout_make(f.p, f.c, &e, &l, &err), 0);
+    assert_int_equal(l.n_servers, 4);
+    static const int stage[] = {0, 0, 1, 2}, beside[] = {-1, -1, -1, 2};
+    for (int v = 0; v < 4; v++) {
+        assert_int_equal(l.servers[v].stage, stage[v]);
+        assert_int_equal(l.servers[v].worker, beside[v]);
+        assert_int_equal(l.servers[v].node, l.workers[stage[v]].node);
+    }
+    assert_true(l.workers[0].node != l.workers[1].node && l.workers[1].node != l.workers[2].node);
+    double cuts = f.p->cut_bytes[1] + f.p->cut_bytes[2];
+    assert_true(cuts > 0 && fabs(l.cross_node_bytes - cuts) <= 1e-9 * cuts);
+    /* the file says each stage's count and where they live, which hps-train
+     * reads back in the same order: those of their own, then those beside */
+    const char *names[] = {"dlrm-criteo.json"}, *digests[] = {hps_profiles_digest(f.ps, 0)};
+    plan_meta meta = {.model_path = "m.json", .cluster_path = "c.json", .model_digest = f.m->digest,
+                      .cluster_digest = f.c->digest, .n_profiles = 1, .profile_names = names,
+                      .profile_digests = digests, .model_name = f.m->name, .algorithm = "exact"};
+    json_t *root = plan_to_json(f.p, &e, &l, &r, &meta, f.c);
+    /* the fullest server: stage 0's, 1.25 x 4 GiB over its 2 (not the 4.4 GiB over all 3) */
+    json_t *used = json_object_get(json_object_get(json_object_get(root, "servers"), "memory"), "used_bytes");
+    assert_true(fabs((double)json_integer_value(used) - 2.5 * PLAN_GIB) < 1);
+    char *text = hps_json_text(root);
+    plan_file pf;
+    load_plan_text(text, &pf);
+    assert_int_equal(pf.n_stages, 3);
+    assert_int_equal(pf.n_servers, 4);
+    for (int s = 0, own = 0, beside = 0; s < 3; s++) {
+        const plan_file_stage *st = &pf.stages[s];
+        assert_int_equal(st->servers, servers[s] + (s == 2));
+        assert_int_equal(st->servers_beside, s == 2);
+        for (int i = 0; i < st->servers; i++)
+            assert_int_equal(l.servers[st->servers_beside ? e.servers + beside++ : own++].stage, s);
+    }
+    free(text);
+    plan_file_free(&pf);
+    json_decref(root);
+    /* and the table says so */
+    size_t n;
+    FILE *fp = open_memstream(&text, &n);
+    plan_print_table(fp, f.p, &e, &l, &r, &meta);
+    fclose(fp);
+    assert_non_null(strstr(text, "servers 4, each stage's tables on its own (stage 0: hps_mix64(key) % 2, "
+                                 "stage 1: hps_mix64(key) % 1, stage 2: hps_mix64(key) % 1 beside), "));
+    free(text);
+    plan_layout_free(&l);
+    plan_eval_free(&e);
+    plan_result_free(&r);
+    plan_fixture_free(&f);
+}
+
 /* A plan a rounding error below the optimum (another assignment of the
  * same cost) has no gap: 0 in the file, "0.00% above" in the table, never
  * "-0.00%". */
@@ -359,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_servers_are_not_the_bottleneck),
         cmocka_unit_test(test_gap_of_a_tie),
         cmocka_unit_test(test_server_beside_its_gpu),
+        cmocka_unit_test(test_servers_per_stage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
