@@ -158,7 +158,8 @@ static void test_server_row_state(void **state)
     dist_server_state_free(&d, &ss);
     dist_server_free(&sv);
     hps_model_free(m);
-#ifdef HPS_MPI
+}
+
 /* The roles of a 5-rank job (workers: rank 0 stage 0, rank 1 stage 1;
  * servers: ranks 2-4) from a plan whose two stages, layers [0, 0] and
  * [1, 3], say `stages` of their servers. */
@@ -236,7 +237,6 @@ int main(void)
         cmocka_unit_test(test_route_spreads),
 #if HPS_MPI
         cmocka_unit_test(test_server_row_state),
-#ifdef HPS_MPI
         cmocka_unit_test(test_route_by_stage),
 #endif
     };
