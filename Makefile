@@ -149,7 +149,7 @@ CONFIG_NOW   := CUDA=$(CUDA) MPI=$(MPI) SAN=$(SAN) OPT=$(OPT) BUILD=$(BUILD) COM
 DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev libssl-dev zstd libopenblas-openmp-dev \
              libopenmpi-dev openmpi-bin libcmocka-dev bats python3 python3-numpy python3-torch time \
              clang libclang-rt-14-dev libomp-14-dev librsvg2-bin graphviz \
-             iproute2 util-linux procps strace
+             iproute2 util-linux procps strace parallel
 
 # keep objects that pattern rules built on the way to a binary
 .SECONDARY:
