@@ -103,7 +103,9 @@ LIB_SRC   := $(filter-out $(DIST_OFF),$(wildcard lib/*/*.c))
 # The rl policy built into hps-plan (lib/plan/rl-policy.json), as a C string.
 POLICY    := lib/plan/rl-policy.json
 POLICY_C  := $(BUILD)/gen/plan_policy_text.c
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(POLICY_C:.c=.o)
+# the CUDA objects first: nvcc's one long compile then runs beside the C
+# files under -j, not after them
+LIB_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(LIB_SRC:%.c=$(BUILD)/%.o) $(POLICY_C:.c=.o)
 LIBHPS    := $(BUILD)/libhps.a
 TOOLS     := $(patsubst cmd/%.c,%,$(wildcard cmd/hps-*.c))
 BINS      := $(TOOLS:%=$(BIN)/%)
@@ -147,7 +149,7 @@ CONFIG_NOW   := CUDA=$(CUDA) MPI=$(MPI) SAN=$(SAN) OPT=$(OPT) BUILD=$(BUILD) COM
 DEB_PKGS  := build-essential pkg-config libjansson-dev libzstd-dev libssl-dev zstd libopenblas-openmp-dev \
              libopenmpi-dev openmpi-bin libcmocka-dev bats python3 python3-numpy python3-torch time \
              clang libclang-rt-14-dev libomp-14-dev librsvg2-bin graphviz \
-             iproute2 util-linux procps strace
+             iproute2 util-linux procps strace parallel
 
 # keep objects that pattern rules built on the way to a binary
 .SECONDARY:
@@ -262,9 +264,14 @@ deps:
 	apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >&2
 
 # ---- tests ------------------------------------------------------------------
+# make check builds on every core unless a -j was given: CI runs a bare
+# `make check`, and its budget (10 minutes) has no room for a serial build of
+# the C files and nvcc's.
+NPROC   := $(shell nproc 2>/dev/null || echo 1)
+CHECK_J  = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
 check: deps
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory test
+	@$(MAKE) --no-print-directory $(CHECK_J) all
+	@$(MAKE) --no-print-directory $(CHECK_J) test
 
 # REPLAY_BINS: the fuzz targets replayed over their seeds (see "fuzzing").
 # T="test_train replay_model tests/cli/train.bats" runs only those: unit test

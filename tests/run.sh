@@ -30,12 +30,33 @@ for t in "$@"; do
     fi
     rm -f "$log.one"
 done
-if [ "$only" -eq 0 ] && ls "$here"/cli/*.bats >/dev/null 2>&1; then
-    HPS_BIN="${HPS_BIN:-$here/../bin}" bats --tap --timing "$here"/cli/*.bats 2>&1 | tee -a "$log"
-elif [ -n "$bats_files" ]; then
-    # shellcheck disable=SC2086 # one word a file
-    HPS_BIN="${HPS_BIN:-$here/../bin}" bats --tap --timing $bats_files 2>&1 | tee -a "$log"
+# Two bats files at a time where GNU parallel is (make deps installs it;
+# HPS_TEST_JOBS=1 runs one at a time): a test waits on python, mpirun's
+# start and files more than it computes, so two share 2 cores well.  A
+# file's own tests run in order, one at a time: they share setup_file's
+# data, and examples.bats one command's output.  The files named in
+# `alone` run after, one at a time: their mpirun ranks would oversubscribe
+# the cores beside another file, and profile.bats checks what it measures.
+alone="dist.bats rows.bats tables.bats profile.bats"
+jobs=""
+if [ "${HPS_TEST_JOBS:-2}" -gt 1 ] && command -v parallel >/dev/null 2>&1; then
+    jobs="--jobs ${HPS_TEST_JOBS:-2} --no-parallelize-within-files"
 fi
+if [ "$only" -eq 0 ]; then
+    bats_files=$(ls "$here"/cli/*.bats 2>/dev/null)
+fi
+together="" apart=""
+for f in $bats_files; do
+    case " $alone " in
+    *" $(basename "$f") "*) [ -n "$jobs" ] && apart="$apart $f" || together="$together $f" ;;
+    *) together="$together $f" ;;
+    esac
+done
+# shellcheck disable=SC2086 # one word a file, $jobs: words
+{
+    [ -z "$together" ] || HPS_BIN="${HPS_BIN:-$here/../bin}" bats --tap --timing $jobs $together 2>&1
+    [ -z "$apart" ] || HPS_BIN="${HPS_BIN:-$here/../bin}" bats --tap --timing $apart 2>&1
+} | tee -a "$log"
 # The slowest bats tests, so that the suite's time (CI's budget: make check
 # under 10 minutes) has names beside it.
 grep -E '^(not )?ok [0-9]+ .* in [0-9]+ms' "$log" | grep -vi '# skip' |

@@ -264,8 +264,8 @@ PY
 }
 
 @test "plan: rl is deterministic for a seed and exact is optimal" {
-    demo --seed 7 -o "$TMP/a.json"
-    demo --seed 7 -o "$TMP/b.json"
+    demo --seed 7 --evaluations 50000 -o "$TMP/a.json"
+    demo --seed 7 --evaluations 50000 -o "$TMP/b.json"
     python3 -c 'import json,sys; a,b=[json.load(open(f)) for f in sys.argv[1:]]; assert a["assignment"]==b["assignment"]' \
         "$TMP/a.json" "$TMP/b.json"
     demo -a exact -o "$TMP/e.json"
@@ -273,12 +273,13 @@ PY
 }
 
 @test "plan: the same seed gives the same plan under load" {
-    demo --seed 7 -o "$TMP/quiet.json"
+    # evaluations are counted, not timed: a short search shows it as well
+    demo --seed 7 --evaluations 50000 -o "$TMP/quiet.json"
     # a second process spinning on the CPU while the same search runs twice
     sh -c 'while :; do :; done' &
     local spin=$!
-    demo --seed 7 -o "$TMP/busy1.json"
-    demo --seed 7 -o "$TMP/busy2.json"
+    demo --seed 7 --evaluations 50000 -o "$TMP/busy1.json"
+    demo --seed 7 --evaluations 50000 -o "$TMP/busy2.json"
     kill "$spin"
     python3 - "$TMP/quiet.json" "$TMP/busy1.json" "$TMP/busy2.json" <<'PY'
 import json, sys
@@ -299,8 +300,8 @@ PY
 }
 
 @test "plan: --train-policy writes the same policy twice, and --policy reads it" {
-    plan --train-policy "$TMP/a.json" --instances 3 --episodes 32 --seed 4
-    plan --train-policy "$TMP/b.json" --instances 3 --episodes 32 --seed 4
+    plan --train-policy "$TMP/a.json" --instances 2 --episodes 16 --seed 4
+    plan --train-policy "$TMP/b.json" --instances 2 --episodes 16 --seed 4
     cmp "$TMP/a.json" "$TMP/b.json"
     demo --policy "$TMP/a.json" --no-polish -o "$TMP/p.json"
     python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["search"]; assert s["found_by"] == "policy"' "$TMP/p.json"
@@ -332,8 +333,9 @@ JSON
 }
 
 @test "plan: every scheduler gives a plan, with its gap" {
+    # a small search: the plan and its gap, not how good rl's is
     for a in rl exact greedy genetic polish fixed:gpu-a100; do
-        demo -a $a --episodes 256 --min-throughput 500000 -o "$TMP/p.json"
+        demo -a $a --episodes 256 --evaluations 20000 --min-throughput 500000 -o "$TMP/p.json"
         python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["search"]; assert s["gap"] >= 0, s' "$TMP/p.json"
     done
     demo -a brute -f table > "$TMP/brute"
@@ -576,7 +578,9 @@ PY
 @test "plan: --max-cost-per-hour gives the fastest plan within it, exact and rl; none faster is within" {
     for a in exact rl; do
         demo_budget() { plan -m $M/demo-ctr.json -c $C/aws.json -p $P/demo-ctr.json "$@"; }
-        demo_budget --max-cost-per-hour 5 -a $a -o "$TMP/$a.json"
+        # rl's search is run at each limit of the bisection: a small one
+        # (exact's plan either way), or this test was the suite's slowest
+        demo_budget --max-cost-per-hour 5 -a $a --evaluations 20000 --episodes 256 -o "$TMP/$a.json"
         run python3 - "$TMP/$a.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
