@@ -152,7 +152,7 @@ static void test_server_row_state(void **state)
     /* a layer that has no table */
     dist_entry bad = {.layer = 3, .slot = 0, .key = 1};
     assert_int_equal(state_ask(&d, &sv, &ss, &bad, sizeof bad, TAG_STATE_GET, &got, &len, &err), -1);
-    assert_non_null(strstr(err.msg, "not an embedding layer"));
+    assert_non_null(strstr(err.msg, "not a table layer whose rows this server holds"));
     free(got);
     free(put);
     dist_server_state_free(&d, &ss);
