@@ -331,17 +331,25 @@ char *dist_recv(int from, int tag, size_t *n, int *source, int *got_tag)
 
 /* ---- collectives among the workers ----------------------------------------------- */
 
+dist_group dist_rows_group(const hps_dist *d)
+{
+    if (d->n_stages < 2) return (dist_group){.comm = d->wcomm, .n = d->workers, .me = d->me->index};
+    int s = d->me->stage;
+    return (dist_group){.comm = d->scomm, .n = d->stage_n[s], .me = d->sidx, .w = d->stage_w[s]};
+}
+
 int dist_alltoall(hps_dist *d, const dist_buf *parts, char **in, size_t *cap, int64_t *ends, hps_error *err)
 {
-    int W = d->workers, me = d->me->index;
+    dist_group g = dist_rows_group(d);
+    int W = g.n;
     int64_t out_sizes[HPS_DIST_MAX_RANKS] = {0}, in_sizes[HPS_DIST_MAX_RANKS] = {0}, sent = 0, got = 0;
     for (int w = 0; w < W; w++) out_sizes[w] = (int64_t)parts[w].len, sent += out_sizes[w];
     /* the sizes first, as 64-bit: a part too large for MPI's int counts
      * fails on every worker alike, none left waiting in the exchange */
-    MPI_Alltoall(out_sizes, 1, MPI_INT64_T, in_sizes, 1, MPI_INT64_T, d->wcomm);
+    MPI_Alltoall(out_sizes, 1, MPI_INT64_T, in_sizes, 1, MPI_INT64_T, g.comm);
     for (int w = 0; w < W; w++) got += in_sizes[w], ends[w] = got;
     int big = sent > INT_MAX || got > INT_MAX, any = 0;
-    MPI_Allreduce(&big, &any, 1, MPI_INT, MPI_MAX, d->wcomm);
+    MPI_Allreduce(&big, &any, 1, MPI_INT, MPI_MAX, g.comm);
     if (any)
         return hps_fail(err, HPS_EXIT_RUNTIME,
                         "the workers' exchange of a step's rows is %lld bytes or more on one of them, too "
@@ -353,13 +361,13 @@ int dist_alltoall(hps_dist *d, const dist_buf *parts, char **in, size_t *cap, in
         memcpy(out + at, parts[w].buf, parts[w].len);
         scount[w] = (int)parts[w].len, sdisp[w] = at, at += scount[w];
         rcount[w] = (int)in_sizes[w], rdisp[w] = (int)(ends[w] - in_sizes[w]);
-        if (w != me) count_sent(d, parts[w].len, d->worker_rank[w]);
+        if (w != g.me) count_sent(d, parts[w].len, d->worker_rank[dist_group_worker(&g, w)]);
     }
     if ((size_t)got + 1 > *cap) {
         *cap = (size_t)got * 2 + 1;
         *in = hps_realloc(*in, *cap);
     }
-    MPI_Alltoallv(out, scount, sdisp, MPI_BYTE, *in, rcount, rdisp, MPI_BYTE, d->wcomm);
+    MPI_Alltoallv(out, scount, sdisp, MPI_BYTE, *in, rcount, rdisp, MPI_BYTE, g.comm);
     free(out);
     return 0;
 }

@@ -152,9 +152,9 @@ const char *dist_role_name(const hps_dist *d, int rank, char *buf, size_t n);
  * whose rows would have nowhere to live: an error; so is, where each stage
  * has servers of its own, a stage with a table layer and none. */
 int dist_check_servers(const hps_dist *d, const hps_model *m, const plan_file *p, hps_error *err);
-/* Device rows in a plan of several stages: the lead's stage alone may keep
- * a table layer's rows there (its replicas are what it evaluates and
- * exports). */
+/* Device rows (rows: hbm or cache) in a plan of several stages: the lead's
+ * stage alone may keep a table layer's rows there (its replicas, or its
+ * shards gathered, are what the lead evaluates and exports). */
 int dist_check_device_rows(const hps_dist *d, const hps_model *m, const plan_file *p, hps_error *err);
 /* The server of layer's row `key` (the routing rule over the layer's
  * servers), and whether server s holds any of layer's rows. */
@@ -191,9 +191,20 @@ void dist_isend(hps_dist *d, const void *p, size_t n, int to, int tag, MPI_Reque
 char *dist_recv(int from, int tag, size_t *n, int *source, int *got_tag);
 /* MPI_Waitall, nothing in the probe's loopback. */
 void dist_waitall(hps_dist *d, int n, MPI_Request *r);
-/* Among the workers (every one calls it): parts[w] to worker w; *in (grown
- * to *cap) gets the parts to this one in worker order, ends[w] the end of
- * worker w's bytes there. */
+/* The workers a rank's device rows are exchanged among: with stages across
+ * ranks its own stage's (scomm: another stage holds none of its rows), else
+ * all of them; n of them, this rank the me-th, the i-th worker
+ * dist_group_worker(g, i). */
+typedef struct {
+    MPI_Comm comm;
+    int n, me;
+    const int *w; /* their worker indices (NULL: 0 .. n-1) */
+} dist_group;
+dist_group dist_rows_group(const hps_dist *d);
+static inline int dist_group_worker(const dist_group *g, int i) { return g->w ? g->w[i] : i; }
+/* Among the workers of dist_rows_group (every one calls it): parts[i] to
+ * its i-th; *in (grown to *cap) gets the parts to this one in their order,
+ * ends[i] the end of the i-th's bytes there. */
 int dist_alltoall(hps_dist *d, const dist_buf *parts, char **in, size_t *cap, int64_t *ends, hps_error *err);
 /* The probe's loopback: d's worker and server in this process (NULL: off). */
 void dist_loop(hps_dist *d);

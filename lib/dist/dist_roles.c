@@ -56,7 +56,9 @@ static int pulls_rows(const plan_file *pf)
  * several units, as shards, each worker holding the rows the routing rule
  * gives it (dist_shard.c); rows: cache as shards too, each unit's shard
  * behind a cache of the plan's cache_rows, in its host table or, where the
- * plan has servers, on them. */
+ * plan has servers, on them.  With stages across ranks, replicas and shards
+ * alike exchange among the stage's own workers (dist_rows_group), and only
+ * the lead's stage may hold them (dist_check_device_rows). */
 static int read_device_rows(hps_dist *d, const plan_file *pf, hps_error *err)
 {
     for (int i = 0; i < pf->n_stages; i++) {
@@ -64,15 +66,6 @@ static int read_device_rows(hps_dist *d, const plan_file *pf, hps_error *err)
         int cache = strcmp(st->rows, "cache") == 0;
         if (!cache && strcmp(st->rows, "hbm") != 0) continue;
         int shards = cache || (st->rows_shards && st->units > 1);
-        /* stages across ranks: a stage's replicas exchange among its own
-         * workers (dist_worker.c); shards and caches exchange among all */
-        if (pf->n_stages > 1 && shards)
-            return hps_fail(err, HPS_EXIT_USAGE,
-                            "%s: stage %d keeps its embedding rows in %s (rows: %s) and the plan has %d "
-                            "stages: hps-train under mpirun runs device rows in a plan of several stages as "
-                            "replicas only (rows: hbm, rows_split: replicas): plan with --rows servers, or run "
-                            "it in one process",
-                            pf->name, i, cache ? "a cache" : "HBM shards", st->rows, pf->n_stages);
         if (cache && st->cache_rows <= 0)
             return hps_fail(err, HPS_EXIT_USAGE, "%s: stage %d: rows: cache without cache_rows (> 0 expected)",
                             pf->name, i);
@@ -251,15 +244,18 @@ int dist_check_device_rows(const hps_dist *d, const hps_model *m, const plan_fil
 {
     int lead_stage = d->roles[d->worker_rank[0]].stage;
     for (int s = 0; p->n_stages > 1 && s < p->n_stages; s++) {
-        if (s == lead_stage || strcmp(p->stages[s].rows, "hbm") != 0) continue;
+        const char *rows = p->stages[s].rows;
+        int cache = strcmp(rows, "cache") == 0;
+        if (s == lead_stage || (!cache && strcmp(rows, "hbm") != 0)) continue;
         for (int l = p->stages[s].first; l < p->stages[s].end && l < m->n_layers; l++)
             if (hps_layer_has_table(&m->layers[l]))
                 return hps_fail(err, HPS_EXIT_USAGE,
-                                "%s: stage %d keeps the rows of layer %d ('%s') in HBM (rows: hbm): hps-train under "
+                                "%s: stage %d keeps the rows of layer %d ('%s') in %s (rows: %s): hps-train under "
                                 "mpirun runs device rows in a plan of several stages in the lead's stage (%d) "
                                 "only, which evaluates and exports: plan with --rows servers, or run it in one "
                                 "process",
-                                hps_path_name(p->path), s, l, m->layers[l].name, lead_stage);
+                                hps_path_name(p->path), s, l, m->layers[l].name, cache ? "a cache" : "HBM", rows,
+                                lead_stage);
     }
     return 0;
 }

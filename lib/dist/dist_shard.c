@@ -228,7 +228,8 @@ static void peek_rows(dist_shard *s, const hps_row_key *rows, int64_t n, float *
  * their values, read from the shard, into s->out by asking worker. */
 static int answer(hps_dist *d, dist_shard *s, hps_error *err)
 {
-    int64_t n = s->ends[d->workers - 1] / (int64_t)sizeof *s->keys;
+    int W = dist_rows_group(d).n;
+    int64_t n = s->ends[W - 1] / (int64_t)sizeof *s->keys;
     s->keys = grow(s->keys, &s->cap_keys, n + 1, sizeof *s->keys);
     memcpy(s->keys, s->in, (size_t)n * sizeof *s->keys);
     int64_t floats = 0;
@@ -237,7 +238,7 @@ static int answer(hps_dist *d, dist_shard *s, hps_error *err)
     if (train_rows_read(s->rows, s->keys, n, s->step, s->vals, err) || home_failed(s, err)) return -1;
     const char *at = (const char *)s->vals;
     int64_t i = 0;
-    for (int w = 0; w < d->workers; w++) {
+    for (int w = 0; w < W; w++) {
         size_t bytes = 0;
         for (int64_t e = s->ends[w] / (int64_t)sizeof *s->keys; i < e; i++)
             bytes += (size_t)dim_of(s, &s->keys[i]) * sizeof(float);
@@ -264,10 +265,11 @@ static int shard_fetch(void *ctx, const hps_row_key *rows, int64_t n, float *out
         return 0;
     }
     double t0 = hps_now();
+    int W = dist_rows_group(d).n;
     int64_t *at = hps_malloc((size_t)(n + 1) * sizeof *at), floats = 0;
-    for (int w = 0; w < d->workers; w++) s->out[w].len = 0, s->n_asked[w] = 0;
+    for (int w = 0; w < W; w++) s->out[w].len = 0, s->n_asked[w] = 0;
     for (int64_t i = 0; i < n; i++) {
-        int w = hps_dist_route(rows[i].key, d->workers);
+        int w = hps_dist_route(rows[i].key, W);
         dist_buf_add(&s->out[w], &rows[i], sizeof rows[i]);
         ask(s, w, i);
         at[i] = floats, floats += dim_of(s, &rows[i]);
@@ -275,7 +277,7 @@ static int shard_fetch(void *ctx, const hps_row_key *rows, int64_t n, float *out
     int rc = dist_alltoall(d, s->out, &s->in, &s->cap_in, s->ends, err) || answer(d, s, err) ||
              dist_alltoall(d, s->out, &s->in, &s->cap_in, s->ends, err);
     /* owner w's values: the keys asked of it, in the order asked */
-    for (int w = 0; rc == 0 && w < d->workers; w++) {
+    for (int w = 0; rc == 0 && w < W; w++) {
         const char *v = s->in + (w ? s->ends[w - 1] : 0);
         for (int64_t j = 0; j < s->n_asked[w]; j++) {
             int64_t i = s->asked[w][j];
@@ -297,29 +299,29 @@ static int shard_update(void *ctx, int layer, hps_table *table, hps_sparse_grad 
     hps_dist *d = ctx;
     dist_shard *s = d->shard;
     double t0 = hps_now();
-    int D = d->m->layers[layer].dim;
+    int D = d->m->layers[layer].dim, W = dist_rows_group(d).n;
     const hps_sparse_grad *g = hps_table_grad_sum(grads, n, D, sum);
-    for (int w = 0; w < d->workers; w++) s->out[w].len = 0;
+    for (int w = 0; w < W; w++) s->out[w].len = 0;
     for (int64_t i = 0; i < g->n; i++) {
         int slot;
         hps_row_key k = {.layer = layer};
         hps_table_row_key(table, g->rows[i], &slot, &k.key);
         k.slot = slot;
-        dist_buf *b = &s->out[hps_dist_route(k.key, d->workers)];
+        dist_buf *b = &s->out[hps_dist_route(k.key, W)];
         dist_buf_add(b, &k, sizeof k);
         dist_buf_add(b, g->grad + i * D, (size_t)D * sizeof *g->grad);
     }
     if (dist_alltoall(d, s->out, &s->in, &s->cap_in, s->ends, err)) return -1;
     size_t entry = sizeof *s->keys + (size_t)D * sizeof(float);
-    int64_t total = s->ends[d->workers - 1] / (int64_t)entry;
+    int64_t total = s->ends[W - 1] / (int64_t)entry;
     s->keys = grow(s->keys, &s->cap_keys, total + 1, sizeof *s->keys);
     s->vals = grow(s->vals, &s->cap_vals, (total + 1) * D, sizeof *s->vals);
     for (int64_t i = 0; i < total; i++) {
         memcpy(&s->keys[i], s->in + i * entry, sizeof *s->keys);
         memcpy(s->vals + i * D, s->in + i * entry + sizeof *s->keys, (size_t)D * sizeof *s->vals);
     }
-    for (int w = 0; w < d->workers; w++) s->part_end[w] = s->ends[w] / (int64_t)entry;
-    hps_row_grads all = {.parts = d->workers, .end = s->part_end, .keys = s->keys, .grad = s->vals};
+    for (int w = 0; w < W; w++) s->part_end[w] = s->ends[w] / (int64_t)entry;
+    hps_row_grads all = {.parts = W, .end = s->part_end, .keys = s->keys, .grad = s->vals};
     int rc = train_rows_apply_parts(s->rows, layer, &all, s->step, s->o.optim.lr_sparse, s->o.optim.adagrad_eps,
                                     err);
     double waited = hps_now() - t0;

@@ -254,8 +254,8 @@ static int exchange_rows(void *ctx, int layer, const hps_row_key *keys, const fl
 {
     hps_dist *d = ctx_dist(ctx);
     double t0 = hps_now();
-    int staged = d->n_stages > 1, D = d->m->layers[layer].dim, W = staged ? d->stage_n[d->me->stage] : d->workers;
-    MPI_Comm comm = staged ? d->scomm : d->wcomm;
+    dist_group g = dist_rows_group(d);
+    int D = d->m->layers[layer].dim, W = g.n;
     size_t entry = sizeof *keys + (size_t)D * sizeof *grad;
     d->xsend.len = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -264,7 +264,7 @@ static int exchange_rows(void *ctx, int layer, const hps_row_key *keys, const fl
     }
     /* the sizes first, so that every worker finds the same total */
     int64_t sent = (int64_t)d->xsend.len, sizes[HPS_DIST_MAX_RANKS];
-    MPI_Allgather(&sent, 1, MPI_INT64_T, sizes, 1, MPI_INT64_T, comm);
+    MPI_Allgather(&sent, 1, MPI_INT64_T, sizes, 1, MPI_INT64_T, g.comm);
     int lens[HPS_DIST_MAX_RANKS], at[HPS_DIST_MAX_RANKS];
     int64_t total = 0;
     for (int w = 0; w < W; w++) {
@@ -286,12 +286,12 @@ static int exchange_rows(void *ctx, int layer, const hps_row_key *keys, const fl
         d->cap_xrecv = (size_t)total * 2 + 1;
         d->xrecv = hps_realloc(d->xrecv, d->cap_xrecv);
     }
-    MPI_Allgatherv(d->xsend.buf, mine, MPI_BYTE, d->xrecv, lens, at, MPI_BYTE, comm);
+    MPI_Allgatherv(d->xsend.buf, mine, MPI_BYTE, d->xrecv, lens, at, MPI_BYTE, g.comm);
     unpack_parts(d, W, D, entry);
     *out = (hps_row_grads){.parts = W, .end = d->xend, .keys = d->xkeys, .grad = d->xgrad};
     /* this worker's part reaches every other worker of the stage */
     for (int i = 0; i < W; i++) {
-        int w = staged ? d->stage_w[d->me->stage][i] : i;
+        int w = dist_group_worker(&g, i);
         if (w == d->me->index) continue;
         d->st.bytes_sent += mine;
         if (d->node[d->worker_rank[w]] != d->node[d->rank]) d->st.bytes_cross_node += mine;
@@ -343,8 +343,9 @@ static int gather_stage_params(hps_dist *d, hps_trainer *t, hps_error *err)
 static int gather_params(void *ctx, hps_trainer *t, hps_error *err)
 {
     hps_dist *d = ctx_dist(ctx);
-    if (d->shards && d->eval) return dist_shard_gather_eval(d, err);
-    return d->n_stages > 1 && d->eval ? gather_stage_params(d, t, err) : 0;
+    if (!d->eval) return 0;
+    if (d->n_stages > 1 && gather_stage_params(d, t, err)) return -1;
+    return d->shards ? dist_shard_gather_eval(d, err) : 0;
 }
 
 void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_train_opts *o)
