@@ -404,8 +404,9 @@ device_rows() {
 # over stage 0's units in their order as its replicas sum it, and a cache
 # writes back what it evicts: the same floats, so shards and caches train,
 # evaluate and export bit for bit as the replicas of the same stages (those
-# follow one process within 1e-4, the test above).
-@test "rows: under mpirun hbm shards and a cache in stage 0 of two stages train bit for bit as its replicas" {
+# follow one process within 1e-4, the test above), and as the same shards in
+# one stage within 1e-4.
+@test "rows: under mpirun hbm shards and a cache in stage 0 of two stages train bit for bit as its replicas, as one stage within 1e-4" {
     args=(--data "$DATA/few" --threads 1 --cpu-fallback -q --no-rebalance --eval "$DATA/few" --epochs 2
           --metrics-interval 0)
     emb_then_dense "$TMP/rep1.json" 1
@@ -434,6 +435,15 @@ device_rows() {
         # the export gathers stage 0's shards at the lead
         cmp "$TMP/$a.safetensors" "$TMP/$b.safetensors"
     done
+    # the same shards in one stage of 2 ranks: their rows the same floats,
+    # but the dense layers' gradients add in another order (an allreduce of
+    # 2 ranks, not stage 1's one): within 1e-4
+    shards_on "$TMP/one.json" 2
+    mpi2 "$HPS_BIN/hps-train" --plan "$TMP/one.json" "${args[@]}" --metrics "$TMP/one.ndjson" \
+        --export "$TMP/one.safetensors"
+    same_losses "$TMP/one.ndjson" "$TMP/sh2.ndjson"
+    same_evals "$TMP/one.ndjson" "$TMP/sh2.ndjson"
+    same_export "$TMP/one.safetensors" "$TMP/sh2.safetensors"
     # the caches evicted and wrote back every miss but what each of stage
     # 0's units still holds
     cap=$(cat "$DATA/capacity")
