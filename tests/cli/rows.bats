@@ -454,7 +454,7 @@ assert c["capacity"] == cap and c["write_backs"] > 0 and c["misses"] - c["write_
     # each of stage 0's two units held about half the rows
     all=$(python3 -c 'import json,sys; print(sum(t["rows"] for t in json.loads(open(sys.argv[1]).readlines()[-1])["tables"]))' "$DATA/servers.ndjson")
     mine=$(shard_rows "$TMP/sh2.ndjson")
-    [ "$mine" -gt $((all / 2 * 8 / 10)) ] && [ "$mine" -lt $((all / 2 * 12 / 10)) ] || { echo "$mine of $all"; false; }
+    [ "$mine" -gt $((all * 4 / 10)) ] && [ "$mine" -lt $((all * 6 / 10)) ] || { echo "$mine of $all"; false; }
     # a killed run resumes to the same losses and rows
     resumes_whole "$TMP/sh2.json" 3
 }
