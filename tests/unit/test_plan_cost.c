@@ -456,8 +456,26 @@ static void test_worked_example_memory(void **state)
     plan_problem_free(p);
 }
 
+/* A CPU type (64 GiB) and a 16 GiB GPU, servers of 128 GiB; prepared. */
+static plan_problem *cpu_and_t4(plan_problem *p)
+{
+    for (int t = 0; t < 2; t++) {
+        p->price[t] = t ? 0.526 : 0.68;
+        p->nic_bpms[t] = (t ? 25 : 10) * PLAN_GBPS_TO_BPMS;
+        p->overhead_ms[t] = 0.2;
+        p->max_units[t] = 32;
+    }
+    p->mem_bytes[0] = 64 * PLAN_GIB, p->mem_bytes[1] = 16 * PLAN_GIB;
+    p->is_gpu[1] = 1;
+    p->server_mem = 128 * PLAN_GIB, p->server_price = 1.008, p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
+    p->max_servers = 64;
+    p->min_throughput = 200000;
+    plan_problem_prepare(p);
+    return p;
+}
+
 /* One embedding layer of `table` bytes (and its accumulators) and one fc
- * layer, on a CPU type (64 GiB) and a 16 GiB GPU; servers of 128 GiB. */
+ * layer, on cpu_and_t4. */
 static plan_problem *tables_problem(double table, double hot_key)
 {
     plan_problem *p = plan_problem_new(2, 2);
@@ -477,19 +495,7 @@ static plan_problem *tables_problem(double table, double hot_key)
     p->table_bytes[0] = table;
     p->rows[0] = table / 128;
     p->hot[0] = hot_key;
-    for (int t = 0; t < 2; t++) {
-        p->price[t] = t ? 0.526 : 0.68;
-        p->nic_bpms[t] = (t ? 25 : 10) * PLAN_GBPS_TO_BPMS;
-        p->overhead_ms[t] = 0.2;
-        p->max_units[t] = 32;
-    }
-    p->mem_bytes[0] = 64 * PLAN_GIB, p->mem_bytes[1] = 16 * PLAN_GIB;
-    p->is_gpu[1] = 1;
-    p->server_mem = 128 * PLAN_GIB, p->server_price = 1.008, p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
-    p->max_servers = 64;
-    p->min_throughput = 200000;
-    plan_problem_prepare(p);
-    return p;
+    return cpu_and_t4(p);
 }
 
 static void solve_exact(const plan_problem *p, plan_eval *e)
@@ -599,19 +605,7 @@ static plan_problem *later_table_problem(double table, int later_table)
         p->sparse_bytes[2] = 26 * 1000 * 4; /* the same slots, dim 1 */
         p->table_bytes[2] = 1e6, p->rows[2] = 1e6 / 8;
     }
-    for (int t = 0; t < 2; t++) {
-        p->price[t] = t ? 0.526 : 0.68;
-        p->nic_bpms[t] = (t ? 25 : 10) * PLAN_GBPS_TO_BPMS;
-        p->overhead_ms[t] = 0.2;
-        p->max_units[t] = 32;
-    }
-    p->mem_bytes[0] = 64 * PLAN_GIB, p->mem_bytes[1] = 16 * PLAN_GIB;
-    p->is_gpu[1] = 1;
-    p->server_mem = 128 * PLAN_GIB, p->server_price = 1.008, p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
-    p->max_servers = 64;
-    p->min_throughput = 200000;
-    plan_problem_prepare(p);
-    return p;
+    return cpu_and_t4(p);
 }
 
 /* What hps-train runs under mpirun (hps-train(1) ROWS): device rows only in
