@@ -348,6 +348,17 @@ static int device_rows_run(const plan_problem *p)
     return p->row_dtype == HPS_ROW_FP32 && !p->rowwise && p->admit_after <= 1;
 }
 
+/* A plan of several stages runs under mpirun, where hps-train keeps device
+ * rows only in the lead's stage (its eval and export read them), and only
+ * when no later stage keeps table rows on the servers (hps-train(1) ROWS):
+ * so a stage [first, end) may hold its tables in HBM or a cache only when
+ * it starts the model and no layer after it has a table.  The whole model
+ * in one stage always may. */
+static int stage_keeps_device_rows(const plan_problem *p, int first, int end)
+{
+    return first == 0 && !(p->pre_table[p->n_layers] > p->pre_table[end]);
+}
+
 /* Rows in HBM sharded over k units: each holds 1.25 x tables / k beside its
  * working set (the servers' headroom: keys, hash slots, and a routing rule
  * that spreads keys, not bytes, evenly), so k is at least the least count
@@ -433,9 +444,11 @@ static void kept_memory(const plan_problem *p, int first, int end, const plan_ke
  * tables when they fit, else a cache of as many rows as the rest of its
  * memory holds: the rows with the most lookups of all the stage's tables
  * together (plan_cache_at); or, asked for shards, a shard of them
- * (shard_memory); or where a run kept them (kept_memory). */
-void plan_stage_memory(const plan_problem *p, int first, int end, int t, int way, const plan_kept *kept,
-                       plan_law *law)
+ * (shard_memory); or where a run kept them (kept_memory).  Device rows only
+ * where hps-train runs them (device_rows_run, and stage_keeps_device_rows
+ * unless any_stage: plan_problem_check_memory asks whether some stage could). */
+static void stage_memory(const plan_problem *p, int first, int end, int t, int way, const plan_kept *kept,
+                         int any_stage, plan_law *law)
 {
     double work = PLAN_UNIT_RESERVE + p->pre_work[end] - p->pre_work[first];
     if (p->pass_bytes) work += p->pass_bytes[(size_t)first * (p->n_layers + 1) + end];
@@ -451,15 +464,15 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, int way
     law->shard_bytes = 0;
     law->first = first, law->end = end, law->type = t;
     law->rows = tables > 0 || touched > 0 ? PLAN_ROWS_SERVERS : PLAN_ROWS_NONE;
+    int device = tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers && device_rows_run(p) &&
+                 (any_stage || stage_keeps_device_rows(p, first, end));
     if (way == PLAN_WAY_KEPT) {
         if (tables > 0) kept_memory(p, first, end, kept, work, tables, law, &h);
     } else if (way == PLAN_WAY_SHARDS) {
-        if (tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers && device_rows_run(p))
-            shard_memory(p, t, work, tables, law);
+        if (device) shard_memory(p, t, work, tables, law);
         if (!law->shards) return; /* the caller drops the law */
         h.hit = h.bytes_hit = 1;
-    } else if (way == PLAN_WAY_AUTO && tables > 0 && p->is_gpu[t] && cap > 0 && law->fits && !p->rows_on_servers &&
-               device_rows_run(p)) {
+    } else if (way == PLAN_WAY_AUTO && device) {
         if (work + tables <= cap) {
             law->rows = PLAN_ROWS_HBM;
             law->hit_rate = h.hit = h.bytes_hit = 1;
@@ -478,6 +491,12 @@ void plan_stage_memory(const plan_problem *p, int first, int end, int t, int way
     if (law->rows == PLAN_ROWS_SERVERS && tables > 0)
         for (int l = first; l < end; l++)
             law->server_hot = fmax(law->server_hot, p->sparse_bytes[l] / touched * p->hot[l]);
+}
+
+void plan_stage_memory(const plan_problem *p, int first, int end, int t, int way, const plan_kept *kept,
+                       plan_law *law)
+{
+    stage_memory(p, first, end, t, way, kept, 0, law);
 }
 
 /* Bytes per ms one server carries for the stage: through its NIC (bpms),
@@ -587,7 +606,7 @@ int plan_problem_check_memory(plan_problem *p, hps_error *err)
         int sharded = 0;
         for (int t = 0; t < T; t++) {
             plan_law law;
-            plan_stage_memory(p, l, l + 1, t, PLAN_WAY_SHARDS, NULL, &law);
+            stage_memory(p, l, l + 1, t, PLAN_WAY_SHARDS, NULL, 1, &law);
             sharded |= law.shards;
             if (p->is_gpu[t] && law.fits && p->max_units[t] > 1)
                 shards_hold = fmax(shards_hold, p->max_units[t] * (p->mem_bytes[t] - law.mem_bytes) / PLAN_SERVER_HEADROOM);

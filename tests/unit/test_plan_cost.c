@@ -456,8 +456,26 @@ static void test_worked_example_memory(void **state)
     plan_problem_free(p);
 }
 
+/* A CPU type (64 GiB) and a 16 GiB GPU, servers of 128 GiB; prepared. */
+static plan_problem *cpu_and_t4(plan_problem *p)
+{
+    for (int t = 0; t < 2; t++) {
+        p->price[t] = t ? 0.526 : 0.68;
+        p->nic_bpms[t] = (t ? 25 : 10) * PLAN_GBPS_TO_BPMS;
+        p->overhead_ms[t] = 0.2;
+        p->max_units[t] = 32;
+    }
+    p->mem_bytes[0] = 64 * PLAN_GIB, p->mem_bytes[1] = 16 * PLAN_GIB;
+    p->is_gpu[1] = 1;
+    p->server_mem = 128 * PLAN_GIB, p->server_price = 1.008, p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
+    p->max_servers = 64;
+    p->min_throughput = 200000;
+    plan_problem_prepare(p);
+    return p;
+}
+
 /* One embedding layer of `table` bytes (and its accumulators) and one fc
- * layer, on a CPU type (64 GiB) and a 16 GiB GPU; servers of 128 GiB. */
+ * layer, on cpu_and_t4. */
 static plan_problem *tables_problem(double table, double hot_key)
 {
     plan_problem *p = plan_problem_new(2, 2);
@@ -477,19 +495,7 @@ static plan_problem *tables_problem(double table, double hot_key)
     p->table_bytes[0] = table;
     p->rows[0] = table / 128;
     p->hot[0] = hot_key;
-    for (int t = 0; t < 2; t++) {
-        p->price[t] = t ? 0.526 : 0.68;
-        p->nic_bpms[t] = (t ? 25 : 10) * PLAN_GBPS_TO_BPMS;
-        p->overhead_ms[t] = 0.2;
-        p->max_units[t] = 32;
-    }
-    p->mem_bytes[0] = 64 * PLAN_GIB, p->mem_bytes[1] = 16 * PLAN_GIB;
-    p->is_gpu[1] = 1;
-    p->server_mem = 128 * PLAN_GIB, p->server_price = 1.008, p->server_bpms = 10 * PLAN_GBPS_TO_BPMS;
-    p->max_servers = 64;
-    p->min_throughput = 200000;
-    plan_problem_prepare(p);
-    return p;
+    return cpu_and_t4(p);
 }
 
 static void solve_exact(const plan_problem *p, plan_eval *e)
@@ -570,6 +576,102 @@ static void test_big_tables_never_in_hbm(void **state)
     plan_eval_free(&e);
     plan_problem_free(q);
     plan_problem_free(p);
+}
+
+/* A DeepFM-like chain: an embedding layer's tables of `table` bytes, a
+ * dense layer, and with later_table a linear layer's 1e6 bytes of tables
+ * (else another dense layer); a cpu type and a 16 GiB gpu type, the last
+ * layer 50 times faster on the gpu, the others twice as fast on the cpu. */
+static plan_problem *later_table_problem(double table, int later_table)
+{
+    plan_problem *p = plan_problem_new(3, 2);
+    static const char *layers[] = {"emb", "fc", "linear"}, *types[] = {"cpu", "gpu-t4"};
+    memcpy(p->layer_names, layers, sizeof layers);
+    memcpy(p->type_names, types, sizeof types);
+    static const double t1[3][2] = {{2, 4}, {2, 4}, {50, 1}};
+    for (int l = 0; l < 3; l++)
+        for (int t = 0; t < 2; t++) p->t1_ms[l * 2 + t] = t1[l][t], p->par[l * 2 + t] = 0.9;
+    p->kind[0] = HPS_LAYER_EMBEDDING, p->kind[1] = HPS_LAYER_FC;
+    p->kind[2] = later_table ? HPS_LAYER_LINEAR : HPS_LAYER_FC;
+    p->batch = 1000;
+    p->sparse_bytes[0] = 26 * 1000 * 16 * 4; /* 26 slots of dim 16 */
+    p->bytes_out[0] = 26 * 16 * 4 * 1000, p->bytes_out[1] = 4000, p->bytes_out[2] = 4000;
+    plan_problem_chain_cuts(p);
+    p->param_bytes[1] = 1e6;
+    p->work_bytes[0] = 1e7, p->work_bytes[1] = 5e7, p->work_bytes[2] = 1e6;
+    p->table_bytes[0] = table;
+    p->rows[0] = table / 128;
+    if (later_table) {
+        p->sparse_bytes[2] = 26 * 1000 * 4; /* the same slots, dim 1 */
+        p->table_bytes[2] = 1e6, p->rows[2] = 1e6 / 8;
+    }
+    return cpu_and_t4(p);
+}
+
+/* What hps-train runs under mpirun (hps-train(1) ROWS): device rows only in
+ * the lead's stage, and only with no table rows in a later stage. */
+static int runs_under_mpirun(const plan_problem *p, const plan_eval *e)
+{
+    if (e->n_stages < 2) return 1;
+    for (int s = 0; s < e->n_stages; s++) {
+        const plan_law *law = &e->stages[s].law;
+        int device = law->rows == PLAN_ROWS_HBM || law->rows == PLAN_ROWS_CACHE;
+        if (device && (s > 0 || p->pre_table[p->n_layers] > p->pre_table[e->stages[s].end])) return 0;
+    }
+    return 1;
+}
+
+/* A plan of several stages runs under mpirun, where hps-train refuses
+ * device rows of a stage other than the lead's, and device rows beside a
+ * later stage's rows on the servers: the planner keeps such a stage's rows
+ * on the servers; stage 0 with only dense layers after it, and the whole
+ * model, keep theirs in HBM or a cache. */
+static void test_device_rows_only_where_mpirun_runs_them(void **state)
+{
+    (void)state;
+    for (int later = 0; later <= 1; later++) {
+        int off = later ? PLAN_ROWS_SERVERS : PLAN_ROWS_HBM;
+        plan_problem *p = later_table_problem(4e9, later);
+        plan_law law, shard;
+        plan_stage_law(p, 0, 3, 1, &law); /* the whole model */
+        assert_int_equal(law.rows, PLAN_ROWS_HBM);
+        plan_stage_law(p, 0, 1, 1, &law);
+        assert_int_equal(law.rows, off);
+        plan_stage_law(p, 0, 2, 1, &law);
+        assert_int_equal(law.rows, off);
+        plan_stage_law(p, 1, 3, 1, &law); /* a later stage's tables on a GPU */
+        assert_int_equal(law.rows, later ? PLAN_ROWS_SERVERS : PLAN_ROWS_NONE);
+        if (later) {
+            plan_stage_law(p, 2, 3, 1, &law);
+            assert_int_equal(law.rows, PLAN_ROWS_SERVERS);
+            assert_true(law.server_table_bytes > 0);
+        }
+        plan_problem_free(p);
+        /* tables past one T4: a cache, or shards, in stage 0 alone */
+        p = later_table_problem(40 * PLAN_GIB, later);
+        plan_stage_law(p, 0, 1, 1, &law);
+        assert_int_equal(law.rows, later ? PLAN_ROWS_SERVERS : PLAN_ROWS_CACHE);
+        assert_int_equal(plan_law_shard(p, &law, &shard), !later);
+        plan_stage_law(p, 0, 3, 1, &law);
+        assert_int_equal(law.rows, PLAN_ROWS_CACHE);
+        assert_true(plan_law_shard(p, &law, &shard));
+        plan_problem_free(p);
+        /* and exact's plans keep to it: one gpu, which the last layer wants */
+        p = later_table_problem(4e9, later);
+        p->max_units[0] = 8, p->max_units[1] = 1;
+        int assign[3], split = 0;
+        double top = plan_max_throughput(p, assign);
+        for (int i = 0; i < 6; i++) {
+            p->min_throughput = (0.5 + 0.09 * i) * top;
+            plan_eval e;
+            solve_exact(p, &e);
+            assert_true(e.feasible && runs_under_mpirun(p, &e));
+            split += e.n_stages > 1 && e.stages[e.n_stages - 1].type == 1;
+            plan_eval_free(&e);
+        }
+        assert_true(split > 0);
+        plan_problem_free(p);
+    }
 }
 
 /* k hbm replicas exchange each step the rows a batch touches: every unit
@@ -1568,6 +1670,7 @@ int main(void)
         cmocka_unit_test(test_scaling_suspect),
         cmocka_unit_test(test_worked_example_memory),
         cmocka_unit_test(test_big_tables_never_in_hbm),
+        cmocka_unit_test(test_device_rows_only_where_mpirun_runs_them),
         cmocka_unit_test(test_hbm_replicas_exchange_rows),
         cmocka_unit_test(test_servers_take_units_of_their_type),
         cmocka_unit_test(test_servers_grow_with_tables_and_skew),
