@@ -175,23 +175,23 @@ PY
     "$HPS_BIN/hps-shard" -q -m "$MODEL" -o "$TMP/shards" "$TMP/rows.tsv"
     "$HPS_BIN/hps-shard" stats "$TMP/shards" > /dev/null
     cp "$TMP/shards/manifest.json" "$TMP/good.json"
-    # one bit of each of 40 bytes spread over the hot-key statistics, one at a time
-    python3 - "$TMP/good.json" "$TMP/spots" <<'PY'
+    # one bit of each of 40 bytes spread over the hot-key statistics, one at
+    # a time: the 40 manifests written by one python, not one each
+    mkdir "$TMP/flips"
+    python3 - "$TMP/good.json" "$TMP/flips" <<'PY'
 import sys
 t = open(sys.argv[1], "rb").read()
 a = t.index(b'"hot_keys"')
 b = t.find(b'"sha256"') if b'"sha256"' in t else len(t) - 2
 step = (b - a) // 40
-open(sys.argv[2], "w").write("\n".join(str(a + 1 + i * step) for i in range(40)))
+for i in range(40):
+    f = bytearray(t)
+    f[a + 1 + i * step] ^= 0x01
+    open(f"{sys.argv[2]}/{i}", "wb").write(f)
 PY
     caught=0
-    for at in $(cat "$TMP/spots"); do
-        python3 - "$TMP/good.json" "$TMP/shards/manifest.json" "$at" <<'PY'
-import sys
-t = bytearray(open(sys.argv[1], "rb").read())
-t[int(sys.argv[3])] ^= 0x01
-open(sys.argv[2], "wb").write(t)
-PY
+    for i in $(seq 0 39); do
+        cp "$TMP/flips/$i" "$TMP/shards/manifest.json"
         run "$HPS_BIN/hps-shard" stats "$TMP/shards"
         [ "$status" -ne 0 ] && caught=$((caught + 1))
     done
