@@ -135,7 +135,8 @@ assert len(p["workers"]) == 1 and p["servers"]["count"] == 0 and p["servers"]["r
 assert all(s["rows"] == "none" for s in p["stages"]), p["stages"]
 p["stages"][0]["units"] = 2
 p["workers"] = [dict(p["workers"][0], rank=r, share=0.5, batch_share=0.5) for r in (0, 1)]
-json.dump(p, open(sys.argv[2], "w"))' "$TMP/d1.json" "$TMP/dplan.json"
+p["inputs"]["model"] = sys.argv[3]  # copied to each test'"'"'s $TMP, at another depth
+json.dump(p, open(sys.argv[2], "w"))' "$TMP/d1.json" "$TMP/dplan.json" "$(cd "$(dirname "$DMODEL")" && pwd)/mlp-784.json"
 }
 
 # A field of the last "summary" record.
