@@ -506,16 +506,23 @@ resumes_as_whole() {
     cmp "$4" "$TMP/res.st"
 }
 
-@test "dist: a cut before the last table layer: the later stage fetches and pushes its rows, as one process" {
-    # deepfm cut before its linear layer: emb in stage 0, linear (a table
-    # layer: it reads the keys) in stage 1, whose worker loads the batch's
-    # keys, fetches linear's rows from the server and pushes their gradients
+# deepfm cut before its linear layer ($TMP/cut.json: emb in stage 0, linear
+# in stage 1), its shards ($TMP/fm), the run's arguments (args) and one
+# process's run of it ($TMP/one.ndjson, $TMP/one.st)
+deepfm_cut_one() {
     DM=$TESTDATA/models/deepfm.json
     "$HPS_BIN/hps-shard" -m "$DM" -o "$TMP/fm" "$TMP/x.tsv" 2>/dev/null
     graph_cut_plan "$DM" "$TMP/cut.json" 1
     args=(-m "$DM" --data "$TMP/fm" --epochs 2 --threads 1 --micro-batches 2 --eval "$TMP/fm"
           --metrics-interval 0 -q)
     "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/one.ndjson" --export "$TMP/one.st"
+}
+
+@test "dist: a cut before the last table layer: the later stage fetches and pushes its rows, as one process" {
+    # deepfm cut before its linear layer: emb in stage 0, linear (a table
+    # layer: it reads the keys) in stage 1, whose worker loads the batch's
+    # keys, fetches linear's rows from the server and pushes their gradients
+    deepfm_cut_one
     mpi 3 "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/d.ndjson" --export "$TMP/d.st"
     same_losses "$TMP/one.ndjson" "$TMP/d.ndjson"
     same_evals "$TMP/one.ndjson" "$TMP/d.ndjson"
@@ -580,12 +587,7 @@ assert held == one and all(v > 0 for v in one.values()), (held, one)' "$1" "$2"
     # hps-plan sizes and prices a stage's servers for that stage's tables
     # (1.25 x tables / k in a unit host's room, beside): hps-train routes
     # each stage's table layers over those servers alone
-    DM=$TESTDATA/models/deepfm.json
-    "$HPS_BIN/hps-shard" -m "$DM" -o "$TMP/fm" "$TMP/x.tsv" 2>/dev/null
-    graph_cut_plan "$DM" "$TMP/cut.json" 1
-    args=(-m "$DM" --data "$TMP/fm" --epochs 2 --threads 1 --micro-batches 2 --eval "$TMP/fm"
-          --metrics-interval 0 -q)
-    "$TRAIN" --plan "$TMP/cut.json" "${args[@]}" --metrics "$TMP/one.ndjson" --export "$TMP/one.st"
+    deepfm_cut_one
     # stage 0 beside its unit, stage 1 apart: the servers of their own come first
     own_servers "$TMP/cut.json" "$TMP/b.json" "1 beside" "1 apart"
     mpi 4 "$TRAIN" --plan "$TMP/b.json" "${args[@]}" --metrics "$TMP/b.ndjson"
