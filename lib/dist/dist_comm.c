@@ -358,7 +358,7 @@ int dist_alltoall(hps_dist *d, const dist_buf *parts, char **in, size_t *cap, in
     int scount[HPS_DIST_MAX_RANKS], sdisp[HPS_DIST_MAX_RANKS], rcount[HPS_DIST_MAX_RANKS], rdisp[HPS_DIST_MAX_RANKS];
     char *out = hps_malloc((size_t)sent + 1);
     for (int w = 0, at = 0; w < W; w++) {
-        memcpy(out + at, parts[w].buf, parts[w].len);
+        if (parts[w].len) memcpy(out + at, parts[w].buf, parts[w].len); /* a rank with no rows may have no buffer */
         scount[w] = (int)parts[w].len, sdisp[w] = at, at += scount[w];
         rcount[w] = (int)in_sizes[w], rdisp[w] = (int)(ends[w] - in_sizes[w]);
         if (w != g.me) count_sent(d, parts[w].len, d->worker_rank[dist_group_worker(&g, w)]);
