@@ -45,8 +45,7 @@ static int read_workers(hps_dist *d, const plan_file *pf, int *used, hps_error *
 static int pulls_rows(const plan_file *pf)
 {
     for (int i = 0; i < pf->n_stages; i++)
-        if (strcmp(pf->stages[i].rows, "none") != 0 && strcmp(pf->stages[i].rows, "hbm") != 0 &&
-            strcmp(pf->stages[i].rows, "cache") != 0)
+        if (strcmp(pf->stages[i].rows, "servers") == 0)
             return 1;
     return pf->n_stages == 0;
 }
@@ -77,8 +76,7 @@ static int read_device_rows(hps_dist *d, const plan_file *pf, hps_error *err)
     }
     /* a worker's rows are its device's or its servers', not some of each */
     for (int i = 0; (d->replicas || d->shards) && i < pf->n_stages; i++)
-        if (strcmp(pf->stages[i].rows, "none") != 0 && strcmp(pf->stages[i].rows, "hbm") != 0 &&
-            strcmp(pf->stages[i].rows, "cache") != 0)
+        if (strcmp(pf->stages[i].rows, "servers") == 0)
             return hps_fail(err, HPS_EXIT_USAGE,
                             "%s: stage %d keeps its embedding rows on servers (rows: %s) beside another stage's "
                             "in device memory: hps-train under mpirun runs one or the other: plan with --rows "

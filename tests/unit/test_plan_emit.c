@@ -252,6 +252,14 @@ static void test_servers_are_not_the_bottleneck(void **state)
     plan_fixture_free(&f);
 }
 
+/* dlrm-criteo on aws.json at 1e5 samples/s: issue 29's servers beside units
+ * and per stage. */
+static void dlrm_on_aws(plan_fixture *f)
+{
+    plan_fixture_load(f, HPS_TESTDATA "/models/dlrm-criteo.json", HPS_TESTDATA "/clusters/aws.json",
+                      HPS_TESTDATA "/profiles/dlrm-criteo.json", 1e5);
+}
+
 /* Issue 29, servers where they cost nothing: dlrm-criteo at 1e5 samples/s
  * with --rows servers took one T4 ($0.526/hour) and an r5 server of its own
  * ($1.008/hour) for 0.4 GiB of tables; the T4's host (16 GiB, 4 vCPUs)
@@ -266,8 +274,7 @@ static void test_server_beside_its_gpu(void **state)
     plan_eval e;
     plan_layout l;
     hps_error err;
-    plan_fixture_load(&f, HPS_TESTDATA "/models/dlrm-criteo.json", HPS_TESTDATA "/clusters/aws.json",
-                      HPS_TESTDATA "/profiles/dlrm-criteo.json", 1e5);
+    dlrm_on_aws(&f);
     f.p->rows_on_servers = 1;
     int t4 = hps_cluster_find(f.c, "gpu-t4");
     /* a node of two g4dn instances, for the placement and the rankfile */
@@ -331,8 +338,7 @@ static void test_servers_per_stage(void **state)
     plan_eval e;
     plan_layout l;
     hps_error err;
-    plan_fixture_load(&f, HPS_TESTDATA "/models/dlrm-criteo.json", HPS_TESTDATA "/clusters/aws.json",
-                      HPS_TESTDATA "/profiles/dlrm-criteo.json", 1e5);
+    dlrm_on_aws(&f);
     solve_plan(&f, 0, &r, &e, &l);
     plan_layout_free(&l);
     int c5 = hps_cluster_find(f.c, "cpu-c5"), sv = f.c->server_type;
