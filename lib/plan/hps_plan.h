@@ -80,6 +80,11 @@ typedef struct {
      * batch_scaling; 0 when not measured) */
     double *fixed;
     double *fwd; /* forward's share of t1 (0.5 when not profiled) */
+    /* a CPU unit's time with a server beside it, on one core fewer
+     * (plan_law_colocate), over t1: the profile's scaling figure at the
+     * type's cores - 1 threads over t1 where it timed that count
+     * (plan_problem_build), else 0: Amdahl's law with par */
+    double *beside_ratio;
     unsigned char *fits; /* [l * n_types + t]: 1 when layer l's working set fits one unit of type t */
     /* memory per layer (hps-plan(1), MEMORY): the working set of one unit
      * with the rows on servers, and the embedding tables with AdaGrad's
@@ -210,6 +215,9 @@ void plan_cache_at(const plan_problem *p, int first, int end, double rows, plan_
  * servers, else an error naming the layer, the bytes and the capacity. */
 int plan_problem_check_memory(plan_problem *p, hps_error *err);
 
+/* A layer of parallel fraction a on `to` threads against `from`, by
+ * Amdahl's law: t(to) / t(from), t(n) = t1 ((1 - a) + a / n). */
+double plan_amdahl_ratio(double a, double to, double from);
 /* Allocates the per-layer arrays; the caller fills them, then prepares. */
 plan_problem *plan_problem_new(int n_layers, int n_types);
 void plan_problem_prepare(plan_problem *p); /* prefix sums; call after filling */
@@ -292,7 +300,7 @@ typedef struct {
     int coloc;
     double coloc_bpms; /* then: the NIC its servers share with the units */
     /* then: what the core each server takes adds to fixed_ms and scaled_ms
-     * (plan_law_beside_ms) */
+     * (plan_law_beside_ms): the host work on one core fewer, less on all */
     double coloc_fixed_ms, coloc_scaled_ms;
     /* where provisioning may put the stage's rows: PLAN_PICK_ANY (each
      * level the cheapest way), or only on servers apart (of their own),
@@ -328,7 +336,8 @@ double plan_law_ms(const plan_law *law, int units);
  * round trips): what a run with the tables in its own process does not do. */
 double plan_law_servers_ms(const plan_law *law, int units);
 /* What the servers beside a colocated stage's units add to plan_law_ms:
- * the stage's host work on one core fewer; 0 for a law not colocated. */
+ * the stage's host work on one core fewer, less on all of them
+ * (plan_law_colocate); 0 for a law not colocated. */
 double plan_law_beside_ms(const plan_law *law, int units);
 /* The stage's time in one process (hps-train's default): no exchange with
  * servers, and its cuts cost nothing, its stages being threads that share
@@ -351,10 +360,12 @@ int plan_stage_servers(const plan_problem *p, const plan_law *law, double throug
 /* Samples/s that n servers carry for the stage (HUGE_VAL when it pulls no rows). */
 double plan_servers_throughput(const plan_problem *p, const plan_law *law, int n);
 /* The stage's law with its servers on its own units' hosts, one on each
- * unit's host, taking one of its cores and its NIC (hps-plan(1), MEMORY,
- * servers beside the stage): its host-core work (cpu_*_ms) takes
- * cores / (cores - 1) as long.  0 when they cannot live there: no rows on
- * servers, a host of one core or of no memory given, separate_servers.
+ * unit's host, taking one of its n cores and its NIC (hps-plan(1), MEMORY,
+ * servers beside the stage): its host-core work runs on n - 1 cores, a CPU
+ * unit's layers at their n - 1 thread time (beside_ratio), a GPU unit's
+ * host work (cpu_*_ms) n / (n - 1) as long.  0 when they cannot live
+ * there: no rows on servers, a host of one core or of no memory given,
+ * separate_servers.
  * plan_servers_throughput of a colocated law is that of n servers beside
  * n units. */
 int plan_law_colocate(const plan_problem *p, const plan_law *law, int t, plan_law *out);

@@ -360,7 +360,7 @@ static void print_bill(FILE *f, const plan_problem *p, const plan_eval *e)
     for (int s = 0; s < e->n_stages; s++) { /* servers beside a stage's units: no instance of their own */
         const plan_stage *st = &e->stages[s];
         if (st->coloc)
-            fprintf(f, "rent   %d server%s beside stage %d, on its %s hosts: 1 of %d cores each (stage +%.3f ms) "
+            fprintf(f, "rent   %d server%s beside stage %d, on its %s hosts: 1 of %d cores each (stage %+.3f ms) "
                        "= $0.000/hour\n", st->units, st->units == 1 ? "" : "s", s, p->type_names[st->type],
                     p->cores[st->type], plan_law_beside_ms(&st->law, st->units));
     }

@@ -555,20 +555,59 @@ static double host_room(const plan_problem *p, const plan_law *law, int t)
     return p->host_mem[t] - (p->is_gpu[t] ? PLAN_UNIT_RESERVE : law->mem_bytes);
 }
 
+/* What a cpu unit's layers [first, end) of type t take more on n - 1 of
+ * its n threads than on n: each layer's time there less its t1 (the
+ * profile's figure at n - 1, else Amdahl's law with its parallel
+ * fraction), in *fixed the share each unit takes whole (plan_problem.fixed). */
+static double layers_beside_ms(const plan_problem *p, int first, int end, int t, int n, double *fixed)
+{
+    int T = p->n_types;
+    double more = 0;
+    *fixed = 0;
+    for (int l = first; l < end; l++) {
+        size_t i = (size_t)l * T + t;
+        double r = p->beside_ratio[i] > 0 ? p->beside_ratio[i] : plan_amdahl_ratio(p->par[i], n - 1, n);
+        double d = p->t1_ms[i] * (r - 1);
+        more += d;
+        *fixed += d * p->fixed[i];
+    }
+    return more;
+}
+
+/* A server beside a unit takes one of its n cores (the rankfile gives it
+ * the last), so the unit's host work runs on n - 1.  A cpu unit's layers
+ * take their time at n - 1 threads, read off each layer's scaling curve
+ * (layers_beside_ms), not n / (n - 1) x their time at n: that charged a
+ * 2-core unit twice its 2-thread time, more than its 1-thread time
+ * wherever 2 threads gain less than 2x, and the plan picked a 1-thread unit
+ * with its server apart over a 2-thread one beside that ran faster (issue
+ * 30: on 2 cores both run a 1-thread worker beside a server).  Its other
+ * host work (overhead, read, packing, device rows) has one figure whatever
+ * the threads (plan_problem_build scales only the layers), so it stays.  A
+ * gpu unit's host work is the host type's embedding layers, profiled at
+ * that type's threads, with no curve at this host's cores: it takes
+ * n / (n - 1) as long.  The server's own work is on its core, priced as
+ * apart: its exchange (exchange_ms), its NIC (coloc_bpms, the unit's) and
+ * its rows' apply (plan_servers_throughput). */
 int plan_law_colocate(const plan_problem *p, const plan_law *law, int t, plan_law *out)
 {
     int n = p->cores[t];
     if (p->separate_servers || law->coloc || !has_servers(law) || n < 2 || host_room(p, law, t) <= 0) return 0;
     *out = *law;
-    /* the stage's host work on n - 1 of its n cores */
-    double f = (double)n / (n - 1) - 1;
-    out->coloc_fixed_ms = f * law->cpu_fixed_ms;
-    out->coloc_scaled_ms = f * law->cpu_scaled_ms;
-    out->fixed_ms += out->coloc_fixed_ms;
-    out->scaled_ms += out->coloc_scaled_ms;
-    out->compute_ms += f * (law->cpu_fixed_ms + law->cpu_scaled_ms);
-    out->cpu_fixed_ms *= 1 + f;
-    out->cpu_scaled_ms *= 1 + f;
+    double fixed, scaled;
+    if (p->is_gpu[t]) {
+        double f = 1.0 / (n - 1);
+        fixed = f * law->cpu_fixed_ms, scaled = f * law->cpu_scaled_ms;
+    } else {
+        scaled = layers_beside_ms(p, law->first, law->end, t, n, &fixed) - fixed;
+    }
+    out->coloc_fixed_ms = fixed;
+    out->coloc_scaled_ms = scaled;
+    out->fixed_ms += fixed;
+    out->scaled_ms += scaled;
+    out->compute_ms += fixed + scaled;
+    out->cpu_fixed_ms += fixed;
+    out->cpu_scaled_ms += scaled;
     out->coloc = 1;
     out->coloc_bpms = p->nic_bpms[t];
     return 1;

@@ -32,6 +32,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->t1_ms = hps_calloc(LT, sizeof(double));
     p->par = hps_calloc(LT, sizeof(double));
     p->fixed = hps_calloc(LT, sizeof(double));
+    p->beside_ratio = hps_calloc(LT, sizeof(double));
     p->fwd = hps_malloc(LT * sizeof(double));
     for (size_t i = 0; i < LT; i++) p->fwd[i] = 0.5;
     p->fits = hps_malloc(LT);
@@ -133,6 +134,7 @@ void plan_problem_free(plan_problem *p)
     free(p->par);
     free(p->fixed);
     free(p->fwd);
+    free(p->beside_ratio);
     free(p->fits);
     free(p->work_bytes);
     free(p->table_bytes);
@@ -217,6 +219,11 @@ static double scaling_ms_at(const hps_profile_layer *L, int threads)
     return 0;
 }
 
+double plan_amdahl_ratio(double a, double to, double from)
+{
+    return ((1 - a) + a / to) / ((1 - a) + a / from);
+}
+
 /* A CPU unit of n threads, profiled on p: each layer's time scales by
  * Amdahl's law with its fitted parallel fraction a,
  * ((1 - a) + a / n) / ((1 - a) + a / p).  Where every fraction is 0 (not
@@ -227,7 +234,9 @@ static double scaling_ms_at(const hps_profile_layer *L, int threads)
  * mixed two passes: mlp-784's one-thread layers came out at 2.0 to 2.4 ms
  * where that pass measured 1.9 to 2.0, and a type at the profile's count
  * kept the main pass's medians while its neighbours took the scaling's);
- * other counts scale by the law. */
+ * other counts scale by the law.  The unit's layers on one core fewer, a
+ * server beside it taking the other (plan_law_colocate), are the scaling's
+ * figures there too, where it timed them (beside_ratio). */
 static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, const hps_profile_device *d,
                              const char *file)
 {
@@ -239,8 +248,11 @@ static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, const 
         if (at > 0)
             p->t1_ms[l * T + t] = at;
         else
-            p->t1_ms[l * T + t] *= ((1 - a) + a / r->threads) / ((1 - a) + a / (double)measured);
+            p->t1_ms[l * T + t] *= plan_amdahl_ratio(a, r->threads, (double)measured);
         any |= a > 0 || at > 0;
+        /* with a server beside it, on one core fewer (plan_law_colocate) */
+        double less = r->threads > 1 ? scaling_ms_at(&d->layers[l], r->threads - 1) : 0;
+        if (less > 0 && p->t1_ms[l * T + t] > 0) p->beside_ratio[l * T + t] = less / p->t1_ms[l * T + t];
     }
     if (measured == r->threads) return; /* nothing scaled: nothing to say */
     if (!any)

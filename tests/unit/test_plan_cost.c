@@ -295,6 +295,47 @@ static void test_worked_example_exchange(void **state)
  * faster than a 1-core type's is never priced slower in one process, the
  * bench-fidelity miss of issue 30 (demo-ctr's t2 predicted at its 1-thread
  * time, run at 2). */
+/* Issue 30's ranking miss: on 2 cores a 2-thread unit with its server
+ * beside and a 1-thread unit with its server apart both run a 1-thread
+ * worker beside a server, and measured alike, yet the beside law charged
+ * the 2-thread unit 2 x its 2-thread host work, more than its 1-thread time
+ * wherever the second thread gains less than 2x (here 1.33x and 1.54x), and
+ * the plan picked the 1-thread unit.  A server beside prices the layers at
+ * n - 1 threads, the curve's figure there (beside_ratio): where the 2-thread
+ * type's 1-thread times are the 1-thread type's, and the rest is alike, the
+ * two are priced the same on any number of units. */
+static void test_beside_at_one_core_fewer(void **state)
+{
+    (void)state;
+    plan_problem *p = worked_example(); /* emb's rows on servers */
+    p->is_gpu[1] = 0;                   /* type 0: 1 core; type 1: 2 cores of the same cpu */
+    p->cores[0] = 1, p->cores[1] = 2;
+    p->host_mem[0] = p->host_mem[1] = 16 * PLAN_GIB;
+    p->overhead_ms[1] = p->overhead_ms[0], p->nic_bpms[1] = p->nic_bpms[0];
+    static const double one_thread[3] = {4, 20, 0.5}, two_threads[3] = {3, 13, 0.5};
+    for (int l = 0; l < 3; l++) {
+        p->t1_ms[l * 2 + 0] = one_thread[l];
+        p->t1_ms[l * 2 + 1] = two_threads[l];
+        p->beside_ratio[l * 2 + 1] = one_thread[l] / two_threads[l]; /* the profile's 1-thread figure */
+    }
+    p->micro_batches = 1;
+    plan_problem_prepare(p);
+    plan_law one, two, beside;
+    plan_stage_law(p, 0, 3, 0, &one);
+    plan_stage_law(p, 0, 3, 1, &two);
+    assert_true(plan_law_colocate(p, &two, 1, &beside));
+    /* the curve's 1-thread figures less the 2-thread ones: 1 + 7 + 0 ms, not
+     * the 2-thread host work again (n / (n - 1) x: 18 ms more) */
+    NEAR(plan_law_beside_ms(&beside, 1), 8);
+    NEAR(beside.compute_ms, one.compute_ms);
+    for (int k = 1; k <= 4; k++) NEAR(plan_law_ms(&beside, k), plan_law_ms(&one, k));
+    /* a layer with no figure at n - 1 threads takes Amdahl's: fc1 (a 1) 26 ms */
+    p->beside_ratio[1 * 2 + 1] = 0;
+    assert_true(plan_law_colocate(p, &two, 1, &beside));
+    NEAR(plan_law_beside_ms(&beside, 1), 1 + 13);
+    plan_problem_free(p);
+}
+
 static void test_beside_not_in_process(void **state)
 {
     (void)state;
@@ -310,8 +351,9 @@ static void test_beside_not_in_process(void **state)
     plan_stage_law(p, 0, 3, 1, &two);
     assert_false(plan_law_colocate(p, &one, 0, &beside)); /* one core: no server beside it */
     assert_true(plan_law_colocate(p, &two, 1, &beside));
-    /* under mpirun: the host work on 1 of 2 cores, twice as long */
-    NEAR(plan_law_beside_ms(&beside, 1), two.cpu_fixed_ms + two.cpu_scaled_ms);
+    /* under mpirun: the layers on 1 of 2 cores, by Amdahl's law (no
+     * scaling figure given): emb (a 0.5) 3 -> 4 ms, fc1 (a 1) 15 -> 30 */
+    NEAR(plan_law_beside_ms(&beside, 1), 16);
     NEAR(plan_law_ms(&beside, 1), plan_law_ms(&two, 1) + plan_law_beside_ms(&beside, 1));
     NEAR(plan_law_beside_ms(&two, 1), 0);
     /* in one process: as if no server were beside */
@@ -1353,6 +1395,26 @@ static void test_cpu_units_scale_to_their_threads(void **state)
         json_t *ms = json_object_get(json_object_get(json_array_get(layers, l), "scaling"), "ms");
         NEAR(p1->t1_ms[l * p1->n_types + tl], json_number_value(json_array_get(ms, 0)));
     }
+    /* a type of 2 threads with a server beside its unit runs its layers on
+     * 1 thread: the scaling's 1-thread figures (the 1-thread type's), so
+     * the two are priced alike (issue 30) */
+    lab->types[tl].threads = 2, lab->types[tl].threads_given = 1;
+    plan_problem *p2 = plan_problem_build(m, lab, ps, &err);
+    assert_non_null(p2);
+    for (int l = 0; l < m->n_layers; l++) {
+        json_t *ms = json_object_get(json_object_get(json_array_get(layers, l), "scaling"), "ms");
+        size_t i = (size_t)l * p2->n_types + tl;
+        NEAR(p2->t1_ms[i], json_number_value(json_array_get(ms, 1)));
+        NEAR(p2->t1_ms[i] * p2->beside_ratio[i], json_number_value(json_array_get(ms, 0)));
+    }
+    plan_law one, two, beside;
+    plan_stage_law(p1, 0, m->n_layers, tl, &one);
+    plan_stage_law(p2, 0, m->n_layers, tl, &two);
+    assert_int_equal(two.rows, PLAN_ROWS_SERVERS);
+    assert_true(plan_law_colocate(p2, &two, tl, &beside));
+    for (int k = 1; k <= 3; k++) NEAR(plan_law_ms(&beside, k), plan_law_ms(&one, k));
+    assert_true(plan_law_ms(&two, 1) < plan_law_ms(&one, 1));
+    plan_problem_free(p2);
     json_decref(doc);
     /* aws.json's c5 is priced as a c5.4xlarge: its sheet's estimated device, on the
      * 16 threads it was estimated on, not the profiling machine's cpu scaled */
@@ -1664,6 +1726,7 @@ int main(void)
         cmocka_unit_test(test_pipeline_schedule),
         cmocka_unit_test(test_worked_example_latency_and_host),
         cmocka_unit_test(test_worked_example_exchange),
+        cmocka_unit_test(test_beside_at_one_core_fewer),
         cmocka_unit_test(test_beside_not_in_process),
         cmocka_unit_test(test_device_rows_host_work),
         cmocka_unit_test(test_gpu_estimate_ignores_cpu_noise),
