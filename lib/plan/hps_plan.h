@@ -85,6 +85,9 @@ typedef struct {
      * type's cores - 1 threads over t1 where it timed that count
      * (plan_problem_build), else 0: Amdahl's law with par */
     double *beside_ratio;
+    /* where beside_ratio is given: the share of that time that fewer
+     * samples do not shorten (batch_scaling at cores - 1; else fixed) */
+    double *beside_fixed;
     unsigned char *fits; /* [l * n_types + t]: 1 when layer l's working set fits one unit of type t */
     /* memory per layer (hps-plan(1), MEMORY): the working set of one unit
      * with the rows on servers, and the embedding tables with AdaGrad's

@@ -557,8 +557,9 @@ static double host_room(const plan_problem *p, const plan_law *law, int t)
 
 /* What a cpu unit's layers [first, end) of type t take more on n - 1 of
  * its n threads than on n: each layer's time there less its t1 (the
- * profile's figure at n - 1, else Amdahl's law with its parallel
- * fraction), in *fixed the share each unit takes whole (plan_problem.fixed). */
+ * profile's figures at n - 1, else Amdahl's law with its parallel fraction
+ * and the fixed share at n), in *fixed what of it each unit takes whole
+ * (the fixed shares: plan_problem.fixed). */
 static double layers_beside_ms(const plan_problem *p, int first, int end, int t, int n, double *fixed)
 {
     int T = p->n_types;
@@ -566,10 +567,10 @@ static double layers_beside_ms(const plan_problem *p, int first, int end, int t,
     *fixed = 0;
     for (int l = first; l < end; l++) {
         size_t i = (size_t)l * T + t;
-        double r = p->beside_ratio[i] > 0 ? p->beside_ratio[i] : plan_amdahl_ratio(p->par[i], n - 1, n);
-        double d = p->t1_ms[i] * (r - 1);
-        more += d;
-        *fixed += d * p->fixed[i];
+        int timed = p->beside_ratio[i] > 0;
+        double t1 = p->t1_ms[i], less = t1 * (timed ? p->beside_ratio[i] : plan_amdahl_ratio(p->par[i], n - 1, n));
+        more += less - t1;
+        *fixed += less * (timed ? p->beside_fixed[i] : p->fixed[i]) - t1 * p->fixed[i];
     }
     return more;
 }

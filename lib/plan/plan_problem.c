@@ -33,6 +33,7 @@ plan_problem *plan_problem_new(int n_layers, int n_types)
     p->par = hps_calloc(LT, sizeof(double));
     p->fixed = hps_calloc(LT, sizeof(double));
     p->beside_ratio = hps_calloc(LT, sizeof(double));
+    p->beside_fixed = hps_calloc(LT, sizeof(double));
     p->fwd = hps_malloc(LT * sizeof(double));
     for (size_t i = 0; i < LT; i++) p->fwd[i] = 0.5;
     p->fits = hps_malloc(LT);
@@ -135,6 +136,7 @@ void plan_problem_free(plan_problem *p)
     free(p->fixed);
     free(p->fwd);
     free(p->beside_ratio);
+    free(p->beside_fixed);
     free(p->fits);
     free(p->work_bytes);
     free(p->table_bytes);
@@ -236,7 +238,7 @@ double plan_amdahl_ratio(double a, double to, double from)
  * kept the main pass's medians while its neighbours took the scaling's);
  * other counts scale by the law.  The unit's layers on one core fewer, a
  * server beside it taking the other (plan_law_colocate), are the scaling's
- * figures there too, where it timed them (beside_ratio). */
+ * figures there too, where it timed them (beside_ratio, beside_fixed). */
 static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, const hps_profile_device *d,
                              const char *file)
 {
@@ -252,7 +254,10 @@ static void scale_to_threads(plan_problem *p, int t, const plan_rtype *r, const 
         any |= a > 0 || at > 0;
         /* with a server beside it, on one core fewer (plan_law_colocate) */
         double less = r->threads > 1 ? scaling_ms_at(&d->layers[l], r->threads - 1) : 0;
-        if (less > 0 && p->t1_ms[l * T + t] > 0) p->beside_ratio[l * T + t] = less / p->t1_ms[l * T + t];
+        if (less > 0 && p->t1_ms[l * T + t] > 0) {
+            p->beside_ratio[l * T + t] = less / p->t1_ms[l * T + t];
+            p->beside_fixed[l * T + t] = fixed_at(&d->layers[l].batch_scaling, r->threads - 1);
+        }
     }
     if (measured == r->threads) return; /* nothing scaled: nothing to say */
     if (!any)

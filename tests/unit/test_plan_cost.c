@@ -318,6 +318,8 @@ static void test_beside_at_one_core_fewer(void **state)
         p->t1_ms[l * 2 + 1] = two_threads[l];
         p->beside_ratio[l * 2 + 1] = one_thread[l] / two_threads[l]; /* the profile's 1-thread figure */
     }
+    /* fc1's fixed share: 0.2 on 1 thread, 0.1 on 2 (batch_scaling) */
+    p->fixed[1 * 2 + 0] = p->beside_fixed[1 * 2 + 1] = 0.2, p->fixed[1 * 2 + 1] = 0.1;
     p->micro_batches = 1;
     plan_problem_prepare(p);
     plan_law one, two, beside;
@@ -329,10 +331,13 @@ static void test_beside_at_one_core_fewer(void **state)
     NEAR(plan_law_beside_ms(&beside, 1), 8);
     NEAR(beside.compute_ms, one.compute_ms);
     for (int k = 1; k <= 4; k++) NEAR(plan_law_ms(&beside, k), plan_law_ms(&one, k));
-    /* a layer with no figure at n - 1 threads takes Amdahl's: fc1 (a 1) 26 ms */
+    NEAR(beside.coloc_fixed_ms, 20 * 0.2 - 13 * 0.1);
+    /* a layer with no figure at n - 1 threads takes Amdahl's, at its fixed
+     * share on n: fc1 (a 1) 26 ms */
     p->beside_ratio[1 * 2 + 1] = 0;
     assert_true(plan_law_colocate(p, &two, 1, &beside));
     NEAR(plan_law_beside_ms(&beside, 1), 1 + 13);
+    NEAR(beside.coloc_fixed_ms, 13 * 0.1);
     plan_problem_free(p);
 }
 
