@@ -5,7 +5,10 @@ load helpers
 
 setup() {
     TMP=$(mktemp -d)
-    FAST="--reps 2 --warmup 0 --no-scaling --min-time 0"
+    # the tests of the machine's benchmarks measure them ($MEASURED); the
+    # rest take them from one profile a file (machine_profile, helpers.bash)
+    MEASURED="--reps 2 --warmup 0 --no-scaling --min-time 0"
+    FAST="$MEASURED --machine $(machine_profile)"
 }
 
 teardown() {
@@ -63,7 +66,7 @@ cpu_has() { grep -m1 '^flags' /proc/cpuinfo | grep -qw "$1"; }
 }
 
 @test "profile: the demo model's profile is valid JSON with every layer measured" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" $FAST > "$TMP/p.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" $MEASURED > "$TMP/p.json"
     python3 -m json.tool "$TMP/p.json" > /dev/null
     core=$("$HPS_BIN/hps-profile" --version | sed -n 's/^blas: openblas //p')
     run python3 - "$TMP/p.json" "$core" <<'PY'
@@ -92,9 +95,9 @@ PY
 @test "profile: --min-time times the layers for that long, each layer's spread in the profile" {
     # tiny's step takes microseconds: 0.3 s of it is far more than --reps 4
     # (as many as fit, 5000 at most)
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 --reps 4 --no-scaling \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$TESTDATA/models/tiny.json" -D cpu:1 --reps 4 --no-scaling \
         --min-time 0.3 -o "$TMP/p.json"
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 --reps 4 --no-scaling \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$TESTDATA/models/tiny.json" -D cpu:1 --reps 4 --no-scaling \
         --min-time 0 -o "$TMP/p0.json"
     run python3 - "$TMP/p.json" "$TMP/p0.json" <<'PY'
 import json, sys
@@ -112,7 +115,7 @@ PY
 }
 
 @test "profile: scaling times every thread count and fits a fraction in [0, 1]" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:2 --reps 2 --min-time 0 --warmup 0 > "$TMP/p.json"
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$TESTDATA/models/tiny.json" -D cpu:2 --reps 2 --min-time 0 --warmup 0 > "$TMP/p.json"
     run python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))["devices"][0]
@@ -199,7 +202,7 @@ for l in d["layers"]:
 
 @test "profile: a layer's time on half the batch gives its fixed share; hps-plan charges it to every unit whole" {
     local M="$TESTDATA/models/mlp-784.json"
-    "$HPS_BIN/hps-profile" -q -m "$M" -D cpu:1 --reps 4 --min-time 0 --warmup 1 -o "$TMP/p.json"
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -q -m "$M" -D cpu:1 --reps 4 --min-time 0 --warmup 1 -o "$TMP/p.json"
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 4, "nic_gbps": 1000}]}' > "$TMP/c.json"
     python3 - "$TMP/p.json" "$TMP/p0.json" "$TMP/bad.json" <<'PY'
@@ -617,8 +620,8 @@ PY
 }
 
 @test "profile: --machine takes the machine's figures from an earlier profile of this machine, of another model, and says so" {
-    "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 $FAST -o "$TMP/a.json"
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/two-tables.json" -D cpu:1 $FAST --machine "$TMP/a.json" \
+    "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 $MEASURED -o "$TMP/a.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/two-tables.json" -D cpu:1 $MEASURED --machine "$TMP/a.json" \
         -o "$TMP/b.json" 2> "$TMP/err"
     [ ! -s "$TMP/err" ] || { cat "$TMP/err"; false; }
     run python3 - "$TMP/a.json" "$TMP/b.json" <<'PY'
@@ -635,7 +638,7 @@ PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
     # a profile made so reads back, and serves as the next one's FILE
     "$HPS_BIN/hps-profile" show "$TMP/b.json" -f table > /dev/null
-    "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 $FAST --machine "$TMP/b.json" -o "$TMP/c.json"
+    "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 $MEASURED --machine "$TMP/b.json" -o "$TMP/c.json"
     [ "$(json_field "$TMP/c.json" 'd["devices"][0]["sgemm_gflops"]')" = "$(json_field "$TMP/a.json" 'd["devices"][0]["sgemm_gflops"]')" ]
 }
 
@@ -648,14 +651,14 @@ p["devices"][0]["name"] = "Imaginary CPU 9000"
 p["devices"][0]["sgemm_gflops"] = 1234.5
 json.dump(p, open(sys.argv[2], "w"))' "$TMP/a.json" "$TMP/other.json"
     here=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["devices"][0]["name"])' "$TMP/a.json")
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 $FAST --machine "$TMP/other.json" \
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 $MEASURED --machine "$TMP/other.json" \
         -o "$TMP/b.json" 2> "$TMP/err"
     cat "$TMP/err"
     [ "$(wc -l < "$TMP/err")" -eq 1 ]
     [ "$(cat "$TMP/err")" = "hps-profile: warning: $TMP/other.json: its CPU is 'Imaginary CPU 9000', this machine's '$here': its figures may not be this machine's" ]
     [ "$(json_field "$TMP/b.json" 'd["devices"][0]["sgemm_gflops"]')" = 1234.5 ]
     # -q: errors only
-    "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 $FAST --machine "$TMP/other.json" \
+    "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 $MEASURED --machine "$TMP/other.json" \
         -o "$TMP/b.json" 2> "$TMP/err"
     [ ! -s "$TMP/err" ]
 }
@@ -674,7 +677,7 @@ write("neg.json", "triad_gbps", -1)
 write("gpu.json", "kind", "gpu")
 PY
     check() { # FILE DEVICES MESSAGE
-        run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D "$2" $FAST --machine "$1" -o "$TMP/out.json"
+        run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D "$2" $MEASURED --machine "$1" -o "$TMP/out.json"
         [ "$status" -eq 2 ] && [ "$output" = "hps-profile: error: $3" ] || { echo "$1: $status: $output"; return 1; }
         [ ! -e "$TMP/out.json" ]
     }
