@@ -203,7 +203,7 @@ static int next_batch(hps_source *src, hps_batch *b, int B, hps_error *err)
 
 /* What the rows in the backend's memory (rows hbm, as hps-train keeps them
  * on a GPU or, --cpu-fallback, in the CPU backend's arena) add to a step:
- * host's step and the same step of a trainer with rows hbm, on the same
+ * the host trainer's step and the same step of one with rows hbm, on the same
  * batches, alternately (a paired difference: a busy spell of the machine
  * falls on both of a pair, where two probes run apart read 0 to 1.6 ms for
  * one model), at least DEVICE_ROWS_PAIRS pairs: the device's device_rows_ms
