@@ -50,6 +50,9 @@ void hps_device_list(FILE *out);
  * layer's "spread" in hps-profile(5); above the bound hps-profile warns
  * that the times are too wide to plan on. */
 #define HPS_PROFILE_SPREAD_BOUND 0.25
+/* Times that spread by less than this (ms) are the clock's and the call's
+ * noise, not work: never too wide to plan on. */
+#define HPS_PROFILE_SPREAD_MIN_MS 0.05
 double hps_profile_spread(const double *v, int n);
 /* Whether a spread is too wide to plan on (over HPS_PROFILE_SPREAD_BOUND). */
 int hps_profile_spread_wide(double spread);
@@ -64,7 +67,7 @@ void hps_profile_warn_spread(const char *id, const char *what, double spread, co
  * the pairs' b - a (may be below 0: noise), spread the interquartile range
  * of those differences over the median of b (how far the figure may move
  * the step it is added to; 0 for fewer than 4 pairs), wide: too wide to
- * plan on. */
+ * plan on (and a range of HPS_PROFILE_SPREAD_MIN_MS at least). */
 typedef struct {
     double ms, spread;
     int pairs, wide;

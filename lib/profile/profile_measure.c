@@ -309,7 +309,7 @@ hps_profile_paired hps_profile_paired_of(const double *a_sec, const double *b_se
     free(d);
     p.ms = med_d * 1e3;
     p.spread = n >= 4 && med_b > 0 ? iqr / med_b : 0;
-    p.wide = hps_profile_spread_wide(p.spread);
+    p.wide = hps_profile_spread_wide(p.spread) && iqr * 1e3 >= HPS_PROFILE_SPREAD_MIN_MS;
     return p;
 }
 
@@ -324,11 +324,10 @@ static double layer_spread(const samples *s, int l)
 }
 
 /* One line when a layer that weighs in the step (at least
- * SPREAD_WEIGHT of the layers' time, and SPREAD_MIN_MS: shorter ones are
+ * SPREAD_WEIGHT of the layers' time, and HPS_PROFILE_SPREAD_MIN_MS: shorter ones are
  * the clock's and the call's noise, not work) spread past
  * HPS_PROFILE_SPREAD_BOUND: a plan made on it may be off by as much. */
 #define SPREAD_WEIGHT 0.05
-#define SPREAD_MIN_MS 0.05
 static void warn_spread(const hps_model *m, const char *id, const samples *s, const double *spread)
 {
     double total = 0, worst = 0;
@@ -337,7 +336,7 @@ static void warn_spread(const hps_model *m, const char *id, const samples *s, co
         total += hps_median(s->fwd + l * s->reps, s->reps) + hps_median(s->bwd + l * s->reps, s->reps);
     for (int l = 0; l < s->n_layers; l++) {
         double t = hps_median(s->fwd + l * s->reps, s->reps) + hps_median(s->bwd + l * s->reps, s->reps);
-        if (t < SPREAD_WEIGHT * total || t * 1e3 < SPREAD_MIN_MS || !hps_profile_spread_wide(spread[l]))
+        if (t < SPREAD_WEIGHT * total || t * 1e3 < HPS_PROFILE_SPREAD_MIN_MS || !hps_profile_spread_wide(spread[l]))
             continue;
         wide++;
         if (spread[l] > worst) worst = spread[l], worst_l = l;

@@ -238,6 +238,10 @@ static void test_paired_difference(void **state)
     assert_true(fabs(p.ms - 2) < 1e-9);                 /* median of 0 0 0 4 4 4 */
     assert_true(fabs(p.spread - 0.004 / 0.012) < 1e-9); /* (4 - 0) ms over b's median 12 ms */
     assert_true(p.wide && hps_profile_spread_wide(p.spread));
+    /* the same swing on steps of microseconds: the clock's noise, not wide */
+    for (int i = 0; i < 6; i++) c[i] *= 1e-3, d[i] *= 1e-3;
+    p = hps_profile_paired_of(c, d, 6);
+    assert_true(fabs(p.spread - 0.004 / 0.012) < 1e-9 && !p.wide);
     /* a faster b is noise the caller clamps; too few pairs to say a spread */
     p = hps_profile_paired_of(b, a, 3);
     assert_true(p.ms < 0 && p.spread == 0 && !p.wide);
