@@ -38,6 +38,9 @@ static const char usage[] =
     "      --seed S            seed of the synthetic batch and weights [1]\n"
     "      --data DIR          time the engine and the read on these shards, as\n"
     "                          hps-train runs them [synthetic batches, no read]\n"
+    "      --machine FILE      take the machine's figures (sgemm, triad, gather,\n"
+    "                          handoff) from FILE, an earlier profile of this\n"
+    "                          machine, instead of measuring them [measured]\n"
     "      --energy            read energy counters (RAPL, NVML) where readable\n"
     "      --estimate SPEC     add a device estimated from a spec sheet (repeatable)\n"
     "      --check-estimate SPEC  print how the CPU model predicts the measured CPU\n"
@@ -53,7 +56,7 @@ static const char usage[] =
     "  -V, --version           show the version, then exit\n";
 
 enum { OPT_TABLE_ROWS = 256, OPT_WARMUP, OPT_NO_SCALING, OPT_SEED, OPT_ENERGY, OPT_ESTIMATE, OPT_MERGE,
-       OPT_LIST_DEVICES, OPT_DATA, OPT_MIN_TIME, OPT_CHECK_ESTIMATE, OPT_DESCRIBE_CPU };
+       OPT_LIST_DEVICES, OPT_DATA, OPT_MIN_TIME, OPT_CHECK_ESTIMATE, OPT_DESCRIBE_CPU, OPT_MACHINE };
 
 static const struct option long_options[] = {
     {"model", required_argument, NULL, 'm'},
@@ -66,6 +69,7 @@ static const struct option long_options[] = {
     {"no-scaling", no_argument, NULL, OPT_NO_SCALING},
     {"seed", required_argument, NULL, OPT_SEED},
     {"data", required_argument, NULL, OPT_DATA},
+    {"machine", required_argument, NULL, OPT_MACHINE},
     {"energy", no_argument, NULL, OPT_ENERGY},
     {"estimate", required_argument, NULL, OPT_ESTIMATE},
     {"check-estimate", required_argument, NULL, OPT_CHECK_ESTIMATE},
@@ -82,7 +86,7 @@ static const struct option long_options[] = {
 };
 
 typedef struct {
-    const char *model, *devices, *output, *data, *check;
+    const char *model, *devices, *output, *data, *check, *machine;
     hps_profile_opts opts;
     const char *estimates[MAX_ESTIMATES];
     int n_estimates, merge, list_devices, table, show, describe_cpu;
@@ -140,6 +144,7 @@ static int parse_args(int argc, char **argv, args *a)
         case 'f': a->table = hps_cli_choice("--format", optarg, formats) == 1; break;
         case 'o': a->output = optarg; break;
         case OPT_DATA: a->data = optarg; break;
+        case OPT_MACHINE: a->machine = optarg; break;
         case 'q': hps_cli_quiet(); break;
         case 'v': hps_cli_verbose(); break;
         case 'h': fputs(usage, stdout); return HPS_EXIT_OK;
@@ -154,6 +159,7 @@ static int parse_args(int argc, char **argv, args *a)
     }
     if (!a->merge && optind < argc) hps_usage_error("unexpected argument '%s'", argv[optind]);
     if (a->merge && optind == argc) hps_usage_error("--merge needs profiles");
+    if (a->machine && !a->model) hps_usage_error("--machine takes the figures of a profile that measures a model (-m MODEL)");
     if (a->describe_cpu && (a->model || a->merge || a->check || a->n_estimates))
         hps_usage_error("--describe-cpu takes no model, profile or spec (it describes this machine)");
     if (!a->merge && !a->list_devices && !a->describe_cpu && !a->model)
@@ -171,12 +177,40 @@ static int emit(json_t *doc, const args *a, hps_error *err)
     return o ? hps_out_commit(o, err) : -1;
 }
 
-/* The engine's probe (below) again with the model's rows in the backend's
- * memory (rows hbm, as hps-train keeps them on a GPU or, --cpu-fallback, in
- * the CPU backend's arena), on the same batches: what that adds to a step
- * is the device's device_rows_ms.  A model without tables has none. */
-static int device_rows_overhead(const hps_model *m, const plan_file *host_plan, const hps_train_opts *to,
-                                hps_source *src, json_t *host_probe, json_t *dev, const hps_profile_opts *o,
+/* Steps of the two trainers on one batch, in turn (odd pairs B first, so
+ * that neither always runs on caches the other warmed): seconds each. */
+static int paired_step(hps_trainer *a, hps_trainer *b, const hps_batch *batch, int b_first, double *sa, double *sb,
+                       hps_error *err)
+{
+    hps_trainer *order[2] = {b_first ? b : a, b_first ? a : b};
+    double *sec[2] = {b_first ? sb : sa, b_first ? sa : sb}, loss;
+    for (int k = 0; k < 2; k++) {
+        double t0 = hps_now();
+        if (hps_trainer_step(order[k], batch, &loss, err)) return -1;
+        *sec[k] = hps_now() - t0;
+    }
+    return 0;
+}
+
+/* The next batch of src, from its start again at its end. */
+static int next_batch(hps_source *src, hps_batch *b, int B, hps_error *err)
+{
+    int got = src->read(src, b, B, err);
+    if (got == 0 && (src->seek(src, 0, err) || (got = src->read(src, b, B, err)) == 0))
+        return hps_fail(err, HPS_EXIT_RUNTIME, "%s: no rows", src->name);
+    return got < 0 ? -1 : 0;
+}
+
+/* What the rows in the backend's memory (rows hbm, as hps-train keeps them
+ * on a GPU or, --cpu-fallback, in the CPU backend's arena) add to a step:
+ * the host trainer's step and the same step of one with rows hbm, on the same
+ * batches, alternately (a paired difference: a busy spell of the machine
+ * falls on both of a pair, where two probes run apart read 0 to 1.6 ms for
+ * one model), at least DEVICE_ROWS_PAIRS pairs: the device's device_rows_ms
+ * and its spread.  A model without tables has none. */
+#define DEVICE_ROWS_PAIRS 8
+static int device_rows_overhead(const hps_model *m, hps_trainer *host, const plan_file *host_plan,
+                                const hps_train_opts *to, hps_source *src, json_t *dev, const hps_profile_opts *o,
                                 hps_error *err)
 {
     int tables = 0;
@@ -184,14 +218,29 @@ static int device_rows_overhead(const hps_model *m, const plan_file *host_plan, 
     if (!tables) return 0;
     plan_file plan = *host_plan;
     snprintf(plan.stages[0].rows, sizeof plan.stages[0].rows, "hbm");
-    hps_trainer *t = hps_trainer_create(m, &plan, to, err);
-    if (!t) return -1;
-    json_t *probe = hps_trainer_probe(t, src, o->reps + o->warmup, err);
-    hps_trainer_free(t);
-    if (!probe) return -1;
-    hps_profile_device_set_device_rows(dev, host_probe, probe);
-    json_decref(probe);
-    return 0;
+    hps_trainer *rows = hps_trainer_create(m, &plan, to, err);
+    if (!rows) return -1;
+    const int B = plan.batch, pairs = o->reps > DEVICE_ROWS_PAIRS ? o->reps : DEVICE_ROWS_PAIRS;
+    hps_batch *batch = hps_batch_create(B, m->n_dense, m->n_slots, (int64_t)B * (m->n_slots + 1), 1);
+    double *a = hps_calloc(2 * (size_t)pairs, sizeof *a), *b = a + pairs, sa, sb;
+    int rc = 0;
+    for (int i = -(o->warmup > 0 ? o->warmup : 1); i < pairs && rc == 0; i++) { /* rows is a new trainer */
+        rc = next_batch(src, batch, B, err) || paired_step(host, rows, batch, i & 1, &sa, &sb, err) ? -1 : 0;
+        if (rc == 0 && i >= 0) a[i] = sa, b[i] = sb;
+    }
+    if (rc == 0) {
+        hps_profile_paired p = hps_profile_paired_of(a, b, pairs);
+        char what[64];
+        snprintf(what, sizeof what, "device_rows_ms %.3g ms", p.ms > 0 ? p.ms : 0);
+        if (p.wide)
+            hps_profile_warn_spread(json_string_value(json_object_get(dev, "id")), what, p.spread,
+                                    "the step's median", pairs, ", host and device rows in turn");
+        hps_profile_device_set_device_rows(dev, &p);
+    }
+    free(a);
+    hps_batch_free(batch);
+    hps_trainer_free(rows);
+    return rc;
 }
 
 /* A run adds to the layers what hps-train's engine does around them in a
@@ -215,11 +264,11 @@ static int engine_overhead(const hps_model *m, const hps_device_spec *spec, json
     if (!t) return -1;
     hps_source *src = data ? hps_source_shards(data, 0, err) : hps_source_profile_batches(m, o->seed);
     json_t *probe = src ? hps_trainer_probe(t, src, o->reps + o->warmup, err) : NULL;
-    hps_trainer_free(t);
     /* the worker's and the server's part of the exchanges under mpirun */
     json_t *exchange = probe ? hps_dist_probe_exchange(m, src, plan.batch, to.threads, o->reps, err) : NULL;
-    if (exchange && device_rows_overhead(m, &plan, &to, src, probe, dev, o, err))
+    if (exchange && device_rows_overhead(m, t, &plan, &to, src, dev, o, err))
         json_decref(exchange), exchange = NULL;
+    hps_trainer_free(t);
     if (src) src->close(src);
     if (!exchange) json_decref(probe), probe = NULL;
     if (!probe) return -1;
@@ -236,7 +285,8 @@ static json_t *measure_all(const args *a, hps_error *err)
     hps_device_spec devs[MAX_DEVICES];
     int n = 0;
     json_t *devices = NULL;
-    if (hps_device_parse(a->devices, devs, MAX_DEVICES, &n, err) == 0) {
+    if (hps_device_parse(a->devices, devs, MAX_DEVICES, &n, err) == 0 &&
+        (!a->machine || hps_profile_machine_load(a->machine, devs, n, err) == 0)) {
         devices = json_array();
         for (int i = 0; i < n && devices; i++) {
             json_t *d = hps_profile_measure(m, &devs[i], &a->opts, err);

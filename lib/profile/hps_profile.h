@@ -50,7 +50,29 @@ void hps_device_list(FILE *out);
  * layer's "spread" in hps-profile(5); above the bound hps-profile warns
  * that the times are too wide to plan on. */
 #define HPS_PROFILE_SPREAD_BOUND 0.25
+/* Times that spread by less than this (ms) are the clock's and the call's
+ * noise, not work: never too wide to plan on. */
+#define HPS_PROFILE_SPREAD_MIN_MS 0.05
 double hps_profile_spread(const double *v, int n);
+/* Whether a spread is too wide to plan on (over HPS_PROFILE_SPREAD_BOUND). */
+int hps_profile_spread_wide(double spread);
+/* The one warning line of a figure too wide to plan on: "ID: WHAT spread
+ * N% (interquartile range over OVER, RUNS runs MORE): too wide to plan on"
+ * (more: "" or "; ..."). */
+void hps_profile_warn_spread(const char *id, const char *what, double spread, const char *over, int runs,
+                             const char *more);
+
+/* A paired difference: probes A and B run alternately on the same batches
+ * (a busy spell of the machine falls on both of a pair), ms the median of
+ * the pairs' b - a (may be below 0: noise), spread the interquartile range
+ * of those differences over the median of b (how far the figure may move
+ * the step it is added to; 0 for fewer than 4 pairs), wide: too wide to
+ * plan on (and a range of HPS_PROFILE_SPREAD_MIN_MS at least). */
+typedef struct {
+    double ms, spread;
+    int pairs, wide;
+} hps_profile_paired;
+hps_profile_paired hps_profile_paired_of(const double *a_sec, const double *b_sec, int n);
 
 /* Measures the model on one device: a device object of hps-profile(5). */
 json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
@@ -102,6 +124,8 @@ typedef struct {
     /* the engine's extra work a step with the model's rows in the backend's
      * memory (device_rows_ms; 0 when absent) */
     double device_rows_ms;
+    double device_rows_spread; /* its spread (hps_profile_paired); NAN: not recorded */
+    const char *machine_from;  /* the file its machine figures came from; NULL: measured */
     int has_read, has_step_j;
     double step_j;
     hps_profile_exchange exchange;
@@ -191,6 +215,7 @@ typedef struct {
  * step_j and reason NULL / NAN for null. */
 typedef struct {
     const char *id, *name, *host, *source, *calibrated_on, *blas_core;
+    const char *machine_from; /* written when set: the machine's figures came from that file */
     int is_gpu, threads, probe, has_read;
     double memory_bytes, sgemm_gflops, triad_gbps, pcie_gbps, gather_mrows_per_s, handoff_us;
     double clock_ghz; /* written when > 0 */
@@ -232,10 +257,10 @@ void hps_profile_doc_set_merged_from(json_t *doc, const char **names, int n);
  * (hps_trainer_probe's document): its overhead_ms, where it came from, and
  * with data its read_ms. */
 void hps_profile_device_set_engine(json_t *device, json_t *probe_doc, int on_data);
-/* Sets a device's device_rows_ms: the overhead_ms of rows_probe (a probe
- * with the rows in the backend's memory, rows hbm) less host_probe's (the
- * host tables), on the same batches; never below 0. */
-void hps_profile_device_set_device_rows(json_t *device, json_t *host_probe, json_t *rows_probe);
+/* Sets a device's device_rows_ms and device_rows_spread from the paired
+ * steps with host tables (a) and with the rows in the backend's memory
+ * (b, rows hbm) on the same batches; device_rows_ms never below 0. */
+void hps_profile_device_set_device_rows(json_t *device, const hps_profile_paired *p);
 /* Sets a device's exchange record (stolen; hps_dist_probe_exchange). */
 void hps_profile_device_set_exchange(json_t *device, json_t *exchange);
 /* Multiplies a layer's timings and scaling curve by factor in its object,
@@ -310,6 +335,17 @@ hps_energy *hps_energy_open(const hps_device_spec *dev, char *reason, size_t rea
 double hps_energy_joules(hps_energy *e); /* monotonic total since open */
 const char *hps_energy_source(const hps_energy *e);
 void hps_energy_close(hps_energy *e);
+
+/* The machine's figures (sgemm_gflops, triad_gbps, gather_mrows_per_s,
+ * handoff_us) of a CPU device of `threads` threads from the measured CPU
+ * device d of a profile (named from, recorded as machine_from) instead of
+ * measuring them in this process (hps-profile --machine). */
+void hps_profile_machine_use(const hps_profile_device *d, const char *from);
+/* --machine FILE: the machine's figures for each CPU device of devs from
+ * the profile at path (its measured CPU device of the same threads; errors
+ * name the file, the device and the field; exit 2); one warning when its
+ * CPU is not this machine's. */
+int hps_profile_machine_load(const char *path, const hps_device_spec *devs, int n, hps_error *err);
 
 /* A measured device's figures besides its timings: its name and host (into
  * name and host, 256 bytes each), memory and (a CPU) the micro-benchmarks;

@@ -266,17 +266,51 @@ static hps_profile_batch_out batch_scaling_of(int batch, const int *threads, int
 
 /* The relative interquartile range of n values: (q3 - q1) / median, each
  * quartile the median of its half (Tukey's hinges); 0 for fewer than 4. */
-double hps_profile_spread(const double *v, int n)
+static double interquartile_range(const double *v, int n, double *median)
 {
-    if (n < 4) return 0;
     double *t = hps_malloc((size_t)n * sizeof *t);
     memcpy(t, v, (size_t)n * sizeof *t);
     hps_sort_doubles(t, n);
     int half = (n + 1) / 2; /* the lower half holds the median when n is odd */
     double q1 = hps_median(t, half), q3 = hps_median(t + n - half, half);
-    double med = hps_median(t, n);
+    *median = hps_median(t, n);
     free(t);
-    return med > 0 ? (q3 - q1) / med : 0;
+    return q3 - q1;
+}
+
+double hps_profile_spread(const double *v, int n)
+{
+    if (n < 4) return 0;
+    double med, iqr = interquartile_range(v, n, &med);
+    return med > 0 ? iqr / med : 0;
+}
+
+int hps_profile_spread_wide(double spread) { return spread > HPS_PROFILE_SPREAD_BOUND; }
+
+void hps_profile_warn_spread(const char *id, const char *what, double spread, const char *over, int runs,
+                             const char *more)
+{
+    hps_log(2, "%s: warning: %s: %s spread %.0f%% (interquartile range over %s, %d runs%s): too wide to plan "
+               "on (a busy machine?)\n",
+            hps_progname(), id, what, 100 * spread, over, runs, more);
+}
+
+/* The differences' spread is set against b, not against their own median:
+ * a difference near 0 (rows in device memory that cost nothing) would have
+ * any noise spread without bound, while what a plan suffers is the step it
+ * is added to moving. */
+hps_profile_paired hps_profile_paired_of(const double *a_sec, const double *b_sec, int n)
+{
+    hps_profile_paired p = {.pairs = n};
+    if (n < 1) return p;
+    double *d = hps_malloc((size_t)n * sizeof *d);
+    for (int i = 0; i < n; i++) d[i] = b_sec[i] - a_sec[i];
+    double med_d, med_b = hps_median(b_sec, n), iqr = interquartile_range(d, n, &med_d);
+    free(d);
+    p.ms = med_d * 1e3;
+    p.spread = n >= 4 && med_b > 0 ? iqr / med_b : 0;
+    p.wide = hps_profile_spread_wide(p.spread) && iqr * 1e3 >= HPS_PROFILE_SPREAD_MIN_MS;
+    return p;
 }
 
 /* A layer's forward+backward seconds over the repetitions: its spread. */
@@ -290,11 +324,10 @@ static double layer_spread(const samples *s, int l)
 }
 
 /* One line when a layer that weighs in the step (at least
- * SPREAD_WEIGHT of the layers' time, and SPREAD_MIN_MS: shorter ones are
+ * SPREAD_WEIGHT of the layers' time, and HPS_PROFILE_SPREAD_MIN_MS: shorter ones are
  * the clock's and the call's noise, not work) spread past
  * HPS_PROFILE_SPREAD_BOUND: a plan made on it may be off by as much. */
 #define SPREAD_WEIGHT 0.05
-#define SPREAD_MIN_MS 0.05
 static void warn_spread(const hps_model *m, const char *id, const samples *s, const double *spread)
 {
     double total = 0, worst = 0;
@@ -303,16 +336,16 @@ static void warn_spread(const hps_model *m, const char *id, const samples *s, co
         total += hps_median(s->fwd + l * s->reps, s->reps) + hps_median(s->bwd + l * s->reps, s->reps);
     for (int l = 0; l < s->n_layers; l++) {
         double t = hps_median(s->fwd + l * s->reps, s->reps) + hps_median(s->bwd + l * s->reps, s->reps);
-        if (t < SPREAD_WEIGHT * total || t * 1e3 < SPREAD_MIN_MS || spread[l] <= HPS_PROFILE_SPREAD_BOUND)
+        if (t < SPREAD_WEIGHT * total || t * 1e3 < HPS_PROFILE_SPREAD_MIN_MS || !hps_profile_spread_wide(spread[l]))
             continue;
         wide++;
         if (spread[l] > worst) worst = spread[l], worst_l = l;
     }
-    if (wide)
-        hps_log(2, "%s: warning: %s: layer '%s' times spread %.0f%% (interquartile range over median, %d "
-                   "runs; %d layer(s) over %.0f%%): too wide to plan on (a busy machine?)\n",
-                hps_progname(), id, m->layers[worst_l].name, 100 * worst, s->reps, wide,
-                100 * HPS_PROFILE_SPREAD_BOUND);
+    if (!wide) return;
+    char what[160], more[64];
+    snprintf(what, sizeof what, "layer '%.100s' times", m->layers[worst_l].name);
+    snprintf(more, sizeof more, "; %d layer(s) over %.0f%%", wide, 100 * HPS_PROFILE_SPREAD_BOUND);
+    hps_profile_warn_spread(id, what, worst, "median", s->reps, more);
 }
 
 /* ---- JSON -------------------------------------------------------------------- */
@@ -349,6 +382,88 @@ static double layers_sum_ms(const samples *s)
     return total * 1e3;
 }
 
+/* ---- the machine's figures --------------------------------------------------- */
+
+/* The micro-benchmarks depend on the CPU and the threads, not on the
+ * model, and cost about two CPU-seconds: a process measures them once a
+ * thread count (hps-profile's engine probes reuse its device's), or takes
+ * them from an earlier profile of this machine (--machine).  The gather's
+ * rate is of the model's embedding width when measured here (dim), of the
+ * file's model's when reused (dim 0: any). */
+#define MACHINES_MAX 64
+typedef struct {
+    int threads, dim;
+    double sgemm_gflops, triad_gbps, gather_mrows_per_s, handoff_us;
+    char *from; /* NULL: measured by this process */
+} machine_figures;
+static machine_figures machines[MACHINES_MAX];
+static int n_machines;
+
+static machine_figures *machine_find(int threads, int dim)
+{
+    for (int i = 0; i < n_machines; i++)
+        if (machines[i].threads == threads && (machines[i].dim == 0 || machines[i].dim == dim)) return &machines[i];
+    return NULL;
+}
+
+static void machine_add(const machine_figures *f)
+{
+    machine_figures *at = machine_find(f->threads, f->dim);
+    if (!at && n_machines == MACHINES_MAX) return; /* measured again: only slower */
+    if (!at) at = &machines[n_machines++];
+    free(at->from);
+    *at = *f;
+    at->from = f->from ? hps_strdup(f->from) : NULL;
+}
+
+void hps_profile_machine_use(const hps_profile_device *d, const char *from)
+{
+    machine_add(&(machine_figures){.threads = d->threads, .sgemm_gflops = d->sgemm_gflops,
+                                   .triad_gbps = d->triad_gbps, .gather_mrows_per_s = d->gather_mrows_per_s,
+                                   .handoff_us = d->handoff_us, .from = (char *)from});
+}
+
+/* The measured CPU device of p on threads whose four figures are there. */
+static const hps_profile_device *machine_device(const hps_profile *p, int threads, const char *id, hps_error *err)
+{
+    static const char *const fields[] = {"sgemm_gflops", "triad_gbps", "gather_mrows_per_s", "handoff_us"};
+    for (int i = 0; i < p->n_devices; i++) {
+        const hps_profile_device *d = &p->devices[i];
+        if (d->is_gpu || d->estimated || d->threads != threads) continue;
+        const double v[4] = {d->sgemm_gflops, d->triad_gbps, d->gather_mrows_per_s, d->handoff_us};
+        for (int k = 0; k < 4; k++)
+            if (!(v[k] > 0))
+                return hps_fail(err, HPS_EXIT_USAGE, "%s: device '%s': %s is missing (a measured CPU device's "
+                                "sgemm_gflops, triad_gbps, gather_mrows_per_s and handoff_us are the machine's figures)",
+                                p->name, d->id, fields[k]), NULL;
+        return d;
+    }
+    hps_fail(err, HPS_EXIT_USAGE, "%s: no measured CPU device of %d threads to take %s's machine figures from "
+             "(profile this machine with -D cpu:%d first)", p->name, threads, id, threads);
+    return NULL;
+}
+
+int hps_profile_machine_load(const char *path, const hps_device_spec *devs, int n, hps_error *err)
+{
+    hps_profile *p = hps_profile_load(path, err);
+    if (!p) return -1;
+    char here[256], shown[128];
+    hps_cpu_model_name(here, sizeof here);
+    int rc = 0, warned = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        if (devs[i].kind != HPS_DEVICE_CPU) continue;
+        const hps_profile_device *d = machine_device(p, hps_device_threads(&devs[i]), devs[i].id, err);
+        if (!d) rc = -1;
+        else hps_profile_machine_use(d, p->name);
+        if (d && !warned && d->name && strcmp(d->name, here) != 0)
+            warned = 1, hps_log(2, "%s: warning: %s: its CPU is '%s', this machine's '%s': its figures may not "
+                                   "be this machine's\n",
+                                hps_progname(), p->name, hps_printable(d->name, shown, sizeof shown), here);
+    }
+    hps_profile_free(p);
+    return rc;
+}
+
 void hps_profile_device_measured(hps_profile_device_out *d, char *name, char *host, const hps_device_spec *dev,
                                  int threads, int embed_dim)
 {
@@ -369,10 +484,22 @@ void hps_profile_device_measured(hps_profile_device_out *d, char *name, char *ho
     if (dev->kind == HPS_DEVICE_CPU) { /* GPU rates would need device-side benchmarks */
         d->blas_core = hps_blas_corename();
         d->clock_ghz = hps_cpu_clock_ghz();
-        d->sgemm_gflops = hps_bench_sgemm_gflops(1024, 5);
-        d->triad_gbps = hps_bench_triad_gbps(1 << 24, 5);
-        d->gather_mrows_per_s = hps_bench_gather_mrows(embed_dim, 1 << 20, 5);
-        d->handoff_us = hps_bench_handoff_us(2000, 5);
+        const machine_figures *f = machine_find(threads, embed_dim);
+        machine_figures here;
+        if (!f) {
+            here = (machine_figures){.threads = threads, .dim = embed_dim,
+                                     .sgemm_gflops = hps_bench_sgemm_gflops(1024, 5),
+                                     .triad_gbps = hps_bench_triad_gbps(1 << 24, 5),
+                                     .gather_mrows_per_s = hps_bench_gather_mrows(embed_dim, 1 << 20, 5),
+                                     .handoff_us = hps_bench_handoff_us(2000, 5)};
+            machine_add(&here);
+            f = &here;
+        }
+        d->sgemm_gflops = f->sgemm_gflops;
+        d->triad_gbps = f->triad_gbps;
+        d->gather_mrows_per_s = f->gather_mrows_per_s;
+        d->handoff_us = f->handoff_us;
+        d->machine_from = f->from;
     }
 }
 

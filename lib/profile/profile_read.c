@@ -81,6 +81,15 @@ static int read_batch_scaling(json_t *layer, hps_profile_batch_scaling *b, const
     return read_curve(bs, "fixed_fraction", 1, &b->units, &b->fixed_fraction, &b->n, sub, err);
 }
 
+/* A number in [0, max], NAN when absent or null (not recorded). */
+static int read_optional_number(json_t *o, const char *key, double max, double *out, const char *ctx,
+                                hps_error *err)
+{
+    *out = NAN;
+    json_t *v = json_object_get(o, key);
+    return v && !json_is_null(v) ? hps_json_num(o, key, HPS_REQUIRED, 0, max, out, ctx, err) : 0;
+}
+
 static int read_layer(json_t *o, hps_profile_layer *L, const char *lctx, hps_error *err)
 {
     static const char *const numbers[] = {"flops_forward", "flops_backward", "bytes_in",
@@ -102,10 +111,7 @@ static int read_layer(json_t *o, hps_profile_layer *L, const char *lctx, hps_err
         read_scaling(o, &L->scaling, ctx, err) || read_batch_scaling(o, &L->batch_scaling, ctx, err))
         return -1;
     /* spread: optional (a profile from before it, an estimate: not recorded) */
-    L->spread = NAN;
-    json_t *sp = json_object_get(o, "spread");
-    if (sp && !json_is_null(sp) && hps_json_num(o, "spread", HPS_REQUIRED, 0, 1e6, &L->spread, ctx, err))
-        return -1;
+    if (read_optional_number(o, "spread", 1e6, &L->spread, ctx, err)) return -1;
     json_t *cal = json_object_get(o, "calibrated");
     if (!cal || json_is_null(cal)) return 0;
     char sub[800];
@@ -213,6 +219,8 @@ static int read_device_costs(hps_profile_device *dev, const char *name, hps_erro
                    read_median_opt(d, "read_ms", &dev->read_ms, &dev->has_read, ctx, err) ||
                    hps_json_num(d, "handoff_us", HPS_OPTIONAL, 0, 1e6, &dev->handoff_us, ctx, err) ||
                    hps_json_num(d, "device_rows_ms", HPS_OPTIONAL, 0, 1e9, &dev->device_rows_ms, ctx, err) ||
+                   read_optional_number(d, "device_rows_spread", 1e6, &dev->device_rows_spread, ctx, err) ||
+                   hps_json_str(d, "machine_from", HPS_OPTIONAL, &dev->machine_from, ctx, err) ||
                    read_exchange(d, &dev->exchange, ctx, err) ||
                    read_median(d, "overhead_ms", &dev->overhead_ms, ctx, err) ||
                    read_median_opt(d, "step_ms", &dev->step_ms, NULL, ctx, err) || read_energy(d, dev, ctx, err)

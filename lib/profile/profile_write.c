@@ -131,6 +131,7 @@ json_t *hps_profile_device_json(const hps_profile_device_out *d, json_t *layers)
     if (d->clock_ghz > 0) json_object_set_new(o, "clock_ghz", hps_json_real(d->clock_ghz));
     json_object_set_new(o, "gather_mrows_per_s", hps_json_real(d->gather_mrows_per_s));
     if (measured) json_object_set_new(o, "handoff_us", hps_json_real(d->handoff_us));
+    if (d->machine_from) json_object_set_new(o, "machine_from", json_string(d->machine_from));
     if (d->probe) json_object_set_new(o, "probe", json_true());
     json_object_set_new(o, "layers", layers);
     json_object_set_new(o, "overhead_ms", hps_profile_timing_json(&d->overhead_ms));
@@ -201,12 +202,10 @@ void hps_profile_device_set_engine(json_t *device, json_t *probe_doc, int on_dat
  * (hps-train(1) ROWS): each lookup's slot, the eviction order of the rows a
  * step touched, the rows moved into the arena; the planner charges it to a
  * stage with rows hbm or cache (hps-plan(1), COST MODEL). */
-void hps_profile_device_set_device_rows(json_t *device, json_t *host_probe, json_t *rows_probe)
+void hps_profile_device_set_device_rows(json_t *device, const hps_profile_paired *p)
 {
-    json_t *h = json_object_get(hps_profile_doc_device(host_probe, 0), "overhead_ms");
-    json_t *r = json_object_get(hps_profile_doc_device(rows_probe, 0), "overhead_ms");
-    double ms = json_number_value(json_object_get(r, "median")) - json_number_value(json_object_get(h, "median"));
-    json_object_set_new(device, "device_rows_ms", hps_json_real(ms > 0 ? ms : 0));
+    json_object_set_new(device, "device_rows_ms", hps_json_real(p->ms > 0 ? p->ms : 0));
+    json_object_set_new(device, "device_rows_spread", hps_json_real(p->spread));
 }
 
 /* Multiplies the figures of a timing object ({median, min, max, mad}). */

@@ -10,7 +10,7 @@ setup_file() {
     "$HPS_BIN/hps-shard" synth 20000 --seed 3 --scale 0.001 -o "$DATA/rows.tsv" 2>/dev/null
     "$HPS_BIN/hps-shard" -q -m "$TESTDATA/models/criteo-small.json" -o "$DATA/shards" "$DATA/rows.tsv"
     # one profile a file, each test's copy in setup (make check's budget: a profile a test)
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/criteo-small.json" -D cpu:1 --reps 2 --min-time 0 --warmup 1 -q \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$TESTDATA/models/criteo-small.json" -D cpu:1 --reps 2 --min-time 0 --warmup 1 -q \
         -o "$DATA/p.json"
 }
 
@@ -127,7 +127,7 @@ PY
 # the stage so: here a cache of 10% of the rows a run creates, at the hit
 # rate the run measured, not the hbm the planner chose for a T4.
 @test "calibrate: a run with rows: cache is priced as a cache at its measured hit rate, and says so" {
-    "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --warmup 0 --no-scaling \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$MODEL" --reps 1 --warmup 0 --no-scaling \
         --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/t4.json" 2>/dev/null
     "$HPS_BIN/hps-plan" -q -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/t4.json" \
         --min-throughput 20000 --algo exact -o "$TMP/hbm.json"

@@ -115,7 +115,7 @@ values() { cut -f "$2" "$DAYS/day-0$1" | grep -v '^$' | sort -u; }
     run "$HPS_BIN/hps-train" --model "$TESTDATA/models/dlrm-small.json" --data "$DAYS/s2" --continue-from "$TMP/c1"
     [ "$status" -ne 0 ]
     [[ "$output" == "hps-train: error: "* ]]
-    "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --warmup 0 --no-scaling \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$MODEL" --reps 1 --warmup 0 --no-scaling \
         --estimate "$TESTDATA/devices/gpu-t4.json" -o "$TMP/p.json"
     "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/p.json" \
         --min-throughput 10 --algo fixed:cpu -o "$TMP/plan.json"

@@ -60,7 +60,7 @@ mpi() {
 }
 
 @test "dist: a plan priced on a profile of the shards predicts the bytes a step sends to its server" {
-    "$HPS_BIN/hps-profile" -q -m "$MODEL" -D cpu:1 -r 3 --min-time 0 --data "$TMP/shards" -o "$TMP/p.json"
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -q -m "$MODEL" -D cpu:1 -r 3 --min-time 0 --data "$TMP/shards" -o "$TMP/p.json"
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 2, "nic_gbps": 10}], "servers": {"type": "a"}}' \
         > "$TMP/c.json"
@@ -124,7 +124,7 @@ for i in range(1024):
         > "$TMP/d.svm"
     "$HPS_BIN/hps-shard" -q --format libsvm --classes 10 --dense 784 --transform none -m "$DMODEL" -n 2 \
         -o "$TMP/dshards" "$TMP/d.svm"
-    "$HPS_BIN/hps-profile" -q -m "$DMODEL" -D cpu:1 -r 2 --min-time 0 -o "$TMP/dprof.json"
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -q -m "$DMODEL" -D cpu:1 -r 2 --min-time 0 -o "$TMP/dprof.json"
     cat > "$TMP/dc.json" <<'EOF'
 {"format": "hps-cluster", "version": 1, "name": "here", "resources": [{"name": "t1", "kind": "cpu",
  "device": "cpu:1", "threads": 1, "price_per_hour": 1, "max_units": 2, "mem_gib": 8, "nic_gbps": 40}]}
@@ -444,7 +444,7 @@ graph_cut_plan() {
     # plan (make check's budget: a profile is most of a plan's cost)
     local digest=$BATS_FILE_TMPDIR/$(basename "$1").digest
     if [ ! -s "$digest" ]; then
-        "$HPS_BIN/hps-profile" -m "$1" -D cpu:1 -b 16 -r 1 --min-time 0 --warmup 0 --no-scaling -q |
+        "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$1" -D cpu:1 -b 16 -r 1 --min-time 0 --warmup 0 --no-scaling -q |
             python3 -c 'import json,sys; print(json.load(sys.stdin)["model"]["digest"])' > "$digest.tmp"
         mv "$digest.tmp" "$digest"
     fi

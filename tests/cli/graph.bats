@@ -84,7 +84,7 @@ PY
 
 @test "graph: hps-profile times every CTR layer, and the GPU device model estimates them" {
     for m in deepfm dcn-v2-stacked dcn; do
-        "$HPS_BIN/hps-profile" -m "$TESTDATA/models/$m.json" --reps 2 --min-time 0 --warmup 0 \
+        "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$TESTDATA/models/$m.json" --reps 2 --min-time 0 --warmup 0 \
             --estimate "$TESTDATA/devices/gpu-a100.json" --estimate "$TESTDATA/devices/gpu-t4.json" \
             > "$TMP/$m.json"
     done

@@ -12,6 +12,23 @@ golden_check() {
     if [ "${HPS_UPDATE_GOLDEN:-}" = 1 ]; then cp "$2" "$1"; else diff -u "$1" "$2"; fi
 }
 
+# This machine's figures for hps-profile --machine FILE (sgemm, triad, gather,
+# hand-off: about two CPU-seconds a profile whatever the model), measured
+# once a bats file, on the first call, for the devices the tests profile
+# (cpu:1, cpu:2, cpu); prints the file.  Measured here rather than kept in
+# testdata: a fixture's CPU is not this one (a warning a run, and hps-plan
+# would price hand-offs and reductions at another machine's rates) and
+# `cpu` is as many threads as this machine has.  Tests of the benchmarks
+# themselves profile without it.
+machine_profile() {
+    local f=$BATS_FILE_TMPDIR/machine.json
+    if [ ! -s "$f" ]; then
+        "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1,cpu:2,cpu --reps 1 --warmup 0 \
+            --min-time 0 --no-scaling -o "$f.tmp" && mv "$f.tmp" "$f" || return 1
+    fi
+    echo "$f"
+}
+
 # Every long option that TOOL --help lists must appear in its completions and man page.
 check_options_documented() {
     local tool=$1 opts missing=""

@@ -329,7 +329,7 @@ PY
 {"name": "here", "resources": [{"name": "cpu", "kind": "cpu", "device": "cpu",
   "price_per_hour": 0.68, "max_units": 4, "nic_gbps": 10}]}
 JSON
-    "$HPS_BIN/hps-profile" -m $M/tiny.json -r 2 --min-time 0 --warmup 0 | \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m $M/tiny.json -r 2 --min-time 0 --warmup 0 | \
         plan -m $M/tiny.json -c "$TMP/c.json" --min-throughput 1000 -a exact > "$TMP/plan.json"
     python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["stages"][0]["type"]=="cpu"' "$TMP/plan.json"
 }

@@ -5,7 +5,10 @@ load helpers
 
 setup() {
     TMP=$(mktemp -d)
-    FAST="--reps 2 --warmup 0 --no-scaling --min-time 0"
+    # the tests of the machine's benchmarks measure them ($MEASURED); the
+    # rest take them from one profile a file (machine_profile, helpers.bash)
+    MEASURED="--reps 2 --warmup 0 --no-scaling --min-time 0"
+    FAST="$MEASURED --machine $(machine_profile)"
 }
 
 teardown() {
@@ -63,7 +66,7 @@ cpu_has() { grep -m1 '^flags' /proc/cpuinfo | grep -qw "$1"; }
 }
 
 @test "profile: the demo model's profile is valid JSON with every layer measured" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" $FAST > "$TMP/p.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" $MEASURED > "$TMP/p.json"
     python3 -m json.tool "$TMP/p.json" > /dev/null
     core=$("$HPS_BIN/hps-profile" --version | sed -n 's/^blas: openblas //p')
     run python3 - "$TMP/p.json" "$core" <<'PY'
@@ -92,9 +95,9 @@ PY
 @test "profile: --min-time times the layers for that long, each layer's spread in the profile" {
     # tiny's step takes microseconds: 0.3 s of it is far more than --reps 4
     # (as many as fit, 5000 at most)
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 --reps 4 --no-scaling \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$TESTDATA/models/tiny.json" -D cpu:1 --reps 4 --no-scaling \
         --min-time 0.3 -o "$TMP/p.json"
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 --reps 4 --no-scaling \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$TESTDATA/models/tiny.json" -D cpu:1 --reps 4 --no-scaling \
         --min-time 0 -o "$TMP/p0.json"
     run python3 - "$TMP/p.json" "$TMP/p0.json" <<'PY'
 import json, sys
@@ -112,7 +115,7 @@ PY
 }
 
 @test "profile: scaling times every thread count and fits a fraction in [0, 1]" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:2 --reps 2 --min-time 0 --warmup 0 > "$TMP/p.json"
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$TESTDATA/models/tiny.json" -D cpu:2 --reps 2 --min-time 0 --warmup 0 > "$TMP/p.json"
     run python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))["devices"][0]
@@ -199,7 +202,7 @@ for l in d["layers"]:
 
 @test "profile: a layer's time on half the batch gives its fixed share; hps-plan charges it to every unit whole" {
     local M="$TESTDATA/models/mlp-784.json"
-    "$HPS_BIN/hps-profile" -q -m "$M" -D cpu:1 --reps 4 --min-time 0 --warmup 1 -o "$TMP/p.json"
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -q -m "$M" -D cpu:1 --reps 4 --min-time 0 --warmup 1 -o "$TMP/p.json"
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 4, "nic_gbps": 1000}]}' > "$TMP/c.json"
     python3 - "$TMP/p.json" "$TMP/p0.json" "$TMP/bad.json" <<'PY'
@@ -614,4 +617,77 @@ PY
         -p "$TESTDATA/profiles/demo-ctr-gpu.json" --min-throughput 1000
     [ "$status" -eq 2 ]
     [ "$output" = "hps-plan: error: $TESTDATA/clusters/aws.json: resource 'cpu-c5': device 'cpu-c5' is in no profile; estimate it from its spec sheet: hps-profile -m $TESTDATA/models/demo-ctr.json --estimate $TESTDATA/devices/cpu-c5.json -o PROFILE, then add -p PROFILE" ] || { echo "$output"; false; }
+}
+
+@test "profile: --machine takes the machine's figures from an earlier profile of this machine, of another model, and says so" {
+    "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 $MEASURED -o "$TMP/a.json"
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/two-tables.json" -D cpu:1 $MEASURED --machine "$TMP/a.json" \
+        -o "$TMP/b.json" 2> "$TMP/err"
+    ! grep -q 'its CPU is' "$TMP/err" || { cat "$TMP/err"; false; }
+    run python3 - "$TMP/a.json" "$TMP/b.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f))["devices"][0] for f in sys.argv[1:])
+for k in ("sgemm_gflops", "triad_gbps", "gather_mrows_per_s", "handoff_us"):
+    assert a[k] > 0 and b[k] == a[k], (k, a[k], b[k])
+assert "machine_from" not in a and b["machine_from"] == sys.argv[1], b.get("machine_from")
+# the model's own figures are still measured
+assert b["source"] == "measured" and len(b["layers"]) == json.load(open(sys.argv[2]))["model"]["layers"]
+assert all(l["forward_ms"]["median"] > 0 for l in b["layers"])
+assert b["overhead_from"] == "engine" and b["device_rows_ms"] >= 0 and b["device_rows_spread"] >= 0
+PY
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+    # a profile made so reads back, and serves as the next one's FILE
+    "$HPS_BIN/hps-profile" show "$TMP/b.json" -f table > /dev/null
+    "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 $MEASURED --machine "$TMP/b.json" -o "$TMP/c.json"
+    [ "$(json_field "$TMP/c.json" 'd["devices"][0]["sgemm_gflops"]')" = "$(json_field "$TMP/a.json" 'd["devices"][0]["sgemm_gflops"]')" ]
+}
+
+@test "profile: --machine from another CPU is one warning line; its figures are still taken" {
+    "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 $FAST -o "$TMP/a.json"
+    python3 -c '
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["devices"][0]["name"] = "Imaginary CPU 9000"
+p["devices"][0]["sgemm_gflops"] = 1234.5
+json.dump(p, open(sys.argv[2], "w"))' "$TMP/a.json" "$TMP/other.json"
+    here=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["devices"][0]["name"])' "$TMP/a.json")
+    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D cpu:1 $MEASURED --machine "$TMP/other.json" \
+        -o "$TMP/b.json" 2> "$TMP/err"
+    cat "$TMP/err"
+    [ "$(grep -c 'its CPU is' "$TMP/err")" -eq 1 ]
+    grep -qxF "hps-profile: warning: $TMP/other.json: its CPU is 'Imaginary CPU 9000', this machine's '$here': its figures may not be this machine's" "$TMP/err"
+    [ "$(json_field "$TMP/b.json" 'd["devices"][0]["sgemm_gflops"]')" = 1234.5 ]
+    # -q: errors only
+    "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 $MEASURED --machine "$TMP/other.json" \
+        -o "$TMP/b.json" 2> "$TMP/err"
+    [ ! -s "$TMP/err" ]
+}
+
+@test "profile: a bad --machine FILE is one line naming the file, the device and the field, exit 2, nothing written" {
+    "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 $FAST -o "$TMP/a.json"
+    python3 - "$TMP/a.json" "$TMP" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+def write(name, key, value):
+    q = json.loads(json.dumps(p))
+    q["devices"][0][key] = value
+    json.dump(q, open(sys.argv[2] + "/" + name, "w"))
+write("null.json", "handoff_us", None)
+write("neg.json", "triad_gbps", -1)
+write("gpu.json", "kind", "gpu")
+PY
+    check() { # FILE DEVICES MESSAGE
+        run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -D "$2" $MEASURED --machine "$1" -o "$TMP/out.json"
+        [ "$status" -eq 2 ] && [ "$output" = "hps-profile: error: $3" ] || { echo "$1: $status: $output"; return 1; }
+        [ ! -e "$TMP/out.json" ]
+    }
+    check "$TMP/null.json" cpu:1 "$TMP/null.json: device 'cpu:1': handoff_us is missing (a measured CPU device's sgemm_gflops, triad_gbps, gather_mrows_per_s and handoff_us are the machine's figures)"
+    check "$TMP/neg.json" cpu:1 "$TMP/neg.json: device 'cpu:1': triad_gbps=-1 must be in [0, 1e+15]"
+    check "$TMP/gpu.json" cpu:1 "$TMP/gpu.json: no measured CPU device of 1 threads to take cpu:1's machine figures from (profile this machine with -D cpu:1 first)"
+    check "$TMP/a.json" cpu:1,cpu:2 "$TMP/a.json: no measured CPU device of 2 threads to take cpu:2's machine figures from (profile this machine with -D cpu:2 first)"
+    check "$TESTDATA/models/tiny.json" cpu:1 "$TESTDATA/models/tiny.json: format is 'hps-model', expected 'hps-profile'"
+    check "$TMP/missing.json" cpu:1 "$TMP/missing.json: cannot open: No such file or directory"
+    run "$HPS_BIN/hps-profile" --merge "$TMP/a.json" --machine "$TMP/a.json"
+    [ "$status" -eq 2 ]
+    [ "${lines[0]}" = "hps-profile: error: --machine takes the figures of a profile that measures a model (-m MODEL)" ]
 }

@@ -28,7 +28,7 @@ setup_file() {
     "$HPS_BIN/hps-shard" -q -m "$model" -o "$DATA/few" "$DATA/rows.tsv"
     "$HPS_BIN/hps-shard" cat "$DATA/few" > "$DATA/few.tsv"
     # a T4 keeps every row of the small model: the planner says rows: hbm
-    "$HPS_BIN/hps-profile" -m "$model" --reps 1 --warmup 0 --no-scaling \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$model" --reps 1 --warmup 0 --no-scaling \
         --estimate "$TESTDATA/devices/gpu-t4.json" > "$DATA/p.json" 2>/dev/null
     pin_rows_ms "$DATA/p.json" 0.2
     "$HPS_BIN/hps-plan" -m "$model" -c "$TESTDATA/clusters/lab.json" -p "$DATA/p.json" \
@@ -502,7 +502,7 @@ json.dump(p, open(sys.argv[2], "w"))' "$TMP/hst2.json" "$TMP/mix.json"
     # export without its rows
     local m=$TESTDATA/models/wide-deep.json
     "$HPS_BIN/hps-shard" -q -m "$m" -o "$TMP/wfew" "$DATA/rows.tsv"
-    "$HPS_BIN/hps-profile" -m "$m" --reps 1 --warmup 0 --no-scaling \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$m" --reps 1 --warmup 0 --no-scaling \
         --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json" 2>/dev/null
     "$HPS_BIN/hps-plan" -m "$m" -c "$TESTDATA/clusters/lab.json" -p "$TMP/p.json" \
         --min-throughput 20000 --algo exact -o "$TMP/wd.json"

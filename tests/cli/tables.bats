@@ -289,7 +289,7 @@ PY
 }
 
 @test "tables: hps-train trains the plan's tables (row type, sparse optimizer, admission); an option that differs is an error" {
-    "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --min-time 0 --warmup 0 --no-scaling \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$MODEL" --reps 1 --min-time 0 --warmup 0 --no-scaling \
         --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"
     "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/p.json" --min-throughput 10 \
         --algo fixed:cpu --row-dtype fp16 --sparse-optimizer rowwise-adagrad --admit-after 3 -o "$TMP/plan.json"

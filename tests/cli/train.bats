@@ -142,7 +142,7 @@ PY
 }
 
 @test "train: a plan for another model, or shards of another schema, are refused" {
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" --reps 1 --min-time 0 --warmup 0 --no-scaling > "$TMP/p.json"
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$TESTDATA/models/tiny.json" --reps 1 --min-time 0 --warmup 0 --no-scaling > "$TMP/p.json"
     python3 - "$TMP/p.json" "$TMP/plan.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
@@ -163,7 +163,7 @@ PY
 @test "train: a plan moved with its inputs still finds them; a path that is no JSON leaks nothing" {
     mkdir -p "$TMP/a"
     cp "$MODEL" "$TMP/a/model.json"
-    "$HPS_BIN/hps-profile" -m "$TMP/a/model.json" --reps 1 --min-time 0 --warmup 0 --no-scaling \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$TMP/a/model.json" --reps 1 --min-time 0 --warmup 0 --no-scaling \
         --estimate "$TESTDATA/devices/gpu-t4.json" -o "$TMP/a/p.json"
     "$HPS_BIN/hps-plan" -m "$TMP/a/model.json" -c "$TESTDATA/clusters/lab.json" -p "$TMP/a/p.json" \
         --min-throughput 10 --algo fixed:cpu -o "$TMP/a/plan.json"
@@ -180,7 +180,7 @@ PY
 }
 
 @test "train: the plan's micro-batches (hps-plan --micro-batches) are the ones hps-train runs" {
-    "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --min-time 0 --warmup 0 --no-scaling \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$MODEL" --reps 1 --min-time 0 --warmup 0 --no-scaling \
         --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"
     "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/p.json" \
         --min-throughput 10 --algo fixed:cpu --micro-batches 3 -o "$TMP/plan.json"
@@ -197,7 +197,7 @@ PY
 }
 
 @test "train: a plan's GPU stage needs a device or --cpu-fallback" {
-    "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --min-time 0 --warmup 0 --no-scaling \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$MODEL" --reps 1 --min-time 0 --warmup 0 --no-scaling \
         --estimate "$TESTDATA/devices/gpu-t4.json" > "$TMP/p.json"
     "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/p.json" \
         --min-throughput 20000 --algo exact -o "$TMP/plan.json"
@@ -219,7 +219,7 @@ PY
     "$HPS_BIN/hps-profile" --merge "$TMP/probe.json" --format table > /dev/null
     python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["devices"][0]["id"]="cpu"; json.dump(p,open(sys.argv[1],"w"))' "$TMP/probe.json"
     "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$TMP/probe.json" \
-        -p <("$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --min-time 0 --warmup 0 --no-scaling -D cpu:1 \
+        -p <("$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$MODEL" --reps 1 --min-time 0 --warmup 0 --no-scaling -D cpu:1 \
              --estimate "$TESTDATA/devices/gpu-t4.json" | python3 -c 'import json,sys; p=json.load(sys.stdin); p["devices"]=p["devices"][1:]; json.dump(p,sys.stdout)') \
         --min-throughput 1000 --algo exact -f table > /dev/null
 }
@@ -270,7 +270,7 @@ PY
 }
 
 @test "train: the summary sets the plan's predicted samples/s and stage ms beside the measured ones" {
-    "$HPS_BIN/hps-profile" -m "$MODEL" --reps 1 --min-time 0 --warmup 0 --no-scaling > "$TMP/p.json"
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$MODEL" --reps 1 --min-time 0 --warmup 0 --no-scaling > "$TMP/p.json"
     python3 - "$TMP/p.json" "$TMP/plan.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))

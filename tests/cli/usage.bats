@@ -36,7 +36,7 @@ letters() {
 }
 
 @test "usage: the old letters still work for a release, with a one-line warning naming the new one" {
-    run "$HPS_BIN/hps-profile" -m "$TESTDATA/models/tiny.json" -d cpu:1 --reps 1 --min-time 0 -w 0 --no-scaling -o "$TMP/p.json"
+    run "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$TESTDATA/models/tiny.json" -d cpu:1 --reps 1 --min-time 0 -w 0 --no-scaling -o "$TMP/p.json"
     [ "$status" -eq 0 ]
     [ -s "$TMP/p.json" ]
     [[ "$output" == *"warning: -d is deprecated for --devices"*"use -D or --devices"* ]]
@@ -48,7 +48,7 @@ letters() {
     run "$HPS_BIN/hps-train" -p "$TMP/none.json" -d "$TMP/s"
     [[ "$output" == *"warning: -p is deprecated for --plan"*"use -P or --plan"* ]]
     # the new letters, without a warning
-    run "$HPS_BIN/hps-profile" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 --reps 1 --min-time 0 --warmup 0 --no-scaling -o "$TMP/p2.json"
+    run "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -q -m "$TESTDATA/models/tiny.json" -D cpu:1 --reps 1 --min-time 0 --warmup 0 --no-scaling -o "$TMP/p2.json"
     [ "$status" -eq 0 ]
     [ -z "$output" ]
 }
@@ -98,7 +98,7 @@ letters() {
 @test "usage: a plan made from a piped profile keeps it: show and --explain need no -p" {
     # one profile, piped and named: two measurements would differ (its
     # device_rows_ms is this machine's, measured)
-    "$HPS_BIN/hps-profile" -m "$TESTDATA/models/demo-ctr.json" --reps 2 --warmup 0 --min-time 0 --estimate "$TESTDATA/devices/gpu-t4.json" \
+    "$HPS_BIN/hps-profile" --machine "$(machine_profile)" -m "$TESTDATA/models/demo-ctr.json" --reps 2 --warmup 0 --min-time 0 --estimate "$TESTDATA/devices/gpu-t4.json" \
         -o "$TMP/p.json" 2>/dev/null
     "$HPS_BIN/hps-plan" -q -m "$TESTDATA/models/demo-ctr.json" -c "$TESTDATA/clusters/lab.json" -p - -t 20000 \
         -o "$TMP/plan.json" < "$TMP/p.json"

@@ -102,6 +102,9 @@ static void test_refuses_each_field_once(void **state)
     assert_string_equal(refused("handoff_us", "-3", 0), "p.json: device 'cpu': handoff_us=-3 must be in [0, 1e+06]");
     assert_string_equal(refused("device_rows_ms", "-1", 0),
                         "p.json: device 'cpu': device_rows_ms=-1 must be in [0, 1e+09]");
+    assert_string_equal(refused("device_rows_spread", "-1", 0),
+                        "p.json: device 'cpu': device_rows_spread=-1 must be in [0, 1e+06]");
+    assert_string_equal(refused("machine_from", "3", 0), "p.json: device 'cpu': machine_from must be a non-empty string");
     assert_string_equal(refused("exchange", "5", 0), "p.json: device 'cpu': exchange: must be an object or null");
     /* a string read as 0 before; now refused as handoff_us always was */
     assert_string_equal(refused("pcie_gbps", "\"fast\"", 0), "p.json: device 'cpu': pcie_gbps must be a number");
@@ -169,14 +172,13 @@ static void test_reads_what_the_writer_writes(void **state)
     hps_profile_exchange_out x = {.rows = 10, .bytes = 2048, .worker_ms = hps_profile_timing_point(0.25),
                                   .server_ms = hps_profile_timing_of(sec, 3)};
     hps_profile_device_set_exchange(dev, hps_profile_exchange_json(&x));
-    /* the engine with its rows in device memory: 1.75 ms a step over 0.5 */
-    json_t *host = json_pack("{s:[{s:{s:f}}]}", "devices", "overhead_ms", "median", 0.5);
-    json_t *rows = json_pack("{s:[{s:{s:f}}]}", "devices", "overhead_ms", "median", 1.75);
-    hps_profile_device_set_device_rows(dev, rows, host); /* faster: noise, never below 0 */
+    /* the engine with its rows in device memory: 1.25 ms a step more */
+    hps_profile_paired faster = {.ms = -0.25, .spread = 0.125, .pairs = 8};
+    hps_profile_device_set_device_rows(dev, &faster); /* noise, never below 0 */
     assert_true(json_is_number(json_object_get(dev, "device_rows_ms")));
     assert_true(json_number_value(json_object_get(dev, "device_rows_ms")) == 0);
-    hps_profile_device_set_device_rows(dev, host, rows);
-    json_decref(host), json_decref(rows);
+    hps_profile_device_set_device_rows(dev, &(hps_profile_paired){.ms = 1.25, .spread = 0.375, .pairs = 8});
+    json_object_set_new(dev, "machine_from", json_string("machine.json"));
     json_object_set_new(doc, "devices", json_pack("[o]", dev));
     assert_true(json_is_null(json_object_get(dev, "triad_gbps")));
     assert_true(json_is_integer(json_object_get(json_object_get(dev, "step_ms"), "mad"))); /* a point: 0 */
@@ -189,7 +191,8 @@ static void test_reads_what_the_writer_writes(void **state)
     assert_int_equal(r->threads, 2);
     assert_true(r->sgemm_gflops == 50 && r->triad_gbps == 0 && r->handoff_us == 7);
     assert_true(r->has_read && r->read_ms == 1.5 && r->overhead_ms == 0.5 && r->step_ms == 9);
-    assert_true(r->device_rows_ms == 1.25);
+    assert_true(r->device_rows_ms == 1.25 && r->device_rows_spread == 0.375);
+    assert_string_equal(r->machine_from, "machine.json");
     assert_true(r->exchange.present && r->exchange.rows == 10 && r->exchange.bytes == 2048);
     assert_true(fabs(r->exchange.server_ms - 2) < 1e-9 && r->exchange.worker_ms == 0.25);
     const hps_profile_layer *L = &r->layers[4];
@@ -212,6 +215,86 @@ static void test_spread(void **state)
     double flat[4] = {3, 3, 3, 3};
     assert_true(hps_profile_spread(flat, 4) == 0);
     assert_true(hps_profile_spread(odd, 3) == 0); /* too few to say */
+}
+
+/* device_rows_ms is a paired difference: the median of the pairs' b - a,
+ * not the difference of the two medians, its spread the differences'
+ * interquartile range over b's median, wide past the layers' bound. */
+static void test_paired_difference(void **state)
+{
+    (void)state;
+    /* a busy spell (the 3rd and 6th pairs) slows both of a pair: b - a is
+     * 1 ms throughout, while the medians of a and b apart differ by 2 */
+    double a[6] = {0.010, 0.010, 0.030, 0.010, 0.010, 0.030}, b[6] = {0.011, 0.011, 0.031, 0.011, 0.031, 0.031};
+    hps_profile_paired p = hps_profile_paired_of(a, b, 6);
+    assert_int_equal(p.pairs, 6);
+    assert_true(fabs(p.ms - 1) < 1e-9);
+    /* differences 1 1 1 1 21 1 ms: hinges 1 and 1: no spread */
+    assert_true(fabs(p.spread) < 1e-9);
+    assert_false(p.wide);
+    /* differences that swing: 0, 4, 0, 4, 0, 4 ms on steps of about 10 ms */
+    double c[6] = {0.010, 0.010, 0.010, 0.010, 0.010, 0.010}, d[6] = {0.010, 0.014, 0.010, 0.014, 0.010, 0.014};
+    p = hps_profile_paired_of(c, d, 6);
+    assert_true(fabs(p.ms - 2) < 1e-9);                 /* median of 0 0 0 4 4 4 */
+    assert_true(fabs(p.spread - 0.004 / 0.012) < 1e-9); /* (4 - 0) ms over b's median 12 ms */
+    assert_true(p.wide && hps_profile_spread_wide(p.spread));
+    /* the same swing on steps of microseconds: the clock's noise, not wide */
+    for (int i = 0; i < 6; i++) c[i] *= 1e-3, d[i] *= 1e-3;
+    p = hps_profile_paired_of(c, d, 6);
+    assert_true(fabs(p.spread - 0.004 / 0.012) < 1e-9 && !p.wide);
+    /* a faster b is noise the caller clamps; too few pairs to say a spread */
+    p = hps_profile_paired_of(b, a, 3);
+    assert_true(p.ms < 0 && p.spread == 0 && !p.wide);
+    assert_false(hps_profile_spread_wide(HPS_PROFILE_SPREAD_BOUND));
+    assert_true(hps_profile_spread_wide(HPS_PROFILE_SPREAD_BOUND + 1e-9));
+}
+
+/* --machine: the figures of the file's measured CPU device of the same
+ * threads, recorded where they came from; a file without one, or without
+ * a figure, is refused naming it. */
+static void test_machine_figures_reused(void **state)
+{
+    (void)state;
+    hps_error err;
+    char dir[] = "/tmp/test_profile_XXXXXX", path[64];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/m.json", dir);
+    json_t *doc;
+    assert_int_equal(hps_json_load(TINY, &doc, &err), 0);
+    json_t *d = hps_profile_doc_device(doc, 0);
+    char here[256];
+    hps_cpu_model_name(here, sizeof here);
+    json_object_set_new(d, "name", json_string(here));
+    json_object_set_new(d, "threads", json_integer(3));
+    json_object_set_new(d, "sgemm_gflops", json_real(123.5));
+    json_object_set_new(d, "triad_gbps", json_real(45.25));
+    json_object_set_new(d, "gather_mrows_per_s", json_real(67.75));
+    json_object_set_new(d, "handoff_us", json_real(8.5));
+    assert_int_equal(json_dump_file(doc, path, 0), 0);
+    hps_device_spec dev;
+    int n;
+    assert_int_equal(hps_device_parse("cpu:3", &dev, 1, &n, &err), 0);
+    assert_int_equal(hps_profile_machine_load(path, &dev, 1, &err), 0);
+    hps_profile_device_out out;
+    char name[256], host[256];
+    hps_profile_device_measured(&out, name, host, &dev, 3, 16);
+    assert_true(out.sgemm_gflops == 123.5 && out.triad_gbps == 45.25 && out.gather_mrows_per_s == 67.75 &&
+                out.handoff_us == 8.5);
+    assert_string_equal(out.machine_from, path);
+    /* another thread count: none in the file */
+    assert_int_equal(hps_device_parse("cpu:5", &dev, 1, &n, &err), 0);
+    assert_int_equal(hps_profile_machine_load(path, &dev, 1, &err), -1);
+    assert_int_equal(err.code, HPS_EXIT_USAGE);
+    assert_non_null(strstr(err.msg, "no measured CPU device of 5 threads"));
+    /* a figure missing */
+    json_object_set_new(d, "handoff_us", json_null());
+    assert_int_equal(json_dump_file(doc, path, 0), 0);
+    assert_int_equal(hps_device_parse("cpu:3", &dev, 1, &n, &err), 0);
+    assert_int_equal(hps_profile_machine_load(path, &dev, 1, &err), -1);
+    assert_non_null(strstr(err.msg, "device 'cpu': handoff_us is missing"));
+    json_decref(doc);
+    unlink(path);
+    rmdir(dir);
 }
 
 /* A measured profile carries every layer's spread, and reads it back. */
@@ -454,6 +537,8 @@ int main(void)
         cmocka_unit_test(test_reads_what_the_writer_writes),
         cmocka_unit_test(test_spread),
         cmocka_unit_test(test_measured_spread),
+        cmocka_unit_test(test_paired_difference),
+        cmocka_unit_test(test_machine_figures_reused),
         cmocka_unit_test(test_scaling_times_each_layer),
         cmocka_unit_test(test_cpu_model_same_machine_is_exact),
         cmocka_unit_test(test_cpu_model_ratios),
