@@ -175,6 +175,7 @@ hps_sparse_grad *hps_sparse_grad_create(int64_t cap, int D)
     g->rows = hps_malloc((size_t)(cap ? cap : 1) * sizeof *g->rows);
     g->grad = hps_malloc((size_t)(cap ? cap : 1) * D * sizeof *g->grad);
     g->ht = hps_calloc((size_t)slots, sizeof *g->ht);
+    g->at = hps_malloc((size_t)(cap ? cap : 1) * sizeof *g->at);
     g->ht_mask = slots - 1;
     return g;
 }
@@ -185,6 +186,7 @@ void hps_sparse_grad_free(hps_sparse_grad *g)
     free(g->rows);
     free(g->grad);
     free(g->ht);
+    free(g->at);
     free(g);
 }
 
@@ -206,6 +208,7 @@ static int64_t sparse_slot(hps_sparse_grad *g, int64_t row)
             HPS_CHECK(g->n < g->cap);
             int64_t idx = g->n++;
             g->ht[h] = idx + 1;
+            g->at[idx] = h;
             g->rows[idx] = row;
             float *gr = g->grad + idx * g->D;
             for (int d = 0; d < g->D; d++) gr[d] = 0.0f; /* a few stores, not a call */
@@ -216,16 +219,11 @@ static int64_t sparse_slot(hps_sparse_grad *g, int64_t row)
 }
 
 /* Empties g, clearing only the hash slots used last time: cheaper than the
- * whole table. */
+ * whole table.  Each index took one slot, noted when it did: no row is
+ * hashed or probed a second time. */
 static void sparse_grad_reset(hps_sparse_grad *g)
 {
-    for (int64_t i = 0; i < g->n; i++) {
-        int64_t h = (int64_t)(mix64((uint64_t)g->rows[i]) & (uint64_t)g->ht_mask);
-        while (g->ht[h] != 0) {
-            g->ht[h] = 0;
-            h = (h + 1) & g->ht_mask;
-        }
-    }
+    for (int64_t i = 0; i < g->n; i++) g->ht[g->at[i]] = 0;
     g->n = 0;
 }
 
