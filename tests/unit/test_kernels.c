@@ -210,6 +210,40 @@ static void test_embedding_bag(void **state)
         }
 }
 
+/* A sparse gradient reused over batches of other rows (its hash table
+ * nearly full, so clusters form and wrap) equals a fresh one each time, bit
+ * for bit: the reset clears every slot the last batch took and no other. */
+static void test_sparse_grad_reuse(void **state)
+{
+    (void)state;
+    enum { B = 7, S = 3, D = 5, CAP = 3 * B * S };
+    hps_rng rng;
+    hps_rng_seed(&rng, 11);
+    hps_sparse_grad *reused = hps_sparse_grad_create(CAP, D);
+    float dout[B * S * D];
+    for (int i = 0; i < B * S * D; i++) dout[i] = hps_rng_range(&rng, -1.0f, 1.0f);
+    for (int batch = 0; batch < 6; batch++) {
+        int64_t offsets[B * S + 1], rows[CAP];
+        offsets[0] = 0;
+        /* 1 to 3 rows a bag, then one a bag, of rows a batch before may have
+         * held at other indices; repeats included */
+        for (int bag = 0; bag < B * S; bag++) {
+            int size = batch % 2 ? 1 : 1 + (int)hps_rng_below(&rng, 3);
+            for (int k = 0; k < size; k++) rows[offsets[bag] + k] = (int64_t)hps_rng_below(&rng, 50);
+            offsets[bag + 1] = offsets[bag] + size;
+        }
+        hps_bags bags = {.B = B, .S = S, .offsets = offsets, .rows = rows};
+        hps_sparse_grad *fresh = hps_sparse_grad_create(CAP, D);
+        embedding_bag_backward(fresh, dout, S * D, &bags, D, HPS_POOL_SUM);
+        embedding_bag_backward(reused, dout, S * D, &bags, D, HPS_POOL_SUM);
+        assert_int_equal(reused->n, fresh->n);
+        assert_memory_equal(reused->rows, fresh->rows, (size_t)fresh->n * sizeof *fresh->rows);
+        assert_memory_equal(reused->grad, fresh->grad, (size_t)fresh->n * D * sizeof *fresh->grad);
+        hps_sparse_grad_free(fresh);
+    }
+    hps_sparse_grad_free(reused);
+}
+
 static void test_sparse_adagrad(void **state)
 {
     (void)state;
@@ -749,6 +783,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fc),           cmocka_unit_test(test_activations),
         cmocka_unit_test(test_embedding_bag), cmocka_unit_test(test_sparse_adagrad),
+        cmocka_unit_test(test_sparse_grad_reuse),
         cmocka_unit_test(test_concat),       cmocka_unit_test(test_dot_interaction),
         cmocka_unit_test(test_logloss),      cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_vector_clones), cmocka_unit_test(test_embedding_unweighted_bits),
