@@ -476,8 +476,8 @@ static int64_t evict(hps_table *t, uint64_t step)
 /* Counts a lookup of a key without a row: 1 when this one admits it (its
  * admit_after-th since it became a candidate), else 0.  A key that finds
  * its bucket full takes the way of the least-counted candidate, which
- * starts over when it comes back: counts are never over, only under. */
-/* hash: the key's slot_hash */
+ * starts over when it comes back: counts are never over, only under.
+ * hash: the key's slot_hash. */
 static int admit(hps_table *t, int slot, uint64_t key, uint64_t hash)
 {
     const int after = threshold(t, slot);
