@@ -2,14 +2,6 @@
 
 #include <math.h>
 
-uint64_t hps_mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 void hps_rng_seed(hps_rng *r, uint64_t seed)
 {
     for (int i = 0; i < 4; i++) r->s[i] = seed = hps_mix64(seed);

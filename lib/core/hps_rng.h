@@ -24,7 +24,15 @@ typedef struct {
 void hps_zipf_init(hps_zipf *z, uint64_t n, double s); /* s > 0, s != 1 handled too */
 uint64_t hps_zipf_draw(const hps_zipf *z, hps_rng *r);  /* rank in [1, n] */
 
-/* splitmix64 finaliser: a well-mixed 64-bit hash of x. */
-uint64_t hps_mix64(uint64_t x);
+/* splitmix64 finaliser: a well-mixed 64-bit hash of x.  Inline: the
+ * tables hash every key of every step with it, and a call cost as much as
+ * the hash. */
+static inline uint64_t hps_mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
 
 #endif

@@ -33,6 +33,7 @@ typedef struct {
     float *grad;       /* n x D */
     int64_t *ht;       /* open addressing: row -> index+1, 2*cap slots */
     int64_t ht_mask;
+    int64_t *at;       /* per index: its slot in ht, which the next reset clears */
 } hps_sparse_grad;
 
 hps_sparse_grad *hps_sparse_grad_create(int64_t cap, int D);

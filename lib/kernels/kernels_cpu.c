@@ -130,21 +130,34 @@ static float bag_scale(const hps_bags *bags, int64_t lo, int64_t hi, hps_pool po
 
 /* A bag's pooled vector: o = sum over its rows of w_k * row_k, from zero.
  * Unweighted sum pooling (every demo-ctr bag) skips the multiply by 1.0f,
- * which changes no bit: x * 1.0f is x. */
-static inline void bag_pool(float *restrict o, const float *table, const hps_bags *bags, int64_t lo,
-                            int64_t hi, int64_t nnz, int D, float scale)
+ * which changes no bit: x * 1.0f is x.  The first row is added to zero in
+ * the same pass that stores it (0.0f + x, the sum from zero bit for bit,
+ * signed zeros included): a zeroing loop of its own became a memset call
+ * a bag, a third of the gather's instructions. */
+/* Always inlined: each clone of the gather then runs its own vector loops
+ * (a call reached the baseline build's). */
+__attribute__((always_inline)) static inline void bag_pool(float *restrict o, const float *table,
+                                                           const hps_bags *bags, int64_t lo,
+                                                           int64_t hi, int64_t nnz, int D,
+                                                           float scale)
 {
-    for (int d = 0; d < D; d++) o[d] = 0.0f;
+    if (hi == lo) {
+        for (int d = 0; d < D; d++) o[d] = 0.0f;
+        return;
+    }
     const int plain = !bags->weights && scale == 1.0f;
     for (int64_t k = lo; k < hi; k++) {
         if (k + ROW_PREFETCH < nnz) __builtin_prefetch(table + bags->rows[k + ROW_PREFETCH] * D);
         const float *restrict row = table + bags->rows[k] * D;
-        if (plain) {
+        const float w = plain ? 1.0f : scale * (bags->weights ? bags->weights[k] : 1.0f);
+        if (k == lo && plain)
+            for (int d = 0; d < D; d++) o[d] = 0.0f + row[d];
+        else if (k == lo)
+            for (int d = 0; d < D; d++) o[d] = 0.0f + w * row[d];
+        else if (plain)
             for (int d = 0; d < D; d++) o[d] += row[d];
-            continue;
-        }
-        float w = scale * (bags->weights ? bags->weights[k] : 1.0f);
-        for (int d = 0; d < D; d++) o[d] += w * row[d];
+        else
+            for (int d = 0; d < D; d++) o[d] += w * row[d];
     }
 }
 
@@ -175,6 +188,7 @@ hps_sparse_grad *hps_sparse_grad_create(int64_t cap, int D)
     g->rows = hps_malloc((size_t)(cap ? cap : 1) * sizeof *g->rows);
     g->grad = hps_malloc((size_t)(cap ? cap : 1) * D * sizeof *g->grad);
     g->ht = hps_calloc((size_t)slots, sizeof *g->ht);
+    g->at = hps_malloc((size_t)(cap ? cap : 1) * sizeof *g->at);
     g->ht_mask = slots - 1;
     return g;
 }
@@ -185,6 +199,7 @@ void hps_sparse_grad_free(hps_sparse_grad *g)
     free(g->rows);
     free(g->grad);
     free(g->ht);
+    free(g->at);
     free(g);
 }
 
@@ -196,8 +211,10 @@ static uint64_t mix64(uint64_t x)
     return x;
 }
 
-/* Index of row in g, adding it (with a zero gradient) on first sight. */
-static int64_t sparse_slot(hps_sparse_grad *g, int64_t row)
+/* Index of row in g, adding it on first sight (*fresh = 1): its gradient
+ * row is then unset, and the caller's first add stores 0.0f + x, the sum
+ * from zero bit for bit, in the pass that would have read the zeros. */
+static int64_t sparse_slot(hps_sparse_grad *g, int64_t row, int *fresh)
 {
     int64_t h = (int64_t)(mix64((uint64_t)row) & (uint64_t)g->ht_mask);
     for (;; h = (h + 1) & g->ht_mask) {
@@ -206,26 +223,24 @@ static int64_t sparse_slot(hps_sparse_grad *g, int64_t row)
             HPS_CHECK(g->n < g->cap);
             int64_t idx = g->n++;
             g->ht[h] = idx + 1;
+            g->at[idx] = h;
             g->rows[idx] = row;
-            float *gr = g->grad + idx * g->D;
-            for (int d = 0; d < g->D; d++) gr[d] = 0.0f; /* a few stores, not a call */
+            *fresh = 1;
             return idx;
         }
-        if (g->rows[v - 1] == row) return v - 1;
+        if (g->rows[v - 1] == row) {
+            *fresh = 0;
+            return v - 1;
+        }
     }
 }
 
 /* Empties g, clearing only the hash slots used last time: cheaper than the
- * whole table. */
+ * whole table.  Each index took one slot, noted when it did: no row is
+ * hashed or probed a second time. */
 static void sparse_grad_reset(hps_sparse_grad *g)
 {
-    for (int64_t i = 0; i < g->n; i++) {
-        int64_t h = (int64_t)(mix64((uint64_t)g->rows[i]) & (uint64_t)g->ht_mask);
-        while (g->ht[h] != 0) {
-            g->ht[h] = 0;
-            h = (h + 1) & g->ht_mask;
-        }
-    }
+    for (int64_t i = 0; i < g->n; i++) g->ht[g->at[i]] = 0;
     g->n = 0;
 }
 
@@ -236,9 +251,13 @@ void hps_sparse_grad_merge(hps_sparse_grad *dst, hps_sparse_grad *const *src, in
     for (int k = 0; k < n; k++) {
         HPS_CHECK(src[k]->D == dst->D);
         for (int64_t i = 0; i < src[k]->n; i++) {
-            float *gr = dst->grad + sparse_slot(dst, src[k]->rows[i]) * dst->D;
+            int fresh;
+            float *gr = dst->grad + sparse_slot(dst, src[k]->rows[i], &fresh) * dst->D;
             const float *add = src[k]->grad + i * dst->D;
-            for (int d = 0; d < dst->D; d++) gr[d] += add[d];
+            if (fresh)
+                for (int d = 0; d < dst->D; d++) gr[d] = 0.0f + add[d];
+            else
+                for (int d = 0; d < dst->D; d++) gr[d] += add[d];
         }
     }
 }
@@ -258,13 +277,17 @@ void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const
             /* as in bag_pool: a weight of 1.0f changes no bit, so none is applied */
             const int plain = !bags->weights && scale == 1.0f;
             for (int64_t k = lo; k < hi; k++) {
-                float *restrict gr = g->grad + sparse_slot(g, bags->rows[k]) * D;
-                if (plain) {
+                int fresh;
+                float *restrict gr = g->grad + sparse_slot(g, bags->rows[k], &fresh) * D;
+                const float w = plain ? 1.0f : scale * (bags->weights ? bags->weights[k] : 1.0f);
+                if (fresh && plain)
+                    for (int j = 0; j < D; j++) gr[j] = 0.0f + d[j];
+                else if (fresh)
+                    for (int j = 0; j < D; j++) gr[j] = 0.0f + w * d[j];
+                else if (plain)
                     for (int j = 0; j < D; j++) gr[j] += d[j];
-                    continue;
-                }
-                float w = scale * (bags->weights ? bags->weights[k] : 1.0f);
-                for (int j = 0; j < D; j++) gr[j] += w * d[j];
+                else
+                    for (int j = 0; j < D; j++) gr[j] += w * d[j];
             }
         }
 }

@@ -200,6 +200,7 @@ void hps_table_free(hps_table *t)
     free(t->slot_admit), free(t->ref), free(t->born), free(t->last_day), free(t->cand), free(t->ht), free(t);
 }
 
+static int64_t probe(const hps_table *t, uint64_t hash, int slot, uint64_t key, int64_t *at);
 static int64_t find(const hps_table *t, int slot, uint64_t key, int64_t *at);
 
 /* Hashes the rows anew; returns the first row whose (slot, key) an earlier
@@ -212,11 +213,12 @@ static int64_t rehash(hps_table *t, int64_t slots)
     int64_t twice = -1;
     for (int64_t r = 0; r < t->rows; r++) {
         int64_t h;
-        if (find(t, t->slot[r], t->key[r], &h) >= 0) {
+        const uint64_t hash = slot_hash(t->slot[r], t->key[r]);
+        if (probe(t, hash, t->slot[r], t->key[r], &h) >= 0) {
             if (twice < 0) twice = r;
             continue;
         }
-        t->ht[h] = entry_of(slot_hash(t->slot[r], t->key[r]), r);
+        t->ht[h] = entry_of(hash, r);
     }
     return twice;
 }
@@ -391,9 +393,12 @@ static void grow(hps_table *t)
     if (slots - 1 != t->ht_mask) HPS_CHECK(rehash(t, slots) < 0);
 }
 
-static int64_t find(const hps_table *t, int slot, uint64_t key, int64_t *at)
+/* The row of (slot, key), whose slot_hash is hash, or -1; *at: its hash
+ * slot, or the free one it would take.  The callers that go on to hash or
+ * seed the row hash it once. */
+static int64_t probe(const hps_table *t, uint64_t hash, int slot, uint64_t key, int64_t *at)
 {
-    const uint64_t hash = slot_hash(slot, key), want = hash & ~ROW_MASK;
+    const uint64_t want = hash & ~ROW_MASK;
     int64_t h = (int64_t)(hash & (uint64_t)t->ht_mask);
     for (;; h = (h + 1) & t->ht_mask) {
         hash_entry e = t->ht[h];
@@ -403,6 +408,11 @@ static int64_t find(const hps_table *t, int slot, uint64_t key, int64_t *at)
             return r;
         }
     }
+}
+
+static int64_t find(const hps_table *t, int slot, uint64_t key, int64_t *at)
+{
+    return probe(t, slot_hash(slot, key), slot, key, at);
 }
 
 /* Removes hash slot h by shifting later members of its cluster back, so no
@@ -426,10 +436,10 @@ static void unhash(hps_table *t, int64_t h)
     }
 }
 
-static void init_row(hps_table *t, int64_t r, int slot, uint64_t key)
+static void init_row(hps_table *t, int64_t r, int slot, uint64_t key, uint64_t hash)
 {
     hps_rng rng;
-    hps_rng_seed(&rng, t->seed ^ hps_mix64((uint64_t)t->layer) ^ slot_hash(slot, key));
+    hps_rng_seed(&rng, t->seed ^ hps_mix64((uint64_t)t->layer) ^ hash);
     if (t->dtype != HPS_ROW_FP32) {
         for (int d = 0; d < t->dim; d++)
             t->half[r * t->dim + d] = hps_row_round(hps_rng_range(&rng, -INIT_BOUND, INIT_BOUND), t->dtype);
@@ -466,14 +476,15 @@ static int64_t evict(hps_table *t, uint64_t step)
 /* Counts a lookup of a key without a row: 1 when this one admits it (its
  * admit_after-th since it became a candidate), else 0.  A key that finds
  * its bucket full takes the way of the least-counted candidate, which
- * starts over when it comes back: counts are never over, only under. */
-static int admit(hps_table *t, int slot, uint64_t key)
+ * starts over when it comes back: counts are never over, only under.
+ * hash: the key's slot_hash. */
+static int admit(hps_table *t, int slot, uint64_t key, uint64_t hash)
 {
     const int after = threshold(t, slot);
     if (after <= 1) return 1;
     if (!t->cand) t->cand = hps_calloc((size_t)(ADMIT_BUCKETS * ADMIT_WAYS), sizeof *t->cand);
     /* the high bits: the row hash takes the low ones */
-    admit_entry *b = t->cand + (int64_t)(slot_hash(slot, key) >> 40 & (uint64_t)(ADMIT_BUCKETS - 1)) * ADMIT_WAYS;
+    admit_entry *b = t->cand + (int64_t)(hash >> 40 & (uint64_t)(ADMIT_BUCKETS - 1)) * ADMIT_WAYS;
     admit_entry *low = b;
     for (int i = 0; i < ADMIT_WAYS; i++) {
         if (b[i].count && b[i].key == key && b[i].slot == slot) {
@@ -522,20 +533,21 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
                             t->layer);
         grow(t);
     }
-    int64_t at, r = find(t, slot, key, &at);
+    const uint64_t hash = slot_hash(slot, key);
+    int64_t at, r = probe(t, hash, slot, key, &at);
     t->lookups++;
     if (r >= 0 && (t->ref[r] & ROW_BORN)) return hps_table_zero_row(t);
-    if (r < 0 && !admit(t, slot, key)) return hps_table_zero_row(t); /* its gradient is dropped */
+    if (r < 0 && !admit(t, slot, key, hash)) return hps_table_zero_row(t); /* its gradient is dropped */
     int new_key = r < 0;
     if (new_key) {
         const int64_t mask = t->ht_mask, evictions = t->evictions;
         r = new_row(t, step, err);
         if (r < 0) return -1;
-        init_row(t, r, slot, key);
+        init_row(t, r, slot, key, hash);
         /* the free slot moves only with a rehash (grow) or an eviction's
-         * unhash: probing again for every new key cost a second hash and probe */
-        if (t->ht_mask != mask || t->evictions != evictions) find(t, slot, key, &at);
-        t->ht[at] = entry_of(slot_hash(slot, key), r);
+         * unhash: probing again for every new key cost a second probe */
+        if (t->ht_mask != mask || t->evictions != evictions) probe(t, hash, slot, key, &at);
+        t->ht[at] = entry_of(hash, r);
     }
     t->last_step[r] = (uint32_t)step;
     if (step > t->step) t->step = step;

@@ -210,6 +210,70 @@ static void test_embedding_bag(void **state)
         }
 }
 
+/* A sparse gradient reused over batches of other rows (its hash table
+ * nearly full, so clusters form and wrap) equals a fresh one each time, bit
+ * for bit: the reset clears every slot the last batch took and no other. */
+static void test_sparse_grad_reuse(void **state)
+{
+    (void)state;
+    enum { B = 7, S = 3, D = 5, CAP = 3 * B * S };
+    hps_rng rng;
+    hps_rng_seed(&rng, 11);
+    hps_sparse_grad *reused = hps_sparse_grad_create(CAP, D);
+    float dout[B * S * D];
+    for (int i = 0; i < B * S * D; i++) dout[i] = hps_rng_range(&rng, -1.0f, 1.0f);
+    for (int batch = 0; batch < 6; batch++) {
+        int64_t offsets[B * S + 1], rows[CAP];
+        offsets[0] = 0;
+        /* 1 to 3 rows a bag, then one a bag, of rows a batch before may have
+         * held at other indices; repeats included */
+        for (int bag = 0; bag < B * S; bag++) {
+            int size = batch % 2 ? 1 : 1 + (int)hps_rng_below(&rng, 3);
+            for (int k = 0; k < size; k++) rows[offsets[bag] + k] = (int64_t)hps_rng_below(&rng, 50);
+            offsets[bag + 1] = offsets[bag] + size;
+        }
+        hps_bags bags = {.B = B, .S = S, .offsets = offsets, .rows = rows};
+        hps_sparse_grad *fresh = hps_sparse_grad_create(CAP, D);
+        embedding_bag_backward(fresh, dout, S * D, &bags, D, HPS_POOL_SUM);
+        embedding_bag_backward(reused, dout, S * D, &bags, D, HPS_POOL_SUM);
+        assert_int_equal(reused->n, fresh->n);
+        assert_memory_equal(reused->rows, fresh->rows, (size_t)fresh->n * sizeof *fresh->rows);
+        assert_memory_equal(reused->grad, fresh->grad, (size_t)fresh->n * D * sizeof *fresh->grad);
+        hps_sparse_grad_free(fresh);
+    }
+    hps_sparse_grad_free(reused);
+}
+
+/* A bag's sum starts from +0.0f, as the first row's store is 0.0f + x: a
+ * bag of negative zeros pools to +0.0f, an empty bag to zeros, and a new
+ * gradient row of negative zeros is +0.0f too (a copy would keep the sign). */
+static void test_embedding_sum_from_zero(void **state)
+{
+    (void)state;
+    enum { D = 5 };
+    const float table[3 * D] = {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f, 1, 2, 3, 4, 5,
+                                -0.0f, -0.0f, -0.0f, -0.0f, -0.0f};
+    const int64_t offsets[] = {0, 1, 1, 3, 4}, rows[] = {0, 0, 2, 1};
+    for (int weighted = 0; weighted <= 1; weighted++) {
+        const float weights[] = {2.0f, 1.0f, 3.0f, 0.5f};
+        hps_bags bags = {.B = 2, .S = 2, .offsets = offsets, .rows = rows,
+                         .weights = weighted ? weights : NULL};
+        float out[4 * D], want[4 * D] = {0};
+        for (int d = 0; d < D; d++) want[3 * D + d] = (weighted ? 0.5f : 1.0f) * table[D + d];
+        memset(out, 0xff, sizeof out);
+        embedding_bag_forward(out, 2 * D, table, &bags, D, HPS_POOL_SUM);
+        assert_memory_equal(out, want, sizeof want); /* +0.0f, not -0.0f, in bags 0 to 2 */
+        hps_sparse_grad *g = hps_sparse_grad_create(4, D);
+        float dout[4 * D];
+        for (int i = 0; i < 4 * D; i++) dout[i] = -0.0f;
+        embedding_bag_backward(g, dout, 2 * D, &bags, D, HPS_POOL_SUM);
+        assert_int_equal(g->n, 3);
+        const float zeros[3 * D] = {0};
+        assert_memory_equal(g->grad, zeros, sizeof zeros);
+        hps_sparse_grad_free(g);
+    }
+}
+
 static void test_sparse_adagrad(void **state)
 {
     (void)state;
@@ -749,6 +813,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fc),           cmocka_unit_test(test_activations),
         cmocka_unit_test(test_embedding_bag), cmocka_unit_test(test_sparse_adagrad),
+        cmocka_unit_test(test_sparse_grad_reuse), cmocka_unit_test(test_embedding_sum_from_zero),
         cmocka_unit_test(test_concat),       cmocka_unit_test(test_dot_interaction),
         cmocka_unit_test(test_logloss),      cmocka_unit_test(test_softmax),
         cmocka_unit_test(test_vector_clones), cmocka_unit_test(test_embedding_unweighted_bits),
