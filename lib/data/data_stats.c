@@ -33,7 +33,7 @@ void hps_hll_add_rows(hps_hll_set *h, const hps_rows *r)
         uint8_t *reg = h->hll + (size_t)j * HLL_M;
         const uint64_t *k = r->keys[j];
         for (int64_t i = 0; i < r->nkeys[j]; i++) {
-            uint64_t x = hps_data_mix64(k[i]); /* keys may be raw indices: mix them */
+            uint64_t x = hps_mix64(k[i]); /* keys may be raw indices: mix them */
             uint32_t idx = (uint32_t)(x >> (64 - HPS_HLL_BITS));
             uint64_t w = x << HPS_HLL_BITS;
             uint8_t rank = w ? (uint8_t)(__builtin_clzll(w) + 1) : (uint8_t)(64 - HPS_HLL_BITS + 1);
@@ -134,7 +134,7 @@ void hps_hot_block_count(hps_hot_block *h, const hps_rows *r)
         memset(t, 0, cap * 2 * sizeof *t);
         for (int64_t i = 0; i < nk; i += 4) {
             uint64_t key = r->keys[j][i];
-            size_t p = hps_data_mix64(key) & (cap - 1);
+            size_t p = hps_mix64(key) & (cap - 1);
             while (t[2 * p + 1] && t[2 * p] != key) p = (p + 1) & (cap - 1);
             t[2 * p] = key;
             t[2 * p + 1]++;
@@ -168,7 +168,7 @@ void hps_hot_free(hps_hot_set *h)
 
 static void cand_add(hps_key_count *t, int *n, hps_key_count c)
 {
-    size_t p = hps_data_mix64(c.key) & (CAND_CAP - 1);
+    size_t p = hps_mix64(c.key) & (CAND_CAP - 1);
     while (t[p].count && t[p].key != c.key) p = (p + 1) & (CAND_CAP - 1);
     if (!t[p].count) t[p].key = c.key, (*n)++;
     t[p].count += c.count;

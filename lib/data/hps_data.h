@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "core/hps_core.h"
+#include "core/hps_rng.h"
 
 #define HPS_CRITEO_DENSE 13
 #define HPS_CRITEO_SLOTS 26
@@ -62,18 +63,9 @@ typedef struct {
  * are (the index is already the identity of the feature). */
 uint64_t hps_key_of(const hps_parse_opts *o, int slot, uint64_t value);
 
-/* hps_mix64 (splitmix64's finaliser), inline for the parser's hot loop. */
-static inline uint64_t hps_data_mix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 static inline uint64_t hps_key_inline(const hps_parse_opts *o, int slot, uint64_t value)
 {
-    uint64_t key = o->hash == HPS_HASH_MIX64 ? hps_data_mix64(value ^ hps_data_mix64(o->seed + (uint64_t)slot))
+    uint64_t key = o->hash == HPS_HASH_MIX64 ? hps_mix64(value ^ hps_mix64(o->seed + (uint64_t)slot))
                                              : value;
     return o->buckets ? key % o->buckets : key;
 }
