@@ -128,12 +128,28 @@ static float bag_scale(const hps_bags *bags, int64_t lo, int64_t hi, hps_pool po
  * larger than the caches, and each row is a miss of its own. */
 #define ROW_PREFETCH 16
 
+/* x (times w unless plain: a weight of 1.0f changes no bit, so none is
+ * applied) into o: stored from zero when first (0.0f + x, the sum from zero
+ * bit for bit, signed zeros included, in the pass that would have read the
+ * zeros), else added.  Always inlined, as its callers. */
+__attribute__((always_inline)) static inline void row_into(float *restrict o, const float *restrict x, float w,
+                                                           int plain, int first, int D)
+{
+    if (first && plain)
+        for (int d = 0; d < D; d++) o[d] = 0.0f + x[d];
+    else if (first)
+        for (int d = 0; d < D; d++) o[d] = 0.0f + w * x[d];
+    else if (plain)
+        for (int d = 0; d < D; d++) o[d] += x[d];
+    else
+        for (int d = 0; d < D; d++) o[d] += w * x[d];
+}
+
 /* A bag's pooled vector: o = sum over its rows of w_k * row_k, from zero.
  * Unweighted sum pooling (every demo-ctr bag) skips the multiply by 1.0f,
- * which changes no bit: x * 1.0f is x.  The first row is added to zero in
- * the same pass that stores it (0.0f + x, the sum from zero bit for bit,
- * signed zeros included): a zeroing loop of its own became a memset call
- * a bag, a third of the gather's instructions. */
+ * which changes no bit: x * 1.0f is x.  The first row is stored from zero
+ * (row_into): a zeroing loop of its own became a memset call a bag, a third
+ * of the gather's instructions. */
 /* Always inlined: each clone of the gather then runs its own vector loops
  * (a call reached the baseline build's). */
 __attribute__((always_inline)) static inline void bag_pool(float *restrict o, const float *table,
@@ -150,14 +166,7 @@ __attribute__((always_inline)) static inline void bag_pool(float *restrict o, co
         if (k + ROW_PREFETCH < nnz) __builtin_prefetch(table + bags->rows[k + ROW_PREFETCH] * D);
         const float *restrict row = table + bags->rows[k] * D;
         const float w = plain ? 1.0f : scale * (bags->weights ? bags->weights[k] : 1.0f);
-        if (k == lo && plain)
-            for (int d = 0; d < D; d++) o[d] = 0.0f + row[d];
-        else if (k == lo)
-            for (int d = 0; d < D; d++) o[d] = 0.0f + w * row[d];
-        else if (plain)
-            for (int d = 0; d < D; d++) o[d] += row[d];
-        else
-            for (int d = 0; d < D; d++) o[d] += w * row[d];
+        row_into(o, row, w, plain, k == lo, D);
     }
 }
 
@@ -254,10 +263,7 @@ void hps_sparse_grad_merge(hps_sparse_grad *dst, hps_sparse_grad *const *src, in
             int fresh;
             float *gr = dst->grad + sparse_slot(dst, src[k]->rows[i], &fresh) * dst->D;
             const float *add = src[k]->grad + i * dst->D;
-            if (fresh)
-                for (int d = 0; d < dst->D; d++) gr[d] = 0.0f + add[d];
-            else
-                for (int d = 0; d < dst->D; d++) gr[d] += add[d];
+            row_into(gr, add, 1.0f, 1, fresh, dst->D);
         }
     }
 }
@@ -280,14 +286,7 @@ void embedding_bag_backward(hps_sparse_grad *g, const float *dout, int ld, const
                 int fresh;
                 float *restrict gr = g->grad + sparse_slot(g, bags->rows[k], &fresh) * D;
                 const float w = plain ? 1.0f : scale * (bags->weights ? bags->weights[k] : 1.0f);
-                if (fresh && plain)
-                    for (int j = 0; j < D; j++) gr[j] = 0.0f + d[j];
-                else if (fresh)
-                    for (int j = 0; j < D; j++) gr[j] = 0.0f + w * d[j];
-                else if (plain)
-                    for (int j = 0; j < D; j++) gr[j] += d[j];
-                else
-                    for (int j = 0; j < D; j++) gr[j] += w * d[j];
+                row_into(gr, d, w, plain, fresh, D);
             }
         }
 }
