@@ -920,6 +920,145 @@ static void test_cache_resumes_warm(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+
+/* The cache's rule (train_rows.h) kept the plain way: every row's count and
+ * stamp, and on a miss into a full cache a scan for the least (count,
+ * stamp) of the cached rows the step has not used. */
+enum { REF_ROWS = 64 };
+typedef struct {
+    uint64_t count[2][REF_ROWS], stamp[2][REF_ROWS], touched[2][REF_ROWS], seq, step, n_cached, capacity;
+    int cached[2][REF_ROWS], staged[2][REF_ROWS];
+    train_rows_stats st;
+} ref_cache;
+
+static void ref_lookup(ref_cache *c, int l, int64_t row)
+{
+    c->count[l][row]++;
+    c->stamp[l][row] = ++c->seq;
+    c->st.lookups++;
+    if (c->touched[l][row] == c->step + 1) {
+        c->st.hits += !c->staged[l][row];
+        return;
+    }
+    c->touched[l][row] = c->step + 1;
+    if (c->cached[l][row]) {
+        c->st.hits++;
+        return;
+    }
+    c->st.misses++;
+    int vl = -1;
+    int64_t vr = -1;
+    for (int k = 0; k < 2 && c->n_cached == c->capacity; k++)
+        for (int64_t i = 0; i < REF_ROWS; i++) {
+            if (!c->cached[k][i] || c->touched[k][i] == c->step + 1) continue;
+            if (vl < 0 || c->count[k][i] < c->count[vl][vr] ||
+                (c->count[k][i] == c->count[vl][vr] && c->stamp[k][i] < c->stamp[vl][vr]))
+                vl = k, vr = i;
+        }
+    if (vl >= 0 && c->count[l][row] > c->count[vl][vr]) {
+        c->cached[vl][vr] = 0;
+        c->n_cached--;
+        c->st.write_backs++;
+    }
+    if (c->n_cached == c->capacity) {
+        c->staged[l][row] = 1;
+        return;
+    }
+    c->cached[l][row] = 1;
+    c->n_cached++;
+}
+
+static void ref_step_end(ref_cache *c)
+{
+    for (int k = 0; k < 2; k++)
+        for (int64_t i = 0; i < REF_ROWS; i++) c->st.write_backs += (uint64_t)c->staged[k][i], c->staged[k][i] = 0;
+    c->step++;
+}
+
+/* What train_rows_save says of each row (count, stamp, cached) equals c's. */
+static void assert_rows_as_ref(const train_rows *r, const ref_cache *c, hps_table **tables)
+{
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(train_rows_save(r, f), 0);
+    rewind(f);
+    uint32_t magic;
+    uint64_t head[6];
+    assert_int_equal(fread(&magic, sizeof magic, 1, f), 1);
+    assert_int_equal(fread(head, sizeof *head, 6, f), 6);
+    for (int l = 0; l < 2; l++) {
+        int64_t n;
+        assert_int_equal(fread(&n, sizeof n, 1, f), 1);
+        assert_true(n == hps_table_rows(tables[l]) && n <= REF_ROWS);
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t rec[3];
+            assert_int_equal(fread(rec, sizeof *rec, 3, f), 3);
+            if (rec[0] != c->count[l][i] || rec[1] != c->stamp[l][i] || (int)rec[2] != c->cached[l][i])
+                fail_msg("step %llu: layer %d row %lld: (%llu, %llu, cached %llu), the rule's (%llu, %llu, %d)",
+                         (unsigned long long)c->step, l, (long long)i, (unsigned long long)rec[0],
+                         (unsigned long long)rec[1], (unsigned long long)rec[2],
+                         (unsigned long long)c->count[l][i], (unsigned long long)c->stamp[l][i], c->cached[l][i]);
+        }
+    }
+    fclose(f);
+}
+
+/* The cache evicts, stages and keeps exactly the rows its rule names, lookup
+ * by lookup: a stream over two layers with ties of count (stamps decide),
+ * keys repeated within a step, a cache full mid-step, and rows the step
+ * used kept out of its eviction order until the step ends. */
+static void test_cache_evicts_by_its_rule(void **state)
+{
+    (void)state;
+    hps_model *m = load("two-tables.json");
+    uint64_t x = 0x9e3779b97f4a7c15ull, evicted = 0, staged = 0;
+    hps_error err;
+    /* an LFU cache churns while its counts are young: many short runs */
+    for (int run = 0; run < 20; run++) {
+        hps_table *tables[2];
+        for (int l = 0; l < 2; l++) tables[l] = hps_table_create(l, m->layers[l].dim, 0, HPS_TABLE_FULL_ERROR, 7);
+        ref_cache *c = hps_calloc(1, sizeof *c);
+        c->capacity = 6;
+        train_rows *r = train_rows_create(hps_backend_cpu(), m, tables, 0, 2, (int64_t)c->capacity);
+        for (uint64_t step = 0; step < 40; step++) {
+            for (int k = 0; k < 12; k++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                unsigned u = (unsigned)(x >> 20) % 100;
+                /* 6 hot keys of 12 a layer, which ones moving every 5 steps; 20 rare */
+                uint64_t key = u < 80 ? (u % 6 + step / 5) % 12 : 12 + u % 20;
+                int l = (int)(x >> 40) & 1;
+                int64_t row = hps_table_lookup(tables[l], 0, key, step, &err);
+                assert_true(row >= 0 && row < REF_ROWS);
+                train_rows_map(r, l, row, 0);
+                ref_lookup(c, l, row);
+                const train_rows_stats *st = train_rows_stats_of(r);
+                if (st->hits != c->st.hits || st->misses != c->st.misses || st->write_backs != c->st.write_backs)
+                    fail_msg("run %d step %llu lookup %d: hits %llu misses %llu write-backs %llu, the rule's "
+                             "%llu %llu %llu", run, (unsigned long long)step, k, (unsigned long long)st->hits,
+                             (unsigned long long)st->misses, (unsigned long long)st->write_backs,
+                             (unsigned long long)c->st.hits, (unsigned long long)c->st.misses,
+                             (unsigned long long)c->st.write_backs);
+            }
+            uint64_t before = c->st.write_backs;
+            ref_step_end(c);
+            staged += c->st.write_backs - before;
+            train_rows_prepare(r);
+            train_rows_step_end(r, 1);
+            assert_true(train_rows_stats_of(r)->write_backs == c->st.write_backs);
+            assert_rows_as_ref(r, c, tables);
+        }
+        evicted += c->st.write_backs;
+        train_rows_free(r);
+        free(c);
+        for (int l = 0; l < 2; l++) hps_table_free(tables[l]);
+    }
+    evicted -= staged;
+    /* the stream reached every case: rows evicted and rows staged */
+    print_message("# %llu rows evicted, %llu staged\n", (unsigned long long)evicted, (unsigned long long)staged);
+    assert_true(evicted > 200 && staged > 200);
+    hps_model_free(m);
+}
+
 /* The probe times each thread count on batches no earlier count read, as a
  * run meets new keys: a pass over batches read before finds their rows in
  * the tables already (dlrm-criteo's engine took 0.44 ms a step so, 0.70 on
@@ -1410,6 +1549,7 @@ int main(void)
         cmocka_unit_test(test_probe_reads_new_batches),
         cmocka_unit_test(test_device_rows_match_host_tables),
         cmocka_unit_test(test_cache_resumes_warm),
+        cmocka_unit_test(test_cache_evicts_by_its_rule),
         cmocka_unit_test(test_table_admits_after_n_lookups),
         cmocka_unit_test(test_table_expiry_by_days),
         cmocka_unit_test(test_table_save_load_days_and_counts),
