@@ -34,9 +34,14 @@ typedef struct {
     int64_t cap_keys, *part_slots, cap_part_slots;
 } rows_layer;
 
+/* A row of the eviction order with its key, (count, stamp) as they were
+ * when it entered: the heap's comparisons read only the heap, not two
+ * arrays by host row each (random reads that made the heap a sixth of the
+ * small cache's step on the CPU backend, perf, dlrm-criteo). */
 typedef struct {
-    int l;
+    uint64_t count, stamp;
     int64_t row;
+    int l;
 } heap_entry;
 
 struct train_rows {
@@ -44,10 +49,14 @@ struct train_rows {
     int first, end;
     rows_layer *L;
     int64_t capacity, n_cached;
-    heap_entry *heap; /* the cached rows the step has not used, lowest (count, stamp) first */
+    /* the cached rows, lowest (count, stamp) first; those the step used stay
+     * under their old keys until its end (least_unused, restore_order) */
+    heap_entry *heap;
     int64_t n_heap, cap_heap;
-    heap_entry *pinned; /* the cached rows the step used: back into the heap at its end */
+    heap_entry *pinned; /* the cached rows the step used: their keys renewed at its end */
     int64_t n_pinned, cap_pinned;
+    uint64_t *grown; /* restore_order: a bit a heap position whose key grew */
+    int64_t cap_grown;
     int ordered; /* heap and pinned kept: the cache has been full (keeps_order) */
     uint64_t step_id, seq;
     train_rows_stats stats;
@@ -133,11 +142,15 @@ static void give_slot(rows_layer *T, int64_t slot)
 
 /* ---- the heap of evictable rows ----------------------------------------------- */
 
-static int heap_less(const train_rows *r, heap_entry a, heap_entry b)
+static int heap_less(heap_entry a, heap_entry b)
 {
-    const rows_layer *A = &r->L[a.l - r->first], *B = &r->L[b.l - r->first];
-    if (A->count[a.row] != B->count[b.row]) return A->count[a.row] < B->count[b.row];
-    return A->stamp[a.row] < B->stamp[b.row];
+    return a.count != b.count ? a.count < b.count : a.stamp < b.stamp;
+}
+
+static heap_entry entry_of(const train_rows *r, int l, int64_t row)
+{
+    const rows_layer *T = &r->L[l - r->first];
+    return (heap_entry){T->count[row], T->stamp[row], row, l};
 }
 
 static void heap_set(train_rows *r, int64_t i, heap_entry e)
@@ -149,7 +162,7 @@ static void heap_set(train_rows *r, int64_t i, heap_entry e)
 static void heap_up(train_rows *r, int64_t i)
 {
     heap_entry e = r->heap[i];
-    while (i > 0 && heap_less(r, e, r->heap[(i - 1) / 2])) {
+    while (i > 0 && heap_less(e, r->heap[(i - 1) / 2])) {
         heap_set(r, i, r->heap[(i - 1) / 2]);
         i = (i - 1) / 2;
     }
@@ -162,8 +175,8 @@ static void heap_down(train_rows *r, int64_t i)
     for (;;) {
         int64_t c = 2 * i + 1;
         if (c >= r->n_heap) break;
-        if (c + 1 < r->n_heap && heap_less(r, r->heap[c + 1], r->heap[c])) c++;
-        if (!heap_less(r, r->heap[c], e)) break;
+        if (c + 1 < r->n_heap && heap_less(r->heap[c + 1], r->heap[c])) c++;
+        if (!heap_less(r->heap[c], e)) break;
         heap_set(r, i, r->heap[c]);
         i = c;
     }
@@ -173,7 +186,7 @@ static void heap_down(train_rows *r, int64_t i)
 static void heap_push(train_rows *r, int l, int64_t row)
 {
     r->heap = grow_array(r->heap, &r->cap_heap, r->n_heap + 1, sizeof *r->heap);
-    r->heap[r->n_heap++] = (heap_entry){l, row};
+    r->heap[r->n_heap++] = entry_of(r, l, row);
     heap_up(r, r->n_heap - 1);
 }
 
@@ -223,7 +236,7 @@ void train_rows_free(train_rows *r)
         hps_sparse_grad_free(T->sum);
         if (T->dev_sum) r->be->sparse_grad_free(T->dev_sum);
     }
-    free(r->L), free(r->heap), free(r->pinned);
+    free(r->L), free(r->heap), free(r->pinned), free(r->grown);
     free(r);
 }
 
@@ -283,10 +296,56 @@ static int evicts(const train_rows *r) { return r->capacity != INT64_MAX; }
  * the step has not used, and stamps are unique (one seq for all layers). */
 static int keeps_order(const train_rows *r) { return evicts(r) && r->ordered; }
 
+/* The first row of the order that the step has not used (0: none).  A row
+ * the step used stays in the heap under its old key, lower than its new
+ * one, so it may come first: it leaves the heap then, to be pushed back at
+ * the step's end.  The first row not used is the least of them all: their
+ * keys in the heap are their own. */
+static int least_unused(train_rows *r, heap_entry *v)
+{
+    while (r->n_heap > 0) {
+        heap_entry e = r->heap[0];
+        if (r->L[e.l - r->first].touched[e.row] != r->step_id + 1) return *v = e, 1;
+        heap_remove(r, e.l, e.row);
+    }
+    return 0;
+}
+
+/* The step's rows back in order under their new keys.  A row still in the
+ * heap only grew (count and stamp), so each is sifted down where it is,
+ * the deepest first, as heapify does: the heap is whole again without
+ * taking them out on every hit and in at the end (a remove and a push, each
+ * up to log n levels, on every hit of every step).  The others (new, or
+ * taken out by least_unused) are pushed. */
+static void restore_order(train_rows *r)
+{
+    int64_t words = r->n_heap / 64 + 1;
+    r->grown = grow_array(r->grown, &r->cap_grown, words, sizeof *r->grown);
+    memset(r->grown, 0, (size_t)words * sizeof *r->grown);
+    for (int64_t i = 0; i < r->n_pinned; i++) {
+        heap_entry p = r->pinned[i];
+        int64_t at = r->L[p.l - r->first].heap_at[p.row];
+        if (at < 0) continue;
+        r->heap[at] = entry_of(r, p.l, p.row);
+        r->grown[at / 64] |= 1ull << (at % 64);
+    }
+    for (int64_t w = words - 1; w >= 0; w--)
+        while (r->grown[w]) {
+            int b = 63 - __builtin_clzll(r->grown[w]);
+            r->grown[w] &= ~(1ull << b);
+            heap_down(r, w * 64 + b);
+        }
+    for (int64_t i = 0; i < r->n_pinned; i++) {
+        heap_entry p = r->pinned[i];
+        if (r->L[p.l - r->first].heap_at[p.row] < 0) heap_push(r, p.l, p.row);
+    }
+    r->n_pinned = 0;
+}
+
 static void pin(train_rows *r, int l, int64_t row)
 {
     r->pinned = grow_array(r->pinned, &r->cap_pinned, r->n_pinned + 1, sizeof *r->pinned);
-    r->pinned[r->n_pinned++] = (heap_entry){l, row};
+    r->pinned[r->n_pinned++] = (heap_entry){.row = row, .l = l};
 }
 
 /* The full cache's order: the rows this step used pinned, the others in
@@ -302,7 +361,7 @@ static void build_order(train_rows *r)
                 continue;
             }
             r->heap = grow_array(r->heap, &r->cap_heap, r->n_heap + 1, sizeof *r->heap);
-            heap_set(r, r->n_heap++, (heap_entry){l, row});
+            heap_set(r, r->n_heap++, entry_of(r, l, row));
         }
     }
     for (int64_t i = r->n_heap / 2 - 1; i >= 0; i--) heap_down(r, i);
@@ -327,15 +386,13 @@ int64_t train_rows_map(train_rows *r, int l, int64_t row, int evaluating)
     T->touched[row] = r->step_id + 1;
     if (T->slot[row] >= 0) {
         r->stats.hits++;
-        if (keeps_order(r)) heap_remove(r, l, row), pin(r, l, row);
+        if (keeps_order(r)) pin(r, l, row); /* it stays in the heap: least_unused passes it */
         return T->slot[row];
     }
     r->stats.misses++;
     if (r->n_cached == r->capacity && !r->ordered) build_order(r);
-    if (r->n_cached == r->capacity && r->n_heap > 0) {
-        heap_entry v = r->heap[0];
-        if (T->count[row] > r->L[v.l - r->first].count[v.row]) evict(r, v);
-    }
+    heap_entry v;
+    if (r->n_cached == r->capacity && least_unused(r, &v) && T->count[row] > v.count) evict(r, v);
     if (r->n_cached == r->capacity) {
         stage(r, T, row);
         return T->slot[row];
@@ -573,8 +630,7 @@ void train_rows_step_end(train_rows *r, int write_back)
         T->stage.n = 0;
     }
     if (!write_back) return; /* an evaluation batch pins nothing */
-    for (int64_t i = 0; i < r->n_pinned; i++) heap_push(r, r->pinned[i].l, r->pinned[i].row);
-    r->n_pinned = 0;
+    restore_order(r);
     r->step_id++;
 }
 
