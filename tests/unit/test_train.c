@@ -924,7 +924,7 @@ static void test_cache_resumes_warm(void **state)
 /* The cache's rule (train_rows.h) kept the plain way: every row's count and
  * stamp, and on a miss into a full cache a scan for the least (count,
  * stamp) of the cached rows the step has not used. */
-enum { REF_ROWS = 64 };
+enum { REF_ROWS = 128 };
 typedef struct {
     uint64_t count[2][REF_ROWS], stamp[2][REF_ROWS], touched[2][REF_ROWS], seq, step, n_cached, capacity;
     int cached[2][REF_ROWS], staged[2][REF_ROWS];
@@ -1018,14 +1018,16 @@ static void test_cache_evicts_by_its_rule(void **state)
         hps_table *tables[2];
         for (int l = 0; l < 2; l++) tables[l] = hps_table_create(l, m->layers[l].dim, 0, HPS_TABLE_FULL_ERROR, 7);
         ref_cache *c = hps_calloc(1, sizeof *c);
-        c->capacity = 6;
+        c->capacity = run % 2 ? 40 : 6; /* a heap of a few levels, and of several */
         train_rows *r = train_rows_create(hps_backend_cpu(), m, tables, 0, 2, (int64_t)c->capacity);
         for (uint64_t step = 0; step < 40; step++) {
-            for (int k = 0; k < 12; k++) {
+            for (int k = 0; k < 32; k++) {
                 x ^= x << 13, x ^= x >> 7, x ^= x << 17;
                 unsigned u = (unsigned)(x >> 20) % 100;
-                /* 6 hot keys of 12 a layer, which ones moving every 5 steps; 20 rare */
-                uint64_t key = u < 80 ? (u % 6 + step / 5) % 12 : 12 + u % 20;
+                /* 6 or 24 hot keys of twice as many a layer, which ones moving
+                 * every 5 steps; 40 rare */
+                uint64_t hot = c->capacity < 10 ? 6 : 24;
+                uint64_t key = u < 80 ? (u % hot + step / 5) % (2 * hot) : 2 * hot + u % 40;
                 int l = (int)(x >> 40) & 1;
                 int64_t row = hps_table_lookup(tables[l], 0, key, step, &err);
                 assert_true(row >= 0 && row < REF_ROWS);
