@@ -354,6 +354,8 @@ assert abs(with_read[0] - without[0] - read) < 0.0015 and with_read[1] == withou
 assert abs(more_cpu[0] - with_read[0] - 2) < 0.0015 and more_cpu[1] == with_read[1], (more_cpu, with_read)
 PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
+    run "$HPS_BIN/hps-profile" show "$TMP/p.json" -f table
+    [[ "$output" == *"  read "*" ms a batch, its reader's thread "*" ms of CPU beside the step"* ]]
 }
 
 @test "profile: the engine with its rows in device memory is timed (device_rows_ms); hps-plan charges it to an hbm stage, not to rows on servers nor a model without tables" {
