@@ -70,6 +70,7 @@ int hps_profile_read_cpu_ms(const char *data, int B, int min_batches, double *ms
     uint64_t rows = sh->blocks ? sh->rows * blocks / sh->blocks : sh->rows;
     int batches = (int)((rows + (uint64_t)B - 1) / (uint64_t)B);
     if (batches < min_batches) batches = min_batches;
+    if (batches < 1) batches = 1;
     char *path = hps_manifest_shard_path(m, first);
     const hps_schema *s = &m->schema;
     hps_batch *b = hps_batch_create(B, s->n_dense, s->n_slots, (int64_t)B * (s->n_slots + 1), 1);
