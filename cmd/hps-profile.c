@@ -248,7 +248,8 @@ static int device_rows_overhead(const hps_model *m, hps_trainer *host, const pla
  * merged and applied, the dense optimizer, the pipeline's hand-offs.  Its
  * probe times these on synthetic batches, or with --data on the shards a run
  * reads (their keys, and the read of each batch), at the device's threads:
- * the CPU device's overhead_ms and read_ms (hps-profile(5)); and again with
+ * the CPU device's overhead_ms and read_ms (hps-profile(5)), with --data also
+ * the CPU the reader's background thread takes a batch (read_cpu_ms); and again with
  * the rows in device memory (device_rows_overhead). */
 static int engine_overhead(const hps_model *m, const hps_device_spec *spec, json_t *dev,
                            const hps_profile_opts *o, const char *data, hps_error *err)
@@ -275,6 +276,9 @@ static int engine_overhead(const hps_model *m, const hps_device_spec *spec, json
     hps_profile_device_set_exchange(dev, exchange);
     hps_profile_device_set_engine(dev, probe, data != NULL);
     json_decref(probe);
+    double read_cpu = 0;
+    if (data && hps_profile_read_cpu_ms(data, plan.batch, o->reps, &read_cpu, err)) return -1;
+    if (data) hps_profile_device_set_read_cpu(dev, read_cpu);
     return 0;
 }
 

@@ -108,6 +108,8 @@ typedef struct {
     /* per type */
     double overhead_ms[PLAN_MAX_TYPES], price[PLAN_MAX_TYPES], power[PLAN_MAX_TYPES];
     double read_ms[PLAN_MAX_TYPES]; /* reading a batch from shards, where profiled (else 0) */
+    /* the reader's background thread's CPU a batch (hps-profile(5), read_cpu_ms; else 0) */
+    double read_cpu_ms[PLAN_MAX_TYPES];
     /* one thread waking another to hand it a micro-batch (the profile's
      * handoff_us; 0 when not profiled): hps-train's stages in one process */
     double handoff_ms[PLAN_MAX_TYPES];

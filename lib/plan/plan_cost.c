@@ -61,6 +61,21 @@ static double shard_bytes(const plan_problem *p, int first, int end)
 static void stage_law(const plan_problem *p, int first, int end, int t, int way, const plan_kept *kept,
                       plan_law *law);
 
+/* The reader's thread decodes and checks the blocks beside the step (the
+ * profile's read_cpu_ms; read_ms is only the step's wait for a batch).  A
+ * cpu unit of n threads has n cores (hps-cluster(5)), which the step's n
+ * threads fill, so the reader's CPU displaces the step's: 1 / n of it on
+ * each core, a longer step by read_cpu_ms / n.  Each unit pays it whole:
+ * it decodes every block of the batch and cuts its slice from them (a
+ * block is one zstd frame; under mpirun each rank's reader took the CPU of
+ * the one process's, issue 30).  A gpu unit's host cores are not counted
+ * (its host work has no core count: n / (n - 1) in plan_law_colocate). */
+static double reader_ms(const plan_problem *p, int first, int t)
+{
+    if (first > 0 || p->is_gpu[t]) return 0;
+    return p->read_cpu_ms[t] / (p->cores[t] > 0 ? p->cores[t] : 1);
+}
+
 /* Rows in device memory cost hps-train host work a step besides the layers
  * (each lookup's slot, the eviction order of the rows a step touched, rows
  * moved into the backend's memory): the profile's device_rows_ms, for all
@@ -152,6 +167,7 @@ static void stage_law(const plan_problem *p, int first, int end, int t, int way,
      * its units decoding only its slice (hps-train(1)): the read divides by
      * k as the layers do */
     double o = p->overhead_ms[t], read = first == 0 ? p->read_ms[t] : 0;
+    o += reader_ms(p, first, t);
     law->compute_ms = o + read + layers;
     law->layers_ms = layers;
     law->layers_fixed_ms = fixed;

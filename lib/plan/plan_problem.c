@@ -321,6 +321,7 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
     p->pcie_bpms[t] = hps_profile_host_link_gbps(d) * 1e6;
     p->reduce_bpms[t] = d->triad_gbps * 1e6;
     p->read_ms[t] = d->read_ms;          /* absent (profiled without --data): not charged */
+    p->read_cpu_ms[t] = d->read_cpu_ms;  /* absent: not charged */
     p->handoff_ms[t] = d->handoff_us / 1000; /* absent or null: hand-offs are not charged */
     p->device_rows_ms[t] = d->device_rows_ms; /* absent: not charged */
     take_exchange(d, p, t, &exchange[0], &exchange[1]);

@@ -125,6 +125,9 @@ typedef struct {
      * memory (device_rows_ms; 0 when absent) */
     double device_rows_ms;
     double device_rows_spread; /* its spread (hps_profile_paired); NAN: not recorded */
+    /* the shard reader's background thread's CPU a batch, beside the step
+     * (read_cpu_ms; 0 when absent) */
+    double read_cpu_ms;
     const char *machine_from;  /* the file its machine figures came from; NULL: measured */
     int has_read, has_step_j;
     double step_j;
@@ -261,6 +264,14 @@ void hps_profile_device_set_engine(json_t *device, json_t *probe_doc, int on_dat
  * steps with host tables (a) and with the rows in the backend's memory
  * (b, rows hbm) on the same batches; device_rows_ms never below 0. */
 void hps_profile_device_set_device_rows(json_t *device, const hps_profile_paired *p);
+/* Sets a device's read_cpu_ms (hps_profile_read_cpu_ms). */
+void hps_profile_device_set_read_cpu(json_t *device, double ms);
+/* The CPU milliseconds the shard reader's background thread spends a batch
+ * of B samples (decoding and checking blocks) on the shard directory data,
+ * timed as the caller's CPU with the blocks decoded in it less its CPU
+ * with them decoded beside it, over at least min_batches batches and 8 of the
+ * first training shard's blocks (profile_decode.c). */
+int hps_profile_read_cpu_ms(const char *data, int B, int min_batches, double *ms, hps_error *err);
 /* Sets a device's exchange record (stolen; hps_dist_probe_exchange). */
 void hps_profile_device_set_exchange(json_t *device, json_t *exchange);
 /* Multiplies a layer's timings and scaling curve by factor in its object,

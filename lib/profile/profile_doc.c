@@ -82,7 +82,10 @@ static void print_device(const hps_profile_device *d, FILE *out)
             d->layers_sum_ms, d->step_ms);
     if (d->has_step_j) fprintf(out, ", %.3f J/step", d->step_j);
     fprintf(out, "\n");
-    if (d->has_read) fprintf(out, "  read %.3f ms a batch\n", d->read_ms);
+    if (d->has_read && d->read_cpu_ms > 0)
+        fprintf(out, "  read %.3f ms a batch, its reader's thread %.3f ms of CPU beside the step\n", d->read_ms,
+                d->read_cpu_ms);
+    else if (d->has_read) fprintf(out, "  read %.3f ms a batch\n", d->read_ms);
     const hps_profile_exchange *x = &d->exchange;
     if (x->present)
         fprintf(out, "  exchange with a server: %.0f rows, %.1f KiB both ways, worker %.3f ms, server %.3f ms\n",

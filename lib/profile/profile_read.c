@@ -208,7 +208,7 @@ static int read_device(json_t *d, hps_profile_device *dev, int n_layers, const c
 
 /* What the planner prices besides the layers; handoff_us absent or null:
  * hand-offs are not charged, read_ms absent (profiled without --data): the
- * read is not charged, device_rows_ms absent: rows in device memory add
+ * read is not charged, read_cpu_ms absent: nor the reader's thread, device_rows_ms absent: rows in device memory add
  * nothing. */
 static int read_device_costs(hps_profile_device *dev, const char *name, hps_error *err)
 {
@@ -217,6 +217,7 @@ static int read_device_costs(hps_profile_device *dev, const char *name, hps_erro
     device_ctx(ctx, sizeof ctx, name, dev->id);
     return read_rates(d, dev, ctx, err) ||
                    read_median_opt(d, "read_ms", &dev->read_ms, &dev->has_read, ctx, err) ||
+                   hps_json_num(d, "read_cpu_ms", HPS_OPTIONAL, 0, 1e9, &dev->read_cpu_ms, ctx, err) ||
                    hps_json_num(d, "handoff_us", HPS_OPTIONAL, 0, 1e6, &dev->handoff_us, ctx, err) ||
                    hps_json_num(d, "device_rows_ms", HPS_OPTIONAL, 0, 1e9, &dev->device_rows_ms, ctx, err) ||
                    read_optional_number(d, "device_rows_spread", 1e6, &dev->device_rows_spread, ctx, err) ||

@@ -198,6 +198,13 @@ void hps_profile_device_set_engine(json_t *device, json_t *probe_doc, int on_dat
     if (on_data) json_object_set(device, "read_ms", json_object_get(pd, "read_ms")); /* generating is no read */
 }
 
+/* The reader decodes beside the step, on the unit's cores: the planner
+ * charges it where the step's threads fill them (hps-plan(1), COST MODEL). */
+void hps_profile_device_set_read_cpu(json_t *device, double ms)
+{
+    json_object_set_new(device, "read_cpu_ms", hps_json_real(ms > 0 ? ms : 0));
+}
+
 /* What hps-train's rows in device memory add to a step beside host tables
  * (hps-train(1) ROWS): each lookup's slot, the eviction order of the rows a
  * step touched, the rows moved into the arena; the planner charges it to a

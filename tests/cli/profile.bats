@@ -301,45 +301,61 @@ PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
 
-# demo-ctr ($M) profiled on cpu:1 with --data on 3000 synthetic rows, into $TMP/p.json
+# demo-ctr ($M) profiled on cpu:1 with --data on 3000 synthetic rows, into
+# $TMP/p.json, the shards in $TMP/shards: made once a file (the tests read
+# them, none changes them), copied for each test
 profile_demo_on_shards() {
     M=$TESTDATA/models/demo-ctr.json
-    "$HPS_BIN/hps-shard" synth 3000 -o "$TMP/x.tsv" 2>/dev/null
-    "$HPS_BIN/hps-shard" -q -m "$M" -o "$TMP/shards" "$TMP/x.tsv"
-    "$HPS_BIN/hps-profile" -m "$M" -D cpu:1 $FAST --data "$TMP/shards" -o "$TMP/p.json"
+    local once=$BATS_FILE_TMPDIR/demo-on-shards
+    if [ ! -f "$once/p.json" ]; then
+        mkdir -p "$once"
+        "$HPS_BIN/hps-shard" synth 3000 -o "$once/x.tsv" 2>/dev/null
+        "$HPS_BIN/hps-shard" -q -m "$M" -o "$once/shards" "$once/x.tsv"
+        "$HPS_BIN/hps-profile" -m "$M" -D cpu:1 $FAST --data "$once/shards" -o "$once/p.json"
+    fi
+    cp -r "$once/shards" "$once/x.tsv" "$once/p.json" "$TMP/"
 }
 
-@test "profile: --data times the engine and the read on shards; hps-plan charges the read to the first stage" {
+@test "profile: --data times the engine, the read and the reader's thread (read_cpu_ms) on shards; hps-plan charges them to the first stage" {
     profile_demo_on_shards
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 2, "nic_gbps": 10}, {"name": "b", "kind": "cpu",
         "device": "cpu:1", "price_per_hour": 1, "max_units": 1, "nic_gbps": 10}]}' > "$TMP/c.json"
     # one unit a stage whatever the times: a's second unit is the server
-    # the same profile without the read, and a plan of two stages on each
-    python3 - "$TMP/p.json" "$TMP/p0.json" "$TMP/plan.json" <<'PY'
+    # the same profile without the read, with the reader's thread's CPU 2 ms
+    # more, and a plan of two stages on each
+    python3 - "$TMP/p.json" "$TMP/p0.json" "$TMP/p2.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 cpu = p["devices"][0]
 assert cpu["overhead_from"] == "engine on shards" and cpu["read_ms"]["median"] > 0, cpu
+assert cpu["read_cpu_ms"] > 0, cpu.get("read_cpu_ms")
+cpu["read_cpu_ms"] += 2
+json.dump(p, open(sys.argv[3], "w"))
+cpu["read_cpu_ms"] -= 2
 del cpu["read_ms"]
 json.dump(p, open(sys.argv[2], "w"))
 PY
-    for prof in p p0; do
+    for prof in p p0 p2; do
         "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/$prof.json" -t 1 -a fixed:a -o "$TMP/one-$prof.json"
         python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["assignment"]=["a"]*2+["b"]*(len(p["assignment"])-2)
 json.dump(p,open(sys.argv[2],"w"))' "$TMP/one-$prof.json" "$TMP/cut-$prof.json"
         "$HPS_BIN/hps-plan" show "$TMP/cut-$prof.json" -m "$M" -c "$TMP/c.json" -p "$TMP/$prof.json" -f table > "$TMP/$prof.table"
     done
-    run python3 - "$TMP/p.json" "$TMP/p.table" "$TMP/p0.table" <<'PY'
+    run python3 - "$TMP/p.json" "$TMP/p.table" "$TMP/p0.table" "$TMP/p2.table" <<'PY'
 import json, sys
 read = json.load(open(sys.argv[1]))["devices"][0]["read_ms"]["median"]
 def ms(path):
     return [float(l.split()[4]) for l in open(path) if l[:1].isdigit()]
-with_read, without = ms(sys.argv[2]), ms(sys.argv[3])
+with_read, without, more_cpu = ms(sys.argv[2]), ms(sys.argv[3]), ms(sys.argv[4])
 assert len(with_read) == 2, with_read
 assert abs(with_read[0] - without[0] - read) < 0.0015 and with_read[1] == without[1], (with_read, without, read)
+# a 1-thread unit has one core: the reader's 2 ms more, whole, on the first stage alone
+assert abs(more_cpu[0] - with_read[0] - 2) < 0.0015 and more_cpu[1] == with_read[1], (more_cpu, with_read)
 PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
+    run "$HPS_BIN/hps-profile" show "$TMP/p.json" -f table
+    [[ "$output" == *"  read "*" ms a batch, its reader's thread "*" ms of CPU beside the step"* ]]
 }
 
 @test "profile: the engine with its rows in device memory is timed (device_rows_ms); hps-plan charges it to an hbm stage, not to rows on servers nor a model without tables" {

@@ -227,6 +227,40 @@ static void test_worked_example_latency_and_host(void **state)
     plan_problem_free(p);
 }
 
+/* The reader's thread (read_cpu_ms) decodes beside the step on a cpu
+ * unit's cores, which the step's threads fill: read_cpu_ms / cores longer
+ * for the first stage, whole on each unit (every unit decodes every block
+ * of the batch), nothing for a later stage or a gpu unit. */
+static void test_reader_thread_shares_the_cores(void **state)
+{
+    (void)state;
+    plan_problem *p = worked_example();
+    plan_law none, law;
+    plan_stage_law(p, 0, 1, 0, &none);
+    p->read_cpu_ms[0] = p->read_cpu_ms[1] = 0.6;
+    p->cores[0] = 2;
+    plan_stage_law(p, 0, 1, 0, &law); /* 2 cores: 0.3 ms a step on each unit */
+    NEAR(law.fixed_ms, none.fixed_ms + 0.3);
+    NEAR(law.scaled_ms, none.scaled_ms);
+    NEAR(law.compute_ms, none.compute_ms + 0.3);
+    NEAR(law.cpu_fixed_ms, none.cpu_fixed_ms + 0.3);
+    for (int k = 1; k <= 4; k++) NEAR(plan_law_ms(&law, k), plan_law_ms(&none, k) + 0.3);
+    p->cores[0] = 1; /* one core: all of it */
+    plan_stage_law(p, 0, 1, 0, &law);
+    NEAR(plan_law_ms(&law, 3), plan_law_ms(&none, 3) + 0.6);
+    plan_stage_law(p, 1, 3, 0, &none); /* a later stage reads nothing */
+    plan_stage_law(p, 1, 3, 0, &law);
+    p->read_cpu_ms[0] = 0;
+    plan_stage_law(p, 1, 3, 0, &none);
+    NEAR(plan_law_ms(&law, 1), plan_law_ms(&none, 1));
+    p->is_gpu[1] = 1, p->host_type = 0; /* a gpu unit's host work has no core count */
+    plan_stage_law(p, 0, 3, 1, &law);
+    p->read_cpu_ms[1] = 0;
+    plan_stage_law(p, 0, 3, 1, &none);
+    NEAR(plan_law_ms(&law, 1), plan_law_ms(&none, 1));
+    plan_problem_free(p);
+}
+
 /* The worked example's exchange with the servers (hps-plan(1), COST MODEL,
  * "The exchange with the servers"): emb looks up 40 rows a sample, all of
  * the model's; the cpu's profile says a worker packs and unpacks a batch's
@@ -1730,6 +1764,7 @@ int main(void)
         cmocka_unit_test(test_worked_example_fixed_share),
         cmocka_unit_test(test_pipeline_schedule),
         cmocka_unit_test(test_worked_example_latency_and_host),
+        cmocka_unit_test(test_reader_thread_shares_the_cores),
         cmocka_unit_test(test_worked_example_exchange),
         cmocka_unit_test(test_beside_at_one_core_fewer),
         cmocka_unit_test(test_beside_not_in_process),

@@ -102,6 +102,8 @@ static void test_refuses_each_field_once(void **state)
     assert_string_equal(refused("handoff_us", "-3", 0), "p.json: device 'cpu': handoff_us=-3 must be in [0, 1e+06]");
     assert_string_equal(refused("device_rows_ms", "-1", 0),
                         "p.json: device 'cpu': device_rows_ms=-1 must be in [0, 1e+09]");
+    assert_string_equal(refused("read_cpu_ms", "-0.5", 0), "p.json: device 'cpu': read_cpu_ms=-0.5 must be in [0, 1e+09]");
+    assert_string_equal(refused("read_cpu_ms", "\"slow\"", 0), "p.json: device 'cpu': read_cpu_ms must be a number");
     assert_string_equal(refused("device_rows_spread", "-1", 0),
                         "p.json: device 'cpu': device_rows_spread=-1 must be in [0, 1e+06]");
     assert_string_equal(refused("machine_from", "3", 0), "p.json: device 'cpu': machine_from must be a non-empty string");
@@ -178,6 +180,9 @@ static void test_reads_what_the_writer_writes(void **state)
     assert_true(json_is_number(json_object_get(dev, "device_rows_ms")));
     assert_true(json_number_value(json_object_get(dev, "device_rows_ms")) == 0);
     hps_profile_device_set_device_rows(dev, &(hps_profile_paired){.ms = 1.25, .spread = 0.375, .pairs = 8});
+    hps_profile_device_set_read_cpu(dev, -0.125); /* noise, never below 0 */
+    assert_true(json_number_value(json_object_get(dev, "read_cpu_ms")) == 0);
+    hps_profile_device_set_read_cpu(dev, 0.75);
     json_object_set_new(dev, "machine_from", json_string("machine.json"));
     json_object_set_new(doc, "devices", json_pack("[o]", dev));
     assert_true(json_is_null(json_object_get(dev, "triad_gbps")));
@@ -192,6 +197,7 @@ static void test_reads_what_the_writer_writes(void **state)
     assert_true(r->sgemm_gflops == 50 && r->triad_gbps == 0 && r->handoff_us == 7);
     assert_true(r->has_read && r->read_ms == 1.5 && r->overhead_ms == 0.5 && r->step_ms == 9);
     assert_true(r->device_rows_ms == 1.25 && r->device_rows_spread == 0.375);
+    assert_true(r->read_cpu_ms == 0.75);
     assert_string_equal(r->machine_from, "machine.json");
     assert_true(r->exchange.present && r->exchange.rows == 10 && r->exchange.bytes == 2048);
     assert_true(fabs(r->exchange.server_ms - 2) < 1e-9 && r->exchange.worker_ms == 0.25);
