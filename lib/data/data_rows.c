@@ -217,6 +217,39 @@ int hps_rows_bad_label(const hps_rows *r)
     return -1;
 }
 
+static const uint8_t *skip_values(const uint8_t *bits, const uint8_t *v, size_t from, size_t to);
+
+/* The bits set in nb bytes, eight bytes a count: without -mpopcnt each
+ * count is a call (a byte a call was a tenth of the reader's instructions
+ * on mlp-784's 784 columns). */
+static size_t count_ones(const uint8_t *p, size_t nb)
+{
+    size_t ones = 0, b = 0;
+    for (; b + 8 <= nb; b += 8) {
+        uint64_t w;
+        memcpy(&w, p + b, 8);
+        ones += (size_t)__builtin_popcountll(w);
+    }
+    for (; b < nb; b++) ones += (size_t)__builtin_popcount(p[b]);
+    return ones;
+}
+
+/* Whether the n floats at v (unaligned bytes) are all finite: a branchless
+ * pass over the bits of the exponent.  The row of a bad one is looked for
+ * only then: walking every column's bitmap row by row for it was 0.6 ms of
+ * the reader's CPU a step of mlp-784's 784 columns, beside a 6 ms step. */
+static int all_finite(const uint8_t *v, size_t n)
+{
+    uint32_t inf = 0x7f800000u, bad = 0;
+#pragma omp simd reduction(| : bad)
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, v + 4 * i, 4);
+        bad |= (u & inf) == inf;
+    }
+    return !bad;
+}
+
 int hps_rows_bad_dense(const hps_rows *r, int *col, float *value)
 {
     int first = -1;
@@ -225,6 +258,7 @@ int hps_rows_bad_dense(const hps_rows *r, int *col, float *value)
         float x = 0;
         if (r->dense_in_payload) { /* the values of the bits set, in row order */
             const uint8_t *bits = r->dense_bits[d], *v = r->dense_vals[d];
+            if (all_finite(v, (size_t)(skip_values(bits, v, 0, (size_t)r->rows) - v) / 4)) continue;
             for (int i = 0; i < r->rows && row < 0; i++) {
                 if (!(bits[i >> 3] >> (i & 7) & 1)) continue;
                 float y;
@@ -233,6 +267,7 @@ int hps_rows_bad_dense(const hps_rows *r, int *col, float *value)
             }
         } else {
             const float *c = r->dense + (size_t)d * r->cap;
+            if (all_finite((const uint8_t *)c, (size_t)r->rows)) continue;
             for (int i = 0; i < r->rows && row < 0; i++) {
                 if (!isfinite(c[i])) row = i, x = c[i];
             }
@@ -262,7 +297,7 @@ static int locate_sparse(cursor *c, size_t R, const uint8_t **bits, const uint8_
     size_t nb = (R + 7) / 8, ones = 0;
     if ((size_t)(c->end - c->p) < nb) return -1;
     *bits = c->p;
-    for (size_t b = 0; b < nb; b++) ones += (size_t)__builtin_popcount(c->p[b]);
+    ones = count_ones(c->p, nb);
     if (R % 8 && c->p[nb - 1] >> (R % 8)) return -1; /* rows past the block's end */
     c->p += nb;
     if ((size_t)(c->end - c->p) / 4 < ones) return -1;
@@ -275,12 +310,8 @@ static int locate_sparse(cursor *c, size_t R, const uint8_t **bits, const uint8_
 static const uint8_t *skip_values(const uint8_t *bits, const uint8_t *v, size_t from, size_t to)
 {
     for (; from < to && from % 8; from++) v += 4 * (bits[from >> 3] >> (from & 7) & 1);
-    for (; from + 64 <= to; from += 64) {
-        uint64_t w;
-        memcpy(&w, bits + from / 8, 8);
-        v += 4 * (size_t)__builtin_popcountll(w);
-    }
-    for (; from + 8 <= to; from += 8) v += 4 * (size_t)__builtin_popcount(bits[from / 8]);
+    v += 4 * count_ones(bits + from / 8, (to - from) / 8);
+    from += (to - from) / 8 * 8;
     for (; from < to; from++) v += 4 * (bits[from >> 3] >> (from & 7) & 1);
     return v;
 }

@@ -818,7 +818,10 @@ static void test_bad_dense(void **state)
         size_t scap = 0;
         for (int blk = 0; blk < 2; blk++) { /* block 1, row 5: the shard's row 21 */
             fill_random(rows, 16, &g);
-            if (blk == 1) rows->dense[2 * (size_t)rows->cap + 5] = bad[k], rows->dense[2 * (size_t)rows->cap + 9] = NAN;
+            /* column 3's row 5 is the block's first bad row; column 1's row 7 comes later */
+            if (blk == 1)
+                rows->dense[2 * (size_t)rows->cap + 5] = bad[k], rows->dense[2 * (size_t)rows->cap + 9] = NAN,
+                rows->dense[7] = -INFINITY;
             hps_block_compress(rows, cctx, 1, &b, &scratch, &scap);
             assert_int_equal(hps_shard_writer_add(w, &b, &err), 0);
         }
