@@ -67,6 +67,7 @@ struct hps_table {
     int64_t *born, n_born, cap_born;  /* the rows admission made in this load (ROW_BORN set) */
     uint32_t *last_day;               /* per row: the day (hps-train run) that last touched it */
     int64_t hand, evictions, expired;
+    int64_t rehashes;                 /* growths that rehashed rows (not saved) */
     int64_t day_expired;              /* removed by the last hps_table_start_day (not saved) */
     uint32_t day;                     /* this run's day: what a lookup stamps */
     size_t max_bytes;
@@ -365,10 +366,10 @@ void hps_table_row_values(const hps_table *t, int64_t r, float *out)
         for (size_t i = 0; i < d; i++) out[i] = hps_row_widen(t->half[(size_t)r * d + i], t->dtype);
 }
 
-/* Grows the slabs (doubling, within max_rows) and keeps the hash half empty. */
-static void grow(hps_table *t)
+/* Grows the slabs to cap rows (within max_rows) and keeps the hash half
+ * empty: a rehash of every row when the hash doubles. */
+static void grow_to(hps_table *t, int64_t cap)
 {
-    int64_t cap = t->cap_rows ? 2 * t->cap_rows : 1024;
     if (cap > t->max_rows) cap = t->max_rows;
     HPS_CHECK(cap < (int64_t)ROW_MASK); /* a hash slot's row field */
     size_t d = (size_t)t->dim, a = (size_t)t->acc_dim;
@@ -390,8 +391,13 @@ static void grow(hps_table *t)
     t->last_day = hps_realloc(t->last_day, (size_t)cap * sizeof *t->last_day);
     t->cap_rows = cap;
     int64_t slots = hash_slots(cap);
-    if (slots - 1 != t->ht_mask) HPS_CHECK(rehash(t, slots) < 0);
+    if (slots - 1 == t->ht_mask) return;
+    t->rehashes += t->rows > 0;
+    HPS_CHECK(rehash(t, slots) < 0);
 }
+
+/* Doubling: n rows cost at most 2n rows' rehashes over the table's life. */
+static void grow(hps_table *t) { grow_to(t, t->cap_rows ? 2 * t->cap_rows : 1024); }
 
 /* The row of (slot, key), whose slot_hash is hash, or -1; *at: its hash
  * slot, or the free one it would take.  The callers that go on to hash or
@@ -573,6 +579,13 @@ void hps_table_reserve(hps_table *t, int64_t n)
     if (t->cap_rows == 0 && t->max_rows > 0) grow(t);
     while (t->cap_rows > 0 && t->cap_rows < t->max_rows && t->cap_rows - t->rows < n) grow(t);
 }
+
+void hps_table_presize(hps_table *t, int64_t rows)
+{
+    if (rows > t->cap_rows && t->cap_rows < t->max_rows) grow_to(t, rows < 1024 ? 1024 : rows);
+}
+
+int64_t hps_table_rehashes(const hps_table *t) { return t->rehashes; }
 
 void hps_table_prefetch(const hps_table *t, int slot, uint64_t key)
 {
