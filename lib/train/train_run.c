@@ -719,8 +719,8 @@ static uint64_t metrics_every(const hps_trainer *t, hps_source *src)
 }
 
 /* The manifest's distinct keys are an estimate (1.6% standard error a
- * slot): sized this much above it, a table rarely outgrows it. */
-#define PRESIZE_MARGIN 1.05
+ * slot): with this share of them spare, a table rarely outgrows it. */
+#define PRESIZE_SPARE 0.05
 
 /* One process's tables get a row for every key of the data (admission
  * aside, which keeps fewer): sized once for the rows they hold and the
@@ -732,8 +732,8 @@ static void presize_tables(hps_trainer *t, const hps_source *src)
         if (!t->tables[l]) continue;
         double keys = 0;
         for (int j = 0; j < t->m->layers[l].n_slots; j++) keys += src->slot_distinct[t->m->layers[l].slots[j]];
-        int64_t rows = hps_table_rows(t->tables[l]) + (int64_t)(keys * PRESIZE_MARGIN);
-        hps_table_presize(t->tables[l], rows);
+        int64_t rows = hps_table_rows(t->tables[l]) + (int64_t)keys;
+        hps_table_presize(t->tables[l], rows, (int64_t)(keys * PRESIZE_SPARE));
         hps_log(3, "%s: embedding layer %d: table sized for %lld rows (%s's distinct keys)\n", hps_progname(), l,
                 (long long)rows, src->name);
     }

@@ -85,7 +85,7 @@ static void test_table_presize_never_rehashes(void **state)
         hps_table *grown = hps_table_create(0, 4, 0, HPS_TABLE_FULL_ERROR, 7);
         hps_table_set_dtype(sized, dtypes[i]);
         hps_table_set_dtype(grown, dtypes[i]);
-        hps_table_presize(sized, 12000); /* the 3 x 3000 keys below, and room to spare */
+        hps_table_presize(sized, 12000, 600); /* the 12000 keys below, and 600 spare */
         train_keys(sized, 6000);
         train_keys(grown, 6000);
         assert_int_equal(hps_table_rows(sized), 12000);
@@ -111,10 +111,19 @@ static void test_table_presize_never_rehashes(void **state)
         hps_table_free(sized);
         hps_table_free(grown);
     }
+    /* the spare rows share the hash sized for the rows: not twice its slots
+     * where they cross a power of two */
+    hps_table *a = hps_table_create(0, 4, 0, HPS_TABLE_FULL_ERROR, 7);
+    hps_table *b = hps_table_create(0, 4, 0, HPS_TABLE_FULL_ERROR, 7);
+    hps_table_presize(a, 16384, 819);
+    hps_table_presize(b, 16384 + 819, 0);
+    assert_int_equal(hps_table_bytes(b) - hps_table_bytes(a), 32768 * 8);
+    hps_table_free(a);
+    hps_table_free(b);
     /* a cap bounds the size asked for */
     size_t cap = 5000 * hps_table_row_bytes(4, 0, HPS_ROW_FP32);
     hps_table *t = hps_table_create(0, 4, cap, HPS_TABLE_FULL_EVICT, 7);
-    hps_table_presize(t, 1000000);
+    hps_table_presize(t, 1000000, 50000);
     assert_true(hps_table_bytes(t) <= cap);
     hps_table_free(t);
 }
