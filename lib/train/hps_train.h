@@ -51,6 +51,9 @@ struct hps_source {
     int n_dense, n_slots, weighted, classes;
     const char *name;
     const char *digest; /* what identifies the data (the SHA-256 of its manifest.json), or NULL */
+    /* per slot: its distinct keys (the manifest's estimate, every row of
+     * the data), or NULL where the source does not know them */
+    const double *slot_distinct;
 };
 
 /* A shard directory's training shards, in manifest order (hps-shard(5));

@@ -718,6 +718,36 @@ static uint64_t metrics_every(const hps_trainer *t, hps_source *src)
     return steps / TRAIN_CURVE_POINTS > 1 ? steps / TRAIN_CURVE_POINTS : 1;
 }
 
+/* The manifest's distinct keys are an estimate (1.6% standard error a
+ * slot): with this share of them spare, a table rarely outgrows it. */
+#define PRESIZE_SPARE 0.05
+
+/* One process's tables get a row for every key of the data (admission
+ * aside, which keeps fewer): sized once for the rows they hold and the
+ * data's keys, they never stop the run to rehash as they grow. */
+static void presize_tables(hps_trainer *t, const hps_source *src)
+{
+    if (!src->slot_distinct || t->hooks != &t->local || hps_train_admits(&t->o)) return;
+    for (int l = 0; l < t->m->n_layers; l++) {
+        if (!t->tables[l]) continue;
+        double keys = 0;
+        for (int j = 0; j < t->m->layers[l].n_slots; j++) keys += src->slot_distinct[t->m->layers[l].slots[j]];
+        int64_t rows = hps_table_rows(t->tables[l]) + (int64_t)keys;
+        hps_table_presize(t->tables[l], rows, (int64_t)(keys * PRESIZE_SPARE));
+        hps_log(3, "%s: embedding layer %d: table sized for %lld rows (%s's distinct keys)\n", hps_progname(), l,
+                (long long)rows, src->name);
+    }
+}
+
+/* What the tables' growth cost the run (-v): each rehash a pause. */
+static void log_rehashes(const hps_trainer *t)
+{
+    for (int l = 0; l < t->m->n_layers; l++)
+        if (t->tables[l])
+            hps_log(3, "%s: embedding layer %d: %lld rows, rehashed %lld times as it grew\n", hps_progname(), l,
+                    (long long)hps_table_rows(t->tables[l]), (long long)hps_table_rehashes(t->tables[l]));
+}
+
 int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error *err)
 {
     if (hps_source_check(src, t->m, err) || (eval && hps_source_check(eval, t->m, err)))
@@ -730,6 +760,7 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
                             t->plan->name, s, t->plan->stages[s].rows);
     snprintf(t->data_digest, sizeof t->data_digest, "%s", src->digest ? src->digest : "");
     if (open_metrics(t, err) || resume(t, err)) return -1;
+    presize_tables(t, src);
     t->t_start = t->t_last = hps_now();
     t->metrics_every = metrics_every(t, src);
     train_metrics_start(t);
@@ -765,6 +796,7 @@ int hps_trainer_run(hps_trainer *t, hps_source *src, hps_source *eval, hps_error
     double training = t->sum.seconds - t->sum.eval_seconds; /* the rate of training alone */
     t->sum.samples_per_s = training > 0 ? t->samples_run / training : 0;
     train_metrics_summary(t);
+    log_rehashes(t);
     if (t->metrics_errno)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: write failed: %s",
                         strcmp(t->o.metrics_path, "-") == 0 ? "<stdout>" : t->o.metrics_path,

@@ -17,6 +17,7 @@ typedef struct {
     int cur;               /* shard being read, or -1 at the epoch's end */
     int held;              /* shard open in reader (parked at its start when cur is -1), or -1 */
     hps_shard_reader *reader;
+    double *slot_distinct; /* the manifest's slot statistics', or NULL */
     char name[512];
 } shard_source;
 
@@ -114,6 +115,7 @@ static void shards_close(hps_source *src)
     hps_manifest_free(s->manifest);
     free(s->shards);
     free(s->first_row);
+    free(s->slot_distinct);
     free(s);
 }
 
@@ -142,6 +144,11 @@ hps_source *hps_source_shards(const char *dir, int holdout, hps_error *err)
                            .n_slots = sc->n_slots, .weighted = sc->weighted,
                            .classes = sc->classes, .name = s->name,
                            .digest = man->digest[0] ? man->digest : NULL};
+    if (man->slot_stats) {
+        s->slot_distinct = hps_malloc((size_t)sc->n_slots * sizeof *s->slot_distinct);
+        for (int j = 0; j < sc->n_slots; j++) s->slot_distinct[j] = man->slot_stats[j].distinct;
+        s->base.slot_distinct = s->slot_distinct;
+    }
     s->cur = s->held = -1;
     if (s->n == 0) {
         hps_fail(err, HPS_EXIT_USAGE, "%s: holds no %s shards", dir, role);

@@ -67,6 +67,7 @@ struct hps_table {
     int64_t *born, n_born, cap_born;  /* the rows admission made in this load (ROW_BORN set) */
     uint32_t *last_day;               /* per row: the day (hps-train run) that last touched it */
     int64_t hand, evictions, expired;
+    int64_t rehashes;                 /* growths that rehashed rows (not saved) */
     int64_t day_expired;              /* removed by the last hps_table_start_day (not saved) */
     uint32_t day;                     /* this run's day: what a lookup stamps */
     size_t max_bytes;
@@ -110,20 +111,21 @@ static int64_t hash_slots(int64_t cap)
     return slots;
 }
 
-/* What a full slab of n rows costs: slabs, per-row bookkeeping and the hash
- * (compact rows: not their fp32 copies, one load's, which come and go). */
-static size_t slab_bytes(const hps_table *t, int64_t n)
+/* What a full slab of n rows costs: slabs, per-row bookkeeping and a hash
+ * of `slots` (compact rows: not their fp32 copies, one load's, which come
+ * and go). */
+static size_t slab_bytes(const hps_table *t, int64_t n, int64_t slots)
 {
     return (size_t)n * (hps_table_row_bytes(t->dim, t->acc_dim != t->dim, t->dtype) - 2 * sizeof(hash_entry)) +
            ((size_t)t->dim + (size_t)t->acc_dim) * sizeof(float) + /* the zero row */
-           (size_t)hash_slots(n) * sizeof(hash_entry);
+           (size_t)slots * sizeof(hash_entry);
 }
 
 /* The most rows whose slab, hash rounded up to a power of two, fits max_bytes. */
 static int64_t rows_within(const hps_table *t, size_t max_bytes)
 {
     int64_t n = (int64_t)(max_bytes / hps_table_row_bytes(t->dim, t->acc_dim != t->dim, t->dtype));
-    while (n > 0 && slab_bytes(t, n) > max_bytes) n -= n / 64 + 1;
+    while (n > 0 && slab_bytes(t, n, hash_slots(n)) > max_bytes) n -= n / 64 + 1;
     return n;
 }
 
@@ -365,10 +367,11 @@ void hps_table_row_values(const hps_table *t, int64_t r, float *out)
         for (size_t i = 0; i < d; i++) out[i] = hps_row_widen(t->half[(size_t)r * d + i], t->dtype);
 }
 
-/* Grows the slabs (doubling, within max_rows) and keeps the hash half empty. */
-static void grow(hps_table *t)
+/* Grows the slabs to cap rows (within max_rows) and the hash to `slots`
+ * (at least hash_slots(cap) but for a table sized ahead): a rehash of every
+ * row when the hash grows. */
+static void grow_to(hps_table *t, int64_t cap, int64_t slots)
 {
-    int64_t cap = t->cap_rows ? 2 * t->cap_rows : 1024;
     if (cap > t->max_rows) cap = t->max_rows;
     HPS_CHECK(cap < (int64_t)ROW_MASK); /* a hash slot's row field */
     size_t d = (size_t)t->dim, a = (size_t)t->acc_dim;
@@ -389,8 +392,16 @@ static void grow(hps_table *t)
     t->ref = hps_realloc(t->ref, (size_t)cap * sizeof *t->ref);
     t->last_day = hps_realloc(t->last_day, (size_t)cap * sizeof *t->last_day);
     t->cap_rows = cap;
-    int64_t slots = hash_slots(cap);
-    if (slots - 1 != t->ht_mask) HPS_CHECK(rehash(t, slots) < 0);
+    if (slots - 1 <= t->ht_mask) return;
+    t->rehashes += t->rows > 0;
+    HPS_CHECK(rehash(t, slots) < 0);
+}
+
+/* Doubling: n rows cost at most 2n rows' rehashes over the table's life. */
+static void grow(hps_table *t)
+{
+    int64_t cap = t->cap_rows ? 2 * t->cap_rows : 1024;
+    grow_to(t, cap, hash_slots(cap < t->max_rows ? cap : t->max_rows));
 }
 
 /* The row of (slot, key), whose slot_hash is hash, or -1; *at: its hash
@@ -574,6 +585,15 @@ void hps_table_reserve(hps_table *t, int64_t n)
     while (t->cap_rows > 0 && t->cap_rows < t->max_rows && t->cap_rows - t->rows < n) grow(t);
 }
 
+void hps_table_presize(hps_table *t, int64_t rows, int64_t spare)
+{
+    if (rows < 1024) rows = 1024;
+    if (rows > t->max_rows) rows = t->max_rows;
+    if (rows + spare > t->cap_rows && t->cap_rows < t->max_rows) grow_to(t, rows + spare, hash_slots(rows));
+}
+
+int64_t hps_table_rehashes(const hps_table *t) { return t->rehashes; }
+
 void hps_table_prefetch(const hps_table *t, int slot, uint64_t key)
 {
     if (t->ht) __builtin_prefetch(&t->ht[slot_hash(slot, key) & (uint64_t)t->ht_mask]);
@@ -622,7 +642,7 @@ void hps_table_stats_add(hps_table_stats *sum, const hps_table_stats *s)
 
 size_t hps_table_bytes(const hps_table *t)
 {
-    return (t->cap_rows ? slab_bytes(t, t->cap_rows) : 0) + (t->cand ? hps_table_admission_bytes() : 0);
+    return (t->cap_rows ? slab_bytes(t, t->cap_rows, t->ht_mask + 1) : 0) + (t->cand ? hps_table_admission_bytes() : 0);
 }
 
 /* ---- days ------------------------------------------------------------------------ */

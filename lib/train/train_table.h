@@ -82,6 +82,17 @@ int64_t hps_table_start_day(hps_table *t, uint64_t day, int expire_after_days);
  * does not grow during them (the zero row a key not admitted reads stays
  * where it is). */
 void hps_table_reserve(hps_table *t, int64_t n);
+/* Sizes the table for `rows` rows in all (within the cap), in one growth:
+ * a table that would otherwise double its way there rehashes every row it
+ * holds at each doubling (and faults in the new hash), a pause of the run
+ * that grows with the table.  The slabs take `spare` rows more (an
+ * estimate's error) in a hash sized for `rows` (up to half full at rows,
+ * a little over with the spare: not twice the hash for a few rows more);
+ * their pages are touched only as rows fill them.  A table past
+ * rows + spare doubles as before. */
+void hps_table_presize(hps_table *t, int64_t rows, int64_t spare);
+/* How many growths rehashed rows (the run's, not saved in checkpoints). */
+int64_t hps_table_rehashes(const hps_table *t);
 
 /* Row of (slot, key), creating it (the zero row, hps_table_zero_row, while
  * the key is not admitted); -1 with err when the table is full.

@@ -347,3 +347,29 @@ PY
         [[ "$output" == *"hps-train: error: --admit-after: ${bad#*|}"* ]]
     done
 }
+
+@test "tables: a table sized for the manifest's distinct keys never rehashes, and exports what one that doubles does" {
+    "$HPS_BIN/hps-train" -v --model "$MODEL" --data "$DAYS/s1" --threads 1 --epochs 2 \
+        --export "$TMP/sized.safetensors" --metrics "$TMP/sized.ndjson" 2> "$TMP/sized.log"
+    grep -q "embedding layer [0-9]*: table sized for [0-9]* rows" "$TMP/sized.log"
+    # every table of the run, none rehashed (they hold thousands of rows: doubled from 1024 they would)
+    [ "$(grep -c "rows, rehashed" "$TMP/sized.log")" -gt 0 ]
+    [ "$(grep "rows, rehashed" "$TMP/sized.log" | grep -vc "rehashed 0 times")" -eq 0 ]
+    [ "$(json_field "$TMP/sized.ndjson" 'max(t["rows"] for t in d["tables"])')" -gt 2048 ]
+    # the same shards, their manifest without its key statistics (its digest recomputed): the tables double
+    cp -r "$DAYS/s1" "$TMP/nostats"
+    python3 - "$TMP/nostats/manifest.json" <<'PY'
+import hashlib, json, sys
+m = json.load(open(sys.argv[1]))
+del m["slots"]
+zero = "sha256:" + "0" * 64
+m["sha256"] = zero
+text = json.dumps(m, indent=2) + "\n"
+open(sys.argv[1], "w").write(text.replace(zero, "sha256:" + hashlib.sha256(text.encode()).hexdigest()))
+PY
+    "$HPS_BIN/hps-train" -v --model "$MODEL" --data "$TMP/nostats" --threads 1 --epochs 2 \
+        --export "$TMP/grown.safetensors" 2> "$TMP/grown.log"
+    ! grep -q "table sized for" "$TMP/grown.log"
+    grep "rows, rehashed" "$TMP/grown.log" | grep -vq "rehashed 0 times"
+    cmp "$TMP/sized.safetensors" "$TMP/grown.safetensors"
+}

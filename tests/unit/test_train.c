@@ -47,6 +47,87 @@ static void test_table_rows_are_stable(void **state)
     hps_table_free(b);
 }
 
+/* Three steps of distinct keys (new ones and those of the step before)
+ * into t, each step's gradients (a function of the key) applied. */
+static void train_keys(hps_table *t, uint64_t keys_a_step)
+{
+    hps_error err = {0};
+    const int D = 4;
+    hps_sparse_grad *g = hps_sparse_grad_create((int64_t)keys_a_step, D), *sum = NULL;
+    for (uint64_t step = 1; step <= 3; step++) {
+        hps_table_stage_begin(t);
+        g->n = 0;
+        for (uint64_t i = 0; i < keys_a_step; i++) {
+            uint64_t key = hps_mix64((step - 1) * keys_a_step / 2 + i); /* half of them seen the step before */
+            int64_t r = hps_table_lookup(t, (int)(key % 3), key, step, &err);
+            assert_true(r >= 0);
+            g->rows[g->n] = r;
+            for (int d = 0; d < D; d++) g->grad[g->n * D + d] = (float)(key >> (8 * d) & 0xff) / 256.0f - 0.5f;
+            g->n++;
+        }
+        hps_sparse_grad *parts[] = {g};
+        hps_table_apply(t, parts, 1, &sum, 0.1f, 1e-8f);
+    }
+    hps_sparse_grad_free(g);
+    hps_sparse_grad_free(sum);
+}
+
+/* A table sized ahead (hps_table_presize) never rehashes up to its size
+ * and holds the same rows, in the same order, with the same values as one
+ * that doubles its way there: fp32 and compact rows, and past its size it
+ * grows as before. */
+static void test_table_presize_never_rehashes(void **state)
+{
+    (void)state;
+    const hps_row_dtype dtypes[] = {HPS_ROW_FP32, HPS_ROW_FP16};
+    for (int i = 0; i < 2; i++) {
+        hps_table *sized = hps_table_create(0, 4, 0, HPS_TABLE_FULL_ERROR, 7);
+        hps_table *grown = hps_table_create(0, 4, 0, HPS_TABLE_FULL_ERROR, 7);
+        hps_table_set_dtype(sized, dtypes[i]);
+        hps_table_set_dtype(grown, dtypes[i]);
+        hps_table_presize(sized, 12000, 600); /* the 12000 keys below, and 600 spare */
+        train_keys(sized, 6000);
+        train_keys(grown, 6000);
+        assert_int_equal(hps_table_rows(sized), 12000);
+        assert_int_equal(hps_table_rehashes(sized), 0);
+        assert_true(hps_table_rehashes(grown) > 0); /* 1024 rows doubled to 16384: 4 rehashes */
+        assert_int_equal(hps_table_rows(grown), hps_table_rows(sized));
+        for (int64_t r = 0; r < hps_table_rows(sized); r++) {
+            int sa, sb;
+            uint64_t ka, kb;
+            float wa[4], wb[4];
+            hps_table_row_key(sized, r, &sa, &ka);
+            hps_table_row_key(grown, r, &sb, &kb);
+            assert_true(sa == sb && ka == kb);
+            hps_table_row_values(sized, r, wa);
+            hps_table_row_values(grown, r, wb);
+            assert_memory_equal(wa, wb, sizeof wa);
+        }
+        /* past its size the table doubles, and rehashes for it */
+        hps_error err = {0};
+        for (uint64_t k = 0; k < 1000; k++) assert_true(hps_table_lookup(sized, 5, k, 4, &err) >= 0);
+        assert_int_equal(hps_table_rehashes(sized), 1);
+        assert_int_equal(hps_table_find(sized, 5, 999), 12999);
+        hps_table_free(sized);
+        hps_table_free(grown);
+    }
+    /* the spare rows share the hash sized for the rows: not twice its slots
+     * where they cross a power of two */
+    hps_table *a = hps_table_create(0, 4, 0, HPS_TABLE_FULL_ERROR, 7);
+    hps_table *b = hps_table_create(0, 4, 0, HPS_TABLE_FULL_ERROR, 7);
+    hps_table_presize(a, 16384, 819);
+    hps_table_presize(b, 16384 + 819, 0);
+    assert_int_equal(hps_table_bytes(b) - hps_table_bytes(a), 32768 * 8);
+    hps_table_free(a);
+    hps_table_free(b);
+    /* a cap bounds the size asked for */
+    size_t cap = 5000 * hps_table_row_bytes(4, 0, HPS_ROW_FP32);
+    hps_table *t = hps_table_create(0, 4, cap, HPS_TABLE_FULL_EVICT, 7);
+    hps_table_presize(t, 1000000, 50000);
+    assert_true(hps_table_bytes(t) <= cap);
+    hps_table_free(t);
+}
+
 /* One step's update: the gradients of a row summed in order, then one
  * AdaGrad step on the sum (what one process and a server both do). */
 static void test_table_apply_sums_then_adagrad(void **state)
@@ -1531,6 +1612,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_rows_are_stable),
         cmocka_unit_test(test_table_apply_sums_then_adagrad),
+        cmocka_unit_test(test_table_presize_never_rehashes),
         cmocka_unit_test(test_table_cap_error_and_eviction),
         cmocka_unit_test(test_table_save_load),
         cmocka_unit_test(test_table_load_checks_rows_exist),
