@@ -1,6 +1,7 @@
 #include "train/train_table.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +13,7 @@
 
 /* A hash slot is 8 bytes, two a row (the hash is kept half full): the row
  * + 1 in the low ROW_BITS (0: empty) under the top bits of the (slot, key)
- * hash, so that a probe reads the key and slot arrays only for a row whose
+ * hash, so that a probe reads a row's key and slot (row_meta) only for a row whose
  * bits match (one in 2^24 of the others), not for every row it passes.
  * Beside the key itself (16 bytes a slot) this saves 16 bytes a row. */
 #define ROW_BITS 40
@@ -33,6 +34,23 @@ typedef struct {
 /* ref's second bit: a row admission made in this load, which reads the zero
  * row until the load's step is applied */
 #define ROW_BORN 2
+
+/* A row's key and bookkeeping in one place: a lookup that finds its hash
+ * slot's bits matching confirms the key and stamps the row in one cache
+ * line (a quarter of the rows straddle two), where five arrays (key, slot,
+ * step, ref, day) cost five: a lookup of a present key at 5M rows made 4.4
+ * last-level misses in callgrind's cache model, 2.1 so (the hash slot and
+ * this), for 3 bytes of padding a row.  Checkpoints keep the columns. */
+typedef struct {
+    uint64_t key;
+    int32_t slot;
+    uint32_t last_step; /* the step that last touched the row, its low 32 bits (only
+                         * "this step or not" is asked: a row untouched for a multiple
+                         * of 2^32 steps passes for touched, is spared one sweep, never
+                         * evicted early) */
+    uint32_t last_day;  /* the day (hps-train run) that last touched it */
+    uint8_t ref;        /* the clock's reference bit, and ROW_BORN */
+} row_meta;
 
 static hash_entry entry_of(uint64_t hash, int64_t row)
 {
@@ -56,16 +74,9 @@ struct hps_table {
     uint64_t seed;
     int64_t rows, cap_rows, max_rows; /* in use, allocated, allowed */
     float *weights, *accum;           /* cap_rows x dim */
-    uint64_t *key;                    /* per row */
-    int32_t *slot;
-    uint32_t *last_step;              /* per row: the step that last touched it, its low 32
-                                       * bits (only "this step or not" is asked: a row
-                                       * untouched for a multiple of 2^32 steps passes for
-                                       * touched, is spared one sweep, never evicted early) */
-    uint64_t step;                    /* the latest step a lookup gave: the high bits */
-    uint8_t *ref;                     /* per row: the clock's reference bit, and ROW_BORN */
+    row_meta *meta;                   /* per row */
+    uint64_t step;                    /* the latest step a lookup gave: the high bits of last_step */
     int64_t *born, n_born, cap_born;  /* the rows admission made in this load (ROW_BORN set) */
-    uint32_t *last_day;               /* per row: the day (hps-train run) that last touched it */
     int64_t hand, evictions, expired;
     int64_t rehashes;                 /* growths that rehashed rows (not saved) */
     int64_t day_expired;              /* removed by the last hps_table_start_day (not saved) */
@@ -84,13 +95,12 @@ struct hps_table {
 };
 
 /* weights + accumulators (the planner's row too, hps_row_state_bytes) +
- * key, slot, step, ref bit, day + two hash slots: at dim 16, 165 bytes
- * (fp32, per element), 105 (row-wise), 73 (fp16 or bf16, row-wise), of which
- * 37 are bookkeeping */
+ * key, slot, step, day, ref bit (row_meta, 24 bytes with its padding) + two
+ * hash slots: at dim 16, 168 bytes (fp32, per element), 108 (row-wise), 76
+ * (fp16 or bf16, row-wise), of which 40 are bookkeeping */
 size_t hps_table_row_bytes(int dim, int rowwise, hps_row_dtype dtype)
 {
-    return hps_row_state_bytes(dim, rowwise, dtype) + sizeof(uint64_t) + sizeof(int32_t) + sizeof(uint32_t) + 1 +
-           sizeof(uint32_t) + 2 * sizeof(hash_entry);
+    return hps_row_state_bytes(dim, rowwise, dtype) + sizeof(row_meta) + 2 * sizeof(hash_entry);
 }
 
 size_t hps_table_admission_bytes(void)
@@ -197,9 +207,9 @@ void hps_table_set_dtype(hps_table *t, hps_row_dtype dtype)
 void hps_table_free(hps_table *t)
 {
     if (!t) return;
-    free(t->weights), free(t->accum), free(t->key), free(t->slot), free(t->last_step);
+    free(t->weights), free(t->accum), free(t->meta);
     free(t->half), free(t->acc_rows), free(t->stage_row), free(t->stage_ht);
-    free(t->slot_admit), free(t->ref), free(t->born), free(t->last_day), free(t->cand), free(t->ht), free(t);
+    free(t->slot_admit), free(t->born), free(t->cand), free(t->ht), free(t);
 }
 
 static int64_t probe(const hps_table *t, uint64_t hash, int slot, uint64_t key, int64_t *at);
@@ -215,8 +225,9 @@ static int64_t rehash(hps_table *t, int64_t slots)
     int64_t twice = -1;
     for (int64_t r = 0; r < t->rows; r++) {
         int64_t h;
-        const uint64_t hash = slot_hash(t->slot[r], t->key[r]);
-        if (probe(t, hash, t->slot[r], t->key[r], &h) >= 0) {
+        const row_meta *m = &t->meta[r];
+        const uint64_t hash = slot_hash(m->slot, m->key);
+        if (probe(t, hash, m->slot, m->key, &h) >= 0) {
             if (twice < 0) twice = r;
             continue;
         }
@@ -314,7 +325,7 @@ static void stage_grow(hps_table *t)
 /* The rows admitted in the load that ends read their own values from the next. */
 static void born_end(hps_table *t)
 {
-    for (int64_t i = 0; i < t->n_born; i++) t->ref[t->born[i]] &= (uint8_t)~ROW_BORN;
+    for (int64_t i = 0; i < t->n_born; i++) t->meta[t->born[i]].ref &= (uint8_t)~ROW_BORN;
     t->n_born = 0;
 }
 
@@ -386,11 +397,7 @@ static void grow_to(hps_table *t, int64_t cap, int64_t slots)
         memset(t->weights + cap * d, 0, d * sizeof *t->weights);
         memset(t->accum + cap * a, 0, a * sizeof *t->accum);
     }
-    t->key = hps_realloc(t->key, (size_t)cap * sizeof *t->key);
-    t->slot = hps_realloc(t->slot, (size_t)cap * sizeof *t->slot);
-    t->last_step = hps_realloc(t->last_step, (size_t)cap * sizeof *t->last_step);
-    t->ref = hps_realloc(t->ref, (size_t)cap * sizeof *t->ref);
-    t->last_day = hps_realloc(t->last_day, (size_t)cap * sizeof *t->last_day);
+    t->meta = hps_realloc(t->meta, (size_t)cap * sizeof *t->meta);
     t->cap_rows = cap;
     if (slots - 1 <= t->ht_mask) return;
     t->rehashes += t->rows > 0;
@@ -414,7 +421,7 @@ static int64_t probe(const hps_table *t, uint64_t hash, int slot, uint64_t key, 
     for (;; h = (h + 1) & t->ht_mask) {
         hash_entry e = t->ht[h];
         int64_t r = entry_row(e);
-        if (e == 0 || ((e & ~ROW_MASK) == want && t->key[r] == key && t->slot[r] == slot)) {
+        if (e == 0 || ((e & ~ROW_MASK) == want && t->meta[r].key == key && t->meta[r].slot == slot)) {
             *at = h;
             return r;
         }
@@ -437,7 +444,7 @@ static void unhash(hps_table *t, int64_t h)
             j = (j + 1) & t->ht_mask;
             if (t->ht[j] == 0) return;
             int64_t r = entry_row(t->ht[j]);
-            int64_t home = (int64_t)(slot_hash(t->slot[r], t->key[r]) & (uint64_t)t->ht_mask);
+            int64_t home = (int64_t)(slot_hash(t->meta[r].slot, t->meta[r].key) & (uint64_t)t->ht_mask);
             /* keep j where it is if its home lies cyclically in (h, j] */
             if (h <= j ? (h < home && home <= j) : (h < home || home <= j)) continue;
             break;
@@ -460,8 +467,8 @@ static void init_row(hps_table *t, int64_t r, int slot, uint64_t key, uint64_t h
         for (int d = 0; d < t->dim; d++) w[d] = hps_rng_range(&rng, -INIT_BOUND, INIT_BOUND);
         memset(t->accum + r * t->acc_dim, 0, (size_t)t->acc_dim * sizeof *t->accum);
     }
-    t->key[r] = key;
-    t->slot[r] = slot;
+    t->meta[r].key = key;
+    t->meta[r].slot = slot;
 }
 
 /* A cold row to reuse, by the clock: -1 when every row is in this step. */
@@ -470,13 +477,14 @@ static int64_t evict(hps_table *t, uint64_t step)
     for (int64_t seen = 0; seen < 2 * t->rows; seen++) {
         int64_t r = t->hand;
         t->hand = (t->hand + 1) % t->rows;
-        if (t->last_step[r] == (uint32_t)step) continue;
-        if (t->ref[r]) {
-            t->ref[r] = 0; /* second chance */
+        row_meta *m = &t->meta[r];
+        if (m->last_step == (uint32_t)step) continue;
+        if (m->ref) {
+            m->ref = 0; /* second chance */
             continue;
         }
         int64_t at;
-        HPS_CHECK(find(t, t->slot[r], t->key[r], &at) == r);
+        HPS_CHECK(find(t, m->slot, m->key, &at) == r);
         unhash(t, at);
         t->evictions++;
         return r;
@@ -533,7 +541,7 @@ static void born(hps_table *t, int64_t r)
         t->born = hps_realloc(t->born, (size_t)t->cap_born * sizeof *t->born);
     }
     t->born[t->n_born++] = r;
-    t->ref[r] |= ROW_BORN;
+    t->meta[r].ref |= ROW_BORN;
 }
 
 int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hps_error *err)
@@ -547,7 +555,7 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
     const uint64_t hash = slot_hash(slot, key);
     int64_t at, r = probe(t, hash, slot, key, &at);
     t->lookups++;
-    if (r >= 0 && (t->ref[r] & ROW_BORN)) return hps_table_zero_row(t);
+    if (r >= 0 && (t->meta[r].ref & ROW_BORN)) return hps_table_zero_row(t);
     if (r < 0 && !admit(t, slot, key, hash)) return hps_table_zero_row(t); /* its gradient is dropped */
     int new_key = r < 0;
     if (new_key) {
@@ -560,10 +568,11 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
         if (t->ht_mask != mask || t->evictions != evictions) probe(t, hash, slot, key, &at);
         t->ht[at] = entry_of(hash, r);
     }
-    t->last_step[r] = (uint32_t)step;
+    row_meta *m = &t->meta[r];
+    m->last_step = (uint32_t)step;
     if (step > t->step) t->step = step;
-    t->ref[r] = 1;
-    t->last_day[r] = t->day;
+    m->ref = 1;
+    m->last_day = t->day;
     if (new_key && threshold(t, slot) > 1) {
         born(t, r);
         return hps_table_zero_row(t);
@@ -575,7 +584,7 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
 int64_t hps_table_recall(hps_table *t, int slot, uint64_t key)
 {
     int64_t r = hps_table_find(t, slot, key);
-    if (r < 0 || (t->ref[r] & ROW_BORN)) return hps_table_zero_row(t);
+    if (r < 0 || (t->meta[r].ref & ROW_BORN)) return hps_table_zero_row(t);
     return hps_table_stage(t, r);
 }
 
@@ -650,8 +659,7 @@ size_t hps_table_bytes(const hps_table *t)
 static void move_row(hps_table *t, int64_t to, int64_t from)
 {
     size_t d = (size_t)t->dim;
-    t->key[to] = t->key[from], t->slot[to] = t->slot[from], t->last_step[to] = t->last_step[from];
-    t->ref[to] = t->ref[from], t->last_day[to] = t->last_day[from];
+    t->meta[to] = t->meta[from];
     size_t a = (size_t)t->acc_dim;
     if (t->dtype != HPS_ROW_FP32) {
         memmove(t->half + (size_t)to * d, t->half + (size_t)from * d, d * sizeof *t->half);
@@ -672,7 +680,7 @@ int64_t hps_table_start_day(hps_table *t, uint64_t day, int expire_after_days)
     if (expire_after_days <= 0 || t->rows == 0) return 0;
     int64_t kept = 0;
     for (int64_t r = 0; r < t->rows; r++) {
-        if ((uint64_t)t->last_day[r] + (uint64_t)expire_after_days < day) continue;
+        if ((uint64_t)t->meta[r].last_day + (uint64_t)expire_after_days < day) continue;
         if (kept != r) move_row(t, kept, r);
         kept++;
     }
@@ -693,8 +701,8 @@ void hps_table_clear(hps_table *t)
 
 void hps_table_row_key(const hps_table *t, int64_t row, int *slot, uint64_t *key)
 {
-    *slot = t->slot[row];
-    *key = t->key[row];
+    *slot = t->meta[row].slot;
+    *key = t->meta[row].key;
 }
 
 /* ---- checkpoints ------------------------------------------------------------ */
@@ -737,10 +745,42 @@ static int save_candidates(const hps_table *t, FILE *f)
     return 0;
 }
 
+#define STEP_CHUNK 1024
+
+/* Checkpoints hold the rows' key, slot, ref and day a column each (the
+ * arrays the table kept before row_meta), written and read a chunk at a
+ * time: the same bytes whatever the table's layout in memory. */
+typedef struct {
+    size_t at, size;
+} meta_column;
+#define META_COLUMN(field) ((meta_column){offsetof(row_meta, field), sizeof(((row_meta *)0)->field)})
+
+static int save_column(const hps_table *t, FILE *f, meta_column c)
+{
+    unsigned char chunk[STEP_CHUNK * sizeof(uint64_t)];
+    for (int64_t r = 0; r < t->rows; r += STEP_CHUNK) {
+        size_t n = t->rows - r < STEP_CHUNK ? (size_t)(t->rows - r) : STEP_CHUNK;
+        for (size_t i = 0; i < n; i++)
+            memcpy(chunk + i * c.size, (const unsigned char *)&t->meta[(size_t)r + i] + c.at, c.size);
+        if (fwrite(chunk, c.size, n, f) != n) return 0;
+    }
+    return 1;
+}
+
+static int load_column(hps_table *t, FILE *f, size_t rows, meta_column c)
+{
+    unsigned char chunk[STEP_CHUNK * sizeof(uint64_t)];
+    for (size_t r = 0; r < rows; r += STEP_CHUNK) {
+        size_t n = rows - r < STEP_CHUNK ? rows - r : STEP_CHUNK;
+        if (fread(chunk, c.size, n, f) != n) return 0;
+        for (size_t i = 0; i < n; i++) memcpy((unsigned char *)&t->meta[r + i] + c.at, chunk + i * c.size, c.size);
+    }
+    return 1;
+}
+
 /* The rows' steps as checkpoints hold them, 64 bits a row: the table keeps
  * their low 32 bits (what it compares), the high ones are the latest step's
  * (exact for a row touched in the last 2^32 steps). */
-#define STEP_CHUNK 1024
 
 static int save_steps(const hps_table *t, FILE *f)
 {
@@ -748,7 +788,7 @@ static int save_steps(const hps_table *t, FILE *f)
     for (int64_t r = 0; r < t->rows; r += STEP_CHUNK) {
         size_t n = t->rows - r < STEP_CHUNK ? (size_t)(t->rows - r) : STEP_CHUNK;
         for (size_t i = 0; i < n; i++)
-            chunk[i] = t->step - (uint32_t)((uint32_t)t->step - t->last_step[(size_t)r + i]);
+            chunk[i] = t->step - (uint32_t)((uint32_t)t->step - t->meta[(size_t)r + i].last_step);
         if (!HPS_FWRITE(f, chunk, n)) return 0;
     }
     return 1;
@@ -761,7 +801,7 @@ static int load_steps(hps_table *t, FILE *f, size_t rows)
         size_t n = rows - r < STEP_CHUNK ? rows - r : STEP_CHUNK;
         if (!HPS_FREAD(f, chunk, n)) return 0;
         for (size_t i = 0; i < n; i++) {
-            t->last_step[r + i] = (uint32_t)chunk[i];
+            t->meta[r + i].last_step = (uint32_t)chunk[i];
             if (chunk[i] > t->step) t->step = chunk[i];
         }
     }
@@ -776,11 +816,11 @@ int hps_table_save(const hps_table *t, FILE *f)
     int compact = t->dtype != HPS_ROW_FP32;
     uint64_t counters[3] = {(uint64_t)t->expired, t->lookups, t->admitted};
     size_t d = (size_t)t->dim, n = (size_t)t->rows;
-    return HPS_FWRITE(f, head, 4) && HPS_FWRITE(f, t->key, n) && HPS_FWRITE(f, t->slot, n) &&
-                   save_steps(t, f) && HPS_FWRITE(f, t->ref, n) &&
+    return HPS_FWRITE(f, head, 4) && save_column(t, f, META_COLUMN(key)) && save_column(t, f, META_COLUMN(slot)) &&
+                   save_steps(t, f) && save_column(t, f, META_COLUMN(ref)) &&
                    (compact ? HPS_FWRITE(f, t->half, n * d) && HPS_FWRITE(f, t->acc_rows, n * (size_t)t->acc_dim)
                             : HPS_FWRITE(f, t->weights, n * d) && HPS_FWRITE(f, t->accum, n * (size_t)t->acc_dim)) &&
-                   HPS_FWRITE(f, t->last_day, n) && HPS_FWRITE(f, counters, 3) && save_candidates(t, f) == 0
+                   save_column(t, f, META_COLUMN(last_day)) && HPS_FWRITE(f, counters, 3) && save_candidates(t, f) == 0
                ? 0
                : -1;
 }
@@ -791,7 +831,7 @@ int hps_table_save(const hps_table *t, FILE *f)
 static const char *bad_row(const hps_table *t, int64_t r, const int *slots, int n_slots)
 {
     int in_layer = 0;
-    for (int j = 0; j < n_slots && !in_layer; j++) in_layer = t->slot[r] == slots[j];
+    for (int j = 0; j < n_slots && !in_layer; j++) in_layer = t->meta[r].slot == slots[j];
     if (!in_layer) return "a slot the layer does not have";
     const float *a = t->dtype != HPS_ROW_FP32 ? t->acc_rows + r * t->acc_dim : t->accum + r * t->acc_dim;
     for (int d = 0; d < t->dim; d++) {
@@ -815,17 +855,18 @@ static int check_loaded(hps_table *t, const int *slots, int n_slots, const char 
         const char *why = bad_row(t, r, slots, n_slots);
         if (why) {
             hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: row %lld (slot %d, key %llu) has %s",
-                     name, t->layer, (long long)r, (int)t->slot[r], (unsigned long long)t->key[r], why);
+                     name, t->layer, (long long)r, (int)t->meta[r].slot, (unsigned long long)t->meta[r].key, why);
             t->rows = 0;
             return -1;
         }
     }
     int64_t twice = rehash(t, t->ht_mask + 1);
     if (twice >= 0) {
-        int64_t at, first = find(t, t->slot[twice], t->key[twice], &at);
+        const row_meta *m = &t->meta[twice];
+        int64_t at, first = find(t, m->slot, m->key, &at);
         hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: rows %lld and %lld have the same slot %d and key %llu",
-                 name, t->layer, (long long)first, (long long)twice, (int)t->slot[twice],
-                 (unsigned long long)t->key[twice]);
+                 name, t->layer, (long long)first, (long long)twice, (int)m->slot,
+                 (unsigned long long)m->key);
         t->rows = 0;
         rehash(t, t->ht_mask + 1);
         return -1;
@@ -838,7 +879,7 @@ static int load_days(hps_table *t, FILE *f, size_t n, const char *name, hps_erro
 {
     uint64_t tail[4]; /* expired, lookups, admitted, candidates (save_candidates) */
     const uint64_t all = (uint64_t)(ADMIT_BUCKETS * ADMIT_WAYS);
-    if (!HPS_FREAD(f, t->last_day, n) || !HPS_FREAD(f, tail, 4))
+    if (!load_column(t, f, n, META_COLUMN(last_day)) || !HPS_FREAD(f, tail, 4))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name, t->layer);
     if (tail[0] > INT64_MAX || tail[2] > tail[1] || tail[3] > all + 1)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: bad admission counts", name,
@@ -886,25 +927,25 @@ int hps_table_load(hps_table *t, FILE *f, const int *slots, int n_slots, hps_err
                         "%s: embedding layer %d has %lld rows, more than --max-table-mb holds",
                         name, t->layer, (long long)head[1]);
     /* the rows a payload claims must be there before the table grows to them */
-    uint64_t row_bytes = sizeof *t->key + sizeof *t->slot + sizeof(uint64_t) /* step */ + sizeof *t->ref +
+    uint64_t row_bytes = META_COLUMN(key).size + META_COLUMN(slot).size + sizeof(uint64_t) /* step */ + META_COLUMN(ref).size +
                          (uint64_t)t->dim * (t->dtype != HPS_ROW_FP32 ? sizeof *t->half : sizeof *t->weights) +
                          (uint64_t)t->acc_dim * sizeof *t->accum +
-                         (layout ? sizeof *t->last_day : 0);
+                         (layout ? META_COLUMN(last_day).size : 0);
     if ((uint64_t)head[1] > bytes_left(f) / row_bytes)
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name,
                         t->layer);
     while (t->cap_rows < head[1]) grow(t);
     if (t->cap_rows == 0) grow(t);
     size_t d = (size_t)t->dim, n = (size_t)head[1];
-    if (!HPS_FREAD(f, t->key, n) || !HPS_FREAD(f, t->slot, n) || !load_steps(t, f, n) ||
-        !HPS_FREAD(f, t->ref, n) || (t->dtype != HPS_ROW_FP32
+    if (!load_column(t, f, n, META_COLUMN(key)) || !load_column(t, f, n, META_COLUMN(slot)) || !load_steps(t, f, n) ||
+        !load_column(t, f, n, META_COLUMN(ref)) || (t->dtype != HPS_ROW_FP32
              ? !HPS_FREAD(f, t->half, n * d) || !HPS_FREAD(f, t->acc_rows, n * (size_t)t->acc_dim)
              : !HPS_FREAD(f, t->weights, n * d) || !HPS_FREAD(f, t->accum, n * (size_t)t->acc_dim)))
         return hps_fail(err, HPS_EXIT_RUNTIME, "%s: embedding layer %d: truncated table", name,
                         t->layer);
     if (layout && load_days(t, f, n, name, err)) return -1;
     if (!layout)
-        for (size_t r = 0; r < n; r++) t->last_day[r] = t->day;
+        for (size_t r = 0; r < n; r++) t->meta[r].last_day = t->day;
     t->rows = head[1];
     t->hand = head[2];
     t->evictions = head[3];

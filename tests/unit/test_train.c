@@ -1501,6 +1501,46 @@ static void test_table_compact_row_bytes(void **state)
 /* A checkpoint holds each row's step in full (64 bits), across the 2^32
  * wrap of the low bits the table keeps; loading and saving again gives the
  * same bytes. */
+/* A checkpoint holds the rows a column at a time (keys, slots, steps, clock
+ * bits, weights, accumulators, days), whatever the table keeps together in
+ * memory: the columns checked at their offsets, over more rows than one
+ * chunk of the writer (1024). */
+static void test_table_save_columns(void **state)
+{
+    (void)state;
+    hps_error err;
+    enum { D = 2, N = 1500 };
+    hps_table *t = hps_table_create(0, D, 0, HPS_TABLE_FULL_ERROR, 3);
+    hps_table_start_day(t, 5, 0);
+    for (int k = 0; k < N; k++) hps_table_lookup(t, k % 3, UINT64_C(7) * (uint64_t)k + 1, 10 + (uint64_t)k, &err);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    assert_int_equal(hps_table_save(t, m), 0);
+    fclose(m);
+    const char *at = buf + 4 * sizeof(int64_t);
+    for (int64_t r = 0; r < N; r++) {
+        int slot, saved_slot;
+        uint64_t key, saved_key, step;
+        hps_table_row_key(t, r, &slot, &key);
+        assert_int_equal(key, UINT64_C(7) * (uint64_t)r + 1);
+        memcpy(&saved_key, at + r * 8, 8);
+        memcpy(&saved_slot, at + N * 8 + r * 4, 4);
+        memcpy(&step, at + N * 12 + r * 8, 8);
+        assert_int_equal(saved_key, key);
+        assert_int_equal(saved_slot, slot);
+        assert_int_equal(step, 10 + (uint64_t)r);
+        assert_int_equal(at[N * 20 + r], 1); /* the clock's bit */
+        assert_memory_equal(at + N * 21 + r * D * 4, hps_table_weights(t) + r * D, D * 4);
+        assert_memory_equal(at + N * (21 + D * 4) + r * D * 4, hps_table_accum(t) + r * D, D * 4);
+        uint32_t day;
+        memcpy(&day, at + N * (21 + 2 * D * 4) + r * 4, 4);
+        assert_int_equal(day, 5);
+    }
+    free(buf);
+    hps_table_free(t);
+}
+
 static void test_table_save_keeps_steps(void **state)
 {
     (void)state;
@@ -1641,6 +1681,7 @@ int main(void)
         cmocka_unit_test(test_row_dtypes_round_trip),
         cmocka_unit_test(test_table_fp16_rows),
         cmocka_unit_test(test_table_compact_row_bytes),
+        cmocka_unit_test(test_table_save_columns),
         cmocka_unit_test(test_table_save_keeps_steps),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);
