@@ -165,7 +165,7 @@ hps_shard_reader *hps_shard_open(const char *path, const hps_shard_read_opts *op
     hps_shard_reader *r = hps_calloc(1, sizeof *r);
     r->path = hps_strdup(path);
     r->fd = fd;
-    r->ahead = opts ? opts->ahead : 4;
+    r->ahead = opts ? opts->ahead : HPS_SHARD_AHEAD;
     r->batches = opts && opts->batches;
     if (r->ahead < 0) r->ahead = 0;
     struct stat st;

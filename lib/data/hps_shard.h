@@ -64,6 +64,10 @@ int hps_shard_writer_close(hps_shard_writer *w, hps_shard_info *info, hps_error 
 void hps_shard_writer_abort(hps_shard_writer *w); /* closes and frees; the caller removes the file */
 
 /* ---- reading ------------------------------------------------------------ */
+/* Blocks a reader decodes ahead in the background where its opts do not say
+ * (hps-train's sources read so, and hps-profile times the read so). */
+#define HPS_SHARD_AHEAD 4
+
 typedef struct {
     int ahead;      /* blocks decoded ahead in the background; 0: decode in the caller */
     int batches;    /* read with hps_shard_read: decode every block for it (else from its first call) */

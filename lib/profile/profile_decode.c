@@ -20,7 +20,6 @@
 
 #define DECODE_ROUNDS 5
 #define DECODE_BLOCKS 8
-#define DECODE_AHEAD 4 /* as hps-train's source reads (lib/train/train_shards.c) */
 
 static double thread_cpu_s(void)
 {
@@ -78,7 +77,7 @@ int hps_profile_read_cpu_ms(const char *data, int B, int min_batches, double *ms
     int rc = 0;
     for (int k = 0; k < DECODE_ROUNDS && rc == 0; k++) {
         double in_caller = pass_cpu_s(path, 0, b, B, batches, err);
-        double beside = in_caller < 0 ? -1 : pass_cpu_s(path, DECODE_AHEAD, b, B, batches, err);
+        double beside = in_caller < 0 ? -1 : pass_cpu_s(path, HPS_SHARD_AHEAD, b, B, batches, err);
         if (beside < 0) rc = -1;
         else diff[k] = (in_caller - beside) * 1e3 / batches;
     }

@@ -6,8 +6,6 @@
 #include "data/hps_shard.h"
 #include "train/hps_train.h"
 
-#define DECODE_AHEAD 4 /* blocks decoded ahead of the trainer */
-
 typedef struct {
     hps_source base;
     hps_manifest *manifest;
@@ -30,7 +28,7 @@ static int hold_shard(shard_source *s, int i, hps_error *err)
     if (s->reader) hps_shard_close(s->reader), s->reader = NULL;
     s->held = -1;
     char *path = hps_manifest_shard_path(s->manifest, s->shards[i]);
-    hps_shard_read_opts o = {.ahead = DECODE_AHEAD, .batches = 1};
+    hps_shard_read_opts o = {.ahead = HPS_SHARD_AHEAD, .batches = 1};
     s->reader = hps_shard_open(path, &o, err);
     int rc = s->reader ? hps_manifest_check_shard(s->manifest, s->shards[i], path,
                                                   hps_shard_reader_info(s->reader), err)
