@@ -116,6 +116,11 @@ struct hps_dist {
     int shards;
     int64_t shard_capacity;      /* rows a unit's device holds (INT64_MAX: hbm, all of its shard) */
     int shard_home;              /* rows: cache in front of the plan's servers: they hold the rows */
+    int shard_stage;             /* the stage whose rows the shards hold */
+    /* every unit's device rows' counts summed: at each step's dense
+     * reduction (reduce_step), which carries them, and exactly at the
+     * records that sum them (rows_totals) */
+    train_rows_stats device_rows;
     char plan_digest[72];        /* the plan's, which a shard's checkpoint records */
     dist_shard *shard;
     dist_stats st;
@@ -239,8 +244,8 @@ int64_t dist_shard_rows(const hps_dist *d); /* the rows this worker's shard hold
  * every worker past that (all workers call it), before the servers' rows
  * are read or saved. */
 int dist_shard_write_back(hps_dist *d, hps_error *err);
-/* The units' device rows' statistics, summed over the workers at each step's end. */
-const train_rows_stats *dist_shard_stats(const hps_dist *d);
+/* This unit's own device rows' statistics (summed over the units: d->device_rows). */
+const train_rows_stats *dist_shard_mine(const hps_dist *d);
 char *dist_shard_gather(hps_dist *d, size_t *n);
 /* The lead, before evaluating: a copy of every shard's rows, which its
  * evaluation reads (all workers call it). */

@@ -69,6 +69,7 @@ static int read_device_rows(hps_dist *d, const plan_file *pf, hps_error *err)
             return hps_fail(err, HPS_EXIT_USAGE, "%s: stage %d: rows: cache without cache_rows (> 0 expected)",
                             pf->name, i);
         d->shard_capacity = cache ? st->cache_rows : INT64_MAX;
+        d->shard_stage = i;
         /* the planner's cache with servers behind it: they hold the rows */
         d->shard_home = cache && pf->n_servers > 0;
         if (shards) d->shards = 1;

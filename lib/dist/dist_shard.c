@@ -50,7 +50,6 @@ struct dist_shard {
     int64_t **sent, *n_sent, *cap_sent; /* per server: the host rows of its message, in order */
     int home_rc;                /* the first failure of a get or put, kept in home_err */
     hps_error home_err;
-    train_rows_stats sum;       /* every unit's, summed */
     dist_buf *out;              /* per worker: what goes to it */
     int64_t **asked, *n_asked, *cap_asked; /* per owner: the index of each key asked of it */
     int64_t ends[HPS_DIST_MAX_RANKS], part_end[HPS_DIST_MAX_RANKS];
@@ -339,8 +338,6 @@ static int shard_step_end(void *ctx, hps_error *err)
     d->st.push_s += hps_now() - t0;  /* to the servers, with a cache in front of them */
     if (home_failed(s, err)) return -1;
     s->step++;
-    _Static_assert(sizeof s->sum == 4 * sizeof(uint64_t), "summed as 4 counts");
-    MPI_Allreduce(train_rows_stats_of(s->rows), &s->sum, 4, MPI_UINT64_T, MPI_SUM, d->wcomm);
     return s->step_end(ctx, err);
 }
 
@@ -421,7 +418,7 @@ int64_t dist_shard_rows(const hps_dist *d)
     return n;
 }
 
-const train_rows_stats *dist_shard_stats(const hps_dist *d) { return &d->shard->sum; }
+const train_rows_stats *dist_shard_mine(const hps_dist *d) { return train_rows_stats_of(d->shard->rows); }
 
 /* ---- every shard at the lead --------------------------------------------------------- */
 

@@ -116,6 +116,20 @@ static double slow_down(hps_dist *d, double compute_s)
     return compute_s * d->o.slow_factor;
 }
 
+/* What each worker adds to a step's gather: its loss, rows and compute
+ * seconds, then its shard's device rows' counts (lookups, hits, misses,
+ * write_backs; zeros without one), so that the step records sum them at
+ * no collective of their own (doubles: exact to 2^53). */
+enum { GATHERED = 7 };
+
+static void sum_device_rows(hps_dist *d, const double *all)
+{
+    uint64_t c[4] = {0};
+    for (int w = 0; w < d->workers; w++)
+        for (int i = 0; i < 4; i++) c[i] += (uint64_t)all[GATHERED * w + 3 + i];
+    d->device_rows = (train_rows_stats){c[0], c[1], c[2], c[3]};
+}
+
 /* Dense gradients summed over the workers; the loss and the compute times
  * gathered, and the shares re-balanced from them. */
 static int reduce_step(void *ctx, float *grads, size_t n, double *loss, int rows_run, double compute_s,
@@ -138,16 +152,22 @@ static int reduce_step(void *ctx, float *grads, size_t n, double *loss, int rows
                                : d->worker_rank[(d->me->index + 1) % W];
     d->st.bytes_sent += ring;
     if (d->node[next] != d->node[d->rank]) d->st.bytes_cross_node += ring;
-    double mine[3] = {*loss, (double)d->slice_rows, compute_s}, all[3 * HPS_DIST_MAX_RANKS];
-    MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, d->wcomm);
+    double mine[GATHERED] = {*loss, (double)d->slice_rows, compute_s}, all[GATHERED * HPS_DIST_MAX_RANKS];
+    if (d->shard) {
+        const train_rows_stats *x = dist_shard_mine(d);
+        mine[3] = (double)x->lookups, mine[4] = (double)x->hits, mine[5] = (double)x->misses,
+        mine[6] = (double)x->write_backs;
+    }
+    MPI_Allgather(mine, GATHERED, MPI_DOUBLE, all, GATHERED, MPI_DOUBLE, d->wcomm);
+    sum_device_rows(d, all);
     d->st.wait_s += hps_now() - t0;
     d->st.compute_s += compute_s;
     d->st.samples += d->slice_rows;
     double rows[HPS_DIST_MAX_RANKS], secs[HPS_DIST_MAX_RANKS], slowest = 0;
     *loss = 0;
     for (int w = 0; w < W; w++) {
-        *loss += all[3 * w];
-        rows[w] = all[3 * w + 1], secs[w] = all[3 * w + 2];
+        *loss += all[GATHERED * w];
+        rows[w] = all[GATHERED * w + 1], secs[w] = all[GATHERED * w + 2];
         d->last_compute[w] = secs[w];
         slowest = secs[w] > slowest ? secs[w] : slowest;
     }
@@ -314,9 +334,11 @@ static json_t *metrics(void *ctx)
                           hps_json_real(d->critical_s), "idle_s", hps_json_real(d->idle_s));
     /* rows: hbm in shards: the rows the lead's own shard holds */
     if (d->shards) {
-        const train_rows_stats *x = dist_shard_stats(d);
+        const train_rows_stats *x = &d->device_rows;
         json_object_set_new(o, "shard_rows", json_integer((json_int_t)dist_shard_rows(d)));
-        /* every unit's device rows: a fetch of a row from a unit is a lookup */
+        /* every unit's device rows, as the last step's gather summed them (a
+         * step's staged rows are written back after it) or a record since:
+         * a unit's read of a row for a unit is a lookup */
         json_object_set_new(o, "device_rows",
                             json_pack("{s:o, s:I, s:I, s:I, s:I}", "capacity",
                                       d->shard_capacity == INT64_MAX ? json_null()
@@ -325,6 +347,24 @@ static json_t *metrics(void *ctx)
                                       (json_int_t)x->misses, "write_backs", (json_int_t)x->write_backs));
     }
     return o;
+}
+
+/* The trainer's rows_totals: every worker's counts summed per stage (all
+ * call it at the same records), a shard's added to its stage's; it is
+ * exact, so the step records take it too until the next step's gather. */
+static void rows_totals(void *ctx, uint64_t *counts, int n_stages)
+{
+    hps_dist *d = ctx_dist(ctx);
+    if (d->shard && d->shard_stage < n_stages) {
+        const train_rows_stats *x = dist_shard_mine(d);
+        uint64_t *c = counts + 4 * d->shard_stage;
+        c[0] += x->lookups, c[1] += x->hits, c[2] += x->misses, c[3] += x->write_backs;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, counts, 4 * n_stages, MPI_UINT64_T, MPI_SUM, d->wcomm);
+    if (d->shard && d->shard_stage < n_stages) {
+        const uint64_t *c = counts + 4 * d->shard_stage;
+        d->device_rows = (train_rows_stats){c[0], c[1], c[2], c[3]};
+    }
 }
 
 /* The other stages' weights, through host memory (all workers call it). */
@@ -365,7 +405,7 @@ void hps_dist_attach(hps_dist *d, hps_trainer *t, const hps_model *m, const hps_
                                 .reduce_step = d->loop ? loop_reduce_step : reduce_step,
                                 .save = dist_save, .resume = dist_resume, .continue_day = dist_continue,
                                 .gather_params = gather_params, .metrics = metrics,
-                                .table_stats = dist_table_stats,
+                                .table_stats = dist_table_stats, .rows_totals = d->loop ? NULL : rows_totals,
                                 .exchange_rows = d->replicas ? exchange_rows : NULL,
                                 .remote_rows = !d->replicas, .in_process = 0};
     dist_stages_hook(d, &d->hooks);

@@ -254,6 +254,13 @@ typedef struct {
  *                them; returns 1 when it gave them (the lead), 0 where the
  *                local tables' are the figures
  *   stage_busy   NULL when this process's pipeline times every stage
+ *   rows_totals  NULL (one process: its device rows' counts are the run's),
+ *                or the counts of the stages' device rows (rows: hbm or
+ *                cache; lookups, hits, misses, write_backs: 4 a stage, in
+ *                stage order) summed over the processes that hold them: in,
+ *                this process's trainer's; out, the totals.  A collective:
+ *                every process calls it at the same records (an epoch's end,
+ *                the summary)
  * Properties of where the rows live:
  *   remote_rows  the local tables only map keys to rows: each load tracks the
  *                rows it touched and fetches their values, and evaluation maps
@@ -283,6 +290,7 @@ typedef struct {
     json_t *(*metrics)(void *ctx);
     int (*table_stats)(void *ctx, hps_table_stats *per_layer);
     double (*stage_busy)(void *ctx, int stage);
+    void (*rows_totals)(void *ctx, uint64_t *counts, int n_stages);
     int remote_rows, in_process;
 } hps_train_dist;
 /* Replaces the trainer's own hooks (one process, the default) with d. */

@@ -144,27 +144,60 @@ double hps_train_error(double measured, double predicted)
     return predicted > 0 && measured > 0 ? measured / predicted - 1 : NAN;
 }
 
-/* Where stage s kept its rows (hps-train(1), Metrics): where the plan
- * put them, which is where hps-train runs them (it refuses a plan it cannot
- * run); a cache with its rows and the share of lookups that hit; shards and
- * servers beside or apart under mpirun, one process holding every row itself
- * (hps-plan --calibrate prices each stage so). */
-static void rows_kept(const hps_trainer *t, int s, json_t *o)
+static int stage_tables(const hps_trainer *t, int s)
 {
     const plan_file_stage *st = &t->plan->stages[s];
-    int tables = 0;
-    for (int l = st->first; l < st->end; l++) tables |= t->tables[l] != NULL;
+    for (int l = st->first; l < st->end; l++)
+        if (t->tables[l]) return 1;
+    return 0;
+}
+
+/* Stage s keeps its rows in device memory (rows: hbm or cache, ROWS): in
+ * this process's train_rows, or under mpirun in its units' replicas or
+ * shards; the plan says so alike on every rank. */
+static int device_stage(const hps_trainer *t, int s)
+{
+    const char *rows = t->plan->stages[s].rows;
+    return (strcmp(rows, "hbm") == 0 || strcmp(rows, "cache") == 0) && stage_tables(t, s);
+}
+
+/* Each device stage's counts over the run so far, summed over the units
+ * that hold its rows (hps-train(1) ROWS): under mpirun a reduction, which
+ * every process makes at the same records (an epoch's end, the summary),
+ * not at every step. */
+static void rows_totals(hps_trainer *t, train_rows_stats *x)
+{
+    uint64_t c[HPS_TRAIN_MAX_STAGES][4] = {{0}};
+    int any = 0;
+    for (int s = 0; s < t->plan->n_stages; s++) {
+        any |= device_stage(t, s);
+        if (!t->stage_rows[s]) continue;
+        const train_rows_stats *m = train_rows_stats_of(t->stage_rows[s]);
+        c[s][0] = m->lookups, c[s][1] = m->hits, c[s][2] = m->misses, c[s][3] = m->write_backs;
+    }
+    if (any && t->hooks->rows_totals) t->hooks->rows_totals(t->hooks->ctx, &c[0][0], t->plan->n_stages);
+    for (int s = 0; s < t->plan->n_stages; s++) x[s] = (train_rows_stats){c[s][0], c[s][1], c[s][2], c[s][3]};
+}
+
+/* Where stage s kept its rows (hps-train(1), Metrics): where the plan
+ * put them, which is where hps-train runs them (it refuses a plan it cannot
+ * run); a cache with its rows and the share of its units' lookups that hit
+ * (x: the totals); shards and servers beside or apart under mpirun, one
+ * process holding every row itself (hps-plan --calibrate prices each stage
+ * so). */
+static void rows_kept(const hps_trainer *t, int s, const train_rows_stats *x, json_t *o)
+{
+    const plan_file_stage *st = &t->plan->stages[s];
+    int tables = stage_tables(t, s);
     const char *rows = tables ? st->rows : "none";
     /* a cache under mpirun is in front of the plan's servers, or of each
      * unit's shard in its host table where the plan has none (ROWS) */
     int cache = tables && strcmp(rows, "cache") == 0,
         on_servers = strcmp(rows, "servers") == 0 || (cache && (st->servers > 0 || st->servers_beside));
-    const train_rows *r = t->stage_rows[s];
-    const train_rows_stats *x = cache && r ? train_rows_stats_of(r) : NULL;
     json_object_set_new(o, "rows", json_string(rows));
-    json_object_set_new(o, "cache_rows", x ? json_integer((json_int_t)train_rows_capacity(r)) : json_null());
-    json_object_set_new(o, "hit_rate", x && x->lookups ? hps_json_real((double)x->hits / (double)x->lookups)
-                                                       : json_null());
+    json_object_set_new(o, "cache_rows", cache ? json_integer((json_int_t)st->cache_rows) : json_null());
+    json_object_set_new(o, "hit_rate", cache && x->lookups ? hps_json_real((double)x->hits / (double)x->lookups)
+                                                           : json_null());
     int shards = !one_process(t) && tables && strcmp(rows, "hbm") == 0 && st->rows_shards ? st->units : 0;
     json_object_set_new(o, "shards", json_integer(shards));
     json_object_set_new(o, "servers", one_process(t) || !on_servers ? json_null()
@@ -173,7 +206,7 @@ static void rows_kept(const hps_trainer *t, int s, json_t *o)
 
 /* The plan's figures beside the run's: samples/s, and each stage's ms per
  * batch over the whole run (the step records give them per interval). */
-static json_t *fidelity(hps_trainer *t)
+static json_t *fidelity(hps_trainer *t, const train_rows_stats *totals)
 {
     hps_train_summary *s = &t->sum;
     uint64_t steps = t->step - t->step_start;
@@ -190,7 +223,7 @@ static json_t *fidelity(hps_trainer *t)
         json_t *o = json_pack("{s:i, s:o, s:o, s:o, s:b}", "index", i, "measured_ms", hps_json_real(s->stage_ms[i]),
                               "predicted_ms", pred > 0 ? hps_json_real(pred) : json_null(), "error",
                               hps_json_real(e), "ran_on_cpu", s->stage_on_cpu[i]);
-        rows_kept(t, i, o);
+        rows_kept(t, i, &totals[i], o);
         json_array_append_new(a, o);
     }
     double pred = s->predicted_samples_per_s;
@@ -206,21 +239,21 @@ static json_t *fidelity(hps_trainer *t)
                      hps_json_real(s->engine_ms), "stages", a);
 }
 
-/* Per stage with device rows: the cache's counts over the run so far, beside
- * the plan's predicted hit rate (hps-train(1) ROWS). */
-static json_t *rows_json(const hps_trainer *t)
+/* Per stage with device rows: the counts over the run so far (x: the
+ * totals over its units), beside the plan's predicted hit rate (hps-train(1)
+ * ROWS). */
+static json_t *rows_json(const hps_trainer *t, const train_rows_stats *totals)
 {
     json_t *a = json_array();
     for (int s = 0; s < t->plan->n_stages; s++) {
-        const train_rows *r = t->stage_rows[s];
-        if (!r) continue;
+        if (!device_stage(t, s)) continue;
         const plan_file_stage *st = &t->plan->stages[s];
-        const train_rows_stats *x = train_rows_stats_of(r);
+        const train_rows_stats *x = &totals[s];
         int cache = strcmp(st->rows, "cache") == 0;
         json_t *o = json_pack("{s:i, s:s, s:I, s:I, s:I, s:I}", "stage", s, "rows", st->rows,
                               "lookups", (json_int_t)x->lookups, "hits", (json_int_t)x->hits,
                               "misses", (json_int_t)x->misses, "write_backs", (json_int_t)x->write_backs);
-        json_object_set_new(o, "capacity", cache ? json_integer((json_int_t)train_rows_capacity(r)) : json_null());
+        json_object_set_new(o, "capacity", cache ? json_integer((json_int_t)st->cache_rows) : json_null());
         json_object_set_new(o, "hit_rate",
                             x->lookups ? hps_json_real((double)x->hits / (double)x->lookups) : json_null());
         json_object_set_new(o, "predicted_hit_rate",
@@ -277,7 +310,9 @@ void train_metrics_mark_epoch(hps_trainer *t)
 
 void train_metrics_epoch(hps_trainer *t)
 {
-    json_t *rows = rows_json(t);
+    train_rows_stats totals[HPS_TRAIN_MAX_STAGES];
+    rows_totals(t, totals);
+    json_t *rows = rows_json(t, totals);
     int admission = hps_train_admits(&t->o) || t->o.expire_after_days > 0;
     if (!json_array_size(rows) && !admission) {
         json_decref(rows);
@@ -313,8 +348,10 @@ void train_metrics_day(hps_trainer *t)
 
 void train_metrics_summary(hps_trainer *t)
 {
+    train_rows_stats totals[HPS_TRAIN_MAX_STAGES];
+    rows_totals(t, totals); /* every process, before the step record some skip */
     if (t->step > t->step_last) train_metrics_step(t, 1);
-    json_t *fid = fidelity(t);
+    json_t *fid = fidelity(t, totals);
     const hps_train_summary *s = &t->sum;
     json_t *o = json_pack("{s:s, s:I, s:I, s:i, s:o, s:o, s:o, s:o}", "event", "summary", "steps",
                           (json_int_t)s->steps, "samples", (json_int_t)s->samples, "epochs",
@@ -324,7 +361,7 @@ void train_metrics_summary(hps_trainer *t)
     hps_table_stats *tables = tables_stats(t);
     json_object_set_new(o, "tables", tables_json(t, tables, NULL));
     free(tables);
-    json_object_set_new(o, "rows", rows_json(t));
+    json_object_set_new(o, "rows", rows_json(t, totals));
     json_object_set_new(o, "day", json_integer((json_int_t)t->day)); /* hps-train(1), DAY BY DAY */
     json_object_update(o, fid);
     json_decref(fid);

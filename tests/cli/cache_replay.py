@@ -2,7 +2,7 @@
 """Replays a run's key stream through the cache rule of hps-train(1) ROWS and
 prints what hps-train's metrics must say: lookups, hits, misses, write-backs.
 
-usage: cache_replay.py MODEL TSV BATCH MICRO_BATCHES CAPACITY [EPOCHS]
+usage: cache_replay.py MODEL TSV BATCH MICRO_BATCHES CAPACITY [EPOCHS [UNITS]]
 
 TSV is `hps-shard cat` of the training shards (label, dense features, one
 column a slot, keys in hex, several keys of a slot comma-separated), in the
@@ -14,9 +14,17 @@ higher than the lowest (count, stamp) of the cached rows the step has not
 used, which is evicted (a write-back); otherwise it is staged and written
 back at the step's end.  Later lookups in the step hit unless the row is
 staged.
+
+With UNITS, the cache under mpirun over that many units' shards (ROWS,
+several units): each step, each unit (in order) reads the distinct rows its
+slice of the batch touched (an equal share each), layer by layer in the
+order first touched, from the row's owner (mix64(key) mod UNITS), whose
+cache takes each read as a lookup by the rule above; the counts are summed
+over the owners.  A CAPACITY above the rows is rows: hbm in shards.
 """
 import heapq
 import json
+import math
 import sys
 
 
@@ -30,9 +38,73 @@ def layers_of(model):
     return out
 
 
+MASK = (1 << 64) - 1
+
+
+def mix64(x):
+    """hps_mix64 (splitmix64's finaliser): the routing rule's hash."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
+    return x ^ (x >> 31)
+
+
+class Cache:
+    """One train_rows: counts, stamps, what is cached, and a step's rows."""
+
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.count, self.stamp = {}, {}
+        self.cached, self.heap = set(), []
+        self.touched = {}  # this step's rows: cached (True) or staged (False)
+        self.seq = self.lookups = self.hits = self.misses = self.write_backs = 0
+
+    def lookup(self, r):
+        self.seq += 1
+        self.lookups += 1
+        self.count[r] = self.count.get(r, 0) + 1
+        self.stamp[r] = self.seq
+        if r in self.touched:
+            self.hits += self.touched[r]
+            return
+        if r in self.cached:
+            self.hits += 1
+            self.touched[r] = True
+            return
+        self.misses += 1
+        heap, count, stamp = self.heap, self.count, self.stamp
+        if len(self.cached) == self.capacity:
+            # the lowest cached row the step has not used
+            while heap and (heap[0][2] not in self.cached or heap[0][2] in self.touched
+                            or heap[0][:2] != (count[heap[0][2]], stamp[heap[0][2]])):
+                heapq.heappop(heap)
+            if heap and count[r] > heap[0][0]:
+                self.cached.discard(heapq.heappop(heap)[2])
+                self.write_backs += 1
+        if len(self.cached) < self.capacity:
+            self.cached.add(r)
+            self.touched[r] = True
+        else:
+            self.touched[r] = False
+
+    def step_end(self):
+        for r, kept in self.touched.items():
+            if kept:
+                heapq.heappush(self.heap, (self.count[r], self.stamp[r], r))
+            else:
+                self.write_backs += 1
+        self.touched = {}
+
+
+def cut(n, units, w):
+    """hps_dist_slice's bound for equal shares: lround(w / units * n)."""
+    return int(math.floor(w * n / units + 0.5))
+
+
 def main():
     model_path, tsv, batch, micro, capacity = sys.argv[1:6]
     epochs = int(sys.argv[6]) if len(sys.argv) > 6 else 1
+    units = int(sys.argv[7]) if len(sys.argv) > 7 else 0
     model = json.load(open(model_path))
     batch, micro, capacity = int(batch), int(micro), int(capacity)
     n_dense = model["input"].get("dense", 0)
@@ -42,52 +114,33 @@ def main():
         f = line.rstrip("\n").split("\t")
         keys = f[1 + n_dense:]
         rows.append([[int(k, 16) for k in col.split(",") if k] for col in keys])
-    count, stamp = {}, {}
-    cached, heap = set(), []
-    seq = lookups = hits = misses = write_backs = 0
+    caches = [Cache(capacity) for _ in range(max(units, 1))]
     micro = min(micro, batch)
     cap_micro = (batch + micro - 1) // micro
     for _ in range(epochs):
         for first in range(0, len(rows), batch):
             step = rows[first:first + batch]
-            touched = {}  # row -> cached (True) or staged (False)
-            for lo in range(0, len(step), cap_micro):
+            if not units:  # one process: micro-batch by micro-batch, layer by layer
+                for lo in range(0, len(step), cap_micro):
+                    for li, slots in enumerate(layers):
+                        for sample in step[lo:lo + cap_micro]:
+                            for j, s in enumerate(slots):
+                                for key in sample[s]:
+                                    caches[0].lookup((li, j, key))
+            for w in range(units):
+                mine = step[cut(len(step), units, w):cut(len(step), units, w + 1)]
                 for li, slots in enumerate(layers):
-                    for sample in step[lo:lo + cap_micro]:
+                    seen = {}  # ordered: the rows as first touched
+                    for sample in mine:
                         for j, s in enumerate(slots):
                             for key in sample[s]:
-                                r = (li, j, key)
-                                seq += 1
-                                lookups += 1
-                                count[r] = count.get(r, 0) + 1
-                                stamp[r] = seq
-                                if r in touched:
-                                    hits += touched[r]
-                                    continue
-                                if r in cached:
-                                    hits += 1
-                                    touched[r] = True
-                                    continue
-                                misses += 1
-                                if len(cached) == capacity:
-                                    # the lowest cached row the step has not used
-                                    while heap and (heap[0][2] not in cached or heap[0][2] in touched
-                                                    or heap[0][:2] != (count[heap[0][2]], stamp[heap[0][2]])):
-                                        heapq.heappop(heap)
-                                    if heap and count[r] > heap[0][0]:
-                                        cached.discard(heapq.heappop(heap)[2])
-                                        write_backs += 1
-                                if len(cached) < capacity:
-                                    cached.add(r)
-                                    touched[r] = True
-                                else:
-                                    touched[r] = False
-            for r, kept in touched.items():
-                if kept:
-                    heapq.heappush(heap, (count[r], stamp[r], r))
-                else:
-                    write_backs += 1
-    print(json.dumps({"lookups": lookups, "hits": hits, "misses": misses, "write_backs": write_backs}))
+                                seen.setdefault((li, j, key), None)
+                    for r in seen:
+                        caches[mix64(r[2]) % units].lookup(r)
+            for c in caches:
+                c.step_end()
+    counts = ("lookups", "hits", "misses", "write_backs")
+    print(json.dumps({k: sum(getattr(c, k) for c in caches) for k in counts}))
 
 
 if __name__ == "__main__":

@@ -67,9 +67,11 @@ losses() {
     python3 -c 'import json,sys; [print(r["loss"]) for r in map(json.loads, open(sys.argv[1])) if r["event"] == "step"]' "$1"
 }
 
-# the summary's device rows of a metrics file: lookups hits misses write_backs
+# the summary's device rows of a metrics file (under mpirun summed over the
+# units): lookups hits misses write_backs, or with $2 the fields it names
 rows_stats() {
-    python3 -c 'import json,sys; r=json.loads(open(sys.argv[1]).readlines()[-1])["rows"][0]; print(json.dumps({k: r[k] for k in ("lookups","hits","misses","write_backs")}))' "$1"
+    python3 -c 'import json,sys; r=[json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["event"] == "summary"][-1]["rows"][0]
+print(json.dumps({k: r[k] for k in (sys.argv[2] or "lookups hits misses write_backs").split()}))' "$1" "${2:-}"
 }
 
 @test "rows: the planner's hbm stage runs with its rows in device memory, bit for bit as host tables" {
@@ -225,6 +227,9 @@ resumes_whole() {
     # the dense gradients' allreduce adds in another order than one process's
     # micro-batches (as rows: servers under mpirun): within 1e-4
     same_losses "$TMP/one.ndjson" "$TMP/two.ndjson"
+    # the summary's device rows are every unit's: each looks up its slice's
+    # keys, so together every lookup of the global batch, once
+    [ "$(rows_stats "$TMP/two.ndjson" lookups)" = "$(rows_stats "$TMP/one.ndjson" lookups)" ]
     # the lead evaluates on its replica
     one_eval_near "$TMP/one.ndjson" "$TMP/two.ndjson"
     same_export "$TMP/one.safetensors" "$TMP/r0.safetensors"
@@ -311,15 +316,30 @@ json.dump(p, open(sys.argv[3], "w"))' "$TMP/sh2.json" "$DATA/cache.json" "$TMP/c
     # row from its owner is one), a hit or a miss each but a staged row's
     # later ones in its step (hps-train(1) ROWS), and every miss but the rows
     # still cached at the end written back
-    python3 - "$TMP/sh.ndjson" "$TMP/c.ndjson" "$(cat "$DATA/capacity")" <<'PY'
+    cap=$(cat "$DATA/capacity")
+    python3 - "$TMP/sh.ndjson" "$TMP/c.ndjson" "$cap" <<'PY'
 import json, sys
-last = lambda f: [json.loads(l) for l in open(f) if json.loads(l)["event"] == "step"][-1]["dist"]["device_rows"]
-h, c, cap = last(sys.argv[1]), last(sys.argv[2]), int(sys.argv[3])
+summary = lambda f: [json.loads(l) for l in open(f) if json.loads(l)["event"] == "summary"][-1]
+h, c, cap = summary(sys.argv[1])["rows"][0], summary(sys.argv[2]), int(sys.argv[3])
+stage, c = c["stages"][0], c["rows"][0]
 assert h["capacity"] is None and h["write_backs"] == 0 and h["misses"] == h["lookups"] - h["hits"], h
 assert c["capacity"] == cap and c["lookups"] == h["lookups"] and c["hits"] + c["misses"] <= c["lookups"], (c, h)
 assert c["write_backs"] > 0 and c["misses"] - c["write_backs"] == 2 * cap, (c, cap)
 assert c["hits"] < h["hits"], (c, h)
+# where the stage kept its rows, as --calibrate reads it: the units' hit rate
+assert (stage["rows"], stage["cache_rows"], stage["hit_rate"]) == ("cache", cap, c["hit_rate"]), (stage, c)
 PY
+    # the counts are every owner's: a replay of the units' reads (each
+    # step, each unit's distinct rows from their owners) gives them all
+    for f in sh:100000000 c:$cap; do
+        want=$(python3 "$BATS_TEST_DIRNAME/cache_replay.py" "$MODEL" "$DATA/few.tsv" 256 1 "${f#*:}" 2 2)
+        [ "$(rows_stats "$TMP/${f%:*}.ndjson")" = "$want" ] || { echo "$f: got $(rows_stats "$TMP/${f%:*}.ndjson"), replay $want"; false; }
+    done
+    # hps-plan --calibrate prices the stage's cache at that hit rate
+    rate=$(rows_stats "$TMP/c.ndjson" hit_rate | python3 -c 'import json,sys; print("%.4f" % json.load(sys.stdin)["hit_rate"])')
+    run "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$DATA/p.json" --min-throughput 20000 \
+        --algo exact --calibrate "$TMP/c.ndjson" -o "$TMP/cal.json"
+    [ "$status" -eq 0 ] && [[ "$output" == *"rows cache of $cap at the run's hit rate $rate"* ]] || { echo "$output"; false; }
     # a killed run resumes (with a cold cache) to the same losses and rows
     resumes_whole "$TMP/c2.json"
 }
@@ -393,7 +413,8 @@ p["servers"] = dict(p["servers"], count=n, ranks=list(range(len(p["workers"]), l
 json.dump(p, open(sys.argv[2], "w"))' "$TMP/base.json" "$1" "$3" "${4:-0}" "$DATA/capacity"
 }
 
-# the last step's device rows of a metrics file (summed over the units)
+# the last step's device rows of a metrics file (summed over the units as
+# the step's dense reduction left them)
 device_rows() {
     python3 -c 'import json,sys; print(json.dumps([json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["event"] == "step"][-1]["dist"]["device_rows"]))' "$1"
 }
@@ -445,10 +466,10 @@ device_rows() {
     same_evals "$TMP/one.ndjson" "$TMP/sh2.ndjson"
     same_export "$TMP/one.safetensors" "$TMP/sh2.safetensors"
     # the caches evicted and wrote back every miss but what each of stage
-    # 0's units still holds
+    # 0's units still holds (the summary's counts, summed over them)
     cap=$(cat "$DATA/capacity")
     for f in c1:1 c2:2; do
-        device_rows "$TMP/${f%:*}.ndjson" | python3 -c 'import json,sys; c = json.load(sys.stdin); cap, k = map(int, sys.argv[1:])
+        rows_stats "$TMP/${f%:*}.ndjson" "capacity misses write_backs" | python3 -c 'import json,sys; c = json.load(sys.stdin); cap, k = map(int, sys.argv[1:])
 assert c["capacity"] == cap and c["write_backs"] > 0 and c["misses"] - c["write_backs"] == k * cap, c' "$cap" "${f#*:}"
     done
     # each of stage 0's two units held about half the rows
@@ -631,7 +652,7 @@ rows_served() {
     resumes_whole "$TMP/c1.json" 3
     python3 - "$TMP/full.ndjson" "$(cat "$DATA/capacity")" <<'PY'
 import json, sys
-c = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["event"] == "step"][-1]["dist"]["device_rows"]
+c = [json.loads(l) for l in open(sys.argv[1]) if json.loads(l)["event"] == "summary"][-1]["rows"][0]
 cap = int(sys.argv[2])
 assert c["capacity"] == cap and c["hits"] + c["misses"] <= c["lookups"], c
 assert c["write_backs"] > 0 and c["misses"] - c["write_backs"] == 2 * cap, (c, cap)
