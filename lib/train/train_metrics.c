@@ -161,10 +161,10 @@ static int device_stage(const hps_trainer *t, int s)
     return (strcmp(rows, "hbm") == 0 || strcmp(rows, "cache") == 0) && stage_tables(t, s);
 }
 
-/* Each device stage's counts over the run so far, summed over the units
- * that hold its rows (hps-train(1) ROWS): under mpirun a reduction, which
- * every process makes at the same records (an epoch's end, the summary),
- * not at every step. */
+/* Each device stage's counts over the run so far into x, summed over the
+ * units that hold its rows (hps-train(1) ROWS): under mpirun a reduction,
+ * which every process makes at the same records (an epoch's end, the
+ * summary), not at every step. */
 static void rows_totals(hps_trainer *t, train_rows_stats *x)
 {
     uint64_t c[HPS_TRAIN_MAX_STAGES][4] = {{0}};
@@ -239,8 +239,8 @@ static json_t *fidelity(hps_trainer *t, const train_rows_stats *totals)
                      hps_json_real(s->engine_ms), "stages", a);
 }
 
-/* Per stage with device rows: the counts over the run so far (x: the
- * totals over its units), beside the plan's predicted hit rate (hps-train(1)
+/* Per stage with device rows: the counts over the run so far, summed over
+ * its units (totals), beside the plan's predicted hit rate (hps-train(1)
  * ROWS). */
 static json_t *rows_json(const hps_trainer *t, const train_rows_stats *totals)
 {
