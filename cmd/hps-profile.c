@@ -227,14 +227,14 @@ static void warn_wide(json_t *dev, const char *what, const hps_profile_paired *p
  * falls on both of a pair, where two probes run apart read 0 to 1.6 ms for
  * one model), at least DEVICE_ROWS_PAIRS pairs: the device's device_rows_ms
  * and its spread.  A third trainer keeps a cache of CACHE_SHARE of the rows
- * the first batch touched (full after its first step, so that it misses and
- * evicts on every step after its CACHE_WARMUP), in turn with the other two
- * on the same batches: its step less hbm's, over the misses it has beyond
- * hbm's new rows, is what a miss costs the host (device_row_miss_us).  A
- * model without tables has none. */
+ * the first batch touched, filled on that batch, so that it misses and
+ * evicts on every step after it, in turn with the other two on the same
+ * batches: its step less hbm's, over the misses it has beyond hbm's new
+ * rows, is what a miss costs the host (device_row_miss_us).  Its warm-up is
+ * that one step: the probe runs in every CPU profile of a model with
+ * tables.  A model without tables has none. */
 #define DEVICE_ROWS_PAIRS 8
 #define CACHE_SHARE 0.5
-#define CACHE_WARMUP 2
 static int device_rows_overhead(const hps_model *m, hps_trainer *host, const plan_file *host_plan,
                                 const hps_train_opts *to, hps_source *src, json_t *dev, const hps_profile_opts *o,
                                 hps_error *err)
@@ -245,7 +245,7 @@ static int device_rows_overhead(const hps_model *m, hps_trainer *host, const pla
     hps_trainer *t[3] = {host, rows_trainer(m, host_plan, "hbm", 0, to, err), NULL};
     if (!t[1]) return -1;
     const int B = host_plan->batch, pairs = o->reps > DEVICE_ROWS_PAIRS ? o->reps : DEVICE_ROWS_PAIRS;
-    const int warm = (o->warmup > 0 ? o->warmup : 1) + CACHE_WARMUP; /* hbm and the cache are new trainers */
+    const int warm = o->warmup > 0 ? o->warmup : 1; /* hbm is a new trainer */
     hps_batch *batch = hps_batch_create(B, m->n_dense, m->n_slots, (int64_t)B * (m->n_slots + 1), 1);
     double *sec = hps_calloc(3 * (size_t)pairs, sizeof *sec), step[3];
     uint64_t hbm0 = 0, cache0 = 0; /* rows fetched when the timing starts */
@@ -254,16 +254,18 @@ static int device_rows_overhead(const hps_model *m, hps_trainer *host, const pla
     for (int i = -warm; i < pairs && rc == 0; i++) {
         if (i == 0) hbm0 = hps_trainer_row_misses(t[1]), cache0 = hps_trainer_row_misses(t[2]);
         rc = next_batch(src, batch, B, err) || steps_in_turn(t, t[2] ? 3 : 2, batch, i, step, err) ? -1 : 0;
-        if (rc == 0 && !t[2]) {
+        if (rc == 0 && !t[2]) { /* the cache, filled on the first batch: it evicts from the next */
             cap = (long long)(CACHE_SHARE * (double)hps_trainer_row_misses(t[1]));
             cap = cap > 0 ? cap : 1;
-            rc = (t[2] = rows_trainer(m, host_plan, "cache", cap, to, err)) ? 0 : -1;
+            t[2] = rows_trainer(m, host_plan, "cache", cap, to, err);
+            rc = t[2] && steps_in_turn(t + 2, 1, batch, 0, step, err) == 0 ? 0 : -1;
         }
         for (int k = 0; k < 3 && rc == 0 && i >= 0; k++) sec[k * pairs + i] = step[k];
     }
     if (rc == 0) {
         hps_profile_paired p = hps_profile_paired_of(sec, sec + pairs, pairs);
-        double misses = (double)(hps_trainer_row_misses(t[2]) - cache0) - (double)(hps_trainer_row_misses(t[1]) - hbm0);
+        double misses = (double)(hps_trainer_row_misses(t[2]) - cache0) -
+                        (double)(hps_trainer_row_misses(t[1]) - hbm0);
         hps_profile_paired q = hps_profile_paired_per(sec + pairs, sec + 2 * pairs, pairs, misses / pairs);
         char what[64];
         snprintf(what, sizeof what, "device_rows_ms %.3g ms", p.ms > 0 ? p.ms : 0);
