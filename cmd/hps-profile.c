@@ -177,17 +177,18 @@ static int emit(json_t *doc, const args *a, hps_error *err)
     return o ? hps_out_commit(o, err) : -1;
 }
 
-/* Steps of the two trainers on one batch, in turn (odd pairs B first, so
- * that neither always runs on caches the other warmed): seconds each. */
-static int paired_step(hps_trainer *a, hps_trainer *b, const hps_batch *batch, int b_first, double *sa, double *sb,
-                       hps_error *err)
+/* Steps of n trainers on one batch, in turn from trainer `first` (mod n:
+ * the order turns from one batch to the next, so that none always runs on
+ * caches another warmed): seconds each. */
+static int steps_in_turn(hps_trainer *const *t, int n, const hps_batch *batch, int first, double *sec,
+                         hps_error *err)
 {
-    hps_trainer *order[2] = {b_first ? b : a, b_first ? a : b};
-    double *sec[2] = {b_first ? sb : sa, b_first ? sa : sb}, loss;
-    for (int k = 0; k < 2; k++) {
+    double loss;
+    for (int k = 0; k < n; k++) {
+        int j = ((first + k) % n + n) % n;
         double t0 = hps_now();
-        if (hps_trainer_step(order[k], batch, &loss, err)) return -1;
-        *sec[k] = hps_now() - t0;
+        if (hps_trainer_step(t[j], batch, &loss, err)) return -1;
+        sec[j] = hps_now() - t0;
     }
     return 0;
 }
@@ -201,14 +202,43 @@ static int next_batch(hps_source *src, hps_batch *b, int B, hps_error *err)
     return got < 0 ? -1 : 0;
 }
 
+/* A trainer of m with plan's stage keeping its rows `rows` ("hbm", or
+ * "cache" of capacity rows). */
+static hps_trainer *rows_trainer(const hps_model *m, const plan_file *host_plan, const char *rows, long long capacity,
+                                 const hps_train_opts *to, hps_error *err)
+{
+    plan_file plan = *host_plan;
+    snprintf(plan.stages[0].rows, sizeof plan.stages[0].rows, "%s", rows);
+    plan.stages[0].cache_rows = capacity;
+    return hps_trainer_create(m, &plan, to, err);
+}
+
+static void warn_wide(json_t *dev, const char *what, const hps_profile_paired *p, const char *more)
+{
+    if (p->wide)
+        hps_profile_warn_spread(json_string_value(json_object_get(dev, "id")), what, p->spread, "the step's median",
+                                p->pairs, more);
+}
+
 /* What the rows in the backend's memory (rows hbm, as hps-train keeps them
  * on a GPU or, --cpu-fallback, in the CPU backend's arena) add to a step:
  * the host trainer's step and the same step of one with rows hbm, on the same
- * batches, alternately (a paired difference: a busy spell of the machine
+ * batches, in turn (a paired difference: a busy spell of the machine
  * falls on both of a pair, where two probes run apart read 0 to 1.6 ms for
  * one model), at least DEVICE_ROWS_PAIRS pairs: the device's device_rows_ms
- * and its spread.  A model without tables has none. */
+ * and its spread.  A third trainer keeps a cache of CACHE_SHARE of the rows
+ * the first batch touched, filled on that batch, so that it misses and
+ * evicts on every step after it, in turn with the other two on the same
+ * batches: its step less hbm's, over the misses it has beyond hbm's new
+ * rows, is what a miss costs the host (device_row_miss_us).  Its warm-up is
+ * that one step: the probe runs in every CPU profile of a model with
+ * tables.  The cost a miss is taken with the order's upkeep of the step's
+ * hits, which grows with the rows cached: half the batch's rows read 0.2 to
+ * 0.4 us a miss on dlrm-criteo, as many 0.6 to 0.8, twice as many 1.4, and
+ * its cache in bench-fidelity (15k rows, hit 0.85) ran about 0.9 us a miss
+ * slower than rows hbm (loaded, 2 vCPUs).  A model without tables has none. */
 #define DEVICE_ROWS_PAIRS 8
+#define CACHE_SHARE 1.0
 static int device_rows_overhead(const hps_model *m, hps_trainer *host, const plan_file *host_plan,
                                 const hps_train_opts *to, hps_source *src, json_t *dev, const hps_profile_opts *o,
                                 hps_error *err)
@@ -216,30 +246,46 @@ static int device_rows_overhead(const hps_model *m, hps_trainer *host, const pla
     int tables = 0;
     for (int l = 0; l < m->n_layers; l++) tables |= hps_layer_has_table(&m->layers[l]);
     if (!tables) return 0;
-    plan_file plan = *host_plan;
-    snprintf(plan.stages[0].rows, sizeof plan.stages[0].rows, "hbm");
-    hps_trainer *rows = hps_trainer_create(m, &plan, to, err);
-    if (!rows) return -1;
-    const int B = plan.batch, pairs = o->reps > DEVICE_ROWS_PAIRS ? o->reps : DEVICE_ROWS_PAIRS;
+    hps_trainer *t[3] = {host, rows_trainer(m, host_plan, "hbm", 0, to, err), NULL};
+    if (!t[1]) return -1;
+    const int B = host_plan->batch, pairs = o->reps > DEVICE_ROWS_PAIRS ? o->reps : DEVICE_ROWS_PAIRS;
+    const int warm = o->warmup > 0 ? o->warmup : 1; /* hbm is a new trainer */
     hps_batch *batch = hps_batch_create(B, m->n_dense, m->n_slots, (int64_t)B * (m->n_slots + 1), 1);
-    double *a = hps_calloc(2 * (size_t)pairs, sizeof *a), *b = a + pairs, sa, sb;
+    double *sec = hps_calloc(3 * (size_t)pairs, sizeof *sec), step[3];
+    uint64_t hbm0 = 0, cache0 = 0; /* rows fetched when the timing starts */
+    long long cap = 0;
     int rc = 0;
-    for (int i = -(o->warmup > 0 ? o->warmup : 1); i < pairs && rc == 0; i++) { /* rows is a new trainer */
-        rc = next_batch(src, batch, B, err) || paired_step(host, rows, batch, i & 1, &sa, &sb, err) ? -1 : 0;
-        if (rc == 0 && i >= 0) a[i] = sa, b[i] = sb;
+    for (int i = -warm; i < pairs && rc == 0; i++) {
+        if (i == 0) hbm0 = hps_trainer_row_misses(t[1]), cache0 = hps_trainer_row_misses(t[2]);
+        rc = next_batch(src, batch, B, err) || steps_in_turn(t, t[2] ? 3 : 2, batch, i, step, err) ? -1 : 0;
+        if (rc == 0 && !t[2]) { /* the cache, filled on the first batch: it evicts from the next */
+            cap = (long long)(CACHE_SHARE * (double)hps_trainer_row_misses(t[1]));
+            cap = cap > 0 ? cap : 1;
+            t[2] = rows_trainer(m, host_plan, "cache", cap, to, err);
+            rc = t[2] && steps_in_turn(t + 2, 1, batch, 0, step, err) == 0 ? 0 : -1;
+        }
+        for (int k = 0; k < 3 && rc == 0 && i >= 0; k++) sec[k * pairs + i] = step[k];
     }
     if (rc == 0) {
-        hps_profile_paired p = hps_profile_paired_of(a, b, pairs);
+        hps_profile_paired p = hps_profile_paired_of(sec, sec + pairs, pairs);
+        double misses = (double)(hps_trainer_row_misses(t[2]) - cache0) -
+                        (double)(hps_trainer_row_misses(t[1]) - hbm0);
+        hps_profile_paired q = hps_profile_paired_per(sec + pairs, sec + 2 * pairs, pairs, misses / pairs);
         char what[64];
         snprintf(what, sizeof what, "device_rows_ms %.3g ms", p.ms > 0 ? p.ms : 0);
-        if (p.wide)
-            hps_profile_warn_spread(json_string_value(json_object_get(dev, "id")), what, p.spread,
-                                    "the step's median", pairs, ", host and device rows in turn");
+        warn_wide(dev, what, &p, ", host and device rows in turn");
+        snprintf(what, sizeof what, "device_row_miss_us %.3g us", q.ms > 0 ? q.ms * 1e3 : 0);
+        warn_wide(dev, what, &q, ", device rows and a cache in turn");
         hps_profile_device_set_device_rows(dev, &p);
+        hps_profile_device_set_row_miss(dev, &q);
+        hps_log(3, "%s: %s: a cache of %lld rows: %.0f misses a step beyond rows hbm's new rows, %.3g ms\n",
+                hps_progname(), json_string_value(json_object_get(dev, "id")), cap, misses / pairs,
+                q.ms * misses / pairs);
     }
-    free(a);
+    free(sec);
     hps_batch_free(batch);
-    hps_trainer_free(rows);
+    hps_trainer_free(t[1]);
+    hps_trainer_free(t[2]);
     return rc;
 }
 

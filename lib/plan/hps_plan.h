@@ -117,6 +117,14 @@ typedef struct {
      * cache) adds to a step on this type's host, where profiled
      * (hps-profile(5), device_rows_ms; else 0) */
     double device_rows_ms[PLAN_MAX_TYPES];
+    /* what one miss of a cache adds to that on this type's host, beyond the
+     * new rows that rows hbm fetch too (hps-profile(5), device_row_miss_us
+     * / 1000; else 0: a miss costs its bytes alone) */
+    double row_miss_ms[PLAN_MAX_TYPES];
+    /* the type's host link is a copy in host memory (a gpu type profiled on
+     * a CPU's threads: hps-train --cpu-fallback's CPU backend, pcie_bpms its
+     * triad / 2), which row_miss_ms, timed there, already holds */
+    int link_in_memory[PLAN_MAX_TYPES];
     /* the exchanges with the servers of a step that looks up all of the
      * model's rows there, where profiled (hps-profile(5), exchange; else
      * 0): a worker's packing and unpacking, and a server's gathering and
@@ -292,6 +300,9 @@ typedef struct {
     /* with rows hbm or cache: hps-train's host work for them a batch, the
      * stage's share of device_rows_ms (split over the units) */
     double rows_host_ms;
+    /* with a cache: hps-train's host work for its misses a batch beyond
+     * rows_host_ms (row_miss_ms a distinct row missed, split over the units) */
+    double miss_ms;
     double server_table_bytes; /* tables + accumulators the servers hold for the stage */
     double server_bytes;       /* bytes per batch to and from the servers */
     double server_rows;        /* rows per batch the servers serve and update */

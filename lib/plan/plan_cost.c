@@ -91,6 +91,19 @@ static double device_rows_ms(const plan_problem *p, int first, int end, int t, c
     return all > 0 ? ms * (p->pre_rows[end] - p->pre_rows[first]) / all : 0;
 }
 
+/* A cache's misses cost the host more than their bytes: each takes a slot,
+ * fetches a row (weights and accumulators) and evicts one (the order's
+ * upkeep, a write-back): the profile's device_row_miss_us, a miss beyond
+ * the new rows rows hbm fetch too (device_rows_ms), for the distinct rows
+ * the stage's batch misses (server_rows, as host_bytes counts them); the
+ * type's own figure, else that of the cpu type whose host runs a GPU's. */
+static double miss_ms(const plan_problem *p, int t, const plan_law *law)
+{
+    if (law->rows != PLAN_ROWS_CACHE) return 0;
+    int h = p->host_type;
+    return (p->row_miss_ms[t] > 0 ? p->row_miss_ms[t] : h >= 0 ? p->row_miss_ms[h] : 0) * law->server_rows;
+}
+
 void plan_stage_law(const plan_problem *p, int first, int end, int t, plan_law *law)
 {
     stage_law(p, first, end, t, PLAN_WAY_AUTO, NULL, law);
@@ -159,9 +172,13 @@ static void stage_law(const plan_problem *p, int first, int end, int t, int way,
         /* their pooled outputs over PCIe to the GPU, the gradients back */
         if (p->pcie_bpms[t] > 0) layers += 2 * (p->pre_emb_out[end] - p->pre_emb_out[first]) / p->pcie_bpms[t];
     }
-    /* a cache's misses: rows fetched from the host and written back over
-     * PCIe, each unit its slice's */
-    if (law->rows == PLAN_ROWS_CACHE && p->pcie_bpms[t] > 0) law->host_ms = law->host_bytes / p->pcie_bpms[t];
+    /* a cache's misses: the host's work for them, and the rows fetched from
+     * the host and written back over PCIe, each unit its slice's; on the
+     * CPU backend that copy is in host memory, where the miss's measured
+     * cost holds it already */
+    law->miss_ms = miss_ms(p, t, law);
+    if (law->rows == PLAN_ROWS_CACHE && p->pcie_bpms[t] > 0 && !(law->miss_ms > 0 && p->link_in_memory[t]))
+        law->host_ms = law->host_bytes / p->pcie_bpms[t];
     law->rows_host_ms = device_rows_ms(p, first, end, t, law);
     /* the first stage reads each batch in series with the step, each of
      * its units decoding only its slice (hps-train(1)): the read divides by
@@ -199,12 +216,12 @@ static void stage_law(const plan_problem *p, int first, int end, int t, int way,
         law->hop_ms += 3 * p->nic_ms[t];
     }
     law->fixed_ms = o + fixed + law->sync_ms + law->exchange_ms;
-    law->compute_ms += law->rows_host_ms;
+    law->compute_ms += law->rows_host_ms + law->miss_ms;
     law->scaled_ms = read + layers - fixed + law->boundary_ms + law->ps_ms - law->sync_ms + law->exchange_worker_ms +
-                     law->host_ms + law->rows_host_ms;
+                     law->host_ms + law->rows_host_ms + law->miss_ms;
     law->cpu_fixed_ms = p->is_gpu[t] ? host_fixed : o + fixed;
     law->cpu_scaled_ms = (p->is_gpu[t] ? host_layers - host_fixed : read + layers - fixed) + law->exchange_worker_ms +
-                         law->rows_host_ms;
+                         law->rows_host_ms + law->miss_ms;
 }
 
 static double throughput_of(const plan_problem *p, double ms);

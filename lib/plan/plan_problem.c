@@ -324,6 +324,8 @@ static int read_device(plan_problem *p, const hps_model *m, const hps_cluster *c
     p->read_cpu_ms[t] = d->read_cpu_ms;  /* absent: not charged */
     p->handoff_ms[t] = d->handoff_us / 1000; /* absent or null: hand-offs are not charged */
     p->device_rows_ms[t] = d->device_rows_ms; /* absent: not charged */
+    p->row_miss_ms[t] = d->device_row_miss_us / 1000; /* absent: a miss's bytes alone */
+    p->link_in_memory[t] = d->is_gpu && !(d->pcie_gbps > 0) && p->pcie_bpms[t] > 0;
     take_exchange(d, p, t, &exchange[0], &exchange[1]);
     p->overhead_ms[t] = d->overhead_ms;
     return 0;

@@ -73,6 +73,11 @@ typedef struct {
     int pairs, wide;
 } hps_profile_paired;
 hps_profile_paired hps_profile_paired_of(const double *a_sec, const double *b_sec, int n);
+/* The same difference shared among `events` a step that B does and A does
+ * not (a cache's misses beyond what rows hbm fetch): ms is the median
+ * difference over events, ms an event (0 where events is not above 0);
+ * spread and wide as the step's difference's, which it scales. */
+hps_profile_paired hps_profile_paired_per(const double *a_sec, const double *b_sec, int n, double events);
 
 /* Measures the model on one device: a device object of hps-profile(5). */
 json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
@@ -125,6 +130,9 @@ typedef struct {
      * memory (device_rows_ms; 0 when absent) */
     double device_rows_ms;
     double device_rows_spread; /* its spread (hps_profile_paired); NAN: not recorded */
+    /* the host work of one miss of a cache beyond rows hbm (device_row_miss_us;
+     * 0 when absent) and its spread (NAN: not recorded) */
+    double device_row_miss_us, device_row_miss_spread;
     /* the shard reader's background thread's CPU a batch, beside the step
      * (read_cpu_ms; 0 when absent) */
     double read_cpu_ms;
@@ -264,6 +272,10 @@ void hps_profile_device_set_engine(json_t *device, json_t *probe_doc, int on_dat
  * steps with host tables (a) and with the rows in the backend's memory
  * (b, rows hbm) on the same batches; device_rows_ms never below 0. */
 void hps_profile_device_set_device_rows(json_t *device, const hps_profile_paired *p);
+/* Sets a device's device_row_miss_us and device_row_miss_spread from
+ * hps_profile_paired_per over the steps with rows hbm (a) and with a cache
+ * (b) on the same batches; never below 0. */
+void hps_profile_device_set_row_miss(json_t *device, const hps_profile_paired *p);
 /* Sets a device's read_cpu_ms (hps_profile_read_cpu_ms). */
 void hps_profile_device_set_read_cpu(json_t *device, double ms);
 /* The CPU milliseconds the shard reader's background thread spends a batch

@@ -313,6 +313,13 @@ hps_profile_paired hps_profile_paired_of(const double *a_sec, const double *b_se
     return p;
 }
 
+hps_profile_paired hps_profile_paired_per(const double *a_sec, const double *b_sec, int n, double events)
+{
+    hps_profile_paired p = hps_profile_paired_of(a_sec, b_sec, n);
+    p.ms = events > 0 ? p.ms / events : 0;
+    return p;
+}
+
 /* A layer's forward+backward seconds over the repetitions: its spread. */
 static double layer_spread(const samples *s, int l)
 {

@@ -209,7 +209,7 @@ static int read_device(json_t *d, hps_profile_device *dev, int n_layers, const c
 /* What the planner prices besides the layers; handoff_us absent or null:
  * hand-offs are not charged, read_ms absent (profiled without --data): the
  * read is not charged, read_cpu_ms absent: nor the reader's thread, device_rows_ms absent: rows in device memory add
- * nothing. */
+ * nothing, device_row_miss_us absent: a cache's misses cost their bytes alone. */
 static int read_device_costs(hps_profile_device *dev, const char *name, hps_error *err)
 {
     char ctx[300];
@@ -221,6 +221,8 @@ static int read_device_costs(hps_profile_device *dev, const char *name, hps_erro
                    hps_json_num(d, "handoff_us", HPS_OPTIONAL, 0, 1e6, &dev->handoff_us, ctx, err) ||
                    hps_json_num(d, "device_rows_ms", HPS_OPTIONAL, 0, 1e9, &dev->device_rows_ms, ctx, err) ||
                    read_optional_number(d, "device_rows_spread", 1e6, &dev->device_rows_spread, ctx, err) ||
+                   hps_json_num(d, "device_row_miss_us", HPS_OPTIONAL, 0, 1e9, &dev->device_row_miss_us, ctx, err) ||
+                   read_optional_number(d, "device_row_miss_spread", 1e6, &dev->device_row_miss_spread, ctx, err) ||
                    hps_json_str(d, "machine_from", HPS_OPTIONAL, &dev->machine_from, ctx, err) ||
                    read_exchange(d, &dev->exchange, ctx, err) ||
                    read_median(d, "overhead_ms", &dev->overhead_ms, ctx, err) ||

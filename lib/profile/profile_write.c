@@ -215,6 +215,16 @@ void hps_profile_device_set_device_rows(json_t *device, const hps_profile_paired
     json_object_set_new(device, "device_rows_spread", hps_json_real(p->spread));
 }
 
+/* What a cache's miss costs hps-train's host beyond rows hbm (the slot
+ * taken, the row fetched, an eviction: the order's upkeep and the row
+ * written back); the planner charges it a miss to a stage with rows cache
+ * (hps-plan(1), COST MODEL). */
+void hps_profile_device_set_row_miss(json_t *device, const hps_profile_paired *p)
+{
+    json_object_set_new(device, "device_row_miss_us", hps_json_real(p->ms > 0 ? p->ms * 1e3 : 0));
+    json_object_set_new(device, "device_row_miss_spread", hps_json_real(p->spread));
+}
+
 /* Multiplies the figures of a timing object ({median, min, max, mad}). */
 static void scale_timing(json_t *t, double f)
 {

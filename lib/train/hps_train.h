@@ -177,6 +177,9 @@ const hps_train_summary *hps_trainer_summary(const hps_trainer *t);
 int hps_trainer_batch(const hps_trainer *t); /* samples a step */
 uint64_t hps_trainer_steps(const hps_trainer *t); /* steps trained so far, a resumed run's included */
 const hps_backend *hps_trainer_backend(const hps_trainer *t); /* where its layers run */
+/* Rows fetched into device memory so far (hps-train(1) ROWS: rows hbm or
+ * cache), all stages: a cache's misses, hbm's new rows (0: no device rows). */
+uint64_t hps_trainer_row_misses(const hps_trainer *t);
 /* A measured figure against the plan's: measured / predicted - 1; NAN when
  * either is unknown (not positive). */
 double hps_train_error(double measured, double predicted);

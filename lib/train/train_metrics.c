@@ -239,6 +239,14 @@ static json_t *fidelity(hps_trainer *t, const train_rows_stats *totals)
                      hps_json_real(s->engine_ms), "stages", a);
 }
 
+uint64_t hps_trainer_row_misses(const hps_trainer *t)
+{
+    uint64_t n = 0;
+    for (int s = 0; s < t->plan->n_stages; s++)
+        if (t->stage_rows[s]) n += train_rows_stats_of(t->stage_rows[s])->misses;
+    return n;
+}
+
 /* Per stage with device rows: the counts over the run so far, summed over
  * its units (totals), beside the plan's predicted hit rate (hps-train(1)
  * ROWS). */

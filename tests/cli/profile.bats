@@ -394,7 +394,63 @@ assert srv["ms_per_batch"] == srv0["ms_per_batch"], (srv, srv0)
 PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
     "$HPS_BIN/hps-profile" -m "$TESTDATA/models/mlp-784.json" -D cpu:1 $FAST -o "$TMP/mlp.json"
-    run python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]; assert "device_rows_ms" not in d, d' "$TMP/mlp.json"
+    run python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))["devices"][0]; assert "device_rows_ms" not in d and "device_row_miss_us" not in d, d' "$TMP/mlp.json"
+    [ "$status" -eq 0 ] || { echo "$output"; false; }
+}
+
+@test "profile: a cache's miss is timed (device_row_miss_us); hps-plan charges a cache stage for its misses, in place of their bytes on the CPU backend" {
+    profile_demo_on_shards
+    # g as above and its plans with rows hbm and on the servers (the working
+    # set alone), then memory for the working set and a tenth of the tables
+    # (bench-fidelity's cache), the profile with the figure by hand: 0
+    # (absent), 5 and 10 us a miss
+    python3 - "$TMP/p.json" "$TMP/g.json" "$TMP/c-big.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+cpu = p["devices"][0]
+assert cpu["device_row_miss_us"] >= 0 and cpu["device_row_miss_spread"] >= 0, cpu
+p["devices"].append(dict(cpu, id="cpu-as-gpu", kind="gpu"))
+json.dump(p, open(sys.argv[2], "w"))
+json.dump({"format": "hps-cluster", "version": 1, "name": "g", "resources": [
+    {"name": "g", "kind": "gpu", "device": "cpu-as-gpu", "threads": 1, "price_per_hour": 1, "max_units": 1,
+     "nic_gbps": 10, "mem_gib": 64},
+    {"name": "t1", "kind": "cpu", "device": "cpu:1", "price_per_hour": 1, "max_units": 1, "nic_gbps": 10}],
+    "servers": {"type": "t1", "gbps": 10}}, open(sys.argv[3], "w"))
+PY
+    for rows in auto servers; do
+        "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c-big.json" -p "$TMP/g.json" -t 1 -a fixed:g --rows $rows \
+            -o "$TMP/big-$rows.json"
+    done
+    python3 - "$TMP/g.json" "$TMP/big-auto.json" "$TMP/big-servers.json" "$TMP" <<'PY'
+import json, sys
+p, tmp = json.load(open(sys.argv[1])), sys.argv[4]
+hbm, srv = (json.load(open(f))["stages"][0] for f in sys.argv[2:4])
+assert hbm["rows"] == "hbm", hbm["rows"]
+work, tables = srv["memory"]["used_bytes"], hbm["memory"]["used_bytes"] - srv["memory"]["used_bytes"]
+cpu, g = p["devices"]
+for us in (0, 5, 10):
+    d = dict(g, device_row_miss_us=us)
+    if not us:
+        del d["device_row_miss_us"]
+    json.dump(dict(p, devices=[cpu, d]), open(f"{tmp}/g{us}.json", "w"))
+json.dump({"format": "hps-cluster", "version": 1, "name": "g", "resources": [
+    {"name": "g", "kind": "gpu", "device": "cpu-as-gpu", "threads": 1, "price_per_hour": 1, "max_units": 1,
+     "nic_gbps": 10, "mem_gib": (work + 0.1 * tables) / 2**30}]}, open(f"{tmp}/c.json", "w"))
+PY
+    for us in 0 5 10; do
+        "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c.json" -p "$TMP/g$us.json" -t 1 -a fixed:g \
+            --data-stats "$TMP/shards" -o "$TMP/cache$us.json"
+    done
+    run python3 - "$TMP"/cache0.json "$TMP"/cache5.json "$TMP"/cache10.json <<'PY'
+import json, sys
+s0, s5, s10 = (json.load(open(f))["stages"][0] for f in sys.argv[1:])
+assert s0["rows"] == s5["rows"] == s10["rows"] == "cache", (s0["rows"], s5["rows"])
+assert s0["cache_hit_rate"] == s5["cache_hit_rate"] < 1, (s0["cache_hit_rate"], s5["cache_hit_rate"])
+# each miss 5 us more: the same misses again
+miss5 = s10["in_process_ms"] - s5["in_process_ms"]
+assert miss5 > 0, miss5
+assert abs(s5["in_process_ms"] - s0["in_process_ms"] - miss5) < miss5, (s0, s5, miss5)
+PY
     [ "$status" -eq 0 ] || { echo "$output"; false; }
 }
 

@@ -462,6 +462,65 @@ static void test_device_rows_host_work(void **state)
     plan_problem_free(p);
 }
 
+/* A cache's misses cost the host more than their bytes (the profile's
+ * device_row_miss_us, issue 28): each distinct row a batch misses pays it,
+ * split over the units, from the stage's type or else the host cpu type's;
+ * absent, a miss costs its bytes alone.  On the CPU backend's link (copies
+ * in host memory) the measured figure holds the copies: the bytes are not
+ * charged again; over a GPU's PCIe they are. */
+static void test_cache_miss_host_work(void **state)
+{
+    (void)state;
+    plan_problem *p = worked_example();
+    worked_memory(p);
+    p->sparse_rows[0] = 78125; /* the lookups its bytes say: 1.25e6 / 16 */
+    p->host_type = 0;
+    p->exchange_rows_share = 0.8; /* distinct rows a lookup */
+    plan_problem_prepare(p);
+    const plan_kept cache = {.rows = PLAN_ROWS_CACHE, .cache_rows = 1e8, .hit_rate = 0.75};
+    plan_law none, law;
+    plan_stage_law_kept(p, 0, 1, 1, &cache, &none);
+    assert_int_equal(none.rows, PLAN_ROWS_CACHE);
+    NEAR(none.miss_ms, 0); /* not profiled: not charged */
+    /* 78125 lookups x (1 - 0.75) x 0.8 = 15625 rows missed, 2 us each */
+    p->row_miss_ms[0] = 0.002; /* the host cpu's figure */
+    plan_stage_law_kept(p, 0, 1, 1, &cache, &law);
+    NEAR(law.miss_ms, 31.25);
+    NEAR(law.compute_ms, none.compute_ms + 31.25);
+    NEAR(plan_law_ms(&law, 4), plan_law_ms(&none, 4) + 31.25 / 4);
+    NEAR(plan_law_in_process_ms(&law, 1), plan_law_in_process_ms(&none, 1) + 31.25); /* one process too */
+    NEAR(law.cpu_scaled_ms, none.cpu_scaled_ms + 31.25);                            /* on the host's cores */
+    p->row_miss_ms[1] = 0.001; /* the gpu type's own (a CPU backend measured) */
+    plan_stage_law_kept(p, 0, 1, 1, &cache, &law);
+    NEAR(law.miss_ms, 15.625);
+    plan_stage_law(p, 0, 1, 1, &law); /* the model's hit rate */
+    assert_int_equal(law.rows, PLAN_ROWS_CACHE);
+    NEAR(law.miss_ms, 78125 * (1 - law.hit_rate) * 0.8 * 0.001);
+    /* over PCIe both: the host's work, and the bytes on the link */
+    p->pcie_bpms[1] = 12 * PLAN_GBPS_TO_BPMS;
+    plan_stage_law_kept(p, 0, 1, 1, &cache, &law);
+    assert_true(law.host_ms > 0);
+    NEAR(law.host_ms, law.host_bytes / (12 * PLAN_GBPS_TO_BPMS));
+    NEAR(law.scaled_ms, none.scaled_ms + law.host_ms + 15.625);
+    /* the CPU backend's copies are the measured miss's: the figure alone */
+    p->link_in_memory[1] = 1;
+    plan_stage_law_kept(p, 0, 1, 1, &cache, &law);
+    NEAR(law.host_ms, 0);
+    NEAR(law.scaled_ms, none.scaled_ms + 15.625);
+    p->row_miss_ms[0] = p->row_miss_ms[1] = 0; /* not measured: the bytes, as before */
+    plan_stage_law_kept(p, 0, 1, 1, &cache, &law);
+    NEAR(law.miss_ms, 0);
+    NEAR(law.host_ms, law.host_bytes / (12 * PLAN_GBPS_TO_BPMS));
+    p->row_miss_ms[1] = 0.001;
+    const plan_kept hbm = {.rows = PLAN_ROWS_HBM};
+    plan_stage_law_kept(p, 0, 1, 1, &hbm, &law); /* rows hbm never miss */
+    NEAR(law.miss_ms, 0);
+    plan_stage_law(p, 0, 1, 0, &law); /* rows on the servers */
+    assert_int_equal(law.rows, PLAN_ROWS_SERVERS);
+    NEAR(law.miss_ms, 0);
+    plan_problem_free(p);
+}
+
 static void test_worked_example_memory(void **state)
 {
     (void)state;
@@ -1769,6 +1828,7 @@ int main(void)
         cmocka_unit_test(test_beside_at_one_core_fewer),
         cmocka_unit_test(test_beside_not_in_process),
         cmocka_unit_test(test_device_rows_host_work),
+        cmocka_unit_test(test_cache_miss_host_work),
         cmocka_unit_test(test_gpu_estimate_ignores_cpu_noise),
         cmocka_unit_test(test_scaling_suspect),
         cmocka_unit_test(test_worked_example_memory),

@@ -106,6 +106,10 @@ static void test_refuses_each_field_once(void **state)
     assert_string_equal(refused("read_cpu_ms", "\"slow\"", 0), "p.json: device 'cpu': read_cpu_ms must be a number");
     assert_string_equal(refused("device_rows_spread", "-1", 0),
                         "p.json: device 'cpu': device_rows_spread=-1 must be in [0, 1e+06]");
+    assert_string_equal(refused("device_row_miss_us", "-2", 0),
+                        "p.json: device 'cpu': device_row_miss_us=-2 must be in [0, 1e+09]");
+    assert_string_equal(refused("device_row_miss_spread", "-1", 0),
+                        "p.json: device 'cpu': device_row_miss_spread=-1 must be in [0, 1e+06]");
     assert_string_equal(refused("machine_from", "3", 0), "p.json: device 'cpu': machine_from must be a non-empty string");
     assert_string_equal(refused("exchange", "5", 0), "p.json: device 'cpu': exchange: must be an object or null");
     /* a string read as 0 before; now refused as handoff_us always was */
@@ -180,6 +184,10 @@ static void test_reads_what_the_writer_writes(void **state)
     assert_true(json_is_number(json_object_get(dev, "device_rows_ms")));
     assert_true(json_number_value(json_object_get(dev, "device_rows_ms")) == 0);
     hps_profile_device_set_device_rows(dev, &(hps_profile_paired){.ms = 1.25, .spread = 0.375, .pairs = 8});
+    /* a cache's miss: 3.90625 us beyond rows hbm */
+    hps_profile_device_set_row_miss(dev, &faster); /* noise, never below 0 */
+    assert_true(json_number_value(json_object_get(dev, "device_row_miss_us")) == 0);
+    hps_profile_device_set_row_miss(dev, &(hps_profile_paired){.ms = 0.00390625, .spread = 0.5, .pairs = 8});
     hps_profile_device_set_read_cpu(dev, -0.125); /* noise, never below 0 */
     assert_true(json_number_value(json_object_get(dev, "read_cpu_ms")) == 0);
     hps_profile_device_set_read_cpu(dev, 0.75);
@@ -197,6 +205,7 @@ static void test_reads_what_the_writer_writes(void **state)
     assert_true(r->sgemm_gflops == 50 && r->triad_gbps == 0 && r->handoff_us == 7);
     assert_true(r->has_read && r->read_ms == 1.5 && r->overhead_ms == 0.5 && r->step_ms == 9);
     assert_true(r->device_rows_ms == 1.25 && r->device_rows_spread == 0.375);
+    assert_true(r->device_row_miss_us == 3.90625 && r->device_row_miss_spread == 0.5);
     assert_true(r->read_cpu_ms == 0.75);
     assert_string_equal(r->machine_from, "machine.json");
     assert_true(r->exchange.present && r->exchange.rows == 10 && r->exchange.bytes == 2048);
@@ -253,6 +262,25 @@ static void test_paired_difference(void **state)
     assert_true(p.ms < 0 && p.spread == 0 && !p.wide);
     assert_false(hps_profile_spread_wide(HPS_PROFILE_SPREAD_BOUND));
     assert_true(hps_profile_spread_wide(HPS_PROFILE_SPREAD_BOUND + 1e-9));
+}
+
+/* device_row_miss_us: the paired difference of a cache's step over rows
+ * hbm's (its median, not the medians' difference), shared among the misses
+ * a step it has beyond hbm's; its spread the difference's. */
+static void test_paired_per_miss(void **state)
+{
+    (void)state;
+    /* hbm's steps, and the cache's 2 ms longer but for one pair's 6 ms; a
+     * busy spell (the 3rd pair) slows both of it */
+    double hbm[5] = {0.010, 0.010, 0.030, 0.010, 0.010}, cache[5] = {0.012, 0.012, 0.032, 0.016, 0.012};
+    hps_profile_paired p = hps_profile_paired_per(hbm, cache, 5, 500); /* 500 misses a step */
+    assert_int_equal(p.pairs, 5);
+    assert_true(fabs(p.ms - 2.0 / 500) < 1e-12); /* 4 us a miss */
+    hps_profile_paired step = hps_profile_paired_of(hbm, cache, 5);
+    assert_true(p.spread == step.spread && p.wide == step.wide);
+    /* no misses beyond hbm's: no figure, whatever the difference */
+    assert_true(hps_profile_paired_per(hbm, cache, 5, 0).ms == 0);
+    assert_true(hps_profile_paired_per(hbm, cache, 5, -3).ms == 0);
 }
 
 /* --machine: the figures of the file's measured CPU device of the same
@@ -544,6 +572,7 @@ int main(void)
         cmocka_unit_test(test_spread),
         cmocka_unit_test(test_measured_spread),
         cmocka_unit_test(test_paired_difference),
+        cmocka_unit_test(test_paired_per_miss),
         cmocka_unit_test(test_machine_figures_reused),
         cmocka_unit_test(test_scaling_times_each_layer),
         cmocka_unit_test(test_cpu_model_same_machine_is_exact),
