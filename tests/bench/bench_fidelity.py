@@ -29,6 +29,7 @@ import statistics
 import socket
 import subprocess
 import sys
+import time
 
 import bench_common
 
@@ -43,6 +44,8 @@ MPI = os.environ.get("MPI", "1") == "1"
 REPS = os.environ.get("REPS", "20")  # hps-profile's repetitions, at least
 PROFILE_S = os.environ.get("PROFILE_S", "3")  # and its --min-time: each layer timed over seconds
 MPI_TIMEOUT = 300
+PACE_S = float(os.environ.get("PACE_S", "0.5"))  # the pace reference's run, seconds; 0: no pace
+PACE_STEPS_MIN = 5  # its steps, at least (demo-ctr's batch takes 0.1 s)
 TARGETS = {"median": 0.10, "max": 0.25, "ranking": 0.90}
 
 
@@ -181,9 +184,12 @@ def job(name, d, plan_path, p, micro, mpi=False, tag=None, rankfile=None):
         distributed = mpi or any(s["units"] > 1 for s in p["stages"])
         batch, steps = steps_of(name, p)
         fallback = any(s.get("kind") == "gpu" for s in p["stages"])  # g runs on this CPU
+        # the cores the run keeps busy, those its pace is timed on: ranks or
+        # stages (threads of one process) times each one's threads
+        cores = min(max(pace_threads()), (ranks if distributed else len(p["stages"])) * threads)
         JOBS[key] = {"args": (d, plan_path, micro, threads, ranks if distributed else 0, steps, fallback,
                               rankfile if distributed else None), "plan": p,
-                     "micro": micro, "runs": []}
+                     "micro": micro, "runs": [], "paces": [], "cores": cores}
     return key
 
 
@@ -217,11 +223,71 @@ def run_once(d, plan_path, micro, threads, ranks, steps, fallback, rankfile):
             "ranks": max(ranks, 1), "threads": threads, "hit": measured_hit(s)}
 
 
+PACE = {}  # model -> {"steps": N, "base": {threads: samples/s at the profile}, "around": {threads: (before, after)}}
+PACE_COST = [0.0]  # seconds the reference took, of the bench's
+
+
+def pace_rate(name, d, threads, steps):
+    """The pace reference's samples/s: the model alone (hps-train --model:
+    one CPU stage, no plan, its tables in the process) on `threads` threads
+    for `steps` steps from the shards' start, the same work every time."""
+    metrics = f"{d}/pace.ndjson"
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    t0 = time.monotonic()
+    sh([f"{BIN}/hps-train", "-q", "--model", f"{ROOT}/testdata/models/{name}.json", "--data", f"{d}/shards",
+        "--epochs", "1000", "--steps", str(steps), "--threads", str(threads), "--metrics", metrics])
+    PACE_COST[0] += time.monotonic() - t0
+    return [json.loads(line) for line in open(metrics) if '"summary"' in line][-1]["samples_per_s"]
+
+
+def pace_threads():
+    """The reference's thread counts: 1, and 2 where the machine has them
+    (every configuration here runs on one core or two)."""
+    return sorted({1, min(2, CORES)})
+
+
+def pace_before_profile(name, d):
+    """Sizes the reference (PACE_S seconds at the rate of a first run of
+    PACE_STEPS_MIN steps, which also brings the shards into the page cache)
+    and times it just before the profile."""
+    if PACE_S <= 0:
+        return
+    with open(f"{ROOT}/testdata/models/{name}.json") as f:
+        batch = json.load(f)["batch"]
+    rate = pace_rate(name, d, 1, PACE_STEPS_MIN)
+    steps = max(PACE_STEPS_MIN, round(PACE_S * rate / batch))
+    PACE[name] = {"steps": steps, "around": {t: [pace_rate(name, d, t, steps)] for t in pace_threads()}}
+
+
+def pace_after_profile(name, d):
+    """Times the reference again just after the profile: the mean of the two
+    is the machine's pace in the profile's minutes, what the plan was priced at."""
+    if name not in PACE:
+        return
+    pc = PACE[name]
+    for t, xs in pc["around"].items():
+        xs.append(pace_rate(name, d, t, pc["steps"]))
+    pc["base"] = {t: statistics.mean(xs) for t, xs in pc["around"].items()}
+
+
+def pace_now(key):
+    """The machine's pace now against the profile's minutes, on the cores a
+    configuration's run takes (None without a reference): the reference's
+    rate now over its rate around the profile."""
+    name, j = key[0], JOBS[key]
+    if name not in PACE:
+        return None
+    pc = PACE[name]
+    return pace_rate(name, j["args"][0], j["cores"], pc["steps"]) / pc["base"][j["cores"]]
+
+
 def run_jobs():
     """Every configuration once a round, RUNS rounds: a slow spell of the
     machine then touches each configuration alike, not one of them RUNS times."""
     for r in range(RUNS):
         for key, j in JOBS.items():
+            j["paces"].append(pace_now(key))  # right before the run: the pace it runs at
             j["runs"].append(run_once(*j["args"]))
         bench_common.note_load()
         print(f"  round {r + 1} of {RUNS}: {len(JOBS)} runs, load {load()}", file=sys.stderr, flush=True)
@@ -233,6 +299,17 @@ def result(key):
     res = dict(runs[(len(runs) - 1) // 2])
     res["measured"], res["sd"], res["cv"] = bench_common.stats([r["measured"] for r in runs])
     return res
+
+
+def adjusted(key):
+    """(mean pace, its sd, the mean samples/s with the pace taken out) of a
+    configuration's runs: each run's samples/s over the pace timed before it,
+    what it would have measured at the profile's pace.  None without a pace."""
+    j = JOBS[key]
+    if not j["paces"] or None in j["paces"]:
+        return None
+    pace, sd, _ = bench_common.stats(j["paces"])
+    return pace, sd, statistics.mean(r["measured"] / x for r, x in zip(j["runs"], j["paces"]))
 
 
 def describe(p, micro, res):
@@ -279,15 +356,16 @@ def ranking_limits(pool):
     return [("between", x) for x in mids] + [("near", 1.02 * cheapest["predicted"]["throughput"])]
 
 
-def rank_set(pool, keys, limit):
+def rank_set(pool, keys, limit, measured=lambda key: result(key)["measured"]):
     """The pick: the candidate of least predicted cost a sample that the
     plan says meets the limit (what hps-plan picks among them); the measured
-    best: the least measured cost a sample among those measured to meet it."""
+    best: the least measured cost a sample among those measured to meet it
+    (measured: a configuration's samples/s, as run or with the pace taken out)."""
     def cheapest(tp_of):
         ok = {i: p["predicted"]["cost_per_hour"] / tp_of(i) for i, (_, p) in enumerate(pool) if tp_of(i) >= limit}
         return min(ok, key=ok.get) if ok else None
     pick = cheapest(lambda i: pool[i][1]["predicted"]["throughput"])
-    best = cheapest(lambda i: result(keys[i])["measured"])
+    best = cheapest(lambda i: measured(keys[i]))
     return pick, best
 
 
@@ -347,8 +425,56 @@ def tag_of(p):
         f"+{p['servers']['count']}s" if p["servers"]["count"] else "")
 
 
+def pace_report(rows, pools, seconds):
+    """The pace's own rows: its reference around each profile, each
+    configuration's pace and its error with the pace taken out, the ranking
+    on those figures, and their summary.  An explanation beside the verdict
+    above, which stays the raw figures': what the error would have been had
+    the machine kept the profile's pace."""
+    print(f"\npace: a fixed run (hps-train --model, the model alone, one CPU stage) of about {PACE_S:g} s, timed just "
+          f"before and after each profile and right before each run on the run's cores (1 or 2 threads); a "
+          f"configuration's pace is the mean over its runs of the reference's rate then over its rate around the "
+          f"profile (below 1: the machine slower than when profiled), its adjusted samples/s the mean of each run's "
+          f"samples/s over its pace")
+    for name, pc in PACE.items():
+        print(f"{name:12} pace reference, {pc['steps']} steps: " + ", ".join(
+            f"{t} thread(s) {a:.0f}/s before and {b:.0f}/s after the profile ({100 * (b / a - 1):+.1f}%)"
+            for t, (a, b) in pc["around"].items()))
+    print(f"{'model':12} {'configuration':52} {'predicted':>10} {'pace':>6} {'sd':>6} {'adjusted':>10} {'error':>7}")
+    errs, paces, cvs = [], [], []
+    for name, p, micro, key in rows:
+        res, adj = result(key), adjusted(key)
+        pace, sd, rate = adj
+        err = rate / res["predicted"] - 1
+        errs.append(abs(err))
+        paces += JOBS[key]["paces"]
+        cvs.append(sd / pace)
+        print(f"{name:12} {describe(p, micro, res):52} {res['predicted']:10.0f} {pace:6.3f} {sd:6.3f} {rate:10.0f} "
+              f"{100 * err:+6.1f}%")
+    sets = {"between": [], "near": []}
+    for name, pool, keys in pools:
+        for kind, limit in ranking_limits(pool):
+            pick, best = rank_set(pool, keys, limit, lambda k: adjusted(k)[2])
+            if pick is None:
+                continue
+            hit = pick == best
+            sets[kind].append(hit)
+            print(f"{name:12} ranking at {limit:9.0f} samples/s ({kind:7}) pace-adjusted: pick {tag_of(pool[pick][1])}, "
+                  f"measured best {tag_of(pool[best][1]) if best is not None else 'none'} {'ok' if hit else 'MISS'}")
+    between, near = sets["between"], sets["near"]
+    print(f"pace over the {len(paces)} runs: median {statistics.median(paces):.3f}, {min(paces):.3f} to "
+          f"{max(paces):.3f}; within one configuration's runs up to {100 * max(cvs):.1f}% (sd/mean), median "
+          f"{100 * statistics.median(cvs):.1f}%; the reference took {PACE_COST[0]:.0f} s of the bench's {seconds:.0f} s "
+          f"({100 * PACE_COST[0] / seconds:.1f}%)")
+    print(f"pace-adjusted (an explanation, not the verdict: what the error would be had the machine kept the "
+          f"profile's pace): median |error| {100 * statistics.median(errs):.1f}%, max {100 * max(errs):.1f}%; "
+          f"ranking: pick measured-best in {sum(between)} of {len(between)} sets between candidates, {sum(near)} of "
+          f"{len(near)} at 1.02 x the cheapest's rate")
+
+
 def main():
     rows, pools, caches = [], [], []
+    start = time.monotonic()
     bench_common.begin("bench-fidelity")
     print(f"bench-fidelity: runs of {SECONDS:g} s at the predicted rate (at least {STEPS_MIN} steps), {RUNS} runs "
           f"a configuration (mean +- sd), NIC {NIC_GBPS:g} Gbit/s in the clusters", flush=True)
@@ -356,8 +482,10 @@ def main():
         d = data(name)
         model = f"{ROOT}/testdata/models/{name}.json"
         # the engine's overhead and the read timed on the shards the runs read
+        pace_before_profile(name, d)
         sh([f"{BIN}/hps-profile", "-q", "-m", model, "-d", "cpu:2", "-r", REPS, "--min-time", PROFILE_S, "--data", f"{d}/shards",
             "-o", f"{d}/profile.json"])
+        pace_after_profile(name, d)
         # this machine as it is: its cores hold 1-thread workers and servers
         # alike (a CTR plan's server takes one); the 2-thread cluster gives a
         # server a unit of its own type that this machine does not have
@@ -453,6 +581,8 @@ def main():
           f"(target <= {100 * TARGETS['median']:.0f}%), max {100 * mx:.1f}% (target <= {100 * TARGETS['max']:.0f}%); "
           f"ranking: pick measured-best in {sum(between)} of {len(between)} sets between candidates "
           f"(target >= {100 * TARGETS['ranking']:.0f}%), {sum(near)} of {len(near)} at 1.02 x the cheapest's rate")
+    if PACE:
+        pace_report(rows, pools, time.monotonic() - start)
     bench_common.end("bench-fidelity")
 
 
