@@ -21,7 +21,27 @@ ranking check: among the candidate plans that fit this machine, for limits
 between their predicted rates, is the planner's pick (the least predicted
 cost a sample that meets the limit) the measured-cheapest plan that meets
 it.  Noisy (bench_common.py): the load passed 1.5, or one configuration's
-runs spread more than BENCH_SPREAD_MAX (5%, sd/mean); the summary says so."""
+runs spread more than BENCH_SPREAD_MAX (5%, sd/mean); the summary says so.
+
+The machine's pace: on a shared VM the machine runs faster or slower from
+one minute to the next, and a plan is priced at the pace of its profile's
+minutes, so a run's error mixes the plan's with the machine's drift.  A
+pace reference, a fixed run of the model alone (hps-train --model: one CPU
+stage, no plan) of about PACE_S seconds (0.5; 0: none), is timed on 1 and
+2 threads just before and just after each model's profile (their mean is
+the profile's pace), then right before each run of each round on the
+run's cores (1 or 2: its ranks or stages times their threads).  The
+reference runs the engine, the reader and the layers the runs run, so its
+rate moves as theirs.  A run's pace is the reference's rate then over its
+rate at the profile; a configuration's pace the mean over its runs.  Its
+own rows follow the verdict, never replacing it: each configuration's pace
+(mean and sd/mean), its samples/s with the pace taken out (each run's over
+its pace, the mean of them) and that error, the ranking on those figures,
+their median and max error, the pace's spread (around each profile, over
+all runs, within a configuration's runs) and whether the runs spread less
+with it taken out, and what the reference cost.  The raw targets stay the
+verdict; the adjusted figures say what the error would be had the machine
+kept the profile's pace."""
 import json
 import math
 import os
@@ -302,14 +322,16 @@ def result(key):
 
 
 def adjusted(key):
-    """(mean pace, its sd, the mean samples/s with the pace taken out) of a
-    configuration's runs: each run's samples/s over the pace timed before it,
-    what it would have measured at the profile's pace.  None without a pace."""
+    """A configuration's runs with the pace taken out: each run's samples/s
+    over the pace timed before it, what it would have measured at the
+    profile's pace.  {pace, pace_cv: the mean pace and its sd/mean; measured,
+    cv: the adjusted samples/s' mean and sd/mean}; None without a pace."""
     j = JOBS[key]
     if not j["paces"] or None in j["paces"]:
         return None
-    pace, sd, _ = bench_common.stats(j["paces"])
-    return pace, sd, statistics.mean(r["measured"] / x for r, x in zip(j["runs"], j["paces"]))
+    pace, _, pace_cv = bench_common.stats(j["paces"])
+    measured, _, cv = bench_common.stats([r["measured"] / x for r, x in zip(j["runs"], j["paces"])])
+    return {"pace": pace, "pace_cv": pace_cv, "measured": measured, "cv": cv}
 
 
 def describe(p, micro, res):
@@ -440,21 +462,20 @@ def pace_report(rows, pools, seconds):
         print(f"{name:12} pace reference, {pc['steps']} steps: " + ", ".join(
             f"{t} thread(s) {a:.0f}/s before and {b:.0f}/s after the profile ({100 * (b / a - 1):+.1f}%)"
             for t, (a, b) in pc["around"].items()))
-    print(f"{'model':12} {'configuration':52} {'predicted':>10} {'pace':>6} {'sd':>6} {'adjusted':>10} {'error':>7}")
-    errs, paces, cvs = [], [], []
+    print(f"{'model':12} {'configuration':52} {'predicted':>10} {'pace':>6} {'sd/mean':>7} {'adjusted':>10} "
+          f"{'error':>7}  runs' sd/mean raw, adjusted")
+    errs = []
     for name, p, micro, key in rows:
         res, adj = result(key), adjusted(key)
-        pace, sd, rate = adj
-        err = rate / res["predicted"] - 1
+        err = adj["measured"] / res["predicted"] - 1
         errs.append(abs(err))
-        paces += JOBS[key]["paces"]
-        cvs.append(sd / pace)
-        print(f"{name:12} {describe(p, micro, res):52} {res['predicted']:10.0f} {pace:6.3f} {sd:6.3f} {rate:10.0f} "
-              f"{100 * err:+6.1f}%")
+        print(f"{name:12} {describe(p, micro, res):52} {res['predicted']:10.0f} {adj['pace']:6.3f} "
+              f"{100 * adj['pace_cv']:6.1f}% {adj['measured']:10.0f} {100 * err:+6.1f}%  "
+              f"{100 * res['cv']:5.1f}% {100 * adj['cv']:5.1f}%")
     sets = {"between": [], "near": []}
     for name, pool, keys in pools:
         for kind, limit in ranking_limits(pool):
-            pick, best = rank_set(pool, keys, limit, lambda k: adjusted(k)[2])
+            pick, best = rank_set(pool, keys, limit, lambda k: adjusted(k)["measured"])
             if pick is None:
                 continue
             hit = pick == best
@@ -462,9 +483,16 @@ def pace_report(rows, pools, seconds):
             print(f"{name:12} ranking at {limit:9.0f} samples/s ({kind:7}) pace-adjusted: pick {tag_of(pool[pick][1])}, "
                   f"measured best {tag_of(pool[best][1]) if best is not None else 'none'} {'ok' if hit else 'MISS'}")
     between, near = sets["between"], sets["near"]
-    print(f"pace over the {len(paces)} runs: median {statistics.median(paces):.3f}, {min(paces):.3f} to "
-          f"{max(paces):.3f}; within one configuration's runs up to {100 * max(cvs):.1f}% (sd/mean), median "
-          f"{100 * statistics.median(cvs):.1f}%; the reference took {PACE_COST[0]:.0f} s of the bench's {seconds:.0f} s "
+    # every configuration's runs, the candidates' too: does the pace explain
+    # their spread (the adjusted runs spread less) or add its own noise?
+    paces = [x for j in JOBS.values() for x in j["paces"]]
+    adj = [adjusted(k) for k in JOBS]
+    raw_cv = statistics.median(result(k)["cv"] for k in JOBS)
+    print(f"pace over all {len(paces)} runs: median {statistics.median(paces):.3f}, {min(paces):.3f} to "
+          f"{max(paces):.3f}; within one configuration's runs (sd/mean) median "
+          f"{100 * statistics.median(a['pace_cv'] for a in adj):.1f}%, up to {100 * max(a['pace_cv'] for a in adj):.1f}%; "
+          f"the runs' own spread with the pace taken out median {100 * statistics.median(a['cv'] for a in adj):.1f}% "
+          f"(raw {100 * raw_cv:.1f}%); the reference took {PACE_COST[0]:.0f} s of the bench's {seconds:.0f} s "
           f"({100 * PACE_COST[0] / seconds:.1f}%)")
     print(f"pace-adjusted (an explanation, not the verdict: what the error would be had the machine kept the "
           f"profile's pace): median |error| {100 * statistics.median(errs):.1f}%, max {100 * max(errs):.1f}%; "
