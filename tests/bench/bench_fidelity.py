@@ -27,19 +27,24 @@ The machine's pace: on a shared VM the machine runs faster or slower from
 one minute to the next, and a plan is priced at the pace of its profile's
 minutes, so a run's error mixes the plan's with the machine's drift.  A
 pace reference, a fixed run of the model alone (hps-train --model: one CPU
-stage, no plan) of about PACE_S seconds (0.5; 0: none), is timed on 1 and
-2 threads just before and just after each model's profile (their mean is
-the profile's pace), then right before each run of each round on the
+stage, no plan) of about PACE_S seconds (0.5; 0: none), is timed twice on
+1 and 2 threads just before and twice just after each model's profile
+(the mean of the four is the profile's pace, the base of every pace of the
+model), then right before each run of each round on the
 run's cores (1 or 2: its ranks or stages times their threads).  The
 reference runs the engine, the reader and the layers the runs run, so its
-rate moves as theirs.  A run's pace is the reference's rate then over its
-rate at the profile; a configuration's pace the mean over its runs.  Its
-own rows follow the verdict, never replacing it: each configuration's pace
-(mean and sd/mean), its samples/s with the pace taken out (each run's over
-its pace, the mean of them) and that error, the ranking on those figures,
-their median and max error, the pace's spread (around each profile, over
-all runs, within a configuration's runs) and whether the runs spread less
-with it taken out, and what the reference cost.  The raw targets stay the
+rate moves as theirs.  A reading is the reference's rate then over its
+rate at the profile; a run's pace the mean of its round's readings on the
+model and cores (the minute or so those runs take: a drift over minutes
+stays, the reference's jitter of a second averages out); a
+configuration's pace the mean over its runs.  Its own rows follow the
+verdict, never replacing it: each configuration's pace (mean and sd/mean),
+its samples/s with the pace taken out (each run's over its pace, the mean
+of them) and that error, the ranking on those figures, their median and
+max error, the pace's spread (around each profile, over all runs, within a
+configuration's runs, the readings within a round: the reference's own
+jitter) and whether the runs spread less with it taken out, and what the
+reference cost.  The raw targets stay the
 verdict; the adjusted figures say what the error would be had the machine
 kept the profile's pace."""
 import json
@@ -66,6 +71,7 @@ PROFILE_S = os.environ.get("PROFILE_S", "3")  # and its --min-time: each layer t
 MPI_TIMEOUT = 300
 PACE_S = float(os.environ.get("PACE_S", "0.5"))  # the pace reference's run, seconds; 0: no pace
 PACE_STEPS_MIN = 5  # its steps, at least (demo-ctr's batch takes 0.1 s)
+PACE_AROUND = 2  # its readings on each side of a profile, each thread count: the base of every pace of the model
 TARGETS = {"median": 0.10, "max": 0.25, "ranking": 0.90}
 
 
@@ -209,7 +215,7 @@ def job(name, d, plan_path, p, micro, mpi=False, tag=None, rankfile=None):
         cores = min(max(pace_threads()), (ranks if distributed else len(p["stages"])) * threads)
         JOBS[key] = {"args": (d, plan_path, micro, threads, ranks if distributed else 0, steps, fallback,
                               rankfile if distributed else None), "plan": p,
-                     "micro": micro, "runs": [], "paces": [], "cores": cores}
+                     "micro": micro, "runs": [], "readings": [], "cores": cores}
     return key
 
 
@@ -243,7 +249,7 @@ def run_once(d, plan_path, micro, threads, ranks, steps, fallback, rankfile):
             "ranks": max(ranks, 1), "threads": threads, "hit": measured_hit(s)}
 
 
-PACE = {}  # model -> {"steps": N, "base": {threads: samples/s at the profile}, "around": {threads: (before, after)}}
+PACE = {}  # model -> {"steps": N, "base": {threads: samples/s at the profile}, "around": {threads: ([before], [after])}}
 PACE_COST = [0.0]  # seconds the reference took, of the bench's
 
 
@@ -277,18 +283,29 @@ def pace_before_profile(name, d):
         batch = json.load(f)["batch"]
     rate = pace_rate(name, d, 1, PACE_STEPS_MIN)
     steps = max(PACE_STEPS_MIN, round(PACE_S * rate / batch))
-    PACE[name] = {"steps": steps, "around": {t: [pace_rate(name, d, t, steps)] for t in pace_threads()}}
+    PACE[name] = {"steps": steps, "around": {t: ([], []) for t in pace_threads()}}
+    pace_around(name, d, 0)
+
+
+def pace_around(name, d, side):
+    """PACE_AROUND readings a thread count, the thread counts in turn, on one
+    side of the profile (0: before, 1: after): every pace of the model is
+    over their mean, so a reading's jitter must not set it."""
+    pc = PACE[name]
+    for _ in range(PACE_AROUND):
+        for t, sides in pc["around"].items():
+            sides[side].append(pace_rate(name, d, t, pc["steps"]))
 
 
 def pace_after_profile(name, d):
-    """Times the reference again just after the profile: the mean of the two
-    is the machine's pace in the profile's minutes, what the plan was priced at."""
+    """Times the reference again just after the profile: the mean of the
+    readings before and after is the machine's pace in the profile's
+    minutes, the pace the plans were priced at."""
     if name not in PACE:
         return
+    pace_around(name, d, 1)
     pc = PACE[name]
-    for t, xs in pc["around"].items():
-        xs.append(pace_rate(name, d, t, pc["steps"]))
-    pc["base"] = {t: statistics.mean(xs) for t, xs in pc["around"].items()}
+    pc["base"] = {t: statistics.mean(a + b) for t, (a, b) in pc["around"].items()}
 
 
 def pace_now(key):
@@ -307,7 +324,7 @@ def run_jobs():
     machine then touches each configuration alike, not one of them RUNS times."""
     for r in range(RUNS):
         for key, j in JOBS.items():
-            j["paces"].append(pace_now(key))  # right before the run: the pace it runs at
+            j["readings"].append(pace_now(key))  # right before the run
             j["runs"].append(run_once(*j["args"]))
         bench_common.note_load()
         print(f"  round {r + 1} of {RUNS}: {len(JOBS)} runs, load {load()}", file=sys.stderr, flush=True)
@@ -321,16 +338,29 @@ def result(key):
     return res
 
 
+def paces(key):
+    """The pace of each of a configuration's runs: the mean of the readings
+    of its round on the same model and cores.  They sample the minute or so
+    that the round's runs of the model take, so their mean follows a drift
+    over minutes (the profile's minutes against the runs') and averages out
+    the reference's own jitter of a second.  None without a reference."""
+    j = JOBS[key]
+    if not j["readings"] or None in j["readings"]:
+        return None
+    group = [k for k in JOBS if k[0] == key[0] and JOBS[k]["cores"] == j["cores"]]
+    return [statistics.mean(JOBS[k]["readings"][r] for k in group) for r in range(len(j["readings"]))]
+
+
 def adjusted(key):
     """A configuration's runs with the pace taken out: each run's samples/s
-    over the pace timed before it, what it would have measured at the
-    profile's pace.  {pace, pace_cv: the mean pace and its sd/mean; measured,
-    cv: the adjusted samples/s' mean and sd/mean}; None without a pace."""
-    j = JOBS[key]
-    if not j["paces"] or None in j["paces"]:
+    over its pace, what it would have measured at the profile's pace.
+    {pace, pace_cv: the mean pace and its sd/mean; measured, cv: the
+    adjusted samples/s' mean and sd/mean}; None without a pace."""
+    xs = paces(key)
+    if xs is None:
         return None
-    pace, _, pace_cv = bench_common.stats(j["paces"])
-    measured, _, cv = bench_common.stats([r["measured"] / x for r, x in zip(j["runs"], j["paces"])])
+    pace, _, pace_cv = bench_common.stats(xs)
+    measured, _, cv = bench_common.stats([r["measured"] / x for r, x in zip(JOBS[key]["runs"], xs)])
     return {"pace": pace, "pace_cv": pace_cv, "measured": measured, "cv": cv}
 
 
@@ -453,15 +483,16 @@ def pace_report(rows, pools, seconds):
     on those figures, and their summary.  An explanation beside the verdict
     above, which stays the raw figures': what the error would have been had
     the machine kept the profile's pace."""
-    print(f"\npace: a fixed run (hps-train --model, the model alone, one CPU stage) of about {PACE_S:g} s, timed just "
-          f"before and after each profile and right before each run on the run's cores (1 or 2 threads); a "
-          f"configuration's pace is the mean over its runs of the reference's rate then over its rate around the "
-          f"profile (below 1: the machine slower than when profiled), its adjusted samples/s the mean of each run's "
-          f"samples/s over its pace")
+    print(f"\npace: a fixed run (hps-train --model, the model alone, one CPU stage) of about {PACE_S:g} s, timed "
+          f"{PACE_AROUND} times just before and after each profile on 1 and 2 threads (their mean: the profile's pace) "
+          f"and right before each run on the run's cores (1 or 2 threads); a run's "
+          f"pace is the mean of its round's readings on the model and those cores, each the reference's rate then "
+          f"over its rate around the profile (below 1: the machine slower than when profiled); a configuration's "
+          f"pace the mean over its runs, its adjusted samples/s the mean of each run's samples/s over its pace")
     for name, pc in PACE.items():
-        print(f"{name:12} pace reference, {pc['steps']} steps: " + ", ".join(
-            f"{t} thread(s) {a:.0f}/s before and {b:.0f}/s after the profile ({100 * (b / a - 1):+.1f}%)"
-            for t, (a, b) in pc["around"].items()))
+        print(f"{name:12} pace reference, {pc['steps']} steps, each the mean of {PACE_AROUND} readings: " + ", ".join(
+            f"{t} thread(s) {statistics.mean(a):.0f}/s before and {statistics.mean(b):.0f}/s after the profile "
+            f"({100 * (statistics.mean(b) / statistics.mean(a) - 1):+.1f}%)" for t, (a, b) in pc["around"].items()))
     print(f"{'model':12} {'configuration':52} {'predicted':>10} {'pace':>6} {'sd/mean':>7} {'adjusted':>10} "
           f"{'error':>7}  runs' sd/mean raw, adjusted")
     errs = []
@@ -485,12 +516,21 @@ def pace_report(rows, pools, seconds):
     between, near = sets["between"], sets["near"]
     # every configuration's runs, the candidates' too: does the pace explain
     # their spread (the adjusted runs spread less) or add its own noise?
-    paces = [x for j in JOBS.values() for x in j["paces"]]
     adj = [adjusted(k) for k in JOBS]
+    runs = [x for k in JOBS for x in paces(k)]
     raw_cv = statistics.median(result(k)["cv"] for k in JOBS)
-    print(f"pace over all {len(paces)} runs: median {statistics.median(paces):.3f}, {min(paces):.3f} to "
-          f"{max(paces):.3f}; within one configuration's runs (sd/mean) median "
+    # the reference's own jitter: its readings' spread within one round on
+    # one model and cores, a span in which the machine's pace barely moves
+    groups = {}
+    for (name, *_), j in JOBS.items():
+        for r, x in enumerate(j["readings"]):
+            groups.setdefault((name, j["cores"], r), []).append(x)
+    jitter = [bench_common.stats(xs)[2] for xs in groups.values() if len(xs) > 1]
+    print(f"pace over all {len(runs)} runs: median {statistics.median(runs):.3f}, {min(runs):.3f} to "
+          f"{max(runs):.3f}; within one configuration's runs (sd/mean) median "
           f"{100 * statistics.median(a['pace_cv'] for a in adj):.1f}%, up to {100 * max(a['pace_cv'] for a in adj):.1f}%; "
+          + (f"the reference's readings within a round (sd/mean) median {100 * statistics.median(jitter):.1f}%, up to "
+             f"{100 * max(jitter):.1f}%; " if jitter else "") +
           f"the runs' own spread with the pace taken out median {100 * statistics.median(a['cv'] for a in adj):.1f}% "
           f"(raw {100 * raw_cv:.1f}%); the reference took {PACE_COST[0]:.0f} s of the bench's {seconds:.0f} s "
           f"({100 * PACE_COST[0] / seconds:.1f}%)")
