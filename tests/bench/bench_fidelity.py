@@ -25,28 +25,26 @@ runs spread more than BENCH_SPREAD_MAX (5%, sd/mean); the summary says so.
 
 The machine's pace: on a shared VM the machine runs faster or slower from
 one minute to the next, and a plan is priced at the pace of its profile's
-minutes, so a run's error mixes the plan's with the machine's drift.  A
-pace reference, a fixed run of the model alone (hps-train --model: one CPU
-stage, no plan) of about PACE_S seconds (0.5; 0: none), is timed twice on
-1 and 2 threads just before and twice just after each model's profile
-(the mean of the four is the profile's pace, the base of every pace of the
-model), then right before each run of each round on the
-run's cores (1 or 2: its ranks or stages times their threads).  The
-reference runs the engine, the reader and the layers the runs run, so its
-rate moves as theirs.  A reading is the reference's rate then over its
-rate at the profile; a run's pace the mean of its round's readings on the
-model and cores (the minute or so those runs take: a drift over minutes
-stays, the reference's jitter of a second averages out); a
-configuration's pace the mean over its runs.  Its own rows follow the
-verdict, never replacing it: each configuration's pace (mean and sd/mean),
-its samples/s with the pace taken out (each run's over its pace, the mean
-of them) and that error, the ranking on those figures, their median and
-max error, the pace's spread (around each profile, over all runs, within a
-configuration's runs, the readings within a round: the reference's own
-jitter) and whether the runs spread less with it taken out, and what the
-reference cost.  The raw targets stay the
-verdict; the adjusted figures say what the error would be had the machine
-kept the profile's pace."""
+minutes, so a run's error mixes the plan's with the machine's drift.  A pace
+reference, a fixed run of the model alone (hps-train --model: one CPU stage,
+no plan) of about PACE_S seconds (0.4; 0: none), is timed twice on 1 and 2
+threads just before and twice just after each model's profile (a thread
+count's four, their mean, is the profile's pace, the base of every pace of
+the model), then right before each run of each round on the run's cores (1
+or 2: its ranks or stages times their threads).  The reference runs the
+engine, the reader and the layers the runs run, so its rate moves as theirs.
+A reading is the reference's rate then over its rate at the profile; a run's
+pace the mean of its round's readings on the model and cores (the minute or
+so those runs take: a drift over minutes stays, the reference's jitter of a
+second averages out); a configuration's pace the mean over its runs.  Its
+own rows follow the verdict, never replacing it: each configuration's pace
+(mean and sd/mean), its samples/s with the pace taken out (each run's over
+its pace, the mean of them) and that error, the ranking on those figures,
+their median and max error, the pace's spread (around each profile, over all
+runs, within a configuration's runs, the readings within a round: the
+reference's own jitter) and whether the runs spread less with it taken out,
+and what the reference cost.  The raw targets stay the verdict; the adjusted
+figures say what the error would be had the machine kept the profile's pace."""
 import json
 import math
 import os
@@ -69,7 +67,7 @@ MPI = os.environ.get("MPI", "1") == "1"
 REPS = os.environ.get("REPS", "20")  # hps-profile's repetitions, at least
 PROFILE_S = os.environ.get("PROFILE_S", "3")  # and its --min-time: each layer timed over seconds
 MPI_TIMEOUT = 300
-PACE_S = float(os.environ.get("PACE_S", "0.5"))  # the pace reference's run, seconds; 0: no pace
+PACE_S = float(os.environ.get("PACE_S", "0.4"))  # the pace reference's run, seconds; 0: no pace
 PACE_STEPS_MIN = 5  # its steps, at least (demo-ctr's batch takes 0.1 s)
 PACE_AROUND = 2  # its readings on each side of a profile, each thread count: the base of every pace of the model
 TARGETS = {"median": 0.10, "max": 0.25, "ranking": 0.90}
@@ -549,8 +547,8 @@ def main():
     for name in MODELS:
         d = data(name)
         model = f"{ROOT}/testdata/models/{name}.json"
-        # the engine's overhead and the read timed on the shards the runs read
         pace_before_profile(name, d)
+        # the engine's overhead and the read timed on the shards the runs read
         sh([f"{BIN}/hps-profile", "-q", "-m", model, "-d", "cpu:2", "-r", REPS, "--min-time", PROFILE_S, "--data", f"{d}/shards",
             "-o", f"{d}/profile.json"])
         pace_after_profile(name, d)
