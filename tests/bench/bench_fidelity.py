@@ -21,7 +21,30 @@ ranking check: among the candidate plans that fit this machine, for limits
 between their predicted rates, is the planner's pick (the least predicted
 cost a sample that meets the limit) the measured-cheapest plan that meets
 it.  Noisy (bench_common.py): the load passed 1.5, or one configuration's
-runs spread more than BENCH_SPREAD_MAX (5%, sd/mean); the summary says so."""
+runs spread more than BENCH_SPREAD_MAX (5%, sd/mean); the summary says so.
+
+The machine's pace: on a shared VM the machine runs faster or slower from
+one minute to the next, and a plan is priced at the pace of its profile's
+minutes, so a run's error mixes the plan's with the machine's drift.  A pace
+reference, a fixed run of the model alone (hps-train --model: one CPU stage,
+no plan) of about PACE_S seconds (0.4; 0: none), is timed twice on 1 and 2
+threads just before and twice just after each model's profile (a thread
+count's four, their mean, is the profile's pace, the base of every pace of
+the model), then right before each run of each round on the run's cores (1
+or 2: its ranks or stages times their threads).  The reference runs the
+engine, the reader and the layers the runs run, so its rate moves as theirs.
+A reading is the reference's rate then over its rate at the profile; a run's
+pace the mean of its round's readings on the model and cores (the minute or
+so those runs take: a drift over minutes stays, the reference's jitter of a
+second averages out); a configuration's pace the mean over its runs.  Its
+own rows follow the verdict, never replacing it: each configuration's pace
+(mean and sd/mean), its samples/s with the pace taken out (each run's over
+its pace, the mean of them) and that error, the ranking on those figures,
+their median and max error, the pace's spread (around each profile, over all
+runs, within a configuration's runs, the readings within a round: the
+reference's own jitter) and whether the runs spread less with it taken out,
+and what the reference cost.  The raw targets stay the verdict; the adjusted
+figures say what the error would be had the machine kept the profile's pace."""
 import json
 import math
 import os
@@ -29,6 +52,7 @@ import statistics
 import socket
 import subprocess
 import sys
+import time
 
 import bench_common
 
@@ -43,6 +67,9 @@ MPI = os.environ.get("MPI", "1") == "1"
 REPS = os.environ.get("REPS", "20")  # hps-profile's repetitions, at least
 PROFILE_S = os.environ.get("PROFILE_S", "3")  # and its --min-time: each layer timed over seconds
 MPI_TIMEOUT = 300
+PACE_S = float(os.environ.get("PACE_S", "0.4"))  # the pace reference's run, seconds; 0: no pace
+PACE_STEPS_MIN = 5  # its steps, at least (demo-ctr's batch takes 0.1 s)
+PACE_AROUND = 2  # its readings on each side of a profile, each thread count: the base of every pace of the model
 TARGETS = {"median": 0.10, "max": 0.25, "ranking": 0.90}
 
 
@@ -181,9 +208,12 @@ def job(name, d, plan_path, p, micro, mpi=False, tag=None, rankfile=None):
         distributed = mpi or any(s["units"] > 1 for s in p["stages"])
         batch, steps = steps_of(name, p)
         fallback = any(s.get("kind") == "gpu" for s in p["stages"])  # g runs on this CPU
+        # the cores the run keeps busy, those its pace is timed on: ranks or
+        # stages (threads of one process) times each one's threads
+        cores = min(max(pace_threads()), (ranks if distributed else len(p["stages"])) * threads)
         JOBS[key] = {"args": (d, plan_path, micro, threads, ranks if distributed else 0, steps, fallback,
                               rankfile if distributed else None), "plan": p,
-                     "micro": micro, "runs": []}
+                     "micro": micro, "runs": [], "readings": [], "cores": cores}
     return key
 
 
@@ -217,11 +247,82 @@ def run_once(d, plan_path, micro, threads, ranks, steps, fallback, rankfile):
             "ranks": max(ranks, 1), "threads": threads, "hit": measured_hit(s)}
 
 
+PACE = {}  # model -> {"steps": N, "base": {threads: samples/s at the profile}, "around": {threads: ([before], [after])}}
+PACE_COST = [0.0]  # seconds the reference took, of the bench's
+
+
+def pace_rate(name, d, threads, steps):
+    """The pace reference's samples/s: the model alone (hps-train --model:
+    one CPU stage, no plan, its tables in the process) on `threads` threads
+    for `steps` steps from the shards' start, the same work every time."""
+    metrics = f"{d}/pace.ndjson"
+    if os.path.exists(metrics):
+        os.remove(metrics)
+    t0 = time.monotonic()
+    sh([f"{BIN}/hps-train", "-q", "--model", f"{ROOT}/testdata/models/{name}.json", "--data", f"{d}/shards",
+        "--epochs", "1000", "--steps", str(steps), "--threads", str(threads), "--metrics", metrics])
+    PACE_COST[0] += time.monotonic() - t0
+    return [json.loads(line) for line in open(metrics) if '"summary"' in line][-1]["samples_per_s"]
+
+
+def pace_threads():
+    """The reference's thread counts: 1, and 2 where the machine has them
+    (every configuration here runs on one core or two)."""
+    return sorted({1, min(2, CORES)})
+
+
+def pace_before_profile(name, d):
+    """Sizes the reference (PACE_S seconds at the rate of a first run of
+    PACE_STEPS_MIN steps, which also brings the shards into the page cache)
+    and times it just before the profile."""
+    if PACE_S <= 0:
+        return
+    with open(f"{ROOT}/testdata/models/{name}.json") as f:
+        batch = json.load(f)["batch"]
+    rate = pace_rate(name, d, 1, PACE_STEPS_MIN)
+    steps = max(PACE_STEPS_MIN, round(PACE_S * rate / batch))
+    PACE[name] = {"steps": steps, "around": {t: ([], []) for t in pace_threads()}}
+    pace_around(name, d, 0)
+
+
+def pace_around(name, d, side):
+    """PACE_AROUND readings a thread count, the thread counts in turn, on one
+    side of the profile (0: before, 1: after): every pace of the model is
+    over their mean, so a reading's jitter must not set it."""
+    pc = PACE[name]
+    for _ in range(PACE_AROUND):
+        for t, sides in pc["around"].items():
+            sides[side].append(pace_rate(name, d, t, pc["steps"]))
+
+
+def pace_after_profile(name, d):
+    """Times the reference again just after the profile: the mean of the
+    readings before and after is the machine's pace in the profile's
+    minutes, the pace the plans were priced at."""
+    if name not in PACE:
+        return
+    pace_around(name, d, 1)
+    pc = PACE[name]
+    pc["base"] = {t: statistics.mean(a + b) for t, (a, b) in pc["around"].items()}
+
+
+def pace_now(key):
+    """The machine's pace now against the profile's minutes, on the cores a
+    configuration's run takes (None without a reference): the reference's
+    rate now over its rate around the profile."""
+    name, j = key[0], JOBS[key]
+    if name not in PACE:
+        return None
+    pc = PACE[name]
+    return pace_rate(name, j["args"][0], j["cores"], pc["steps"]) / pc["base"][j["cores"]]
+
+
 def run_jobs():
     """Every configuration once a round, RUNS rounds: a slow spell of the
     machine then touches each configuration alike, not one of them RUNS times."""
     for r in range(RUNS):
         for key, j in JOBS.items():
+            j["readings"].append(pace_now(key))  # right before the run
             j["runs"].append(run_once(*j["args"]))
         bench_common.note_load()
         print(f"  round {r + 1} of {RUNS}: {len(JOBS)} runs, load {load()}", file=sys.stderr, flush=True)
@@ -233,6 +334,32 @@ def result(key):
     res = dict(runs[(len(runs) - 1) // 2])
     res["measured"], res["sd"], res["cv"] = bench_common.stats([r["measured"] for r in runs])
     return res
+
+
+def paces(key):
+    """The pace of each of a configuration's runs: the mean of the readings
+    of its round on the same model and cores.  They sample the minute or so
+    that the round's runs of the model take, so their mean follows a drift
+    over minutes (the profile's minutes against the runs') and averages out
+    the reference's own jitter of a second.  None without a reference."""
+    j = JOBS[key]
+    if not j["readings"] or None in j["readings"]:
+        return None
+    group = [k for k in JOBS if k[0] == key[0] and JOBS[k]["cores"] == j["cores"]]
+    return [statistics.mean(JOBS[k]["readings"][r] for k in group) for r in range(len(j["readings"]))]
+
+
+def adjusted(key):
+    """A configuration's runs with the pace taken out: each run's samples/s
+    over its pace, what it would have measured at the profile's pace.
+    {pace, pace_cv: the mean pace and its sd/mean; measured, cv: the
+    adjusted samples/s' mean and sd/mean}; None without a pace."""
+    xs = paces(key)
+    if xs is None:
+        return None
+    pace, _, pace_cv = bench_common.stats(xs)
+    measured, _, cv = bench_common.stats([r["measured"] / x for r, x in zip(JOBS[key]["runs"], xs)])
+    return {"pace": pace, "pace_cv": pace_cv, "measured": measured, "cv": cv}
 
 
 def describe(p, micro, res):
@@ -279,15 +406,16 @@ def ranking_limits(pool):
     return [("between", x) for x in mids] + [("near", 1.02 * cheapest["predicted"]["throughput"])]
 
 
-def rank_set(pool, keys, limit):
+def rank_set(pool, keys, limit, measured=lambda key: result(key)["measured"]):
     """The pick: the candidate of least predicted cost a sample that the
     plan says meets the limit (what hps-plan picks among them); the measured
-    best: the least measured cost a sample among those measured to meet it."""
+    best: the least measured cost a sample among those measured to meet it
+    (measured: a configuration's samples/s, as run or with the pace taken out)."""
     def cheapest(tp_of):
         ok = {i: p["predicted"]["cost_per_hour"] / tp_of(i) for i, (_, p) in enumerate(pool) if tp_of(i) >= limit}
         return min(ok, key=ok.get) if ok else None
     pick = cheapest(lambda i: pool[i][1]["predicted"]["throughput"])
-    best = cheapest(lambda i: result(keys[i])["measured"])
+    best = cheapest(lambda i: measured(keys[i]))
     return pick, best
 
 
@@ -347,17 +475,83 @@ def tag_of(p):
         f"+{p['servers']['count']}s" if p["servers"]["count"] else "")
 
 
+def pace_report(rows, pools, seconds):
+    """The pace's own rows: its reference around each profile, each
+    configuration's pace and its error with the pace taken out, the ranking
+    on those figures, and their summary.  An explanation beside the verdict
+    above, which stays the raw figures': what the error would have been had
+    the machine kept the profile's pace."""
+    print(f"\npace: a fixed run (hps-train --model, the model alone, one CPU stage) of about {PACE_S:g} s, timed "
+          f"{PACE_AROUND} times just before and after each profile on 1 and 2 threads (their mean: the profile's pace) "
+          f"and right before each run on the run's cores (1 or 2 threads); a run's "
+          f"pace is the mean of its round's readings on the model and those cores, each the reference's rate then "
+          f"over its rate around the profile (below 1: the machine slower than when profiled); a configuration's "
+          f"pace the mean over its runs, its adjusted samples/s the mean of each run's samples/s over its pace")
+    for name, pc in PACE.items():
+        print(f"{name:12} pace reference, {pc['steps']} steps, each the mean of {PACE_AROUND} readings: " + ", ".join(
+            f"{t} thread(s) {statistics.mean(a):.0f}/s before and {statistics.mean(b):.0f}/s after the profile "
+            f"({100 * (statistics.mean(b) / statistics.mean(a) - 1):+.1f}%)" for t, (a, b) in pc["around"].items()))
+    print(f"{'model':12} {'configuration':52} {'predicted':>10} {'pace':>6} {'sd/mean':>7} {'adjusted':>10} "
+          f"{'error':>7}  runs' sd/mean raw, adjusted")
+    errs = []
+    for name, p, micro, key in rows:
+        res, adj = result(key), adjusted(key)
+        err = adj["measured"] / res["predicted"] - 1
+        errs.append(abs(err))
+        print(f"{name:12} {describe(p, micro, res):52} {res['predicted']:10.0f} {adj['pace']:6.3f} "
+              f"{100 * adj['pace_cv']:6.1f}% {adj['measured']:10.0f} {100 * err:+6.1f}%  "
+              f"{100 * res['cv']:5.1f}% {100 * adj['cv']:5.1f}%")
+    sets = {"between": [], "near": []}
+    for name, pool, keys in pools:
+        for kind, limit in ranking_limits(pool):
+            pick, best = rank_set(pool, keys, limit, lambda k: adjusted(k)["measured"])
+            if pick is None:
+                continue
+            hit = pick == best
+            sets[kind].append(hit)
+            print(f"{name:12} ranking at {limit:9.0f} samples/s ({kind:7}) pace-adjusted: pick {tag_of(pool[pick][1])}, "
+                  f"measured best {tag_of(pool[best][1]) if best is not None else 'none'} {'ok' if hit else 'MISS'}")
+    between, near = sets["between"], sets["near"]
+    # every configuration's runs, the candidates' too: does the pace explain
+    # their spread (the adjusted runs spread less) or add its own noise?
+    adj = [adjusted(k) for k in JOBS]
+    runs = [x for k in JOBS for x in paces(k)]
+    raw_cv = statistics.median(result(k)["cv"] for k in JOBS)
+    # the reference's own jitter: its readings' spread within one round on
+    # one model and cores, a span in which the machine's pace barely moves
+    groups = {}
+    for (name, *_), j in JOBS.items():
+        for r, x in enumerate(j["readings"]):
+            groups.setdefault((name, j["cores"], r), []).append(x)
+    jitter = [bench_common.stats(xs)[2] for xs in groups.values() if len(xs) > 1]
+    print(f"pace over all {len(runs)} runs: median {statistics.median(runs):.3f}, {min(runs):.3f} to "
+          f"{max(runs):.3f}; within one configuration's runs (sd/mean) median "
+          f"{100 * statistics.median(a['pace_cv'] for a in adj):.1f}%, up to {100 * max(a['pace_cv'] for a in adj):.1f}%; "
+          + (f"the reference's readings within a round (sd/mean) median {100 * statistics.median(jitter):.1f}%, up to "
+             f"{100 * max(jitter):.1f}%; " if jitter else "") +
+          f"the runs' own spread with the pace taken out median {100 * statistics.median(a['cv'] for a in adj):.1f}% "
+          f"(raw {100 * raw_cv:.1f}%); the reference took {PACE_COST[0]:.0f} s of the bench's {seconds:.0f} s "
+          f"({100 * PACE_COST[0] / seconds:.1f}%)")
+    print(f"pace-adjusted (an explanation, not the verdict: what the error would be had the machine kept the "
+          f"profile's pace): median |error| {100 * statistics.median(errs):.1f}%, max {100 * max(errs):.1f}%; "
+          f"ranking: pick measured-best in {sum(between)} of {len(between)} sets between candidates, {sum(near)} of "
+          f"{len(near)} at 1.02 x the cheapest's rate")
+
+
 def main():
     rows, pools, caches = [], [], []
+    start = time.monotonic()
     bench_common.begin("bench-fidelity")
     print(f"bench-fidelity: runs of {SECONDS:g} s at the predicted rate (at least {STEPS_MIN} steps), {RUNS} runs "
           f"a configuration (mean +- sd), NIC {NIC_GBPS:g} Gbit/s in the clusters", flush=True)
     for name in MODELS:
         d = data(name)
         model = f"{ROOT}/testdata/models/{name}.json"
+        pace_before_profile(name, d)
         # the engine's overhead and the read timed on the shards the runs read
         sh([f"{BIN}/hps-profile", "-q", "-m", model, "-d", "cpu:2", "-r", REPS, "--min-time", PROFILE_S, "--data", f"{d}/shards",
             "-o", f"{d}/profile.json"])
+        pace_after_profile(name, d)
         # this machine as it is: its cores hold 1-thread workers and servers
         # alike (a CTR plan's server takes one); the 2-thread cluster gives a
         # server a unit of its own type that this machine does not have
@@ -453,6 +647,8 @@ def main():
           f"(target <= {100 * TARGETS['median']:.0f}%), max {100 * mx:.1f}% (target <= {100 * TARGETS['max']:.0f}%); "
           f"ranking: pick measured-best in {sum(between)} of {len(between)} sets between candidates "
           f"(target >= {100 * TARGETS['ranking']:.0f}%), {sum(near)} of {len(near)} at 1.02 x the cheapest's rate")
+    if PACE:
+        pace_report(rows, pools, time.monotonic() - start)
     bench_common.end("bench-fidelity")
 
 
