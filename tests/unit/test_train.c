@@ -1142,6 +1142,202 @@ static void test_cache_evicts_by_its_rule(void **state)
     hps_model_free(m);
 }
 
+/* The victims by brute force, in the order the cache writes rows back:
+ * the evicted rows of each layer at each train_rows_prepare, the staged
+ * ones at each step's end.  Three layers of tables (and one without, the
+ * second), their rows named (layer, row) in one log as the home sees them. */
+enum { BRUTE_LAYERS = 4, BRUTE_ROWS = 160, BRUTE_LOG = 1 << 16 };
+typedef struct {
+    uint64_t count[BRUTE_LAYERS][BRUTE_ROWS], stamp[BRUTE_LAYERS][BRUTE_ROWS], touched[BRUTE_LAYERS][BRUTE_ROWS];
+    int cached[BRUTE_LAYERS][BRUTE_ROWS], staged[BRUTE_LAYERS][BRUTE_ROWS];
+    uint64_t seq, step, n_cached, capacity;
+    int64_t evicted[BRUTE_LAYERS][BRUTE_ROWS], n_evicted[BRUTE_LAYERS]; /* since the last prepare */
+    int64_t log[BRUTE_LOG][2], n_log;
+} brute_cache;
+
+static void brute_log(int64_t log[][2], int64_t *n, int l, int64_t row)
+{
+    assert_true(*n < BRUTE_LOG);
+    log[*n][0] = l, log[*n][1] = row;
+    (*n)++;
+}
+
+static void brute_lookup(brute_cache *c, int l, int64_t row)
+{
+    c->count[l][row]++;
+    c->stamp[l][row] = ++c->seq;
+    if (c->touched[l][row] == c->step + 1 || c->cached[l][row]) {
+        c->touched[l][row] = c->step + 1;
+        return;
+    }
+    c->touched[l][row] = c->step + 1;
+    int vl = -1;
+    int64_t vr = -1;
+    for (int k = 0; k < BRUTE_LAYERS && c->n_cached == c->capacity; k++)
+        for (int64_t i = 0; i < BRUTE_ROWS; i++) {
+            if (!c->cached[k][i] || c->touched[k][i] == c->step + 1) continue;
+            if (vl < 0 || c->count[k][i] < c->count[vl][vr] ||
+                (c->count[k][i] == c->count[vl][vr] && c->stamp[k][i] < c->stamp[vl][vr]))
+                vl = k, vr = i;
+        }
+    if (vl >= 0 && c->count[l][row] > c->count[vl][vr]) {
+        c->cached[vl][vr] = 0;
+        c->n_cached--;
+        c->evicted[vl][c->n_evicted[vl]++] = vr;
+    }
+    if (c->n_cached == c->capacity) {
+        c->staged[l][row] = (int)c->step + 1; /* its place among the step's staged rows: below */
+        return;
+    }
+    c->cached[l][row] = 1;
+    c->n_cached++;
+}
+
+static void brute_prepare(brute_cache *c)
+{
+    for (int l = 0; l < BRUTE_LAYERS; l++) {
+        for (int64_t i = 0; i < c->n_evicted[l]; i++) brute_log(c->log, &c->n_log, l, c->evicted[l][i]);
+        c->n_evicted[l] = 0;
+    }
+}
+
+/* The home of the cache under test: its host tables hold the values, so
+ * it only writes down what is put back. */
+typedef struct {
+    hps_table **tables;
+    int64_t log[BRUTE_LOG][2], n_log;
+} logging_home;
+
+static void logging_get(void *ctx, hps_table *host, int layer, const int64_t *rows, int64_t n)
+{
+    (void)ctx, (void)host, (void)layer, (void)rows, (void)n;
+}
+
+static void logging_put(void *ctx, hps_table *host, int layer, const int64_t *rows, int64_t n)
+{
+    logging_home *h = ctx;
+    assert_ptr_equal(host, h->tables[layer]);
+    for (int64_t i = 0; i < n; i++) brute_log(h->log, &h->n_log, layer, rows[i]);
+}
+
+static void assert_same_log(const logging_home *h, const brute_cache *c, const char *when)
+{
+    for (int64_t i = 0; i < h->n_log || i < c->n_log; i++)
+        if (i >= h->n_log || i >= c->n_log || h->log[i][0] != c->log[i][0] || h->log[i][1] != c->log[i][1])
+            fail_msg("step %llu %s: write-back %lld is (%lld, %lld), the rule's (%lld, %lld)",
+                     (unsigned long long)c->step, when, (long long)i, i < h->n_log ? (long long)h->log[i][0] : -1,
+                     i < h->n_log ? (long long)h->log[i][1] : -1, i < c->n_log ? (long long)c->log[i][0] : -1,
+                     i < c->n_log ? (long long)c->log[i][1] : -1);
+}
+
+/* The rows the step staged go back in the order they were staged. */
+static void brute_step_end(brute_cache *c, const int64_t staged_order[][2], int64_t n)
+{
+    for (int l = 0; l < BRUTE_LAYERS; l++)
+        for (int64_t i = 0; i < n; i++)
+            if (staged_order[i][0] == l) brute_log(c->log, &c->n_log, l, staged_order[i][1]);
+    memset(c->staged, 0, sizeof c->staged);
+    c->step++;
+}
+
+/* The cache writes back exactly the rows its rule names, in order, on a
+ * stream made to reach every turn of its eviction order: three layers,
+ * hot rows looked up several times a step (counts jumping), a ring of rows
+ * looked up once a turn (counts tied, stamps deciding), rare rows coming
+ * back to be admitted below every count the cache holds, evaluation
+ * batches between steps, and a checkpoint saved and loaded mid-stream
+ * (the order rebuilt from the counts and stamps). */
+static void test_cache_victims_by_brute_force(void **state)
+{
+    (void)state;
+    hps_layer layers[BRUTE_LAYERS] = {{.dim = 3}, {.dim = 0}, {.dim = 5}, {.dim = 2}};
+    hps_model m = {.n_layers = BRUTE_LAYERS, .layers = layers};
+    uint64_t x = 0x2545f4914f6cdd1dull;
+    hps_error err;
+    for (int run = 0; run < 6; run++) {
+        hps_table *tables[BRUTE_LAYERS] = {0};
+        for (int l = 0; l < BRUTE_LAYERS; l++)
+            if (layers[l].dim) tables[l] = hps_table_create(l, layers[l].dim, 0, HPS_TABLE_FULL_ERROR, 11);
+        brute_cache *c = hps_calloc(1, sizeof *c);
+        logging_home *home = hps_calloc(1, sizeof *home);
+        home->tables = tables;
+        c->capacity = (uint64_t[]){5, 12, 30}[run % 3];
+        train_rows_home hh = {home, logging_get, logging_put};
+        train_rows *r = train_rows_create(hps_backend_cpu(), &m, tables, 0, BRUTE_LAYERS, (int64_t)c->capacity);
+        train_rows_set_home(r, &hh);
+        int64_t(*staged)[2] = hps_malloc(BRUTE_ROWS * BRUTE_LAYERS * sizeof *staged), n_staged = 0;
+        for (uint64_t step = 0; step < 60; step++) {
+            for (int k = 0; k < 40; k++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                unsigned u = (unsigned)(x >> 24) % 100, pick = (unsigned)(x >> 8);
+                int l = (int[]){0, 2, 3}[pick % 3];
+                uint64_t key;
+                if (u < 45) key = pick % 4 + step / 15 * 4;              /* hot, moving every 15 steps */
+                else if (u < 75) key = 100 + (step * 3 + (uint64_t)k % 3) % 24; /* the ring: once a turn */
+                else key = 200 + pick % 40 + (run & 1 ? 0 : step / 20 * 20); /* rare */
+                int64_t row = hps_table_lookup(tables[l], 0, key, step, &err);
+                assert_true(row >= 0 && row < BRUTE_ROWS);
+                /* a hot row again, at once: several lookups of it in a step */
+                for (int rep = 0; rep < (u < 45 ? 1 + (int)(pick >> 12) % 3 : 1); rep++) {
+                    int was = c->staged[l][row] || c->cached[l][row] || c->touched[l][row] == c->step + 1;
+                    train_rows_map(r, l, row, 0);
+                    brute_lookup(c, l, row);
+                    if (!was && c->staged[l][row]) staged[n_staged][0] = l, staged[n_staged++][1] = row;
+                }
+                if (k % 13 == 12) { /* several loads a step: their evictions logged at each */
+                    train_rows_prepare(r);
+                    brute_prepare(c);
+                    assert_same_log(home, c, "prepare");
+                }
+            }
+            train_rows_prepare(r);
+            brute_prepare(c);
+            assert_same_log(home, c, "prepare");
+            train_rows_step_end(r, 1);
+            brute_step_end(c, (const int64_t(*)[2])staged, n_staged);
+            n_staged = 0;
+            assert_same_log(home, c, "step end");
+            if (step % 7 == 3) { /* an evaluation batch: reads, counts and moves nothing */
+                for (int k = 0; k < 12; k++) {
+                    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                    int l = (int[]){0, 2, 3}[x % 3];
+                    int64_t row = hps_table_lookup(tables[l], 0, (x >> 16) % 260, step, &err);
+                    assert_true(row >= 0 && row < BRUTE_ROWS);
+                    train_rows_map(r, l, row, 1);
+                }
+                train_rows_prepare(r);
+                train_rows_step_end(r, 0);
+                assert_same_log(home, c, "evaluation");
+            }
+            if (step == 31) { /* a checkpoint: a new cache takes the old one's counts */
+                FILE *f = tmpfile();
+                assert_non_null(f);
+                train_rows_flush(r); /* every cached row to the home, in row order */
+                for (int l = 0; l < BRUTE_LAYERS; l++)
+                    for (int64_t i = 0; i < BRUTE_ROWS; i++)
+                        if (c->cached[l][i]) brute_log(c->log, &c->n_log, l, i);
+                assert_same_log(home, c, "flush");
+                assert_int_equal(train_rows_save(r, f), 0);
+                train_rows_stats before = *train_rows_stats_of(r);
+                train_rows_free(r);
+                rewind(f);
+                r = train_rows_create(hps_backend_cpu(), &m, tables, 0, BRUTE_LAYERS, (int64_t)c->capacity);
+                train_rows_set_home(r, &hh);
+                assert_int_equal(train_rows_load(r, f, &err, "ckpt"), 0);
+                fclose(f);
+                assert_memory_equal(train_rows_stats_of(r), &before, sizeof before);
+                assert_same_log(home, c, "load");
+            }
+        }
+        const train_rows_stats *st = train_rows_stats_of(r);
+        assert_true(st->write_backs > st->misses / 4); /* a cache that churned */
+        print_message("# run %d: %lld rows written back\n", run, (long long)c->n_log);
+        train_rows_free(r);
+        free(staged), free(home), free(c);
+        for (int l = 0; l < BRUTE_LAYERS; l++) hps_table_free(tables[l]);
+    }
+}
+
 /* The probe times each thread count on batches no earlier count read, as a
  * run meets new keys: a pass over batches read before finds their rows in
  * the tables already (dlrm-criteo's engine took 0.44 ms a step so, 0.70 on
@@ -1674,6 +1870,7 @@ int main(void)
         cmocka_unit_test(test_device_rows_match_host_tables),
         cmocka_unit_test(test_cache_resumes_warm),
         cmocka_unit_test(test_cache_evicts_by_its_rule),
+        cmocka_unit_test(test_cache_victims_by_brute_force),
         cmocka_unit_test(test_table_admits_after_n_lookups),
         cmocka_unit_test(test_table_expiry_by_days),
         cmocka_unit_test(test_table_save_load_days_and_counts),
