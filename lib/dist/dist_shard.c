@@ -5,8 +5,12 @@
  * train_rows over tables of its own, which map its keys to rows as a
  * server's do.  Its trainer's tables only map the keys its loads touch and
  * stage a step's values (remote_rows), as with servers.  Each step:
- *   - fetch_rows: the keys a worker's load touched go to their owners and
- *     the rows' values come back (an all-to-all each way);
+ *   - fetch_rows: the keys a worker's load touched go to their owners, each
+ *     with the load's number of lookups of it, and the rows' values come
+ *     back (an all-to-all each way): an owner counts a worker's lookups of
+ *     its rows as one process counts its own (train_rows_read), so the
+ *     units' counts and a cache's order are those of the lookups, not of
+ *     the reads;
  *   - update_rows: each layer's gradient, summed over the worker's
  *     micro-batches, goes to the owners by key (an all-to-all), and each
  *     owner sums the workers' parts in worker order and applies AdaGrad
@@ -45,7 +49,8 @@ struct dist_shard {
     train_rows *rows;           /* the shard in the backend's memory */
     uint64_t step;              /* the step being trained, as the trainer stamps lookups */
     int (*step_end)(void *ctx, hps_error *err); /* a worker's own */
-    int (*fetch_rows)(void *ctx, const hps_row_key *rows, int64_t n, float *out, int peek, hps_error *err);
+    int (*fetch_rows)(void *ctx, const hps_row_key *rows, const uint32_t *lookups, int64_t n, float *out, int peek,
+                      hps_error *err);
     dist_buf *to_server;        /* shard_home: per server, a state message */
     int64_t **sent, *n_sent, *cap_sent; /* per server: the host rows of its message, in order */
     int home_rc;                /* the first failure of a get or put, kept in home_err */
@@ -56,9 +61,13 @@ struct dist_shard {
     char *in;
     size_t cap_in;
     hps_row_key *keys;
+    uint32_t *lookups; /* per key asked of this unit: the asking worker's lookups of it */
     float *vals;
-    int64_t cap_keys, cap_vals;
+    int64_t cap_keys, cap_lookups, cap_vals;
 };
+
+/* A key asked of its owner: the key, then the asking load's lookups of it. */
+#define ASK_BYTES (sizeof(hps_row_key) + sizeof(uint32_t))
 
 static void *grow(void *p, int64_t *cap, int64_t need, size_t size)
 {
@@ -199,7 +208,7 @@ void dist_shard_free(hps_dist *d)
     tables_free(s->n_layers, s->tables), tables_free(s->n_layers, s->seen);
     for (int w = 0; w < d->workers; w++) free(s->out[w].buf), free(s->asked[w]);
     free(s->out), free(s->asked), free(s->n_asked), free(s->cap_asked);
-    free(s->in), free(s->keys), free(s->vals);
+    free(s->in), free(s->keys), free(s->lookups), free(s->vals);
     for (int v = 0; s->to_server && v < d->servers; v++) free(s->to_server[v].buf), free(s->sent[v]);
     free(s->to_server), free(s->sent), free(s->n_sent), free(s->cap_sent);
     free(s);
@@ -223,23 +232,28 @@ static void peek_rows(dist_shard *s, const hps_row_key *rows, int64_t n, float *
     }
 }
 
-/* The keys asked of this worker (s->in, parts in worker order) into s->keys;
- * their values, read from the shard, into s->out by asking worker. */
+/* The keys asked of this worker (s->in, parts in worker order) into s->keys
+ * and their lookups into s->lookups; their values, read from the shard in
+ * that order, into s->out by asking worker. */
 static int answer(hps_dist *d, dist_shard *s, hps_error *err)
 {
     int W = dist_rows_group(d).n;
-    int64_t n = s->ends[W - 1] / (int64_t)sizeof *s->keys;
+    int64_t n = s->ends[W - 1] / (int64_t)ASK_BYTES;
     s->keys = grow(s->keys, &s->cap_keys, n + 1, sizeof *s->keys);
-    memcpy(s->keys, s->in, (size_t)n * sizeof *s->keys);
+    s->lookups = grow(s->lookups, &s->cap_lookups, n + 1, sizeof *s->lookups);
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(&s->keys[i], s->in + i * ASK_BYTES, sizeof *s->keys);
+        memcpy(&s->lookups[i], s->in + i * ASK_BYTES + sizeof *s->keys, sizeof *s->lookups);
+    }
     int64_t floats = 0;
     for (int64_t i = 0; i < n; i++) floats += dim_of(s, &s->keys[i]);
     s->vals = grow(s->vals, &s->cap_vals, floats + 1, sizeof *s->vals);
-    if (train_rows_read(s->rows, s->keys, n, s->step, s->vals, err) || home_failed(s, err)) return -1;
+    if (train_rows_read(s->rows, s->keys, s->lookups, n, s->step, s->vals, err) || home_failed(s, err)) return -1;
     const char *at = (const char *)s->vals;
     int64_t i = 0;
     for (int w = 0; w < W; w++) {
         size_t bytes = 0;
-        for (int64_t e = s->ends[w] / (int64_t)sizeof *s->keys; i < e; i++)
+        for (int64_t e = s->ends[w] / (int64_t)ASK_BYTES; i < e; i++)
             bytes += (size_t)dim_of(s, &s->keys[i]) * sizeof(float);
         s->out[w].len = 0;
         dist_buf_add(&s->out[w], at, bytes);
@@ -254,11 +268,12 @@ static void ask(dist_shard *s, int w, int64_t i)
     s->asked[w][s->n_asked[w]++] = i;
 }
 
-static int shard_fetch(void *ctx, const hps_row_key *rows, int64_t n, float *out, int peek, hps_error *err)
+static int shard_fetch(void *ctx, const hps_row_key *rows, const uint32_t *lookups, int64_t n, float *out, int peek,
+                       hps_error *err)
 {
     hps_dist *d = ctx;
     dist_shard *s = d->shard;
-    if (peek && d->shard_home) return s->fetch_rows(ctx, rows, n, out, peek, err); /* the servers' rows */
+    if (peek && d->shard_home) return s->fetch_rows(ctx, rows, lookups, n, out, peek, err); /* the servers' rows */
     if (peek) {
         peek_rows(s, rows, n, out);
         return 0;
@@ -270,6 +285,7 @@ static int shard_fetch(void *ctx, const hps_row_key *rows, int64_t n, float *out
     for (int64_t i = 0; i < n; i++) {
         int w = hps_dist_route(rows[i].key, W);
         dist_buf_add(&s->out[w], &rows[i], sizeof rows[i]);
+        dist_buf_add(&s->out[w], &lookups[i], sizeof lookups[i]);
         ask(s, w, i);
         at[i] = floats, floats += dim_of(s, &rows[i]);
     }

@@ -218,6 +218,8 @@ typedef struct {
  * hps-train(1) DISTRIBUTED) another.
  *   slice        the rows [lo, hi) of an n-row batch that this process loads
  *   fetch_rows   the current values of n rows, dims back to back into out;
+ *                lookups[i]: how many of the load's lookups row i stands for
+ *                (where they are counted, they count as one process's);
  *                peek: evaluation, which creates no rows
  *   update_rows  a layer's sparse gradient, the sum of n (the micro-batches';
  *                sum: the caller's scratch for it, hps_table_grad_sum): applied
@@ -275,8 +277,8 @@ typedef struct {
 typedef struct {
     void *ctx;
     void (*slice)(void *ctx, int n, int *lo, int *hi);
-    int (*fetch_rows)(void *ctx, const hps_row_key *rows, int64_t n, float *out, int peek,
-                      hps_error *err);
+    int (*fetch_rows)(void *ctx, const hps_row_key *rows, const uint32_t *lookups, int64_t n, float *out,
+                      int peek, hps_error *err);
     int (*update_rows)(void *ctx, int layer, hps_table *table, hps_sparse_grad *const *grads, int n,
                        hps_sparse_grad **sum, hps_error *err);
     int (*step_end)(void *ctx, hps_error *err);

@@ -60,9 +60,10 @@ struct hps_trainer {
     const hps_train_dist *hooks;
     int remote_rows;
     /* with remote_rows: the local rows each load touched (per layer, each
-     * row once: mark[l][row] == load_id) */
+     * row once: mark[l][row] == load_id), and uses[l][row] the load's
+     * lookups of it, which the fetch passes on (a shard's cache counts them) */
     int64_t **touched, *n_touched, *cap_touched;
-    uint32_t **mark, load_id;
+    uint32_t **mark, **uses, load_id;
     int64_t *cap_mark;
 };
 

@@ -17,10 +17,10 @@ static void slice(void *ctx, int n, int *lo, int *hi)
 
 /* The tables hold the rows' values: remote_rows is 0, so no load touches a
  * row to fetch. */
-static int fetch_rows(void *ctx, const hps_row_key *rows, int64_t n, float *out, int peek,
-                      hps_error *err)
+static int fetch_rows(void *ctx, const hps_row_key *rows, const uint32_t *lookups, int64_t n, float *out,
+                      int peek, hps_error *err)
 {
-    (void)ctx, (void)rows, (void)n, (void)out, (void)peek, (void)err;
+    (void)ctx, (void)rows, (void)lookups, (void)n, (void)out, (void)peek, (void)err;
     return 0;
 }
 

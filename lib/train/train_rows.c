@@ -368,38 +368,50 @@ static void build_order(train_rows *r)
     r->ordered = 1;
 }
 
-int64_t train_rows_map(train_rows *r, int l, int64_t row, int evaluating)
+/* n lookups of host row `row` of layer l in a row, taken at once: its count
+ * grows by n, its stamp once (stamps stay one a call, so ties follow the
+ * order of the calls), and the counts are those of n calls of one lookup:
+ * after a miss the step's later lookups hit unless the row is staged. */
+static int64_t map_lookups(train_rows *r, int l, int64_t row, uint32_t n)
 {
     rows_layer *T = layer_of(r, l);
+    HPS_CHECK(n > 0);
     cover_row(T, row);
-    if (evaluating) { /* the values as trained, nothing counted or moved */
-        if (T->slot[row] < 0) stage(r, T, row);
-        return T->slot[row];
-    }
-    T->count[row]++;
+    T->count[row] += n;
     T->stamp[row] = ++r->seq;
-    r->stats.lookups++;
+    r->stats.lookups += n;
     if (T->touched[row] == r->step_id + 1) { /* again this step: where its first lookup put it */
-        r->stats.hits += !T->staged[row];
+        r->stats.hits += T->staged[row] ? 0 : n;
         return T->slot[row];
     }
     T->touched[row] = r->step_id + 1;
     if (T->slot[row] >= 0) {
-        r->stats.hits++;
+        r->stats.hits += n;
         if (keeps_order(r)) pin(r, l, row); /* it stays in the heap: least_unused passes it */
         return T->slot[row];
     }
     r->stats.misses++;
     if (r->n_cached == r->capacity && !r->ordered) build_order(r);
     heap_entry v;
-    if (r->n_cached == r->capacity && least_unused(r, &v) && T->count[row] > v.count) evict(r, v);
+    /* the first of the n decides, as when they come one by one */
+    if (r->n_cached == r->capacity && least_unused(r, &v) && T->count[row] - (n - 1) > v.count) evict(r, v);
     if (r->n_cached == r->capacity) {
         stage(r, T, row);
         return T->slot[row];
     }
+    r->stats.hits += n - 1; /* fetched: the rest of the n find it */
     r->n_cached++;
     if (keeps_order(r)) pin(r, l, row);
     return fetch(r, T, row);
+}
+
+int64_t train_rows_map(train_rows *r, int l, int64_t row, int evaluating)
+{
+    if (!evaluating) return map_lookups(r, l, row, 1);
+    rows_layer *T = layer_of(r, l); /* the values as trained, nothing counted or moved */
+    cover_row(T, row);
+    if (T->slot[row] < 0) stage(r, T, row);
+    return T->slot[row];
 }
 
 /* n host rows of T (their weights or accumulators in slab) to and from
@@ -583,8 +595,8 @@ int train_rows_apply_replicas(train_rows *r, int l, hps_sparse_grad *const *grad
     return train_rows_apply_parts(r, l, &all, step, lr, eps, err);
 }
 
-int train_rows_read(train_rows *r, const hps_row_key *keys, int64_t n, uint64_t step, float *out,
-                    hps_error *err)
+int train_rows_read(train_rows *r, const hps_row_key *keys, const uint32_t *lookups, int64_t n, uint64_t step,
+                    float *out, hps_error *err)
 {
     int64_t *slots = hps_malloc((size_t)(n + 1) * sizeof *slots), *at = hps_malloc((size_t)(n + 1) * sizeof *at);
     int64_t *ids = hps_malloc((size_t)(n + 1) * sizeof *ids), floats = 0;
@@ -593,10 +605,11 @@ int train_rows_read(train_rows *r, const hps_row_key *keys, int64_t n, uint64_t 
         rows_layer *T = layer_of(r, keys[i].layer);
         at[i] = floats;
         floats += T->D;
-        /* a lookup as one process's: counted, and with a cache maybe a miss */
+        /* a worker's lookups of the key as one process's: counted, and with
+         * a cache maybe a miss */
         int64_t row = hps_table_lookup(T->host, keys[i].slot, keys[i].key, step, err);
         if (row < 0) rc = -1;
-        else slots[i] = train_rows_map(r, keys[i].layer, row, 0);
+        else slots[i] = map_lookups(r, keys[i].layer, row, lookups ? lookups[i] : 1);
     }
     train_rows_prepare(r);
     float *buf = hps_malloc((size_t)(floats + 1) * sizeof *buf);

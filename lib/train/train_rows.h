@@ -88,13 +88,17 @@ int train_rows_apply_parts(train_rows *r, int l, const hps_row_grads *all, uint6
 int train_rows_apply_replicas(train_rows *r, int l, hps_sparse_grad *const *grads, int n,
                               const hps_train_dist *h, uint64_t step, float lr, float eps, hps_error *err);
 /* A shard's owner: the current values of n rows named by key (of any layers
- * of r), D floats each back to back into out (host memory), each a lookup
- * (train_rows_map: counted, and with a cache a hit or a miss); a key not
- * here is created as a lookup at `step` creates it.  The step's gradients
- * (train_rows_apply_parts) name only rows read in it; then
+ * of r), D floats each back to back into out (host memory).  Key i stands
+ * for lookups[i] lookups (NULL: 1 each), a worker's lookups of it this
+ * step: they count as that many train_rows_map calls in a row would (the
+ * count and the lookups grow by all of them; with a cache the first is a
+ * hit or a miss and decides, the others hit unless the row is staged), but
+ * stamp the row once: ties of count follow the order of the keys read.  A
+ * key not here is created as a lookup at `step` creates it.  The step's
+ * gradients (train_rows_apply_parts) name only rows read in it; then
  * train_rows_step_end. */
-int train_rows_read(train_rows *r, const hps_row_key *keys, int64_t n, uint64_t step, float *out,
-                    hps_error *err);
+int train_rows_read(train_rows *r, const hps_row_key *keys, const uint32_t *lookups, int64_t n, uint64_t step,
+                    float *out, hps_error *err);
 /* The end of a step (staged rows written back when write_back) or of an
  * evaluation batch (their copies dropped). */
 void train_rows_step_end(train_rows *r, int write_back);

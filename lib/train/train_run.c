@@ -25,11 +25,16 @@ static void train_touch(hps_trainer *t, int layer, int64_t row)
         int64_t cap = t->cap_mark[layer], want = (row + 1) * 2;
         t->mark[layer] = hps_realloc(t->mark[layer], (size_t)want * sizeof **t->mark);
         memset(t->mark[layer] + cap, 0, (size_t)(want - cap) * sizeof **t->mark);
+        t->uses[layer] = hps_realloc(t->uses[layer], (size_t)want * sizeof **t->uses);
         t->cap_mark[layer] = want;
     }
     /* with admission the servers count every lookup: each one is fetched */
-    if (t->mark[layer][row] == t->load_id && !hps_train_admits(&t->o)) return;
+    if (t->mark[layer][row] == t->load_id && !hps_train_admits(&t->o)) {
+        t->uses[layer][row]++;
+        return;
+    }
     t->mark[layer][row] = t->load_id;
+    t->uses[layer][row] = 1;
     if (t->n_touched[layer] == t->cap_touched[layer]) {
         t->cap_touched[layer] = t->cap_touched[layer] ? t->cap_touched[layer] * 2 : 1024;
         t->touched[layer] = hps_realloc(t->touched[layer],
@@ -225,6 +230,7 @@ static void create_nets(hps_trainer *t)
     int L = m->n_layers;
     t->touched = hps_calloc((size_t)L, sizeof *t->touched);
     t->mark = hps_calloc((size_t)L, sizeof *t->mark);
+    t->uses = hps_calloc((size_t)L, sizeof *t->uses);
     t->n_touched = hps_calloc((size_t)L, sizeof *t->n_touched);
     t->cap_touched = hps_calloc((size_t)L, sizeof *t->cap_touched);
     t->cap_mark = hps_calloc((size_t)L, sizeof *t->cap_mark);
@@ -287,10 +293,10 @@ void hps_trainer_free(hps_trainer *t)
     for (int l = 0; l < t->m->n_layers; l++) {
         hps_table_free(t->tables[l]);
         hps_sparse_grad_free(t->merged[l]);
-        free(t->touched[l]), free(t->mark[l]);
+        free(t->touched[l]), free(t->mark[l]), free(t->uses[l]);
     }
     if (t->metrics && t->metrics != stdout) fclose(t->metrics);
-    free(t->touched), free(t->epoch_lookups), free(t->n_touched), free(t->cap_touched), free(t->mark), free(t->cap_mark);
+    free(t->touched), free(t->epoch_lookups), free(t->n_touched), free(t->cap_touched), free(t->mark), free(t->uses), free(t->cap_mark);
     free(t->nets), free(t->tables), free(t->merged), free(t->micro_grads), free(t->rows_of);
     hps_batch_free(t->batch);
     free(t);
@@ -339,21 +345,23 @@ static int fetch_rows(hps_trainer *t, hps_error *err)
     for (int l = 0; l < t->m->n_layers; l++)
         if (t->tables[l]) n += t->n_touched[l], floats += t->n_touched[l] * t->m->layers[l].dim;
     hps_row_key *keys = hps_malloc((size_t)(n + 1) * sizeof *keys);
+    uint32_t *uses = hps_malloc((size_t)(n + 1) * sizeof *uses);
     float *out = hps_malloc((size_t)(floats + 1) * sizeof *out);
     int64_t i = 0;
     for (int l = 0; l < t->m->n_layers; l++) {
         if (!t->tables[l]) continue;
         row_keys(t, l, t->touched[l], t->n_touched[l], keys + i);
+        for (int64_t r = 0; r < t->n_touched[l]; r++) uses[i + r] = t->uses[l][t->touched[l][r]];
         i += t->n_touched[l];
     }
-    int rc = t->hooks->fetch_rows(t->hooks->ctx, keys, n, out, t->evaluating, err);
+    int rc = t->hooks->fetch_rows(t->hooks->ctx, keys, uses, n, out, t->evaluating, err);
     const float *at = out;
     for (int l = 0; rc == 0 && l < t->m->n_layers; l++) {
         int D = t->m->layers[l].dim;
         for (int64_t r = 0; t->tables[l] && r < t->n_touched[l]; r++, at += D)
             memcpy(hps_table_weights(t->tables[l]) + t->touched[l][r] * D, at, (size_t)D * sizeof *at);
     }
-    free(keys), free(out);
+    free(keys), free(uses), free(out);
     return rc;
 }
 

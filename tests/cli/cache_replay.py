@@ -18,9 +18,12 @@ staged.
 With UNITS, the cache under mpirun over that many units' shards (ROWS,
 several units): each step, each unit (in order) reads the distinct rows its
 slice of the batch touched (an equal share each), layer by layer in the
-order first touched, from the row's owner (mix64(key) mod UNITS), whose
-cache takes each read as a lookup by the rule above; the counts are summed
-over the owners.  A CAPACITY above the rows is rows: hbm in shards.
+order first touched, from the row's owner (mix64(key) mod UNITS), telling
+it how many lookups of the row the slice made; the owner's cache takes the
+read as that many lookups in a row by the rule above, stamped once (the
+first of them a hit or a miss that decides, the others hits unless the
+row is staged); the counts are summed over the owners.  A CAPACITY above
+the rows is rows: hbm in shards.
 """
 import heapq
 import json
@@ -59,16 +62,18 @@ class Cache:
         self.touched = {}  # this step's rows: cached (True) or staged (False)
         self.seq = self.lookups = self.hits = self.misses = self.write_backs = 0
 
-    def lookup(self, r):
+    def lookup(self, r, n=1):
+        """n lookups of row r in a row, stamped once."""
         self.seq += 1
-        self.lookups += 1
-        self.count[r] = self.count.get(r, 0) + 1
+        self.lookups += n
+        first = self.count.get(r, 0) + 1  # the count the first of them gives it
+        self.count[r] = first + n - 1
         self.stamp[r] = self.seq
         if r in self.touched:
-            self.hits += self.touched[r]
+            self.hits += n * self.touched[r]
             return
         if r in self.cached:
-            self.hits += 1
+            self.hits += n
             self.touched[r] = True
             return
         self.misses += 1
@@ -78,12 +83,13 @@ class Cache:
             while heap and (heap[0][2] not in self.cached or heap[0][2] in self.touched
                             or heap[0][:2] != (count[heap[0][2]], stamp[heap[0][2]])):
                 heapq.heappop(heap)
-            if heap and count[r] > heap[0][0]:
+            if heap and first > heap[0][0]:
                 self.cached.discard(heapq.heappop(heap)[2])
                 self.write_backs += 1
         if len(self.cached) < self.capacity:
             self.cached.add(r)
             self.touched[r] = True
+            self.hits += n - 1
         else:
             self.touched[r] = False
 
@@ -130,13 +136,14 @@ def main():
             for w in range(units):
                 mine = step[cut(len(step), units, w):cut(len(step), units, w + 1)]
                 for li, slots in enumerate(layers):
-                    seen = {}  # ordered: the rows as first touched
+                    seen = {}  # ordered: the rows as first touched, and their lookups
                     for sample in mine:
                         for j, s in enumerate(slots):
                             for key in sample[s]:
-                                seen.setdefault((li, j, key), None)
-                    for r in seen:
-                        caches[mix64(r[2]) % units].lookup(r)
+                                r = (li, j, key)
+                                seen[r] = seen.get(r, 0) + 1
+                    for r, n in seen.items():
+                        caches[mix64(r[2]) % units].lookup(r, n)
             for c in caches:
                 c.step_end()
     counts = ("lookups", "hits", "misses", "write_backs")

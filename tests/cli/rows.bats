@@ -312,17 +312,29 @@ json.dump(p, open(sys.argv[3], "w"))' "$TMP/sh2.json" "$DATA/cache.json" "$TMP/c
     cmp "$TMP/a" "$TMP/b"
     cmp <(evals "$TMP/sh.ndjson") <(evals "$TMP/c.ndjson")
     cmp "$TMP/sh.safetensors" "$TMP/c.safetensors"
-    # summed over the units: the same lookups as hbm's (a unit's fetch of a
-    # row from its owner is one), a hit or a miss each but a staged row's
-    # later ones in its step (hps-train(1) ROWS), and every miss but the rows
-    # still cached at the end written back
+    # summed over the units: one process's lookups, for hbm shards and the
+    # cache (an owner counts a worker's lookups of the rows it reads, not the
+    # reads), a hit or a miss each but a staged row's later ones in its step
+    # (hps-train(1) ROWS), and every miss but the rows still cached at the
+    # end written back
     cap=$(cat "$DATA/capacity")
-    python3 - "$TMP/sh.ndjson" "$TMP/c.ndjson" "$cap" <<'PY'
+    python3 - "$TMP/sh.ndjson" "$TMP/c.ndjson" "$cap" "$BATS_TEST_DIRNAME" "$MODEL" "$DATA/few.tsv" <<'PY'
 import json, sys
+sys.path.insert(0, sys.argv[4])
+sys.dont_write_bytecode = True  # nothing written into the source tree
+from cache_replay import layers_of
 summary = lambda f: [json.loads(l) for l in open(f) if json.loads(l)["event"] == "summary"][-1]
 h, c, cap = summary(sys.argv[1])["rows"][0], summary(sys.argv[2]), int(sys.argv[3])
 stage, c = c["stages"][0], c["rows"][0]
+# one process's lookups (a replay checks them above): every key of every
+# sample, once per table layer of its slot, in each of the 2 epochs
+model = json.load(open(sys.argv[5]))
+layers, dense, one = layers_of(model), model["input"].get("dense", 0), 0
+for line in open(sys.argv[6]):
+    keys = [len([k for k in col.split(",") if k]) for col in line.rstrip("\n").split("\t")[1 + dense:]]
+    one += 2 * sum(keys[s] for slots in layers for s in slots)
 assert h["capacity"] is None and h["write_backs"] == 0 and h["misses"] == h["lookups"] - h["hits"], h
+assert h["lookups"] == one, (h, one)
 assert c["capacity"] == cap and c["lookups"] == h["lookups"] and c["hits"] + c["misses"] <= c["lookups"], (c, h)
 assert c["write_backs"] > 0 and c["misses"] - c["write_backs"] == 2 * cap, (c, cap)
 assert c["hits"] < h["hits"], (c, h)
@@ -330,11 +342,15 @@ assert c["hits"] < h["hits"], (c, h)
 assert (stage["rows"], stage["cache_rows"], stage["hit_rate"]) == ("cache", cap, c["hit_rate"]), (stage, c)
 PY
     # the counts are every owner's: a replay of the units' reads (each
-    # step, each unit's distinct rows from their owners) gives them all
+    # step, each unit's distinct rows from their owners, each weighted by
+    # the unit's lookups of it) gives them all, and so the cache's hit rate
+    # (the metrics' 7 digits)
     for f in sh:100000000 c:$cap; do
         want=$(python3 "$BATS_TEST_DIRNAME/cache_replay.py" "$MODEL" "$DATA/few.tsv" 256 1 "${f#*:}" 2 2)
         [ "$(rows_stats "$TMP/${f%:*}.ndjson")" = "$want" ] || { echo "$f: got $(rows_stats "$TMP/${f%:*}.ndjson"), replay $want"; false; }
     done
+    python3 -c 'import json,sys; c, w = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+assert c["hit_rate"] == float("%.7g" % (w["hits"] / w["lookups"])), (c, w)' "$(rows_stats "$TMP/c.ndjson" hit_rate)" "$want"
     # hps-plan --calibrate prices the stage's cache at that hit rate
     rate=$(rows_stats "$TMP/c.ndjson" hit_rate | python3 -c 'import json,sys; print("%.4f" % json.load(sys.stdin)["hit_rate"])')
     run "$HPS_BIN/hps-plan" -m "$MODEL" -c "$TESTDATA/clusters/lab.json" -p "$DATA/p.json" --min-throughput 20000 \
@@ -643,6 +659,8 @@ rows_served() {
     same_losses "$TMP/one.ndjson" "$TMP/three.ndjson"
     same_export "$TMP/one.safetensors" "$TMP/three.safetensors"
     [ "$(dist_field "$TMP/three.ndjson" '(o["workers"], o["servers"])')" = "(2, 1)" ]
+    # the units' caches counted the workers' lookups: one process's
+    [ "$(rows_stats "$TMP/three.ndjson" lookups)" = "$(rows_stats "$TMP/one.ndjson" lookups)" ]
 }
 
 # Summed over the units: every miss but the rows still cached at the end is

@@ -1338,6 +1338,96 @@ static void test_cache_victims_by_brute_force(void **state)
     }
 }
 
+/* The rows' (count, cached) of r as train_rows_save writes them, layer by
+ * layer: two caches that took the same lookups compare equal. */
+static void rows_counts(const train_rows *r, uint64_t *out, int64_t cap)
+{
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(train_rows_save(r, f), 0);
+    rewind(f);
+    uint32_t magic;
+    uint64_t head[6];
+    int64_t at = 0;
+    assert_int_equal(fread(&magic, sizeof magic, 1, f), 1);
+    assert_int_equal(fread(head, sizeof *head, 6, f), 6);
+    for (int l = 0; l < 2; l++) {
+        int64_t n;
+        assert_int_equal(fread(&n, sizeof n, 1, f), 1);
+        for (int64_t i = 0; i < n; i++, at += 2) {
+            uint64_t rec[3];
+            assert_int_equal(fread(rec, sizeof *rec, 3, f), 3);
+            assert_true(at + 2 <= cap);
+            out[at] = rec[0], out[at + 1] = rec[2];
+        }
+    }
+    fclose(f);
+}
+
+/* A shard's owner reads a key for a worker's n lookups of it
+ * (train_rows_read's lookups, under mpirun): the cache counts them, hits,
+ * misses, evicts and stages as n lookups in a row (train_rows_map) would,
+ * so that its statistics and its order are those of the lookups, not of
+ * the reads.  Keys repeat within a step (two workers' reads of a row), and
+ * counts tie. */
+static void test_cache_read_counts_each_lookup(void **state)
+{
+    (void)state;
+    hps_model *m = load("two-tables.json");
+    uint64_t x = 0x2545f4914f6cdd1dull, weighted = 0, staged = 0;
+    hps_error err;
+    enum { KEYS = 24, CAP = 2 * 2 * 128 };
+    for (int run = 0; run < 8; run++) {
+        hps_table *ta[2], *tb[2];
+        for (int l = 0; l < 2; l++) {
+            ta[l] = hps_table_create(l, m->layers[l].dim, 0, HPS_TABLE_FULL_ERROR, 7);
+            tb[l] = hps_table_create(l, m->layers[l].dim, 0, HPS_TABLE_FULL_ERROR, 7);
+        }
+        int64_t capacity = run % 2 ? 30 : 5;
+        train_rows *a = train_rows_create(hps_backend_cpu(), m, ta, 0, 2, capacity);
+        train_rows *b = train_rows_create(hps_backend_cpu(), m, tb, 0, 2, capacity);
+        for (uint64_t step = 1; step <= 30; step++) {
+            hps_row_key keys[KEYS];
+            uint32_t lookups[KEYS];
+            float out[KEYS * 6];
+            for (int i = 0; i < KEYS; i++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                unsigned u = (unsigned)(x >> 20) % 100;
+                uint64_t hot = (uint64_t)capacity + 2;
+                keys[i] = (hps_row_key){.layer = (int32_t)((x >> 40) & 1), .slot = 0,
+                                        .key = u < 70 ? (u + step / 4) % hot : hot + u % 50};
+                lookups[i] = 1 + (uint32_t)((x >> 50) % 4); /* 1 to 4 */
+                weighted += lookups[i] > 1;
+            }
+            assert_int_equal(train_rows_read(a, keys, lookups, KEYS, step, out, &err), 0);
+            for (int i = 0; i < KEYS; i++) {
+                int64_t row = hps_table_lookup(tb[keys[i].layer], keys[i].slot, keys[i].key, step, &err);
+                assert_true(row >= 0);
+                for (uint32_t k = 0; k < lookups[i]; k++) train_rows_map(b, keys[i].layer, row, 0);
+            }
+            train_rows_prepare(b);
+            train_rows_step_end(a, 1), train_rows_step_end(b, 1);
+            const train_rows_stats *sa = train_rows_stats_of(a), *sb = train_rows_stats_of(b);
+            if (memcmp(sa, sb, sizeof *sa))
+                fail_msg("run %d step %llu: read: lookups %llu hits %llu misses %llu write-backs %llu, one by "
+                         "one: %llu %llu %llu %llu", run, (unsigned long long)step,
+                         (unsigned long long)sa->lookups, (unsigned long long)sa->hits,
+                         (unsigned long long)sa->misses, (unsigned long long)sa->write_backs,
+                         (unsigned long long)sb->lookups, (unsigned long long)sb->hits,
+                         (unsigned long long)sb->misses, (unsigned long long)sb->write_backs);
+            uint64_t ca[CAP] = {0}, cb[CAP] = {0};
+            rows_counts(a, ca, CAP), rows_counts(b, cb, CAP);
+            assert_memory_equal(ca, cb, sizeof ca);
+        }
+        staged += train_rows_stats_of(a)->write_backs;
+        train_rows_free(a), train_rows_free(b);
+        for (int l = 0; l < 2; l++) hps_table_free(ta[l]), hps_table_free(tb[l]);
+    }
+    /* the stream reached the cases: weighted reads, rows written back */
+    assert_true(weighted > 1000 && staged > 100);
+    hps_model_free(m);
+}
+
 /* The probe times each thread count on batches no earlier count read, as a
  * run meets new keys: a pass over batches read before finds their rows in
  * the tables already (dlrm-criteo's engine took 0.44 ms a step so, 0.70 on
@@ -1871,6 +1961,7 @@ int main(void)
         cmocka_unit_test(test_cache_resumes_warm),
         cmocka_unit_test(test_cache_evicts_by_its_rule),
         cmocka_unit_test(test_cache_victims_by_brute_force),
+        cmocka_unit_test(test_cache_read_counts_each_lookup),
         cmocka_unit_test(test_table_admits_after_n_lookups),
         cmocka_unit_test(test_table_expiry_by_days),
         cmocka_unit_test(test_table_save_load_days_and_counts),
@@ -1883,3 +1974,4 @@ int main(void)
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);
 }
+
