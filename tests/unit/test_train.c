@@ -1004,13 +1004,25 @@ static void test_cache_resumes_warm(void **state)
 
 /* The cache's rule (train_rows.h) kept the plain way: every row's count and
  * stamp, and on a miss into a full cache a scan for the least (count,
- * stamp) of the cached rows the step has not used. */
-enum { REF_ROWS = 128 };
+ * stamp) of the cached rows the step has not used.  Beside its counts, the
+ * rows it evicts, written down in order at each ref_prepare as the cache
+ * writes them back at each train_rows_prepare (log). */
+enum { REF_LAYERS = 4, REF_ROWS = 160, REF_LOG = 1 << 16 };
 typedef struct {
-    uint64_t count[2][REF_ROWS], stamp[2][REF_ROWS], touched[2][REF_ROWS], seq, step, n_cached, capacity;
-    int cached[2][REF_ROWS], staged[2][REF_ROWS];
+    uint64_t count[REF_LAYERS][REF_ROWS], stamp[REF_LAYERS][REF_ROWS], touched[REF_LAYERS][REF_ROWS];
+    int cached[REF_LAYERS][REF_ROWS], staged[REF_LAYERS][REF_ROWS];
+    uint64_t seq, step, n_cached, capacity;
     train_rows_stats st;
+    int64_t evicted[REF_LAYERS][REF_ROWS], n_evicted[REF_LAYERS]; /* since the last ref_prepare */
+    int64_t log[REF_LOG][2], n_log;
 } ref_cache;
+
+static void log_row(int64_t log[][2], int64_t *n, int l, int64_t row)
+{
+    assert_true(*n < REF_LOG);
+    log[*n][0] = l, log[*n][1] = row;
+    (*n)++;
+}
 
 static void ref_lookup(ref_cache *c, int l, int64_t row)
 {
@@ -1029,7 +1041,7 @@ static void ref_lookup(ref_cache *c, int l, int64_t row)
     c->st.misses++;
     int vl = -1;
     int64_t vr = -1;
-    for (int k = 0; k < 2 && c->n_cached == c->capacity; k++)
+    for (int k = 0; k < REF_LAYERS && c->n_cached == c->capacity; k++)
         for (int64_t i = 0; i < REF_ROWS; i++) {
             if (!c->cached[k][i] || c->touched[k][i] == c->step + 1) continue;
             if (vl < 0 || c->count[k][i] < c->count[vl][vr] ||
@@ -1040,6 +1052,8 @@ static void ref_lookup(ref_cache *c, int l, int64_t row)
         c->cached[vl][vr] = 0;
         c->n_cached--;
         c->st.write_backs++;
+        assert_true(c->n_evicted[vl] < REF_ROWS);
+        c->evicted[vl][c->n_evicted[vl]++] = vr;
     }
     if (c->n_cached == c->capacity) {
         c->staged[l][row] = 1;
@@ -1049,9 +1063,18 @@ static void ref_lookup(ref_cache *c, int l, int64_t row)
     c->n_cached++;
 }
 
+/* The rows evicted since the last one, layer by layer, into the log. */
+static void ref_prepare(ref_cache *c)
+{
+    for (int l = 0; l < REF_LAYERS; l++) {
+        for (int64_t i = 0; i < c->n_evicted[l]; i++) log_row(c->log, &c->n_log, l, c->evicted[l][i]);
+        c->n_evicted[l] = 0;
+    }
+}
+
 static void ref_step_end(ref_cache *c)
 {
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < REF_LAYERS; k++)
         for (int64_t i = 0; i < REF_ROWS; i++) c->st.write_backs += (uint64_t)c->staged[k][i], c->staged[k][i] = 0;
     c->step++;
 }
@@ -1126,6 +1149,7 @@ static void test_cache_evicts_by_its_rule(void **state)
             ref_step_end(c);
             staged += c->st.write_backs - before;
             train_rows_prepare(r);
+            ref_prepare(c);
             train_rows_step_end(r, 1);
             assert_true(train_rows_stats_of(r)->write_backs == c->st.write_backs);
             assert_rows_as_ref(r, c, tables);
@@ -1142,70 +1166,16 @@ static void test_cache_evicts_by_its_rule(void **state)
     hps_model_free(m);
 }
 
-/* The victims by brute force, in the order the cache writes rows back:
- * the evicted rows of each layer at each train_rows_prepare, the staged
- * ones at each step's end.  Three layers of tables (and one without, the
- * second), their rows named (layer, row) in one log as the home sees them. */
-enum { BRUTE_LAYERS = 4, BRUTE_ROWS = 160, BRUTE_LOG = 1 << 16 };
-typedef struct {
-    uint64_t count[BRUTE_LAYERS][BRUTE_ROWS], stamp[BRUTE_LAYERS][BRUTE_ROWS], touched[BRUTE_LAYERS][BRUTE_ROWS];
-    int cached[BRUTE_LAYERS][BRUTE_ROWS], staged[BRUTE_LAYERS][BRUTE_ROWS];
-    uint64_t seq, step, n_cached, capacity;
-    int64_t evicted[BRUTE_LAYERS][BRUTE_ROWS], n_evicted[BRUTE_LAYERS]; /* since the last prepare */
-    int64_t log[BRUTE_LOG][2], n_log;
-} brute_cache;
-
-static void brute_log(int64_t log[][2], int64_t *n, int l, int64_t row)
-{
-    assert_true(*n < BRUTE_LOG);
-    log[*n][0] = l, log[*n][1] = row;
-    (*n)++;
-}
-
-static void brute_lookup(brute_cache *c, int l, int64_t row)
-{
-    c->count[l][row]++;
-    c->stamp[l][row] = ++c->seq;
-    if (c->touched[l][row] == c->step + 1 || c->cached[l][row]) {
-        c->touched[l][row] = c->step + 1;
-        return;
-    }
-    c->touched[l][row] = c->step + 1;
-    int vl = -1;
-    int64_t vr = -1;
-    for (int k = 0; k < BRUTE_LAYERS && c->n_cached == c->capacity; k++)
-        for (int64_t i = 0; i < BRUTE_ROWS; i++) {
-            if (!c->cached[k][i] || c->touched[k][i] == c->step + 1) continue;
-            if (vl < 0 || c->count[k][i] < c->count[vl][vr] ||
-                (c->count[k][i] == c->count[vl][vr] && c->stamp[k][i] < c->stamp[vl][vr]))
-                vl = k, vr = i;
-        }
-    if (vl >= 0 && c->count[l][row] > c->count[vl][vr]) {
-        c->cached[vl][vr] = 0;
-        c->n_cached--;
-        c->evicted[vl][c->n_evicted[vl]++] = vr;
-    }
-    if (c->n_cached == c->capacity) {
-        c->staged[l][row] = (int)c->step + 1; /* its place among the step's staged rows: below */
-        return;
-    }
-    c->cached[l][row] = 1;
-    c->n_cached++;
-}
-
-static void brute_prepare(brute_cache *c)
-{
-    for (int l = 0; l < BRUTE_LAYERS; l++) {
-        for (int64_t i = 0; i < c->n_evicted[l]; i++) brute_log(c->log, &c->n_log, l, c->evicted[l][i]);
-        c->n_evicted[l] = 0;
-    }
-}
-
+/* The victims by brute force (ref_cache), in the order the cache writes
+ * rows back: the evicted rows of each layer at each train_rows_prepare, the
+ * staged ones at each step's end.  Three layers of tables (and one without,
+ * the second), their rows named (layer, row) in one log as the home sees
+ * them. */
 /* The home of the cache under test: its host tables hold the values, so
  * it only writes down what is put back. */
 typedef struct {
     hps_table **tables;
-    int64_t log[BRUTE_LOG][2], n_log;
+    int64_t log[REF_LOG][2], n_log;
 } logging_home;
 
 static void logging_get(void *ctx, hps_table *host, int layer, const int64_t *rows, int64_t n)
@@ -1217,10 +1187,10 @@ static void logging_put(void *ctx, hps_table *host, int layer, const int64_t *ro
 {
     logging_home *h = ctx;
     assert_ptr_equal(host, h->tables[layer]);
-    for (int64_t i = 0; i < n; i++) brute_log(h->log, &h->n_log, layer, rows[i]);
+    for (int64_t i = 0; i < n; i++) log_row(h->log, &h->n_log, layer, rows[i]);
 }
 
-static void assert_same_log(const logging_home *h, const brute_cache *c, const char *when)
+static void assert_same_log(const logging_home *h, const ref_cache *c, const char *when)
 {
     for (int64_t i = 0; i < h->n_log || i < c->n_log; i++)
         if (i >= h->n_log || i >= c->n_log || h->log[i][0] != c->log[i][0] || h->log[i][1] != c->log[i][1])
@@ -1231,13 +1201,11 @@ static void assert_same_log(const logging_home *h, const brute_cache *c, const c
 }
 
 /* The rows the step staged go back in the order they were staged. */
-static void brute_step_end(brute_cache *c, const int64_t staged_order[][2], int64_t n)
+static void log_staged(ref_cache *c, const int64_t staged_order[][2], int64_t n)
 {
-    for (int l = 0; l < BRUTE_LAYERS; l++)
+    for (int l = 0; l < REF_LAYERS; l++)
         for (int64_t i = 0; i < n; i++)
-            if (staged_order[i][0] == l) brute_log(c->log, &c->n_log, l, staged_order[i][1]);
-    memset(c->staged, 0, sizeof c->staged);
-    c->step++;
+            if (staged_order[i][0] == l) log_row(c->log, &c->n_log, l, staged_order[i][1]);
 }
 
 /* The cache writes back exactly the rows its rule names, in order, on a
@@ -1250,22 +1218,22 @@ static void brute_step_end(brute_cache *c, const int64_t staged_order[][2], int6
 static void test_cache_victims_by_brute_force(void **state)
 {
     (void)state;
-    hps_layer layers[BRUTE_LAYERS] = {{.dim = 3}, {.dim = 0}, {.dim = 5}, {.dim = 2}};
-    hps_model m = {.n_layers = BRUTE_LAYERS, .layers = layers};
+    hps_layer layers[REF_LAYERS] = {{.dim = 3}, {.dim = 0}, {.dim = 5}, {.dim = 2}};
+    hps_model m = {.n_layers = REF_LAYERS, .layers = layers};
     uint64_t x = 0x2545f4914f6cdd1dull;
     hps_error err;
     for (int run = 0; run < 6; run++) {
-        hps_table *tables[BRUTE_LAYERS] = {0};
-        for (int l = 0; l < BRUTE_LAYERS; l++)
+        hps_table *tables[REF_LAYERS] = {0};
+        for (int l = 0; l < REF_LAYERS; l++)
             if (layers[l].dim) tables[l] = hps_table_create(l, layers[l].dim, 0, HPS_TABLE_FULL_ERROR, 11);
-        brute_cache *c = hps_calloc(1, sizeof *c);
+        ref_cache *c = hps_calloc(1, sizeof *c);
         logging_home *home = hps_calloc(1, sizeof *home);
         home->tables = tables;
         c->capacity = (uint64_t[]){5, 12, 30}[run % 3];
         train_rows_home hh = {home, logging_get, logging_put};
-        train_rows *r = train_rows_create(hps_backend_cpu(), &m, tables, 0, BRUTE_LAYERS, (int64_t)c->capacity);
+        train_rows *r = train_rows_create(hps_backend_cpu(), &m, tables, 0, REF_LAYERS, (int64_t)c->capacity);
         train_rows_set_home(r, &hh);
-        int64_t(*staged)[2] = hps_malloc(BRUTE_ROWS * BRUTE_LAYERS * sizeof *staged), n_staged = 0;
+        int64_t(*staged)[2] = hps_malloc(REF_ROWS * REF_LAYERS * sizeof *staged), n_staged = 0;
         for (uint64_t step = 0; step < 60; step++) {
             for (int k = 0; k < 40; k++) {
                 x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -1276,25 +1244,26 @@ static void test_cache_victims_by_brute_force(void **state)
                 else if (u < 75) key = 100 + (step * 3 + (uint64_t)k % 3) % 24; /* the ring: once a turn */
                 else key = 200 + pick % 40 + (run & 1 ? 0 : step / 20 * 20); /* rare */
                 int64_t row = hps_table_lookup(tables[l], 0, key, step, &err);
-                assert_true(row >= 0 && row < BRUTE_ROWS);
+                assert_true(row >= 0 && row < REF_ROWS);
                 /* a hot row again, at once: several lookups of it in a step */
                 for (int rep = 0; rep < (u < 45 ? 1 + (int)(pick >> 12) % 3 : 1); rep++) {
                     int was = c->staged[l][row] || c->cached[l][row] || c->touched[l][row] == c->step + 1;
                     train_rows_map(r, l, row, 0);
-                    brute_lookup(c, l, row);
+                    ref_lookup(c, l, row);
                     if (!was && c->staged[l][row]) staged[n_staged][0] = l, staged[n_staged++][1] = row;
                 }
                 if (k % 13 == 12) { /* several loads a step: their evictions logged at each */
                     train_rows_prepare(r);
-                    brute_prepare(c);
+                    ref_prepare(c);
                     assert_same_log(home, c, "prepare");
                 }
             }
             train_rows_prepare(r);
-            brute_prepare(c);
+            ref_prepare(c);
             assert_same_log(home, c, "prepare");
             train_rows_step_end(r, 1);
-            brute_step_end(c, (const int64_t(*)[2])staged, n_staged);
+            log_staged(c, (const int64_t(*)[2])staged, n_staged);
+            ref_step_end(c);
             n_staged = 0;
             assert_same_log(home, c, "step end");
             if (step % 7 == 3) { /* an evaluation batch: reads, counts and moves nothing */
@@ -1302,7 +1271,7 @@ static void test_cache_victims_by_brute_force(void **state)
                     x ^= x << 13, x ^= x >> 7, x ^= x << 17;
                     int l = (int[]){0, 2, 3}[x % 3];
                     int64_t row = hps_table_lookup(tables[l], 0, (x >> 16) % 260, step, &err);
-                    assert_true(row >= 0 && row < BRUTE_ROWS);
+                    assert_true(row >= 0 && row < REF_ROWS);
                     train_rows_map(r, l, row, 1);
                 }
                 train_rows_prepare(r);
@@ -1313,15 +1282,15 @@ static void test_cache_victims_by_brute_force(void **state)
                 FILE *f = tmpfile();
                 assert_non_null(f);
                 train_rows_flush(r); /* every cached row to the home, in row order */
-                for (int l = 0; l < BRUTE_LAYERS; l++)
-                    for (int64_t i = 0; i < BRUTE_ROWS; i++)
-                        if (c->cached[l][i]) brute_log(c->log, &c->n_log, l, i);
+                for (int l = 0; l < REF_LAYERS; l++)
+                    for (int64_t i = 0; i < REF_ROWS; i++)
+                        if (c->cached[l][i]) log_row(c->log, &c->n_log, l, i);
                 assert_same_log(home, c, "flush");
                 assert_int_equal(train_rows_save(r, f), 0);
                 train_rows_stats before = *train_rows_stats_of(r);
                 train_rows_free(r);
                 rewind(f);
-                r = train_rows_create(hps_backend_cpu(), &m, tables, 0, BRUTE_LAYERS, (int64_t)c->capacity);
+                r = train_rows_create(hps_backend_cpu(), &m, tables, 0, REF_LAYERS, (int64_t)c->capacity);
                 train_rows_set_home(r, &hh);
                 assert_int_equal(train_rows_load(r, f, &err, "ckpt"), 0);
                 fclose(f);
@@ -1334,7 +1303,7 @@ static void test_cache_victims_by_brute_force(void **state)
         print_message("# run %d: %lld rows written back\n", run, (long long)c->n_log);
         train_rows_free(r);
         free(staged), free(home), free(c);
-        for (int l = 0; l < BRUTE_LAYERS; l++) hps_table_free(tables[l]);
+        for (int l = 0; l < REF_LAYERS; l++) hps_table_free(tables[l]);
     }
 }
 
