@@ -419,6 +419,20 @@ def rank_set(pool, keys, limit, measured=lambda key: result(key)["measured"]):
     return pick, best
 
 
+def rank_pool(name, pool, keys, sets, measured=lambda key: result(key)["measured"], label=""):
+    """The ranking check at each of the pool's limits (ranking_limits), on the
+    figures `measured` gives: each set's hit appended to sets[kind], a line
+    printed for it (label: which figures, as the line says)."""
+    for kind, limit in ranking_limits(pool):
+        pick, best = rank_set(pool, keys, limit, measured)
+        if pick is None:
+            continue
+        hit = pick == best
+        sets[kind].append(hit)
+        print(f"{name:12} ranking at {limit:9.0f} samples/s ({kind:7}){label}: pick {tag_of(pool[pick][1])}, "
+              f"measured best {tag_of(pool[best][1]) if best is not None else 'none'} {'ok' if hit else 'MISS'}")
+
+
 def gpu_profile(d):
     """The profile with the cpu:2 device again as G_DEVICE of kind gpu: the
     planner prices g with this CPU's measured times, and keeps its rows in
@@ -503,14 +517,7 @@ def pace_report(rows, pools, seconds):
               f"{100 * res['cv']:5.1f}% {100 * adj['cv']:5.1f}%")
     sets = {"between": [], "near": []}
     for name, pool, keys in pools:
-        for kind, limit in ranking_limits(pool):
-            pick, best = rank_set(pool, keys, limit, lambda k: adjusted(k)["measured"])
-            if pick is None:
-                continue
-            hit = pick == best
-            sets[kind].append(hit)
-            print(f"{name:12} ranking at {limit:9.0f} samples/s ({kind:7}) pace-adjusted: pick {tag_of(pool[pick][1])}, "
-                  f"measured best {tag_of(pool[best][1]) if best is not None else 'none'} {'ok' if hit else 'MISS'}")
+        rank_pool(name, pool, keys, sets, lambda k: adjusted(k)["measured"], " pace-adjusted")
     between, near = sets["between"], sets["near"]
     # every configuration's runs, the candidates' too: does the pace explain
     # their spread (the adjusted runs spread less) or add its own noise?
@@ -633,14 +640,7 @@ def main():
         print(f"{name:12} candidates: " + ", ".join(
             f"{tag_of(p)} predicted {p['predicted']['throughput']:.0f}/s measured "
             f"{result(k)['measured']:.0f}/s ${p['predicted']['cost_per_hour']:.2f}/h" for (_, p), k in zip(pool, keys)))
-        for kind, limit in ranking_limits(pool):
-            pick, best = rank_set(pool, keys, limit)
-            if pick is None:
-                continue
-            hit = pick == best
-            sets[kind].append(hit)
-            print(f"{name:12} ranking at {limit:9.0f} samples/s ({kind:7}): pick {tag_of(pool[pick][1])}, measured "
-                  f"best {tag_of(pool[best][1]) if best is not None else 'none'} {'ok' if hit else 'MISS'}")
+        rank_pool(name, pool, keys, sets)
     med, mx = statistics.median(errs), max(errs)
     between, near = sets["between"], sets["near"]
     print(f"\n{len(rows)} configurations, {RUNS} runs each: median |error| {100 * med:.1f}% "
