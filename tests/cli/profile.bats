@@ -316,6 +316,23 @@ profile_demo_on_shards() {
     cp -r "$once/shards" "$once/x.tsv" "$once/p.json" "$TMP/"
 }
 
+# The profile's cpu:1 device ($TMP/p.json) again as a gpu type, cpu-as-gpu
+# (bench-fidelity's g: the CPU backend), into G, and into C a cluster of it
+# with memory for every table and a cpu:1 type for the servers.
+cpu_as_gpu() {
+    python3 - "$TMP/p.json" "$1" "$2" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["devices"].append(dict(p["devices"][0], id="cpu-as-gpu", kind="gpu"))
+json.dump(p, open(sys.argv[2], "w"))
+json.dump({"format": "hps-cluster", "version": 1, "name": "g", "resources": [
+    {"name": "g", "kind": "gpu", "device": "cpu-as-gpu", "threads": 1, "price_per_hour": 1, "max_units": 1,
+     "nic_gbps": 10, "mem_gib": 64},
+    {"name": "t1", "kind": "cpu", "device": "cpu:1", "price_per_hour": 1, "max_units": 1, "nic_gbps": 10}],
+    "servers": {"type": "t1", "gbps": 10}}, open(sys.argv[3], "w"))
+PY
+}
+
 @test "profile: --data times the engine, the read and the reader's thread (read_cpu_ms) on shards; hps-plan charges them to the first stage" {
     profile_demo_on_shards
     printf '%s' '{"format": "hps-cluster", "version": 1, "name": "one", "resources": [{"name": "a", "kind": "cpu",
@@ -362,21 +379,14 @@ PY
     profile_demo_on_shards
     # the cpu:1 device again as a gpu type (bench-fidelity's g: the CPU
     # backend), with memory for every table, and the profile without the figure
-    python3 - "$TMP/p.json" "$TMP/g.json" "$TMP/g0.json" "$TMP/c.json" <<'PY'
+    cpu_as_gpu "$TMP/g.json" "$TMP/c.json"
+    python3 - "$TMP/g.json" "$TMP/g0.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
-cpu = p["devices"][0]
-assert cpu["device_rows_ms"] >= 0, cpu
-p["devices"].append(dict(cpu, id="cpu-as-gpu", kind="gpu"))
-json.dump(p, open(sys.argv[2], "w"))
+assert p["devices"][0]["device_rows_ms"] >= 0, p["devices"][0]
 for d in p["devices"]:
     del d["device_rows_ms"]
-json.dump(p, open(sys.argv[3], "w"))
-json.dump({"format": "hps-cluster", "version": 1, "name": "g", "resources": [
-    {"name": "g", "kind": "gpu", "device": "cpu-as-gpu", "threads": 1, "price_per_hour": 1, "max_units": 1,
-     "nic_gbps": 10, "mem_gib": 64},
-    {"name": "t1", "kind": "cpu", "device": "cpu:1", "price_per_hour": 1, "max_units": 1, "nic_gbps": 10}],
-    "servers": {"type": "t1", "gbps": 10}}, open(sys.argv[4], "w"))
+json.dump(p, open(sys.argv[2], "w"))
 PY
     for prof in g g0; do
         for rows in auto servers; do
@@ -404,19 +414,9 @@ PY
     # set alone), then memory for the working set and a tenth of the tables
     # (bench-fidelity's cache), the profile with the figure by hand: 0
     # (absent), 5 and 10 us a miss
-    python3 - "$TMP/p.json" "$TMP/g.json" "$TMP/c-big.json" <<'PY'
-import json, sys
-p = json.load(open(sys.argv[1]))
-cpu = p["devices"][0]
-assert cpu["device_row_miss_us"] >= 0 and cpu["device_row_miss_spread"] >= 0, cpu
-p["devices"].append(dict(cpu, id="cpu-as-gpu", kind="gpu"))
-json.dump(p, open(sys.argv[2], "w"))
-json.dump({"format": "hps-cluster", "version": 1, "name": "g", "resources": [
-    {"name": "g", "kind": "gpu", "device": "cpu-as-gpu", "threads": 1, "price_per_hour": 1, "max_units": 1,
-     "nic_gbps": 10, "mem_gib": 64},
-    {"name": "t1", "kind": "cpu", "device": "cpu:1", "price_per_hour": 1, "max_units": 1, "nic_gbps": 10}],
-    "servers": {"type": "t1", "gbps": 10}}, open(sys.argv[3], "w"))
-PY
+    cpu_as_gpu "$TMP/g.json" "$TMP/c-big.json"
+    python3 -c 'import json, sys; cpu = json.load(open(sys.argv[1]))["devices"][0]
+assert cpu["device_row_miss_us"] >= 0 and cpu["device_row_miss_spread"] >= 0, cpu' "$TMP/g.json"
     for rows in auto servers; do
         "$HPS_BIN/hps-plan" -q -m "$M" -c "$TMP/c-big.json" -p "$TMP/g.json" -t 1 -a fixed:g --rows $rows \
             -o "$TMP/big-$rows.json"
