@@ -1079,8 +1079,10 @@ static void ref_step_end(ref_cache *c)
     c->step++;
 }
 
-/* What train_rows_save says of each row (count, stamp, cached) equals c's. */
-static void assert_rows_as_ref(const train_rows *r, const ref_cache *c, hps_table **tables)
+/* The rows' records (count, stamp, cached) of r's two layers as
+ * train_rows_save writes them, layer by layer into rec (at most cap): n[l]
+ * of layer l. */
+static void saved_rows(const train_rows *r, int64_t n[2], uint64_t (*rec)[3], int64_t cap)
 {
     FILE *f = tmpfile();
     assert_non_null(f);
@@ -1088,23 +1090,36 @@ static void assert_rows_as_ref(const train_rows *r, const ref_cache *c, hps_tabl
     rewind(f);
     uint32_t magic;
     uint64_t head[6];
+    int64_t at = 0;
     assert_int_equal(fread(&magic, sizeof magic, 1, f), 1);
     assert_int_equal(fread(head, sizeof *head, 6, f), 6);
     for (int l = 0; l < 2; l++) {
-        int64_t n;
-        assert_int_equal(fread(&n, sizeof n, 1, f), 1);
-        assert_true(n == hps_table_rows(tables[l]) && n <= REF_ROWS);
-        for (int64_t i = 0; i < n; i++) {
-            uint64_t rec[3];
-            assert_int_equal(fread(rec, sizeof *rec, 3, f), 3);
-            if (rec[0] != c->count[l][i] || rec[1] != c->stamp[l][i] || (int)rec[2] != c->cached[l][i])
-                fail_msg("step %llu: layer %d row %lld: (%llu, %llu, cached %llu), the rule's (%llu, %llu, %d)",
-                         (unsigned long long)c->step, l, (long long)i, (unsigned long long)rec[0],
-                         (unsigned long long)rec[1], (unsigned long long)rec[2],
-                         (unsigned long long)c->count[l][i], (unsigned long long)c->stamp[l][i], c->cached[l][i]);
+        assert_int_equal(fread(&n[l], sizeof n[l], 1, f), 1);
+        for (int64_t i = 0; i < n[l]; i++, at++) {
+            assert_true(at < cap);
+            assert_int_equal(fread(rec[at], sizeof *rec[at], 3, f), 3);
         }
     }
     fclose(f);
+}
+
+/* What train_rows_save says of each row (count, stamp, cached) equals c's. */
+static void assert_rows_as_ref(const train_rows *r, const ref_cache *c, hps_table **tables)
+{
+    int64_t n[2];
+    uint64_t(*recs)[3] = hps_malloc(2 * REF_ROWS * sizeof *recs);
+    saved_rows(r, n, recs, 2 * REF_ROWS);
+    const uint64_t(*rec)[3] = recs;
+    for (int l = 0; l < 2; l++) {
+        assert_true(n[l] == hps_table_rows(tables[l]) && n[l] <= REF_ROWS);
+        for (int64_t i = 0; i < n[l]; i++, rec++)
+            if ((*rec)[0] != c->count[l][i] || (*rec)[1] != c->stamp[l][i] || (int)(*rec)[2] != c->cached[l][i])
+                fail_msg("step %llu: layer %d row %lld: (%llu, %llu, cached %llu), the rule's (%llu, %llu, %d)",
+                         (unsigned long long)c->step, l, (long long)i, (unsigned long long)(*rec)[0],
+                         (unsigned long long)(*rec)[1], (unsigned long long)(*rec)[2],
+                         (unsigned long long)c->count[l][i], (unsigned long long)c->stamp[l][i], c->cached[l][i]);
+    }
+    free(recs);
 }
 
 /* The cache evicts, stages and keeps exactly the rows its rule names, lookup
@@ -1311,26 +1326,11 @@ static void test_cache_victims_by_brute_force(void **state)
  * layer: two caches that took the same lookups compare equal. */
 static void rows_counts(const train_rows *r, uint64_t *out, int64_t cap)
 {
-    FILE *f = tmpfile();
-    assert_non_null(f);
-    assert_int_equal(train_rows_save(r, f), 0);
-    rewind(f);
-    uint32_t magic;
-    uint64_t head[6];
-    int64_t at = 0;
-    assert_int_equal(fread(&magic, sizeof magic, 1, f), 1);
-    assert_int_equal(fread(head, sizeof *head, 6, f), 6);
-    for (int l = 0; l < 2; l++) {
-        int64_t n;
-        assert_int_equal(fread(&n, sizeof n, 1, f), 1);
-        for (int64_t i = 0; i < n; i++, at += 2) {
-            uint64_t rec[3];
-            assert_int_equal(fread(rec, sizeof *rec, 3, f), 3);
-            assert_true(at + 2 <= cap);
-            out[at] = rec[0], out[at + 1] = rec[2];
-        }
-    }
-    fclose(f);
+    int64_t n[2];
+    uint64_t(*rec)[3] = hps_malloc((size_t)(cap / 2 + 1) * sizeof *rec);
+    saved_rows(r, n, rec, cap / 2);
+    for (int64_t i = 0; i < n[0] + n[1]; i++) out[2 * i] = rec[i][0], out[2 * i + 1] = rec[i][2];
+    free(rec);
 }
 
 /* A shard's owner reads a key for a worker's n lookups of it
