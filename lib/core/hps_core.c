@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -108,6 +109,17 @@ void *hps_realloc_(void *p, size_t n, const char *file, int line)
     void *q = realloc(p, n ? n : 1);
     if (!q) hps_out_of_memory(n, file, line);
     return q;
+}
+
+void hps_advise_random(void *p, size_t n)
+{
+#ifdef MADV_HUGEPAGE
+    const uintptr_t huge = (uintptr_t)2 << 20, start = ((uintptr_t)p + huge - 1) & ~(huge - 1),
+                    end = ((uintptr_t)p + n) & ~(huge - 1);
+    if (n >= 2 * huge && end > start) (void)madvise((void *)start, end - start, MADV_HUGEPAGE);
+#else
+    (void)p, (void)n;
+#endif
 }
 
 char *hps_strdup(const char *s)

@@ -59,6 +59,13 @@ void *hps_realloc_(void *p, size_t n, const char *file, int line);
 #define hps_calloc(c, s) hps_calloc_((c), (s), __FILE__, __LINE__)
 #define hps_realloc(p, n) hps_realloc_((p), (n), __FILE__, __LINE__)
 char *hps_strdup(const char *s);
+/* Memory read at random over many MiB (an embedding table's rows, its
+ * hash): asks the kernel for 2 MiB pages for the whole 2 MiB pages inside
+ * [p, p+n), where transparent huge pages are left to madvise (the kernel's
+ * "madvise" mode); with 4 KiB pages a lookup in a table of GBs misses the
+ * TLB on each of its cache lines.  Nothing where the kernel does not know
+ * the advice or n is below 4 MiB; call it again after a realloc moves p. */
+void hps_advise_random(void *p, size_t n);
 
 /* Text from an input, made safe to echo in a one-line message: at most n-4
  * bytes, anything outside printable ASCII as '?', "..." when cut. */

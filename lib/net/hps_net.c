@@ -573,7 +573,7 @@ hps_net *hps_net_create_shared(hps_net *owner, int cap)
     hps_net *net = hps_calloc(1, sizeof *net);
     *net = (hps_net){.model = m, .be = owner->be, .emb_be = owner->emb_be,
                      .host_embeddings = owner->host_embeddings, .shared = 1, .shared_tables = 1,
-                     .row_map = owner->row_map, .row_prefetch = owner->row_prefetch,
+                     .row_map = owner->row_map,
                      .row_map_ctx = owner->row_map_ctx, .keys_end = m->n_layers, .cap = cap,
                      .loss_scale = 1.0f, .E = owner->E, .params = owner->params,
                      .grads = owner->grads, .adam_m = owner->adam_m, .adam_v = owner->adam_v};
@@ -602,11 +602,6 @@ void hps_net_set_row_map(hps_net *net, hps_row_map map, void *ctx)
 {
     net->row_map = map;
     net->row_map_ctx = ctx;
-}
-
-void hps_net_set_row_prefetch(hps_net *net, hps_row_prefetch prefetch)
-{
-    net->row_prefetch = prefetch;
 }
 
 void hps_net_set_key_layers(hps_net *net, int first, int end)
@@ -751,18 +746,16 @@ static int load_embedding(hps_net *net, int l, const hps_batch *b, int first, in
                 net->h_keys[k] = b->keys[e];
                 net->h_slot[k] = j;
                 net->h_weights[k] = b->weights ? b->weights[e] : 1.0f;
-                if (net->row_prefetch) net->row_prefetch(net->row_map_ctx, l, j, b->keys[e]);
             }
             net->h_offsets[(size_t)i * L->n_slots + j + 1] = k;
         }
-    for (int64_t e = 0; e < k; e++) {
-        int j = net->h_slot[e];
-        int64_t row = net->row_map
-                          ? net->row_map(net->row_map_ctx, l, j, net->h_keys[e])
-                          : N->slot_base[j] + (int64_t)(net->h_keys[e] % (uint64_t)N->slot_rows[j]);
-        if (row < 0) return -1;
-        net->h_rows[e] = row;
-    }
+    if (net->row_map) {
+        if (net->row_map(net->row_map_ctx, l, net->h_slot, net->h_keys, k, net->h_rows)) return -1;
+    } else
+        for (int64_t e = 0; e < k; e++) {
+            int j = net->h_slot[e];
+            net->h_rows[e] = N->slot_base[j] + (int64_t)(net->h_keys[e] % (uint64_t)N->slot_rows[j]);
+        }
     embedding_reserve(net, l, k);
     const hps_backend *be = net->emb_be;
     be->upload(N->bag_offsets, net->h_offsets, ((size_t)n * L->n_slots + 1) * sizeof(int64_t));

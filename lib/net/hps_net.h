@@ -39,13 +39,13 @@ typedef struct {
     hps_sparse_grad *grad;
 } hps_net_layer;
 
-/* Maps a key of the layer's j-th slot to a table row; -1 fails the load
- * (the map keeps its own error). hps-train's parameter-server tables use it. */
-typedef int64_t (*hps_row_map)(void *ctx, int layer, int slot_in_layer, uint64_t key);
-/* Optional: starts fetching what the map will read for that key.  A load
- * calls it for all of a layer's keys before it maps the first, so that the
- * map's cache misses overlap rather than come one after another. */
-typedef void (*hps_row_prefetch)(void *ctx, int layer, int slot_in_layer, uint64_t key);
+/* Maps the n keys of layer `layer` that one load picked (key e of the
+ * layer's slot_in_layer[e]-th slot) to table rows, in order: all at once,
+ * so that the map can overlap their cache misses and spread them over
+ * threads.  0, or -1 to fail the load (the map keeps its own error).
+ * hps-train's parameter-server tables use it. */
+typedef int (*hps_row_map)(void *ctx, int layer, const int *slot_in_layer, const uint64_t *keys, int64_t n,
+                           int64_t *rows);
 
 typedef struct {
     const hps_model *model;
@@ -55,7 +55,6 @@ typedef struct {
     int shared;             /* parameters belong to another net */
     int shared_tables;      /* embedding tables belong to another net or to the caller */
     hps_row_map row_map;    /* NULL: key mod rows into the net's own tables */
-    hps_row_prefetch row_prefetch; /* NULL: none */
     void *row_map_ctx;
     int keys_first, keys_end; /* the table layers whose keys a load maps (hps_net_set_key_layers) */
     int cap, B;             /* samples allocated, samples in the current batch */
@@ -108,7 +107,6 @@ hps_net *hps_net_create(const hps_model *m, const hps_backend *be, int cap,
  * tables, with activations of its own: one per micro-batch in flight. */
 hps_net *hps_net_create_shared(hps_net *owner, int cap);
 void hps_net_set_row_map(hps_net *net, hps_row_map map, void *ctx);
-void hps_net_set_row_prefetch(hps_net *net, hps_row_prefetch prefetch);
 /* A load maps the keys of the table layers in [first, end) only: a stage
  * in another process loads the others' (all of them by default). */
 void hps_net_set_key_layers(hps_net *net, int first, int end);

@@ -32,9 +32,11 @@ struct hps_trainer {
      * the checkpoint --continue-from continued; expiry counts these */
     uint64_t day, day_start;       /* ... and the step the day began at */
     uint64_t kill_at_step;         /* test build: HPS_TRAIN_KILL_AT_STEP: SIGKILL itself there */
-    /* lookups that failed inside the row map */
+    /* a lookup that failed inside the row map; the table layer's slot ids
+     * of one load's keys (table_rows) */
     hps_error map_err;
-    int map_failed;
+    int *slots;
+    int64_t cap_slots;
     /* reporting */
     hps_train_summary sum;
     uint64_t (*epoch_lookups)[2]; /* per layer: its table's lookups, admitted, when the epoch began */

@@ -43,31 +43,39 @@ static void train_touch(hps_trainer *t, int layer, int64_t row)
     t->touched[layer][t->n_touched[layer]++] = row;
 }
 
-static int64_t table_row(void *ctx, int layer, int j, uint64_t key)
+/* The row of an evaluation's key: read only, an unseen key reads zeros,
+ * the table stays as trained. */
+static int64_t eval_row(hps_trainer *t, int layer, int slot, uint64_t key)
+{
+    int64_t r = hps_table_stage(t->tables[layer], hps_table_find(t->tables[layer], slot, key));
+    if (r < 0) r = hps_table_zero_row(t->tables[layer]);
+    return t->rows_of[layer] && r >= 0 ? train_rows_map(t->rows_of[layer], layer, r, 1) : r;
+}
+
+static int table_rows(void *ctx, int layer, const int *slot_in_layer, const uint64_t *keys, int64_t n,
+                      int64_t *rows)
 {
     hps_trainer *t = ctx;
-    int slot = t->m->layers[layer].slots[j];
-    train_rows *dev = t->rows_of[layer];
-    if (t->evaluating && !t->remote_rows) { /* read only: an unseen key reads zeros, the table stays as trained */
-        int64_t r = hps_table_stage(t->tables[layer], hps_table_find(t->tables[layer], slot, key));
-        if (r < 0) r = hps_table_zero_row(t->tables[layer]);
-        return dev && r >= 0 ? train_rows_map(dev, layer, r, 1) : r;
+    const int *slot_of = t->m->layers[layer].slots;
+    if (n > t->cap_slots) {
+        t->cap_slots = 2 * n;
+        t->slots = hps_realloc(t->slots, (size_t)t->cap_slots * sizeof *t->slots);
+    }
+    for (int64_t e = 0; e < n; e++) t->slots[e] = slot_of[slot_in_layer[e]];
+    if (t->evaluating && !t->remote_rows) {
+        for (int64_t e = 0; e < n; e++)
+            if ((rows[e] = eval_row(t, layer, t->slots[e], keys[e])) < 0) return -1;
+        return 0;
     }
     /* A table of remote rows only maps keys to rows: during evaluation it
      * maps keys other workers trained too, and the fetch reads them
      * read-only from their servers (zeros for keys no worker trained). */
-    int64_t r = hps_table_lookup(t->tables[layer], slot, key, t->step + 1,
-                                 t->map_failed ? NULL : &t->map_err);
-    if (r < 0) t->map_failed = 1;
-    else if (t->remote_rows) train_touch(t, layer, r);
-    else if (dev) r = train_rows_map(dev, layer, r, 0);
-    return r;
-}
-
-static void table_prefetch(void *ctx, int layer, int j, uint64_t key)
-{
-    hps_trainer *t = ctx;
-    hps_table_prefetch(t->tables[layer], t->m->layers[layer].slots[j], key);
+    if (hps_table_lookup_many(t->tables[layer], t->slots, keys, n, t->step + 1, rows, &t->map_err)) return -1;
+    train_rows *dev = t->rows_of[layer];
+    for (int64_t e = 0; e < n && (t->remote_rows || dev); e++)
+        if (t->remote_rows) train_touch(t, layer, rows[e]);
+        else rows[e] = train_rows_map(dev, layer, rows[e], 0);
+    return 0;
 }
 
 /* Tables may move while a batch's keys are looked up: point every net at them
@@ -212,8 +220,7 @@ static void create_nets(hps_trainer *t)
     int external = t->be == hps_backend_cpu() || any_device_rows(m, t->plan);
     t->owner = hps_net_create(m, t->be, t->cap_micro,
                               external ? HPS_NET_EXTERNAL_TABLES : HPS_NET_HOST_TABLES);
-    hps_net_set_row_map(t->owner, table_row, t);
-    hps_net_set_row_prefetch(t->owner, table_prefetch);
+    hps_net_set_row_map(t->owner, table_rows, t);
     hps_net_init(t->owner, t->o.seed);
     /* room for a later stage's load: each partner's slice may end in a part
      * micro-batch (train_load_slices makes those nets when needed) */
@@ -296,7 +303,7 @@ void hps_trainer_free(hps_trainer *t)
         free(t->touched[l]), free(t->mark[l]), free(t->uses[l]);
     }
     if (t->metrics && t->metrics != stdout) fclose(t->metrics);
-    free(t->touched), free(t->epoch_lookups), free(t->n_touched), free(t->cap_touched), free(t->mark), free(t->uses), free(t->cap_mark);
+    free(t->touched), free(t->slots), free(t->epoch_lookups), free(t->n_touched), free(t->cap_touched), free(t->mark), free(t->uses), free(t->cap_mark);
     free(t->nets), free(t->tables), free(t->merged), free(t->micro_grads), free(t->rows_of);
     hps_batch_free(t->batch);
     free(t);
@@ -417,7 +424,6 @@ int train_load_slices(hps_trainer *t, const hps_batch *b, int n_slices, const in
             hps_net_set_key_layers(net, own.first, own.end);
             if (hps_net_load_range(net, b, first, n)) {
                 *err = t->map_err;
-                t->map_failed = 0;
                 refresh_tables(t); /* lookups before the failure may have moved them */
                 return -1;
             }

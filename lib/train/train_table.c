@@ -1,6 +1,7 @@
 #include "train/train_table.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,8 @@ struct hps_table {
     uint64_t lookups, admitted;       /* training lookups, those that found a row */
     hash_entry *ht;                   /* open addressing, linear probing */
     int64_t ht_mask;
+    uint64_t *hashes;                 /* hps_table_lookup_many's keys' slot_hash */
+    int64_t cap_hashes;
 };
 
 /* weights + accumulators (the planner's row too, hps_row_state_bytes) +
@@ -209,7 +212,7 @@ void hps_table_free(hps_table *t)
     if (!t) return;
     free(t->weights), free(t->accum), free(t->meta);
     free(t->half), free(t->acc_rows), free(t->stage_row), free(t->stage_ht);
-    free(t->slot_admit), free(t->born), free(t->cand), free(t->ht), free(t);
+    free(t->slot_admit), free(t->born), free(t->cand), free(t->ht), free(t->hashes), free(t);
 }
 
 static int64_t probe(const hps_table *t, uint64_t hash, int slot, uint64_t key, int64_t *at);
@@ -221,6 +224,7 @@ static int64_t rehash(hps_table *t, int64_t slots)
 {
     free(t->ht);
     t->ht = hps_calloc((size_t)slots, sizeof *t->ht);
+    hps_advise_random(t->ht, (size_t)slots * sizeof *t->ht);
     t->ht_mask = slots - 1;
     int64_t twice = -1;
     for (int64_t r = 0; r < t->rows; r++) {
@@ -378,6 +382,20 @@ void hps_table_row_values(const hps_table *t, int64_t r, float *out)
         for (size_t i = 0; i < d; i++) out[i] = hps_row_widen(t->half[(size_t)r * d + i], t->dtype);
 }
 
+/* Lookups and the kernels read the slabs at random: 2 MiB pages (hps_core.h). */
+static void advise_slabs(hps_table *t)
+{
+    const size_t cap = (size_t)t->cap_rows, d = (size_t)t->dim, a = (size_t)t->acc_dim;
+    if (t->dtype != HPS_ROW_FP32) {
+        hps_advise_random(t->half, cap * d * sizeof *t->half);
+        hps_advise_random(t->acc_rows, cap * a * sizeof *t->acc_rows);
+    } else {
+        hps_advise_random(t->weights, (cap + 1) * d * sizeof *t->weights);
+        hps_advise_random(t->accum, (cap + 1) * a * sizeof *t->accum);
+    }
+    hps_advise_random(t->meta, cap * sizeof *t->meta);
+}
+
 /* Grows the slabs to cap rows (within max_rows) and the hash to `slots`
  * (at least hash_slots(cap) but for a table sized ahead): a rehash of every
  * row when the hash grows. */
@@ -399,6 +417,7 @@ static void grow_to(hps_table *t, int64_t cap, int64_t slots)
     }
     t->meta = hps_realloc(t->meta, (size_t)cap * sizeof *t->meta);
     t->cap_rows = cap;
+    advise_slabs(t);
     if (slots - 1 <= t->ht_mask) return;
     t->rehashes += t->rows > 0;
     HPS_CHECK(rehash(t, slots) < 0);
@@ -603,9 +622,80 @@ void hps_table_presize(hps_table *t, int64_t rows, int64_t spare)
 
 int64_t hps_table_rehashes(const hps_table *t) { return t->rehashes; }
 
-void hps_table_prefetch(const hps_table *t, int slot, uint64_t key)
+/* Below this many keys a parallel region costs more than it saves. */
+#define LOOKUP_PAR_MIN 4096
+
+/* Where a present key's lookup only stamps its row and counts, and a
+ * lookup of a new key can neither take nor move a row that an earlier
+ * lookup of the same step found: admission (a row born reads the zero row),
+ * eviction (the clock skips rows this step touched, so stamping ahead
+ * would change its victims) and compact rows (staged in order) rule it out. */
+static int lookups_commute(const hps_table *t)
 {
-    if (t->ht) __builtin_prefetch(&t->ht[slot_hash(slot, key) & (uint64_t)t->ht_mask]);
+    return t->dtype == HPS_ROW_FP32 && !t->admits && t->admit_after <= 1 && t->policy != HPS_TABLE_FULL_EVICT &&
+           t->cap_rows > 0;
+}
+
+/* The rows of the keys present, stamped as hps_table_lookup stamps them;
+ * rows[e] = -1 for the others.  The threads split the keys; two lookups of
+ * one key on two threads stamp the same values, with relaxed atomic stores
+ * (no order is needed: the region's end orders them before any reader).
+ * Each thread's passes start loading every hash slot, then the rows of the
+ * slots that match, then probe: its cache misses overlap. */
+static void find_present(hps_table *t, const int *slots, const uint64_t *keys, int64_t n, uint64_t step,
+                         int64_t *rows)
+{
+    if (n > t->cap_hashes) {
+        t->cap_hashes = 2 * n;
+        free(t->hashes);
+        t->hashes = hps_malloc((size_t)t->cap_hashes * sizeof *t->hashes);
+    }
+    uint64_t *hash = t->hashes;
+    const uint64_t mask = (uint64_t)t->ht_mask;
+    const uint32_t low_step = (uint32_t)step, day = t->day;
+    int64_t found = 0;
+#pragma omp parallel reduction(+ : found)
+    {
+#pragma omp for schedule(static) nowait
+        for (int64_t e = 0; e < n; e++) {
+            hash[e] = slot_hash(slots[e], keys[e]);
+            __builtin_prefetch(&t->ht[hash[e] & mask]);
+        }
+#pragma omp for schedule(static) nowait
+        for (int64_t e = 0; e < n; e++) {
+            hash_entry first = t->ht[hash[e] & mask];
+            if (first) __builtin_prefetch(&t->meta[entry_row(first)]);
+        }
+#pragma omp for schedule(static) nowait
+        for (int64_t e = 0; e < n; e++) {
+            int64_t at, r = probe(t, hash[e], slots[e], keys[e], &at);
+            rows[e] = r;
+            if (r < 0) continue;
+            row_meta *m = &t->meta[r];
+            __atomic_store_n(&m->last_step, low_step, __ATOMIC_RELAXED);
+            __atomic_store_n(&m->ref, (uint8_t)1, __ATOMIC_RELAXED);
+            __atomic_store_n(&m->last_day, day, __ATOMIC_RELAXED);
+            found++;
+        }
+    }
+    t->lookups += (uint64_t)found;
+    t->admitted += (uint64_t)found;
+    if (found && step > t->step) t->step = step;
+}
+
+int hps_table_lookup_many(hps_table *t, const int *slots, const uint64_t *keys, int64_t n, uint64_t step,
+                          int64_t *rows, hps_error *err)
+{
+    if (n >= LOOKUP_PAR_MIN && omp_get_max_threads() > 1 && lookups_commute(t))
+        find_present(t, slots, keys, n, step, rows);
+    else {
+        for (int64_t e = 0; t->ht && e < n; e++) __builtin_prefetch(&t->ht[slot_hash(slots[e], keys[e]) & (uint64_t)t->ht_mask]);
+        for (int64_t e = 0; e < n; e++) rows[e] = -1;
+    }
+    /* in order: the new keys, and any the parallel pass did not take */
+    for (int64_t e = 0; e < n; e++)
+        if (rows[e] < 0 && (rows[e] = hps_table_lookup(t, slots[e], keys[e], step, err)) < 0) return -1;
+    return 0;
 }
 
 int64_t hps_table_find(const hps_table *t, int slot, uint64_t key)

@@ -103,8 +103,13 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
  * zero row for a key not admitted, or admitted in this load (a server's
  * push names the rows its fetch looked up). */
 int64_t hps_table_recall(hps_table *t, int slot, uint64_t key);
-/* Starts loading the hash slot where a lookup of (slot, key) begins. */
-void hps_table_prefetch(const hps_table *t, int slot, uint64_t key);
+/* n lookups (slots[e], keys[e]) of one step at once: rows[e] and the
+ * table after are those of n hps_table_lookup calls in order; 0, or -1 with
+ * err at the first that fails (rows past it unset).  Where no lookup can
+ * admit, evict or stage a row (fp32 rows, no admission threshold, no
+ * eviction), the rows already present are found on every OpenMP thread. */
+int hps_table_lookup_many(hps_table *t, const int *slots, const uint64_t *keys, int64_t n, uint64_t step,
+                          int64_t *rows, hps_error *err);
 
 /* Evaluation reads without inserting: the row of (slot, key) or -1, and a
  * row of zeros for keys training never saw (valid until the table grows). */

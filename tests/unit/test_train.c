@@ -1,6 +1,7 @@
 /* The training engine: parameter-server tables, the pipeline of stages,
  * checkpoints and resume, learning on planted data. */
 #include <math.h>
+#include <omp.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
@@ -189,6 +190,86 @@ static void test_table_cap_error_and_eviction(void **state)
         failed = hps_table_lookup(t, 0, k, 3, &err) < 0;
     assert_true(failed);
     hps_table_free(t);
+}
+
+/* A table configured by kind: 0 unbounded, 1 a cap that fills (error),
+ * 2 a cap that evicts, 3 admission after 2 lookups, 4 fp16 rows. */
+static hps_table *table_kind(int kind)
+{
+    size_t cap = 7000 * hps_table_row_bytes(4, 0, HPS_ROW_FP32);
+    hps_table *t = hps_table_create(0, 4, kind == 1 || kind == 2 ? cap : 0,
+                                    kind == 2 ? HPS_TABLE_FULL_EVICT : HPS_TABLE_FULL_ERROR, 5);
+    if (kind == 3) hps_table_set_admission(t, 2);
+    if (kind == 4) hps_table_set_dtype(t, HPS_ROW_FP16);
+    return t;
+}
+
+static void table_bytes(const hps_table *t, char **buf, size_t *len)
+{
+    FILE *f = open_memstream(buf, len);
+    assert_int_equal(hps_table_save(t, f), 0);
+    fclose(f);
+}
+
+/* hps_table_lookup_many on two threads gives the rows and leaves the table
+ * (saved bytes, counters) as one lookup after another does, whatever the
+ * table's rules: batches with repeats, keys already present and new ones,
+ * a table that grows, fills, evicts, admits or stages compact rows. */
+static void test_table_lookup_many_as_one_by_one(void **state)
+{
+    (void)state;
+    omp_set_num_threads(2);
+    enum { N = 6000, STEPS = 6 };
+    int *slots = malloc(N * sizeof *slots);
+    uint64_t *keys = malloc(N * sizeof *keys);
+    int64_t *many = malloc(N * sizeof *many), *one = malloc(N * sizeof *one);
+    for (int kind = 0; kind < 5; kind++) {
+        hps_table *a = table_kind(kind), *b = table_kind(kind);
+        hps_rng r;
+        hps_rng_seed(&r, 11 + (uint64_t)kind);
+        int failed = 0;
+        for (uint64_t step = 1; step <= STEPS && !failed; step++) {
+            for (int e = 0; e < N; e++) { /* skewed: low keys repeat, the vocabulary grows a step */
+                double u = hps_rng_uniform(&r);
+                keys[e] = (uint64_t)(u * u * (double)(2000 * step + 2000 * (kind == 1) * step));
+                slots[e] = (int)(hps_rng_next(&r) % 4);
+                many[e] = -7;
+            }
+            hps_error ea = {0}, eb = {0};
+            int rc = hps_table_lookup_many(a, slots, keys, N, step, many, &ea);
+            int at = N;
+            for (int e = 0; e < N && at == N; e++)
+                if ((one[e] = hps_table_lookup(b, slots[e], keys[e], step, &eb)) < 0) at = e;
+            assert_int_equal(rc, at < N ? -1 : 0);
+            for (int e = 0; e < at; e++) assert_int_equal(many[e], one[e]);
+            if (at < N) { /* the same first failure, the same words; the table is then left */
+                assert_int_equal(many[at], -1);
+                assert_string_equal(ea.msg, eb.msg);
+                failed = 1;
+            }
+            for (int e = 0; e < at && kind != 1; e++) hps_table_weights(a)[many[e] * 4] += 0.25f;
+            for (int e = 0; e < at && kind != 1; e++) hps_table_weights(b)[one[e] * 4] += 0.25f;
+        }
+        if (kind == 1) assert_true(failed);
+        if (!failed) {
+            uint64_t la[2], lb[2];
+            hps_table_lookups(a, &la[0], &la[1]);
+            hps_table_lookups(b, &lb[0], &lb[1]);
+            assert_memory_equal(la, lb, sizeof la);
+            assert_int_equal(hps_table_rows(a), hps_table_rows(b));
+            assert_int_equal(hps_table_evictions(a), hps_table_evictions(b));
+            char *ba = NULL, *bb = NULL;
+            size_t na = 0, nb = 0;
+            table_bytes(a, &ba, &na);
+            table_bytes(b, &bb, &nb);
+            assert_int_equal(na, nb);
+            assert_memory_equal(ba, bb, na);
+            free(ba), free(bb);
+        }
+        if (kind == 2) assert_true(hps_table_evictions(a) > 0);
+        hps_table_free(a), hps_table_free(b);
+    }
+    free(slots), free(keys), free(many), free(one);
 }
 
 static void test_table_save_load(void **state)
@@ -1909,6 +1990,7 @@ int main(void)
         cmocka_unit_test(test_table_apply_sums_then_adagrad),
         cmocka_unit_test(test_table_presize_never_rehashes),
         cmocka_unit_test(test_table_cap_error_and_eviction),
+        cmocka_unit_test(test_table_lookup_many_as_one_by_one),
         cmocka_unit_test(test_table_save_load),
         cmocka_unit_test(test_table_load_checks_rows_exist),
         cmocka_unit_test(test_table_load_refuses_bad_rows),
