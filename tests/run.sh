@@ -36,8 +36,9 @@ done
 # file's own tests run in order, one at a time: they share setup_file's
 # data, and examples.bats one command's output.  The files named in
 # `alone` run after, one at a time: their mpirun ranks would oversubscribe
-# the cores beside another file, and profile.bats checks what it measures.
-alone="dist.bats rows.bats tables.bats profile.bats"
+# the cores beside another file, profile.bats checks what it measures and
+# bench.bats the CPU that others use.
+alone="dist.bats rows.bats tables.bats profile.bats bench.bats"
 jobs=""
 if [ "${HPS_TEST_JOBS:-2}" -gt 1 ] && command -v parallel >/dev/null 2>&1; then
     jobs="--jobs ${HPS_TEST_JOBS:-2} --no-parallelize-within-files"

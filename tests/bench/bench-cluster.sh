@@ -24,7 +24,7 @@ why=$(hosts_unavailable)
 . "$ROOT/tests/bench/bench_common.sh"
 bench_begin bench-cluster
 TMP=$(mktemp -d)
-trap 'hosts_down; rm -rf "$TMP" "$BENCH_NOISY_FILE"' EXIT
+trap 'hosts_down; rm -rf "$TMP" "$BENCH_NOISY_FILE" "$BENCH_TIMES_FILE"' EXIT
 MODEL=$ROOT/testdata/models/demo-ctr.json
 "$BIN/hps-shard" synth "$ROWS" -o "$TMP/x.tsv" 2>/dev/null
 

@@ -16,7 +16,7 @@ EPOCHS=${EPOCHS:-3}
 . "$ROOT/tests/bench/bench_common.sh"
 bench_begin bench-dist
 TMP=$(mktemp -d)
-trap 'rm -rf "$TMP" "$BENCH_NOISY_FILE"' EXIT
+trap 'rm -rf "$TMP" "$BENCH_NOISY_FILE" "$BENCH_TIMES_FILE"' EXIT
 command -v mpirun >/dev/null || { echo "bench-dist: mpirun is not installed (make deps)" >&2; exit 1; }
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 # the test build of hps-train (make bench-dist passes it): it has --slowdown

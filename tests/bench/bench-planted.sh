@@ -19,7 +19,7 @@ seeds=${SEEDS:-1 2}
 . "$root/tests/bench/bench_common.sh"
 bench_begin bench-planted
 work=$(mktemp -d)
-trap 'rm -rf "$work" "$BENCH_NOISY_FILE"' EXIT
+trap 'rm -rf "$work" "$BENCH_NOISY_FILE" "$BENCH_TIMES_FILE"' EXIT
 models=$root/testdata/models
 # LR and DNN: wide-deep's two parts, each alone (same slots, dims and widths)
 python3 - "$models/wide-deep.json" "$work" <<'PY'

@@ -27,7 +27,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-shard.XXXXXX")
 . "$root/tests/bench/bench_common.sh"
 bench_begin bench-shard
-trap 'rm -rf "$work" "$BENCH_NOISY_FILE"' EXIT INT TERM
+trap 'rm -rf "$work" "$BENCH_NOISY_FILE" "$BENCH_TIMES_FILE"' EXIT INT TERM
 command -v zstd > /dev/null || { echo "bench-shard: zstd is not installed" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "bench-shard: /usr/bin/time is not installed (apt-get install time)" >&2; exit 1; }
 

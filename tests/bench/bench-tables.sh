@@ -28,7 +28,7 @@ threads=${BENCH_THREADS:-2}
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-tables.XXXXXX")
 . "$root/tests/bench/bench_common.sh"
 bench_begin bench-tables
-trap 'rm -rf "$work" "$BENCH_NOISY_FILE"' EXIT INT TERM
+trap 'rm -rf "$work" "$BENCH_NOISY_FILE" "$BENCH_TIMES_FILE"' EXIT INT TERM
 
 echo "bench-tables: $((days + 1)) days of $rows rows (scale $scale, drift $drift), model $(basename "$model")" >&2
 "$bin/hps-shard" synth "$rows" --days $((days + 1)) --drift "$drift" --scale "$scale" --seed 1 \

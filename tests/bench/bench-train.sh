@@ -44,7 +44,7 @@ $py -c 'import torch' 2>/dev/null || { echo "bench-train: needs Debian's python3
 . "$root/tests/bench/bench_common.sh"
 bench_begin bench-train
 work=$(mktemp -d)
-trap 'rm -rf "$work" "$BENCH_NOISY_FILE"' EXIT
+trap 'rm -rf "$work" "$BENCH_NOISY_FILE" "$BENCH_TIMES_FILE"' EXIT
 # PyTorch loads the same OpenBLAS: give it the kernels hps-train runs with
 core=$("$bin/hps-train" --version | sed -n 's/^blas: openblas //p')
 export OPENBLAS_CORETYPE=$core

@@ -4,11 +4,13 @@ import fcntl
 import os
 import statistics
 import sys
+import time
 
 LOCK = os.environ.get("HPS_BENCH_LOCK", "/tmp/hps-bench.lock")
 LOAD_MAX = 1.5  # 1-minute load average above it: noisy
 SPREAD_MAX = float(os.environ.get("BENCH_SPREAD_MAX", "0.05"))  # sd / mean of one configuration's runs
 MIN_S = float(os.environ.get("BENCH_MIN_S", "5"))  # seconds each run lasts at least
+OTHER_MAX = 5.0  # % of the machine's CPU other processes used: above it, noisy
 
 _reasons = []
 _lock = None
@@ -27,6 +29,30 @@ def cpu():
 def loadavg():
     with open("/proc/loadavg") as f:
         return " ".join(f.read().split()[:3])
+
+
+def busy_s():
+    """The machine's busy CPU seconds so far, every core (bench_common.sh's bench_busy_s)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:9]]
+    return (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / os.sysconf("SC_CLK_TCK")
+
+
+def own_s():
+    """This process's and its waited-for children's CPU seconds."""
+    return sum(os.times()[:4])
+
+
+_start = None
+
+
+def other():
+    """(share in %, seconds, wall seconds): the CPU other processes than the bench's used since begin:
+    the load average counts the bench's own threads, this only the others'."""
+    t0, b0, o0 = _start
+    o = max(0.0, (busy_s() - b0) - (own_s() - o0))
+    w = time.monotonic() - t0
+    return 100 * o / (w * os.cpu_count()), o, w
 
 
 def noisy(reason):
@@ -58,6 +84,8 @@ def begin(name):
         os.environ["HPS_BENCH_LOCKED"] = "1"
     print(f"{name}: cpu: {cpu()}; load at start: {loadavg()}", flush=True)
     note_load()
+    global _start
+    _start = (time.monotonic(), busy_s(), own_s())
 
 
 def stats(xs):
@@ -78,11 +106,16 @@ def spread(what, xs):
 def end(name):
     """The load at end and the verdict (only where no script around us gives it)."""
     note_load()
-    print(f"{name}: cpu: {cpu()}; load at end: {loadavg()}", flush=True)
-    if os.environ.get("BENCH_NOISY_FILE"):
+    if os.environ.get("BENCH_NOISY_FILE"):  # the script around us gives the rest
+        print(f"{name}: cpu: {cpu()}; load at end: {loadavg()}", flush=True)
         return
+    share, o, w = other()
+    print(f"{name}: cpu: {cpu()}; load at end: {loadavg()}; other processes: {share:.1f}% of the CPU "
+          f"({o:.1f} s of {w:.0f} s on {os.cpu_count()} cores)", flush=True)
+    if share > OTHER_MAX:
+        noisy(f"other processes used {share:.1f}% of the CPU > {OTHER_MAX:g}%")
     if _reasons:
         print(f"{name}: NOISY: " + "; ".join(dict.fromkeys(_reasons)))
     else:
-        print(f"{name}: quiet: load <= {LOAD_MAX:g} at start, between runs and at end; every configuration's "
-              f"runs within {100 * SPREAD_MAX:.0f}% (sd/mean)")
+        print(f"{name}: quiet: load <= {LOAD_MAX:g} at start, between runs and at end; other processes <= "
+              f"{OTHER_MAX:g}% of the CPU; every configuration's runs within {100 * SPREAD_MAX:.0f}% (sd/mean)")

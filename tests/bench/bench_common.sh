@@ -6,6 +6,7 @@ BENCH_LOCK=${HPS_BENCH_LOCK:-/tmp/hps-bench.lock}
 BENCH_LOAD_MAX=1.5                    # 1-minute load average above it: noisy
 BENCH_SPREAD_MAX=${BENCH_SPREAD_MAX:-0.05} # coefficient of variation of one configuration's runs
 BENCH_MIN_S=${BENCH_MIN_S:-5}         # seconds each run lasts at least
+BENCH_OTHER_MAX=5                     # % of the machine's CPU other processes used: above it, noisy
 
 bench_cpu() {
     m=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
@@ -13,6 +14,29 @@ bench_cpu() {
 }
 
 bench_load() { cut -d' ' -f1 /proc/loadavg; }
+
+# The machine's busy CPU seconds so far (every core: user, nice, system, irq,
+# softirq, steal of /proc/stat), and this shell's and its waited-for
+# descendants' (times: run here, not in a subshell, which starts from zero).
+bench_busy_s() { awk -v hz="$(getconf CLK_TCK)" '/^cpu / { print ($2 + $3 + $4 + $7 + $8 + $9) / hz }' /proc/stat; }
+bench_own_s() { # into BENCH_OWN
+    times > "$BENCH_TIMES_FILE"
+    BENCH_OWN=$(awk '{ for (i = 1; i <= NF; i++) { split($i, p, "m"); s += p[1] * 60 + p[2] } } END { print s }' \
+        "$BENCH_TIMES_FILE")
+}
+
+# bench_other: into BENCH_OTHER "share seconds wall", the CPU that processes
+# other than the bench's used while it ran, as a share of the machine (% of
+# the wall time times the cores): the load average counts the bench's own
+# threads (2 on 2 cores pass 1.5 by themselves), this only the others'.
+# Called as is, not in a $(...): bench_own_s reads this shell's times.
+bench_other() {
+    bench_own_s
+    BENCH_OTHER=$(awk -v b0="$BENCH_BUSY0" -v b1="$(bench_busy_s)" -v o0="$BENCH_OWN0" -v o1="$BENCH_OWN" \
+        -v t0="$BENCH_T0" -v t1="$(date +%s.%N)" -v n="$(nproc)" \
+        'BEGIN { o = (b1 - b0) - (o1 - o0); if (o < 0) o = 0; w = t1 - t0
+                 printf "%.1f %.1f %.0f\n", 100 * o / (w * n), o, w }')
+}
 
 # bench_noisy REASON: the result is marked noisy, for REASON
 bench_noisy() { echo "$1" >> "$BENCH_NOISY_FILE"; }
@@ -36,8 +60,11 @@ bench_begin() {
     export HPS_BENCH_LOCKED=1 # the Python side of this bench holds it through us
     BENCH_NOISY_FILE=$(mktemp "${TMPDIR:-/tmp}/hps-bench-noisy.XXXXXX")
     export BENCH_NOISY_FILE
+    BENCH_TIMES_FILE=$(mktemp "${TMPDIR:-/tmp}/hps-bench-times.XXXXXX")
     echo "$BENCH_NAME: cpu: $(bench_cpu); load at start: $(cut -d' ' -f1-3 /proc/loadavg)"
     bench_note_load
+    bench_own_s
+    BENCH_T0=$(date +%s.%N) BENCH_BUSY0=$(bench_busy_s) BENCH_OWN0=$BENCH_OWN
 }
 
 # bench_stats FILE: "mean sd cv" of the numbers of FILE's first column
@@ -58,11 +85,16 @@ bench_spread() {
 # bench_end: the load at end and the verdict, "quiet" or "NOISY: why"
 bench_end() {
     bench_note_load
-    echo "$BENCH_NAME: cpu: $(bench_cpu); load at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+    bench_other
+    set -- $BENCH_OTHER
+    echo "$BENCH_NAME: cpu: $(bench_cpu); load at end: $(cut -d' ' -f1-3 /proc/loadavg); other processes: $1% of the CPU ($2 s of $3 s on $(nproc) cores)"
+    if awk -v o="$1" -v m="$BENCH_OTHER_MAX" 'BEGIN { exit !(o > m) }'; then
+        bench_noisy "other processes used $1% of the CPU > $BENCH_OTHER_MAX%"
+    fi
     if [ -s "$BENCH_NOISY_FILE" ]; then
         echo "$BENCH_NAME: NOISY: $(sort -u "$BENCH_NOISY_FILE" | paste -sd ';' - | sed 's/;/; /g')"
     else
-        echo "$BENCH_NAME: quiet: load <= $BENCH_LOAD_MAX at start, between runs and at end; every configuration's runs within $(awk -v m="$BENCH_SPREAD_MAX" 'BEGIN { printf "%.0f", 100 * m }')% (sd/mean)"
+        echo "$BENCH_NAME: quiet: load <= $BENCH_LOAD_MAX at start, between runs and at end; other processes <= $BENCH_OTHER_MAX% of the CPU; every configuration's runs within $(awk -v m="$BENCH_SPREAD_MAX" 'BEGIN { printf "%.0f", 100 * m }')% (sd/mean)"
     fi
-    rm -f "$BENCH_NOISY_FILE"
+    rm -f "$BENCH_NOISY_FILE" "$BENCH_TIMES_FILE"
 }
