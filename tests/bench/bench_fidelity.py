@@ -212,7 +212,7 @@ def job(name, d, plan_path, p, micro, mpi=False, tag=None, rankfile=None):
         # stages (threads of one process) times each one's threads
         cores = min(max(pace_threads()), (ranks if distributed else len(p["stages"])) * threads)
         JOBS[key] = {"args": (d, plan_path, micro, threads, ranks if distributed else 0, steps, fallback,
-                              rankfile if distributed else None), "plan": p,
+                              rankfile if distributed else None, cores), "plan": p,
                      "micro": micro, "runs": [], "readings": [], "cores": cores}
     return key
 
@@ -226,7 +226,17 @@ def measured_hit(summary):
     return sum(r["hits"] for r in caches) / lookups if lookups else None
 
 
-def run_once(d, plan_path, micro, threads, ranks, steps, fallback, rankfile):
+def on_cores(args, cores):
+    """args run on the machine's first `cores` cores (taskset) where it has
+    more: a one-process configuration gets the cores its type has, which the
+    plan prices, reader's thread included (hps-plan(1)); unpinned, that thread
+    took an idle core of this machine the type does not have (mlp-784's
+    1-thread unit, whose reader decodes 784 floats a row, ran 9-19% above its
+    plan in every run).  mpirun binds its ranks itself."""
+    return (["taskset", "-c", f"0-{cores - 1}"] if cores < CORES else []) + args
+
+
+def run_once(d, plan_path, micro, threads, ranks, steps, fallback, rankfile, cores):
     metrics = f"{plan_path}.m{micro}.ndjson"
     if os.path.exists(metrics):
         os.remove(metrics)
@@ -239,7 +249,7 @@ def run_once(d, plan_path, micro, threads, ranks, steps, fallback, rankfile):
             ["--rankfile", rankfile] if rankfile else []) + args
         sh(args, env=env, stdout=subprocess.DEVNULL)
     else:
-        sh(args)
+        sh(on_cores(args, cores))
     recs = [json.loads(line) for line in open(metrics)]
     s = [r for r in recs if r["event"] == "summary"][-1]
     return {"measured": s["samples_per_s"], "predicted": s["predicted_samples_per_s"],
@@ -259,8 +269,9 @@ def pace_rate(name, d, threads, steps):
     if os.path.exists(metrics):
         os.remove(metrics)
     t0 = time.monotonic()
-    sh([f"{BIN}/hps-train", "-q", "--model", f"{ROOT}/testdata/models/{name}.json", "--data", f"{d}/shards",
-        "--epochs", "1000", "--steps", str(steps), "--threads", str(threads), "--metrics", metrics])
+    sh(on_cores([f"{BIN}/hps-train", "-q", "--model", f"{ROOT}/testdata/models/{name}.json", "--data",
+                 f"{d}/shards", "--epochs", "1000", "--steps", str(steps), "--threads", str(threads), "--metrics",
+                 metrics], threads))
     PACE_COST[0] += time.monotonic() - t0
     return [json.loads(line) for line in open(metrics) if '"summary"' in line][-1]["samples_per_s"]
 
