@@ -72,9 +72,10 @@ static int table_rows(void *ctx, int layer, const int *slot_in_layer, const uint
      * read-only from their servers (zeros for keys no worker trained). */
     if (hps_table_lookup_many(t->tables[layer], t->slots, keys, n, t->step + 1, rows, &t->map_err)) return -1;
     train_rows *dev = t->rows_of[layer];
-    for (int64_t e = 0; e < n && (t->remote_rows || dev); e++)
-        if (t->remote_rows) train_touch(t, layer, rows[e]);
-        else rows[e] = train_rows_map(dev, layer, rows[e], 0);
+    if (t->remote_rows)
+        for (int64_t e = 0; e < n; e++) train_touch(t, layer, rows[e]);
+    else if (dev)
+        for (int64_t e = 0; e < n; e++) rows[e] = train_rows_map(dev, layer, rows[e], 0);
     return 0;
 }
 

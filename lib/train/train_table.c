@@ -632,8 +632,7 @@ int64_t hps_table_rehashes(const hps_table *t) { return t->rehashes; }
  * would change its victims) and compact rows (staged in order) rule it out. */
 static int lookups_commute(const hps_table *t)
 {
-    return t->dtype == HPS_ROW_FP32 && !t->admits && t->admit_after <= 1 && t->policy != HPS_TABLE_FULL_EVICT &&
-           t->cap_rows > 0;
+    return t->dtype == HPS_ROW_FP32 && !t->admits && t->policy != HPS_TABLE_FULL_EVICT && t->cap_rows > 0;
 }
 
 /* The rows of the keys present, stamped as hps_table_lookup stamps them;
@@ -689,8 +688,10 @@ int hps_table_lookup_many(hps_table *t, const int *slots, const uint64_t *keys, 
     if (n >= LOOKUP_PAR_MIN && omp_get_max_threads() > 1 && lookups_commute(t))
         find_present(t, slots, keys, n, step, rows);
     else {
-        for (int64_t e = 0; t->ht && e < n; e++) __builtin_prefetch(&t->ht[slot_hash(slots[e], keys[e]) & (uint64_t)t->ht_mask]);
-        for (int64_t e = 0; e < n; e++) rows[e] = -1;
+        for (int64_t e = 0; e < n; e++) {
+            if (t->ht) __builtin_prefetch(&t->ht[slot_hash(slots[e], keys[e]) & (uint64_t)t->ht_mask]);
+            rows[e] = -1;
+        }
     }
     /* in order: the new keys, and any the parallel pass did not take */
     for (int64_t e = 0; e < n; e++)

@@ -105,7 +105,8 @@ int64_t hps_table_lookup(hps_table *t, int slot, uint64_t key, uint64_t step, hp
 int64_t hps_table_recall(hps_table *t, int slot, uint64_t key);
 /* n lookups (slots[e], keys[e]) of one step at once: rows[e] and the
  * table after are those of n hps_table_lookup calls in order; 0, or -1 with
- * err at the first that fails (rows past it unset).  Where no lookup can
+ * err at the first that fails (its row -1, the rows after it and the
+ * table's stamps of them unspecified: the load fails).  Where no lookup can
  * admit, evict or stage a row (fp32 rows, no admission threshold, no
  * eviction), the rows already present are found on every OpenMP thread. */
 int hps_table_lookup_many(hps_table *t, const int *slots, const uint64_t *keys, int64_t n, uint64_t step,

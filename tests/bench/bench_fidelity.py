@@ -212,7 +212,7 @@ def job(name, d, plan_path, p, micro, mpi=False, tag=None, rankfile=None):
         # stages (threads of one process) times each one's threads
         cores = min(max(pace_threads()), (ranks if distributed else len(p["stages"])) * threads)
         JOBS[key] = {"args": (d, plan_path, micro, threads, ranks if distributed else 0, steps, fallback,
-                              rankfile if distributed else None, cores), "plan": p,
+                              rankfile if distributed else None), "plan": p,
                      "micro": micro, "runs": [], "readings": [], "cores": cores}
     return key
 
@@ -334,7 +334,7 @@ def run_jobs():
     for r in range(RUNS):
         for key, j in JOBS.items():
             j["readings"].append(pace_now(key))  # right before the run
-            j["runs"].append(run_once(*j["args"]))
+            j["runs"].append(run_once(*j["args"], j["cores"]))
         bench_common.note_load()
         print(f"  round {r + 1} of {RUNS}: {len(JOBS)} runs, load {load()}", file=sys.stderr, flush=True)
 
