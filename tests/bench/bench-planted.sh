@@ -17,7 +17,7 @@ rows=${ROWS:-2000000}
 eval_rows=${EVAL_ROWS:-200000}
 seeds=${SEEDS:-1 2}
 . "$root/tests/bench/bench_common.sh"
-bench_begin bench-planted
+bench_begin bench-planted untimed
 work=$(mktemp -d)
 trap 'rm -rf "$work" "$BENCH_NOISY_FILE" "$BENCH_TIMES_FILE"' EXIT
 models=$root/testdata/models

@@ -15,7 +15,8 @@
 # run's.  Target: hps-shard at least 0.8x zstd's throughput while parsing and
 # hashing.  The CPU, the load at start and end, and the verdict "quiet" or
 # "NOISY: why" come with the table (bench_common.sh): noisy when the load
-# passed 1.5, one side's runs spread more than BENCH_SPREAD_MAX (5%, sd/mean)
+# was above 1 at start or end, other processes used more than 5% of the CPU,
+# one side's runs spread more than BENCH_SPREAD_MAX (5%, sd/mean)
 # or a run took less than BENCH_MIN_S seconds (5: give a larger BENCH_MB).
 set -eu
 bin=${1:?usage: bench-shard.sh BIN_DIR}
@@ -71,7 +72,6 @@ bench() {
     : > "$work/zstd.t"
     i=0
     while [ $i -lt "$reps" ]; do
-        bench_note_load
         if [ $((i % 2)) = 0 ]; then
             run_hps "$@"; run_zstd
         else

@@ -27,7 +27,7 @@ model=${BENCH_MODEL:-$root/testdata/models/demo-ctr.json}
 threads=${BENCH_THREADS:-2}
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-tables.XXXXXX")
 . "$root/tests/bench/bench_common.sh"
-bench_begin bench-tables
+bench_begin bench-tables untimed
 trap 'rm -rf "$work" "$BENCH_NOISY_FILE" "$BENCH_TIMES_FILE"' EXIT INT TERM
 
 echo "bench-tables: $((days + 1)) days of $rows rows (scale $scale, drift $drift), model $(basename "$model")" >&2

@@ -20,8 +20,8 @@
 # PyTorch's, seed 2 1% below), so no 0.5% comparison can be made; from the same
 # initial weights the two trainers agree epoch by epoch (graph.bats).  The
 # CPU, the load at start and end, and the verdict "quiet" or "NOISY: why"
-# (load above 1.5, or one side's runs spread more than BENCH_SPREAD_MAX, 5%,
-# sd/mean) come with the table (bench_common.sh).  Under it, per CTR model
+# (the load above 1 at start or end, other processes above 5% of the CPU,
+# or one side's runs spread more than BENCH_SPREAD_MAX, 5%, sd/mean) come with the table (bench_common.sh).  Under it, per CTR model
 # (a binary label), the issue's targets: hps's held-out logloss against
 # PyTorch's in percent (within 0.5%) and the samples/s ratio (1.5x).
 # demo-ctr-kaggle is demo-ctr's network with every slot hashed unbounded
@@ -89,7 +89,6 @@ print(max(1, math.ceil(float(sys.argv[2]) / max(s, 1e-3))))' "$d/warm.ndjson" "$
     echo "$epochs" > "$d/epochs"
     for r in $(seq "$reps"); do
         echo "bench-train: $name, run $r of $reps, $epochs epoch(s); load $(bench_load)" >&2
-        bench_note_load
         hps_run() {
             "$bin/hps-train" --model "$model" --data "$d/shards" --eval "$d/shards" --epochs "$epochs" \
                 --threads "$threads" --seed "$r" -q --metrics "$d/hps-$r.ndjson"

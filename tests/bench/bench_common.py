@@ -7,7 +7,9 @@ import sys
 import time
 
 LOCK = os.environ.get("HPS_BENCH_LOCK", "/tmp/hps-bench.lock")
-LOAD_MAX = 1.5  # 1-minute load average above it: noisy
+QUIET_LOAD = 1.0  # 1-minute load at start and at end above it: noisy
+SETTLE_S = float(os.environ.get("BENCH_SETTLE_S", "120"))  # seconds to wait, at most, for the load to fall to it
+LOADAVG = os.environ.get("HPS_BENCH_LOADAVG", "/proc/loadavg")  # (tests/cli/bench.bats gives a file of its own)
 SPREAD_MAX = float(os.environ.get("BENCH_SPREAD_MAX", "0.05"))  # sd / mean of one configuration's runs
 MIN_S = float(os.environ.get("BENCH_MIN_S", "5"))  # seconds each run lasts at least
 OTHER_MAX = 5.0  # % of the machine's CPU other processes used: above it, noisy
@@ -27,8 +29,28 @@ def cpu():
 
 
 def loadavg():
-    with open("/proc/loadavg") as f:
+    with open(LOADAVG) as f:
         return " ".join(f.read().split()[:3])
+
+
+def settle():
+    """Waits, SETTLE_S seconds at most, for the 1-minute load to fall to
+    QUIET_LOAD; returns the seconds it waited.  The load average counts the
+    bench's own threads too (bench_common.sh's bench_settle): it says whether
+    anything else runs only before the runs and once theirs has decayed."""
+    t0 = time.monotonic()
+    while float(loadavg().split()[0]) > QUIET_LOAD and time.monotonic() - t0 < SETTLE_S:
+        time.sleep(min(1.0, max(0.0, SETTLE_S - (time.monotonic() - t0))))
+    return round(time.monotonic() - t0)
+
+
+def quiet_load(when, waited):
+    """The settled load as said ("X Y Z", and how long it waited); noisy above QUIET_LOAD."""
+    l1 = float(loadavg().split()[0])
+    said = loadavg() + (f" (after {waited} s at rest)" if waited > 0 else "")
+    if l1 > QUIET_LOAD:
+        noisy(f"load {l1:g} at {when} > {QUIET_LOAD:g} after {waited} s at rest")
+    return said
 
 
 def busy_s():
@@ -65,14 +87,9 @@ def noisy(reason):
         _reasons.append(reason)
 
 
-def note_load():
-    l1 = float(loadavg().split()[0])
-    if l1 > LOAD_MAX:
-        noisy(f"load {l1:g} > {LOAD_MAX:g}")
-
-
 def begin(name):
-    """Waits for any other bench (unless the calling script holds the lock), then names the CPU and the load."""
+    """Waits for any other bench (unless the calling script holds the lock) and for the load
+    to settle, then names the CPU and the load."""
     global _lock
     if os.environ.get("HPS_BENCH_LOCKED") != "1":
         _lock = open(LOCK, "a")
@@ -82,8 +99,7 @@ def begin(name):
             print(f"{name}: waiting for {LOCK} (another bench is running)", file=sys.stderr, flush=True)
             fcntl.flock(_lock, fcntl.LOCK_EX)
         os.environ["HPS_BENCH_LOCKED"] = "1"
-    print(f"{name}: cpu: {cpu()}; load at start: {loadavg()}", flush=True)
-    note_load()
+    print(f"{name}: cpu: {cpu()}; load at start: {quiet_load('start', settle())}", flush=True)
     global _start
     _start = (time.monotonic(), busy_s(), own_s())
 
@@ -104,18 +120,20 @@ def spread(what, xs):
 
 
 def end(name):
-    """The load at end and the verdict (only where no script around us gives it)."""
-    note_load()
-    if os.environ.get("BENCH_NOISY_FILE"):  # the script around us gives the rest
-        print(f"{name}: cpu: {cpu()}; load at end: {loadavg()}", flush=True)
-        return
+    """The CPU other processes used while the runs ran, the load right after them and
+    once the bench's own has decayed, and the verdict (only where no script around us gives it)."""
     share, o, w = other()
-    print(f"{name}: cpu: {cpu()}; load at end: {loadavg()}; other processes: {share:.1f}% of the CPU "
-          f"({o:.1f} s of {w:.0f} s on {os.cpu_count()} cores)", flush=True)
+    after = loadavg().split()[0]
+    said = quiet_load("end", settle())
+    if os.environ.get("BENCH_NOISY_FILE"):  # the script around us gives the rest
+        print(f"{name}: cpu: {cpu()}; load right after the runs: {after}, at end: {said}", flush=True)
+        return
+    print(f"{name}: cpu: {cpu()}; load right after the runs: {after}, at end: {said}; other processes: "
+          f"{share:.1f}% of the CPU ({o:.1f} s of {w:.0f} s on {os.cpu_count()} cores)", flush=True)
     if share > OTHER_MAX:
         noisy(f"other processes used {share:.1f}% of the CPU > {OTHER_MAX:g}%")
     if _reasons:
         print(f"{name}: NOISY: " + "; ".join(dict.fromkeys(_reasons)))
     else:
-        print(f"{name}: quiet: load <= {LOAD_MAX:g} at start, between runs and at end; other processes <= "
-              f"{OTHER_MAX:g}% of the CPU; every configuration's runs within {100 * SPREAD_MAX:.0f}% (sd/mean)")
+        print(f"{name}: quiet: load <= {QUIET_LOAD:g} at start and at end; other processes <= {OTHER_MAX:g}% of "
+              f"the CPU while it ran; every configuration's runs within {100 * SPREAD_MAX:.0f}% (sd/mean)")

@@ -20,8 +20,10 @@ predicted, measured (mean +- sd) and the error, then the median and maximum abso
 ranking check: among the candidate plans that fit this machine, for limits
 between their predicted rates, is the planner's pick (the least predicted
 cost a sample that meets the limit) the measured-cheapest plan that meets
-it.  Noisy (bench_common.py): the load passed 1.5, or one configuration's
-runs spread more than BENCH_SPREAD_MAX (5%, sd/mean); the summary says so.
+it.  Noisy (bench_common.py): the load above 1 at start or at end (the
+bench's own decayed), other processes above 5% of the CPU while it ran, or
+one configuration's runs spread more than BENCH_SPREAD_MAX (5%, sd/mean);
+the summary says so.
 
 The machine's pace: on a shared VM the machine runs faster or slower from
 one minute to the next, and a plan is priced at the pace of its profile's
@@ -261,19 +263,50 @@ PACE = {}  # model -> {"steps": N, "base": {threads: samples/s at the profile}, 
 PACE_COST = [0.0]  # seconds the reference took, of the bench's
 
 
-def pace_rate(name, d, threads, steps):
-    """The pace reference's samples/s: the model alone (hps-train --model:
-    one CPU stage, no plan, its tables in the process) on `threads` threads
-    for `steps` steps from the shards' start, the same work every time."""
-    metrics = f"{d}/pace.ndjson"
+def pace_args(name, d, threads, steps, metrics):
+    """The pace reference's command: the model alone (hps-train --model: one
+    CPU stage, no plan, its tables in the process) on `threads` threads for
+    `steps` steps from the shards' start, the same work every time."""
     if os.path.exists(metrics):
         os.remove(metrics)
-    t0 = time.monotonic()
-    sh(on_cores([f"{BIN}/hps-train", "-q", "--model", f"{ROOT}/testdata/models/{name}.json", "--data",
-                 f"{d}/shards", "--epochs", "1000", "--steps", str(steps), "--threads", str(threads), "--metrics",
-                 metrics], threads))
-    PACE_COST[0] += time.monotonic() - t0
+    return [f"{BIN}/hps-train", "-q", "--model", f"{ROOT}/testdata/models/{name}.json", "--data", f"{d}/shards",
+            "--epochs", "1000", "--steps", str(steps), "--threads", str(threads), "--metrics", metrics]
+
+
+def summary_rate(metrics):
     return [json.loads(line) for line in open(metrics) if '"summary"' in line][-1]["samples_per_s"]
+
+
+def pace_rate(name, d, threads, steps):
+    """The pace reference's samples/s on the machine's first `threads` cores."""
+    metrics = f"{d}/pace.ndjson"
+    t0 = time.monotonic()
+    sh(on_cores(pace_args(name, d, threads, steps, metrics), threads))
+    PACE_COST[0] += time.monotonic() - t0
+    return summary_rate(metrics)
+
+
+def cores_together(name, d):
+    """Two 1-thread references at once, on cores 0 and 1, each over one alone
+    on core 0 just before (PACE_AROUND pairs): what a core gives while the
+    other works too.  A plan prices each unit of a type as its own machine,
+    so two 1-thread units here (two stages, a worker and its server, two
+    workers) each run at the profile's 1-thread pace in the plan; on a VM
+    whose two vCPUs share a physical core or a busy host's, not in the run."""
+    if name not in PACE or CORES < 2:
+        return
+    pc, ratios = PACE[name], []
+    t0 = time.monotonic()
+    for _ in range(PACE_AROUND):
+        alone = pace_rate(name, d, 1, pc["steps"])
+        outs = [f"{d}/together{c}.ndjson" for c in (0, 1)]
+        procs = [subprocess.Popen(["taskset", "-c", str(c)] + pace_args(name, d, 1, pc["steps"], outs[c]))
+                 for c in (0, 1)]
+        if any(p.wait() for p in procs):
+            raise subprocess.CalledProcessError(1, "hps-train (the pace reference, two at once)")
+        ratios += [summary_rate(o) / alone for o in outs]
+    PACE_COST[0] += time.monotonic() - t0
+    pc["together"] = ratios
 
 
 def pace_threads():
@@ -335,7 +368,6 @@ def run_jobs():
         for key, j in JOBS.items():
             j["readings"].append(pace_now(key))  # right before the run
             j["runs"].append(run_once(*j["args"], j["cores"]))
-        bench_common.note_load()
         print(f"  round {r + 1} of {RUNS}: {len(JOBS)} runs, load {load()}", file=sys.stderr, flush=True)
 
 
@@ -500,6 +532,14 @@ def tag_of(p):
         f"+{p['servers']['count']}s" if p["servers"]["count"] else "")
 
 
+def sharing(key):
+    """Whether a configuration's run keeps two 1-thread units busy at once:
+    two stages, a worker and its server, or two workers, each priced as if
+    alone on its machine (cores_together)."""
+    j = JOBS[key]
+    return j["cores"] >= 2 and j["args"][3] == 1
+
+
 def pace_report(rows, pools, seconds):
     """The pace's own rows: its reference around each profile, each
     configuration's pace and its error with the pace taken out, the ranking
@@ -516,6 +556,12 @@ def pace_report(rows, pools, seconds):
         print(f"{name:12} pace reference, {pc['steps']} steps, each the mean of {PACE_AROUND} readings: " + ", ".join(
             f"{t} thread(s) {statistics.mean(a):.0f}/s before and {statistics.mean(b):.0f}/s after the profile "
             f"({100 * (statistics.mean(b) / statistics.mean(a) - 1):+.1f}%)" for t, (a, b) in pc["around"].items()))
+    for name, pc in PACE.items():
+        if pc.get("together"):
+            xs = pc["together"]
+            print(f"{name:12} cores together: two 1-thread references at once, on cores 0 and 1, each ran "
+                  f"{statistics.mean(xs):.2f} of one alone on core 0 ({min(xs):.2f} to {max(xs):.2f}, "
+                  f"{len(xs)} readings)")
     print(f"{'model':12} {'configuration':52} {'predicted':>10} {'pace':>6} {'sd/mean':>7} {'adjusted':>10} "
           f"{'error':>7}  runs' sd/mean raw, adjusted")
     errs = []
@@ -550,6 +596,16 @@ def pace_report(rows, pools, seconds):
           f"the runs' own spread with the pace taken out median {100 * statistics.median(a['cv'] for a in adj):.1f}% "
           f"(raw {100 * raw_cv:.1f}%); the reference took {PACE_COST[0]:.0f} s of the bench's {seconds:.0f} s "
           f"({100 * PACE_COST[0] / seconds:.1f}%)")
+    raw = [abs(result(k)["measured"] / result(k)["predicted"] - 1) for *_, k in rows]
+    split = {True: ([], []), False: ([], [])}
+    for e, r, (*_, k) in zip(errs, raw, rows):
+        split[sharing(k)][0].append(r)
+        split[sharing(k)][1].append(e)
+    if all(split[b][0] for b in split):
+        print("median |error|, raw and pace-adjusted, of the configurations whose two 1-thread units share this "
+              "machine's cores (cores together, above) and of the others: " + "; ".join(
+                  f"{what} {100 * statistics.median(split[b][0]):.1f}% and {100 * statistics.median(split[b][1]):.1f}% "
+                  f"({len(split[b][0])})" for b, what in ((True, "sharing"), (False, "the others"))))
     print(f"pace-adjusted (an explanation, not the verdict: what the error would be had the machine kept the "
           f"profile's pace): median |error| {100 * statistics.median(errs):.1f}%, max {100 * max(errs):.1f}%; "
           f"ranking: pick measured-best in {sum(between)} of {len(between)} sets between candidates, {sum(near)} of "
@@ -570,6 +626,7 @@ def main():
         sh([f"{BIN}/hps-profile", "-q", "-m", model, "-d", "cpu:2", "-r", REPS, "--min-time", PROFILE_S, "--data", f"{d}/shards",
             "-o", f"{d}/profile.json"])
         pace_after_profile(name, d)
+        cores_together(name, d)
         # this machine as it is: its cores hold 1-thread workers and servers
         # alike (a CTR plan's server takes one); the 2-thread cluster gives a
         # server a unit of its own type that this machine does not have
