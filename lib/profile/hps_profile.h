@@ -380,6 +380,18 @@ void hps_profile_device_measured(hps_profile_device_out *d, char *name, char *ho
 void hps_profile_layer_measured(hps_profile_layer_out *L, const hps_model *m, int l, int batch,
                                 const double *fwd_sec, const double *bwd_sec, int reps);
 
+/* Settings measured in turns (hps-profile(1), --min-time): rounds in which
+ * each of n settings (the scaling's thread counts, on the whole batch and
+ * on half of it) takes one turn in order, so that a drift of the machine's
+ * pace over the seconds they take falls on every setting alike and their
+ * ratios, which size units of other thread counts and batches, are the
+ * machine's rather than its minute's.  hps_profile_rounds: how many rounds
+ * (1 without --min-time: the repetitions alone, as they were asked for);
+ * hps_profile_take_turns calls turn(ctx, k, round) for each round, k = 0..n-1. */
+#define HPS_PROFILE_ROUNDS 4
+int hps_profile_rounds(int n, double min_seconds);
+void hps_profile_take_turns(int n, int rounds, void (*turn)(void *ctx, int k, int round), void *ctx);
+
 /* The share f of a layer's time on B samples that fewer samples do not
  * shorten, from its times on B and B / 2 through t(b) = t(B) (f + (1 - f)
  * b / B), clamped to [0, 1] (hps-profile(5), batch_scaling). */

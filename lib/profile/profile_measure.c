@@ -130,15 +130,10 @@ static void whole_step(bench *b, samples *s, int rep)
 }
 
 /* Warm-up steps until the last WARMUP_WINDOW agree (at least `warmup` of
- * them; exactly `warmup` unless stable): the seconds of a step, the median
- * of that window (0 when no step ran). */
-static double warm_up(bench *b, int warmup, int stable)
+ * them): the seconds of a step, the median of that window. */
+static double warm_up(bench *b, int warmup)
 {
     double last[WARMUP_WINDOW] = {0}, t0 = hps_now();
-    if (!stable) {
-        for (int i = 0; i < warmup; i++) layered_step(b, NULL, -1);
-        return 0;
-    }
     for (int i = 0;; i++) {
         last[i % WARMUP_WINDOW] = layered_step(b, NULL, -1);
         if (i + 1 < warmup || i + 1 < WARMUP_WINDOW) continue;
@@ -148,11 +143,17 @@ static double warm_up(bench *b, int warmup, int stable)
     }
 }
 
-/* reps layered steps (more where min_seconds asks for them: stable), then
- * as many whole ones when whole is set. */
-static samples *measure(bench *b, int reps, int warmup, double min_seconds, int whole)
+/* reps layered steps (more where min_seconds asks for them), then as many
+ * whole ones when whole is set.  The warm-up waits for stable times when
+ * stable is set, else it is `warmup` steps, the last one's length sizing
+ * the repetitions. */
+static samples *measure(bench *b, int reps, int warmup, int stable, double min_seconds, int whole)
 {
-    double step = warm_up(b, warmup, min_seconds > 0);
+    double step = 0;
+    if (stable)
+        step = warm_up(b, warmup);
+    else
+        for (int i = 0; i < warmup; i++) step = layered_step(b, NULL, -1);
     if (min_seconds > 0 && step > 0 && reps < REPS_MAX)
         reps = (int)fmin(REPS_MAX, fmax(reps, ceil(min_seconds / step)));
     samples *s = samples_create(b->net->model->n_layers, reps);
@@ -172,33 +173,70 @@ static double sum(const double *v, int n)
 
 /* ---- scaling ------------------------------------------------------------------- */
 
-/* The median forward+backward ms of layer l over the repetitions s holds
- * (s->reps: measure may take more than it was asked for). */
-static double layer_median_ms(const samples *s, int l)
+int hps_profile_rounds(int n, double min_seconds) { return n > 1 && min_seconds > 0 ? HPS_PROFILE_ROUNDS : 1; }
+
+void hps_profile_take_turns(int n, int rounds, void (*turn)(void *ctx, int k, int round), void *ctx)
 {
-    double *both = hps_malloc((size_t)s->reps * sizeof *both);
-    for (int i = 0; i < s->reps; i++) both[i] = s->fwd[l * s->reps + i] + s->bwd[l * s->reps + i];
-    double ms = hps_median(both, s->reps) * 1e3;
-    free(both);
-    return ms;
+    for (int r = 0; r < rounds; r++)
+        for (int k = 0; k < n; k++) turn(ctx, k, r);
 }
 
-/* Median forward+backward ms of every layer on the batch's first `rows`
- * samples at each of n thread counts: [layer][i]. */
-static double *layer_ms(bench *b, const int *threads, int n, int rows, const hps_profile_opts *o)
+/* The scaling's settings: each thread count on the whole batch (where
+ * full is wanted), then each on half of it (where half is); a turn
+ * measures one for a round's share of the repetitions and seconds, warming
+ * up until stable in the first round only (after it the thread pools exist
+ * and the caches hold the net). */
+typedef struct {
+    bench *b;
+    const hps_profile_opts *o;
+    const int *threads;
+    int n, with_full, rounds, reps, settings;
+    samples **got; /* [round][setting] */
+} scaling_turns;
+
+static int setting_is_half(const scaling_turns *c, int k) { return !c->with_full || k >= c->n; }
+
+static void scaling_turn(void *ctx, int k, int round)
+{
+    scaling_turns *c = ctx;
+    bench *b = c->b;
+    hps_set_threads(c->threads[k % c->n]);
+    b->rows = setting_is_half(c, k) ? b->batch->B / 2 : b->batch->B;
+    c->got[(size_t)round * c->settings + k] =
+        measure(b, c->reps, 1, round == 0 && c->o->min_seconds > 0, c->o->min_seconds / c->rounds, 0);
+}
+
+/* Median forward+backward ms of every layer at each of n thread counts,
+ * on the whole batch into full[layer][i] (unless full is NULL) and on its
+ * first B / 2 samples into half[layer][i] (unless NULL), the settings
+ * taking turns (hps_profile_take_turns), each as long as the step's own
+ * times, which they are compared with. */
+static void layer_ms(bench *b, const int *threads, int n, const hps_profile_opts *o, double *full, double *half)
 {
     const int L = b->net->model->n_layers, reps = o->reps > 6 ? o->reps / 2 : 3;
-    double *ms = hps_calloc((size_t)L * n, sizeof *ms);
-    b->rows = rows;
-    for (int k = 0; k < n; k++) {
-        hps_set_threads(threads[k]);
-        /* as long as the step's own times, which they are compared with */
-        samples *s = measure(b, reps, 1, o->min_seconds, 0);
-        for (int l = 0; l < L; l++) ms[l * n + k] = layer_median_ms(s, l);
-        samples_free(s);
-    }
+    scaling_turns c = {.b = b, .o = o, .threads = threads, .n = n, .with_full = full != NULL,
+                       .settings = (full ? n : 0) + (half ? n : 0)};
+    c.rounds = hps_profile_rounds(c.settings, o->min_seconds);
+    c.reps = (reps + c.rounds - 1) / c.rounds;
+    c.got = hps_calloc((size_t)c.rounds * c.settings, sizeof *c.got);
+    hps_profile_take_turns(c.settings, c.rounds, scaling_turn, &c);
     b->rows = b->batch->B;
-    return ms;
+    for (int k = 0; k < c.settings; k++) {
+        int total = 0;
+        for (int r = 0; r < c.rounds; r++) total += c.got[(size_t)r * c.settings + k]->reps;
+        double *both = hps_malloc((size_t)total * sizeof *both), *into = setting_is_half(&c, k) ? half : full;
+        for (int l = 0; l < L; l++) {
+            int at = 0;
+            for (int r = 0; r < c.rounds; r++) {
+                const samples *s = c.got[(size_t)r * c.settings + k];
+                for (int i = 0; i < s->reps; i++) both[at++] = s->fwd[l * s->reps + i] + s->bwd[l * s->reps + i];
+            }
+            into[(size_t)l * n + k % n] = hps_median(both, total) * 1e3;
+        }
+        free(both);
+    }
+    for (int i = 0; i < c.rounds * c.settings; i++) samples_free(c.got[i]);
+    free(c.got);
 }
 
 /* The thread scaling of one layer: ms at 1..threads and its parallel
@@ -587,16 +625,16 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
     hps_net_init(b.net, o->seed);
     hps_net_set_dropout(b.net, 1, o->seed); /* dropout timed as training runs it */
     progress(o, dev->id, "layers");
-    samples *s = measure(&b, o->reps, o->warmup, o->min_seconds, 1);
+    samples *s = measure(&b, o->reps, o->warmup, o->min_seconds > 0, o->min_seconds, 1);
     /* thread scaling at 1..threads, else the device's threads alone */
     int units = dev->kind == HPS_DEVICE_CPU && o->scaling ? threads : 1;
     int *counts = hps_malloc((size_t)units * sizeof *counts);
     double *fixed = hps_malloc((size_t)units * sizeof *fixed);
     for (int k = 0; k < units; k++) counts[k] = units > 1 ? k + 1 : threads;
-    progress(o, dev->id, "scaling");
-    double *scale = units > 1 ? layer_ms(&b, counts, units, batch, o) : NULL;
-    progress(o, dev->id, "half batch");
-    double *half = batch >= 2 ? layer_ms(&b, counts, units, batch / 2, o) : NULL;
+    progress(o, dev->id, "scaling and half batch");
+    double *scale = units > 1 ? hps_calloc((size_t)L * units, sizeof *scale) : NULL;
+    double *half = batch >= 2 ? hps_calloc((size_t)L * units, sizeof *half) : NULL;
+    if (scale || half) layer_ms(&b, counts, units, o, scale, half);
     hps_set_threads(threads);
     if (scale) warn_unreliable_scaling(m, dev->id, s, scale, units);
     double *spread = hps_malloc((size_t)L * sizeof *spread);

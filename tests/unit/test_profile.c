@@ -393,6 +393,55 @@ static void test_scaling_times_each_layer(void **state)
     hps_model_free(m);
 }
 
+/* A pace that drifts from 1 to 1.6 over a measurement: each turn of a
+ * setting records `per` samples of its base time at the pace of that
+ * moment (the call's place in the measurement). */
+#define DRIFT_PER 5
+typedef struct {
+    double base[2], got[2][64];
+    int n_got[2], calls, total, order[16];
+} drift;
+
+static void drift_turn(void *ctx, int k, int round)
+{
+    drift *d = ctx;
+    (void)round;
+    d->order[d->calls] = k;
+    for (int i = 0; i < DRIFT_PER; i++) {
+        double at = (d->calls * DRIFT_PER + i + 0.5) / (d->total * DRIFT_PER);
+        d->got[k][d->n_got[k]++] = d->base[k] * (1 + 0.6 * at);
+    }
+    d->calls++;
+}
+
+/* The error of the ratio of setting 1's median to setting 0's, measured in
+ * `rounds` rounds, against their true ratio. */
+static double drift_ratio_error(int rounds)
+{
+    drift d = {.base = {2.0, 1.2}, .total = 2 * rounds};
+    hps_profile_take_turns(2, rounds, drift_turn, &d);
+    assert_int_equal(d.calls, 2 * rounds);
+    for (int i = 0; i < d.calls; i++) assert_int_equal(d.order[i], i % 2); /* turn by turn */
+    double r = hps_median(d.got[1], d.n_got[1]) / hps_median(d.got[0], d.n_got[0]);
+    return fabs(r / (d.base[1] / d.base[0]) - 1);
+}
+
+/* The scaling's thread counts take turns, so a drift of the machine's pace
+ * over the profile falls on each alike: their ratio, which sizes a 1-thread
+ * unit against a 2-thread one, holds within 8% under a drift of 60%, where
+ * one count after the other read 20% and more of it as a difference
+ * (bench-fidelity: the 1-thread pace moved +38% across mlp-784's profile,
+ * the 2-thread one -4.5%). */
+static void test_settings_take_turns(void **state)
+{
+    (void)state;
+    assert_int_equal(hps_profile_rounds(4, 0.5), HPS_PROFILE_ROUNDS);
+    assert_int_equal(hps_profile_rounds(4, 0), 1); /* --min-time 0: the repetitions as asked */
+    assert_int_equal(hps_profile_rounds(1, 0.5), 1); /* one setting: nothing to take turns with */
+    assert_true(drift_ratio_error(1) > 0.20);
+    assert_true(drift_ratio_error(HPS_PROFILE_ROUNDS) < 0.08);
+}
+
 /* ---- the CPU device model (hps-profile(1), ESTIMATES) ---- */
 
 /* A sheet's text in a temporary file named *.json (the caller unlinks it). */
@@ -575,6 +624,7 @@ int main(void)
         cmocka_unit_test(test_paired_per_miss),
         cmocka_unit_test(test_machine_figures_reused),
         cmocka_unit_test(test_scaling_times_each_layer),
+        cmocka_unit_test(test_settings_take_turns),
         cmocka_unit_test(test_cpu_model_same_machine_is_exact),
         cmocka_unit_test(test_cpu_model_ratios),
         cmocka_unit_test(test_estimate_from_own_sheet),
