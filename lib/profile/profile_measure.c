@@ -143,19 +143,19 @@ static double warm_up(bench *b, int warmup)
     }
 }
 
-/* reps layered steps (more where min_seconds asks for them), then as many
- * whole ones when whole is set.  The warm-up waits for stable times when
- * stable is set, else it is `warmup` steps, the last one's length sizing
- * the repetitions. */
-static samples *measure(bench *b, int reps, int warmup, int stable, double min_seconds, int whole)
+/* reps layered steps (more where min_seconds asks for them, max_reps at
+ * most), then as many whole ones when whole is set.  The warm-up waits for
+ * stable times when stable is set, else it is `warmup` steps, the last
+ * one's length sizing the repetitions. */
+static samples *measure(bench *b, int reps, int max_reps, int warmup, int stable, double min_seconds, int whole)
 {
     double step = 0;
     if (stable)
         step = warm_up(b, warmup);
     else
         for (int i = 0; i < warmup; i++) step = layered_step(b, NULL, -1);
-    if (min_seconds > 0 && step > 0 && reps < REPS_MAX)
-        reps = (int)fmin(REPS_MAX, fmax(reps, ceil(min_seconds / step)));
+    if (min_seconds > 0 && step > 0 && reps < max_reps)
+        reps = (int)fmin(max_reps, fmax(reps, ceil(min_seconds / step)));
     samples *s = samples_create(b->net->model->n_layers, reps);
     for (int i = 0; i < reps; i++) layered_step(b, s, i);
     for (int i = 0; i < reps && whole; i++) whole_step(b, s, i);
@@ -203,7 +203,8 @@ static void scaling_turn(void *ctx, int k, int round)
     hps_set_threads(c->threads[k % c->n]);
     b->rows = setting_is_half(c, k) ? b->batch->B / 2 : b->batch->B;
     c->got[(size_t)round * c->settings + k] =
-        measure(b, c->reps, 1, round == 0 && c->o->min_seconds > 0, c->o->min_seconds / c->rounds, 0);
+        measure(b, c->reps, REPS_MAX / c->rounds, 1, round == 0 && c->o->min_seconds > 0, c->o->min_seconds / c->rounds,
+                0);
 }
 
 /* Median forward+backward ms of every layer at each of n thread counts,
@@ -625,7 +626,7 @@ json_t *hps_profile_measure(const hps_model *m, const hps_device_spec *dev,
     hps_net_init(b.net, o->seed);
     hps_net_set_dropout(b.net, 1, o->seed); /* dropout timed as training runs it */
     progress(o, dev->id, "layers");
-    samples *s = measure(&b, o->reps, o->warmup, o->min_seconds > 0, o->min_seconds, 1);
+    samples *s = measure(&b, o->reps, REPS_MAX, o->warmup, o->min_seconds > 0, o->min_seconds, 1);
     /* thread scaling at 1..threads, else the device's threads alone */
     int units = dev->kind == HPS_DEVICE_CPU && o->scaling ? threads : 1;
     int *counts = hps_malloc((size_t)units * sizeof *counts);

@@ -1,6 +1,7 @@
 """The Python side of tests/bench/bench_common.sh: the lock, the CPU and the
 load, the rule that marks a result noisy.  Keep the two rules alike."""
 import fcntl
+import math
 import os
 import statistics
 import sys
@@ -8,7 +9,8 @@ import time
 
 LOCK = os.environ.get("HPS_BENCH_LOCK", "/tmp/hps-bench.lock")
 QUIET_LOAD = 1.0  # 1-minute load at start and at end above it: noisy
-SETTLE_S = float(os.environ.get("BENCH_SETTLE_S", "120"))  # seconds to wait, at most, for the load to fall to it
+# whole seconds to wait, at most, for the load to fall to it (bench_common.sh's BENCH_SETTLE_S)
+SETTLE_S = int(os.environ.get("BENCH_SETTLE_S") or max(120, int(60 * math.log(os.cpu_count() or 1) + 60)))
 LOADAVG = os.environ.get("HPS_BENCH_LOADAVG", "/proc/loadavg")  # (tests/cli/bench.bats gives a file of its own)
 SPREAD_MAX = float(os.environ.get("BENCH_SPREAD_MAX", "0.05"))  # sd / mean of one configuration's runs
 MIN_S = float(os.environ.get("BENCH_MIN_S", "5"))  # seconds each run lasts at least
@@ -38,10 +40,11 @@ def settle():
     QUIET_LOAD; returns the seconds it waited.  The load average counts the
     bench's own threads too (bench_common.sh's bench_settle): it says whether
     anything else runs only before the runs and once theirs has decayed."""
-    t0 = time.monotonic()
-    while float(loadavg().split()[0]) > QUIET_LOAD and time.monotonic() - t0 < SETTLE_S:
-        time.sleep(min(1.0, max(0.0, SETTLE_S - (time.monotonic() - t0))))
-    return round(time.monotonic() - t0)
+    waited = 0  # the seconds slept, as bench_settle counts them
+    while float(loadavg().split()[0]) > QUIET_LOAD and waited < SETTLE_S:
+        time.sleep(1)
+        waited += 1
+    return waited
 
 
 def quiet_load(when, waited):

@@ -4,7 +4,10 @@
 # the same for the Python benches; keep the two rules alike.
 BENCH_LOCK=${HPS_BENCH_LOCK:-/tmp/hps-bench.lock}
 BENCH_QUIET_LOAD=1                    # 1-minute load at start and at end above it: noisy
-BENCH_SETTLE_S=${BENCH_SETTLE_S:-120} # seconds to wait, at most, for the load to fall to it
+# whole seconds to wait, at most, for the load to fall to it: 60 ln(cores) + 60
+# (a bench on every core leaves the load near their count, which decays to 1
+# in 60 ln(cores) s), 120 at least
+BENCH_SETTLE_S=${BENCH_SETTLE_S:-$(awk -v n="$(nproc)" 'BEGIN { s = 60 * log(n) + 60; printf "%d", s < 120 ? 120 : s }')}
 BENCH_LOADAVG=${HPS_BENCH_LOADAVG:-/proc/loadavg} # (tests/cli/bench.bats gives a file of its own)
 BENCH_SPREAD_MAX=${BENCH_SPREAD_MAX:-0.05} # coefficient of variation of one configuration's runs
 BENCH_MIN_S=${BENCH_MIN_S:-5}         # seconds each run lasts at least
@@ -52,13 +55,11 @@ bench_noisy() { echo "$1" >> "$BENCH_NOISY_FILE"; }
 # else runs only before a bench's runs and once they have decayed.  While
 # it runs, the CPU other processes use says it (bench_other).
 bench_settle() {
-    BENCH_WAITED=0
-    t0=$(date +%s)
+    BENCH_WAITED=0 # the seconds slept (bench_common.py counts them alike)
     while awk -v l="$(bench_load)" -v m="$BENCH_QUIET_LOAD" 'BEGIN { exit !(l > m) }' &&
         [ "$BENCH_WAITED" -lt "$BENCH_SETTLE_S" ]; do
-        left=$((BENCH_SETTLE_S - BENCH_WAITED))
-        sleep $((left < 1 ? left : 1))
-        BENCH_WAITED=$(($(date +%s) - t0))
+        sleep 1
+        BENCH_WAITED=$((BENCH_WAITED + 1))
     done
 }
 

@@ -296,16 +296,16 @@ def cores_together(name, d):
     if name not in PACE or CORES < 2:
         return
     pc, ratios = PACE[name], []
-    t0 = time.monotonic()
     for _ in range(PACE_AROUND):
-        alone = pace_rate(name, d, 1, pc["steps"])
+        alone = pace_rate(name, d, 1, pc["steps"])  # (it counts its own time)
         outs = [f"{d}/together{c}.ndjson" for c in (0, 1)]
+        t0 = time.monotonic()
         procs = [subprocess.Popen(["taskset", "-c", str(c)] + pace_args(name, d, 1, pc["steps"], outs[c]))
                  for c in (0, 1)]
-        if any(p.wait() for p in procs):
+        if any([p.wait() for p in procs]):  # both waited for
             raise subprocess.CalledProcessError(1, "hps-train (the pace reference, two at once)")
+        PACE_COST[0] += time.monotonic() - t0
         ratios += [summary_rate(o) / alone for o in outs]
-    PACE_COST[0] += time.monotonic() - t0
     pc["together"] = ratios
 
 
