@@ -171,6 +171,14 @@ static double sum(const double *v, int n)
     return s;
 }
 
+/* Layer l's forward+backward seconds, repetition by repetition, into
+ * both[0 .. s->reps); returns s->reps. */
+static int layer_both(const samples *s, int l, double *both)
+{
+    for (int i = 0; i < s->reps; i++) both[i] = s->fwd[l * s->reps + i] + s->bwd[l * s->reps + i];
+    return s->reps;
+}
+
 /* ---- scaling ------------------------------------------------------------------- */
 
 int hps_profile_rounds(int n, double min_seconds) { return n > 1 && min_seconds > 0 ? HPS_PROFILE_ROUNDS : 1; }
@@ -228,10 +236,7 @@ static void layer_ms(bench *b, const int *threads, int n, const hps_profile_opts
         double *both = hps_malloc((size_t)total * sizeof *both), *into = setting_is_half(&c, k) ? half : full;
         for (int l = 0; l < L; l++) {
             int at = 0;
-            for (int r = 0; r < c.rounds; r++) {
-                const samples *s = c.got[(size_t)r * c.settings + k];
-                for (int i = 0; i < s->reps; i++) both[at++] = s->fwd[l * s->reps + i] + s->bwd[l * s->reps + i];
-            }
+            for (int r = 0; r < c.rounds; r++) at += layer_both(c.got[(size_t)r * c.settings + k], l, both + at);
             into[(size_t)l * n + k % n] = hps_median(both, total) * 1e3;
         }
         free(both);
@@ -363,8 +368,7 @@ hps_profile_paired hps_profile_paired_per(const double *a_sec, const double *b_s
 static double layer_spread(const samples *s, int l)
 {
     double *both = hps_malloc((size_t)s->reps * sizeof *both);
-    for (int i = 0; i < s->reps; i++) both[i] = s->fwd[l * s->reps + i] + s->bwd[l * s->reps + i];
-    double r = hps_profile_spread(both, s->reps);
+    double r = hps_profile_spread(both, layer_both(s, l, both));
     free(both);
     return r;
 }

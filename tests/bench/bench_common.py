@@ -49,8 +49,9 @@ def settle():
 
 def quiet_load(when, waited):
     """The settled load as said ("X Y Z", and how long it waited); noisy above QUIET_LOAD."""
-    l1 = float(loadavg().split()[0])
-    said = loadavg() + (f" (after {waited} s at rest)" if waited > 0 else "")
+    said = loadavg()  # one reading, said and judged
+    l1 = float(said.split()[0])
+    said += f" (after {waited} s at rest)" if waited > 0 else ""
     if l1 > QUIET_LOAD:
         noisy(f"load {l1:g} at {when} > {QUIET_LOAD:g} after {waited} s at rest")
     return said

@@ -34,7 +34,7 @@ bench_own_s() { # into BENCH_OWN
 # bench_other: into BENCH_OTHER "share seconds wall", the CPU that processes
 # other than the bench's used while it ran, as a share of the machine (% of
 # the wall time times the cores): the load average counts the bench's own
-# threads (2 on 2 cores pass 1.5 by themselves), this only the others'.
+# threads (2 on 2 cores hold it near 2), this only the others'.
 # Called as is, not in a $(...): bench_own_s reads this shell's times.
 bench_other() {
     bench_own_s
@@ -67,8 +67,8 @@ bench_settle() {
 # how long it waited) into BENCH_LOAD_SAID; noisy when the 1-minute one is
 # above BENCH_QUIET_LOAD
 bench_quiet_load() {
-    l=$(bench_load)
-    BENCH_LOAD_SAID="$(bench_loads)"
+    BENCH_LOAD_SAID=$(bench_loads) # one reading, said and judged
+    l=${BENCH_LOAD_SAID%% *}
     [ "$BENCH_WAITED" -gt 0 ] && BENCH_LOAD_SAID="$BENCH_LOAD_SAID (after $BENCH_WAITED s at rest)"
     if awk -v l="$l" -v m="$BENCH_QUIET_LOAD" 'BEGIN { exit !(l > m) }'; then
         bench_noisy "load $l at $1 > $BENCH_QUIET_LOAD after $BENCH_WAITED s at rest"

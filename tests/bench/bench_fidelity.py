@@ -215,7 +215,7 @@ def job(name, d, plan_path, p, micro, mpi=False, tag=None, rankfile=None):
         cores = min(max(pace_threads()), (ranks if distributed else len(p["stages"])) * threads)
         JOBS[key] = {"args": (d, plan_path, micro, threads, ranks if distributed else 0, steps, fallback,
                               rankfile if distributed else None), "plan": p,
-                     "micro": micro, "runs": [], "readings": [], "cores": cores}
+                     "micro": micro, "runs": [], "readings": [], "cores": cores, "threads": threads}
     return key
 
 
@@ -537,7 +537,7 @@ def sharing(key):
     two stages, a worker and its server, or two workers, each priced as if
     alone on its machine (cores_together)."""
     j = JOBS[key]
-    return j["cores"] >= 2 and j["args"][3] == 1
+    return j["cores"] >= 2 and j["threads"] == 1
 
 
 def pace_report(rows, pools, seconds):
@@ -596,7 +596,7 @@ def pace_report(rows, pools, seconds):
           f"the runs' own spread with the pace taken out median {100 * statistics.median(a['cv'] for a in adj):.1f}% "
           f"(raw {100 * raw_cv:.1f}%); the reference took {PACE_COST[0]:.0f} s of the bench's {seconds:.0f} s "
           f"({100 * PACE_COST[0] / seconds:.1f}%)")
-    raw = [abs(result(k)["measured"] / result(k)["predicted"] - 1) for *_, k in rows]
+    raw = [abs(res["measured"] / res["predicted"] - 1) for res in (result(k) for *_, k in rows)]
     split = {True: ([], []), False: ([], [])}
     for e, r, (*_, k) in zip(errs, raw, rows):
         split[sharing(k)][0].append(r)
