@@ -32,6 +32,8 @@ static const char usage[] =
     "  -e, --epochs N              passes over the data [1]\n"
     "      --steps N               stop after N steps in all\n"
     "      --eval DIR              evaluate after each epoch on DIR's holdout shards\n"
+    "      --in-memory MB          keep the decoded training rows in memory (up to MB MiB) after the\n"
+    "                              first epoch: later epochs read them there, not the shards [stream]\n"
     "      --checkpoint DIR        write checkpoints into DIR\n"
     "      --checkpoint-every N    every N steps (and at the end) [at the end]\n"
     "      --resume                continue from DIR's latest checkpoint\n"
@@ -71,7 +73,8 @@ static const char usage[] =
 enum { OPT_STEPS = 256, OPT_EVAL, OPT_CKPT, OPT_CKPT_EVERY, OPT_RESUME, OPT_EXPORT, OPT_METRICS,
        OPT_METRICS_INTERVAL, OPT_SEED, OPT_THREADS, OPT_MICRO, OPT_OPTIMIZER, OPT_LR, OPT_LR_SPARSE,
        OPT_MAX_TABLE, OPT_EVICT, OPT_CPU_FALLBACK, OPT_PROBE, OPT_SLOWDOWN, OPT_NO_REBALANCE, OPT_LOG_DIR,
-       OPT_CONTINUE, OPT_DELTA, OPT_DELTA_SINCE, OPT_ADMIT_AFTER, OPT_EXPIRE_AFTER, OPT_SPARSE_OPTIMIZER, OPT_ROW_DTYPE };
+       OPT_CONTINUE, OPT_DELTA, OPT_DELTA_SINCE, OPT_ADMIT_AFTER, OPT_EXPIRE_AFTER, OPT_SPARSE_OPTIMIZER, OPT_ROW_DTYPE,
+       OPT_IN_MEMORY };
 
 static const struct option long_options[] = {
     {"plan", required_argument, NULL, 'P'},
@@ -98,6 +101,7 @@ static const struct option long_options[] = {
     {"sparse-optimizer", required_argument, NULL, OPT_SPARSE_OPTIMIZER},
     {"row-dtype", required_argument, NULL, OPT_ROW_DTYPE},
     {"max-table-mb", required_argument, NULL, OPT_MAX_TABLE},
+    {"in-memory", required_argument, NULL, OPT_IN_MEMORY},
     {"evict", no_argument, NULL, OPT_EVICT},
     {"admit-after", required_argument, NULL, OPT_ADMIT_AFTER},
     {"expire-after-days", required_argument, NULL, OPT_EXPIRE_AFTER},
@@ -120,6 +124,7 @@ static const struct option long_options[] = {
 typedef struct {
     const char *plan, *data, *model, *eval, *export_path, *output, *log_dir, *delta, *delta_since;
     long probe;
+    size_t in_memory; /* --in-memory's bytes, 0: the shards stream */
     hps_train_opts o;
     unsigned tables_given;  /* HPS_TRAIN_GIVEN_*: the table options on the command line */
     hps_dist_opts dist;
@@ -208,6 +213,10 @@ static int parse_one(int c, args *a)
     case OPT_MAX_TABLE:
         if (count_arg("--max-table-mb", 1, 1L << 40, &v)) return HPS_EXIT_USAGE;
         a->o.max_table_bytes = (size_t)v << 20;
+        break;
+    case OPT_IN_MEMORY:
+        if (count_arg("--in-memory", 1, 1L << 40, &v)) return HPS_EXIT_USAGE;
+        a->in_memory = (size_t)v << 20;
         break;
     case OPT_EVICT: a->o.table_policy = HPS_TABLE_FULL_EVICT; break;
     case OPT_ADMIT_AFTER:
@@ -490,6 +499,7 @@ static int cmd_train(int argc, char **argv)
      * send it rows and gradients */
     int server = rc == 0 && hps_dist_is_server(d);
     if (rc == 0 && !server && !(src = hps_source_shards(a.data, 0, &err))) rc = -1;
+    if (rc == 0 && !server && a.in_memory) src = hps_source_in_memory(src, a.in_memory);
     if (rc == 0 && !server && hps_source_check(src, m, &err)) rc = -1;
     if (rc == 0 && !server && !(t = hps_trainer_create(m, &plan, &a.o, &err))) rc = -1;
     if (rc == 0 && hps_dist_check_stages(d, m, &plan, a.eval != NULL, &err)) rc = -1, everyone = 1;

@@ -356,26 +356,15 @@ static void copy_rows(hps_batch *b, const slot *blk, int from, int n)
     b->B += n;
 }
 
-/* n samples that are counted but not decoded: label 0, no keys, the dense
- * values left as they were. */
-static void skip_rows(hps_batch *b, int n)
-{
-    int S = b->n_slots;
-    for (int i = 0; i < n; i++, b->B++) {
-        b->labels[b->B] = 0;
-        for (int j = 0; j < S; j++) b->offsets[(size_t)b->B * S + j + 1] = b->nnz;
-    }
-}
-
 /* Rows [from, from+n) of the block at batch row b->B, those outside [lo, hi) skipped. */
 static void take_rows(hps_batch *b, const slot *blk, int from, int n, int lo, int hi)
 {
     int a = lo - b->B, z = hi - b->B; /* the part to decode, in the block's rows from `from` */
     a = a < 0 ? 0 : a > n ? n : a;
     z = z < a ? a : z > n ? n : z;
-    skip_rows(b, a);
+    hps_batch_skip_rows(b, a);
     if (z > a) copy_rows(b, blk, from + a, z - a);
-    skip_rows(b, n - z);
+    hps_batch_skip_rows(b, n - z);
 }
 
 int hps_shard_read_part(hps_shard_reader *r, hps_batch *b, int max, int lo, int hi, hps_error *err)

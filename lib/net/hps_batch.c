@@ -40,21 +40,35 @@ void hps_batch_reserve_keys(hps_batch *b, int64_t nnz)
     if (b->weights) b->weights = hps_realloc(b->weights, (size_t)b->nnz_cap * sizeof *b->weights);
 }
 
-void hps_batch_append(hps_batch *dst, const hps_batch *src)
+void hps_batch_append_rows(hps_batch *dst, const hps_batch *src, int from, int n)
 {
-    HPS_CHECK(dst->B + src->B <= dst->cap && dst->n_dense == src->n_dense &&
+    HPS_CHECK(from >= 0 && n >= 0 && from + n <= src->B && dst->B + n <= dst->cap && dst->n_dense == src->n_dense &&
               dst->n_slots == src->n_slots);
-    const size_t S = (size_t)dst->n_slots, at = (size_t)dst->B;
-    memcpy(dst->dense + at * dst->n_dense, src->dense, (size_t)src->B * src->n_dense * sizeof(float));
-    memcpy(dst->labels + at, src->labels, (size_t)src->B * sizeof(float));
-    int64_t base = dst->offsets[at * S], n = src->offsets[(size_t)src->B * S];
-    hps_batch_reserve_keys(dst, base + n);
-    memcpy(dst->keys + base, src->keys, (size_t)n * sizeof *dst->keys);
+    const size_t S = (size_t)dst->n_slots, at = (size_t)dst->B, nd = (size_t)dst->n_dense;
+    memcpy(dst->dense + at * nd, src->dense + (size_t)from * nd, (size_t)n * nd * sizeof(float));
+    memcpy(dst->labels + at, src->labels + from, (size_t)n * sizeof(float));
+    int64_t base = dst->offsets[at * S], k0 = src->offsets[(size_t)from * S];
+    int64_t k = src->offsets[(size_t)(from + n) * S] - k0;
+    hps_batch_reserve_keys(dst, base + k);
+    memcpy(dst->keys + base, src->keys + k0, (size_t)k * sizeof *dst->keys);
     if (dst->weights)
-        for (int64_t k = 0; k < n; k++) dst->weights[base + k] = src->weights ? src->weights[k] : 1.0f;
-    for (size_t i = 1; i <= (size_t)src->B * S; i++) dst->offsets[at * S + i] = base + src->offsets[i];
-    dst->B += src->B;
-    dst->nnz = base + n;
+        for (int64_t q = 0; q < k; q++) dst->weights[base + q] = src->weights ? src->weights[k0 + q] : 1.0f;
+    const int64_t *in = src->offsets + (size_t)from * S;
+    for (size_t i = 1; i <= (size_t)n * S; i++) dst->offsets[at * S + i] = base + in[i] - k0;
+    dst->B += n;
+    dst->nnz = base + k;
+}
+
+void hps_batch_append(hps_batch *dst, const hps_batch *src) { hps_batch_append_rows(dst, src, 0, src->B); }
+
+void hps_batch_skip_rows(hps_batch *b, int n)
+{
+    HPS_CHECK(n >= 0 && b->B + n <= b->cap);
+    const int S = b->n_slots;
+    for (int i = 0; i < n; i++, b->B++) {
+        b->labels[b->B] = 0;
+        for (int j = 0; j < S; j++) b->offsets[(size_t)b->B * S + j + 1] = b->nnz;
+    }
 }
 
 /* Bag size with mean k: k itself when k is whole, else floor/ceil at random. */

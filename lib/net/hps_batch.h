@@ -30,6 +30,11 @@ void hps_batch_reserve_keys(hps_batch *b, int64_t nnz);
 
 /* Appends src's samples to dst (dst->B + src->B <= dst->cap, same schema). */
 void hps_batch_append(hps_batch *dst, const hps_batch *src);
+/* Appends src's samples [from, from+n) to dst (dst->B + n <= dst->cap, same schema). */
+void hps_batch_append_rows(hps_batch *dst, const hps_batch *src, int from, int n);
+/* Appends n samples that a reader of part of a batch left out: label 0, no
+ * keys, their dense values as they were. */
+void hps_batch_skip_rows(hps_batch *b, int n);
 
 /* A synthetic batch for a model: dense ~ N(0,1), keys Zipf(1.05) per slot over
  * its rows, bag sizes around the slot's keys_per_sample, random labels.  Used by

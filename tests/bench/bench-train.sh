@@ -33,8 +33,12 @@
 # (buckets 2^40) on KAGGLE_ROWS rows (default 1000000) of `hps-shard synth
 # --cardinality kaggle`: keys as many as the Criteo Kaggle set's, so the
 # tables grow to a million rows and more.
+# A model trained more than one epoch also runs with --in-memory MEM_MB
+# (default 16384): the rows kept in memory after the first epoch, as PyTorch's
+# loop holds its tensors; its row is "MODEL in memory", beside the same
+# PyTorch runs.
 # ROWS (Criteo rows, default 300000), MLP_ROWS (default 60000), KAGGLE_ROWS,
-# THREADS (default: all cores), REPS (default 3) and MODELS can be set.
+# THREADS (default: all cores), REPS (default 3), MEM_MB and MODELS can be set.
 set -eu
 bin=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,6 +47,7 @@ mlp_rows=${MLP_ROWS:-60000}
 kaggle_rows=${KAGGLE_ROWS:-1000000}
 threads=${THREADS:-$(nproc)}
 reps=${REPS:-3}
+mem_mb=${MEM_MB:-16384}
 models=${MODELS:-demo-ctr dlrm-criteo mlp-784 wide-deep deepfm dcn-v2-parallel dlrm-dcn demo-ctr-kaggle}
 py=/usr/bin/python3
 $py -c 'import torch' 2>/dev/null || { echo "bench-train: needs Debian's python3-torch (make deps)" >&2; exit 1; }
@@ -98,11 +103,18 @@ print(max(1, math.ceil(float(sys.argv[2]) / max(s, 1e-3))))' "$d/warm.ndjson" "$
             "$bin/hps-train" --model "$model" --data "$d/shards" --eval "$d/shards" --epochs "$epochs" \
                 --threads "$threads" --seed "$r" -q --metrics "$d/hps-$r.ndjson"
         }
+        # the same with the rows kept in memory after the first epoch, a row of
+        # its own ("MODEL in memory"): PyTorch's loop reads tensors it holds
+        mem_run() {
+            [ "$epochs" -gt 1 ] || return 0
+            "$bin/hps-train" --model "$model" --data "$d/shards" --eval "$d/shards" --epochs "$epochs" \
+                --threads "$threads" --seed "$r" -q --in-memory "$mem_mb" --metrics "$d/mem-$r.ndjson"
+        }
         torch_run() {
             $py "$root/tests/bench/bench_train_torch.py" "$model" "$d/train.tsv" "$d/holdout.tsv" \
                 "$threads" "$r" "$epochs" > "$d/torch-$r.json"
         }
-        if [ $((r % 2)) = 1 ]; then hps_run; torch_run; else torch_run; hps_run; fi
+        if [ $((r % 2)) = 1 ]; then hps_run; mem_run; torch_run; else torch_run; mem_run; hps_run; fi
     done
 done
 

@@ -1,6 +1,7 @@
 """bench-train's tables, from what its runs left in WORK/MODEL/: the probe
 (probe.json: `hps-train --probe`), hps-train's runs (hps-R.ndjson), PyTorch's
-(torch-R.json) and the epochs a run trained (epochs).
+(torch-R.json), those with --in-memory where a run trained more than one
+epoch (mem-R.ndjson: a row "MODEL in memory") and the epochs (epochs).
 
   python3 bench_train_report.py WORK REPS MODEL...
 
@@ -9,6 +10,7 @@ hps-train's step goes, from the probe's per-layer medians, so that a share of
 the sgemm ceiling below its target comes with what the step spends beside its
 products; under them, each model's verdicts against its issue's targets."""
 import json
+import os
 import statistics
 import sys
 
@@ -65,9 +67,11 @@ def step_parts(probe):
     }
 
 
-def model_rows(work, reps, name):
+def model_rows(work, reps, name, runs="hps"):
+    """A model's figures from its hps-train runs `runs` (hps: the shards streamed,
+    mem: --in-memory) beside its PyTorch runs and probe."""
     d = f"{work}/{name}"
-    hps_files = [f"{d}/hps-{r}.ndjson" for r in range(1, reps + 1)]
+    hps_files = [f"{d}/{runs}-{r}.ndjson" for r in range(1, reps + 1)]
     hps = [summary(f) for f in hps_files]
     hq1 = [first_eval(f) for f in hps_files]  # quality after the first epoch, both sides
     torch = [json.load(open(f"{d}/torch-{r}.json")) for r in range(1, reps + 1)]
@@ -80,7 +84,7 @@ def model_rows(work, reps, name):
     fc_flops = sum(l["flops_forward"] + l["flops_backward"] for l in fc)
     ceiling = dev["sgemm_gflops"] * 1e9 / (parts["flops"] / probe["model"]["batch"])
     return {
-        "name": name, "epochs": open(f"{d}/epochs").read().strip(), "hps": hps, "torch": torch,
+        "model": name, "name": name if runs == "hps" else f"{name} in memory", "epochs": open(f"{d}/epochs").read().strip(), "hps": hps, "torch": torch,
         "hq1": hq1, "tq1": tq1, "sgemm": dev["sgemm_gflops"], "fc_gflops": fc_flops / fc_ms / 1e6,
         "ceiling": ceiling, "parts": parts,
         "step": statistics.mean(h["step_ms"] for h in hps),
@@ -89,7 +93,7 @@ def model_rows(work, reps, name):
 
 
 def side_by_side(rows):
-    print(f"{'model':15} {'ep':>3} {'hps samples/s':>17} {'torch':>17} {'ratio':>6} {'hps quality':>19} "
+    print(f"{'model':22} {'ep':>3} {'hps samples/s':>17} {'torch':>17} {'ratio':>6} {'hps quality':>19} "
           f"{'torch quality':>19} {'hps AUC':>15} {'torch AUC':>15} {'hps ceil':>8} {'torch ceil':>10} "
           f"{'sgemm GF/s':>10} {'fc GF/s':>8}")
     for m in rows:
@@ -100,7 +104,7 @@ def side_by_side(rows):
         bench_common.spread(f"{name} PyTorch", [t["samples_per_s"] for t in torch])
         key = "accuracy" if m["multi"] else "logloss"
         m.update(hs=hs, ts=ts, key=key)
-        print(f"{name:15} {m['epochs']:>3} {hs:9.0f}+-{hsd:<6.0f} {ts:9.0f}+-{tsd:<6.0f} {hs / ts:5.2f}x "
+        print(f"{name:22} {m['epochs']:>3} {hs:9.0f}+-{hsd:<6.0f} {ts:9.0f}+-{tsd:<6.0f} {hs / ts:5.2f}x "
               f"{quality(key, [h[key] for h in m['hq1']]):>19} {quality(key, [t[key] for t in m['tq1']]):>19} "
               f"{auc([None if m['multi'] else h['auc'] for h in m['hq1']]):>15} "
               f"{auc([None if m['multi'] else t['auc'] for t in m['tq1']]):>15} "
@@ -113,11 +117,11 @@ def side_by_side(rows):
 
 
 def step_table(rows):
-    print(f"{'model':15} {'step ms':>8} {'probe step':>10} {'products':>9} {'at sgemm':>9} {'other layers':>12} "
+    print(f"{'model':22} {'step ms':>8} {'probe step':>10} {'products':>9} {'at sgemm':>9} {'other layers':>12} "
           f"{'engine':>7} {'read':>6}")
     for m in rows:
         p = m["parts"]
-        print(f"{m['name']:15} {m['step']:8.2f} {p['step']:10.2f} {p['products']:9.2f} {p['at_sgemm']:9.2f} "
+        print(f"{m['name']:22} {m['step']:8.2f} {p['step']:10.2f} {p['products']:9.2f} {p['at_sgemm']:9.2f} "
               f"{p['other']:12.2f} {p['engine']:7.2f} {p['read']:6.2f}")
     print("where hps-train's step goes, ms a step: step: the runs' mean (their summaries' step_ms); the rest are "
           "hps-train --probe's medians over its steps, taken before the runs: its whole step, the dense layers' "
@@ -132,12 +136,12 @@ def verdicts(rows):
             hl = statistics.mean(h["logloss"] for h in m["hq1"])
             tl = statistics.mean(t["logloss"] for t in m["tq1"])
             gap, ratio = 100 * (hl - tl) / tl, m["hs"] / m["ts"]
-            want = RATIO_TARGET.get(name, RATIO_DEFAULT)
+            want = RATIO_TARGET.get(m["model"], RATIO_DEFAULT)
             print(f"{name}: logloss {gap:+.2f}% against PyTorch "
                   f"({'within' if abs(gap) <= LOGLOSS_TARGET else 'NOT within'} the {LOGLOSS_TARGET:g}% target); "
                   f"samples/s {ratio:.2f}x ({'meets' if ratio >= want else 'BELOW'} the {want:g}x target)")
-        if name in CEILING_TARGET:
-            want, share = CEILING_TARGET[name], 100 * m["hs"] / m["ceiling"]
+        if m["model"] in CEILING_TARGET:
+            want, share = CEILING_TARGET[m["model"]], 100 * m["hs"] / m["ceiling"]
             print(f"{name}: {share:.0f}% of the sgemm ceiling ({'meets' if share >= want else 'BELOW'} the "
                   f"{want}% target: a step of {p['at_sgemm'] / (want / 100):.2f} ms at most; the runs' took "
                   f"{m['step']:.2f}, the probe's {p['step']:.2f}: products {p['products']:.2f} "
@@ -147,7 +151,11 @@ def verdicts(rows):
 
 def main():
     work, reps, models = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-    rows = [model_rows(work, reps, name) for name in models]
+    rows = []
+    for name in models:
+        rows.append(model_rows(work, reps, name))
+        if os.path.exists(f"{work}/{name}/mem-1.ndjson"):  # more than one epoch: --in-memory ran too
+            rows.append(model_rows(work, reps, name, "mem"))
     side_by_side(rows)
     print()
     step_table(rows)

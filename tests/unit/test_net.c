@@ -364,10 +364,67 @@ static void test_cross_starts_as_torchrec(void **state)
     }
 }
 
+/* A batch of B samples, 2 dense and 2 slots, sample i holding i % 3 keys in
+ * slot 0 and one in slot 1, each value a function of where it sits. */
+static hps_batch *numbered_batch(int B, int weighted)
+{
+    hps_batch *b = hps_batch_create(B, 2, 2, 4, weighted);
+    for (int i = 0; i < B; i++, b->B++) {
+        b->dense[2 * i] = (float)i, b->dense[2 * i + 1] = -(float)i;
+        b->labels[i] = (float)(i % 2);
+        for (int j = 0; j < 2; j++) {
+            int keys = j == 0 ? i % 3 : 1;
+            hps_batch_reserve_keys(b, b->nnz + keys);
+            for (int q = 0; q < keys; q++, b->nnz++) {
+                b->keys[b->nnz] = (uint64_t)(100 * i + 10 * j + q);
+                if (b->weights) b->weights[b->nnz] = 0.5f * (float)(q + 1);
+            }
+            b->offsets[(size_t)i * 2 + j + 1] = b->nnz;
+        }
+    }
+    return b;
+}
+
+/* Rows [from, from+n) appended, between skipped ones, are those rows; the
+ * skipped ones carry no keys and label 0; appending the whole batch is
+ * appending its rows 0..B. */
+static void test_batch_append_rows(void **state)
+{
+    (void)state;
+    for (int weighted = 0; weighted < 2; weighted++) {
+        hps_batch *src = numbered_batch(9, weighted), *dst = hps_batch_create(8, 2, 2, 1, weighted);
+        hps_batch_skip_rows(dst, 2);
+        hps_batch_append_rows(dst, src, 4, 5);
+        hps_batch_skip_rows(dst, 1);
+        assert_int_equal(dst->B, 8);
+        for (int i = 0; i < 8; i++) {
+            int from = i >= 2 && i < 7 ? i + 2 : -1; /* the source row, or -1: skipped */
+            assert_true(dst->labels[i] == (from < 0 ? 0.0f : (float)(from % 2)));
+            if (from >= 0) assert_true(dst->dense[2 * i] == (float)from && dst->dense[2 * i + 1] == -(float)from);
+            for (int j = 0; j < 2; j++) {
+                int64_t lo = dst->offsets[(size_t)i * 2 + j], hi = dst->offsets[(size_t)i * 2 + j + 1];
+                assert_int_equal(hi - lo, from < 0 ? 0 : j == 0 ? from % 3 : 1);
+                for (int64_t q = 0; q < hi - lo; q++) {
+                    assert_int_equal(dst->keys[lo + q], 100 * from + 10 * j + q);
+                    if (weighted) assert_true(dst->weights[lo + q] == 0.5f * (float)(q + 1));
+                }
+            }
+        }
+        assert_int_equal(dst->nnz, dst->offsets[16]);
+        hps_batch *whole = hps_batch_create(9, 2, 2, 1, weighted);
+        hps_batch_append(whole, src);
+        assert_int_equal(whole->nnz, src->nnz);
+        assert_memory_equal(whole->offsets, src->offsets, (9 * 2 + 1) * sizeof *src->offsets);
+        assert_memory_equal(whole->keys, src->keys, (size_t)src->nnz * sizeof *src->keys);
+        hps_batch_free(src), hps_batch_free(dst), hps_batch_free(whole);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_model_gradients),
+        cmocka_unit_test(test_batch_append_rows),
         cmocka_unit_test(test_training_lowers_loss),
         cmocka_unit_test(test_host_tables_match),
         cmocka_unit_test(test_input_gradient_only_when_taken),
