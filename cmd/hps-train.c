@@ -32,8 +32,8 @@ static const char usage[] =
     "  -e, --epochs N              passes over the data [1]\n"
     "      --steps N               stop after N steps in all\n"
     "      --eval DIR              evaluate after each epoch on DIR's holdout shards\n"
-    "      --in-memory MB          keep the decoded training rows in memory (up to MB MiB) after the\n"
-    "                              first epoch: later epochs read them there, not the shards [stream]\n"
+    "      --in-memory MB          read the training rows into memory first (up to MB MiB) and train\n"
+    "                              every epoch from there, not from the shards [stream]\n"
     "      --checkpoint DIR        write checkpoints into DIR\n"
     "      --checkpoint-every N    every N steps (and at the end) [at the end]\n"
     "      --resume                continue from DIR's latest checkpoint\n"
@@ -499,7 +499,7 @@ static int cmd_train(int argc, char **argv)
      * send it rows and gradients */
     int server = rc == 0 && hps_dist_is_server(d);
     if (rc == 0 && !server && !(src = hps_source_shards(a.data, 0, &err))) rc = -1;
-    if (rc == 0 && !server && a.in_memory) src = hps_source_in_memory(src, a.in_memory);
+    if (rc == 0 && !server && a.in_memory && !(src = hps_source_in_memory(src, a.in_memory, &err))) rc = -1;
     if (rc == 0 && !server && hps_source_check(src, m, &err)) rc = -1;
     if (rc == 0 && !server && !(t = hps_trainer_create(m, &plan, &a.o, &err))) rc = -1;
     if (rc == 0 && hps_dist_check_stages(d, m, &plan, a.eval != NULL, &err)) rc = -1, everyone = 1;

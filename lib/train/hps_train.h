@@ -60,10 +60,11 @@ struct hps_source {
  * with holdout, its holdout shards, or its training shards when it has none
  * (a directory sharded for evaluation). */
 hps_source *hps_source_shards(const char *dir, int holdout, hps_error *err);
-/* inner, whose first whole pass over an epoch is kept in memory (up to
- * max_bytes): later epochs read it there (hps-train --in-memory).  Closing
- * it closes inner. */
-hps_source *hps_source_in_memory(hps_source *inner, size_t max_bytes);
+/* inner's rows, read into memory now (up to max_bytes): every epoch reads
+ * them there (hps-train --in-memory); closing it closes inner.  Where they
+ * need more, inner itself, back at its start; NULL on a read's error (inner
+ * closed). */
+hps_source *hps_source_in_memory(hps_source *inner, size_t max_bytes, hps_error *err);
 /* Endless synthetic batches of the model's schema, those hps-profile times
  * the layers on (hps_batch_synth, seeds seed, seed + 1, ...): what it times
  * the engine on too. */

@@ -1,7 +1,7 @@
 """bench-train's tables, from what its runs left in WORK/MODEL/: the probe
 (probe.json: `hps-train --probe`), hps-train's runs (hps-R.ndjson), PyTorch's
-(torch-R.json), those with --in-memory where a run trained more than one
-epoch (mem-R.ndjson: a row "MODEL in memory") and the epochs (epochs).
+(torch-R.json), hps-train's with --in-memory (mem-R.ndjson: a row "MODEL
+in memory") and the epochs a run trained (epochs).
 
   python3 bench_train_report.py WORK REPS MODEL...
 
@@ -154,7 +154,7 @@ def main():
     rows = []
     for name in models:
         rows.append(model_rows(work, reps, name))
-        if os.path.exists(f"{work}/{name}/mem-1.ndjson"):  # more than one epoch: --in-memory ran too
+        if os.path.exists(f"{work}/{name}/mem-1.ndjson"):  # --in-memory's runs
             rows.append(model_rows(work, reps, name, "mem"))
     side_by_side(rows)
     print()

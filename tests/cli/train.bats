@@ -94,28 +94,28 @@ step_losses() {
 print("\n".join(repr(r["loss"]) for r in map(json.loads, open(sys.argv[1])) if r["event"] == "step"))' "$1"
 }
 
-@test "train: --in-memory trains bit for bit as the shards streamed, across shards, weighted keys and a resume" {
+@test "train: --in-memory reads the rows first and trains bit for bit as the shards streamed, across shards, weighted keys and a resume" {
     "$HPS_BIN/hps-shard" -q -m "$MODEL" -n 2 -o "$TMP/two" "$DATA/few.tsv"   # a batch spans the two
     python3 "$BATS_TEST_DIRNAME/make_multiclass.py" 3000 5 1 > "$TMP/w.svm"
     "$HPS_BIN/hps-shard" -q --format libsvm --classes 5 -m "$TESTDATA/models/libsvm-logreg.json" -o "$TMP/w" "$TMP/w.svm"
     for set in "$MODEL:$TMP/two" "$TESTDATA/models/libsvm-logreg.json:$TMP/w"; do
         args=(--model "${set%%:*}" --data "${set#*:}" --epochs 3 --threads 1 --metrics-interval 0)
         "$HPS_BIN/hps-train" "${args[@]}" -q --metrics "$TMP/s.ndjson" --export "$TMP/s.safetensors"
-        run "$HPS_BIN/hps-train" "${args[@]}" -v --in-memory 64 --metrics "$TMP/m.ndjson" --export "$TMP/m.safetensors"
+        run "$HPS_BIN/hps-train" "${args[@]}" --in-memory 64 --metrics "$TMP/m.ndjson" --export "$TMP/m.safetensors"
         [ "$status" -eq 0 ]
-        [[ "$output" == *"hps-train: --in-memory: "*" rows kept ("*" MiB): later epochs read them from memory"* ]]
+        [[ "$output" == *"hps-train: --in-memory: "*" rows ("*" MiB) read into memory in "*" s"* ]]
         [ "$(step_losses "$TMP/m.ndjson" | wc -l)" -gt 100 ]
         diff <(step_losses "$TMP/s.ndjson") <(step_losses "$TMP/m.ndjson")
         cmp "$TMP/s.safetensors" "$TMP/m.safetensors"
     done
-    # a resume inside epoch 2 keeps the rows from epoch 3 on, and ends as the straight run
+    # resumed inside epoch 2, it ends as the straight run
     args=(--model "$MODEL" --data "$TMP/two" --epochs 3 --threads 1 --in-memory 64)
     run env HPS_TRAIN_KILL_AT_STEP=97 "$HPS_TEST_BIN/hps-train" "${args[@]}" -q --checkpoint "$TMP/ckpt" \
         --checkpoint-every 20
     [ "$status" -eq 137 ]
-    run "$HPS_BIN/hps-train" "${args[@]}" -v --checkpoint "$TMP/ckpt" --resume --export "$TMP/r.safetensors"
+    run "$HPS_BIN/hps-train" "${args[@]}" --checkpoint "$TMP/ckpt" --resume --export "$TMP/r.safetensors"
     [ "$status" -eq 0 ]
-    [[ "$output" == *" rows kept ("* ]]
+    [[ "$output" == *"resuming at step 80 (epoch 2, "* ]] || { echo "$output"; false; }
     "$HPS_BIN/hps-train" --model "$MODEL" --data "$TMP/two" --epochs 3 --threads 1 -q --export "$TMP/s.safetensors"
     cmp "$TMP/s.safetensors" "$TMP/r.safetensors"
 }
@@ -127,6 +127,12 @@ print("\n".join(repr(r["loss"]) for r in map(json.loads, open(sys.argv[1])) if r
     [ "$status" -eq 0 ]
     [[ "$output" == *"hps-train: --in-memory: 20000 rows need more than 1 MiB: the training rows are decoded every epoch"* ]]
     cmp "$TMP/s.safetensors" "$TMP/m.safetensors"
+    # the rows fit, their keys do not (20000 rows of 264 bytes: 5.0 MiB; 26 keys a row: 4.0 MiB more)
+    run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --epochs 2 --threads 1 --in-memory 6 \
+        --export "$TMP/k.safetensors"
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"hps-train: --in-memory: 20000 rows and their keys need more than 6 MiB: the training rows are decoded every epoch"* ]]
+    cmp "$TMP/s.safetensors" "$TMP/k.safetensors"
     run "$HPS_BIN/hps-train" --model "$MODEL" --data "$DATA/few" --in-memory 0
     [ "$status" -eq 2 ]
     [[ "$output" == "hps-train: error: --in-memory: "* ]]
