@@ -156,6 +156,12 @@ print(eval(sys.argv[2], {}, {"o": o}))' "$1" "$2"
     [ "$status" -eq 0 ]
     [[ "$output" == *"2 ranks: rank 0 worker 0 of stage 0, t1 on "*"; rank 1 worker 1 of stage 0, t1 on "* ]]
     same_losses "$TMP/one.ndjson" "$TMP/dist.ndjson"
+    # each worker holding every row in memory copies its part of each batch: the same trajectory
+    run mpi 2 "$TRAIN" --plan "$TMP/dplan.json" --data "$TMP/dshards" --epochs 3 --threads 1 --in-memory 64 \
+        --metrics "$TMP/mem.ndjson" --metrics-interval 0
+    [ "$status" -eq 0 ]
+    [[ "$output" == *"--in-memory: "*" rows ("*" MiB) read into memory in "* ]]
+    same_losses "$TMP/one.ndjson" "$TMP/mem.ndjson"
     [ "$(dist_field "$TMP/dist.ndjson" '(o["ranks"], o["workers"], o["servers"])')" = "(2, 2, 0)" ]
     [ "$(dist_field "$TMP/dist.ndjson" '[r["role"] for r in o["per_rank"]]')" = "['worker', 'worker']" ]
     # the summary: 3 epochs of 4 batches of 256 over both workers, and the
