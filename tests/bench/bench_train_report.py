@@ -93,7 +93,7 @@ def model_rows(work, reps, name, runs="hps"):
 
 
 def side_by_side(rows):
-    print(f"{'model':22} {'ep':>3} {'hps samples/s':>17} {'torch':>17} {'ratio':>6} {'hps quality':>19} "
+    print(f"{'model':26} {'ep':>3} {'hps samples/s':>17} {'torch':>17} {'ratio':>6} {'hps quality':>19} "
           f"{'torch quality':>19} {'hps AUC':>15} {'torch AUC':>15} {'hps ceil':>8} {'torch ceil':>10} "
           f"{'sgemm GF/s':>10} {'fc GF/s':>8}")
     for m in rows:
@@ -104,7 +104,7 @@ def side_by_side(rows):
         bench_common.spread(f"{name} PyTorch", [t["samples_per_s"] for t in torch])
         key = "accuracy" if m["multi"] else "logloss"
         m.update(hs=hs, ts=ts, key=key)
-        print(f"{name:22} {m['epochs']:>3} {hs:9.0f}+-{hsd:<6.0f} {ts:9.0f}+-{tsd:<6.0f} {hs / ts:5.2f}x "
+        print(f"{name:26} {m['epochs']:>3} {hs:9.0f}+-{hsd:<6.0f} {ts:9.0f}+-{tsd:<6.0f} {hs / ts:5.2f}x "
               f"{quality(key, [h[key] for h in m['hq1']]):>19} {quality(key, [t[key] for t in m['tq1']]):>19} "
               f"{auc([None if m['multi'] else h['auc'] for h in m['hq1']]):>15} "
               f"{auc([None if m['multi'] else t['auc'] for t in m['tq1']]):>15} "
@@ -117,11 +117,11 @@ def side_by_side(rows):
 
 
 def step_table(rows):
-    print(f"{'model':22} {'step ms':>8} {'probe step':>10} {'products':>9} {'at sgemm':>9} {'other layers':>12} "
+    print(f"{'model':26} {'step ms':>8} {'probe step':>10} {'products':>9} {'at sgemm':>9} {'other layers':>12} "
           f"{'engine':>7} {'read':>6}")
     for m in rows:
         p = m["parts"]
-        print(f"{m['name']:22} {m['step']:8.2f} {p['step']:10.2f} {p['products']:9.2f} {p['at_sgemm']:9.2f} "
+        print(f"{m['name']:26} {m['step']:8.2f} {p['step']:10.2f} {p['products']:9.2f} {p['at_sgemm']:9.2f} "
               f"{p['other']:12.2f} {p['engine']:7.2f} {p['read']:6.2f}")
     print("where hps-train's step goes, ms a step: step: the runs' mean (their summaries' step_ms); the rest are "
           "hps-train --probe's medians over its steps, taken before the runs: its whole step, the dense layers' "
