@@ -67,18 +67,18 @@ static void memory_close(hps_source *src)
 }
 
 /* Every row of inner's epoch into rows: 1, 0 where they need more than
- * max_bytes (*need: what they passed), -1 on a read's error. */
-static int read_all(hps_source *inner, hps_batch *rows, size_t max_bytes, size_t *need, hps_error *err)
+ * max_bytes, -1 on a read's error. */
+static int read_all(hps_source *inner, hps_batch *rows, size_t max_bytes, hps_error *err)
 {
     hps_batch *b = hps_batch_create(4096, inner->n_dense, inner->n_slots, 4096, inner->weighted);
     int got, rc = 1;
     while ((got = inner->read(inner, b, b->cap, err)) > 0) {
         if (rows->B + b->B > rows->cap) {
-            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: more rows than the %d it holds", inner->name, rows->cap);
+            rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: its shards hold more than the %d rows its manifest counts",
+                          inner->name, rows->cap);
             break;
         }
-        *need = held_bytes(inner, rows->B + b->B, rows->nnz + b->nnz);
-        if (*need > max_bytes) {
+        if (held_bytes(inner, rows->B + b->B, rows->nnz + b->nnz) > max_bytes) {
             rc = 0;
             break;
         }
@@ -97,8 +97,7 @@ hps_source *hps_source_in_memory(hps_source *inner, size_t max_bytes, hps_error 
 {
     uint64_t rows = inner->rows(inner);
     char why[128];
-    size_t need = held_bytes(inner, (int64_t)rows, 0);
-    if (rows > (uint64_t)INT32_MAX || need > max_bytes) {
+    if (rows > (uint64_t)INT32_MAX || held_bytes(inner, (int64_t)rows, 0) > max_bytes) {
         snprintf(why, sizeof why, "%llu rows need more than %zu MiB", (unsigned long long)rows, max_bytes >> 20);
         stream(why);
         return inner;
@@ -106,10 +105,10 @@ hps_source *hps_source_in_memory(hps_source *inner, size_t max_bytes, hps_error 
     double t0 = hps_now();
     memory_source *s = hps_calloc(1, sizeof *s);
     s->rows = hps_batch_create((int)rows, inner->n_dense, inner->n_slots, 1024, inner->weighted);
-    int rc = read_all(inner, s->rows, max_bytes, &need, err);
+    int rc = read_all(inner, s->rows, max_bytes, err);
     if (rc > 0 && (uint64_t)s->rows->B != rows)
-        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: %d rows read where it holds %llu", inner->name, s->rows->B,
-                      (unsigned long long)rows);
+        rc = hps_fail(err, HPS_EXIT_RUNTIME, "%s: %d rows read where its manifest counts %llu", inner->name,
+                      s->rows->B, (unsigned long long)rows);
     if (rc == 0 && inner->seek(inner, 0, err)) rc = -1; /* given back at its start */
     if (rc <= 0) {
         hps_batch_free(s->rows);
