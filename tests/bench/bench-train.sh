@@ -98,21 +98,24 @@ print(max(1, math.ceil(float(sys.argv[2]) / max(s, 1e-3))))' "$d/warm.ndjson" "$
     echo "$epochs" > "$d/epochs"
     for r in $(seq "$reps"); do
         echo "bench-train: $name, run $r of $reps, $epochs epoch(s); load $(bench_load)" >&2
+        # $1: the metrics' prefix, then hps-train's own options: hps (the
+        # shards streamed), and mem (the rows read into memory first, a row
+        # of its own, "MODEL in memory": PyTorch's loop reads tensors it read first)
         hps_run() {
+            tag=$1
+            shift
             "$bin/hps-train" --model "$model" --data "$d/shards" --eval "$d/shards" --epochs "$epochs" \
-                --threads "$threads" --seed "$r" -q --metrics "$d/hps-$r.ndjson"
-        }
-        # the same with the rows read into memory first, a row of its own
-        # ("MODEL in memory"): PyTorch's loop reads tensors it read first
-        mem_run() {
-            "$bin/hps-train" --model "$model" --data "$d/shards" --eval "$d/shards" --epochs "$epochs" \
-                --threads "$threads" --seed "$r" -q --in-memory "$mem_mb" --metrics "$d/mem-$r.ndjson"
+                --threads "$threads" --seed "$r" -q "$@" --metrics "$d/$tag-$r.ndjson"
         }
         torch_run() {
             $py "$root/tests/bench/bench_train_torch.py" "$model" "$d/train.tsv" "$d/holdout.tsv" \
                 "$threads" "$r" "$epochs" > "$d/torch-$r.json"
         }
-        if [ $((r % 2)) = 1 ]; then hps_run; mem_run; torch_run; else torch_run; mem_run; hps_run; fi
+        if [ $((r % 2)) = 1 ]; then
+            hps_run hps; hps_run mem --in-memory "$mem_mb"; torch_run
+        else
+            torch_run; hps_run mem --in-memory "$mem_mb"; hps_run hps
+        fi
     done
 done
 

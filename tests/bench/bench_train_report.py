@@ -49,18 +49,27 @@ def med(x):
     return x["median"]
 
 
+def layers_ms(layers):
+    """The layers' forward and backward medians, ms a step."""
+    return sum(med(l["forward_ms"]) + med(l["backward_ms"]) for l in layers)
+
+
+def layers_flops(layers):
+    return sum(l["flops_forward"] + l["flops_backward"] for l in layers)
+
+
 def step_parts(probe):
     """The probe's step and its parts, ms a step: the dense layers' medians, their
     FLOPs at the probe's sgemm rate, the other layers', the engine's, the reader's."""
     dev = probe["devices"][-1]
     dense = [l for l in dev["layers"] if l["type"] in DENSE]
     other = [l for l in dev["layers"] if l["type"] not in DENSE]
-    flops = sum(l["flops_forward"] + l["flops_backward"] for l in dense)
+    flops = layers_flops(dense)
     return {
         "step": med(dev["step_ms"]),
-        "products": sum(med(l["forward_ms"]) + med(l["backward_ms"]) for l in dense),
+        "products": layers_ms(dense),
         "at_sgemm": flops / (dev["sgemm_gflops"] * 1e9) * 1e3,
-        "other": sum(med(l["forward_ms"]) + med(l["backward_ms"]) for l in other),
+        "other": layers_ms(other),
         "engine": med(dev["overhead_ms"]),
         "read": med(dev["read_ms"]),
         "flops": flops,
@@ -80,12 +89,11 @@ def model_rows(work, reps, name, runs="hps"):
     dev = probe["devices"][-1]
     parts = step_parts(probe)
     fc = [l for l in dev["layers"] if l["type"] == "fc"]
-    fc_ms = sum(med(l["forward_ms"]) + med(l["backward_ms"]) for l in fc)
-    fc_flops = sum(l["flops_forward"] + l["flops_backward"] for l in fc)
     ceiling = dev["sgemm_gflops"] * 1e9 / (parts["flops"] / probe["model"]["batch"])
     return {
-        "model": name, "name": name if runs == "hps" else f"{name} in memory", "epochs": open(f"{d}/epochs").read().strip(), "hps": hps, "torch": torch,
-        "hq1": hq1, "tq1": tq1, "sgemm": dev["sgemm_gflops"], "fc_gflops": fc_flops / fc_ms / 1e6,
+        "model": name, "name": name if runs == "hps" else f"{name} in memory",
+        "epochs": open(f"{d}/epochs").read().strip(), "hps": hps, "torch": torch, "hq1": hq1, "tq1": tq1,
+        "sgemm": dev["sgemm_gflops"], "fc_gflops": layers_flops(fc) / layers_ms(fc) / 1e6,
         "ceiling": ceiling, "parts": parts,
         "step": statistics.mean(h["step_ms"] for h in hps),
         "multi": hps[-1]["eval"]["accuracy"] is not None,
